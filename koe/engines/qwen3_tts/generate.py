@@ -1,0 +1,142 @@
+"""The decode core: one generator of code frames that every way of speaking is a view of.
+
+Step 0 (prefill) runs the talker over the prompt and draws codebook 0 of frame 0. Each later step
+k feeds code 0 of frame k-1 back: the code predictor completes frame k-1 (codebooks 1..G-1, one
+small decoder step each), the frame is yielded, and the talker, fed the sum of the frame's G
+embeddings plus the next trailing text embedding, draws code 0 of frame k. So `max_new_tokens=N`
+gives at most N-1 frames, and the end-of-speech code never appears in a frame.
+
+Random draws happen in upstream's order (the predictor's G-1 draws of a frame, then the talker's
+draw), from `generator` (None = torch's global generator), so a seeded run equals upstream's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+
+from koe.engines.qwen3_tts.prompt import TalkerInputs
+from koe.engines.qwen3_tts.talker import CodePredictor, Talker
+from koe.nn.qwen3 import causal_padding_mask
+from koe.runtime.kv_cache import ConcatCache
+from koe.runtime.sampling import SamplingConfig, draw, process_logits
+
+
+@dataclass(frozen=True)
+class DecodeSettings:
+    talker: SamplingConfig
+    predictor: SamplingConfig
+    max_new_tokens: int
+    eos_id: int
+    suppress_ids: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 2:
+            raise ValueError(f"max_new_tokens must be >= 2 (it yields at most max_new_tokens - 1 frames); got {self.max_new_tokens}")
+
+
+@dataclass
+class Frame:
+    """One decoded frame for the whole batch."""
+
+    index: int
+    codes: torch.Tensor  # (B, G) int64
+    alive: torch.Tensor  # (B,) bool: False where a row had already ended (its codes are not speech)
+
+
+def rope_positions(attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Prefill positions (3, B, L) for a left-padded batch, and each row's offset for later steps."""
+    positions = attention_mask.float().cumsum(-1) - 1
+    positions.masked_fill_(attention_mask == 0, 1)
+    positions = positions.unsqueeze(0).expand(3, -1, -1)
+    max_position = positions.max(0, keepdim=False)[0].max(-1, keepdim=True)[0]
+    deltas = max_position + 1 - attention_mask.sum(dim=-1, keepdim=True)
+    deltas = deltas - (1 - attention_mask).sum(dim=-1).unsqueeze(1)
+    return positions, deltas
+
+
+def decode_frames(
+    talker: Talker,
+    inputs: TalkerInputs,
+    settings: DecodeSettings,
+    generator: torch.Generator | None = None,
+) -> Iterator[Frame]:
+    """Yield frames until every row has drawn end-of-speech or `max_new_tokens` codes were drawn."""
+    device = inputs.embeds.device
+    batch, length = inputs.attention_mask.shape
+    vocab = talker.cfg.vocab_size
+    eos = torch.tensor([settings.eos_id], device=device)
+    suppress = torch.isin(torch.arange(vocab, device=device), torch.tensor(list(settings.suppress_ids), dtype=torch.long, device=device))
+
+    cache = ConcatCache(len(talker.model.layers))
+    padding = inputs.attention_mask
+    positions, deltas = rope_positions(padding)
+    mask = causal_padding_mask(padding, torch.arange(length, device=device))
+    hidden = talker.forward_hidden(inputs.embeds, positions, cache, mask)
+    logits = talker.codec_head(hidden)
+
+    history = torch.zeros((batch, 0), dtype=torch.long, device=device)
+    unfinished = torch.ones(batch, dtype=torch.long, device=device)
+    alive = torch.ones(batch, dtype=torch.bool, device=device)
+    step = 0
+    while True:
+        scores = process_logits(
+            logits[:, -1, :].to(copy=True, dtype=torch.float32), history, settings.talker, eos_ids=eos, suppress_mask=suppress
+        )
+        token = draw(scores, settings.talker, generator)
+        token = token * unfinished + settings.eos_id * (1 - unfinished)
+        history = torch.cat([history, token[:, None]], dim=-1)
+        unfinished = unfinished & (token != settings.eos_id).long()
+        if history.shape[1] >= settings.max_new_tokens or not bool(unfinished.any()):
+            return
+        # Step `step + 1`: complete the frame of `token`, then feed it back.
+        code0_embed = talker.embed_codec(token[:, None])  # (B, 1, C)
+        rest = predict_codebooks(talker.code_predictor, hidden[:, -1:, :], code0_embed, settings.predictor, generator)
+        codes = torch.cat([token[:, None], rest], dim=-1)  # (B, G)
+        alive = alive & (token != settings.eos_id)
+        yield Frame(index=step, codes=codes, alive=alive.clone())
+
+        tables = talker.code_predictor.model.codec_embedding
+        frame_embeds = torch.cat([code0_embed] + [tables[i](rest[..., i : i + 1]) for i in range(len(tables))], dim=1)
+        x = frame_embeds.sum(1, keepdim=True)  # (B, 1, C)
+        if step < inputs.trailing_text.shape[1]:
+            x = x + inputs.trailing_text[:, step].unsqueeze(1)
+        else:
+            x = x + inputs.tts_pad
+        padding = torch.cat([padding, padding.new_ones((batch, 1))], dim=-1)
+        cache_position = length + step
+        pos = (torch.arange(1, device=device).view(1, -1).expand(batch, -1) + (cache_position + deltas)).unsqueeze(0).expand(3, -1, -1)
+        mask = causal_padding_mask(padding, torch.tensor([cache_position], device=device))
+        hidden = talker.forward_hidden(x, pos, cache, mask)
+        logits = talker.codec_head(hidden)
+        step += 1
+
+
+def predict_codebooks(
+    predictor: CodePredictor,
+    talker_hidden: torch.Tensor,
+    code0_embed: torch.Tensor,
+    sampling: SamplingConfig,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Codebooks 1..G-1 of one frame (B, G-1), one predictor step each."""
+    batch = talker_hidden.shape[0]
+    device = talker_hidden.device
+    steps = predictor.cfg.num_code_groups - 1
+    cache = ConcatCache(len(predictor.model.layers))
+    embeds = torch.cat((talker_hidden, code0_embed), dim=1)  # (B, 2, C)
+    positions = torch.arange(2, device=device).expand(batch, -1)
+    logits = predictor.forward_step(embeds, positions, cache, head=0)
+    history = torch.zeros((batch, 0), dtype=torch.long, device=device)
+    for i in range(steps):
+        scores = process_logits(logits[:, -1, :].to(copy=True, dtype=torch.float32), history, sampling)
+        token = draw(scores, sampling, generator)
+        history = torch.cat([history, token[:, None]], dim=-1)
+        if i + 1 == steps:
+            break
+        embeds = predictor.model.codec_embedding[i](token[:, None])
+        positions = torch.full((batch, 1), 2 + i, device=device, dtype=torch.long)
+        logits = predictor.forward_step(embeds, positions, cache, head=i + 1)
+    return history

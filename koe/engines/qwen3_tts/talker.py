@@ -1,0 +1,107 @@
+"""The Qwen3-TTS talker and its code predictor, as plain modules on koe's Qwen3 decoder blocks.
+
+The talker is a Qwen3 decoder over summed text and codec embeddings; its head predicts codebook 0
+of each 12.5 Hz frame. The code predictor (a small decoder, "sub-talker") then predicts codebooks
+1..G-1 of the same frame from the talker's last hidden state. Parameter names follow the released
+checkpoints (`talker.model.layers.0.self_attn.q_proj.weight`, `talker.code_predictor.lm_head.3.weight`, ...).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from koe.engines.qwen3_tts.config import CodePredictorConfig, TalkerConfig
+from koe.nn.qwen3 import DecoderLayer, RMSNorm, inverse_frequencies, multimodal_cos_sin, rotary_cos_sin
+from koe.runtime.kv_cache import ConcatCache
+
+
+class TextProjection(nn.Module):
+    """Two-layer MLP with biases mapping text embeddings into the talker's width."""
+
+    def __init__(self, in_size: int, hidden_size: int, out_size: int) -> None:
+        super().__init__()
+        self.linear_fc1 = nn.Linear(in_size, hidden_size, bias=True)
+        self.linear_fc2 = nn.Linear(hidden_size, out_size, bias=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear_fc2(F.silu(self.linear_fc1(x)))
+
+
+class DecoderStack(nn.Module):
+    """Layers + final norm; runs a sequence through them with a cache and an optional mask."""
+
+    def __init__(self, cfg) -> None:
+        super().__init__()
+        spec = cfg.decoder
+        self.layers = nn.ModuleList([DecoderLayer(spec) for _ in range(spec.num_layers)])
+        self.norm = RMSNorm(spec.hidden_size, eps=spec.rms_norm_eps)
+
+    def run(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: ConcatCache | None, mask: torch.Tensor | None) -> torch.Tensor:
+        for i, layer in enumerate(self.layers):
+            x = layer(x, cos, sin, None if cache is None else cache.layers[i], mask)
+        return self.norm(x)
+
+
+class TalkerBody(DecoderStack):
+    def __init__(self, cfg: TalkerConfig) -> None:
+        super().__init__(cfg)
+        self.codec_embedding = nn.Embedding(cfg.vocab_size, cfg.decoder.hidden_size)
+        self.text_embedding = nn.Embedding(cfg.text_vocab_size, cfg.text_hidden_size)
+
+
+class CodePredictorBody(DecoderStack):
+    def __init__(self, cfg: CodePredictorConfig, talker_hidden: int) -> None:
+        super().__init__(cfg)
+        self.codec_embedding = nn.ModuleList(
+            [nn.Embedding(cfg.vocab_size, talker_hidden) for _ in range(cfg.num_code_groups - 1)]
+        )
+
+
+class CodePredictor(nn.Module):
+    """Predicts codebooks 1..G-1 of a frame, one per step, from [talker hidden, code 0 embedding]."""
+
+    def __init__(self, cfg: CodePredictorConfig, talker_hidden: int) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.model = CodePredictorBody(cfg, talker_hidden)
+        self.lm_head = nn.ModuleList(
+            [nn.Linear(cfg.decoder.hidden_size, cfg.vocab_size, bias=False) for _ in range(cfg.num_code_groups - 1)]
+        )
+        if cfg.decoder.hidden_size != talker_hidden:
+            self.small_to_mtp_projection: nn.Module = nn.Linear(talker_hidden, cfg.decoder.hidden_size, bias=True)
+        else:
+            self.small_to_mtp_projection = nn.Identity()
+        self.register_buffer("inv_freq", inverse_frequencies(cfg.decoder.head_dim, cfg.decoder.rope_theta), persistent=False)
+
+    def forward_step(self, embeds: torch.Tensor, positions: torch.Tensor, cache: ConcatCache, head: int) -> torch.Tensor:
+        """embeds (B, T, C_talker) at `positions` (B, T) -> logits (B, T, V) of lm_head[head]."""
+        x = self.small_to_mtp_projection(embeds)
+        cos, sin = rotary_cos_sin(self.inv_freq, positions, x.dtype)
+        hidden = self.model.run(x, cos.unsqueeze(1), sin.unsqueeze(1), cache, None)
+        return self.lm_head[head](hidden)
+
+
+class Talker(nn.Module):
+    def __init__(self, cfg: TalkerConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.model = TalkerBody(cfg)
+        self.text_projection = TextProjection(cfg.text_hidden_size, cfg.text_hidden_size, cfg.decoder.hidden_size)
+        self.codec_head = nn.Linear(cfg.decoder.hidden_size, cfg.vocab_size, bias=False)
+        self.code_predictor = CodePredictor(cfg.code_predictor, cfg.decoder.hidden_size)
+        self.register_buffer("inv_freq", inverse_frequencies(cfg.decoder.head_dim, cfg.decoder.rope_theta), persistent=False)
+
+    def embed_text(self, ids: torch.Tensor) -> torch.Tensor:
+        """Text ids (B, T) -> projected embeddings (B, T, C)."""
+        return self.text_projection(self.model.text_embedding(ids))
+
+    def embed_codec(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.model.codec_embedding(ids)
+
+    def forward_hidden(self, embeds: torch.Tensor, positions: torch.Tensor, cache: ConcatCache, mask: torch.Tensor | None) -> torch.Tensor:
+        """embeds (B, T, C) at multimodal `positions` (3, B, T) -> final-norm hidden states (B, T, C)."""
+        cos, sin = rotary_cos_sin(self.inv_freq, positions, embeds.dtype)  # (3, B, T, D)
+        cos, sin = multimodal_cos_sin(cos, sin, list(self.cfg.mrope_section), self.cfg.mrope_interleaved)
+        return self.model.run(embeds, cos, sin, cache, mask)

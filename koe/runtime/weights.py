@@ -1,0 +1,81 @@
+"""Weight loading: safetensors only, strict by default, single file or sharded with an index."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+from torch import nn
+
+
+class WeightsError(ValueError):
+    """A checkpoint does not fit the model: missing, unexpected or misshapen tensors, or no weights file."""
+
+
+def weight_files(folder: Path, stem: str = "model") -> list[Path]:
+    """The safetensors files of a folder: `model.safetensors`, or the shards listed by `model.safetensors.index.json`."""
+    folder = Path(folder)
+    single = folder / f"{stem}.safetensors"
+    index = folder / f"{stem}.safetensors.index.json"
+    if single.exists():
+        return [single]
+    if index.exists():
+        try:
+            weight_map = json.loads(index.read_text())["weight_map"]
+        except (json.JSONDecodeError, KeyError) as e:
+            raise WeightsError(f"{index}: not a valid safetensors index ({e})") from e
+        shards = sorted({folder / name for name in weight_map.values()})
+        missing = [str(s) for s in shards if not s.exists()]
+        if missing:
+            raise WeightsError(f"{index} lists shards that are missing: {', '.join(missing)}")
+        return shards
+    raise WeightsError(f"no weights in {folder}: expected {single.name} or {index.name}")
+
+
+def load_state(
+    module: nn.Module,
+    files: list[Path],
+    *,
+    rename: Callable[[str], str | None] = lambda name: name,
+    dtype: torch.dtype | None = None,
+    device: torch.device | str = "cpu",
+    strict: bool = True,
+) -> None:
+    """Copy tensors from `files` into `module`'s parameters and persistent buffers.
+
+    `rename` maps a checkpoint name to the module's name, or None to skip it (tensors that belong
+    to another module). With `strict`, a missing or unexpected tensor or a wrong shape raises a
+    `WeightsError` that names it. Floating tensors are cast to `dtype` when given.
+    """
+    expected = dict(module.state_dict(keep_vars=True))
+    seen: set[str] = set()
+    unexpected: list[str] = []
+    for path in files:
+        with safe_open(str(path), framework="pt", device="cpu") as f:
+            for key in f.keys():
+                name = rename(key)
+                if name is None:
+                    continue
+                target = expected.get(name)
+                if target is None:
+                    unexpected.append(key)
+                    continue
+                tensor = f.get_tensor(key)
+                if tuple(tensor.shape) != tuple(target.shape):
+                    raise WeightsError(f"{path.name}: tensor {key} has shape {tuple(tensor.shape)}, the model expects {tuple(target.shape)}")
+                if tensor.is_floating_point():
+                    tensor = tensor.to(dtype or target.dtype)
+                with torch.no_grad():
+                    target.data = tensor.to(device)
+                seen.add(name)
+    missing = sorted(set(expected) - seen)
+    if strict and (missing or unexpected):
+        parts = []
+        if missing:
+            parts.append(f"missing tensors: {', '.join(missing[:10])}{' ...' if len(missing) > 10 else ''} ({len(missing)} in all)")
+        if unexpected:
+            parts.append(f"unexpected tensors: {', '.join(unexpected[:10])}{' ...' if len(unexpected) > 10 else ''} ({len(unexpected)} in all)")
+        raise WeightsError(f"checkpoint does not match the model: {'; '.join(parts)}")
