@@ -1,0 +1,27 @@
+"""koe (声): a native PyTorch runtime for open text-to-speech models."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    import torch
+
+    from koe.engines.qwen3_tts.engine import Qwen3TTSEngine
+
+
+def load(path: str | Path, device: str | torch.device | None = None, dtype: str | torch.dtype | None = None) -> Qwen3TTSEngine:
+    """Load a model folder (the released layout) and return its engine.
+
+    `device`: "cpu", "cuda", "cuda:1", or None for the best available. `dtype`: None gives float32
+    on the CPU (bit-exact with upstream) and bfloat16 on CUDA.
+    """
+    from koe.engines.registry import load_engine
+
+    return load_engine(path, device=device, dtype=dtype)
+
+
+__all__ = ["__version__", "load"]

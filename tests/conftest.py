@@ -8,7 +8,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 # Parity needs a fixed thread count on both sides (floats move with the thread count).
 torch.set_num_threads(1)
-torch.backends.mkldnn.allow_tf32 = False if hasattr(torch.backends.mkldnn, "allow_tf32") else None
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,138 @@
+"""Drop-in for `qwen_tts.Qwen3TTSModel`: code written for upstream `qwen-tts` runs unchanged on koe.
+
+Same public surface (`from_pretrained`, `generate_custom_voice`, `generate_voice_design`,
+`generate_voice_clone`, `create_voice_clone_prompt`, `get_supported_speakers`,
+`get_supported_languages`), same arguments, same return values, and the same audio: draws come
+from torch's global generator, so `torch.manual_seed(N)` before a call gives upstream's samples.
+Upstream's validation messages and quirks are kept (for example the 0.6B CustomVoice model drops
+instructions silently). `last_codes` holds the codec frames of the last call (koe's addition).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from koe.engines.qwen3_tts.engine import Qwen3TTSEngine
+from koe.engines.qwen3_tts.prompt import PromptItem
+
+
+@dataclass
+class VoiceClonePromptItem:
+    """Upstream's per-sample voice-clone prompt (same fields)."""
+
+    ref_code: torch.Tensor | None
+    ref_spk_embedding: torch.Tensor
+    x_vector_only_mode: bool
+    icl_mode: bool
+    ref_text: str | None = None
+
+
+def _as_list(x: Any) -> list:
+    return x if isinstance(x, list) else [x]
+
+
+class Qwen3TTSModel:
+    """A koe engine behind upstream's wrapper API."""
+
+    def __init__(self, engine: Qwen3TTSEngine) -> None:
+        self.engine = engine
+        self.model = engine
+        self.device = engine.device
+        self.generate_defaults = dict(engine.defaults.__dict__)
+        self.last_codes: list[torch.Tensor] = []
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path: str, **kwargs) -> Qwen3TTSModel:
+        """Load a local model folder. Accepts upstream's `device_map` and `dtype`/`torch_dtype`; other
+        transformers loading options (e.g. `attn_implementation`) are accepted and ignored."""
+        device = kwargs.get("device_map") or kwargs.get("device")
+        if isinstance(device, dict):
+            device = next(iter(device.values()), None)
+        dtype = kwargs.get("dtype", kwargs.get("torch_dtype"))
+        return cls(Qwen3TTSEngine.load(pretrained_model_name_or_path, device=device, dtype=dtype))
+
+    # -- upstream's helpers ------------------------------------------------------------------
+    def get_supported_speakers(self) -> list[str] | None:
+        return sorted(self.engine.cfg.talker.speaker_ids)
+
+    def get_supported_languages(self) -> list[str] | None:
+        return sorted(self.engine.cfg.talker.languages)
+
+    def _check_type(self, wanted: str, method: str) -> None:
+        cfg = self.engine.cfg
+        if cfg.model_type != wanted:
+            raise ValueError(
+                f"model with \ntokenizer_type: {cfg.tokenizer_type}\ntts_model_size: {cfg.model_size}\n"
+                f"tts_model_type: {cfg.model_type}\ndoes not support {method}, Please check Model Card or Readme for more details."
+            )
+
+    def _validate(self, languages: list, speakers: list | None = None) -> None:
+        supported = set(self.get_supported_languages())
+        bad = [lang for lang in languages if lang is None or str(lang).lower() not in supported]
+        if bad:
+            raise ValueError(f"Unsupported languages: {bad}. Supported: {sorted(supported)}")
+        if speakers is not None:
+            known = set(self.get_supported_speakers())
+            bad = [s for s in speakers if s not in (None, "") and str(s).lower() not in known]
+            if bad:
+                raise ValueError(f"Unsupported speakers: {bad}. Supported: {sorted(known)}")
+
+    def _batch(self, texts: list, **values: Any) -> dict[str, list]:
+        out = {}
+        for name, value in values.items():
+            out[name] = value if len(value) != 1 or len(texts) == 1 else value * len(texts)
+        lengths = {name: len(v) for name, v in out.items()}
+        if any(n != len(texts) for n in lengths.values()):
+            detail = ", ".join(f"{k}={v}" for k, v in lengths.items())
+            raise ValueError(f"Batch size mismatch: text={len(texts)}, {detail}")
+        return out
+
+    def _languages(self, language, n: int) -> list:
+        if isinstance(language, list):
+            return language
+        return [language if language is not None else "Auto"] * n
+
+    def _run(self, items: list[PromptItem], non_streaming_mode: bool, kwargs: dict) -> tuple[list[np.ndarray], int]:
+        options = {k: v for k, v in kwargs.items() if k in self.generate_defaults}
+        settings = self.engine.decode_settings(**options)
+        codes = self.engine.generate_codes(items, settings, non_streaming_mode=non_streaming_mode, generator=None)
+        self.last_codes = [c.cpu() for c in codes]
+        wavs = self.engine.codec.decode(codes)
+        return [w.detach().float().cpu().numpy() if isinstance(w, torch.Tensor) else np.asarray(w) for w in wavs], self.engine.sample_rate
+
+    def _ids(self, text: str) -> torch.Tensor:
+        return self.engine._ids(text)
+
+    def _items(self, texts, languages, speakers, instructs) -> list[PromptItem]:
+        items = []
+        for text, language, speaker, instruct in zip(texts, languages, speakers, instructs):
+            instruct_ids = self._ids(f"<|im_start|>user\n{instruct}<|im_end|>\n") if instruct not in (None, "") else None
+            ids = self._ids(f"<|im_start|>assistant\n{text}<|im_end|>\n<|im_start|>assistant\n")
+            items.append(PromptItem(ids, language, speaker if speaker not in (None, "") else None, instruct_ids))
+        return items
+
+    # -- generation ------------------------------------------------------------------------------
+    @torch.no_grad()
+    def generate_custom_voice(self, text, speaker, language=None, instruct=None, non_streaming_mode: bool = True, **kwargs):
+        """Speak with a preset speaker (CustomVoice models); returns (wavs, sample_rate)."""
+        self._check_type("custom_voice", "generate_custom_voice")
+        texts = _as_list(text)
+        if self.engine.cfg.drops_instruct:
+            instruct = None
+        instructs = instruct if isinstance(instruct, list) else [instruct if instruct is not None else ""] * len(texts)
+        b = self._batch(texts, language=self._languages(language, len(texts)), speaker=_as_list(speaker), instruct=instructs)
+        self._validate(b["language"], b["speaker"])
+        return self._run(self._items(texts, b["language"], b["speaker"], b["instruct"]), non_streaming_mode, kwargs)
+
+    @torch.no_grad()
+    def generate_voice_design(self, text, instruct, language=None, non_streaming_mode: bool = True, **kwargs):
+        """Speak in a voice described by `instruct` (VoiceDesign models); returns (wavs, sample_rate)."""
+        self._check_type("voice_design", "generate_voice_design")
+        texts = _as_list(text)
+        b = self._batch(texts, language=self._languages(language, len(texts)), instruct=_as_list(instruct))
+        self._validate(b["language"])
+        return self._run(self._items(texts, b["language"], [None] * len(texts), b["instruct"]), non_streaming_mode, kwargs)
