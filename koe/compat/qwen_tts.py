@@ -101,8 +101,8 @@ class Qwen3TTSModel:
         settings = self.engine.decode_settings(**options)
         codes = self.engine.generate_codes(items, settings, non_streaming_mode=non_streaming_mode, generator=None)
         self.last_codes = [c.cpu() for c in codes]
-        wavs = self.engine.codec.decode(codes)
-        return [w.detach().float().cpu().numpy() if isinstance(w, torch.Tensor) else np.asarray(w) for w in wavs], self.engine.sample_rate
+        wavs = self.engine.decode_waveforms(codes, items)
+        return [w.detach().float().cpu().numpy() for w in wavs], self.engine.sample_rate
 
     def _ids(self, text: str) -> torch.Tensor:
         return self.engine._ids(text)
@@ -136,3 +136,63 @@ class Qwen3TTSModel:
         b = self._batch(texts, language=self._languages(language, len(texts)), instruct=_as_list(instruct))
         self._validate(b["language"])
         return self._run(self._items(texts, b["language"], [None] * len(texts), b["instruct"]), non_streaming_mode, kwargs)
+
+    # -- voice cloning (Base models) -------------------------------------------------------------
+    @torch.inference_mode()
+    def create_voice_clone_prompt(self, ref_audio, ref_text=None, x_vector_only_mode=False) -> list[VoiceClonePromptItem]:
+        """Upstream's prompt items (ref_code, ref_spk_embedding, modes, ref_text) from reference audio."""
+        self._check_type("base", "create_voice_clone_prompt")
+        refs = _as_list(ref_audio)
+        texts = ref_text if isinstance(ref_text, list) else [ref_text] * len(refs)
+        modes = x_vector_only_mode if isinstance(x_vector_only_mode, list) else [x_vector_only_mode] * len(refs)
+        if len(texts) != len(refs) or len(modes) != len(refs):
+            raise ValueError(f"Batch size mismatch: ref_audio={len(refs)}, ref_text={len(texts)}, x_vector_only_mode={len(modes)}")
+        for i, (text, xvec) in enumerate(zip(texts, modes)):
+            if not xvec and (text is None or text == ""):
+                raise ValueError(f"ref_text is required when x_vector_only_mode=False (ICL mode). Bad index={i}")
+        prompts = self.engine.prepare_voices(refs, texts, [bool(m) for m in modes])
+        return [
+            VoiceClonePromptItem(p.ref_code, p.speaker_embedding.to(self.engine.dtype), p.x_vector_only, not p.x_vector_only, t)
+            for p, t in zip(prompts, texts)
+        ]
+
+    def _to_voice_prompts(self, items: list[VoiceClonePromptItem]):
+        from koe.engines.qwen3_tts.voice import VoicePrompt
+
+        return [VoicePrompt(it.ref_spk_embedding, it.ref_code if it.icl_mode else None, it.ref_text, not it.icl_mode, self.engine.stamp) for it in items]
+
+    @torch.no_grad()
+    def generate_voice_clone(self, text, language=None, ref_audio=None, ref_text=None, x_vector_only_mode=False,
+                             voice_clone_prompt=None, non_streaming_mode: bool = False, **kwargs):
+        """Speak in a cloned voice (Base models); returns (wavs, sample_rate)."""
+        self._check_type("base", "generate_voice_clone")
+        texts = _as_list(text)
+        languages = self._batch(texts, language=self._languages(language, len(texts)))["language"]
+        self._validate(languages)
+        if voice_clone_prompt is None:
+            if ref_audio is None:
+                raise ValueError("Either `voice_clone_prompt` or `ref_audio` must be provided.")
+            items = self.create_voice_clone_prompt(ref_audio=ref_audio, ref_text=ref_text, x_vector_only_mode=x_vector_only_mode)
+        elif isinstance(voice_clone_prompt, dict):
+            p = voice_clone_prompt
+            items = [VoiceClonePromptItem(c, e, x, i, None) for c, e, x, i in zip(p["ref_code"], p["ref_spk_embedding"], p["x_vector_only_mode"], p["icl_mode"])]
+            if any(it.icl_mode for it in items):
+                raise ValueError("an ICL voice_clone_prompt dict carries no ref_text; pass the list of VoiceClonePromptItem instead")
+        else:
+            items = list(voice_clone_prompt)
+        if len(items) == 1 and len(texts) > 1:
+            items = items * len(texts)
+        if len(items) != len(texts):
+            raise ValueError(f"Batch size mismatch: prompt={len(items)}, text={len(texts)}")
+        voices = self._to_voice_prompts(items)
+        clones = [self.engine._clone_prompt(v) for v in voices]
+        prompt_items = [
+            PromptItem(self._ids(f"<|im_start|>assistant\n{t}<|im_end|>\n<|im_start|>assistant\n"), lang, None, None, c)
+            for t, lang, c in zip(texts, languages, clones)
+        ]
+        options = {k: v for k, v in kwargs.items() if k in self.generate_defaults}
+        settings = self.engine.decode_settings(**options)
+        codes = self.engine.generate_codes(prompt_items, settings, non_streaming_mode=non_streaming_mode, generator=None)
+        self.last_codes = [c.cpu() for c in codes]
+        wavs = self.engine.decode_waveforms(codes, prompt_items)
+        return [w.detach().float().cpu().numpy() for w in wavs], self.engine.sample_rate

@@ -25,11 +25,31 @@ def spy(*args, **kwargs):
 
 
 tts.model.generate = spy
+def audio_arg(value):
+    """A reference given as {"npy": path, "sr": rate} becomes upstream's (array, sr) tuple."""
+    if isinstance(value, dict) and "npy" in value:
+        return (np.load(value["npy"]), int(value["sr"]))
+    if isinstance(value, list):
+        return [audio_arg(v) for v in value]
+    return value
+
+
 for i, call in enumerate(job["calls"]):
     captured.clear()
+    kwargs = dict(call["kwargs"])
+    if "ref_audio" in kwargs:
+        kwargs["ref_audio"] = audio_arg(kwargs["ref_audio"])
+    if call["method"] == "create_voice_clone_prompt":
+        items = tts.create_voice_clone_prompt(**kwargs)
+        for j, item in enumerate(items):
+            tensors[f"spk_{i}_{j}"] = item.ref_spk_embedding
+            if item.ref_code is not None:
+                tensors[f"refcode_{i}_{j}"] = item.ref_code
+        info[f"count_{i}"] = len(items)
+        continue
     if call.get("seed") is not None:
         torch.manual_seed(call["seed"])
-    wavs, sr = getattr(tts, call["method"])(**call["kwargs"])
+    wavs, sr = getattr(tts, call["method"])(**kwargs)
     info.setdefault("sample_rate", sr)
     for j, wav in enumerate(wavs):
         tensors[f"wav_{i}_{j}"] = torch.from_numpy(np.ascontiguousarray(wav))

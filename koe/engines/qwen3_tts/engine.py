@@ -14,7 +14,8 @@ import torch
 from koe.engines.qwen3_tts.config import GenerationDefaults, Qwen3TTSConfig
 from koe.engines.qwen3_tts.generate import DecodeSettings, decode_frames
 from koe.engines.qwen3_tts.model import Qwen3TTSNetwork
-from koe.engines.qwen3_tts.prompt import PromptItem, build_talker_inputs
+from koe.engines.qwen3_tts.prompt import ClonePrompt, PromptItem, build_talker_inputs
+from koe.engines.qwen3_tts.voice import VoicePrompt, VoicePromptError, model_stamp, reference_audio, to_codec_rate
 from koe.runtime.device import resolve_device, resolve_dtype
 from koe.runtime.sampling import SamplingConfig
 
@@ -156,15 +157,21 @@ class Qwen3TTSEngine:
     def _ids(self, text: str) -> torch.Tensor:
         return torch.tensor([self.tokenizer.encode(text)], dtype=torch.long, device=self.device)
 
-    def prompt_items(self, texts: list[str], languages: list[str], speakers: list[str | None], instructs: list[str | None]) -> list[PromptItem]:
+    def prompt_items(
+        self, texts: list[str], languages: list[str], speakers: list[str | None], instructs: list[str | None], voices: list[VoicePrompt | None] | None = None
+    ) -> list[PromptItem]:
         """Validate a batch and tokenize it into prompt items as upstream's wrapper does."""
         kind = self.cfg.model_type
+        voices = voices or [None] * len(texts)
         items = []
-        for text, language, speaker, instruct in zip(texts, languages, speakers, instructs, strict=True):
+        for text, language, speaker, instruct, voice in zip(texts, languages, speakers, instructs, voices, strict=True):
             if not isinstance(text, str) or not text.strip():
                 raise RequestError("text is empty: give at least one word to speak")
             language = self._check_language(language)
-            speaker = self._check_speaker(speaker)
+            clone = self._clone_prompt(voice)
+            if clone is not None and speaker:
+                raise RequestError(f"speaker={speaker!r} cannot be combined with a cloned voice; pass one or the other")
+            speaker = None if clone is not None else self._check_speaker(speaker)
             if instruct and kind == "custom_voice" and self.cfg.drops_instruct:
                 warnings.warn("this 0.6B CustomVoice model ignores instructions (as upstream does); the instruction was dropped", stacklevel=3)
                 instruct = None
@@ -172,8 +179,75 @@ class Qwen3TTSEngine:
                 warnings.warn("Base (voice cloning) models take no instruction; it was ignored", stacklevel=3)
                 instruct = None
             instruct_ids = self._ids(f"<|im_start|>user\n{instruct}<|im_end|>\n") if instruct else None
-            items.append(PromptItem(self._ids(f"<|im_start|>assistant\n{text}<|im_end|>\n<|im_start|>assistant\n"), language, speaker, instruct_ids))
+            items.append(PromptItem(self._ids(f"<|im_start|>assistant\n{text}<|im_end|>\n<|im_start|>assistant\n"), language, speaker, instruct_ids, clone))
         return items
+
+    def _clone_prompt(self, voice: VoicePrompt | None) -> ClonePrompt | None:
+        if voice is None:
+            if self.cfg.model_type == "base":
+                raise RequestError("a Base model speaks only in a cloned voice: pass voice=engine.prepare_voice(clip, ref_text=...)")
+            return None
+        if self.cfg.model_type != "base":
+            raise RequestError(f"this {self.cfg.model_type} model cannot clone a voice; use a Qwen3-TTS Base model for cloning")
+        try:
+            voice.model.check(self.stamp)
+        except VoicePromptError as e:
+            raise RequestError(str(e)) from e
+        if voice.model.fingerprint != self.stamp.fingerprint:
+            warnings.warn("this voice prompt was made with other weights of the same model size; prepare it again for best results", stacklevel=4)
+        embedding = voice.speaker_embedding.to(self.device).to(self.dtype)
+        if voice.x_vector_only:
+            return ClonePrompt(embedding, None, None, icl=False)
+        ref_ids = self._ids(f"<|im_start|>assistant\n{voice.ref_text}<|im_end|>\n")
+        return ClonePrompt(embedding, voice.ref_code, ref_ids, icl=True)
+
+    # -- voice prompts -------------------------------------------------------------------------
+    @property
+    def stamp(self):
+        if not hasattr(self, "_stamp"):
+            self._stamp = model_stamp(self.cfg, self.folder)
+        return self._stamp
+
+    def prepare_voice(self, ref_audio, ref_text: str | None = None, x_vector_only: bool = False, *, trim: bool = False) -> VoicePrompt:
+        """A reusable cloning prompt from a reference clip (path, bytes, or (samples, sample_rate)).
+
+        ICL mode (default) needs the clip's transcript; `x_vector_only=True` uses the speaker
+        embedding alone (no transcript needed; the voice is matched less closely).
+        """
+        return self.prepare_voices([ref_audio], [ref_text], [x_vector_only], trim=trim)[0]
+
+    @torch.inference_mode()
+    def prepare_voices(self, refs: list, ref_texts: list[str | None], x_vector_only: list[bool], *, trim: bool = False) -> list[VoicePrompt]:
+        """Batch form of `prepare_voice`; references with one sample rate are encoded together, as upstream does."""
+        if self.cfg.model_type != "base":
+            raise RequestError(
+                f"this {self.cfg.model_type} model cannot clone a voice; use a Qwen3-TTS Base model "
+                "(e.g. Qwen3-TTS-12Hz-0.6B-Base) for cloning"
+            )
+        for i, (text, xvec) in enumerate(zip(ref_texts, x_vector_only, strict=True)):
+            if not xvec and not (text and text.strip()):
+                raise RequestError(
+                    f"reference {i}: in-context cloning needs the transcript of the reference clip (ref_text). "
+                    "Without one, use x-vector mode (x_vector_only=True / --x-vector-only): the speaker embedding alone, which copies the voice less closely"
+                )
+        audios = [reference_audio(r, trim=trim) for r in refs]
+        codes: list = [None] * len(audios)
+        if not all(x_vector_only):
+            rates = {sr for _, sr in audios}
+            if len(rates) == 1:
+                codes = self.codec.encode_list([torch.from_numpy(to_codec_rate(a, sr)) for a, sr in audios])
+            else:
+                codes = [self.codec.encode_list([torch.from_numpy(to_codec_rate(a, sr))])[0] for a, sr in audios]
+        from koe.engines.qwen3_tts.speaker import extract_speaker_embedding
+
+        prompts = []
+        for (audio, sr), code, text, xvec in zip(audios, codes, ref_texts, x_vector_only, strict=True):
+            embedding = extract_speaker_embedding(self.network.speaker_encoder, to_codec_rate(audio, sr))
+            prompts.append(VoicePrompt(
+                speaker_embedding=embedding.float().cpu(), ref_code=None if xvec else code.cpu(), ref_text=None if xvec else text,
+                x_vector_only=bool(xvec), model=self.stamp, info={"ref_seconds": round(len(audio) / sr, 3), "ref_sample_rate": sr},
+            ))  # fmt: skip
+        return prompts
 
     @torch.inference_mode()
     def generate_codes(self, items: list[PromptItem], settings: DecodeSettings, *, non_streaming_mode: bool, generator: torch.Generator | None) -> list[torch.Tensor]:
@@ -189,6 +263,19 @@ class Qwen3TTSEngine:
         lengths = torch.stack(alive, dim=1).sum(dim=1)
         return [codes[i, : int(lengths[i])] for i in range(len(items))]
 
+    def decode_waveforms(self, codes: list[torch.Tensor], items: list[PromptItem]) -> list:
+        """Codes -> waveforms. For ICL clones the reference frames are decoded in front and the
+        reference part cut off in proportion, as upstream does."""
+        refs = [it.clone.ref_code if it.clone is not None and it.clone.icl else None for it in items]
+        full = [c if r is None else torch.cat([r.to(c.device), c], dim=0) for c, r in zip(codes, refs, strict=True)]
+        wavs = self.codec.decode(full)
+        out = []
+        for wav, r, f in zip(wavs, refs, full, strict=True):
+            if r is not None:
+                wav = wav[int(r.shape[0] / max(f.shape[0], 1) * wav.shape[0]) :]
+            out.append(wav)
+        return out
+
     def default_non_streaming(self) -> bool:
         """Upstream's wrapper feeds the whole text up front for CustomVoice/VoiceDesign, streams it for Base."""
         return self.cfg.model_type != "base"
@@ -200,6 +287,7 @@ class Qwen3TTSEngine:
         language: str | list[str] | None = None,
         speaker: str | list[str] | None = None,
         instruct: str | list[str] | None = None,
+        voice: VoicePrompt | list[VoicePrompt] | None = None,
         seed: int | None = None,
         non_streaming_mode: bool | None = None,
         generator: torch.Generator | None = None,
@@ -217,14 +305,15 @@ class Qwen3TTSEngine:
         if self.cfg.model_type == "voice_design" and not any(instructs):
             log.info("VoiceDesign without a description: the model picks a voice")
         settings = self.decode_settings(**sampling)
-        items = self.prompt_items(texts, languages, speakers, instructs)
+        voices = _broadcast(voice, n, "voice")
+        items = self.prompt_items(texts, languages, speakers, instructs, voices)
         if seed is not None:
             generator = torch.Generator(device="cpu").manual_seed(int(seed))
         nsm = self.default_non_streaming() if non_streaming_mode is None else bool(non_streaming_mode)
         started = time.perf_counter()
         codes = self.generate_codes(items, settings, non_streaming_mode=nsm, generator=generator)
         decoded_at = time.perf_counter()
-        wavs = self.codec.decode(codes)
+        wavs = self.decode_waveforms(codes, items)
         finished = time.perf_counter()
         results = []
         for i, (c, wav) in enumerate(zip(codes, wavs, strict=True)):

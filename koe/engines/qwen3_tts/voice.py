@@ -1,0 +1,142 @@
+"""Voice prompts for cloning with Qwen3-TTS Base models.
+
+A voice prompt is what the model needs from a reference clip: the speaker embedding (x-vector)
+and, for in-context cloning (ICL), the clip's codec frames and transcript. It is computed once and
+reused: saved as `prompt.safetensors` + `prompt.json` (never pickle), with the model it was made
+for, so a prompt is never silently fed to a model it does not fit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+
+from koe.audio.errors import AudioError
+from koe.audio.io import load_audio
+from koe.audio.resample import resample
+
+FORMAT_VERSION = 1
+MIN_REF_SECONDS = 1.0
+MAX_REF_SECONDS = 30.0
+SAMPLE_RATE = 24000
+
+
+class VoicePromptError(ValueError):
+    """A voice prompt that cannot be made or used (bad reference, missing transcript, wrong model)."""
+
+
+@dataclass(frozen=True)
+class ModelStamp:
+    """Which model a prompt was made for: what must match, and a fingerprint of the exact weights."""
+
+    family: str
+    model_type: str
+    size: str
+    hidden_size: int
+    num_code_groups: int
+    fingerprint: str
+
+    def check(self, other: ModelStamp) -> None:
+        for name in ("family", "hidden_size", "num_code_groups"):
+            if getattr(self, name) != getattr(other, name):
+                raise VoicePromptError(
+                    f"this voice prompt was made for a {self.family} {self.size} model ({name}={getattr(self, name)}), "
+                    f"not for this {other.family} {other.size} model ({name}={getattr(other, name)}); prepare the voice again with this model"
+                )
+        if other.model_type != "base":
+            raise VoicePromptError(f"voice cloning needs a Base model; this is a {other.model_type} model")
+
+
+@dataclass
+class VoicePrompt:
+    """A reusable cloning prompt. `ref_code` and `ref_text` are set in ICL mode only."""
+
+    speaker_embedding: torch.Tensor  # (C,) float32
+    ref_code: torch.Tensor | None  # (T, G) int64
+    ref_text: str | None
+    x_vector_only: bool
+    model: ModelStamp
+    info: dict = field(default_factory=dict)  # reference duration, sample rate, source name
+
+    @property
+    def icl(self) -> bool:
+        return not self.x_vector_only
+
+    def save(self, folder: str | Path) -> Path:
+        """Write `prompt.safetensors` + `prompt.json` atomically into `folder`."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        tensors = {"speaker_embedding": self.speaker_embedding.detach().float().cpu().contiguous()}
+        if self.ref_code is not None:
+            tensors["ref_code"] = self.ref_code.detach().long().cpu().contiguous()
+        meta = {
+            "format": FORMAT_VERSION, "ref_text": self.ref_text, "x_vector_only": self.x_vector_only,
+            "model": self.model.__dict__, "info": self.info,
+        }  # fmt: skip
+        with tempfile.TemporaryDirectory(dir=folder) as tmp:
+            save_file(tensors, os.path.join(tmp, "prompt.safetensors"))
+            Path(tmp, "prompt.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False))
+            os.replace(os.path.join(tmp, "prompt.safetensors"), folder / "prompt.safetensors")
+            os.replace(os.path.join(tmp, "prompt.json"), folder / "prompt.json")
+        return folder
+
+    @classmethod
+    def load(cls, folder: str | Path) -> VoicePrompt:
+        folder = Path(folder)
+        meta_path, tensor_path = folder / "prompt.json", folder / "prompt.safetensors"
+        if not meta_path.exists() or not tensor_path.exists():
+            raise VoicePromptError(f"{folder}: not a voice prompt (expected prompt.json and prompt.safetensors)")
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            tensors = load_file(str(tensor_path))
+        except Exception as e:  # noqa: BLE001 - any parse failure is a corrupt prompt
+            raise VoicePromptError(f"{folder}: corrupt voice prompt ({e})") from e
+        if meta.get("format") != FORMAT_VERSION:
+            raise VoicePromptError(f"{folder}: voice prompt format {meta.get('format')} is not supported (expected {FORMAT_VERSION})")
+        return cls(
+            speaker_embedding=tensors["speaker_embedding"],
+            ref_code=tensors.get("ref_code"),
+            ref_text=meta.get("ref_text"),
+            x_vector_only=bool(meta["x_vector_only"]),
+            model=ModelStamp(**meta["model"]),
+            info=meta.get("info", {}),
+        )
+
+
+def model_stamp(cfg, folder: Path) -> ModelStamp:
+    """Stamp of a loaded Qwen3-TTS model: sizes from its config, fingerprint from config + weight sizes."""
+    h = hashlib.sha256((Path(folder) / "config.json").read_bytes())
+    for p in sorted(Path(folder).glob("*.safetensors")):
+        h.update(f"{p.name}:{p.stat().st_size}".encode())
+    return ModelStamp("qwen3_tts", cfg.model_type, cfg.model_size, cfg.talker.decoder.hidden_size, cfg.talker.num_code_groups, h.hexdigest()[:16])
+
+
+def reference_audio(source, *, max_seconds: float = MAX_REF_SECONDS, trim: bool = False) -> tuple[np.ndarray, int]:
+    """Load a reference (path, bytes, (array, sr)) as float32 mono and check its length."""
+    if isinstance(source, np.ndarray):
+        raise AudioError("for a numpy reference pass (samples, sample_rate)")
+    audio, sr = load_audio(source)
+    seconds = len(audio) / sr
+    if seconds < MIN_REF_SECONDS:
+        raise AudioError(f"reference audio is {seconds:.2f} s long; give at least {MIN_REF_SECONDS:.0f} s of speech (3-10 s works best)")
+    if seconds > max_seconds:
+        if not trim:
+            raise AudioError(
+                f"reference audio is {seconds:.1f} s long; the maximum is {max_seconds:.0f} s. "
+                f"Pass trim=True (CLI: --trim-ref) to use its first {max_seconds:.0f} s, or cut a clean 3-10 s clip"
+            )
+        audio = audio[: int(max_seconds * sr)]
+    return audio, sr
+
+
+def to_codec_rate(audio: np.ndarray, sr: int) -> np.ndarray:
+    """Resample to 24 kHz as upstream does (librosa's soxr_hq), float32."""
+    return audio if sr == SAMPLE_RATE else resample(audio.astype(np.float32), sr, SAMPLE_RATE).astype(np.float32)
