@@ -10,7 +10,7 @@ from safetensors import safe_open
 from torch import nn
 
 from .config import SpeechTokenizerConfig
-from .decoder import CHUNK_FRAMES, LEFT_CONTEXT_FRAMES, SpeechDecoder
+from .decoder import SpeechDecoder
 from .encoder import SpeechEncoder
 from .layers import RotaryEmbedding
 
