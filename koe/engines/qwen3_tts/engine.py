@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -12,12 +13,16 @@ import numpy as np
 import torch
 
 from koe.engines.qwen3_tts.config import GenerationDefaults, Qwen3TTSConfig
-from koe.engines.qwen3_tts.generate import DecodeSettings, decode_frames
+from koe.engines.base import AudioChunk, CancelToken
+from koe.engines.qwen3_tts.generate import DecodeOutcome, DecodeSettings, decode_frames
+from koe.engines.qwen3_tts.guard import FRAME_RATE, MAX_SEGMENT_CHARS, SEGMENT_PAUSE_S, frame_budget
+from koe.engines.qwen3_tts.streaming import CodecStream
 from koe.engines.qwen3_tts.model import Qwen3TTSNetwork
 from koe.engines.qwen3_tts.prompt import ClonePrompt, PromptItem, build_talker_inputs
 from koe.engines.qwen3_tts.voice import VoicePrompt, VoicePromptError, model_stamp, reference_audio, to_codec_rate
 from koe.runtime.device import resolve_device, resolve_dtype
 from koe.runtime.sampling import SamplingConfig
+from koe.text.segment import segment_text
 
 log = logging.getLogger(__name__)
 
@@ -250,11 +255,15 @@ class Qwen3TTSEngine:
         return prompts
 
     @torch.inference_mode()
-    def generate_codes(self, items: list[PromptItem], settings: DecodeSettings, *, non_streaming_mode: bool, generator: torch.Generator | None) -> list[torch.Tensor]:
+    def generate_codes(
+        self, items: list[PromptItem], settings: DecodeSettings, *, non_streaming_mode: bool, generator: torch.Generator | None,
+        budgets: list[int] | None = None, cancel: CancelToken | None = None, outcome: DecodeOutcome | None = None,
+    ) -> list[torch.Tensor]:
         """Run the decode core to the end; each item's frames (T_i, 16) up to its end of speech."""
         inputs = build_talker_inputs(self.network.talker, self.cfg, items, non_streaming_mode)
+        limits = None if budgets is None else torch.tensor(budgets, device=self.device)
         frames, alive = [], []
-        for frame in decode_frames(self.network.talker, inputs, settings, generator):
+        for frame in decode_frames(self.network.talker, inputs, settings, generator, row_limits=limits, cancel=cancel, outcome=outcome):
             frames.append(frame.codes)
             alive.append(frame.alive)
         if not frames:
@@ -266,7 +275,7 @@ class Qwen3TTSEngine:
     def decode_waveforms(self, codes: list[torch.Tensor], items: list[PromptItem]) -> list:
         """Codes -> waveforms. For ICL clones the reference frames are decoded in front and the
         reference part cut off in proportion, as upstream does."""
-        refs = [it.clone.ref_code if it.clone is not None and it.clone.icl else None for it in items]
+        refs = [_icl_reference(it) for it in items]
         full = [c if r is None else torch.cat([r.to(c.device), c], dim=0) for c, r in zip(codes, refs, strict=True)]
         wavs = self.codec.decode(full)
         out = []
@@ -280,6 +289,18 @@ class Qwen3TTSEngine:
         """Upstream's wrapper feeds the whole text up front for CustomVoice/VoiceDesign, streams it for Base."""
         return self.cfg.model_type != "base"
 
+    def _request(self, texts, language, speaker, instruct, voice, sampling) -> tuple[list[PromptItem], DecodeSettings]:
+        n = len(texts)
+        languages = _broadcast(language if language is not None else "auto", n, "language")
+        settings = self.decode_settings(**sampling)
+        items = self.prompt_items(texts, languages, _broadcast(speaker, n, "speaker"), _broadcast(instruct, n, "instruct"), _broadcast(voice, n, "voice"))
+        return items, settings
+
+    def _budget(self, text: str, settings: DecodeSettings, max_frames: int | None) -> int:
+        """Frames a segment may take: the runaway guard (or the caller's `max_frames`), within max_new_tokens."""
+        budget = frame_budget(text) if max_frames is None else int(max_frames)
+        return min(budget, settings.max_new_tokens - 1)
+
     def generate(
         self,
         text: str | list[str],
@@ -290,41 +311,167 @@ class Qwen3TTSEngine:
         voice: VoicePrompt | list[VoicePrompt] | None = None,
         seed: int | None = None,
         non_streaming_mode: bool | None = None,
+        max_segment_chars: int = MAX_SEGMENT_CHARS,
+        pause_s: float = SEGMENT_PAUSE_S,
+        max_frames: int | None = None,
+        cancel: CancelToken | None = None,
         generator: torch.Generator | None = None,
         **sampling,
     ) -> SpeechResult | list[SpeechResult]:
-        """Speak one text (-> SpeechResult) or a batch (-> list). `seed=N` equals upstream after `torch.manual_seed(N)`."""
+        """Speak one text (-> SpeechResult) or a batch (-> list).
+
+        `seed=N` equals upstream run right after `torch.manual_seed(N)`. A text longer than
+        `max_segment_chars` is spoken in segments (segment i uses seed + i) joined by `pause_s` of
+        silence. Each segment is capped by the runaway guard (`frame_budget`, or `max_frames`);
+        hitting it ends the segment and marks the result `truncated`, with a warning.
+        """
         single = isinstance(text, str)
         texts = [text] if single else list(text)
         if not texts:
             raise RequestError("no text given")
-        n = len(texts)
-        languages = _broadcast(language if language is not None else "auto", n, "language")
-        speakers = _broadcast(speaker, n, "speaker")
-        instructs = _broadcast(instruct, n, "instruct")
-        if self.cfg.model_type == "voice_design" and not any(instructs):
-            log.info("VoiceDesign without a description: the model picks a voice")
-        settings = self.decode_settings(**sampling)
-        voices = _broadcast(voice, n, "voice")
-        items = self.prompt_items(texts, languages, speakers, instructs, voices)
         if seed is not None:
             generator = torch.Generator(device="cpu").manual_seed(int(seed))
         nsm = self.default_non_streaming() if non_streaming_mode is None else bool(non_streaming_mode)
+        segmented = [segment_text(t, max_segment_chars) if isinstance(t, str) else [t] for t in texts]
+        if all(len(s) <= 1 for s in segmented):
+            results = self._generate_batch(texts, language, speaker, instruct, voice, seed, nsm, generator, max_frames, cancel, sampling)
+        else:
+            one = lambda v, i: v[i] if isinstance(v, (list, tuple)) else v  # noqa: E731
+            results = [
+                self._generate_segments(segs, one(language, i), one(speaker, i), one(instruct, i), one(voice, i), seed, nsm, generator, max_frames, cancel, pause_s, sampling)
+                for i, segs in enumerate(segmented)
+            ]
+        for r in results:
+            if r.metadata["truncated"]:
+                warnings.warn(r.metadata["warnings"][0], stacklevel=2)
+        return results[0] if single else results
+
+    def _generate_batch(self, texts, language, speaker, instruct, voice, seed, nsm, generator, max_frames, cancel, sampling) -> list[SpeechResult]:
+        items, settings = self._request(texts, language, speaker, instruct, voice, sampling)
+        budgets = [self._budget(t, settings, max_frames) for t in texts]
+        outcome = DecodeOutcome()
         started = time.perf_counter()
-        codes = self.generate_codes(items, settings, non_streaming_mode=nsm, generator=generator)
+        codes = self.generate_codes(items, settings, non_streaming_mode=nsm, generator=generator, budgets=budgets, cancel=cancel, outcome=outcome)
         decoded_at = time.perf_counter()
         wavs = self.decode_waveforms(codes, items)
         finished = time.perf_counter()
         results = []
         for i, (c, wav) in enumerate(zip(codes, wavs, strict=True)):
-            meta = {
-                "model": self.cfg.model_type, "size": self.cfg.model_size, "seed": seed,
-                "frames": int(c.shape[0]), "precision": str(self.dtype).removeprefix("torch."), "device": str(self.device),
-                "truncated": int(c.shape[0]) >= settings.max_new_tokens - 1,
-                "timings": {"generate_s": decoded_at - started, "codec_s": finished - decoded_at},
-            }  # fmt: skip
+            truncated = not bool(outcome.eos[i])
+            meta = self._metadata(seed, int(c.shape[0]), truncated, budgets[i])
+            meta["timings"] = {"generate_s": decoded_at - started, "codec_s": finished - decoded_at}
             results.append(SpeechResult(_to_numpy(wav), self.sample_rate, c.cpu(), meta))
-        return results[0] if single else results
+        return results
+
+    def _generate_segments(self, segments, language, speaker, instruct, voice, seed, nsm, generator, max_frames, cancel, pause_s, sampling) -> SpeechResult:
+        pause = np.zeros(int(round(pause_s * self.sample_rate)), dtype=np.float32)
+        audio, codes, metas = [], [], []
+        for i, segment in enumerate(segments):
+            gen = generator if seed is None else torch.Generator(device="cpu").manual_seed(int(seed) + i)
+            (r,) = self._generate_batch([segment], language, speaker, instruct, voice, None if seed is None else seed + i, nsm, gen, max_frames, cancel, sampling)
+            audio += [pause, r.audio] if audio else [r.audio]
+            codes.append(r.codes)
+            metas.append(r.metadata)
+        meta = self._metadata(seed, sum(m["frames"] for m in metas), any(m["truncated"] for m in metas), sum(m["frame_budget"] for m in metas))
+        meta["segments"] = [{"text": t, "frames": m["frames"], "truncated": m["truncated"], "seed": m["seed"]} for t, m in zip(segments, metas)]
+        meta["warnings"] = [w for m in metas for w in m["warnings"]]
+        return SpeechResult(np.concatenate(audio), self.sample_rate, torch.cat(codes), meta)
+
+    def _metadata(self, seed, frames: int, truncated: bool, budget: int) -> dict:
+        warning = (
+            f"speech was cut off after {frames} frames ({frames / FRAME_RATE:.1f} s): the model did not end the utterance "
+            "within max_new_tokens or its frame budget (the runaway guard)"
+        )
+        return {
+            "model": self.cfg.model_type, "size": self.cfg.model_size, "seed": seed, "frames": frames,
+            "precision": str(self.dtype).removeprefix("torch."), "device": str(self.device),
+            "truncated": truncated, "frame_budget": budget, "warnings": [warning] if truncated else [],
+        }  # fmt: skip
+
+    def stream(
+        self,
+        text: str,
+        *,
+        language: str | None = None,
+        speaker: str | None = None,
+        instruct: str | None = None,
+        voice: VoicePrompt | None = None,
+        seed: int | None = None,
+        non_streaming_mode: bool | None = None,
+        first_chunk_frames: int = 4,
+        chunk_frames: int = 12,
+        max_segment_chars: int = MAX_SEGMENT_CHARS,
+        pause_s: float = SEGMENT_PAUSE_S,
+        max_frames: int | None = None,
+        cancel: CancelToken | None = None,
+        generator: torch.Generator | None = None,
+        **sampling,
+    ) -> Iterator[AudioChunk]:
+        """Speak `text` as audio chunks while the talker is still producing frames.
+
+        The first chunk comes after `first_chunk_frames` frames (4 = 0.32 s of audio), then one every
+        `chunk_frames`. Frames come from the same decode core as `generate`, so the codes are the
+        same; samples equal the one-shot result up to float32 rounding. Long texts stream on across
+        segments. Closing the iterator or setting `cancel` stops decoding within one frame.
+        """
+        if not isinstance(text, str):
+            raise RequestError("stream() speaks one text at a time; use generate() for a batch")
+        if first_chunk_frames < 1 or chunk_frames < 1:
+            raise RequestError(f"first_chunk_frames and chunk_frames must be >= 1 (got {first_chunk_frames}, {chunk_frames})")
+        segments = segment_text(text, max_segment_chars)
+        if not segments:
+            raise RequestError("text is empty: give at least one word to speak")
+        nsm = self.default_non_streaming() if non_streaming_mode is None else bool(non_streaming_mode)
+        started = time.perf_counter()
+        offset, frames_total = 0, 0
+        pause = np.zeros(int(round(pause_s * self.sample_rate)), dtype=np.float32)
+        for s, segment in enumerate(segments):
+            gen = torch.Generator(device="cpu").manual_seed(int(seed) + s) if seed is not None else generator
+            items, settings = self._request([segment], language, speaker, instruct, voice, sampling)
+            budget = self._budget(segment, settings, max_frames)
+            with torch.inference_mode():
+                inputs = build_talker_inputs(self.network.talker, self.cfg, items, nsm)
+            codec = CodecStream(self.codec, prefix=_icl_reference(items[0]))
+            outcome = DecodeOutcome()
+            due = first_chunk_frames if s == 0 else chunk_frames
+            head = pause if s > 0 else None
+            frames = decode_frames(self.network.talker, inputs, settings, gen, row_limits=torch.tensor([budget]), cancel=cancel, outcome=outcome)
+            try:
+                with torch.inference_mode():
+                    for frame in frames:
+                        codec.push(frame.codes[0])
+                        frames_total += 1
+                        if codec.pending >= due:
+                            codes = codec.pending_codes()
+                            samples = _with_head(head, _to_numpy(codec.drain()))
+                            head, due = None, chunk_frames
+                            yield self._chunk(samples, offset, False, frames_total, started, codes=codes)
+                            offset += len(samples)
+                    tail_codes = codec.pending_codes()
+                    tail = _with_head(head, _to_numpy(codec.drain()))
+            finally:
+                frames.close()
+            last = s == len(segments) - 1
+            meta_extra = {"segment": s, "truncated": not bool(outcome.eos[0]), "codes": tail_codes}
+            if meta_extra["truncated"]:
+                msg = f"segment {s} was cut off after {budget} frames: the model did not end the utterance within max_new_tokens or its frame budget"
+                meta_extra["warnings"] = [msg]
+                warnings.warn(msg, stacklevel=2)
+            if len(tail) or last:
+                yield self._chunk(tail, offset, last, frames_total, started, **meta_extra)
+                offset += len(tail)
+
+    def _chunk(self, samples: np.ndarray, offset: int, final: bool, frames: int, started: float, **extra) -> AudioChunk:
+        meta = {"frames": frames, "elapsed_s": time.perf_counter() - started, **extra}
+        return AudioChunk(samples=samples, sample_rate=self.sample_rate, offset=offset, final=final, metadata=meta)
+
+
+def _icl_reference(item: PromptItem) -> torch.Tensor | None:
+    return item.clone.ref_code if item.clone is not None and item.clone.icl else None
+
+
+def _with_head(head: np.ndarray | None, samples: np.ndarray) -> np.ndarray:
+    return samples if head is None else np.concatenate([head, samples])
 
 
 def _broadcast(value, n: int, name: str) -> list:

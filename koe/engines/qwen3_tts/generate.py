@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from koe.engines.base import CancelToken
 from koe.engines.qwen3_tts.prompt import TalkerInputs
 from koe.engines.qwen3_tts.talker import CodePredictor, Talker
 from koe.nn.qwen3 import causal_padding_mask
@@ -38,12 +39,19 @@ class DecodeSettings:
 
 
 @dataclass
+class DecodeOutcome:
+    """Filled in by `decode_frames` as it runs: which rows drew end-of-speech."""
+
+    eos: torch.Tensor | None = None  # (B,) bool
+
+
+@dataclass
 class Frame:
     """One decoded frame for the whole batch."""
 
     index: int
     codes: torch.Tensor  # (B, G) int64
-    alive: torch.Tensor  # (B,) bool: False where a row had already ended (its codes are not speech)
+    alive: torch.Tensor  # (B,) bool: False where a row has ended (its codes are not speech)
 
 
 def rope_positions(attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -62,8 +70,17 @@ def decode_frames(
     inputs: TalkerInputs,
     settings: DecodeSettings,
     generator: torch.Generator | None = None,
+    *,
+    row_limits: torch.Tensor | None = None,
+    cancel: CancelToken | None = None,
+    outcome: DecodeOutcome | None = None,
 ) -> Iterator[Frame]:
-    """Yield frames until every row has drawn end-of-speech or `max_new_tokens` codes were drawn."""
+    """Yield frames until every row has drawn end-of-speech or `max_new_tokens` codes were drawn.
+
+    `row_limits` (B,) caps each row's frames (the runaway guard): a row that reaches its cap ends
+    as if it had drawn end-of-speech, without changing any other row. `cancel` is checked once per
+    frame. `outcome.eos` tells, at the end, which rows ended by drawing end-of-speech.
+    """
     device = inputs.embeds.device
     batch, length = inputs.attention_mask.shape
     vocab = talker.cfg.vocab_size
@@ -79,24 +96,30 @@ def decode_frames(
 
     history = torch.zeros((batch, 0), dtype=torch.long, device=device)
     unfinished = torch.ones(batch, dtype=torch.long, device=device)
-    alive = torch.ones(batch, dtype=torch.bool, device=device)
+    outcome = outcome if outcome is not None else DecodeOutcome()
+    outcome.eos = torch.zeros(batch, dtype=torch.bool, device=device)
     step = 0
     while True:
+        if cancel is not None:
+            cancel.raise_if_cancelled()
         scores = process_logits(
             logits[:, -1, :].to(copy=True, dtype=torch.float32), history, settings.talker, eos_ids=eos, suppress_mask=suppress
         )
         token = draw(scores, settings.talker, generator)
         token = token * unfinished + settings.eos_id * (1 - unfinished)
         history = torch.cat([history, token[:, None]], dim=-1)
-        unfinished = unfinished & (token != settings.eos_id).long()
+        drew_eos = token == settings.eos_id
+        outcome.eos |= drew_eos & unfinished.bool()
+        unfinished = unfinished & (~drew_eos).long()
+        if row_limits is not None:
+            unfinished = unfinished & (row_limits >= history.shape[1]).long()
         if history.shape[1] >= settings.max_new_tokens or not bool(unfinished.any()):
             return
         # Step `step + 1`: complete the frame of `token`, then feed it back.
         code0_embed = talker.embed_codec(token[:, None])  # (B, 1, C)
         rest = predict_codebooks(talker.code_predictor, hidden[:, -1:, :], code0_embed, settings.predictor, generator)
         codes = torch.cat([token[:, None], rest], dim=-1)  # (B, G)
-        alive = alive & (token != settings.eos_id)
-        yield Frame(index=step, codes=codes, alive=alive.clone())
+        yield Frame(index=step, codes=codes, alive=unfinished.bool())
 
         tables = talker.code_predictor.model.codec_embedding
         frame_embeds = torch.cat([code0_embed] + [tables[i](rest[..., i : i + 1]) for i in range(len(tables))], dim=1)
