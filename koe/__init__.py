@@ -24,4 +24,13 @@ def load(path: str | Path, device: str | torch.device | None = None, dtype: str 
     return load_engine(path, device=device, dtype=dtype)
 
 
-__all__ = ["__version__", "load"]
+def __getattr__(name: str):
+    """Lazy exports, so `import koe` stays light (no torch until a model is used)."""
+    if name == "VoicePrompt":
+        from koe.engines.qwen3_tts.voice import VoicePrompt
+
+        return VoicePrompt
+    raise AttributeError(f"module 'koe' has no attribute {name!r}")
+
+
+__all__ = ["VoicePrompt", "__version__", "load"]
