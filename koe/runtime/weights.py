@@ -44,14 +44,17 @@ def load_state(
     device: torch.device | str = "cpu",
     strict: bool = True,
 ) -> None:
-    """Copy tensors from `files` into `module`'s parameters and persistent buffers.
+    """Put tensors from `files` into `module`'s parameters and persistent buffers.
 
-    `rename` maps a checkpoint name to the module's name, or None to skip it (tensors that belong
-    to another module). With `strict`, a missing or unexpected tensor or a wrong shape raises a
-    `WeightsError` that names it. Floating tensors are cast to `dtype` when given.
+    The module may live on the meta device: tensors are assigned, not copied into existing storage.
+    Tensors already in the wanted dtype on the CPU stay zero-copy views of the memory-mapped file,
+    as transformers leaves them for upstream (CPU kernels can round differently with an operand's
+    memory alignment, so a copy could change float bits). `rename` maps a checkpoint name to the
+    module's name, or None to skip it. With `strict`, a missing or unexpected tensor or a wrong
+    shape raises a `WeightsError` that names it. Floating tensors are cast to `dtype` when given.
     """
-    expected = dict(module.state_dict(keep_vars=True))
-    seen: set[str] = set()
+    expected = module.state_dict(keep_vars=True)
+    loaded: dict[str, torch.Tensor] = {}
     unexpected: list[str] = []
     for path in files:
         with safe_open(str(path), framework="pt", device="cpu") as f:
@@ -68,14 +71,14 @@ def load_state(
                     raise WeightsError(f"{path.name}: tensor {key} has shape {tuple(tensor.shape)}, the model expects {tuple(target.shape)}")
                 if tensor.is_floating_point():
                     tensor = tensor.to(dtype or target.dtype)
-                with torch.no_grad():
-                    target.data = tensor.to(device)
-                seen.add(name)
-    missing = sorted(set(expected) - seen)
+                loaded[name] = tensor.to(device)
+    missing = sorted(set(expected) - set(loaded))
     if strict and (missing or unexpected):
         parts = []
         if missing:
             parts.append(f"missing tensors: {', '.join(missing[:10])}{' ...' if len(missing) > 10 else ''} ({len(missing)} in all)")
         if unexpected:
             parts.append(f"unexpected tensors: {', '.join(unexpected[:10])}{' ...' if len(unexpected) > 10 else ''} ({len(unexpected)} in all)")
-        raise WeightsError(f"checkpoint does not match the model: {'; '.join(parts)}")
+        where = files[0].parent if files else "checkpoint"
+        raise WeightsError(f"{where}: checkpoint does not match the model: {'; '.join(parts)}")
+    module.load_state_dict(loaded, strict=False, assign=True)

@@ -30,9 +30,11 @@ class Qwen3TTSNetwork(nn.Module):
         """Build on the meta device, then fill every tensor from the checkpoint (strict)."""
         with torch.device("meta"):
             net = cls(cfg)
-        net = net.to_empty(device="cpu")
         load_state(net, weight_files(Path(folder)), dtype=dtype)
         net.reset_buffers()
+        stray = [n for n, t in [*net.named_parameters(), *net.named_buffers()] if t.is_meta]
+        if stray:
+            raise RuntimeError(f"tensors left unloaded after loading: {stray[:5]}")
         return net.to(device).eval()
 
     def reset_buffers(self) -> None:

@@ -6,17 +6,14 @@ from pathlib import Path
 from typing import Sequence
 
 import torch
-from safetensors import safe_open
 from torch import nn
+
+from koe.runtime.weights import WeightsError, load_state
 
 from .config import SpeechTokenizerConfig
 from .decoder import SpeechDecoder
 from .encoder import SpeechEncoder
 from .layers import RotaryEmbedding
-
-
-class WeightsError(ValueError):
-    """The weights file does not match the architecture its config describes."""
 
 
 class SpeechTokenizerModel(nn.Module):
@@ -29,32 +26,8 @@ class SpeechTokenizerModel(nn.Module):
 
 
 def load_strict(model: nn.Module, path: Path, dtype: torch.dtype, device: torch.device | str) -> None:
-    """Put every tensor of `path` into `model`; any missing, unexpected or mis-shaped key is an error.
-
-    Tensors already in `dtype` on the CPU stay zero-copy views of the memory-mapped file, as
-    transformers leaves them: CPU GEMM/conv kernels can round differently depending on an operand's
-    address alignment, so a copied (64-byte aligned) weight can change float bits.
-    """
-    expected = model.state_dict()
-    with safe_open(str(path), framework="pt") as f:
-        found = set(f.keys())
-        missing = sorted(set(expected) - found)
-        unexpected = sorted(found - set(expected))
-        if missing or unexpected:
-            parts = []
-            if missing:
-                parts.append(f"missing keys ({len(missing)}): {', '.join(missing[:10])}")
-            if unexpected:
-                parts.append(f"unexpected keys ({len(unexpected)}): {', '.join(unexpected[:10])}")
-            raise WeightsError(f"{path}: " + "; ".join(parts))
-        loaded = {}
-        for key in sorted(found):
-            tensor = f.get_tensor(key)
-            if tuple(tensor.shape) != tuple(expected[key].shape):
-                raise WeightsError(f"{path}: {key} has shape {tuple(tensor.shape)}, "
-                                   f"expected {tuple(expected[key].shape)}")
-            loaded[key] = tensor.to(device=device, dtype=dtype)
-    model.load_state_dict(loaded, strict=True, assign=True)
+    """Put every tensor of `path` into `model`; any missing, unexpected or mis-shaped key is a `WeightsError`."""
+    load_state(model, [Path(path)], dtype=dtype, device=device)
 
 
 class SpeechTokenizer:
