@@ -12,6 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from koe.nn.qwen3 import RMSNorm
+
 from .config import DecoderConfig
 from .layers import (
     CausalConv1d,
@@ -94,20 +96,6 @@ class SplitRVQ(nn.Module):
 
 
 # ---------------------------------------------------------------- transformer
-class RMSNorm(nn.Module):
-    def __init__(self, dim: int, eps: float) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(dim))
-        self.eps = eps
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        dtype = x.dtype
-        x = x.to(torch.float32)
-        variance = x.pow(2).mean(-1, keepdim=True)
-        x = x * torch.rsqrt(variance + self.eps)
-        return self.weight * x.to(dtype)
-
-
 def sliding_window_mask(batch: int, length: int, window: int, device: torch.device) -> torch.Tensor | None:
     """Boolean (B, 1, T, T) mask (True = attend) for causal attention over the last `window` positions.
 
