@@ -1,0 +1,1 @@
+"""koe's command line (Typer + Rich): a thin shell over `koe.service`."""

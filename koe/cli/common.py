@@ -1,0 +1,118 @@
+"""What every command shares: the consoles, global options, opening KOE_HOME, and error reporting."""
+
+import functools
+import logging
+import os
+import sys
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, NoReturn, TypeVar
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+out = Console(highlight=False, soft_wrap=True)  # results (tables, listings)
+err = Console(stderr=True, highlight=False, soft_wrap=True)  # progress, notes, warnings, errors
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass
+class GlobalOptions:
+    """Options given before the command (`koe --home DIR -v speak ...`)."""
+
+    home: str | None = None
+    verbose: bool = False
+    flags: dict[str, Any] = field(default_factory=dict)
+
+
+state = GlobalOptions()
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    """Print a one-line error and exit with `code`."""
+    err.print(f"[bold red]error:[/] {escape(message)}")
+    raise typer.Exit(code)
+
+
+def note(message: str) -> None:
+    err.print(f"[dim]{escape(message)}[/]")
+
+
+def warn(message: str) -> None:
+    err.print(f"[yellow]warning:[/] {escape(message)}")
+
+
+def command(fn: F) -> F:
+    """Wrap a command so every error becomes one clear line and a non-zero exit (traceback with -v)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from koe.audio.errors import AudioError
+        from koe.service.errors import KoeError
+
+        with warnings.catch_warnings():
+            # Engines also put these warnings in their results, which the commands print.
+            warnings.filterwarnings("ignore", category=UserWarning, module=r"koe\.")
+            try:
+                return fn(*args, **kwargs)
+            except (typer.Exit, typer.Abort, SystemExit):
+                raise
+            except KoeError as e:
+                if state.verbose:
+                    err.print_exception()
+                fail(str(e), 2 if e.status < 500 and e.status != 429 else 1)
+            except AudioError as e:
+                fail(f"audio: {e}", 2)
+            except KeyboardInterrupt:
+                fail("interrupted", 130)
+            except BrokenPipeError:
+                _quiet_broken_pipe()
+                raise typer.Exit(141) from None
+            except OSError as e:
+                if state.verbose:
+                    err.print_exception()
+                where = f"{e.filename}: " if e.filename else ""
+                fail(f"{where}{e.strerror or e}")
+            except Exception as e:  # noqa: BLE001 - the last line of defence: one line, never a traceback
+                if state.verbose:
+                    err.print_exception()
+                    raise typer.Exit(1) from None
+                fail(f"unexpected {type(e).__name__}: {e} (run `koe -v ...` for the traceback)")
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _quiet_broken_pipe() -> None:
+    """After the reader of stdout went away, stop Python complaining at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def open_home(**flags: Any):
+    """Settings (defaults < koe.toml < env < `flags` and the global flags) and their KOE_HOME, opened."""
+    from koe.service.home import KoeHome
+    from koe.service.settings import load_settings
+
+    merged: dict[str, Any] = {}
+    for source in (state.flags, flags):
+        for section, values in source.items():
+            merged.setdefault(section, {}).update({k: v for k, v in (values or {}).items() if v is not None})
+    return KoeHome(load_settings(state.home, merged))
+
+
+def configure_logging(verbose: bool) -> None:
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+
+
+def human_bytes(n: int | float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1024 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TB"

@@ -1,0 +1,51 @@
+"""The `koe` command: speak, voices, models, config, doctor, serve, demo."""
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from koe.cli import config, demo, doctor, models, serve, speak, voices
+from koe.cli.common import configure_logging, state
+
+app = typer.Typer(
+    name="koe",
+    help="koe (声): open text-to-speech models, natively in PyTorch.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from koe import __version__
+
+        typer.echo(f"koe {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    home: Annotated[Path | None, typer.Option("--home", help="KOE_HOME for this run (models, voices, outputs, koe.toml).", show_default=False)] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress and show tracebacks.")] = False,
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")] = False,
+) -> None:
+    """koe (声): open text-to-speech models, natively in PyTorch."""
+    state.home = str(home) if home else None
+    state.verbose = verbose
+    state.flags = {}
+    configure_logging(verbose)
+
+
+app.command("speak")(speak.speak)
+app.add_typer(voices.app, name="voices")
+app.add_typer(models.app, name="models")
+app.add_typer(config.app, name="config")
+app.command("doctor")(doctor.doctor)
+app.command("serve")(serve.serve)
+app.command("demo")(demo.demo)
+
+if __name__ == "__main__":
+    app()

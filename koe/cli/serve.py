@@ -1,0 +1,36 @@
+"""`koe serve`: run the OpenAI-compatible HTTP server (koe.server, loaded only here)."""
+
+import importlib
+from typing import Annotated
+
+import typer
+
+from koe.cli.common import command, open_home
+
+
+@command
+def serve(
+    host: Annotated[str | None, typer.Option("--host", help="Address to bind (default 127.0.0.1; others need --token).")] = None,
+    port: Annotated[int | None, typer.Option("--port", "-p", help="TCP port.")] = None,
+    token: Annotated[str | None, typer.Option("--token", help="Bearer token clients must send.", show_default=False)] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Default model (folder or store name).")] = None,
+    device: Annotated[str | None, typer.Option("--device")] = None,
+    dtype: Annotated[str | None, typer.Option("--dtype")] = None,
+) -> None:
+    """Serve /v1/audio/speech (OpenAI's API), /v1/models, voices and /health."""
+    from koe.service.errors import Unavailable
+
+    settings = open_home(
+        server={"host": host, "port": port, "token": token},
+        models={"default": model, "device": device, "dtype": dtype},
+    ).settings
+    try:
+        server = importlib.import_module("koe.server.app")
+    except ModuleNotFoundError as e:
+        if e.name and e.name.startswith("koe.server"):
+            raise Unavailable("the HTTP server is not part of this koe build (koe.server.app is missing)") from e
+        raise Unavailable(f"the server needs {e.name}: pip install 'koe[server]'") from e
+    run = getattr(server, "run", None)
+    if run is None:
+        raise Unavailable("koe.server.app has no run(settings)")
+    run(settings)

@@ -1,0 +1,156 @@
+"""`koe speak`: text in, audio out (a file, stdout, or a stream as it is made)."""
+
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from koe.cli.common import command, err, fail, open_home, warn
+
+LONG_TEXT_CHARS = 200  # above this, show progress in seconds of audio made
+
+
+def read_text(text: str | None, file: Path | None) -> str:
+    """The text to speak: TEXT, '-' (stdin), --file, or piped stdin."""
+    if text is not None and file is not None:
+        fail("give TEXT or --file, not both", 2)
+    if file is not None:
+        try:
+            return file.read_text(encoding="utf-8")
+        except OSError as e:
+            fail(f"cannot read {file}: {e.strerror}", 2)
+        except UnicodeDecodeError:
+            fail(f"{file} is not UTF-8 text", 2)
+    if text == "-" or (text is None and not sys.stdin.isatty()):
+        return sys.stdin.read()
+    if text is None:
+        fail("nothing to say: give TEXT, '-' to read stdin, or --file PATH", 2)
+    return text
+
+
+@command
+def speak(
+    text: Annotated[str | None, typer.Argument(help="Text to speak; '-' reads stdin.", show_default=False)] = None,
+    file: Annotated[Path | None, typer.Option("--file", "-f", help="Read the text from a UTF-8 file.")] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Model folder or store name (default: models.default).")] = None,
+    voice: Annotated[str | None, typer.Option("--voice", help="Library voice (cloned; Base model) or preset speaker.")] = None,
+    speaker: Annotated[str | None, typer.Option("--speaker", "-s", help="Preset speaker of a CustomVoice model.")] = None,
+    instruct: Annotated[str | None, typer.Option("--instruct", "-i", help="Style instruction (CustomVoice 1.7B; VoiceDesign: the voice).")] = None,
+    design: Annotated[str | None, typer.Option("--design", "-d", help="Describe a new voice in words (VoiceDesign model).")] = None,
+    ref: Annotated[Path | None, typer.Option("--ref", help="Reference clip to clone (Base model).")] = None,
+    ref_text: Annotated[str | None, typer.Option("--ref-text", help="Transcript of --ref (without it: timbre-only cloning).")] = None,
+    language: Annotated[str | None, typer.Option("--language", "-l", help="Language of the text (auto, english, chinese, ...).")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Random seed, for repeatable output.", min=0)] = None,
+    temperature: Annotated[float | None, typer.Option("--temperature", help="Talker sampling temperature.", rich_help_panel="Sampling")] = None,
+    top_k: Annotated[int | None, typer.Option("--top-k", help="Talker top-k.", rich_help_panel="Sampling")] = None,
+    top_p: Annotated[float | None, typer.Option("--top-p", help="Talker top-p.", rich_help_panel="Sampling")] = None,
+    repetition_penalty: Annotated[float | None, typer.Option("--repetition-penalty", help="Talker repetition penalty.", rich_help_panel="Sampling")] = None,
+    do_sample: Annotated[bool | None, typer.Option("--do-sample/--greedy", help="Sample, or pick the likeliest code.", rich_help_panel="Sampling", show_default=False)] = None,
+    max_new_tokens: Annotated[int | None, typer.Option("--max-new-tokens", help="Cap on codec frames (12.5 per second).", rich_help_panel="Sampling")] = None,
+    subtalker_temperature: Annotated[float | None, typer.Option("--subtalker-temperature", help="Code predictor temperature.", rich_help_panel="Sampling")] = None,
+    subtalker_top_k: Annotated[int | None, typer.Option("--subtalker-top-k", help="Code predictor top-k.", rich_help_panel="Sampling")] = None,
+    subtalker_top_p: Annotated[float | None, typer.Option("--subtalker-top-p", help="Code predictor top-p.", rich_help_panel="Sampling")] = None,
+    subtalker_do_sample: Annotated[bool | None, typer.Option("--subtalker-do-sample/--subtalker-greedy", help="Code predictor sampling.", rich_help_panel="Sampling", show_default=False)] = None,
+    speed: Annotated[float | None, typer.Option("--speed", help="Tempo 0.25-4.0, pitch kept.")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Output file (format from its extension); '-' = stdout.")] = None,
+    fmt: Annotated[str | None, typer.Option("--format", "-F", help="wav, flac, mp3, opus, aac, m4a or pcm.")] = None,
+    stream: Annotated[bool, typer.Option("--stream", help="Write audio as it is made (to stdout unless -o).")] = False,
+    save: Annotated[bool | None, typer.Option("--save/--no-save", help="Also keep it under KOE_HOME/outputs.", show_default=False)] = None,
+    device: Annotated[str | None, typer.Option("--device", help="cpu, cuda, cuda:1, mps.", rich_help_panel="Runtime")] = None,
+    dtype: Annotated[str | None, typer.Option("--dtype", help="float32, bfloat16, float16.", rich_help_panel="Runtime")] = None,
+) -> None:
+    """Speak TEXT (or stdin, or --file) and write the audio.
+
+    Without -o the file is kept under KOE_HOME/outputs and its path printed.
+    """
+    from koe.service.encode import format_for_path, get_format
+    from koe.service.requests import SamplingOptions, SpeechRequest
+    from koe.service.synthesizer import Synthesizer
+
+    words = read_text(text, file)
+    to_stdout = (output is not None and str(output) == "-") or (stream and output is None)
+    if output is not None and not to_stdout:
+        audio_format = format_for_path(output, fmt)
+    else:
+        audio_format = get_format(fmt) if fmt else None
+    home = open_home(models={"device": device, "dtype": dtype})
+    sampling = SamplingOptions(
+        do_sample=do_sample, temperature=temperature, top_k=top_k, top_p=top_p, repetition_penalty=repetition_penalty,
+        max_new_tokens=max_new_tokens, subtalker_dosample=subtalker_do_sample, subtalker_temperature=subtalker_temperature,
+        subtalker_top_k=subtalker_top_k, subtalker_top_p=subtalker_top_p,
+    )  # fmt: skip
+    keep = save if save is not None else (True if output is None and not stream else None)
+    request = SpeechRequest(
+        text=words, model=model, voice=voice, speaker=speaker, instruct=instruct, design=design,
+        ref_audio=str(ref) if ref is not None else None, ref_text=ref_text, language=language, seed=seed,
+        sampling=sampling, speed=speed, format=audio_format.name if audio_format else ("wav" if stream or to_stdout else None),
+        save=keep,
+    )  # fmt: skip
+    synth = Synthesizer(home)
+    plan = synth.plan(request)
+    started = time.perf_counter()
+    if stream:
+        _stream(synth, plan, None if to_stdout else output)
+        return
+    label = f"speaking {len(plan.text):,} characters with {plan.model.name}"
+    if len(plan.text) > LONG_TEXT_CHARS and err.is_terminal:
+        result = _speak_with_progress(synth, plan, label)
+    else:
+        with err.status(label + " …", spinner="dots"):
+            result = synth.speak(plan)
+    for w in result.warnings:
+        warn(w)
+    elapsed = time.perf_counter() - started
+    if to_stdout:
+        sys.stdout.buffer.write(result.audio)
+        sys.stdout.buffer.flush()
+        where = "stdout"
+    elif output is not None:
+        from koe.service.fsio import atomic_write_bytes
+
+        atomic_write_bytes(output, result.audio)
+        where = str(output)
+    else:
+        where = str(result.path)
+    err.print(
+        f"[green]wrote[/] {escape(where)}  [dim]({result.format.name}, {result.sample_rate} Hz, {result.duration:.2f} s; "
+        f"{elapsed:.1f} s; model {escape(result.model)}, voice {escape(str(result.voice))}, seed {result.seed})[/]"
+    )
+
+
+def _speak_with_progress(synth, plan, label: str):
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TextColumn("[cyan]{task.fields[audio]}"), TimeElapsedColumn(), console=err, transient=True) as bar:
+        task = bar.add_task(label, audio="")
+        return synth.speak(plan, on_progress=lambda seconds: bar.update(task, audio=f"{seconds:.1f} s of audio"))
+
+
+def _stream(synth, plan, output: Path | None) -> None:
+    """Write chunks to stdout (or a file) as soon as they are made."""
+    from koe.service.errors import RequestCancelled
+
+    sink = sys.stdout.buffer if output is None else open(output, "wb")  # noqa: SIM115 - closed below
+    started = time.perf_counter()
+    first: float | None = None
+    total = 0
+    try:
+        for chunk in synth.stream(plan):
+            if chunk.data:
+                sink.write(chunk.data)
+                sink.flush()
+                first = first if first is not None else time.perf_counter() - started
+            total += len(chunk.samples)
+            if chunk.final:
+                for w in chunk.warnings:
+                    warn(w)
+    except RequestCancelled:
+        fail("cancelled")
+    finally:
+        if output is not None:
+            sink.close()
+    where = "stdout" if output is None else str(output)
+    err.print(f"[green]streamed[/] {escape(where)}  [dim]({plan.format.name}; first audio after {first or 0:.2f} s; {time.perf_counter() - started:.1f} s in all)[/]")

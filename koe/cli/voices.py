@@ -1,0 +1,132 @@
+"""`koe voices ...`: the voice library."""
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from koe.cli.common import command, err, fail, open_home, out
+
+app = typer.Typer(help="Voices to clone: add from a clip, design from words, list, show, remove, export, import.", no_args_is_help=True)
+
+
+def _ref_text(ref_text: str | None, ref_text_file: Path | None) -> str | None:
+    if ref_text and ref_text_file:
+        fail("give --ref-text or --ref-text-file, not both", 2)
+    if ref_text_file:
+        try:
+            return ref_text_file.read_text(encoding="utf-8")
+        except OSError as e:
+            fail(f"cannot read {ref_text_file}: {e.strerror}", 2)
+    return ref_text
+
+
+@app.command("add")
+@command
+def add(
+    name: Annotated[str, typer.Argument(help="Voice name (letters, digits, . _ -).")],
+    ref: Annotated[Path, typer.Option("--ref", help="Reference clip: 3-20 s of clean speech (wav, flac, mp3, ogg, m4a, ...).")],
+    ref_text: Annotated[str | None, typer.Option("--ref-text", help="What the clip says (better cloning).")] = None,
+    ref_text_file: Annotated[Path | None, typer.Option("--ref-text-file", help="Read the transcript from a file.")] = None,
+    language: Annotated[str | None, typer.Option("--language", "-l", help="Language of the clip.")] = None,
+    description: Annotated[str | None, typer.Option("--description", help="A note about the voice.")] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace a voice of the same name.")] = False,
+) -> None:
+    """Add a voice from a reference clip (and its transcript)."""
+    home = open_home()
+    voice = home.voices.add(name, str(ref), _ref_text(ref_text, ref_text_file), description=description, language=language, overwrite=overwrite)
+    mode = "with transcript" if voice.ref_text else "no transcript: timbre-only cloning"
+    err.print(f"[green]added voice[/] {escape(voice.name)}  [dim]({voice.duration_s:.1f} s at {voice.sample_rate} Hz, {mode})[/]")
+
+
+@app.command("design")
+@command
+def design(
+    name: Annotated[str, typer.Argument(help="Name for the new voice.")],
+    description: Annotated[str, typer.Option("--description", "-d", help="The voice in words: age, gender, timbre, mood, pace.")],
+    model: Annotated[str | None, typer.Option("--model", "-m", help="A VoiceDesign model (folder or store name).")] = None,
+    text: Annotated[str | None, typer.Option("--text", help="What the sample says (becomes the transcript).")] = None,
+    language: Annotated[str | None, typer.Option("--language", "-l")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", min=0)] = None,
+    max_new_tokens: Annotated[int | None, typer.Option("--max-new-tokens", help="Cap on the sample's frames.")] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
+) -> None:
+    """Design a voice from a description with a VoiceDesign model and keep its sample as a clone reference."""
+    from koe.service.requests import SamplingOptions
+    from koe.service.synthesizer import Synthesizer
+
+    home = open_home()
+    synth = Synthesizer(home)
+    with err.status(f"designing {name} …", spinner="dots"):
+        voice = synth.design_voice(
+            name, description, model=model, text=text, language=language, seed=seed,
+            sampling=SamplingOptions(max_new_tokens=max_new_tokens), overwrite=overwrite,
+        )  # fmt: skip
+    err.print(f"[green]designed voice[/] {escape(voice.name)}  [dim]({voice.duration_s:.1f} s sample; clone it with a Base model: koe speak --voice {escape(voice.name)} ...)[/]")
+
+
+@app.command("list")
+@command
+def list_voices(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """List the voices in the library."""
+    voices = open_home().voices.list()
+    if as_json:
+        out.print_json(json.dumps([v.to_dict() for v in voices]))
+        return
+    if not voices:
+        err.print("no voices yet: koe voices add NAME --ref clip.wav --ref-text '...'")
+        return
+    table = Table("name", "source", "seconds", "transcript", "added", box=None, pad_edge=False)
+    for v in voices:
+        transcript = (v.ref_text[:40] + "…") if v.ref_text and len(v.ref_text) > 40 else (v.ref_text or "—")
+        table.add_row(escape(v.name), v.source, f"{v.duration_s:.1f}", escape(transcript), time.strftime("%Y-%m-%d", time.localtime(v.created_at)))
+    out.print(table)
+
+
+@app.command("show")
+@command
+def show(name: str, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Show one voice: reference, transcript, description, models it is prepared for."""
+    v = open_home().voices.get(name)
+    d = v.to_dict()
+    if as_json:
+        out.print_json(json.dumps(d))
+        return
+    for key in ("name", "source", "folder", "duration_s", "sample_rate", "language", "description", "ref_text", "prepared_for"):
+        value = d[key]
+        out.print(f"[bold]{key}[/]: {escape(', '.join(value) if isinstance(value, list) else str(value if value is not None else '—'))}")
+
+
+@app.command("remove")
+@command
+def remove(name: str) -> None:
+    """Delete a voice and its prepared prompts."""
+    open_home().voices.remove(name)
+    err.print(f"[green]removed voice[/] {escape(name)}")
+
+
+@app.command("export")
+@command
+def export(
+    name: str,
+    dest: Annotated[Path | None, typer.Argument(help="Archive path (.zip, .tar, .tar.gz) or folder; default ./NAME.zip.")] = None,
+) -> None:
+    """Export a voice to a .zip or .tar archive."""
+    path = open_home().voices.export(name, dest or Path(f"{name}.zip"))
+    err.print(f"[green]exported[/] {escape(name)} → {escape(str(path))}")
+
+
+@app.command("import")
+@command
+def import_voice(
+    archive: Annotated[Path, typer.Argument(help="An archive made by koe voices export.")],
+    name: Annotated[str | None, typer.Option("--name", help="Import under another name.")] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
+) -> None:
+    """Import a voice from an archive."""
+    voice = open_home().voices.import_archive(archive, name, overwrite=overwrite)
+    err.print(f"[green]imported voice[/] {escape(voice.name)}  [dim]({voice.duration_s:.1f} s)[/]")

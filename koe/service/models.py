@@ -1,0 +1,251 @@
+"""The model store: models kept under `KOE_HOME/models/<name>/` (a copy, or a symlink to a folder).
+
+Everything here reads only files (config.json, safetensors headers): no torch. `resolve` turns a
+`--model` argument (a folder path, a store name, or nothing for the configured default) into a
+`ModelRef` the synthesizer loads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from koe.service.errors import AlreadyExists, InvalidRequest, NotFound, StorageError
+from koe.service.fsio import atomic_folder, remove_tree, sweep_leftovers
+from koe.service.names import check_name, slug
+from koe.service.storage import Database, ModelRow
+
+# Files a Qwen3-TTS (12 Hz) folder in the released layout must hold. The weights may be sharded.
+REQUIRED_FILES = ("config.json", "vocab.json", "merges.txt", "speech_tokenizer/config.json", "speech_tokenizer/model.safetensors")
+_DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+VARIANT_USES = {
+    "custom_voice": "preset speakers (--speaker), style instructions (--instruct)",
+    "voice_design": "voices described in words (--design / --instruct)",
+    "base": "voice cloning from a reference clip (--voice NAME or --ref clip.wav)",
+}
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """A model ready to load: its display name, folder, family/variant/size, and a stable cache key."""
+
+    name: str
+    path: Path
+    family: str
+    variant: str
+    size: str
+    installed: bool = False
+
+    @property
+    def key(self) -> str:
+        """Stable id of these weights (name + a hash of the folder and its weights' size and mtime).
+
+        Keys the model cache and each voice's prepared prompts, so new weights get new prompts.
+        """
+        real = self.path.resolve()
+        h = hashlib.sha1(str(real).encode())
+        for w in sorted(real.glob("*.safetensors")):
+            st = w.stat()
+            h.update(f"{w.name}:{st.st_size}:{st.st_mtime_ns}".encode())
+        return f"{slug(self.name)[:40]}-{h.hexdigest()[:10]}"
+
+
+@dataclass(frozen=True)
+class ModelDetails:
+    """What a model folder holds and needs, read from its files."""
+
+    ref: ModelRef
+    weights_bytes: int
+    parameters: int
+    stored_dtype: str
+    speakers: list[str]
+    languages: list[str]
+    missing: list[str]
+    origin: str | None = None
+    linked: bool = False
+    added_at: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.missing
+
+    def memory_bytes(self, dtype: str) -> int:
+        """Bytes the weights take in memory at `dtype` (float32 / bfloat16 / float16)."""
+        return self.parameters * _DTYPE_BYTES.get(dtype, 4)
+
+    @property
+    def uses(self) -> str:
+        return VARIANT_USES.get(self.ref.variant, self.ref.variant)
+
+
+def detect_model(folder: str | Path, name: str | None = None) -> ModelRef:
+    """A `ModelRef` for a model folder, or `InvalidRequest` saying why it is not one koe runs."""
+    from koe.engines.registry import UnknownModelError, detect
+
+    folder = Path(folder).expanduser()
+    if not folder.is_dir():
+        raise NotFound(f"model folder not found: {folder}", param="model")
+    try:
+        info = detect(folder)
+    except UnknownModelError as e:
+        raise InvalidRequest(str(e), param="model") from e
+    return ModelRef(name or folder.resolve().name, folder, info.family, info.variant, info.size)
+
+
+def inspect_model(ref: ModelRef) -> ModelDetails:
+    """Files, weight size, parameter count, speakers and languages of a model folder (torch-free)."""
+    folder = ref.path
+    missing = [f for f in REQUIRED_FILES if not (folder / f).is_file()]
+    shards = sorted(folder.glob("model*.safetensors"))
+    if not shards:
+        missing.append("model.safetensors")
+    cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    talker = cfg.get("talker_config", {})
+    stored = str(cfg.get("torch_dtype", "float32"))
+    parameters = sum(_safetensors_parameters(p) for p in shards)
+    weights_bytes = sum(p.stat().st_size for p in folder.rglob("*.safetensors"))
+    return ModelDetails(
+        ref=ref, weights_bytes=weights_bytes, parameters=parameters, stored_dtype=stored,
+        speakers=sorted(talker.get("spk_id", {}) or {}), languages=sorted(talker.get("codec_language_id", {}) or {}),
+        missing=missing,
+    )  # fmt: skip
+
+
+def _safetensors_parameters(path: Path) -> int:
+    """Element count of a safetensors file, from its JSON header alone."""
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        if n <= 0 or n > 100_000_000:
+            return 0
+        header = json.loads(f.read(n))
+    total = 0
+    for k, v in header.items():
+        if k == "__metadata__":
+            continue
+        count = 1
+        for d in v.get("shape", []):
+            count *= int(d)
+        total += count
+    return total
+
+
+class ModelStore:
+    """Installed models: list, import, info, remove, pull, and resolving `--model` arguments."""
+
+    def __init__(self, root: str | Path, db: Database) -> None:
+        self.root = Path(root)
+        self.db = db
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StorageError(f"cannot create the model folder {self.root}: {e.strerror}") from e
+        sweep_leftovers(self.root)
+
+    def list(self) -> list[ModelDetails]:
+        """Installed models (those whose folder is still there), by name."""
+        out = []
+        for row in self.db.list_models():
+            path = self.root / row.name
+            if path.is_dir():
+                out.append(self._details(row))
+        return out
+
+    def get(self, name: str) -> ModelDetails:
+        """The installed model called `name`; `NotFound` lists those there are."""
+        check_name(name, "model")
+        row = self.db.get_model(name)
+        if row is None or not (self.root / row.name).is_dir():
+            known = [d.ref.name for d in self.list()]
+            raise NotFound(
+                f"no model named {name!r} in the store; installed: {', '.join(known) if known else '(none)'}",
+                hint="koe models import PATH, koe models pull ID, or pass a folder path",
+                param="model",
+            )
+        return self._details(row)
+
+    def import_model(self, path: str | Path, name: str | None = None, *, link: bool = False, overwrite: bool = False) -> ModelDetails:
+        """Add the model folder at `path` to the store as `name` (default: the folder's name).
+
+        The folder is validated first (config.json names a supported model, required files are
+        present). `link=True` stores a symlink instead of a copy. A copy is made in a temp folder
+        and renamed into place, so an interrupted import leaves nothing behind.
+        """
+        src = Path(path).expanduser().resolve()
+        ref = detect_model(src)
+        details = inspect_model(ref)
+        if details.missing:
+            raise InvalidRequest(f"{src} is not a complete model folder: missing {', '.join(details.missing)}", param="model")
+        name = check_name(name, "model") if name else slug(src.name)
+        dest = self.root / name
+        if (self.db.get_model(name) is not None or dest.exists() or dest.is_symlink()) and not overwrite:
+            raise AlreadyExists(f"model {name!r} is already installed", hint="remove it first, pass --overwrite, or choose --name")
+        if dest.exists() and dest.resolve() == src:
+            raise InvalidRequest(f"{src} is already the store's folder for {name!r}")
+        try:
+            if link:
+                tmp = self.root / f".{name}.{os.getpid()}.link.tmp"
+                tmp.unlink(missing_ok=True)
+                os.symlink(src, tmp, target_is_directory=True)
+                if dest.exists() or dest.is_symlink():
+                    remove_tree(dest)
+                os.replace(tmp, dest)
+            else:
+                with atomic_folder(dest, replace=overwrite) as tmp:
+                    shutil.copytree(src, tmp, dirs_exist_ok=True, symlinks=False)
+        except OSError as e:
+            raise StorageError(f"cannot install {src} as {name!r}: {e}") from e
+        row = ModelRow(name, time.time(), str(src), link, ref.family, ref.variant, ref.size)
+        self.db.put_model(row)
+        return self._details(row)
+
+    def register(self, name: str, origin: str) -> ModelDetails:
+        """Index a folder already complete at `models/<name>` (used by `pull`)."""
+        ref = detect_model(self.root / name, name)
+        row = ModelRow(name, time.time(), origin, False, ref.family, ref.variant, ref.size)
+        self.db.put_model(row)
+        return self._details(row)
+
+    def remove(self, name: str) -> None:
+        """Uninstall `name` (a linked model's own folder is left alone)."""
+        d = self.get(name)
+        self.db.delete_model(d.ref.name)
+        remove_tree(self.root / d.ref.name)
+
+    def resolve(self, spec: str | os.PathLike | None, default: str | None = None) -> ModelRef:
+        """The model a request means: `spec` (a folder path or a store name), else `default`, else the
+        only installed model. Raises `NotFound`/`InvalidRequest` with what to do instead."""
+        spec = spec or default
+        if not spec:
+            installed = self.list()
+            if len(installed) == 1:
+                return installed[0].ref
+            raise InvalidRequest(
+                "no model given and no default set",
+                hint="pass --model PATH|NAME, or set models.default in koe.toml / KOE_MODELS__DEFAULT"
+                + (f"; installed: {', '.join(d.ref.name for d in installed)}" if installed else "; `koe demo` builds a test model"),
+                param="model",
+            )
+        s = str(spec)
+        looks_like_path = os.sep in s or s.startswith((".", "~")) or (os.altsep and os.altsep in s)
+        if looks_like_path or (Path(s).expanduser().is_dir() and self.db.get_model(s) is None):
+            return detect_model(s)
+        return self.get(s).ref
+
+    def _details(self, row: ModelRow) -> ModelDetails:
+        path = self.root / row.name
+        ref = ModelRef(row.name, path, row.family, row.variant, row.size, installed=True)
+        try:
+            d = inspect_model(ref)
+        except (OSError, ValueError) as e:
+            return ModelDetails(ref, 0, 0, "?", [], [], [f"unreadable: {e}"], row.origin, row.linked, row.added_at)
+        return ModelDetails(
+            ref, d.weights_bytes, d.parameters, d.stored_dtype, d.speakers, d.languages, d.missing,
+            origin=row.origin, linked=row.linked, added_at=row.added_at,
+        )  # fmt: skip

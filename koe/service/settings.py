@@ -1,0 +1,275 @@
+"""koe's settings: one typed object from defaults < `KOE_HOME/koe.toml` < `KOE_<SECTION>__<KEY>` env < flags.
+
+`load_settings()` reads each layer with pydantic-settings' own sources, merges them, validates the
+result once, and remembers where every value came from (`Settings.source_of("server.port")`), which
+is what `koe config show` prints.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
+
+from koe.service.errors import ConfigError
+
+ENV_PREFIX = "KOE_"
+ENV_DELIMITER = "__"
+TOML_NAME = "koe.toml"
+FORMATS = ("wav", "flac", "mp3", "opus", "aac", "m4a", "pcm")
+
+
+def default_home() -> Path:
+    """The platform's user data folder for koe (e.g. `~/.local/share/koe` on Linux)."""
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("koe", appauthor=False))
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ServerSettings(_Section):
+    """The HTTP server: where it listens, who may call it, and the limits on what it accepts."""
+
+    host: str = Field("127.0.0.1", description="address to bind; anything but loopback requires a token")
+    port: int = Field(8000, ge=1, le=65535, description="TCP port")
+    token: SecretStr | None = Field(None, description="Bearer token clients must send (required off loopback)")
+    max_input_chars: int = Field(4096, ge=1, description="longest text one request may speak")
+    max_upload_bytes: int = Field(20 * 1024 * 1024, ge=1024, description="largest uploaded reference clip")
+    max_reference_seconds: float = Field(30.0, gt=0, description="longest reference clip a voice may use")
+    queue_size: int = Field(16, ge=1, description="requests waiting per loaded model before 429")
+    max_batch_size: int = Field(8, ge=1, description="most requests batched into one generation")
+
+
+class ModelsSettings(_Section):
+    """Which model to use and how many stay loaded."""
+
+    default: str | None = Field(None, description="model used when a request names none (store name or path)")
+    resident_limit: int = Field(1, ge=1, description="most models held in memory at once (least recently used is unloaded)")
+    idle_unload_seconds: float = Field(900.0, ge=0, description="unload a model unused this long (0 = never)")
+    device: str | None = Field(None, description="cpu, cuda, cuda:1, mps; empty = best available")
+    dtype: str | None = Field(None, description="float32, bfloat16, float16; empty = float32 on CPU, bfloat16 on CUDA")
+
+    @field_validator("device", "dtype", "default", mode="before")
+    @classmethod
+    def _empty_is_none(cls, v: Any) -> Any:
+        return None if isinstance(v, str) and v.strip().lower() in ("", "auto", "none") else v
+
+
+class SynthesisSettings(_Section):
+    """Defaults for a request that leaves them out."""
+
+    language: str = Field("auto", description="language of the text (auto, english, chinese, ...)")
+    speaker: str | None = Field(None, description="preset speaker for CustomVoice models (empty = the model's first)")
+    format: Literal["wav", "flac", "mp3", "opus", "aac", "m4a", "pcm"] = Field("wav", description="output format")
+    speed: float = Field(1.0, ge=0.25, le=4.0, description="tempo change that keeps pitch")
+    seed: int | None = Field(None, description="random seed (empty = a fresh one per request)")
+    save_outputs: bool = Field(False, description="keep every output under KOE_HOME/outputs")
+    max_new_tokens: int | None = Field(None, ge=1, description="cap on codec frames (12.5 per second); empty = model's")
+
+    @field_validator("speaker", mode="before")
+    @classmethod
+    def _empty_speaker(cls, v: Any) -> Any:
+        return None if isinstance(v, str) and not v.strip() else v
+
+
+class Settings(BaseSettings):
+    """Everything koe can be configured with. Build it with `load_settings()`."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter=ENV_DELIMITER, extra="forbid")
+
+    home: Path = Field(default_factory=default_home, description="KOE_HOME: models, voices, outputs, koe.db, koe.toml")
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    models: ModelsSettings = Field(default_factory=ModelsSettings)
+    synthesis: SynthesisSettings = Field(default_factory=SynthesisSettings)
+
+    _sources: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # load_settings() merges the layers itself (to know each value's source) and passes the result in.
+        return (init_settings,)
+
+    # -- paths under KOE_HOME -----------------------------------------------------------------
+    @property
+    def toml_path(self) -> Path:
+        return self.home / TOML_NAME
+
+    @property
+    def db_path(self) -> Path:
+        return self.home / "koe.db"
+
+    @property
+    def models_dir(self) -> Path:
+        return self.home / "models"
+
+    @property
+    def voices_dir(self) -> Path:
+        return self.home / "voices"
+
+    @property
+    def outputs_dir(self) -> Path:
+        return self.home / "outputs"
+
+    # -- provenance ---------------------------------------------------------------------------
+    def source_of(self, key: str) -> str:
+        """Where the value of dotted `key` (e.g. "server.port") came from: default, koe.toml, env NAME or flag."""
+        return self._sources.get(key, "default")
+
+    def items(self) -> Iterator[SettingValue]:
+        """Every leaf setting with its effective value and source, in declaration order (token masked)."""
+        yield SettingValue("home", self.home, self.source_of("home"))
+        for section in ("server", "models", "synthesis"):
+            model: BaseModel = getattr(self, section)
+            for name in type(model).model_fields:
+                key = f"{section}.{name}"
+                yield SettingValue(key, getattr(model, name), self.source_of(key))
+
+
+@dataclass(frozen=True)
+class SettingValue:
+    """One effective setting for display: dotted key, value and where it came from."""
+
+    key: str
+    value: Any
+    source: str
+
+    @property
+    def env_name(self) -> str:
+        return ENV_PREFIX + self.key.upper().replace(".", ENV_DELIMITER)
+
+    def display(self) -> str:
+        if isinstance(self.value, SecretStr):
+            return "********" if self.value.get_secret_value() else ""
+        return "" if self.value is None else str(self.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# loading
+
+
+def resolve_home(home: str | os.PathLike | None = None, environ: Mapping[str, str] | None = None) -> tuple[Path, str]:
+    """KOE_HOME and its source: the `home` flag, else `$KOE_HOME`, else the platform default."""
+    env = os.environ if environ is None else environ
+    if home:
+        return Path(home).expanduser().resolve(), "flag --home"
+    if env.get("KOE_HOME"):
+        return Path(env["KOE_HOME"]).expanduser().resolve(), "env KOE_HOME"
+    return default_home(), "default"
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """The settings in a koe.toml (an empty dict when it does not exist)."""
+    if not path.is_file():
+        return {}
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML ({e})") from e
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot be read ({e.strerror})") from e
+
+
+def read_env(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """`KOE_<SECTION>__<KEY>` variables as a nested dict (pydantic-settings' env source, KOE_HOME excluded)."""
+    source = EnvSettingsSource(
+        Settings, env_prefix=ENV_PREFIX, env_nested_delimiter=ENV_DELIMITER, case_sensitive=False, env_parse_none_str="",
+    )  # fmt: skip
+    if environ is not None:
+        source.env_vars = {k.lower(): v for k, v in environ.items()}
+    data = dict(source())
+    data.pop("home", None)
+    return data
+
+
+def load_settings(
+    home: str | os.PathLike | None = None,
+    flags: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Settings:
+    """Effective settings: defaults < koe.toml < environment < `flags`.
+
+    `flags` is a nested dict of what the command line set, e.g. `{"server": {"port": 9000}}`
+    (None values are ignored, so unset options fall through). Raises `ConfigError` naming the bad
+    key and the layer it came from.
+    """
+    root, home_source = resolve_home(home, environ)
+    toml_path = root / TOML_NAME
+    layers: list[tuple[str, dict[str, Any]]] = [
+        (TOML_NAME, read_toml(toml_path)),
+        ("env", read_env(environ)),
+        ("flag", _drop_none(dict(flags or {}))),
+    ]
+    for label, data in layers:
+        if "home" in data:
+            raise ConfigError(f"{label}: 'home' cannot be set here; use KOE_HOME or --home")
+    merged: dict[str, Any] = {}
+    sources: dict[str, str] = {"home": home_source}
+    for label, data in layers:
+        for key, value in _leaves(data):
+            sources[key] = f"env {ENV_PREFIX}{key.upper().replace('.', ENV_DELIMITER)}" if label == "env" else label
+            _set(merged, key, value)
+    try:
+        settings = Settings(home=root, **merged)
+    except ValidationError as e:
+        raise ConfigError(_describe(e, sources)) from e
+    settings._sources = sources
+    return settings
+
+
+def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            v = _drop_none(v)
+            if v:
+                out[k] = v
+        elif v is not None:
+            out[k] = v
+    return out
+
+
+def _leaves(d: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping) and key.count(".") == 0:
+            yield from _leaves(v, key + ".")
+        else:
+            yield key, v
+
+
+def _set(d: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    for p in parts[:-1]:
+        d = d.setdefault(p, {})
+        if not isinstance(d, dict):
+            raise ConfigError(f"setting {p!r} must be a section (a [table] in koe.toml)")
+    d[parts[-1]] = value
+
+
+def _describe(e: ValidationError, sources: dict[str, str]) -> str:
+    problems = []
+    for err in e.errors():
+        key = ".".join(str(p) for p in err["loc"])
+        where = sources.get(key, "default")
+        if err["type"] == "extra_forbidden":
+            problems.append(f"unknown setting {key!r} (from {where})")
+        else:
+            problems.append(f"{key}={err.get('input')!r} (from {where}): {err['msg']}")
+    return "invalid settings: " + "; ".join(problems)

@@ -1,0 +1,235 @@
+"""The synthesizer end to end on tiny random-weight models: plan, speak, stream, voices, history, cache."""
+
+import io
+import threading
+
+import av
+import numpy as np
+import pytest
+from fixtures_models import model_folder
+
+from koe.engines.base import CancelToken
+from koe.service import (
+    InvalidRequest, KoeHome, NotFound, PayloadTooLarge, RequestCancelled, SamplingOptions, SpeechRequest, Synthesizer,
+    load_settings,
+)  # fmt: skip
+from koe.service.cache import ModelCache
+from koe.service.models import ModelRef
+
+FAST = SamplingOptions(max_new_tokens=8)
+# The random-weight models never end an utterance by themselves; the engine warns, the results say so too.
+pytestmark = pytest.mark.filterwarnings("ignore:.*cut off:UserWarning")
+
+
+@pytest.fixture(scope="module")
+def home(session_tmp, tmp_path_factory):
+    root = tmp_path_factory.mktemp("koe-home")
+    h = KoeHome(load_settings(root, {"models": {"resident_limit": 3}}, environ={}))
+    for kind, name in (("custom_voice", "cv"), ("voice_design", "vd"), ("base", "base")):
+        h.models.import_model(model_folder(session_tmp, kind), name, link=True)
+    return h
+
+
+@pytest.fixture(scope="module")
+def synth(home):
+    s = Synthesizer(home, max_input_chars=200)
+    yield s
+    s.cache.clear()
+
+
+def req(text="Hello there.", **kw) -> SpeechRequest:
+    kw.setdefault("model", "cv")
+    kw.setdefault("sampling", FAST)
+    kw.setdefault("seed", 1)
+    return SpeechRequest(text=text, **kw)
+
+
+def decode(data: bytes) -> tuple[str, int, float]:
+    with av.open(io.BytesIO(data)) as c:
+        s = c.streams.audio[0]
+        n = sum(f.samples for f in c.decode(s))
+        return s.codec_context.name, s.codec_context.sample_rate, n / s.codec_context.sample_rate
+
+
+def test_speak_mp3_is_recorded_in_history(synth, home):
+    out = synth.speak(req(format="mp3", speaker="ryan"))
+    codec, rate, seconds = decode(out.audio)
+    assert codec == "mp3float" and rate == out.sample_rate == 24000
+    assert seconds == pytest.approx(len(out.samples) / out.engine_sample_rate, abs=0.1)
+    assert out.voice == "ryan" and out.seed == 1 and out.model == "cv"
+    assert any("cut" in w for w in out.warnings)  # 8 frames: the random model never says "end"
+    row = home.db.list_outputs(limit=1)[0]
+    assert row.id == out.output_id and row.text == "Hello there." and row.metadata["seed"] == 1 and row.path is None
+
+
+def test_same_seed_same_audio_and_default_speaker(synth):
+    a = synth.speak(req(format="wav"))
+    b = synth.speak(req(format="flac"))
+    np.testing.assert_array_equal(a.samples, b.samples)
+    assert a.voice == "aiden"  # no speaker: the settings' default, else the model's first
+
+
+def test_save_keeps_the_file(synth):
+    out = synth.speak(req(format="opus", save=True))
+    assert out.path is not None and out.path.suffix == ".ogg" and out.path.read_bytes() == out.audio
+
+
+def test_speed_stretches_time(synth):
+    normal = synth.speak(req(format="wav"))
+    fast = synth.speak(req(format="wav", speed=2.0))
+    assert normal.duration / fast.duration == pytest.approx(2.0, rel=0.1)
+
+
+def test_stream_chunks_form_one_playable_file(synth):
+    chunks = list(synth.stream(req(format="wav", sampling=SamplingOptions(max_new_tokens=12)), first_chunk_frames=2, chunk_frames=4))
+    assert len(chunks) >= 2 and chunks[-1].final and not any(c.final for c in chunks[:-1])
+    assert chunks[0].data[:4] == b"RIFF"
+    codec, rate, seconds = decode(b"".join(c.data for c in chunks))
+    total = sum(len(c.samples) for c in chunks)
+    assert codec == "pcm_s16le" and seconds == pytest.approx(total / 24000, abs=0.01)
+    assert chunks[-1].output_id is not None and chunks[-1].metadata["seed"] == 1
+
+
+def test_stream_cancel_stops_and_frees_the_model(synth):
+    token = CancelToken()
+    it = synth.stream(req(format="mp3", sampling=SamplingOptions(max_new_tokens=40)), token, first_chunk_frames=1, chunk_frames=1)
+    next(it)
+    token.cancel()
+    with pytest.raises(RequestCancelled):
+        for _ in it:
+            pass
+    abandoned = synth.stream(req(format="wav"), first_chunk_frames=1, chunk_frames=1)
+    next(abandoned)
+    abandoned.close()  # a client that goes away
+    assert synth.speak(req()).duration > 0  # the engine is free again
+
+
+@pytest.mark.parametrize(
+    ("kw", "error", "match"),
+    [
+        ({"text": "   "}, InvalidRequest, "input text is empty"),
+        ({"text": "x" * 201}, PayloadTooLarge, "at most 200"),
+        ({"voice": "nobody"}, NotFound, "unknown voice 'nobody'.*ryan"),
+        ({"speaker": "nobody"}, NotFound, "unknown speaker 'nobody'; cv has: aiden"),
+        ({"design": "a deep voice"}, InvalidRequest, "needs a VoiceDesign model, but 'cv' is a custom_voice model.*vd"),
+        ({"model": "base"}, InvalidRequest, "Base .* model: give a library voice or a reference clip"),
+        ({"model": "vd", "speaker": "ryan"}, InvalidRequest, "preset speakers need a CustomVoice model"),
+        ({"model": "nope"}, NotFound, "no model named 'nope'"),
+        ({"language": "klingon"}, InvalidRequest, "unsupported language 'klingon'"),
+        ({"format": "ogg3"}, InvalidRequest, "unsupported audio format"),
+        ({"speed": 5.0}, InvalidRequest, "speed 5.0 is out of range"),
+        ({"seed": -1}, InvalidRequest, "seed"),
+        ({"ref_audio": b"not audio"}, InvalidRequest, "cloning from a reference clip needs a Base model"),
+        ({"model": "base", "ref_audio": b"not audio"}, InvalidRequest, "reference audio"),
+    ],
+)
+def test_bad_requests_fail_before_loading(synth, kw, error, match):
+    with pytest.raises(error, match=match) as info:
+        synth.plan(req(**kw))
+    assert 400 <= info.value.status < 500
+
+
+def test_bad_sampling_options():
+    with pytest.raises(InvalidRequest, match="temperature=0"):
+        SamplingOptions(temperature=0)
+    with pytest.raises(InvalidRequest, match="top_p"):
+        SamplingOptions(top_p=1.5)
+    with pytest.raises(InvalidRequest, match="unknown sampling option"):
+        SamplingOptions.from_dict({"temp": 1})
+
+
+def test_dropped_instruction_is_a_warning(synth):
+    out = synth.speak(req(instruct="whisper"))
+    assert any("ignores instructions" in w for w in out.warnings)
+
+
+def test_design_then_clone_from_the_library(synth, home):
+    voice = synth.design_voice("designed", "a calm low voice", model="vd", seed=2, sampling=SamplingOptions(max_new_tokens=16))
+    assert voice.source == "design" and voice.description == "a calm low voice" and voice.duration_s >= 1.0
+    assert home.voices.get("designed").ref_text.startswith("Hello!")
+    out = synth.speak(req(model="base", voice="designed", format="wav"))
+    assert out.voice == "designed" and out.duration > 0
+    key = home.models.resolve("base").key
+    assert home.voices.get("designed").prepared_for == [key]  # prepared once, kept for next time
+    again = synth.speak(req(model="base", voice="designed", format="wav"))
+    np.testing.assert_array_equal(again.samples, out.samples)
+    with pytest.raises(InvalidRequest, match="library voices are cloned, which needs a Base model"):
+        synth.plan(req(voice="designed"))
+
+
+def test_clone_an_ad_hoc_clip(synth):
+    t = np.arange(36000) / 24000
+    clip = (0.3 * np.sin(2 * np.pi * (150 + 30 * np.sin(3 * t)) * t)).astype(np.float32)  # 1.5 s
+    out = synth.speak(req(model="base", ref_audio=(clip, 24000), ref_text="Hello!"))
+    assert out.voice == "clip" and out.metadata["mode"] == "clone_clip" and out.duration > 0
+    timbre_only = synth.speak(req(model="base", ref_audio=(clip, 24000)))
+    assert timbre_only.duration > 0
+    with pytest.raises(InvalidRequest, match="at least 1.0 s"):
+        synth.plan(req(model="base", ref_audio=(clip[:12000], 24000)))
+
+
+def test_speak_batch_shares_one_generation(synth):
+    outs = synth.speak_batch([req("One."), req("Two, longer.", format="mp3", speed=1.5)])
+    assert [o.format.name for o in outs] == ["wav", "mp3"] and all(o.metadata["batch_size"] == 2 for o in outs)
+    with pytest.raises(InvalidRequest, match="differ only in their text"):
+        synth.speak_batch([req("One."), req("Two.", speaker="ryan")])
+
+
+# -- model cache ----------------------------------------------------------------------------------
+def fake_ref(name: str, tmp_path) -> ModelRef:
+    folder = tmp_path / name
+    folder.mkdir(exist_ok=True)
+    return ModelRef(name, folder, "fake", "custom_voice", "0b6")
+
+
+def test_cache_limit_idle_unload_and_pinning(tmp_path):
+    now = [0.0]
+    loads = []
+    cache = ModelCache(lambda ref: loads.append(ref.name) or object(), resident_limit=1, idle_unload_seconds=10, clock=lambda: now[0])
+    a, b = fake_ref("a", tmp_path), fake_ref("b", tmp_path)
+    with cache.use(a) as entry:
+        assert entry.engine is not None
+    with cache.use(a):
+        pass
+    assert loads == ["a"]
+    with cache.use(a):
+        with cache.use(b):  # a is pinned: b loads over the limit rather than evicting it
+            assert {e.ref.name for e in cache.loaded()} == {"a", "b"}
+    assert len(cache.loaded()) == 1  # back under the limit once released
+    now[0] = 100.0
+    assert cache.unload_idle() in (["a"], ["b"]) and cache.loaded() == []
+
+
+def test_cache_loads_once_under_concurrency(tmp_path):
+    loads = []
+    gate = threading.Event()
+
+    def slow_load(ref):
+        loads.append(ref.name)
+        gate.wait(1.0)
+        return object()
+
+    cache = ModelCache(slow_load, resident_limit=2)
+    ref = fake_ref("a", tmp_path)
+    engines = []
+
+    def worker():
+        with cache.use(ref) as entry:
+            engines.append(entry.engine)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    gate.set()
+    for t in threads:
+        t.join()
+    assert loads == ["a"] and len({id(e) for e in engines}) == 1
+
+
+def test_progress_reports_audio_as_it_is_made(synth):
+    seen = []
+    out = synth.speak(req(sampling=SamplingOptions(max_new_tokens=12)), on_progress=seen.append)
+    one_shot = synth.speak(req(sampling=SamplingOptions(max_new_tokens=12)))
+    assert len(seen) >= 2 and seen == sorted(seen) and seen[-1] == pytest.approx(len(out.samples) / 24000)
+    np.testing.assert_allclose(out.samples, one_shot.samples, atol=1e-4)  # the same codes, streamed
+    assert any("cut" in w for w in out.warnings)
