@@ -43,6 +43,35 @@ def add(
     err.print(f"[green]added voice[/] {escape(voice.name)}  [dim]({voice.duration_s:.1f} s at {voice.sample_rate} Hz, {mode})[/]")
 
 
+@app.command("prepare")
+@command
+def prepare(
+    clip: Annotated[Path, typer.Argument(help="Reference clip: 3-10 s of clean speech (wav, flac, mp3, ogg, m4a, ...).")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Folder to write the prompt to (prompt.safetensors + prompt.json).")],
+    model: Annotated[str | None, typer.Option("--model", "-m", help="A Base model (folder or store name).")] = None,
+    ref_text: Annotated[str | None, typer.Option("--ref-text", help="What the clip says (in-context cloning).")] = None,
+    ref_text_file: Annotated[Path | None, typer.Option("--ref-text-file", help="Read the transcript from a file.")] = None,
+    x_vector_only: Annotated[bool, typer.Option("--x-vector-only", help="Speaker embedding only; no transcript needed.")] = False,
+    trim_ref: Annotated[bool, typer.Option("--trim-ref", help="Use the first 30 s of a longer clip.")] = False,
+) -> None:
+    """Prepare a reusable voice prompt from a clip with a Base model (koe.VoicePrompt.load reads it back)."""
+    import koe
+    from koe.engines.qwen3_tts.engine import RequestError
+
+    home = open_home()
+    ref = home.models.resolve(model, home.settings.models.default)
+    text = _ref_text(ref_text, ref_text_file)
+    with err.status(f"preparing a voice prompt with {ref.name} …", spinner="dots"):
+        tts = koe.load(ref.path, device=home.settings.models.device, dtype=home.settings.models.dtype)
+        try:
+            prompt = tts.prepare_voice(str(clip), text, x_vector_only=x_vector_only, trim=trim_ref)
+        except RequestError as e:
+            fail(str(e), 2)
+        prompt.save(output)
+    mode = "x-vector only" if prompt.x_vector_only else "in-context (ICL)"
+    err.print(f"[green]wrote voice prompt[/] {escape(str(output))}  [dim]({mode}, {prompt.info['ref_seconds']:.1f} s reference, for {ref.name})[/]")
+
+
 @app.command("design")
 @command
 def design(

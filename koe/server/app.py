@@ -1,0 +1,117 @@
+"""The OpenAI-compatible HTTP server: `create_app(settings | home)` and `run(settings)` (`koe serve`).
+
+Models load in the lifespan (the configured default) or on first use; all model work runs on the
+scheduler's threads, never on the event loop. See docs/server.md.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+from fastapi import Depends, FastAPI
+
+from koe import __version__
+from koe.service.errors import KoeError
+from koe.service.home import KoeHome
+from koe.service.scheduler import Scheduler
+from koe.service.settings import Settings
+from koe.service.synthesizer import Synthesizer
+from koe.server.auth import BearerAuth, check_binding
+from koe.server.errors import install_error_handlers
+from koe.server.limits import BodyLimit
+from koe.server.routes import models, speech, voices
+from koe.server.state import ServerState
+
+log = logging.getLogger(__name__)
+
+BATCH_WINDOW_SECONDS = 0.005
+_FORM_SLACK = 64 * 1024  # multipart boundaries and the small text fields around an upload
+
+
+def create_app(
+    config: Settings | KoeHome,
+    synthesizer: Synthesizer | None = None,
+    *,
+    batch_window: float = BATCH_WINDOW_SECONDS,
+    first_chunk_frames: int = 4,
+    chunk_frames: int = 12,
+) -> FastAPI:
+    """The FastAPI app over a KOE_HOME (given as settings or an open `KoeHome`).
+
+    Pass a `synthesizer` to share one (it is then not closed at shutdown). Limits and queue sizes
+    come from `settings.server`; the resident-model limit and idle unload from `settings.models`.
+    """
+    home = config if isinstance(config, KoeHome) else KoeHome(config)
+    settings = home.settings
+    server = settings.server
+    owns = synthesizer is None
+    synth = synthesizer or Synthesizer(home, max_input_chars=server.max_input_chars)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        scheduler = Scheduler(synth, queue_size=server.queue_size, max_batch_size=server.max_batch_size, batch_window=batch_window)
+        app.state.koe = ServerState(settings, home, synth, scheduler, owns, first_chunk_frames, chunk_frames)
+        synth.cache.start_reaper()
+        await anyio.to_thread.run_sync(_preload, synth)
+        try:
+            yield
+        finally:
+            await anyio.to_thread.run_sync(scheduler.close)
+            if owns:
+                synth.close()
+
+    token = server.token.get_secret_value() if server.token else None
+    app = FastAPI(
+        title="koe",
+        version=__version__,
+        summary="Open text-to-speech models behind OpenAI's speech API",
+        lifespan=lifespan,
+    )
+    install_error_handlers(app)
+    auth = [Depends(BearerAuth(token))]
+    for router in (speech.router, voices.router, models.router):
+        app.include_router(router, dependencies=auth)
+    app.include_router(models.health_router)
+    json_limit = server.max_input_chars * 8 + 64 * 1024
+
+    def limit_for(path: str) -> tuple[int, str]:
+        if path.rstrip("/") == "/v1/audio/voices":
+            return server.max_upload_bytes + _FORM_SLACK, "the upload (server.max_upload_bytes)"
+        return json_limit, "the request body (server.max_input_chars)"
+
+    app.add_middleware(BodyLimit, limit_for=limit_for)
+    return app
+
+
+def _preload(synth: Synthesizer) -> None:
+    """Load the default model (the configured one, or the only installed one) now, so the first
+    request does not wait for it. A failure is logged; requests try again and report it."""
+    default = synth.settings.models.default
+    try:
+        ref = synth.home.models.resolve(default)
+    except KoeError as e:
+        if default:
+            log.error("the default model %r is not usable: %s", default, e)
+        return  # no default and several (or no) models: each loads on first use
+    try:
+        with synth.cache.use(ref):
+            log.info("model %s is loaded", ref.name)
+    except KoeError as e:
+        log.error("the default model %r could not be loaded (%s); requests will try again", ref.name, e)
+
+
+def run(settings: Settings) -> None:
+    """Serve on `settings.server.host:port` until interrupted (what `koe serve` calls).
+
+    Refuses (`ConfigError`) to bind beyond loopback without an access token.
+    """
+    import uvicorn
+
+    check_binding(settings.server)
+    app = create_app(settings)
+    s = settings.server
+    log.info("koe %s serving on http://%s:%d (auth %s)", __version__, s.host, s.port, "on" if s.token else "off")
+    uvicorn.run(app, host=s.host, port=s.port, log_level="info", timeout_graceful_shutdown=5)

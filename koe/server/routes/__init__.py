@@ -1,0 +1,1 @@
+"""The server's endpoints, one module per resource."""

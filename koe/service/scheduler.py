@@ -1,0 +1,379 @@
+"""The request scheduler: a bounded queue per model, micro-batching, cancellation.
+
+Strategy: one lane per model key, each with a waiting queue (at most `queue_size` jobs; one more
+is `Busy`, with a `retry_after` estimate) and one worker thread, because a model runs one
+generation at a time anyway. The worker takes the oldest job; a one-shot job then waits up to
+`batch_window` seconds for more jobs that differ from it only in text, speed and format (same
+`SpeechPlan.batch_key`, no explicit seed) and runs them as one `Synthesizer.speak_batch`. While a
+generation runs, new requests pile up and form the next batch without any extra wait. Streamed
+jobs run alone and hand their chunks over a thread-safe queue.
+
+Every job carries a `CancelToken`: a job cancelled while waiting is dropped; a running job stops
+within a frame; a batch stops when all of its jobs are cancelled. Thread-based and asyncio-free so
+any caller can use it; the HTTP server awaits `SpeechJob.future` with `asyncio.wrap_future`.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import logging
+import math
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from koe.engines.base import Cancelled, CancelToken
+from koe.service.errors import Busy, KoeError, RequestCancelled, Unavailable
+from koe.service.plan import SpeechPlan
+from koe.service.requests import SpeechOutput, SpeechRequest, StreamChunk
+from koe.service.synthesizer import Synthesizer
+
+log = logging.getLogger(__name__)
+
+_END = object()  # closes a stream job's chunk queue
+
+
+@dataclass
+class SpeechJob:
+    """One request waiting for, or in, a generation. `future` resolves to a `SpeechOutput`."""
+
+    plan: SpeechPlan
+    batchable: bool = True  # False when the request fixed its own seed (kept reproducible: runs alone)
+    cancel_token: CancelToken = field(default_factory=CancelToken)
+    future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
+    submitted_at: float = field(default_factory=time.monotonic)
+    batch_key: tuple = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.batch_key = self.plan.batch_key()  # computed once, outside the lane's lock
+
+    def cancel(self) -> None:
+        """Stop this request: dropped if still waiting, stopped within a frame if running."""
+        self.cancel_token.cancel()
+
+    @property
+    def cancelled(self) -> bool:
+        return self.cancel_token.cancelled
+
+
+@dataclass
+class StreamJob(SpeechJob):
+    """A streamed request: its worker puts `StreamChunk`s (then an end mark) on `chunks`."""
+
+    first_chunk_frames: int = 4
+    chunk_frames: int = 12
+    chunks: queue.Queue = field(default_factory=queue.Queue)
+
+    def next_chunk(self, timeout: float | None = None) -> StreamChunk | None:
+        """The next chunk (blocking up to `timeout`, then `TimeoutError`); None once the stream has
+        ended. A failed generation raises its `KoeError` here."""
+        try:
+            item = self.chunks.get(timeout=timeout)
+        except queue.Empty as e:
+            raise TimeoutError("no chunk yet") from e
+        if item is _END:
+            self.chunks.put(_END)  # every later call sees the end too
+            return None
+        if isinstance(item, BaseException):
+            self.chunks.put(_END)
+            raise item
+        return item
+
+    def __iter__(self) -> Iterator[StreamChunk]:
+        while (chunk := self.next_chunk()) is not None:
+            yield chunk
+
+
+class _AllCancelled(CancelToken):
+    """A batch's token: set when it is cancelled itself or when every job in the batch is."""
+
+    def __init__(self, members: list[CancelToken]) -> None:
+        super().__init__()
+        self._members = members
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set() or all(m.cancelled for m in self._members)
+
+    def raise_if_cancelled(self) -> None:
+        if self.cancelled:
+            raise Cancelled("generation cancelled")
+
+
+@dataclass
+class LaneStats:
+    """What one model's lane is doing and has done (for /health and tests)."""
+
+    waiting: int = 0
+    running: int = 0
+    completed: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    batches: int = 0
+    largest_batch: int = 0
+    seconds_per_run: float = 0.0  # moving average of one generation's wall time
+
+
+class _Lane:
+    """One model's queue and worker thread."""
+
+    def __init__(self, scheduler: Scheduler, key: str, name: str) -> None:
+        self.scheduler = scheduler
+        self.key = key
+        self.name = name
+        self.waiting: deque[SpeechJob] = deque()
+        self.running: list[SpeechJob] = []
+        self.stats = LaneStats()
+        self.cond = threading.Condition()
+        self.closed = False
+        self.thread = threading.Thread(target=self._work, name=f"koe-lane-{name}", daemon=True)
+        self.thread.start()
+
+    # -- producer side ------------------------------------------------------------------------
+    def put(self, job: SpeechJob) -> None:
+        with self.cond:
+            if self.closed:
+                raise Unavailable("the server is shutting down")
+            self._drop_cancelled()
+            if len(self.waiting) >= self.scheduler.queue_size:
+                raise Busy(
+                    f"model {self.name!r} is busy: {len(self.waiting)} requests are already waiting (server.queue_size)",
+                    retry_after=self.retry_after(),
+                    hint="retry after the time in the Retry-After header",
+                )
+            self.waiting.append(job)
+            self.stats.waiting = len(self.waiting)
+            self.cond.notify_all()
+
+    def _drop_cancelled(self) -> None:
+        """Free the slots of waiting jobs whose clients went away. Called with `cond` held."""
+        gone = [job for job in self.waiting if job.cancelled]
+        for job in gone:
+            self.waiting.remove(job)
+            self._count_cancelled(job)
+
+    def retry_after(self) -> float:
+        """Seconds until a queue slot is likely free: the waiting batches times a generation's time."""
+        per_run = self.stats.seconds_per_run or 1.0
+        batches = math.ceil((len(self.waiting) + 1) / self.scheduler.max_batch_size)
+        return float(max(1, math.ceil(per_run * batches)))
+
+    def close(self) -> None:
+        with self.cond:
+            self.closed = True
+            dropped = list(self.waiting)
+            self.waiting.clear()
+            for job in self.running:
+                job.cancel()
+            self.cond.notify_all()
+        for job in dropped:
+            job.cancel()
+            _fail(job, Unavailable("the server is shutting down"))
+
+    # -- worker side --------------------------------------------------------------------------
+    def _work(self) -> None:
+        while True:
+            with self.cond:
+                while not self.waiting and not self.closed:
+                    self.cond.wait()
+                if self.closed:
+                    return
+                batch = self._take_batch()
+                if self.closed:  # closed while the batch was forming
+                    for job in batch:
+                        _fail(job, Unavailable("the server is shutting down"))
+                    return
+                self.running = batch
+                self.stats.waiting = len(self.waiting)
+                self.stats.running = len(batch)
+            if batch:
+                self._run(batch)
+            with self.cond:
+                self.running = []
+                self.stats.running = 0
+
+    def _take_batch(self) -> list[SpeechJob]:
+        """Pop the oldest live job and, for a one-shot batchable job, its compatible followers
+        (waiting up to the batch window for more). Called with `cond` held."""
+        while self.waiting:
+            job = self.waiting.popleft()
+            if job.cancelled:
+                self._count_cancelled(job)
+                continue
+            break
+        else:
+            return []
+        batch = [job]
+        if isinstance(job, StreamJob) or not job.batchable or self.scheduler.max_batch_size < 2:
+            return batch
+        key = job.batch_key
+        deadline = time.monotonic() + self.scheduler.batch_window
+        while len(batch) < self.scheduler.max_batch_size:
+            for other in list(self.waiting):
+                if len(batch) >= self.scheduler.max_batch_size:
+                    break
+                if type(other) is SpeechJob and other.batchable and not other.cancelled and other.batch_key == key:
+                    self.waiting.remove(other)
+                    batch.append(other)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or len(batch) >= self.scheduler.max_batch_size or self.closed:
+                break
+            self.cond.wait(remaining)
+        return batch
+
+    def _count_cancelled(self, job: SpeechJob) -> None:
+        self.stats.cancelled += 1
+        _fail(job, RequestCancelled("the request was cancelled before it started"))
+
+    def _run(self, batch: list[SpeechJob]) -> None:
+        started = time.monotonic()
+        batch = [job for job in batch if job.future.set_running_or_notify_cancel()]  # drops futures cancelled by their owner
+        if not batch:
+            return
+        outcome = "completed"
+        try:
+            if isinstance(batch[0], StreamJob):
+                self._run_stream(batch[0])
+            else:
+                self._run_speak(batch)
+        except RequestCancelled as e:
+            outcome = "cancelled"
+            for job in batch:
+                _fail(job, e)
+        except KoeError as e:
+            outcome = "failed"
+            for job in batch:
+                _fail(job, e)
+        except Exception as e:  # an engine bug must not kill the lane; the client gets a 500
+            log.exception("generation failed on model %s", self.name)
+            outcome = "failed"
+            for job in batch:
+                _fail(job, e)
+        with self.cond:
+            elapsed = time.monotonic() - started
+            s = self.stats
+            s.seconds_per_run = elapsed if not s.seconds_per_run else 0.7 * s.seconds_per_run + 0.3 * elapsed
+            s.batches += 1
+            s.largest_batch = max(s.largest_batch, len(batch))
+            setattr(s, outcome, getattr(s, outcome) + len(batch))
+
+    def _run_speak(self, batch: list[SpeechJob]) -> None:
+        synth = self.scheduler.synthesizer
+        if len(batch) == 1:
+            outputs = [synth.speak(batch[0].plan, cancel=batch[0].cancel_token)]
+        else:
+            log.debug("batching %d requests on %s", len(batch), self.name)
+            token = _AllCancelled([j.cancel_token for j in batch])
+            outputs = synth.speak_batch([j.plan for j in batch], cancel=token)
+        for job, out in zip(batch, outputs, strict=True):
+            if not job.future.done():
+                job.future.set_result(out)
+
+    def _run_stream(self, job: StreamJob) -> None:
+        synth = self.scheduler.synthesizer
+        chunks = synth.stream(job.plan, job.cancel_token, first_chunk_frames=job.first_chunk_frames, chunk_frames=job.chunk_frames)
+        with contextlib.closing(chunks):
+            for chunk in chunks:
+                job.chunks.put(chunk)
+                if job.cancelled and not chunk.final:
+                    raise RequestCancelled("the request was cancelled")
+        job.chunks.put(_END)
+        if not job.future.done():
+            job.future.set_result(None)
+
+
+def _fail(job: SpeechJob, error: BaseException) -> None:
+    if not job.future.done():
+        job.future.set_exception(error)
+    if isinstance(job, StreamJob):
+        job.chunks.put(error)
+        job.chunks.put(_END)
+
+
+class Scheduler:
+    """Queues requests per model and runs them on the synthesizer, batching compatible ones.
+
+    `submit` / `submit_stream` validate (plan) the request in the caller's thread, so bad input
+    raises at once, then queue it; a full queue raises `Busy` (HTTP 429) with `retry_after`.
+    """
+
+    def __init__(
+        self,
+        synthesizer: Synthesizer,
+        *,
+        queue_size: int = 16,
+        max_batch_size: int = 8,
+        batch_window: float = 0.005,
+    ) -> None:
+        self.synthesizer = synthesizer
+        self.queue_size = max(1, int(queue_size))
+        self.max_batch_size = max(1, int(max_batch_size))
+        self.batch_window = max(0.0, float(batch_window))
+        self._lanes: dict[str, _Lane] = {}
+        self._guard = threading.Lock()
+        self._closed = False
+
+    def submit(self, request: SpeechRequest | SpeechPlan, *, batchable: bool | None = None) -> SpeechJob:
+        """Queue a one-shot request; `job.future` gives its `SpeechOutput`.
+
+        A request with an explicit seed runs alone (a batch shares one seed), unless `batchable`.
+        """
+        plan, explicit_seed = self._plan(request)
+        job = SpeechJob(plan, batchable=not explicit_seed if batchable is None else batchable)
+        self._lane(plan).put(job)
+        return job
+
+    def submit_stream(self, request: SpeechRequest | SpeechPlan, *, first_chunk_frames: int = 4, chunk_frames: int = 12) -> StreamJob:
+        """Queue a streamed request; read its chunks with `job.next_chunk()` or by iterating it."""
+        plan, _ = self._plan(request)
+        job = StreamJob(plan, batchable=False, first_chunk_frames=first_chunk_frames, chunk_frames=chunk_frames)
+        self._lane(plan).put(job)
+        return job
+
+    def speak(self, request: SpeechRequest | SpeechPlan, timeout: float | None = None) -> SpeechOutput:
+        """Submit and wait (a convenience for synchronous callers)."""
+        job = self.submit(request)
+        try:
+            return job.future.result(timeout)
+        finally:
+            if not job.future.done():
+                job.cancel()
+
+    def stats(self) -> dict[str, LaneStats]:
+        """Each lane's stats by model name (a snapshot)."""
+        with self._guard:
+            lanes = list(self._lanes.values())
+        out = {}
+        for lane in lanes:
+            with lane.cond:
+                out[lane.name] = LaneStats(**vars(lane.stats))
+        return out
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Refuse new work, fail waiting jobs, cancel running ones and stop the workers."""
+        with self._guard:
+            self._closed = True
+            lanes = list(self._lanes.values())
+        for lane in lanes:
+            lane.close()
+        for lane in lanes:
+            lane.thread.join(timeout)
+
+    def _plan(self, request: SpeechRequest | SpeechPlan) -> tuple[SpeechPlan, bool]:
+        if isinstance(request, SpeechPlan):
+            return request, False
+        return self.synthesizer.plan(request), request.seed is not None
+
+    def _lane(self, plan: SpeechPlan) -> _Lane:
+        key = plan.model.key
+        with self._guard:
+            if self._closed:
+                raise Unavailable("the server is shutting down")
+            lane = self._lanes.get(key)
+            if lane is None:
+                lane = self._lanes[key] = _Lane(self, key, plan.model.name)
+            return lane

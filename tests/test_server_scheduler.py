@@ -1,0 +1,94 @@
+"""The request scheduler on its own: queue bounds, micro-batches, cancellation, shutdown."""
+
+from __future__ import annotations
+
+import pytest
+from test_server import long_request, make_home, wait_for
+
+from koe.service import Busy, RequestCancelled, SpeechRequest, Synthesizer, Unavailable
+from koe.service.requests import SamplingOptions
+from koe.service.scheduler import Scheduler
+
+pytestmark = pytest.mark.filterwarnings("ignore:speech was cut off", "ignore:segment 0 was cut off")
+
+
+@pytest.fixture(scope="module")
+def synth(tmp_path_factory, session_tmp):
+    s = Synthesizer(make_home(tmp_path_factory.mktemp("home"), session_tmp))
+    yield s
+    s.close()
+
+
+def short(text: str, frames: int = 4, **kw) -> SpeechRequest:
+    return SpeechRequest(text=text, model="cv", speaker="ryan", sampling=SamplingOptions(max_new_tokens=frames), format="wav", **kw)
+
+
+def test_waiting_job_cancelled_never_runs_and_queue_is_bounded(synth):
+    sched = Scheduler(synth, queue_size=2)
+    try:
+        blocker = sched.submit(long_request())
+        wait_for(lambda: sched.stats()["cv"].running == 1)
+        a, b = sched.submit(short("first")), sched.submit(short("second"))
+        with pytest.raises(Busy) as e:
+            sched.submit(short("third"))
+        assert e.value.retry_after >= 1
+        a.cancel()  # its client went away: its slot is free for the next request
+        c = sched.submit(short("third"))
+        with pytest.raises(RequestCancelled):
+            a.future.result(1)
+        blocker.cancel()
+        assert b.future.result(30).audio[:4] == b"RIFF" and c.future.result(30).audio[:4] == b"RIFF"
+        wait_for(lambda: sched.stats()["cv"].completed == 2)
+        assert (sched.stats()["cv"].cancelled, sched.stats()["cv"].waiting) == (2, 0)
+    finally:
+        sched.close()
+
+
+def test_batch_stops_only_when_every_member_is_cancelled(synth):
+    sched = Scheduler(synth, batch_window=0.05)
+    try:
+        blocker = sched.submit(long_request())
+        wait_for(lambda: sched.stats()["cv"].running == 1)
+        one, two = sched.submit(short("Hello there.", 30)), sched.submit(short("Good morning to you.", 30))
+        blocker.cancel()
+        wait_for(lambda: sched.stats()["cv"].running == 2)
+        one.cancel()  # the other still wants its audio: the batch goes on
+        assert two.future.result(60).metadata["batch_size"] == 2
+        long_a, long_b = sched.submit(long_request("alpha beta gamma delta")), sched.submit(long_request("one more long text"))
+        wait_for(lambda: sched.stats()["cv"].running == 2)
+        long_a.cancel()
+        long_b.cancel()
+        for job in (long_a, long_b):
+            with pytest.raises(RequestCancelled):
+                job.future.result(10)
+    finally:
+        sched.close()
+
+
+def test_seeded_requests_run_alone_and_stream_jobs_yield_chunks(synth):
+    sched = Scheduler(synth, batch_window=0.05)
+    try:
+        blocker = sched.submit(long_request())
+        wait_for(lambda: sched.stats()["cv"].running == 1)
+        seeded = [sched.submit(short("Hi.", seed=5)), sched.submit(short("Hello.", seed=5))]
+        stream = sched.submit_stream(short("Streamed words here.", 10), first_chunk_frames=2, chunk_frames=3)
+        blocker.cancel()
+        assert [j.future.result(60).metadata.get("batch_size", 1) for j in seeded] == [1, 1]
+        chunks = list(stream)
+        assert len(chunks) >= 3 and chunks[-1].final and stream.next_chunk() is None
+    finally:
+        sched.close()
+
+
+def test_close_fails_waiting_jobs_and_refuses_new_ones(synth):
+    sched = Scheduler(synth)
+    blocker = sched.submit(long_request())
+    wait_for(lambda: sched.stats()["cv"].running == 1)
+    waiting = sched.submit(short("never"))
+    sched.close()
+    with pytest.raises(Unavailable):
+        waiting.future.result(10)
+    with pytest.raises(RequestCancelled):
+        blocker.future.result(10)
+    with pytest.raises(Unavailable):
+        sched.submit(short("late"))
