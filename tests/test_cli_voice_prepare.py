@@ -1,0 +1,50 @@
+"""`koe voices prepare`: a reusable voice prompt from a clip, and clear errors."""
+
+import numpy as np
+import pytest
+import soundfile as sf
+import torch
+from fixtures_models import model_folder
+from typer.testing import CliRunner
+
+import koe
+from koe.cli.main import app
+
+
+@pytest.fixture(scope="module")
+def base_model(tmp_path_factory):
+    return model_folder(tmp_path_factory.getbasetemp(), "base", "tiny")
+
+
+@pytest.fixture
+def clip(tmp_path, monkeypatch):
+    monkeypatch.setenv("KOE_HOME", str(tmp_path / "home"))
+    t = np.arange(2 * 24000) / 24000
+    path = tmp_path / "clip.wav"
+    sf.write(path, (0.3 * np.sin(2 * np.pi * 190 * t)).astype(np.float32), 24000)
+    return path
+
+
+def test_prepare_writes_a_prompt_the_engine_reuses(base_model, clip, tmp_path):
+    out = tmp_path / "voice"
+    result = CliRunner().invoke(app, ["voices", "prepare", str(clip), "--model", str(base_model), "--ref-text", "A test clip.", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    prompt = koe.VoicePrompt.load(out)
+    tts = koe.load(base_model)
+    direct = tts.prepare_voice(str(clip), "A test clip.")
+    assert torch.equal(prompt.ref_code, direct.ref_code) and torch.equal(prompt.speaker_embedding, direct.speaker_embedding)
+    assert prompt.ref_text == "A test clip." and not prompt.x_vector_only
+
+
+def test_prepare_x_vector_only(base_model, clip, tmp_path):
+    out = tmp_path / "xvec"
+    result = CliRunner().invoke(app, ["voices", "prepare", str(clip), "--model", str(base_model), "--x-vector-only", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert koe.VoicePrompt.load(out).x_vector_only
+
+
+def test_prepare_without_transcript_explains_x_vector_mode(base_model, clip, tmp_path):
+    result = CliRunner().invoke(app, ["voices", "prepare", str(clip), "--model", str(base_model), "-o", str(tmp_path / "v")])
+    assert result.exit_code == 2
+    assert "--x-vector-only" in result.stderr and "Traceback" not in result.output
+    assert not (tmp_path / "v").exists()
