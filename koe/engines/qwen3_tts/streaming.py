@@ -1,11 +1,12 @@
 """Turning a growing list of codec frames into audio as it is made.
 
-Strategy: the one-shot decode cuts the frames into 300-frame chunks and decodes each with up to
-25 frames of left context. `CodecStream` follows the same plan incrementally: when new frames
-arrive it decodes from the start of the current chunk (with that chunk's left context) up to the
-newest frame, and emits only the samples it has not emitted before. The codec is causal, so the
-concatenated stream equals the one-shot waveform up to float32 rounding (the matrix shapes differ);
-codes are the same by construction, since both come from the one decode core.
+Strategy: `CodecStream` collects pushed frames and, on `drain`, hands them to an
+`IncrementalDecoder`, which decodes each frame once, with the state its past left behind (conv
+histories, transposed-conv overlaps, a sliding-window KV cache). The codec is causal with no
+look-ahead, so a frame's samples are final as soon as it is decoded, and the cost per frame is flat.
+The decoder follows the one-shot plan (restart every 300 frames on 25 frames of left context), so the
+concatenated stream equals the one-shot waveform up to float32 rounding; codes are the same by
+construction, since both come from the one decode core.
 """
 
 from __future__ import annotations
@@ -13,26 +14,26 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from koe.engines.qwen3_tts.codec import CHUNK_FRAMES, LEFT_CONTEXT_FRAMES
+from koe.engines.qwen3_tts.codec.incremental import IncrementalDecoder
 
 
 class CodecStream:
     """Incremental decoding of one utterance's frames.
 
-    `prefix` frames (an ICL reference) are decoded as context but never emitted.
+    `codec` is a `SpeechTokenizer`; `prefix` frames (T_p, G) (an ICL reference) are decoded as
+    context but never emitted.
     """
 
     def __init__(self, codec, prefix: torch.Tensor | None = None) -> None:
         self.codec = codec
         self.samples_per_frame = int(codec.samples_per_frame)
-        groups = codec.decoder.config.num_quantizers if hasattr(codec, "decoder") else None
-        self.frames: list[torch.Tensor] = [] if prefix is None else list(prefix.to(codec.device).unbind(0))
-        self.emitted = len(self.frames)  # frames whose samples were emitted (or skipped)
-        self.groups = groups
+        self.groups = int(codec.decoder.config.num_quantizers)
+        self.decoder = IncrementalDecoder(codec.decoder, prefix=None if prefix is None else prefix.to(codec.device))
+        self.frames: list[torch.Tensor] = []  # pushed, not yet drained: (G,) each
 
     @property
     def pending(self) -> int:
-        return len(self.frames) - self.emitted
+        return len(self.frames)
 
     def push(self, codes: torch.Tensor) -> None:
         """Add frames (G,) or (T, G)."""
@@ -42,22 +43,14 @@ class CodecStream:
     def pending_codes(self) -> np.ndarray:
         """The pending frames' codes (n, G) int64, before `drain` emits them."""
         if not self.pending:
-            return np.zeros((0, self.groups or 0), dtype=np.int64)
-        return torch.stack(self.frames[self.emitted :]).cpu().numpy()
+            return np.zeros((0, self.groups), dtype=np.int64)
+        return torch.stack(self.frames).cpu().numpy()
 
     @torch.inference_mode()
     def drain(self) -> torch.Tensor:
         """Decode every pending frame; returns their float32 samples (n * samples_per_frame,)."""
-        pieces = []
-        end = len(self.frames)
-        while self.emitted < end:
-            start = (self.emitted // CHUNK_FRAMES) * CHUNK_FRAMES
-            stop = min(end, start + CHUNK_FRAMES)
-            context = LEFT_CONTEXT_FRAMES if start - LEFT_CONTEXT_FRAMES > 0 else start
-            window = torch.stack(self.frames[start - context : stop])[None]  # (1, T, G)
-            wav = self.codec.decode_chunk(window, context)[0]  # samples of frames [start, stop)
-            pieces.append(wav[(self.emitted - start) * self.samples_per_frame :])
-            self.emitted = stop
-        if not pieces:
+        if not self.frames:
             return torch.zeros(0)
-        return torch.cat(pieces).float()
+        codes = torch.stack(self.frames)  # (n, G)
+        self.frames = []
+        return self.decoder.push(codes)
