@@ -13,7 +13,7 @@ draw), from `generator` (None = torch's global generator), so a seeded run equal
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -40,9 +40,10 @@ class DecodeSettings:
 
 @dataclass
 class DecodeOutcome:
-    """Filled in by `decode_frames` as it runs: which rows drew end-of-speech."""
+    """Filled in by the frames generator as it runs: which rows drew end-of-speech, and which path ran."""
 
     eos: torch.Tensor | None = None  # (B,) bool
+    decode_path: dict = field(default_factory=lambda: {"decode_path": "decode_frames"})
 
 
 @dataclass
