@@ -8,7 +8,13 @@ Order of the processors (as transformers applies them, which is what upstream TT
   4. temperature (`logits / t`, skipped when t == 1),
   5. top-k (keep logits >= the k-th largest, skipped when k == 0),
   6. top-p (drop the low tail whose cumulative probability <= 1 - p, skipped when p >= 1),
-  7. the draw: softmax then `torch.multinomial` (one sample per row) — or argmax when greedy.
+  7. the draw: softmax, then one sample per row by the exponential race — or argmax when greedy.
+
+The exponential race, `argmax(probs / q)` with `q ~ Exp(1)` drawn by `exponential_` into a tensor
+shaped like `probs`, is exactly what `torch.multinomial(probs, 1)` runs on the CPU (its fast path
+for one sample), so ids and the generator's state after the draw equal multinomial's bit for bit
+(tests/test_sampling_race.py). It skips multinomial's input checks, each of which is a host sync
+(`.item()`); a row of NaN or all -inf scores therefore gives an arbitrary id instead of an error.
 """
 
 from __future__ import annotations
@@ -81,4 +87,12 @@ def draw(scores: torch.Tensor, config: SamplingConfig, generator: torch.Generato
     if not config.do_sample:
         return torch.argmax(scores, dim=-1)
     probs = torch.softmax(scores, dim=-1)
-    return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(1)
+    return exponential_race(probs, generator)
+
+
+def exponential_race(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """(B, V) probabilities -> (B,) ids, one draw per row; same ids and generator state as
+    `torch.multinomial(probs, 1, generator=generator).squeeze(1)` on the CPU, without its syncs."""
+    q = torch.empty_like(probs).exponential_(1, generator=generator)
+    torch.div(probs, q, out=q)  # as multinomial does: q = probs / q
+    return torch.argmax(q, dim=-1)
