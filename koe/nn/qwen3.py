@@ -75,8 +75,12 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 def inverse_frequencies(head_dim: int, theta: float) -> torch.Tensor:
-    """Rotary inverse frequencies, float32, computed as the reference does (`theta ** (2i / d)`)."""
-    return 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).to(dtype=torch.float) / head_dim))
+    """Rotary inverse frequencies, float32, computed as the reference does (`theta ** (2i / d)`).
+
+    Always computed on the CPU (modules move it with `.to()`): under `torch.device("meta")` the
+    same ops would run torch's Python reference kernels, whose first use imports torch._dynamo
+    (~3 s of a model load)."""
+    return 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64, device="cpu").to(dtype=torch.float) / head_dim))
 
 
 def rotary_cos_sin(inv_freq: torch.Tensor, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
