@@ -13,15 +13,19 @@ if TYPE_CHECKING:
     from koe.engines.qwen3_tts.engine import Qwen3TTSEngine
 
 
-def load(path: str | Path, device: str | torch.device | None = None, dtype: str | torch.dtype | None = None) -> Qwen3TTSEngine:
+def load(
+    path: str | Path, device: str | torch.device | None = None, dtype: str | torch.dtype | None = None, *, precision: str | None = None
+) -> Qwen3TTSEngine:
     """Load a model folder (the released layout) and return its engine.
 
     `device`: "cpu", "cuda", "cuda:1", or None for the best available. `dtype`: None gives float32
-    on the CPU (bit-exact with upstream) and bfloat16 on CUDA.
+    on the CPU (bit-exact with upstream) and bfloat16 on CUDA. `precision`: an opt-in mode that
+    trades bits for speed, "bf16" or "int8" (CPU); "fp32" or None keeps `dtype`. Results name the
+    mode in `metadata["precision"]` (docs/PERFORMANCE.md has its speed and measured error).
     """
     from koe.engines.registry import load_engine
 
-    return load_engine(path, device=device, dtype=dtype)
+    return load_engine(path, device=device, dtype=dtype, precision=precision)
 
 
 def __getattr__(name: str):

@@ -67,6 +67,7 @@ def test_process_environment_is_read(tmp_path, monkeypatch):
         ("[server]\nprot = 1\n", {}, r"unknown setting 'server\.prot' \(from koe\.toml\)"),
         ("[synthesis]\nformat = 'ogg3'\n", {}, r"synthesis\.format"),
         ("[server\n", {}, "not valid TOML"),
+        ("[models]\nprecision = 'int4'\n", {}, r"models\.precision='int4' \(from koe\.toml\)"),
     ],
 )
 def test_bad_values_name_key_and_source(tmp_path, toml, env, match):
@@ -76,8 +77,13 @@ def test_bad_values_name_key_and_source(tmp_path, toml, env, match):
 
 
 def test_empty_strings_mean_unset(tmp_path):
-    s = load_settings(tmp_path, environ={"KOE_MODELS__DEVICE": "", "KOE_MODELS__DTYPE": "auto"})
-    assert s.models.device is None and s.models.dtype is None
+    s = load_settings(tmp_path, environ={"KOE_MODELS__DEVICE": "", "KOE_MODELS__DTYPE": "auto", "KOE_MODELS__PRECISION": ""})
+    assert s.models.device is None and s.models.dtype is None and s.models.precision is None
+
+
+def test_precision_is_a_setting(tmp_path):
+    s = load_settings(tmp_path, environ={"KOE_MODELS__PRECISION": "int8"})
+    assert s.models.precision == "int8" and s.source_of("models.precision") == "env KOE_MODELS__PRECISION"
 
 
 def test_settings_is_pydantic_settings():

@@ -233,3 +233,22 @@ def test_progress_reports_audio_as_it_is_made(synth):
     assert len(seen) >= 2 and seen == sorted(seen) and seen[-1] == pytest.approx(len(out.samples) / 24000)
     np.testing.assert_allclose(out.samples, one_shot.samples, atol=1e-4)  # the same codes, streamed
     assert any("cut" in w for w in out.warnings)
+
+
+def test_precision_setting_loads_the_mode_and_labels_the_output(session_tmp, tmp_path):
+    h = KoeHome(load_settings(tmp_path, {"models": {"precision": "int8"}}, environ={}))
+    h.models.import_model(model_folder(session_tmp, "custom_voice"), "cv", link=True)
+    s = Synthesizer(h)
+    try:
+        out = s.speak(req())
+        assert out.metadata["precision"] == "int8"
+        assert h.db.list_outputs(limit=1)[0].metadata["precision"] == "int8"
+    finally:
+        s.cache.clear()
+    exact = Synthesizer(KoeHome(load_settings(tmp_path / "exact", {}, environ={})))
+    h2 = exact.home
+    h2.models.import_model(model_folder(session_tmp, "custom_voice"), "cv", link=True)
+    try:
+        assert exact.speak(req()).metadata["precision"] == "float32"
+    finally:
+        exact.cache.clear()

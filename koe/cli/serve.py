@@ -14,15 +14,16 @@ def serve(
     port: Annotated[int | None, typer.Option("--port", "-p", help="TCP port.")] = None,
     token: Annotated[str | None, typer.Option("--token", help="Bearer token clients must send.", show_default=False)] = None,
     model: Annotated[str | None, typer.Option("--model", "-m", help="Default model (folder or store name).")] = None,
-    device: Annotated[str | None, typer.Option("--device")] = None,
-    dtype: Annotated[str | None, typer.Option("--dtype")] = None,
+    device: Annotated[str | None, typer.Option("--device", help="cpu, cuda, cuda:1, mps.")] = None,
+    dtype: Annotated[str | None, typer.Option("--dtype", help="float32, bfloat16, float16.")] = None,
+    precision: Annotated[str | None, typer.Option("--precision", help="Opt-in speed mode that changes bits: bf16 or int8 (CPU).")] = None,
 ) -> None:
     """Serve /v1/audio/speech (OpenAI's API), /v1/models, voices and /health."""
     from koe.service.errors import Unavailable
 
     settings = open_home(
         server={"host": host, "port": port, "token": token},
-        models={"default": model, "device": device, "dtype": dtype},
+        models={"default": model, "device": device, "dtype": dtype, "precision": precision},
     ).settings
     try:
         server = importlib.import_module("koe.server.app")

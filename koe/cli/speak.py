@@ -61,6 +61,7 @@ def speak(
     save: Annotated[bool | None, typer.Option("--save/--no-save", help="Also keep it under KOE_HOME/outputs.", show_default=False)] = None,
     device: Annotated[str | None, typer.Option("--device", help="cpu, cuda, cuda:1, mps.", rich_help_panel="Runtime")] = None,
     dtype: Annotated[str | None, typer.Option("--dtype", help="float32, bfloat16, float16.", rich_help_panel="Runtime")] = None,
+    precision: Annotated[str | None, typer.Option("--precision", help="Opt-in speed mode that changes bits: bf16 or int8 (CPU); fp32 = exact.", rich_help_panel="Runtime")] = None,
 ) -> None:
     """Speak TEXT (or stdin, or --file) and write the audio.
 
@@ -76,7 +77,7 @@ def speak(
         audio_format = format_for_path(output, fmt)
     else:
         audio_format = get_format(fmt) if fmt else None
-    home = open_home(models={"device": device, "dtype": dtype})
+    home = open_home(models={"device": device, "dtype": dtype, "precision": precision})
     sampling = SamplingOptions(
         do_sample=do_sample, temperature=temperature, top_k=top_k, top_p=top_p, repetition_penalty=repetition_penalty,
         max_new_tokens=max_new_tokens, subtalker_dosample=subtalker_do_sample, subtalker_temperature=subtalker_temperature,

@@ -62,7 +62,8 @@ def prepare(
     ref = home.models.resolve(model, home.settings.models.default)
     text = _ref_text(ref_text, ref_text_file)
     with err.status(f"preparing a voice prompt with {ref.name} …", spinner="dots"):
-        tts = koe.load(ref.path, device=home.settings.models.device, dtype=home.settings.models.dtype)
+        m = home.settings.models
+        tts = koe.load(ref.path, device=m.device, dtype=m.dtype, precision=m.precision)
         try:
             prompt = tts.prepare_voice(str(clip), text, x_vector_only=x_vector_only, trim=trim_ref)
         except RequestError as e:

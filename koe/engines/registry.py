@@ -33,10 +33,10 @@ def detect(folder: str | Path) -> ModelInfo:
     raise UnknownModelError(f"{folder}: model_type {cfg.get('model_type')!r} is not supported; koe runs Qwen3-TTS (12 Hz) today")
 
 
-def load_engine(folder: str | Path, device=None, dtype=None):
+def load_engine(folder: str | Path, device=None, dtype=None, precision=None):
     info = detect(folder)
     if info.family == "qwen3_tts":
         from koe.engines.qwen3_tts.engine import Qwen3TTSEngine
 
-        return Qwen3TTSEngine.load(folder, device=device, dtype=dtype)
+        return Qwen3TTSEngine.load(folder, device=device, dtype=dtype, precision=precision)
     raise UnknownModelError(f"no engine for family {info.family!r}")

@@ -41,7 +41,7 @@ DESIGN_SAMPLE_TEXT = (
 class Synthesizer:
     """Speak requests with the models in a KOE_HOME. Thread-safe; share one per process.
 
-    `loader(ref) -> engine` defaults to `koe.load` with the settings' device and dtype.
+    `loader(ref) -> engine` defaults to `koe.load` with the settings' device, dtype and precision.
     `max_input_chars` caps request text (the server passes `settings.server.max_input_chars`).
     """
 
@@ -180,7 +180,7 @@ class Synthesizer:
 
         m = self.settings.models
         try:
-            return koe.load(ref.path, device=m.device, dtype=m.dtype)
+            return koe.load(ref.path, device=m.device, dtype=m.dtype, precision=m.precision)
         except FileNotFoundError as e:
             raise NotFound(f"cannot load model {ref.name!r}: {e}", param="model") from e
         except (ValueError, RuntimeError, OSError) as e:

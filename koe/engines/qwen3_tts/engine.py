@@ -77,8 +77,15 @@ class Qwen3TTSEngine:
         self.dtype = dtype
 
     @classmethod
-    def load(cls, folder: str | Path, device: str | torch.device | None = None, dtype: str | torch.dtype | None = None) -> Qwen3TTSEngine:
-        """Load a model folder in the released layout (strict: a missing file or tensor is an error naming it)."""
+    def load(
+        cls, folder: str | Path, device: str | torch.device | None = None, dtype: str | torch.dtype | None = None, *, precision: str | None = None
+    ) -> Qwen3TTSEngine:
+        """Load a model folder in the released layout (strict: a missing file or tensor is an error naming it).
+
+        `precision` picks an opt-in mode that changes float bits: "bf16" (weights and compute in
+        bfloat16) or "int8" (int8 linear layers in the talker and code predictor, see
+        `koe.runtime.quant`); None or "fp32" keeps `dtype` (float32 on the CPU: upstream's bits).
+        """
         from koe.engines.qwen3_tts.codec import SpeechTokenizer
         from koe.text import QwenTokenizer
 
@@ -86,7 +93,8 @@ class Qwen3TTSEngine:
         if not folder.is_dir():
             raise FileNotFoundError(f"model folder not found: {folder}")
         dev = resolve_device(device)
-        dt = resolve_dtype(dtype, dev)
+        mode = _precision_mode(precision)
+        dt = torch.bfloat16 if mode == "bf16" else torch.float32 if mode in ("fp32", "int8") else resolve_dtype(dtype, dev)
         cfg = Qwen3TTSConfig.from_folder(folder)
         defaults = GenerationDefaults.from_folder(folder)
         tokenizer = QwenTokenizer.from_folder(folder)
@@ -94,7 +102,31 @@ class Qwen3TTSEngine:
             raise FileNotFoundError(f"{folder}: missing speech_tokenizer/ (the 12 Hz codec's config and weights)")
         network = Qwen3TTSNetwork.from_folder(folder, cfg, device=dev, dtype=dt)
         codec = SpeechTokenizer.from_folder(folder / "speech_tokenizer", device=dev, dtype=dt)
-        return cls(folder, cfg, defaults, network, tokenizer, codec, dev, dt)
+        if mode == "int8":
+            if dev.type != "cpu":
+                raise ValueError("precision='int8' is a CPU mode (fbgemm kernels); on a GPU use bf16")
+            from koe.runtime.quant import quantize_linears
+
+            quantize_linears(network.talker, skip=("text_projection",))  # decoder layers, codec head, code predictor
+        engine = cls(folder, cfg, defaults, network, tokenizer, codec, dev, dt)
+        engine._precision = mode
+        return engine
+
+    @property
+    def precision(self) -> str:
+        """The numeric mode this engine runs in ("float32" = exact; "bfloat16", "int8" are opt-in)."""
+        mode = getattr(self, "_precision", None)
+        return "int8" if mode == "int8" else str(self.dtype).removeprefix("torch.")
+
+    cuda_graphs: bool = True  # on CUDA, decode with captured graphs (koe/engines/qwen3_tts/graphed.py)
+
+    def frames_core(self):
+        """The frames generator: CUDA graphs on CUDA (unless `cuda_graphs` is off), else the eager core."""
+        if self.device.type == "cuda" and self.cuda_graphs:
+            from koe.engines.qwen3_tts.graphed import graphed_decode_frames
+
+            return graphed_decode_frames
+        return decode_frames
 
     # -- what the model offers -------------------------------------------------------------
     @property
@@ -263,7 +295,7 @@ class Qwen3TTSEngine:
         inputs = build_talker_inputs(self.network.talker, self.cfg, items, non_streaming_mode)
         limits = None if budgets is None else torch.tensor(budgets, device=self.device)
         frames, alive = [], []
-        for frame in decode_frames(self.network.talker, inputs, settings, generator, row_limits=limits, cancel=cancel, outcome=outcome):
+        for frame in self.frames_core()(self.network.talker, inputs, settings, generator, row_limits=limits, cancel=cancel, outcome=outcome):
             frames.append(frame.codes)
             alive.append(frame.alive)
         if not frames:
@@ -360,6 +392,7 @@ class Qwen3TTSEngine:
             truncated = not bool(outcome.eos[i])
             meta = self._metadata(seed, int(c.shape[0]), truncated, budgets[i])
             meta["timings"] = {"generate_s": decoded_at - started, "codec_s": finished - decoded_at}
+            meta["decode_path"] = outcome.decode_path
             results.append(SpeechResult(_to_numpy(wav), self.sample_rate, c.cpu(), meta))
         return results
 
@@ -384,7 +417,7 @@ class Qwen3TTSEngine:
         )
         return {
             "model": self.cfg.model_type, "size": self.cfg.model_size, "seed": seed, "frames": frames,
-            "precision": str(self.dtype).removeprefix("torch."), "device": str(self.device),
+            "precision": self.precision, "device": str(self.device),
             "truncated": truncated, "frame_budget": budget, "warnings": [warning] if truncated else [],
         }  # fmt: skip
 
@@ -435,7 +468,7 @@ class Qwen3TTSEngine:
             outcome = DecodeOutcome()
             due = first_chunk_frames if s == 0 else chunk_frames
             head = pause if s > 0 else None
-            frames = decode_frames(self.network.talker, inputs, settings, gen, row_limits=torch.tensor([budget]), cancel=cancel, outcome=outcome)
+            frames = self.frames_core()(self.network.talker, inputs, settings, gen, row_limits=torch.tensor([budget], device=self.device), cancel=cancel, outcome=outcome)
             try:
                 with torch.inference_mode():
                     for frame in frames:
@@ -452,7 +485,7 @@ class Qwen3TTSEngine:
             finally:
                 frames.close()
             last = s == len(segments) - 1
-            meta_extra = {"segment": s, "truncated": not bool(outcome.eos[0]), "codes": tail_codes}
+            meta_extra = {"segment": s, "truncated": not bool(outcome.eos[0]), "codes": tail_codes, "decode_path": outcome.decode_path}
             if meta_extra["truncated"]:
                 msg = f"segment {s} was cut off after {budget} frames: the model did not end the utterance within max_new_tokens or its frame budget"
                 meta_extra["warnings"] = [msg]
@@ -472,6 +505,15 @@ def _icl_reference(item: PromptItem) -> torch.Tensor | None:
 
 def _with_head(head: np.ndarray | None, samples: np.ndarray) -> np.ndarray:
     return samples if head is None else np.concatenate([head, samples])
+
+
+def _precision_mode(precision: str | None) -> str | None:
+    if precision is None:
+        return None
+    mode = {"fp32": "fp32", "float32": "fp32", "bf16": "bf16", "bfloat16": "bf16", "int8": "int8"}.get(str(precision).lower())
+    if mode is None:
+        raise ValueError(f"unknown precision {precision!r}; use fp32 (exact), bf16 or int8")
+    return mode
 
 
 def _broadcast(value, n: int, name: str) -> list:
