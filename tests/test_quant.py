@@ -40,3 +40,20 @@ def test_quantize_linears_replaces_in_place() -> None:
     assert quantize_linears(model, skip=("2",)) == 1
     assert isinstance(model[0], Int8Linear) and isinstance(model[2][0], torch.nn.Linear)
     assert model(torch.randn(4, 16)).shape == (4, 8)
+
+
+def test_fused_projections_equal_separate_int8_layers() -> None:
+    from koe.nn.qwen3 import DecoderLayer, DecoderSpec
+
+    torch.manual_seed(0)
+    spec = DecoderSpec(hidden_size=64, intermediate_size=96, num_layers=1, num_heads=4, num_kv_heads=2, head_dim=16, rms_norm_eps=1e-6, rope_theta=1e6)
+    separate = DecoderLayer(spec)
+    fused = DecoderLayer(spec)
+    fused.load_state_dict(separate.state_dict())
+    assert quantize_linears(separate, fuse=False) == 7
+    assert quantize_linears(fused) == 7
+    assert fused.self_attn.qkv_proj is not None and not hasattr(fused.self_attn, "q_proj") and fused.mlp.gate_up_proj is not None
+    x = torch.randn(1, 3, 64)
+    cos, sin = torch.ones(1, 1, 3, 16), torch.zeros(1, 1, 3, 16)
+    # one activation quantization per call from the same input, per-channel weight scales: the same numbers
+    assert torch.equal(separate(x, cos, sin, None, None), fused(x, cos, sin, None, None))

@@ -64,8 +64,12 @@ class GatedMLP(nn.Module):
         self.gate_proj = nn.Linear(hidden_size, intermediate_size, bias=False)
         self.up_proj = nn.Linear(hidden_size, intermediate_size, bias=False)
         self.down_proj = nn.Linear(intermediate_size, hidden_size, bias=False)
+        self.gate_up_proj: nn.Module | None = None  # set only by an opt-in mode that fuses gate and up (koe.runtime.quant)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.gate_up_proj is not None:
+            gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+            return self.down_proj(F.silu(gate) * up)
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
@@ -131,6 +135,14 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(spec.num_heads * spec.head_dim, spec.hidden_size, bias=bias)
         self.q_norm = RMSNorm(spec.head_dim, eps=spec.rms_norm_eps)
         self.k_norm = RMSNorm(spec.head_dim, eps=spec.rms_norm_eps)
+        self.qkv_proj: nn.Module | None = None  # set only by an opt-in mode that fuses q, k and v (koe.runtime.quant)
+
+    def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q, k, v projections of x (B, T, C): three products, or one fused product split in three."""
+        if self.qkv_proj is not None:
+            q_width, kv_width = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
+            return self.qkv_proj(x).split((q_width, kv_width, kv_width), dim=-1)
+        return self.q_proj(x), self.k_proj(x), self.v_proj(x)
 
     def forward(
         self,
@@ -142,9 +154,10 @@ class Attention(nn.Module):
     ) -> torch.Tensor:
         """x (B, T, C); cos/sin broadcastable to (B, H, T, D); mask: bool (B, 1, T, S) or None (causal)."""
         b, t, _ = x.shape
-        q = self.q_norm(self.q_proj(x).view(b, t, -1, self.head_dim)).transpose(1, 2)  # (B, H, T, D)
-        k = self.k_norm(self.k_proj(x).view(b, t, -1, self.head_dim)).transpose(1, 2)  # (B, Hkv, T, D)
-        v = self.v_proj(x).view(b, t, -1, self.head_dim).transpose(1, 2)
+        q, k, v = self.project(x)
+        q = self.q_norm(q.view(b, t, -1, self.head_dim)).transpose(1, 2)  # (B, H, T, D)
+        k = self.k_norm(k.view(b, t, -1, self.head_dim)).transpose(1, 2)  # (B, Hkv, T, D)
+        v = v.view(b, t, -1, self.head_dim).transpose(1, 2)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
         if cache is not None:

@@ -52,12 +52,50 @@ class Int8Linear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, int8 weights, dynamic int8 activations"
 
 
-def quantize_linears(module: nn.Module, skip: tuple[str, ...] = ()) -> int:
+def _concat(linears: list[nn.Linear]) -> nn.Linear:
+    """One `nn.Linear` whose outputs are those of `linears` side by side (same input)."""
+    first = linears[0]
+    fused = nn.Linear(first.in_features, sum(m.out_features for m in linears), bias=first.bias is not None)
+    with torch.no_grad():
+        fused.weight.copy_(torch.cat([m.weight.detach().float() for m in linears]))
+        if first.bias is not None:
+            fused.bias.copy_(torch.cat([m.bias.detach().float() for m in linears]))
+    return fused
+
+
+def fuse_projections(module: nn.Module, skip: tuple[str, ...] = ()) -> int:
+    """Give every attention under `module` one int8 q|k|v product (`qkv_proj`) and every gated MLP
+    one gate|up product (`gate_up_proj`), dropping the separate layers; returns how many were fused.
+    A module takes part when it offers the empty slot (`qkv_proj = None` beside `q_proj`, `k_proj`,
+    `v_proj`; `gate_up_proj = None` beside `gate_proj`, `up_proj`), as `koe.nn.qwen3`'s do.
+
+    In int8 this changes nothing numerically: weights are quantized per output channel and the
+    activation is quantized once per call from the same input either way. It halves the calls."""
+    groups = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")}
+    count = 0
+    for name, m in list(module.named_modules()):
+        if skip and name.startswith(skip):
+            continue
+        for slot, parts in groups.items():
+            linears = [getattr(m, part, None) for part in parts]
+            if slot in m.__dict__ and getattr(m, slot) is None and all(isinstance(x, nn.Linear) for x in linears):
+                setattr(m, slot, Int8Linear(_concat(linears)))
+                for part in parts:
+                    delattr(m, part)
+                count += 1
+    return count
+
+
+def quantize_linears(module: nn.Module, skip: tuple[str, ...] = (), fuse: bool = True) -> int:
     """Replace every `nn.Linear` under `module` (names not starting with a `skip` prefix) by
-    `Int8Linear`, in place; returns how many were replaced."""
+    `Int8Linear`, in place, first fusing q|k|v and gate|up where `fuse`; returns how many
+    `nn.Linear` were replaced."""
+    before = sum(isinstance(m, nn.Linear) for _, m in module.named_modules())
+    if fuse:
+        fuse_projections(module, skip)
     targets = [(name, m) for name, m in module.named_modules() if isinstance(m, nn.Linear) and not name.startswith(skip)]
     for name, linear in targets:
         parent_name, _, leaf = name.rpartition(".")
         parent = module.get_submodule(parent_name) if parent_name else module
         setattr(parent, leaf, Int8Linear(linear))
-    return len(targets)
+    return before - sum(isinstance(m, nn.Linear) for _, m in module.named_modules())
