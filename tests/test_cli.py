@@ -67,10 +67,18 @@ def decode(data: bytes) -> tuple[str, int, float]:
 
 def test_help_and_version(koe):
     out = koe("--help").output
-    for name in ("speak", "voices", "models", "config", "doctor", "serve", "demo"):
+    for name in ("speak", "voices", "models", "config", "doctor", "serve", "demo", "bench"):
         assert name in out
     assert koe("--version").output.startswith("koe ")
     assert "--ref-text" in koe("speak", "--help").output
+    assert "--precision" in koe("speak", "--help").output
+    assert "--compare" in koe("bench", "--help").output
+
+
+def test_speak_precision_flag_is_recorded(koe, home, cv_model, tmp_path):
+    koe("speak", "Hello.", "-m", cv_model, *FAST, "--precision", "int8", "-o", tmp_path / "x.wav")
+    koe("speak", "Hello.", "-m", cv_model, *FAST, "--precision", "bf16", "-o", tmp_path / "y.wav")
+    assert_one_line_error(koe("speak", "Hello.", "-m", cv_model, "--precision", "int4", ok=False), "models.precision='int4'")
 
 
 def test_speak_writes_each_format(koe, home, cv_model, tmp_path):

@@ -1,4 +1,4 @@
-"""The `koe` command: speak, voices, models, config, doctor, serve, demo."""
+"""The `koe` command: speak, voices, models, config, doctor, serve, demo, bench."""
 
 from pathlib import Path
 from typing import Annotated
@@ -46,6 +46,14 @@ app.add_typer(config.app, name="config")
 app.command("doctor")(doctor.doctor)
 app.command("serve")(serve.serve)
 app.command("demo")(demo.demo)
+
+
+@app.command("bench", add_help_option=False, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def bench(ctx: typer.Context) -> None:
+    """Benchmark Qwen3-TTS here on random weights at the real sizes, optionally against upstream (`koe bench --help`)."""
+    from koe.bench import main as bench_main
+
+    raise typer.Exit(bench_main(list(ctx.args)))
 
 if __name__ == "__main__":
     app()

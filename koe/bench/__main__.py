@@ -1,0 +1,5 @@
+import sys
+
+from koe.bench import main
+
+sys.exit(main())

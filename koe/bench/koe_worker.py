@@ -1,0 +1,112 @@
+"""The koe side of the benchmark: loads one model and runs cases on command (see `wire`).
+
+Run as `python -m koe.bench.koe_worker`; the parent (`koe.bench.runner`) drives it. End of speech
+is disabled by making the end id one the talker can never draw (a suppressed id), so every run
+decodes exactly `frames` frames — upstream's worker does the same with its `eos_token_id`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import replace
+
+import torch
+
+from koe.bench import wire
+
+
+class KoeWorker:
+    def __init__(self) -> None:
+        self.engine = None
+        self.voices: dict = {}
+
+    def load(self, cmd: dict) -> dict:
+        from koe.engines.qwen3_tts.engine import Qwen3TTSEngine
+
+        wire.set_threads(cmd["threads"])
+        started = time.perf_counter()
+        self.engine = Qwen3TTSEngine.load(cmd["model"], device="cpu", precision=cmd.get("precision") or "fp32")
+        load_s = time.perf_counter() - started
+        return {"load_s": load_s, "peak_rss": wire.peak_rss(), "rss": wire.current_rss(), "precision": self.engine.precision}
+
+    def _voice(self, case: str):
+        clip = wire.reference_clip()
+        return self.engine.prepare_voice(clip, ref_text=None if case == "clone_xvector" else wire.REF_TEXT, x_vector_only=case == "clone_xvector")
+
+    def run(self, cmd: dict) -> dict:
+        case, frames, seed = cmd["case"], int(cmd["frames"]), int(cmd.get("seed", 0))
+        return wire.profiled(cmd.get("profile"), lambda: self._run(case, frames, seed))
+
+    @torch.inference_mode()
+    def _run(self, case: str, frames: int, seed: int) -> dict:
+        from koe.engines.qwen3_tts import generate as core
+
+        eng = self.engine
+        batch = wire.CASES[case][1]
+        result: dict = {"case": case, "batch": batch}
+        voice = None
+        if case.startswith("clone"):
+            t = time.perf_counter()
+            voice = self._voice(case)
+            result["prompt_s"] = time.perf_counter() - t
+        if case == "streaming":
+            return {**result, **self._stream(frames, seed)}
+        texts = wire.BATCH_TEXTS[:batch]
+        speaker = wire.SPEAKER if eng.cfg.model_type == "custom_voice" else None
+        instruct = wire.INSTRUCT if eng.cfg.model_type == "voice_design" else None
+        items = eng.prompt_items(texts, [wire.LANGUAGE] * batch, [speaker] * batch, [instruct] * batch, [voice] * batch)
+        settings = eng.decode_settings(max_new_tokens=frames + 1)
+        settings = replace(settings, eos_id=settings.suppress_ids[-1])  # never drawn: no end of speech
+        generator = torch.Generator().manual_seed(seed)
+        phases = wire.Phases()
+        talker = eng.network.talker
+        forward, predict = talker.forward_hidden, core.predict_codebooks
+
+        def forward_hidden(*args, **kwargs):
+            out = forward(*args, **kwargs)
+            phases.mark_talker_forward()
+            return out
+
+        talker.forward_hidden, core.predict_codebooks = forward_hidden, phases.timed(predict)
+        try:
+            phases.decode_start = time.perf_counter()
+            codes = eng.generate_codes(items, settings, non_streaming_mode=eng.default_non_streaming(), generator=generator)
+            decode_end = time.perf_counter()
+        finally:
+            del talker.forward_hidden
+            core.predict_codebooks = predict
+        made = int(codes[0].shape[0])
+        t = time.perf_counter()
+        wavs = eng.decode_waveforms(codes, items)
+        codec_s = time.perf_counter() - t
+        ref_frames = 0 if voice is None or voice.ref_code is None else int(voice.ref_code.shape[0])
+        decoded_s = batch * (made + ref_frames) / wire.FRAME_RATE
+        result.update(phases.result(decode_end, made))
+        result.update({
+            "frames": made, "codec_s": codec_s, "codec_s_per_audio_s": codec_s / max(decoded_s, 1e-9),
+            "audio_samples": int(sum(len(w) for w in wavs)), "frames_per_s": batch * made / (decode_end - phases.decode_start),
+            "codes_sha1": hashlib.sha1(torch.stack([c.cpu() for c in codes]).numpy().tobytes()).hexdigest(),
+            "peak_rss": wire.peak_rss(),
+        })  # fmt: skip
+        return result
+
+    def _stream(self, frames: int, seed: int) -> dict:
+        eng = self.engine
+        started = time.perf_counter()
+        first = None
+        count = 0
+        for chunk in eng.stream(wire.TEXT, language=wire.LANGUAGE, speaker=wire.SPEAKER, seed=seed, max_frames=frames, max_new_tokens=frames + 1):
+            if first is None and len(chunk.samples):
+                first = time.perf_counter() - started
+            count += len(chunk.samples)
+        return {"ttfa_s": first, "stream_total_s": time.perf_counter() - started, "audio_samples": count, "peak_rss": wire.peak_rss()}
+
+
+def main() -> None:
+    worker = KoeWorker()
+    wire.serve({"load": worker.load, "run": worker.run})
+
+
+if __name__ == "__main__":
+    main()

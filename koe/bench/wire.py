@@ -1,0 +1,161 @@
+"""What both benchmark workers share: the line protocol, the inputs of each case, timing helpers.
+
+Stdlib, numpy and torch only: the upstream worker (scripts/bench_upstream_worker.py) imports this
+file by path inside upstream's own virtualenv, where koe is not installed.
+
+Protocol: the parent writes one JSON command per line on the worker's stdin; the worker answers
+each with one line `@@bench@@ {json}` on its stdout. Anything else a library prints goes to stderr.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import functools
+import io
+import json
+import os
+import pstats
+import resource
+import sys
+import time
+import traceback
+from collections.abc import Callable
+
+PREFIX = "@@bench@@ "
+FRAME_RATE = 12.5
+TEXT = "The quick brown fox jumps over the lazy dog, and then it runs far away into the quiet green hills."
+BATCH_TEXTS = [
+    TEXT,
+    "A benchmark measures what a program does, not what its authors hope it does.",
+    "Speech synthesis turns written words into sound, one frame at a time.",
+    "Every frame reads the whole talker once and the code predictor fifteen times.",
+    "On a small machine, memory bandwidth is the limit, not arithmetic.",
+    "Seeds make random draws repeatable, which makes results comparable.",
+    "The codec turns sixteen codes per frame into nineteen hundred and twenty samples.",
+    "Warm-up runs are excluded; the median and the minimum of the rest are reported.",
+]
+INSTRUCT = "A calm, warm, low-pitched male voice speaking slowly and clearly."
+REF_TEXT = "This is the transcript of the reference clip used for cloning."
+SPEAKER = "ryan"
+LANGUAGE = "english"
+# Case -> (model kind, batch size). "streaming" measures the time to the first audio chunk.
+CASES = {
+    "custom_voice": ("custom_voice", 1),
+    "voice_design": ("voice_design", 1),
+    "clone_xvector": ("base", 1),
+    "clone_icl": ("base", 1),
+    "streaming": ("custom_voice", 1),
+    "batch8": ("custom_voice", 8),
+}
+
+
+def reference_clip(seconds: float = 3.0, sample_rate: int = 24000):
+    """A deterministic voiced-ish reference clip: a few harmonics under an envelope, plus a little noise."""
+    import numpy as np
+
+    t = np.arange(int(seconds * sample_rate)) / sample_rate
+    f0 = 120 + 20 * np.sin(2 * np.pi * 0.7 * t)
+    phase = 2 * np.pi * np.cumsum(f0) / sample_rate
+    wav = sum(np.sin(k * phase) / k for k in range(1, 6)) * (0.5 + 0.5 * np.sin(2 * np.pi * 2.0 * t) ** 2)
+    wav = wav + 0.01 * np.random.default_rng(0).standard_normal(len(t))
+    return (0.3 * wav / np.abs(wav).max()).astype(np.float32), sample_rate
+
+
+def peak_rss() -> int:
+    """Peak resident set size of this process in bytes: `VmHWM` (fresh at exec, unlike `ru_maxrss`,
+    which a child inherits from the process that started it)."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def current_rss() -> int:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return 0
+
+
+class Phases:
+    """Collects phase times of one run: the start of decoding, the end of the first talker
+    forward (prefill), and the time spent in the code predictor."""
+
+    def __init__(self) -> None:
+        self.decode_start = 0.0
+        self.prefill_end: float | None = None
+        self.predictor_s = 0.0
+
+    def mark_talker_forward(self) -> None:
+        if self.prefill_end is None:
+            self.prefill_end = time.perf_counter()
+
+    def timed(self, fn: Callable) -> Callable:
+        """`fn` wrapped so that its time adds to `predictor_s`."""
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            t = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.predictor_s += time.perf_counter() - t
+
+        return wrapper
+
+    def result(self, decode_end: float, frames: int) -> dict:
+        prefill = (self.prefill_end or decode_end) - self.decode_start
+        steps = max(frames, 1)
+        per_frame = (decode_end - self.decode_start - prefill) / steps
+        predictor = self.predictor_s / steps
+        return {
+            "prefill_s": prefill, "decode_s": decode_end - self.decode_start,
+            "ms_per_frame": per_frame * 1e3, "predictor_ms_per_frame": predictor * 1e3,
+            "talker_ms_per_frame": (per_frame - predictor) * 1e3,
+        }  # fmt: skip
+
+
+def profiled(kind: str | None, fn: Callable[[], dict], rows: int = 30) -> dict:
+    """Run `fn`; with kind "cprofile" or "torch", attach the profile's top table as `profile`."""
+    if kind is None:
+        return fn()
+    if kind == "cprofile":
+        prof = cProfile.Profile()
+        result = prof.runcall(fn)
+        text = io.StringIO()
+        pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(rows)
+        result["profile"] = text.getvalue()
+        return result
+    import torch
+
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        result = fn()
+    result["profile"] = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
+    return result
+
+
+def serve(handlers: dict[str, Callable[[dict], dict]]) -> None:
+    """Answer commands from stdin until `{"op": "quit"}` or end of input."""
+    replies = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # stray prints from libraries go to stderr, not into the protocol
+    sys.stdout = sys.stderr
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        command = json.loads(line)
+        if command.get("op") == "quit":
+            break
+        try:
+            reply = {"ok": True, **handlers[command["op"]](command)}
+        except Exception as e:  # reported to the parent, which raises it there
+            reply = {"ok": False, "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
+        replies.write(PREFIX + json.dumps(reply) + "\n")
+        replies.flush()
+
+
+def set_threads(threads: int) -> None:
+    import torch
+
+    torch.set_num_threads(int(threads))
