@@ -16,3 +16,20 @@ def model_folder(root: Path, kind: str, size: str = "tiny") -> Path:
     if key not in _BUILT:
         _BUILT[key] = write_random_model(root / f"{kind}-{size}", kind, size)
     return _BUILT[key]
+
+
+def talker_request(engine, texts: list[str], max_new_tokens: int, greedy: bool = False, **sampling):
+    """Talker inputs and decode settings for `texts` spoken by "ryan" in English (CustomVoice)."""
+    from dataclasses import replace
+
+    import torch
+
+    from koe.engines.qwen3_tts.prompt import build_talker_inputs
+
+    items, settings = engine._request(texts, "english", "ryan", None, None, sampling)
+    settings = replace(settings, max_new_tokens=max_new_tokens)
+    if greedy:
+        settings = replace(settings, talker=replace(settings.talker, do_sample=False), predictor=replace(settings.predictor, do_sample=False))
+    with torch.inference_mode():
+        inputs = build_talker_inputs(engine.network.talker, engine.cfg, items, False)
+    return inputs, settings

@@ -11,12 +11,11 @@ from dataclasses import replace
 
 import pytest
 import torch
-from fixtures_models import model_folder
+from fixtures_models import model_folder, talker_request
 
 import koe
 from koe.engines.qwen3_tts.generate import DecodeOutcome, decode_frames
 from koe.engines.qwen3_tts.graphed import GraphedDecoder
-from koe.engines.qwen3_tts.prompt import build_talker_inputs
 from koe.engines.qwen3_tts.streaming import CodecStream
 from koe.runtime import cuda_graph
 from koe.runtime.cuda_graph import CapturedStep, GraphBuckets
@@ -40,13 +39,7 @@ def engines(tmp_path_factory):
 
 
 def _request(engine, texts, max_new_tokens=40, greedy=False, **sampling):
-    items, settings = engine._request(texts, "english", "ryan", None, None, sampling)
-    settings = replace(settings, max_new_tokens=max_new_tokens)
-    if greedy:
-        settings = replace(settings, talker=replace(settings.talker, do_sample=False), predictor=replace(settings.predictor, do_sample=False))
-    with torch.inference_mode():
-        inputs = build_talker_inputs(engine.network.talker, engine.cfg, items, False)
-    return inputs, settings
+    return talker_request(engine, texts, max_new_tokens, greedy, **sampling)
 
 
 def _run(dec, inputs, settings, seed=0, limits=None):

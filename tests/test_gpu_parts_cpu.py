@@ -7,13 +7,12 @@ from dataclasses import replace
 
 import pytest
 import torch
-from fixtures_models import model_folder
+from fixtures_models import model_folder, talker_request
 
 import koe
 from koe.engines.base import CancelToken, Cancelled
 from koe.engines.qwen3_tts.generate import DecodeOutcome, decode_frames
 from koe.engines.qwen3_tts.graphed import GraphedDecoder
-from koe.engines.qwen3_tts.prompt import build_talker_inputs
 from koe.nn.qwen3 import DecoderLayer, DecoderSpec, rotary_cos_sin, inverse_frequencies
 from koe.runtime import device_sampling as ds
 from koe.runtime.cuda_graph import CapturedStep, GraphBuckets, bucket_for
@@ -210,13 +209,7 @@ def engine(tmp_path_factory):
 
 
 def _inputs(engine, texts, max_new_tokens=24, greedy=False, **sampling):
-    items, settings = engine._request(texts, "english", "ryan", None, None, sampling)
-    settings = replace(settings, max_new_tokens=max_new_tokens)
-    if greedy:
-        settings = replace(settings, talker=replace(settings.talker, do_sample=False), predictor=replace(settings.predictor, do_sample=False))
-    with torch.inference_mode():
-        inputs = build_talker_inputs(engine.network.talker, engine.cfg, items, False)
-    return inputs, settings
+    return talker_request(engine, texts, max_new_tokens, greedy, **sampling)
 
 
 def _frames(frames):

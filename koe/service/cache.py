@@ -73,18 +73,14 @@ class ModelCache:
         key = ref.key
         self.unload_idle()
         with self._guard:
-            entry = self._entries.get(key)
+            entry = self._take(key)
             if entry is not None:
-                entry.in_use += 1
-                entry.last_used = self._clock()
                 return entry
             loading = self._loading.setdefault(key, threading.Lock())
         with loading:
             with self._guard:
-                entry = self._entries.get(key)
+                entry = self._take(key)  # loaded by another thread while this one waited
                 if entry is not None:
-                    entry.in_use += 1
-                    entry.last_used = self._clock()
                     return entry
             self._make_room(exclude=key)
             started = time.perf_counter()
@@ -96,6 +92,14 @@ class ModelCache:
                 self._loading.pop(key, None)
             log.info("loaded model %s in %.1f s", ref.name, entry.load_seconds)
             return entry
+
+    def _take(self, key: str) -> LoadedModel | None:
+        """The loaded entry for `key`, marked in use (caller holds the guard), or None."""
+        entry = self._entries.get(key)
+        if entry is not None:
+            entry.in_use += 1
+            entry.last_used = self._clock()
+        return entry
 
     def _make_room(self, exclude: str) -> None:
         """Unload least recently used, unpinned models until one more fits."""

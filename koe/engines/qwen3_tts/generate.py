@@ -66,6 +66,26 @@ def rope_positions(attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Te
     return positions, deltas
 
 
+@dataclass
+class Prefill:
+    """The talker run over the prompt: its cache, last hidden states and codebook-0 logits."""
+
+    cache: ConcatCache
+    deltas: torch.Tensor  # (B, 1): each row's rotary offset for later steps
+    hidden: torch.Tensor  # (B, L, C)
+    logits: torch.Tensor  # (B, L, V)
+
+
+def prefill(talker: Talker, inputs: TalkerInputs) -> Prefill:
+    """Step 0: the talker over the (left-padded) prompt, as upstream's first forward."""
+    length = inputs.attention_mask.shape[1]
+    cache = ConcatCache(len(talker.model.layers))
+    positions, deltas = rope_positions(inputs.attention_mask)
+    mask = causal_padding_mask(inputs.attention_mask, torch.arange(length, device=inputs.embeds.device))
+    hidden = talker.forward_hidden(inputs.embeds, positions, cache, mask)
+    return Prefill(cache, deltas, hidden, talker.codec_head(hidden))
+
+
 def decode_frames(
     talker: Talker,
     inputs: TalkerInputs,
@@ -88,13 +108,9 @@ def decode_frames(
     eos = torch.tensor([settings.eos_id], device=device)
     suppress = torch.isin(torch.arange(vocab, device=device), torch.tensor(list(settings.suppress_ids), dtype=torch.long, device=device))
 
-    cache = ConcatCache(len(talker.model.layers))
+    first = prefill(talker, inputs)
+    cache, deltas, hidden, logits = first.cache, first.deltas, first.hidden, first.logits
     padding = inputs.attention_mask
-    positions, deltas = rope_positions(padding)
-    mask = causal_padding_mask(padding, torch.arange(length, device=device))
-    hidden = talker.forward_hidden(inputs.embeds, positions, cache, mask)
-    logits = talker.codec_head(hidden)
-
     history = torch.zeros((batch, 0), dtype=torch.long, device=device)
     unfinished = torch.ones(batch, dtype=torch.long, device=device)
     outcome = outcome if outcome is not None else DecodeOutcome()

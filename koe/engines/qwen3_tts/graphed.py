@@ -38,13 +38,11 @@ from dataclasses import dataclass
 import torch
 
 from koe.engines.base import CancelToken
-from koe.engines.qwen3_tts.generate import DecodeOutcome, DecodeSettings, Frame, decode_frames, rope_positions
+from koe.engines.qwen3_tts.generate import DecodeOutcome, DecodeSettings, Frame, decode_frames, prefill
 from koe.engines.qwen3_tts.prompt import TalkerInputs
 from koe.engines.qwen3_tts.talker import Talker
-from koe.nn.qwen3 import causal_padding_mask
 from koe.runtime.cuda_graph import DEFAULT_BATCH_BUCKETS, GraphBuckets
 from koe.runtime.device_sampling import SamplingTensors, choose, draw_keys, exponential_noise, process_scores, vocab_keys
-from koe.runtime.kv_cache import ConcatCache
 from koe.runtime.static_cache import StaticCache
 
 log = logging.getLogger(__name__)
@@ -240,12 +238,9 @@ class GraphedDecoder:
         talker = self.talker
         device = inputs.embeds.device
         batch, length = inputs.attention_mask.shape
-        cache = ConcatCache(len(talker.model.layers))
         padding = inputs.attention_mask
-        positions, deltas = rope_positions(padding)
-        mask = causal_padding_mask(padding, torch.arange(length, device=device))
-        hidden = talker.forward_hidden(inputs.embeds, positions, cache, mask)
-        logits = talker.codec_head(hidden)
+        first = prefill(talker, inputs)
+        cache, deltas, hidden, logits = first.cache, first.deltas, first.hidden, first.logits
 
         ts.cache.load_prefix([c.keys for c in cache.layers], [c.values for c in cache.layers])
         ts.valid.fill_(True)
