@@ -111,6 +111,7 @@ def decode_frames(
     first = prefill(talker, inputs)
     cache, deltas, hidden, logits = first.cache, first.deltas, first.hidden, first.logits
     padding = inputs.attention_mask
+    padded = not bool(padding.all())  # read once: later steps then need no host read for the mask
     history = torch.zeros((batch, 0), dtype=torch.long, device=device)
     unfinished = torch.ones(batch, dtype=torch.long, device=device)
     outcome = outcome if outcome is not None else DecodeOutcome()
@@ -148,7 +149,7 @@ def decode_frames(
         padding = torch.cat([padding, padding.new_ones((batch, 1))], dim=-1)
         cache_position = length + step
         pos = (torch.arange(1, device=device).view(1, -1).expand(batch, -1) + (cache_position + deltas)).unsqueeze(0).expand(3, -1, -1)
-        mask = causal_padding_mask(padding, torch.tensor([cache_position], device=device))
+        mask = causal_padding_mask(padding, torch.tensor([cache_position], device=device)) if padded else None
         hidden = talker.forward_hidden(x, pos, cache, mask)
         logits = talker.codec_head(hidden)
         step += 1
