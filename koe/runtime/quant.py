@@ -9,7 +9,8 @@ Why this kernel: a frame of decoding is matrix-vector products that read every w
 read set the speed, and int8 weights read 4x fewer bytes than fp32. Of the CPU kernels in torch
 2.13, fbgemm's dynamic linear is the one that turns that into speed for one token; the weight-only
 `aten._weight_int8pack_mm` (float activations) measured ~7x slower than fp32 `F.linear` here, and
-bf16 `F.linear` on this CPU slower still (see docs/PERFORMANCE.md).
+bf16 `F.linear` reaches about half of fp32's bandwidth on this CPU, so halving the bytes gains
+nothing (see docs/PERFORMANCE.md).
 """
 
 from __future__ import annotations

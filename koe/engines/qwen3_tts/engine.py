@@ -112,11 +112,12 @@ class Qwen3TTSEngine:
         engine._precision = mode
         return engine
 
+    _precision: str | None = None  # the opt-in mode `load` was given, if any
+
     @property
     def precision(self) -> str:
         """The numeric mode this engine runs in ("float32" = exact; "bfloat16", "int8" are opt-in)."""
-        mode = getattr(self, "_precision", None)
-        return "int8" if mode == "int8" else str(self.dtype).removeprefix("torch.")
+        return "int8" if self._precision == "int8" else str(self.dtype).removeprefix("torch.")
 
     cuda_graphs: bool = True  # on CUDA, decode with captured graphs (koe/engines/qwen3_tts/graphed.py)
 
