@@ -26,18 +26,16 @@ from koe.bench.models import bench_model
 @torch.inference_mode()
 def forced_logits(engine, items, codes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Logits under teacher forcing with `codes` (T, G): talker (T, V) and predictor (T, G-1, V')."""
-    from koe.engines.qwen3_tts.generate import rope_positions
+    from koe.engines.qwen3_tts.generate import frame_embedding, prefill, step_positions, trailing_input
     from koe.engines.qwen3_tts.prompt import build_talker_inputs
-    from koe.nn.qwen3 import causal_padding_mask
     from koe.runtime.kv_cache import ConcatCache
 
     talker = engine.network.talker
     predictor = talker.code_predictor
     inputs = build_talker_inputs(talker, engine.cfg, items, engine.default_non_streaming())
     length = inputs.attention_mask.shape[1]
-    cache = ConcatCache(len(talker.model.layers))
-    positions, deltas = rope_positions(inputs.attention_mask)
-    hidden = talker.forward_hidden(inputs.embeds, positions, cache, None)
+    first = prefill(talker, inputs)  # one unpadded row: no attention mask now or later
+    cache, deltas, hidden = first.cache, first.deltas, first.hidden
     talker_logits, predictor_logits = [], []
     for step in range(codes.shape[0]):
         talker_logits.append(talker.codec_head(hidden[:, -1]).float()[0])
@@ -52,13 +50,8 @@ def forced_logits(engine, items, codes: torch.Tensor) -> tuple[torch.Tensor, tor
             embeds = predictor.model.codec_embedding[i](frame[:, i + 1 : i + 2])
             pos = torch.full((1, 1), 2 + i, dtype=torch.long)
         predictor_logits.append(torch.stack(rows))
-        tables = predictor.model.codec_embedding
-        x = torch.cat([code0] + [tables[i](frame[:, i + 1 : i + 2]) for i in range(len(tables))], dim=1).sum(1, keepdim=True)
-        x = x + (inputs.trailing_text[:, step].unsqueeze(1) if step < inputs.trailing_text.shape[1] else inputs.tts_pad)
-        at = length + step
-        pos3 = (torch.zeros((1, 1), dtype=torch.long) + (at + deltas)).unsqueeze(0).expand(3, -1, -1)
-        mask = causal_padding_mask(torch.ones((1, at + 1), dtype=torch.long), torch.tensor([at]))
-        hidden = talker.forward_hidden(x.to(hidden.dtype), pos3, cache, mask)
+        x = frame_embedding(talker, code0, frame[:, 1:]) + trailing_input(inputs, step)
+        hidden = talker.forward_hidden(x.to(hidden.dtype), step_positions(length + step, deltas), cache, None)
     return torch.stack(talker_logits), torch.stack(predictor_logits)
 
 

@@ -86,6 +86,27 @@ def prefill(talker: Talker, inputs: TalkerInputs) -> Prefill:
     return Prefill(cache, deltas, hidden, talker.codec_head(hidden))
 
 
+def frame_embedding(talker: Talker, code0_embed: torch.Tensor, rest: torch.Tensor) -> torch.Tensor:
+    """The sum (B, 1, C) of a frame's G code embeddings: codebook 0 (already embedded) and `rest` (B, G-1)."""
+    tables = talker.code_predictor.model.codec_embedding
+    embeds = torch.cat([code0_embed] + [tables[i](rest[..., i : i + 1]) for i in range(len(tables))], dim=1)
+    return embeds.sum(1, keepdim=True)
+
+
+def trailing_input(inputs: TalkerInputs, step: int) -> torch.Tensor:
+    """What the text side adds to the talker's input at decode step `step`: the next trailing text
+    embedding while there is one, then the pad embedding."""
+    if step < inputs.trailing_text.shape[1]:
+        return inputs.trailing_text[:, step].unsqueeze(1)
+    return inputs.tts_pad
+
+
+def step_positions(cache_position: int, deltas: torch.Tensor) -> torch.Tensor:
+    """Rotary positions (3, B, 1) of one decode step at `cache_position`, with each row's offset."""
+    batch = deltas.shape[0]
+    return (torch.arange(1, device=deltas.device).view(1, -1).expand(batch, -1) + (cache_position + deltas)).unsqueeze(0).expand(3, -1, -1)
+
+
 def decode_frames(
     talker: Talker,
     inputs: TalkerInputs,
@@ -139,16 +160,10 @@ def decode_frames(
         codes = torch.cat([token[:, None], rest], dim=-1)  # (B, G)
         yield Frame(index=step, codes=codes, alive=unfinished.bool())
 
-        tables = talker.code_predictor.model.codec_embedding
-        frame_embeds = torch.cat([code0_embed] + [tables[i](rest[..., i : i + 1]) for i in range(len(tables))], dim=1)
-        x = frame_embeds.sum(1, keepdim=True)  # (B, 1, C)
-        if step < inputs.trailing_text.shape[1]:
-            x = x + inputs.trailing_text[:, step].unsqueeze(1)
-        else:
-            x = x + inputs.tts_pad
+        x = frame_embedding(talker, code0_embed, rest) + trailing_input(inputs, step)  # (B, 1, C)
         padding = torch.cat([padding, padding.new_ones((batch, 1))], dim=-1)
         cache_position = length + step
-        pos = (torch.arange(1, device=device).view(1, -1).expand(batch, -1) + (cache_position + deltas)).unsqueeze(0).expand(3, -1, -1)
+        pos = step_positions(cache_position, deltas)
         mask = causal_padding_mask(padding, torch.tensor([cache_position], device=device)) if padded else None
         hidden = talker.forward_hidden(x, pos, cache, mask)
         logits = talker.codec_head(hidden)

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import torch
 
 from koe.engines.base import CancelToken
-from koe.engines.qwen3_tts.generate import DecodeOutcome, DecodeSettings, Frame, decode_frames, prefill
+from koe.engines.qwen3_tts.generate import DecodeOutcome, DecodeSettings, Frame, decode_frames, frame_embedding, prefill
 from koe.engines.qwen3_tts.prompt import TalkerInputs
 from koe.engines.qwen3_tts.talker import Talker
 from koe.runtime.cuda_graph import DEFAULT_BATCH_BUCKETS, GraphBuckets
@@ -144,12 +144,10 @@ def predictor_step_fn(talker: Talker, st: FrameState) -> Callable[[], torch.Tens
 
 def talker_step_fn(talker: Talker, st: FrameState, ts: TalkerState) -> Callable[[], torch.Tensor]:
     """Feed the current frame back through the talker and draw the next code 0, as one function to capture."""
-    tables = talker.code_predictor.model.codec_embedding
 
     def run() -> torch.Tensor:
         codes = st.codes
-        frame = torch.cat([talker.embed_codec(codes[:, :1])] + [tables[i](codes[:, i + 1 : i + 2]) for i in range(len(tables))], dim=1)
-        x = frame.sum(1, keepdim=True) + ts.trailing.index_select(1, ts.trail_index)  # (B, 1, C)
+        x = frame_embedding(talker, talker.embed_codec(codes[:, :1]), codes[:, 1:]) + ts.trailing.index_select(1, ts.trail_index)  # (B, 1, C)
         rope = (ts.position.view(1, 1) + ts.deltas).unsqueeze(0).expand(3, -1, -1)  # (3, B, 1)
         mask = StaticCache.mask(ts.valid, ts.position)  # (B, 1, 1, capacity)
         hidden = talker.forward_hidden(x, rope, ts.cache.at(ts.position), mask)

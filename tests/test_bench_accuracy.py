@@ -1,0 +1,46 @@
+"""`koe.bench.accuracy`: teacher forcing follows the decode path, and a mode's error is reported."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import torch
+from fixtures_models import model_folder
+
+from koe.bench import wire
+from koe.bench.accuracy import compare, forced_logits, main, measure
+
+
+def test_teacher_forcing_reproduces_a_greedy_decode(session_tmp) -> None:
+    from koe.engines.qwen3_tts.engine import Qwen3TTSEngine
+
+    engine = Qwen3TTSEngine.load(model_folder(session_tmp, "custom_voice"), device="cpu")
+    items = engine.prompt_items([wire.TEXT], [wire.LANGUAGE], [wire.SPEAKER], [None])
+    settings = engine.decode_settings(max_new_tokens=7, do_sample=False, subtalker_dosample=False, repetition_penalty=1.0)
+    settings = replace(settings, eos_id=settings.suppress_ids[-1])
+    (codes,) = engine.generate_codes(items, settings, non_streaming_mode=engine.default_non_streaming(), generator=None)
+    talker, predictor = forced_logits(engine, items, codes)
+    assert talker.shape[0] == predictor.shape[0] == codes.shape[0] == 6
+    # greedy picks the largest logit, so forcing the drawn codes gives back logits whose argmax is each code
+    suppressed = torch.tensor(settings.suppress_ids)
+    talker = talker.clone()
+    talker[:, suppressed] = -math.inf
+    assert torch.equal(talker.argmax(-1), codes[:, 0])
+    assert torch.equal(predictor.argmax(-1), codes[:, 1:])
+
+
+def test_measure_reports_the_mode_and_its_error(session_tmp, tmp_path, capsys) -> None:
+    result = measure(model_folder(session_tmp, "custom_voice"), "int8", frames=4)
+    assert result["precision"] == "int8" and result["frames"] == 4
+    for part in ("talker", "predictor"):
+        assert 0.9 < result[part]["cosine_mean"] <= 1.0 and 0.0 <= result[part]["top1_agreement"] <= 1.0
+    assert result["codec_snr_db"] == math.inf  # int8 leaves the codec in float32
+    same = torch.randn(3, 5)
+    assert compare(same, same)["top1_agreement"] == 1.0
+
+
+def test_command_line_writes_json(session_tmp, tmp_path) -> None:
+    out = tmp_path / "acc.json"
+    assert main(["--size", "tiny", "--precision", "bf16", "--frames", "3", "--models", str(tmp_path / "models"), "--out", str(out)]) == 0
+    assert '"precision": "bfloat16"' in out.read_text()
