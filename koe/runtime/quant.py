@@ -16,6 +16,7 @@ nothing (see docs/PERFORMANCE.md).
 from __future__ import annotations
 
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 from torch import nn
@@ -30,16 +31,23 @@ def quantize_per_channel(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
 
 
 class Int8Linear(nn.Module):
-    """A drop-in for `nn.Linear` (float32 in and out) with int8 weights; see the module docstring."""
+    """A drop-in for `nn.Linear` (float32 in and out) with int8 weights; see the module docstring.
 
-    def __init__(self, linear: nn.Linear, reduce_range: bool = True) -> None:
+    Given several linears that read the same input, it computes all of them in one product, their
+    outputs side by side (each is quantized on its own first: per-channel scales make that the same
+    as quantizing the concatenation, without copying the float weights)."""
+
+    def __init__(self, linear: nn.Linear | list[nn.Linear], reduce_range: bool = True) -> None:
         super().__init__()
-        self.in_features, self.out_features = linear.in_features, linear.out_features
-        q, scale = quantize_per_channel(linear.weight)
+        parts = linear if isinstance(linear, list) else [linear]
+        self.in_features, self.out_features = parts[0].in_features, sum(m.out_features for m in parts)
+        quantized = [quantize_per_channel(m.weight) for m in parts]
+        q = quantized[0][0] if len(parts) == 1 else torch.cat([qp for qp, _ in quantized])
+        scale = quantized[0][1] if len(parts) == 1 else torch.cat([sp for _, sp in quantized])
         with warnings.catch_warnings():  # torch marks quantized tensors deprecated; fbgemm's packing still takes one
             warnings.simplefilter("ignore", UserWarning)
             qweight = torch._make_per_channel_quantized_tensor(q, scale.double(), torch.zeros_like(scale, dtype=torch.long), 0)
-        bias = None if linear.bias is None else linear.bias.detach().to(torch.float32).clone()
+        bias = None if parts[0].bias is None else torch.cat([m.bias.detach().to(torch.float32) for m in parts])
         self._packed = torch.ops.quantized.linear_prepack(qweight, bias)
         self.reduce_range = reduce_range
         self.weight_bytes = q.numel() + scale.numel() * 4
@@ -53,50 +61,38 @@ class Int8Linear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, int8 weights, dynamic int8 activations"
 
 
-def _concat(linears: list[nn.Linear]) -> nn.Linear:
-    """One `nn.Linear` whose outputs are those of `linears` side by side (same input)."""
-    first = linears[0]
-    fused = nn.Linear(first.in_features, sum(m.out_features for m in linears), bias=first.bias is not None)
-    with torch.no_grad():
-        fused.weight.copy_(torch.cat([m.weight.detach().float() for m in linears]))
-        if first.bias is not None:
-            fused.bias.copy_(torch.cat([m.bias.detach().float() for m in linears]))
-    return fused
-
-
-def fuse_projections(module: nn.Module, skip: tuple[str, ...] = ()) -> int:
-    """Give every attention under `module` one int8 q|k|v product (`qkv_proj`) and every gated MLP
-    one gate|up product (`gate_up_proj`), dropping the separate layers; returns how many were fused.
-    A module takes part when it offers the empty slot (`qkv_proj = None` beside `q_proj`, `k_proj`,
-    `v_proj`; `gate_up_proj = None` beside `gate_proj`, `up_proj`), as `koe.nn.qwen3`'s do.
-
-    In int8 this changes nothing numerically: weights are quantized per output channel and the
-    activation is quantized once per call from the same input either way. It halves the calls."""
-    groups = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")}
-    count = 0
-    for name, m in list(module.named_modules()):
-        if skip and name.startswith(skip):
-            continue
-        for slot, parts in groups.items():
-            linears = [getattr(m, part, None) for part in parts]
-            if slot in m.__dict__ and getattr(m, slot) is None and all(isinstance(x, nn.Linear) for x in linears):
-                setattr(m, slot, Int8Linear(_concat(linears)))
-                for part in parts:
-                    delattr(m, part)
-                count += 1
-    return count
+FUSED = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")}
 
 
 def quantize_linears(module: nn.Module, skip: tuple[str, ...] = (), fuse: bool = True) -> int:
     """Replace every `nn.Linear` under `module` (names not starting with a `skip` prefix) by
-    `Int8Linear`, in place, first fusing q|k|v and gate|up where `fuse`; returns how many
-    `nn.Linear` were replaced."""
-    before = sum(isinstance(m, nn.Linear) for _, m in module.named_modules())
-    if fuse:
-        fuse_projections(module, skip)
-    targets = [(name, m) for name, m in module.named_modules() if isinstance(m, nn.Linear) and not name.startswith(skip)]
-    for name, linear in targets:
-        parent_name, _, leaf = name.rpartition(".")
-        parent = module.get_submodule(parent_name) if parent_name else module
-        setattr(parent, leaf, Int8Linear(linear))
-    return before - sum(isinstance(m, nn.Linear) for _, m in module.named_modules())
+    `Int8Linear`, in place; returns how many `nn.Linear` were replaced.
+
+    With `fuse`, every attention gets one q|k|v product (`qkv_proj`) and every gated MLP one
+    gate|up product (`gate_up_proj`) in place of the separate layers: a module takes part when it
+    offers the empty slot (`qkv_proj = None` beside `q_proj`, `k_proj`, `v_proj`; `gate_up_proj =
+    None` beside `gate_proj`, `up_proj`), as `koe.nn.qwen3`'s do. In int8 this changes nothing
+    numerically (per-channel weight scales, and the activation is quantized once per call from the
+    same input either way) and halves the calls. fbgemm's packing runs on one core per layer, so
+    layers are packed on as many threads as torch uses."""
+    plan: list[tuple[nn.Module, str, tuple[str, ...], list[nn.Linear]]] = []  # (owner, new name, old names, linears)
+    taken: set[int] = set()
+    for name, m in module.named_modules():
+        if skip and name.startswith(skip):
+            continue
+        for slot, parts in FUSED.items() if fuse else ():
+            linears = [getattr(m, part, None) for part in parts]
+            if slot in m.__dict__ and getattr(m, slot) is None and all(isinstance(x, nn.Linear) for x in linears):
+                plan.append((m, slot, parts, linears))
+                taken.update(id(x) for x in linears)
+        for leaf, child in m.named_children():
+            if isinstance(child, nn.Linear) and id(child) not in taken and not f"{name}.{leaf}".lstrip(".").startswith(skip):
+                plan.append((m, leaf, (leaf,), [child]))
+    with ThreadPoolExecutor(max(1, torch.get_num_threads())) as pool:
+        built = list(pool.map(lambda job: Int8Linear(job[3]), plan))
+    for (owner, slot, parts, _), layer in zip(plan, built):
+        for part in parts:
+            if part != slot:  # a layer replaced under its own name keeps its place (Sequential order)
+                delattr(owner, part)
+        setattr(owner, slot, layer)
+    return sum(len(job[3]) for job in plan)
