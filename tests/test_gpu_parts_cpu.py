@@ -13,7 +13,8 @@ import koe
 from koe.engines.base import CancelToken, Cancelled
 from koe.engines.qwen3_tts.generate import DecodeOutcome, decode_frames
 from koe.engines.qwen3_tts.graphed import GraphedDecoder
-from koe.nn.qwen3 import DecoderLayer, DecoderSpec, rotary_cos_sin, inverse_frequencies
+from koe.nn.decoder import DecoderLayer, DecoderSpec
+from koe.nn.rotary import inverse_frequencies, rotary_cos_sin
 from koe.runtime import device_sampling as ds
 from koe.runtime.cuda_graph import CapturedStep, GraphBuckets, bucket_for
 from koe.runtime.kv_cache import ConcatCache

@@ -43,7 +43,7 @@ def test_quantize_linears_replaces_in_place() -> None:
 
 
 def test_fused_projections_equal_separate_int8_layers() -> None:
-    from koe.nn.qwen3 import DecoderLayer, DecoderSpec
+    from koe.nn.decoder import DecoderLayer, DecoderSpec
 
     torch.manual_seed(0)
     spec = DecoderSpec(hidden_size=64, intermediate_size=96, num_layers=1, num_heads=4, num_kv_heads=2, head_dim=16, rms_norm_eps=1e-6, rope_theta=1e6)

@@ -18,7 +18,7 @@ from koe.audio.errors import AudioError
 from koe.audio.io import load_audio
 from koe.audio.resample import resample
 from koe.engines.qwen3_tts.speaker import extract_speaker_embedding
-from koe.nn.ecapa import SpeakerEncoder, SpeakerEncoderConfig
+from koe.nn.speaker import SpeakerEncoder, SpeakerEncoderConfig
 from oracle_harness import run_oracle
 from test_audio import speechlike
 

@@ -71,10 +71,10 @@ def quantize_linears(module: nn.Module, skip: tuple[str, ...] = (), fuse: bool =
     With `fuse`, every attention gets one q|k|v product (`qkv_proj`) and every gated MLP one
     gate|up product (`gate_up_proj`) in place of the separate layers: a module takes part when it
     offers the empty slot (`qkv_proj = None` beside `q_proj`, `k_proj`, `v_proj`; `gate_up_proj =
-    None` beside `gate_proj`, `up_proj`), as `koe.nn.qwen3`'s do. In int8 this changes nothing
-    numerically (per-channel weight scales, and the activation is quantized once per call from the
-    same input either way) and halves the calls. fbgemm's packing runs on one core per layer, so
-    layers are packed on as many threads as torch uses."""
+    None` beside `gate_proj`, `up_proj`), as `koe.nn`'s attention and gated MLP do. In int8 this
+    changes nothing numerically (per-channel weight scales, and the activation is quantized once
+    per call from the same input either way) and halves the calls. fbgemm's packing runs on one
+    core per layer, so layers are packed on as many threads as torch uses."""
     plan: list[tuple[nn.Module, str, tuple[str, ...], list[nn.Linear]]] = []  # (owner, new name, old names, linears)
     taken: set[int] = set()
     for name, m in module.named_modules():

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 from safetensors import safe_open
 from torch import nn
 
+M = TypeVar("M", bound=nn.Module)
 
 class WeightsError(ValueError):
     """A checkpoint does not fit the model: missing, unexpected or misshapen tensors, or no weights file."""
@@ -82,3 +84,25 @@ def load_state(
         where = files[0].parent if files else "checkpoint"
         raise WeightsError(f"{where}: checkpoint does not match the model: {'; '.join(parts)}")
     module.load_state_dict(loaded, strict=False, assign=True)
+
+
+def build_from_weights(
+    build: Callable[[], M],
+    files: list[Path],
+    *,
+    dtype: torch.dtype | None = None,
+    device: torch.device | str = "cpu",
+) -> M:
+    """`build()` on the meta device (no random init, no memory), then every tensor from `files`
+    (strict, zero-copy where `load_state` can), on `device`.
+
+    Non-persistent buffers are not in the weights: modules must build them on the CPU (as
+    `koe.nn.rotary.inverse_frequencies` does); one left on meta is a `WeightsError` naming it.
+    """
+    with torch.device("meta"):
+        module = build()
+    load_state(module, files, dtype=dtype, device=device)
+    stray = [n for n, t in [*module.named_parameters(), *module.named_buffers()] if t.is_meta]
+    if stray:
+        raise WeightsError(f"tensors left unloaded after loading: {', '.join(stray[:5])}{' ...' if len(stray) > 5 else ''}")
+    return module.to(device)

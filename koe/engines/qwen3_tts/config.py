@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from koe.nn.qwen3 import DecoderSpec
+from koe.nn.decoder import DecoderSpec
 
 MODEL_TYPES = ("base", "custom_voice", "voice_design")
 SUPPORTED_TOKENIZER = "qwen3_tts_tokenizer_12hz"

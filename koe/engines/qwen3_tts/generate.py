@@ -20,7 +20,7 @@ import torch
 from koe.engines.base import CancelToken
 from koe.engines.qwen3_tts.prompt import TalkerInputs
 from koe.engines.qwen3_tts.talker import CodePredictor, Talker
-from koe.nn.qwen3 import causal_padding_mask
+from koe.nn.attention import causal_padding_mask
 from koe.runtime.kv_cache import ConcatCache
 from koe.runtime.sampling import SamplingConfig, draw, process_logits
 

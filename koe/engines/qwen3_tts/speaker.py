@@ -7,7 +7,7 @@ import torch
 
 from koe.audio.errors import AudioError
 from koe.audio.mel import mel_spectrogram
-from koe.nn.ecapa import SpeakerEncoder
+from koe.nn.speaker import SpeakerEncoder
 
 __all__ = ["SPEAKER_SAMPLE_RATE", "extract_speaker_embedding", "speaker_mels"]
 

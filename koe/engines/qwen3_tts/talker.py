@@ -13,7 +13,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from koe.engines.qwen3_tts.config import CodePredictorConfig, TalkerConfig
-from koe.nn.qwen3 import DecoderLayer, RMSNorm, inverse_frequencies, multimodal_cos_sin, rotary_cos_sin
+from koe.nn.decoder import DecoderLayer
+from koe.nn.norm import RMSNorm
+from koe.nn.rotary import inverse_frequencies, multimodal_cos_sin, rotary_cos_sin
 from koe.runtime.kv_cache import ConcatCache
 
 

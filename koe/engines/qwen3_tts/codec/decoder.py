@@ -3,7 +3,8 @@
 Parameter names match `decoder.*` in the released `speech_tokenizer/model.safetensors`.
 Attention follows what upstream runs by default on the CPU (transformers' "sdpa" path):
 `scaled_dot_product_attention` with `is_causal=True` and no mask while the sequence is shorter than
-the sliding window, else with an explicit boolean sliding-window mask of shape (B, 1, T, T).
+the sliding window, else with an explicit boolean sliding-window mask of shape (B, 1, T, T)
+(`koe.nn.attention` with `window` set does exactly that).
 """
 
 from __future__ import annotations
@@ -12,17 +13,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from koe.nn.qwen3 import RMSNorm
+from koe.nn.conv import CausalConv1d, CausalConvTranspose1d, ConvNeXtBlock, SnakeBeta
+from koe.nn.decoder import DecoderLayer, DecoderSpec
+from koe.nn.norm import RMSNorm
+from koe.nn.rotary import RotaryEmbedding
 
 from .config import DecoderConfig
-from .layers import (
-    CausalConv1d,
-    CausalConvTranspose1d,
-    LayerScale,
-    RotaryEmbedding,
-    SnakeBeta,
-    apply_rotary,
-)
 
 CHUNK_FRAMES = 300
 LEFT_CONTEXT_FRAMES = 25
@@ -96,78 +92,14 @@ class SplitRVQ(nn.Module):
 
 
 # ---------------------------------------------------------------- transformer
-def sliding_window_mask(batch: int, length: int, window: int, device: torch.device) -> torch.Tensor | None:
-    """Boolean (B, 1, T, T) mask (True = attend) for causal attention over the last `window` positions.
-
-    None when the whole sequence fits in the window (then plain causal attention is used).
-    """
-    if length < window:
-        return None
-    q = torch.arange(length, device=device)[:, None]
-    kv = torch.arange(length, device=device)[None, :]
-    allowed = (kv <= q) & (kv > q - window)  # (T, T)
-    return allowed[None, None].expand(batch, 1, length, length)
-
-
-class Attention(nn.Module):
-    def __init__(self, cfg: DecoderConfig) -> None:
-        super().__init__()
-        hd = cfg.head_dim
-        self.head_dim = hd
-        self.scaling = hd**-0.5
-        self.q_proj = nn.Linear(cfg.hidden_size, cfg.num_attention_heads * hd, bias=cfg.attention_bias)
-        self.k_proj = nn.Linear(cfg.hidden_size, cfg.num_key_value_heads * hd, bias=cfg.attention_bias)
-        self.v_proj = nn.Linear(cfg.hidden_size, cfg.num_key_value_heads * hd, bias=cfg.attention_bias)
-        self.o_proj = nn.Linear(cfg.num_attention_heads * hd, cfg.hidden_size, bias=cfg.attention_bias)
-        self.n_rep = cfg.num_attention_heads // cfg.num_key_value_heads
-
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        b, t, _ = x.shape
-        shape = (b, t, -1, self.head_dim)
-        q = self.q_proj(x).view(shape).transpose(1, 2)  # (B, H, T, D)
-        k = self.k_proj(x).view(shape).transpose(1, 2)
-        v = self.v_proj(x).view(shape).transpose(1, 2)
-        q, k = apply_rotary(q, k, cos, sin)
-        if mask is None:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, scale=self.scaling,
-                                                 is_causal=t > 1, enable_gqa=True)
-        else:
-            if self.n_rep > 1:
-                k = k[:, :, None].expand(b, k.shape[1], self.n_rep, t, self.head_dim).reshape(b, -1, t, self.head_dim)
-                v = v[:, :, None].expand(b, v.shape[1], self.n_rep, t, self.head_dim).reshape(b, -1, t, self.head_dim)
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=0.0, scale=self.scaling,
-                                                 is_causal=False)
-        out = out.transpose(1, 2).contiguous()  # (B, T, H, D)
-        out = out.reshape(b, t, -1).contiguous()
-        return self.o_proj(out)
-
-
-class Mlp(nn.Module):
-    def __init__(self, cfg: DecoderConfig) -> None:
-        super().__init__()
-        self.gate_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
-        self.up_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
-        self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
-
-
-class TransformerLayer(nn.Module):
-    def __init__(self, cfg: DecoderConfig) -> None:
-        super().__init__()
-        self.self_attn = Attention(cfg)
-        self.mlp = Mlp(cfg)
-        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.self_attn_layer_scale = LayerScale(cfg.hidden_size, cfg.layer_scale_initial_scale)
-        self.mlp_layer_scale = LayerScale(cfg.hidden_size, cfg.layer_scale_initial_scale)
-
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        h = self.self_attn(self.input_layernorm(x), cos, sin, mask)
-        x = x + self.self_attn_layer_scale(h)
-        h = self.mlp(self.post_attention_layernorm(x))
-        return x + self.mlp_layer_scale(h)
+def transformer_spec(cfg: DecoderConfig) -> DecoderSpec:
+    """The pre-transformer as a decoder stack: no q/k norm, sliding-window causal attention, layer scales."""
+    return DecoderSpec(
+        hidden_size=cfg.hidden_size, intermediate_size=cfg.intermediate_size, num_layers=cfg.num_hidden_layers,
+        num_heads=cfg.num_attention_heads, num_kv_heads=cfg.num_key_value_heads, head_dim=cfg.head_dim,
+        rms_norm_eps=cfg.rms_norm_eps, rope_theta=cfg.rope_theta, attention_bias=cfg.attention_bias,
+        qk_norm=False, sliding_window=cfg.sliding_window, layer_scale=cfg.layer_scale_initial_scale,
+    )
 
 
 class DecoderTransformer(nn.Module):
@@ -175,8 +107,9 @@ class DecoderTransformer(nn.Module):
 
     def __init__(self, cfg: DecoderConfig) -> None:
         super().__init__()
+        spec = transformer_spec(cfg)
         self.window = cfg.sliding_window
-        self.layers = nn.ModuleList([TransformerLayer(cfg) for _ in range(cfg.num_hidden_layers)])
+        self.layers = nn.ModuleList([DecoderLayer(spec) for _ in range(cfg.num_hidden_layers)])
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.rotary_emb = RotaryEmbedding(cfg.head_dim, cfg.rope_theta)
         self.input_proj = nn.Linear(cfg.latent_dim, cfg.hidden_size)
@@ -184,32 +117,14 @@ class DecoderTransformer(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.input_proj(x)
-        b, t, _ = x.shape
-        position_ids = torch.arange(t, device=x.device).unsqueeze(0)  # (1, T)
-        mask = sliding_window_mask(b, t, self.window, x.device)
-        cos, sin = self.rotary_emb(x, position_ids)
+        positions = torch.arange(x.shape[1], device=x.device).unsqueeze(0)  # (1, T)
+        cos, sin = self.rotary_emb(positions, x.dtype)  # (1, 1, T, D)
         for layer in self.layers:
-            x = layer(x, cos, sin, mask)
+            x = layer(x, cos, sin, None, None)  # the window mask is built by each attention
         return self.output_proj(self.norm(x))
 
 
 # ---------------------------------------------------------------- convolutional upsampler
-class ConvNeXtBlock(nn.Module):
-    def __init__(self, dim: int) -> None:
-        super().__init__()
-        self.dwconv = CausalConv1d(dim, dim, kernel_size=7, groups=dim)
-        self.norm = nn.LayerNorm(dim, eps=1e-6)
-        self.pwconv1 = nn.Linear(dim, 4 * dim)
-        self.pwconv2 = nn.Linear(4 * dim, dim)
-        self.gamma = nn.Parameter(1e-6 * torch.ones(dim))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.dwconv(x).permute(0, 2, 1)  # (B, T, C)
-        h = self.pwconv2(F.gelu(self.pwconv1(self.norm(h))))
-        h = (self.gamma * h).permute(0, 2, 1)  # (B, C, T)
-        return x + h
-
-
 class ResidualUnit(nn.Module):
     def __init__(self, dim: int, dilation: int) -> None:
         super().__init__()

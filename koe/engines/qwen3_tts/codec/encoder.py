@@ -11,8 +11,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from koe.nn.attention import Attention
+from koe.nn.conv import CausalConv1d
+from koe.nn.norm import LayerScale
+from koe.nn.rotary import RotaryEmbedding
+
 from .config import EncoderConfig
-from .layers import CausalConv1d, LayerScale, RotaryEmbedding, apply_rotary
 
 
 class ResnetBlock(nn.Module):
@@ -57,35 +61,6 @@ class SEANetEncoder(nn.Module):
         return x
 
 
-class MimiAttention(nn.Module):
-    def __init__(self, cfg: EncoderConfig) -> None:
-        super().__init__()
-        hd = cfg.head_dim
-        self.head_dim = hd
-        self.n_heads = cfg.num_attention_heads
-        self.n_kv = cfg.num_key_value_heads
-        self.q_proj = nn.Linear(cfg.hidden_size, self.n_heads * hd, bias=cfg.attention_bias)
-        self.k_proj = nn.Linear(cfg.hidden_size, self.n_kv * hd, bias=cfg.attention_bias)
-        self.v_proj = nn.Linear(cfg.hidden_size, self.n_kv * hd, bias=cfg.attention_bias)
-        self.o_proj = nn.Linear(self.n_heads * hd, cfg.hidden_size, bias=cfg.attention_bias)
-        self.rotary_emb = RotaryEmbedding(hd, cfg.rope_theta)
-
-    def forward(self, x: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
-        b, t, _ = x.shape
-        q = self.q_proj(x).view(b, t, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, T, D)
-        k = self.k_proj(x).view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
-        v = self.v_proj(x).view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
-        cos, sin = self.rotary_emb(v, position_ids)
-        q, k = apply_rotary(q, k, cos, sin)
-        rep = self.n_heads // self.n_kv
-        if rep > 1:  # (B, KV, T, D) -> (B, H, T, D)
-            k = k[:, :, None].expand(b, self.n_kv, rep, t, self.head_dim).reshape(b, self.n_heads, t, self.head_dim)
-            v = v[:, :, None].expand(b, self.n_kv, rep, t, self.head_dim).reshape(b, self.n_heads, t, self.head_dim)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=t > 1)
-        out = out.transpose(1, 2).contiguous().view(b, t, -1)  # (B, T, H * D)
-        return self.o_proj(out)
-
-
 class MimiMLP(nn.Module):
     def __init__(self, cfg: EncoderConfig) -> None:
         super().__init__()
@@ -99,15 +74,17 @@ class MimiMLP(nn.Module):
 class MimiLayer(nn.Module):
     def __init__(self, cfg: EncoderConfig) -> None:
         super().__init__()
-        self.self_attn = MimiAttention(cfg)
+        # Mimi repeats grouped K/V heads before SDPA rather than passing `enable_gqa`.
+        self.self_attn = Attention(cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim,
+                                   qkv_bias=cfg.attention_bias, native_gqa=False)
         self.mlp = MimiMLP(cfg)
         self.input_layernorm = nn.LayerNorm(cfg.hidden_size, eps=cfg.norm_eps)
         self.post_attention_layernorm = nn.LayerNorm(cfg.hidden_size, eps=cfg.norm_eps)
         self.self_attn_layer_scale = LayerScale(cfg.hidden_size, cfg.layer_scale_initial_scale)
         self.mlp_layer_scale = LayerScale(cfg.hidden_size, cfg.layer_scale_initial_scale)
 
-    def forward(self, x: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
-        x = x + self.self_attn_layer_scale(self.self_attn(self.input_layernorm(x), position_ids))
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        x = x + self.self_attn_layer_scale(self.self_attn(self.input_layernorm(x), cos, sin))
         return x + self.mlp_layer_scale(self.mlp(self.post_attention_layernorm(x)))
 
 
@@ -117,11 +94,13 @@ class MimiTransformer(nn.Module):
     def __init__(self, cfg: EncoderConfig) -> None:
         super().__init__()
         self.layers = nn.ModuleList([MimiLayer(cfg) for _ in range(cfg.num_hidden_layers)])
+        self.rotary_emb = RotaryEmbedding(cfg.head_dim, cfg.rope_theta)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        position_ids = torch.arange(x.shape[1], device=x.device).unsqueeze(0)  # (1, T)
+        positions = torch.arange(x.shape[1], device=x.device).unsqueeze(0)  # (1, T)
+        cos, sin = self.rotary_emb(positions, x.dtype)  # (1, 1, T, D)
         for layer in self.layers:
-            x = layer(x, position_ids)
+            x = layer(x, cos, sin)
         return x
 
 

@@ -32,17 +32,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .decoder import (
-    CHUNK_FRAMES,
-    LEFT_CONTEXT_FRAMES,
-    Attention,
-    ConvNeXtBlock,
-    DecoderBlock,
-    DecoderTransformer,
-    ResidualUnit,
-    SpeechDecoder,
-)
-from .layers import CausalConv1d, CausalConvTranspose1d, apply_rotary
+from koe.nn.attention import sliding_window_allowed
+from koe.nn.conv import CausalConv1d, CausalConvTranspose1d, ConvNeXtBlock
+
+from .decoder import CHUNK_FRAMES, LEFT_CONTEXT_FRAMES, DecoderBlock, DecoderTransformer, ResidualUnit, SpeechDecoder
 
 
 class ConvState:
@@ -121,34 +114,14 @@ class TransformerState:
         x = m.input_proj(x)
         n = x.shape[1]
         positions = torch.arange(self.position, self.position + n, device=x.device)
-        cos, sin = m.rotary_emb(x, positions[None])  # (1, n, D)
+        cos, sin = m.rotary_emb(positions[None], x.dtype)  # (1, 1, n, D)
         past = min(self.position, m.window - 1)  # cached positions before the new ones
         keys = torch.arange(self.position - past, self.position + n, device=x.device)
-        allowed = (keys[None, :] <= positions[:, None]) & (keys[None, :] > positions[:, None] - m.window)  # (n, P + n)
+        allowed = sliding_window_allowed(positions, keys, m.window)  # (n, P + n)
         for layer, cache in zip(m.layers, self.caches):
-            h = self._attend(layer.self_attn, layer.input_layernorm(x), cos, sin, allowed, cache)
-            x = x + layer.self_attn_layer_scale(h)
-            h = layer.mlp(layer.post_attention_layernorm(x))
-            x = x + layer.mlp_layer_scale(h)
+            x = layer(x, cos, sin, cache, allowed)
         self.position += n
         return m.output_proj(m.norm(x))
-
-    @staticmethod
-    def _attend(attn: Attention, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                allowed: torch.Tensor, cache: KVCache) -> torch.Tensor:
-        b, n, _ = x.shape
-        shape = (b, n, -1, attn.head_dim)
-        q = attn.q_proj(x).view(shape).transpose(1, 2)  # (B, H, n, D)
-        k = attn.k_proj(x).view(shape).transpose(1, 2)  # (B, H_kv, n, D)
-        v = attn.v_proj(x).view(shape).transpose(1, 2)
-        q, k = apply_rotary(q, k, cos, sin)
-        k, v = cache.update(k, v)  # (B, H_kv, P + n, D)
-        if attn.n_rep > 1:
-            k = k.repeat_interleave(attn.n_rep, dim=1)  # (B, H, P + n, D)
-            v = v.repeat_interleave(attn.n_rep, dim=1)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, dropout_p=0.0, scale=attn.scaling)
-        out = out.transpose(1, 2).reshape(b, n, -1)  # (B, n, H * D)
-        return attn.o_proj(out)
 
 
 class ConvNeXtState:
@@ -157,10 +130,8 @@ class ConvNeXtState:
         self.dwconv = ConvState(block.dwconv)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        b = self.block
-        h = self.dwconv(x).permute(0, 2, 1)  # (B, n, C)
-        h = b.pwconv2(F.gelu(b.pwconv1(b.norm(h))))
-        return x + (b.gamma * h).permute(0, 2, 1)  # (B, C, n)
+        """(B, C, n) -> (B, C, n)."""
+        return x + self.block.pointwise(self.dwconv(x))
 
 
 class ResidualUnitState:

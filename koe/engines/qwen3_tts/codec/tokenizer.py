@@ -8,12 +8,13 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from koe.runtime.weights import WeightsError, load_state
+from koe.runtime.weights import WeightsError, build_from_weights
 
 from .config import SpeechTokenizerConfig
 from .decoder import SpeechDecoder
 from .encoder import SpeechEncoder
-from .layers import RotaryEmbedding
+
+__all__ = ["SpeechTokenizer", "SpeechTokenizerModel", "WeightsError"]
 
 
 class SpeechTokenizerModel(nn.Module):
@@ -23,11 +24,6 @@ class SpeechTokenizerModel(nn.Module):
         super().__init__()
         self.encoder = SpeechEncoder(config.encoder)
         self.decoder = SpeechDecoder(config.decoder)
-
-
-def load_strict(model: nn.Module, path: Path, dtype: torch.dtype, device: torch.device | str) -> None:
-    """Put every tensor of `path` into `model`; any missing, unexpected or mis-shaped key is a `WeightsError`."""
-    load_state(model, [Path(path)], dtype=dtype, device=device)
 
 
 class SpeechTokenizer:
@@ -65,10 +61,7 @@ class SpeechTokenizer:
         weights = path / "model.safetensors"
         if not weights.exists():
             raise FileNotFoundError(f"{weights} not found")
-        with torch.device("meta"):
-            model = SpeechTokenizerModel(config)
-        load_strict(model, weights, dtype, device)
-        _reset_non_persistent_buffers(model, device)
+        model = build_from_weights(lambda: SpeechTokenizerModel(config), [weights], dtype=dtype, device=device)
         return cls(config, model)
 
     # ------------------------------------------------------------------ decode
@@ -148,9 +141,3 @@ class SpeechTokenizer:
     def dtype(self) -> torch.dtype:
         return next(self.model.parameters()).dtype
 
-
-def _reset_non_persistent_buffers(model: nn.Module, device: torch.device | str) -> None:
-    """Recompute buffers not stored in the weights (RoPE tables, float32) after a meta-device build."""
-    for module in model.modules():
-        if isinstance(module, RotaryEmbedding):
-            module.recompute(device)
