@@ -10,13 +10,17 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     import torch
 
-    from koe.engines.qwen3_tts.engine import Qwen3TTSEngine
+    from koe.engines.base import Engine
 
 
 def load(
     path: str | Path, device: str | torch.device | None = None, dtype: str | torch.dtype | None = None, *, precision: str | None = None
-) -> Qwen3TTSEngine:
-    """Load a model folder (the released layout) and return its engine.
+) -> Engine:
+    """Load a model folder (the released layout) and return its family's engine.
+
+    The family is found from the folder's own files (`koe.engines.registry.detect`). Every engine
+    meets `koe.engines.base.Engine` (`synthesize`, `prepare_voice`, `capabilities`, `close`) and
+    keeps its family's native API (Qwen3-TTS: `generate`, `stream`).
 
     `device`: "cpu", "cuda", "cuda:1", or None for the best available. `dtype`: None gives float32
     on the CPU (bit-exact with upstream) and bfloat16 on CUDA. `precision`: an opt-in mode that
@@ -30,11 +34,15 @@ def load(
 
 def __getattr__(name: str):
     """Lazy exports, so `import koe` stays light (no torch until a model is used)."""
-    if name == "VoicePrompt":
+    if name == "VoicePrompt":  # Qwen3-TTS's prompt class (kept for existing code); the contract's is koe.engines.base.VoicePrompt
         from koe.engines.qwen3_tts.voice import VoicePrompt
 
         return VoicePrompt
+    if name in ("SynthesisRequest", "VoiceReference", "CancelToken"):
+        from koe.engines import base
+
+        return getattr(base, name)
     raise AttributeError(f"module 'koe' has no attribute {name!r}")
 
 
-__all__ = ["VoicePrompt", "__version__", "load"]
+__all__ = ["CancelToken", "SynthesisRequest", "VoicePrompt", "VoiceReference", "__version__", "load"]

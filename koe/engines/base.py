@@ -1,30 +1,261 @@
-"""What every engine hands the rest of koe: audio chunks, results and a cancel handle (torch-free)."""
+"""The engine contract: what every model family hands the rest of koe (torch-free types).
+
+A family lives in `koe/engines/<family>/` as a torch-free `spec.py` (probe, describe, voice
+aliases, released ids) and an engine that meets `Engine`: `load` a folder, say its
+`capabilities`, `prepare_voice` from a reference, `synthesize` a `SynthesisRequest` into
+`AudioChunk`s, and `close`. The service, the server and the CLI see nothing else, so a new
+family never edits them.
+"""
 
 from __future__ import annotations
 
+import math
 import threading
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+# -- voice modes -------------------------------------------------------------------------------
+PRESET = "preset"  # a named speaker the model ships with
+CLONE = "clone"  # a reference clip with its transcript
+CLONE_WITHOUT_TRANSCRIPT = "clone_without_transcript"  # a reference clip alone
+DESIGN = "design"  # a voice described in words
+NO_VOICE = "none"  # the model picks a voice itself
+VOICE_MODES = (PRESET, CLONE, CLONE_WITHOUT_TRANSCRIPT, DESIGN, NO_VOICE)
 
-@dataclass
-class AudioChunk:
-    """A piece of a streamed utterance: float32 mono samples starting at `offset` (in samples)."""
 
-    samples: np.ndarray
-    sample_rate: int
-    offset: int
-    final: bool
-    metadata: dict = field(default_factory=dict)  # frames so far, time to this chunk, warnings, ...
+# -- errors --------------------------------------------------------------------------------------
+class RequestError(ValueError):
+    """A request an engine cannot serve as asked; the message says what is valid.
+
+    `param` names the request field at fault ("input", "voice", "language", an option's name).
+    The service maps these to HTTP 4xx answers.
+    """
+
+    param: str | None = None
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        if param is not None:
+            self.param = param
+
+
+class EmptyText(RequestError):
+    param = "input"
+
+
+class UnsupportedLanguage(RequestError):
+    param = "language"
+
+
+class UnsupportedVoice(RequestError):
+    """The voice asked for is unknown, or needs another kind of model."""
+
+    param = "voice"
+
+
+class VoicePromptMismatch(UnsupportedVoice):
+    """A prepared voice prompt made for another model."""
+
+
+class InvalidOption(RequestError):
+    """An unknown family option, or a value out of its range."""
 
 
 class Cancelled(Exception):
     """Raised inside a generation whose cancel handle was set."""
 
 
+# -- options -------------------------------------------------------------------------------------
+_TYPES: dict[str, type | tuple[type, ...]] = {"bool": bool, "int": int, "float": (int, float), "str": str}
+
+
+@dataclass(frozen=True)
+class Option:
+    """One family option: its type ("bool", "int", "float", "str"), default, range and help.
+
+    `default=None` means "the model's own default" (e.g. from its generation config).
+    `low`/`high` bound the value (`low_open`: the bound itself is excluded).
+    """
+
+    name: str
+    type: str
+    help: str
+    default: Any = None
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    choices: tuple[str, ...] = ()
+
+    def check(self, value: Any) -> Any:
+        """The value, coerced to this option's type; `InvalidOption` naming the rule otherwise."""
+        if self.type == "bool":
+            if not isinstance(value, bool):
+                raise InvalidOption(f"{self.name}={value!r}: must be true or false", param=self.name)
+            return value
+        if self.type == "str":
+            if not isinstance(value, str) or (self.choices and value not in self.choices):
+                rule = f"one of {', '.join(self.choices)}" if self.choices else "a string"
+                raise InvalidOption(f"{self.name}={value!r}: must be {rule}", param=self.name)
+            return value
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(float(value)):
+            raise InvalidOption(f"{self.name}={value!r}: must be a {'whole number' if self.type == 'int' else 'number'}", param=self.name)
+        if self.type == "int":
+            if not float(value).is_integer():
+                raise InvalidOption(f"{self.name}={value!r}: must be a whole number", param=self.name)
+            value = int(value)
+        else:
+            value = float(value)
+        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
+            raise InvalidOption(f"{self.name}={value!r}: {self.rule}", param=self.name)
+        if self.high is not None and value > self.high:
+            raise InvalidOption(f"{self.name}={value!r}: {self.rule}", param=self.name)
+        return value
+
+    @property
+    def rule(self) -> str:
+        """The allowed range in words ("must be in (0, 1]", "must be >= 1", ...)."""
+        if self.low is not None and self.high is not None:
+            return f"must be in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}]"
+        if self.low is not None:
+            return f"must be {'>' if self.low_open else '>='} {self.low:g}"
+        if self.high is not None:
+            return f"must be <= {self.high:g}"
+        return ""
+
+    def parse(self, text: str) -> Any:
+        """A value from its command-line spelling ("0.7", "true", "12"), then checked."""
+        t = text.strip()
+        if self.type == "bool":
+            low = t.lower()
+            if low not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+                raise InvalidOption(f"{self.name}={text!r}: must be true or false", param=self.name)
+            return low in ("true", "1", "yes", "on")
+        if self.type in ("int", "float"):
+            try:
+                number = float(t)
+            except ValueError:
+                raise InvalidOption(f"{self.name}={text!r}: must be a number", param=self.name) from None
+            return self.check(int(number) if self.type == "int" and number.is_integer() else number)
+        return self.check(t)
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-friendly form (for `koe models info` and `GET /v1/models/{id}`)."""
+        d: dict[str, Any] = {"name": self.name, "type": self.type, "default": self.default, "help": self.help}
+        if self.rule:
+            d["range"] = self.rule.removeprefix("must be ")
+        if self.choices:
+            d["choices"] = list(self.choices)
+        return d
+
+
+@dataclass(frozen=True)
+class OptionsSchema:
+    """A family's options, in the order they are documented."""
+
+    options: tuple[Option, ...] = ()
+
+    @property
+    def names(self) -> list[str]:
+        return [o.name for o in self.options]
+
+    def get(self, name: str) -> Option | None:
+        return next((o for o in self.options if o.name == name), None)
+
+    def validate(self, values: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The options that are set (None values dropped), checked; `InvalidOption` names the valid ones."""
+        values = dict(values or {})
+        unknown = sorted(k for k in values if self.get(k) is None)
+        if unknown:
+            raise InvalidOption(
+                f"unknown option(s) {', '.join(map(repr, unknown))}; valid: {', '.join(self.names) or '(none)'}", param=unknown[0]
+            )
+        return {k: self.get(k).check(v) for k, v in values.items() if v is not None}
+
+    def describe(self) -> list[dict[str, Any]]:
+        return [o.describe() for o in self.options]
+
+
+# -- what a model offers -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Capabilities:
+    """What a model can do, known from its files alone (`spec.describe`) and from the loaded engine.
+
+    `voice_modes` is a subset of `VOICE_MODES`. `languages` are what `language=` accepts ("auto"
+    first where the model detects it). `instruct`: style instructions are honoured. `stream_step_s`:
+    the granularity of streaming, seconds of audio per step (None: whole segments only).
+    `native_speed`: the model itself can speak faster or slower (else koe changes the tempo).
+    """
+
+    family: str
+    variant: str
+    voice_modes: frozenset[str]
+    languages: tuple[str, ...]
+    sample_rate: int
+    speakers: tuple[str, ...] = ()
+    instruct: bool = False
+    stream_step_s: float | None = None
+    native_speed: bool = False
+    batch: bool = False
+    options: OptionsSchema = field(default_factory=OptionsSchema)
+    training: tuple[str, ...] = ()
+    min_reference_s: float = 1.0
+
+    @property
+    def clone(self) -> bool:
+        return bool(self.voice_modes & {CLONE, CLONE_WITHOUT_TRANSCRIPT})
+
+    @property
+    def clone_without_transcript(self) -> bool:
+        return CLONE_WITHOUT_TRANSCRIPT in self.voice_modes
+
+    @property
+    def voice_design(self) -> bool:
+        return DESIGN in self.voice_modes
+
+    @property
+    def streaming(self) -> bool:
+        return self.stream_step_s is not None
+
+    @property
+    def preset_speakers(self) -> tuple[str, ...]:
+        return self.speakers if PRESET in self.voice_modes else ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly form."""
+        return {
+            "family": self.family, "variant": self.variant, "voice_modes": sorted(self.voice_modes),
+            "speakers": list(self.speakers), "languages": list(self.languages), "sample_rate": self.sample_rate,
+            "instruct": self.instruct, "streaming": self.streaming, "stream_step_s": self.stream_step_s,
+            "native_speed": self.native_speed, "batch": self.batch, "options": self.options.describe(),
+            "training": list(self.training), "min_reference_s": self.min_reference_s,
+        }  # fmt: skip
+
+
+# -- requests and results ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class VoiceReference:
+    """A reference clip to clone: a path, bytes, or (samples, sample_rate); `text` its transcript
+    (None: clone from the clip alone, where the model can). `trim`: use the start of a clip longer
+    than the model takes, instead of refusing it."""
+
+    audio: Any
+    text: str | None = None
+    trim: bool = False
+
+
+@runtime_checkable
+class VoicePrompt(Protocol):
+    """A prepared voice, reusable across requests and processes (safetensors + JSON in a folder)."""
+
+    def save(self, folder: str | Path) -> Path: ...
+
+
 class CancelToken:
-    """Set from any thread; the decode loop checks it once per frame and stops."""
+    """Set from any thread; the decode loop checks it once per step and stops."""
 
     def __init__(self) -> None:
         self._event = threading.Event()
@@ -37,5 +268,103 @@ class CancelToken:
         return self._event.is_set()
 
     def raise_if_cancelled(self) -> None:
-        if self._event.is_set():
+        if self.cancelled:
             raise Cancelled("generation cancelled")
+
+
+@dataclass
+class SynthesisRequest:
+    """One text to speak, in the family-neutral form every engine takes.
+
+    `voice`: a prepared `VoicePrompt`, a preset speaker's name, or None (design, or the model's own
+    voice). `instruct`: a style instruction, or on design models the voice's description.
+    `seed=N` equals upstream run right after `torch.manual_seed(N)`; long texts are spoken in
+    segments, segment i with seed N + i. `stream=True` (or setting `first_chunk_s`/`chunk_s`)
+    yields audio in pieces of about these many seconds (the family's defaults where None); else
+    each segment comes whole, on the exact one-shot path. `options`: the
+    family's own settings, validated against `capabilities.options`. `max_segment_s`: cap on each
+    segment's audio (None: the runaway guard's budget from the text).
+    """
+
+    text: str
+    language: str | None = None
+    voice: Any = None
+    instruct: str | None = None
+    seed: int | None = None
+    cancel: CancelToken | None = None
+    stream: bool = False
+    first_chunk_s: float | None = None
+    chunk_s: float | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    max_segment_chars: int | None = None
+    pause_s: float | None = None
+    max_segment_s: float | None = None
+
+    @property
+    def streamed(self) -> bool:
+        return self.stream or self.first_chunk_s is not None or self.chunk_s is not None
+
+
+@dataclass
+class AudioChunk:
+    """A piece of an utterance: float32 mono samples starting at `offset` (in samples).
+
+    The last chunk has `final=True`; its metadata holds the whole utterance's (seed, truncated,
+    warnings, segments, precision, ...).
+    """
+
+    samples: np.ndarray
+    sample_rate: int
+    offset: int
+    final: bool
+    metadata: dict = field(default_factory=dict)
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """A loaded model. Not re-entrant: callers serialize calls into one engine."""
+
+    family: str
+
+    @classmethod
+    def load(cls, folder: str | Path, device: Any = None, dtype: Any = None, *, precision: str | None = None) -> Engine:
+        """Load a model folder in its released layout (strict)."""
+        ...
+
+    @property
+    def capabilities(self) -> Capabilities: ...
+
+    def prepare_voice(self, reference: VoiceReference) -> VoicePrompt:
+        """A reusable prompt from a reference clip (`RequestError` if this model cannot clone)."""
+        ...
+
+    def load_voice(self, folder: str | Path) -> VoicePrompt:
+        """A prompt saved by `VoicePrompt.save` (`ValueError`/`OSError` if it is damaged)."""
+        ...
+
+    def synthesize(self, request: SynthesisRequest) -> Iterator[AudioChunk]:
+        """Speak one request as chunks; closing the iterator or cancelling stops within one step."""
+        ...
+
+    def close(self) -> None:
+        """Free everything the engine holds: weights, caches, graphs, device memory."""
+        ...
+
+
+@runtime_checkable
+class BatchEngine(Engine, Protocol):
+    """An engine that speaks several one-shot requests (same voice and options) as one batch."""
+
+    def synthesize_batch(self, requests: list[SynthesisRequest]) -> list[list[AudioChunk]]: ...
+
+
+def collect(chunks: Iterator[AudioChunk]) -> AudioChunk:
+    """One-shot synthesis: the stream's samples joined, with the final chunk's metadata."""
+    parts, last = [], None
+    for chunk in chunks:
+        parts.append(chunk.samples)
+        last = chunk
+    if last is None:
+        raise RuntimeError("the engine produced no audio chunk")
+    samples = np.concatenate(parts).astype(np.float32, copy=False) if parts else np.zeros(0, np.float32)
+    return AudioChunk(samples, last.sample_rate, 0, True, dict(last.metadata))

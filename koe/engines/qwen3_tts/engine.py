@@ -1,24 +1,35 @@
-"""The Qwen3-TTS engine: what the rest of koe sees (load, capabilities, generate)."""
+"""The Qwen3-TTS engine: the tensor-level core under koe's generic pipeline, and its native API.
+
+Under the contract (`koe.engines.base.Engine`): `synthesize` runs `koe.engines.pipeline.run` over
+`speak_segment` (one segment: prompt -> decode core -> codec -> audio, whole or in pieces).
+The native convenience API (`generate`, `stream`, `prepare_voice`) and the tensor-level methods
+the drop-in `koe.compat.qwen_tts` uses (`decode_settings`, `prompt_items`, `generate_codes`,
+`decode_waveforms`) sit on the same core.
+"""
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from koe.engines import pipeline
+from koe.engines.base import AudioChunk, Capabilities, CancelToken, EmptyText, InvalidOption, RequestError, SynthesisRequest, UnsupportedLanguage, UnsupportedVoice, VoicePromptMismatch, VoiceReference
+from koe.engines.pipeline import Piece, PipelineDefaults, Segment, steps_for, truncation_warning
+from koe.engines.qwen3_tts import spec
 from koe.engines.qwen3_tts.config import GenerationDefaults, Qwen3TTSConfig
-from koe.engines.base import AudioChunk, CancelToken
 from koe.engines.qwen3_tts.generate import DecodeOutcome, DecodeSettings, decode_frames
-from koe.engines.qwen3_tts.guard import FRAME_RATE, MAX_SEGMENT_CHARS, SEGMENT_PAUSE_S, frame_budget
-from koe.engines.qwen3_tts.streaming import CodecStream
+from koe.engines.qwen3_tts.guard import FRAME_RATE, MAX_SEGMENT_CHARS, SEGMENT_PAUSE_S
 from koe.engines.qwen3_tts.model import Qwen3TTSNetwork
 from koe.engines.qwen3_tts.prompt import ClonePrompt, PromptItem, build_talker_inputs
+from koe.engines.qwen3_tts.streaming import CodecStream
 from koe.engines.qwen3_tts.voice import VoicePrompt, VoicePromptError, model_stamp, reference_audio, to_codec_rate
 from koe.runtime.device import resolve_device, resolve_dtype
 from koe.runtime.sampling import SamplingConfig
@@ -26,27 +37,8 @@ from koe.text.segment import segment_text
 
 log = logging.getLogger(__name__)
 
-SAMPLING_KEYS = (
-    "do_sample", "top_k", "top_p", "temperature", "repetition_penalty",
-    "subtalker_dosample", "subtalker_top_k", "subtalker_top_p", "subtalker_temperature", "max_new_tokens",
-)  # fmt: skip
-
-
-class RequestError(ValueError):
-    """A request koe cannot serve as asked (unknown speaker, empty text, ...); the message says what is valid."""
-
-
-@dataclass(frozen=True)
-class Capabilities:
-    clone: bool
-    clone_without_transcript: bool
-    preset_speakers: tuple[str, ...]
-    instruct: bool
-    voice_design: bool
-    streaming: bool
-    batch: bool
-    languages: tuple[str, ...]
-    sample_rate: int
+SAMPLING_KEYS = tuple(spec.GENERATION_DEFAULTS)
+__all__ = ["Qwen3TTSEngine", "RequestError", "SpeechResult"]
 
 
 @dataclass
@@ -64,7 +56,10 @@ class SpeechResult:
 
 
 class Qwen3TTSEngine:
-    family = "qwen3_tts"
+    """A loaded Qwen3-TTS model (see module doc). Not re-entrant: one call at a time."""
+
+    family = spec.FAMILY
+    pipeline_defaults = PipelineDefaults(MAX_SEGMENT_CHARS, SEGMENT_PAUSE_S, first_chunk_s=4 / FRAME_RATE, chunk_s=12 / FRAME_RATE)
 
     def __init__(self, folder: Path, cfg: Qwen3TTSConfig, defaults: GenerationDefaults, network: Qwen3TTSNetwork, tokenizer, codec, device: torch.device, dtype: torch.dtype) -> None:
         self.folder = folder
@@ -75,6 +70,7 @@ class Qwen3TTSEngine:
         self.codec = codec
         self.device = device
         self.dtype = dtype
+        self._graphed = None  # the CUDA decoder (static caches, captured graphs), made on first use
 
     @classmethod
     def load(
@@ -122,12 +118,26 @@ class Qwen3TTSEngine:
     cuda_graphs: bool = True  # on CUDA, decode with captured graphs (koe/engines/qwen3_tts/graphed.py)
 
     def frames_core(self):
-        """The frames generator: CUDA graphs on CUDA (unless `cuda_graphs` is off), else the eager core."""
+        """The frames generator `(talker, inputs, settings, generator, ...)`: this engine's CUDA-graph
+        decoder on CUDA (unless `cuda_graphs` is off), else the eager core."""
         if self.device.type == "cuda" and self.cuda_graphs:
-            from koe.engines.qwen3_tts.graphed import graphed_decode_frames
+            if self._graphed is None:
+                from koe.engines.qwen3_tts.graphed import GraphedDecoder
 
-            return graphed_decode_frames
+                self._graphed = GraphedDecoder(self.network.talker)
+            graphed = self._graphed
+            return lambda talker, *args, **kwargs: graphed.decode_frames(*args, **kwargs)
         return decode_frames
+
+    def close(self) -> None:
+        """Free the weights, the codec, the CUDA decoder and its graphs (the engine is unusable after)."""
+        if self._graphed is not None:
+            self._graphed.release()
+            self._graphed = None
+        self.network = self.codec = None
+        gc.collect()
+        if self.device.type == "cuda" and torch.cuda.is_available():
+            torch.cuda.empty_cache()
 
     # -- what the model offers -------------------------------------------------------------
     @property
@@ -144,25 +154,16 @@ class Qwen3TTSEngine:
 
     @property
     def capabilities(self) -> Capabilities:
-        kind = self.cfg.model_type
-        return Capabilities(
-            clone=kind == "base",
-            clone_without_transcript=kind == "base",
-            preset_speakers=tuple(self.speakers),
-            instruct=kind == "voice_design" or (kind == "custom_voice" and not self.cfg.drops_instruct),
-            voice_design=kind == "voice_design",
-            streaming=True,
-            batch=True,
-            languages=tuple(self.languages),
-            sample_rate=self.sample_rate,
-        )
+        tc = self.cfg.talker
+        languages = ["auto", *sorted(lang for lang in tc.languages if lang != "auto")]
+        return spec.capabilities(self.cfg.model_type, self.cfg.model_size, self.speakers, languages, self.sample_rate, asdict(self.defaults))
 
     # -- requests ------------------------------------------------------------------------------
     def decode_settings(self, **options) -> DecodeSettings:
         """Sampling settings: the request's options over `generation_config.json` over upstream's defaults."""
         unknown = set(options) - set(SAMPLING_KEYS)
         if unknown:
-            raise RequestError(f"unknown sampling option(s): {sorted(unknown)}; valid: {list(SAMPLING_KEYS)}")
+            raise InvalidOption(f"unknown sampling option(s): {sorted(unknown)}; valid: {list(SAMPLING_KEYS)}", param=sorted(unknown)[0])
         d = replace(self.defaults, **{k: v for k, v in options.items() if v is not None})
         tc = self.cfg.talker
         try:
@@ -174,22 +175,22 @@ class Qwen3TTSEngine:
                 suppress_ids=tuple(i for i in range(tc.vocab_size - 1024, tc.vocab_size) if i != tc.codec_eos_id),
             )
         except ValueError as e:
-            raise RequestError(str(e)) from e
+            raise InvalidOption(str(e)) from e
 
     def _check_language(self, language: str) -> str:
         if language is None or str(language).lower() not in self.cfg.talker.languages:
-            raise RequestError(f"unsupported language {language!r}; supported: {self.languages}")
+            raise UnsupportedLanguage(f"unsupported language {language!r}; supported: {self.languages}")
         return str(language)
 
     def _check_speaker(self, speaker: str | None) -> str | None:
         if speaker in (None, ""):
             if self.cfg.model_type == "custom_voice":
-                raise RequestError(f"this CustomVoice model needs a speaker; choose one of {self.speakers}")
+                raise UnsupportedVoice(f"this CustomVoice model needs a speaker; choose one of {self.speakers}")
             return None
         if self.cfg.model_type != "custom_voice":
-            raise RequestError(f"this {self.cfg.model_type} model has no preset speakers (speaker={speaker!r}); use a CustomVoice model")
+            raise UnsupportedVoice(f"this {self.cfg.model_type} model has no preset speakers (speaker={speaker!r}); use a CustomVoice model")
         if speaker.lower() not in self.cfg.talker.speaker_ids:
-            raise RequestError(f"unknown speaker {speaker!r}; supported: {self.speakers}")
+            raise UnsupportedVoice(f"unknown speaker {speaker!r}; supported: {self.speakers}")
         return speaker
 
     def _ids(self, text: str) -> torch.Tensor:
@@ -204,11 +205,11 @@ class Qwen3TTSEngine:
         items = []
         for text, language, speaker, instruct, voice in zip(texts, languages, speakers, instructs, voices, strict=True):
             if not isinstance(text, str) or not text.strip():
-                raise RequestError("text is empty: give at least one word to speak")
+                raise EmptyText("text is empty: give at least one word to speak")
             language = self._check_language(language)
             clone = self._clone_prompt(voice)
             if clone is not None and speaker:
-                raise RequestError(f"speaker={speaker!r} cannot be combined with a cloned voice; pass one or the other")
+                raise UnsupportedVoice(f"speaker={speaker!r} cannot be combined with a cloned voice; pass one or the other")
             speaker = None if clone is not None else self._check_speaker(speaker)
             if instruct and kind == "custom_voice" and self.cfg.drops_instruct:
                 warnings.warn("this 0.6B CustomVoice model ignores instructions (as upstream does); the instruction was dropped", stacklevel=3)
@@ -223,14 +224,14 @@ class Qwen3TTSEngine:
     def _clone_prompt(self, voice: VoicePrompt | None) -> ClonePrompt | None:
         if voice is None:
             if self.cfg.model_type == "base":
-                raise RequestError("a Base model speaks only in a cloned voice: pass voice=engine.prepare_voice(clip, ref_text=...)")
+                raise UnsupportedVoice("a Base model speaks only in a cloned voice: pass voice=engine.prepare_voice(clip, ref_text=...)")
             return None
         if self.cfg.model_type != "base":
-            raise RequestError(f"this {self.cfg.model_type} model cannot clone a voice; use a Qwen3-TTS Base model for cloning")
+            raise UnsupportedVoice(f"this {self.cfg.model_type} model cannot clone a voice; use a Qwen3-TTS Base model for cloning")
         try:
             voice.model.check(self.stamp)
         except VoicePromptError as e:
-            raise RequestError(str(e)) from e
+            raise VoicePromptMismatch(str(e)) from e
         if voice.model.fingerprint != self.stamp.fingerprint:
             warnings.warn("this voice prompt was made with other weights of the same model size; prepare it again for best results", stacklevel=4)
         embedding = voice.speaker_embedding.to(self.device).to(self.dtype)
@@ -250,21 +251,28 @@ class Qwen3TTSEngine:
         """A reusable cloning prompt from a reference clip (path, bytes, or (samples, sample_rate)).
 
         ICL mode (default) needs the clip's transcript; `x_vector_only=True` uses the speaker
-        embedding alone (no transcript needed; the voice is matched less closely).
+        embedding alone (no transcript needed; the voice is matched less closely). A
+        `VoiceReference` (the contract's form) means ICL with its text, x-vector without.
         """
+        if isinstance(ref_audio, VoiceReference):
+            ref_audio, ref_text, x_vector_only, trim = ref_audio.audio, ref_audio.text, ref_audio.text is None, ref_audio.trim or trim
         return self.prepare_voices([ref_audio], [ref_text], [x_vector_only], trim=trim)[0]
+
+    def load_voice(self, folder: str | Path) -> VoicePrompt:
+        """A prompt saved by `VoicePrompt.save`."""
+        return VoicePrompt.load(folder)
 
     @torch.inference_mode()
     def prepare_voices(self, refs: list, ref_texts: list[str | None], x_vector_only: list[bool], *, trim: bool = False) -> list[VoicePrompt]:
         """Batch form of `prepare_voice`; references with one sample rate are encoded together, as upstream does."""
         if self.cfg.model_type != "base":
-            raise RequestError(
+            raise UnsupportedVoice(
                 f"this {self.cfg.model_type} model cannot clone a voice; use a Qwen3-TTS Base model "
                 "(e.g. Qwen3-TTS-12Hz-0.6B-Base) for cloning"
             )
         for i, (text, xvec) in enumerate(zip(ref_texts, x_vector_only, strict=True)):
             if not xvec and not (text and text.strip()):
-                raise RequestError(
+                raise UnsupportedVoice(
                     f"reference {i}: in-context cloning needs the transcript of the reference clip (ref_text). "
                     "Without one, use x-vector mode (x_vector_only=True / --x-vector-only): the speaker embedding alone, which copies the voice less closely"
                 )
@@ -329,11 +337,86 @@ class Qwen3TTSEngine:
         items = self.prompt_items(texts, languages, _broadcast(speaker, n, "speaker"), _broadcast(instruct, n, "instruct"), _broadcast(voice, n, "voice"))
         return items, settings
 
-    def _budget(self, text: str, settings: DecodeSettings, max_frames: int | None) -> int:
-        """Frames a segment may take: the runaway guard (or the caller's `max_frames`), within max_new_tokens."""
-        budget = frame_budget(text) if max_frames is None else int(max_frames)
-        return min(budget, settings.max_new_tokens - 1)
+    def _budget(self, seconds: float, settings: DecodeSettings) -> int:
+        """Frames a segment may take: the runaway guard's seconds (or the caller's cap), within max_new_tokens."""
+        return min(steps_for(seconds, FRAME_RATE), settings.max_new_tokens - 1)
 
+    # -- the contract: synthesize through the generic pipeline ---------------------------------------
+    def synthesize(self, request: SynthesisRequest) -> Iterator[AudioChunk]:
+        """Speak one request as audio chunks (see `koe.engines.pipeline.run`)."""
+        return pipeline.run(self, request)
+
+    def synthesize_batch(self, requests: list[SynthesisRequest]) -> list[list[AudioChunk]]:
+        """One-shot requests that share voice, language and options (the first one's seed), as one batch."""
+        first = requests[0]
+        c = self.check_request(first)
+        options = {k: v for k, v in first.options.items() if k != "non_streaming_mode" and v is not None}
+        results = self._generate_batch([r.text for r in requests], c.language, c.speaker, c.instruct, c.voice, first.seed, c.non_streaming,
+                                       _seeded(first.seed, c.generator), first.max_segment_s, first.cancel, options)  # fmt: skip
+        return [[AudioChunk(r.audio, r.sample_rate, 0, True, {**r.metadata, "codes": r.codes})] for r in results]
+
+    def check_request(self, request: SynthesisRequest) -> _Checked:
+        """Validate voice, language, instruction and options once per request (the pipeline's first step)."""
+        options = dict(request.options or {})
+        nsm = options.pop("non_streaming_mode", None)
+        if nsm is not None and not isinstance(nsm, bool):
+            raise InvalidOption(f"non_streaming_mode={nsm!r}: must be true or false", param="non_streaming_mode")
+        voice = request.voice
+        if voice is not None and not isinstance(voice, (str, VoicePrompt)):
+            raise UnsupportedVoice(f"voice must be a preset speaker's name or a prepared voice prompt, got {type(voice).__name__}")
+        speaker, prompt = (voice, None) if isinstance(voice, str) else (None, voice)
+        language = request.language if request.language is not None else "auto"
+        settings = self.decode_settings(**{k: v for k, v in options.items() if v is not None})
+        (item,) = self.prompt_items([request.text if request.text.strip() else "."], [language], [speaker], [request.instruct], [prompt])
+        instruct = request.instruct if item.instruct_ids is not None else None  # dropped (with a warning) where ignored
+        non_streaming = self.default_non_streaming() if nsm is None else nsm
+        return _Checked(language, speaker, instruct, prompt, settings, non_streaming, getattr(request, "generator", None), request.cancel)
+
+    def speak_segment(self, segment: Segment, c: _Checked) -> Iterator[Piece]:
+        """One segment: whole (the exact one-shot path) or in pieces as the talker makes frames."""
+        items = self.prompt_items([segment.text], [c.language], [c.speaker], [c.instruct], [c.voice])
+        budget = self._budget(segment.budget_s, c.settings)
+        generator = _seeded(segment.seed, c.generator)
+        outcome = DecodeOutcome()
+        started = time.perf_counter()
+        if not segment.streamed:
+            (codes,) = self.generate_codes(items, c.settings, non_streaming_mode=c.non_streaming, generator=generator, budgets=[budget], cancel=c.cancel, outcome=outcome)
+            decoded_at = time.perf_counter()
+            (wav,) = self.decode_waveforms([codes], items)
+            timings = {"generate_s": decoded_at - started, "codec_s": time.perf_counter() - decoded_at}
+            n = int(codes.shape[0])
+            yield Piece(_to_numpy(wav), n, last=True, truncated=not bool(outcome.eos[0]), info=self._segment_info(n, budget),
+                        metadata={"codes": codes.cpu(), "decode_path": outcome.decode_path, "timings": timings})  # fmt: skip
+            return
+        first, every = (max(1, round(s * FRAME_RATE)) for s in (segment.first_chunk_s, segment.chunk_s))
+        with torch.inference_mode():
+            inputs = build_talker_inputs(self.network.talker, self.cfg, items, c.non_streaming)
+        codec = CodecStream(self.codec, prefix=_icl_reference(items[0]))
+        frames = self.frames_core()(self.network.talker, inputs, c.settings, generator, row_limits=torch.tensor([budget], device=self.device), cancel=c.cancel, outcome=outcome)
+        made, due = 0, first
+        try:
+            with torch.inference_mode():
+                for frame in frames:
+                    codec.push(frame.codes[0])
+                    made += 1
+                    if codec.pending >= due:
+                        codes = codec.pending_codes()
+                        yield Piece(_to_numpy(codec.drain()), made, metadata={"codes": codes})
+                        due = every
+                codes = codec.pending_codes()
+                tail = _to_numpy(codec.drain())
+        finally:
+            frames.close()
+        yield Piece(tail, made, last=True, truncated=not bool(outcome.eos[0]), info=self._segment_info(made, budget),
+                    metadata={"codes": codes, "decode_path": outcome.decode_path})  # fmt: skip
+
+    def _segment_info(self, frames: int, budget: int) -> dict:
+        return {"frame_budget": budget, "seconds": frames / FRAME_RATE}
+
+    def result_metadata(self) -> dict:
+        return {"model": self.cfg.model_type, "size": self.cfg.model_size, "precision": self.precision, "device": str(self.device)}
+
+    # -- the native convenience API ---------------------------------------------------------------
     def generate(
         self,
         text: str | list[str],
@@ -361,27 +444,29 @@ class Qwen3TTSEngine:
         single = isinstance(text, str)
         texts = [text] if single else list(text)
         if not texts:
-            raise RequestError("no text given")
-        if seed is not None:
-            generator = torch.Generator(device="cpu").manual_seed(int(seed))
+            raise EmptyText("no text given")
         nsm = self.default_non_streaming() if non_streaming_mode is None else bool(non_streaming_mode)
         segmented = [segment_text(t, max_segment_chars) if isinstance(t, str) else [t] for t in texts]
-        if all(len(s) <= 1 for s in segmented):
-            results = self._generate_batch(texts, language, speaker, instruct, voice, seed, nsm, generator, max_frames, cancel, sampling)
-        else:
-            one = lambda v, i: v[i] if isinstance(v, (list, tuple)) else v  # noqa: E731
-            results = [
-                self._generate_segments(segs, one(language, i), one(speaker, i), one(instruct, i), one(voice, i), seed, nsm, generator, max_frames, cancel, pause_s, sampling)
-                for i, segs in enumerate(segmented)
-            ]
-        for r in results:
-            if r.metadata["truncated"]:
-                warnings.warn(r.metadata["warnings"][0], stacklevel=2)
+        if not single and all(len(s) <= 1 for s in segmented):
+            results = self._generate_batch(texts, language, speaker, instruct, voice, seed, nsm, _seeded(seed, generator), None if max_frames is None else max_frames / FRAME_RATE, cancel, sampling)
+            for r in results:
+                for w in r.metadata["warnings"]:
+                    warnings.warn(w, stacklevel=2)
+            return results
+        one = lambda v, i: v[i] if isinstance(v, (list, tuple)) else v  # noqa: E731
+        results = []
+        for i, t in enumerate(texts):
+            request = _NativeRequest(
+                t, one(language, i), one(voice, i) if one(voice, i) is not None else one(speaker, i), one(instruct, i), seed, cancel,
+                options={**sampling, "non_streaming_mode": nsm}, max_segment_chars=max_segment_chars, pause_s=pause_s,
+                max_segment_s=None if max_frames is None else max_frames / FRAME_RATE, generator=generator,
+            )  # fmt: skip
+            results.append(_result(self.synthesize(_both(request, one(speaker, i), one(voice, i)))))
         return results[0] if single else results
 
-    def _generate_batch(self, texts, language, speaker, instruct, voice, seed, nsm, generator, max_frames, cancel, sampling) -> list[SpeechResult]:
+    def _generate_batch(self, texts, language, speaker, instruct, voice, seed, nsm, generator, max_segment_s, cancel, sampling) -> list[SpeechResult]:
         items, settings = self._request(texts, language, speaker, instruct, voice, sampling)
-        budgets = [self._budget(t, settings, max_frames) for t in texts]
+        budgets = [self._budget(pipeline.guard_seconds(t) if max_segment_s is None else max_segment_s, settings) for t in texts]
         outcome = DecodeOutcome()
         started = time.perf_counter()
         codes = self.generate_codes(items, settings, non_streaming_mode=nsm, generator=generator, budgets=budgets, cancel=cancel, outcome=outcome)
@@ -390,37 +475,15 @@ class Qwen3TTSEngine:
         finished = time.perf_counter()
         results = []
         for i, (c, wav) in enumerate(zip(codes, wavs, strict=True)):
-            truncated = not bool(outcome.eos[i])
-            meta = self._metadata(seed, int(c.shape[0]), truncated, budgets[i])
-            meta["timings"] = {"generate_s": decoded_at - started, "codec_s": finished - decoded_at}
-            meta["decode_path"] = outcome.decode_path
+            frames, truncated = int(c.shape[0]), not bool(outcome.eos[i])
+            segment = {"text": texts[i], "seed": seed, "frames": frames, "truncated": truncated, **self._segment_info(frames, budgets[i])}
+            meta = {
+                **self.result_metadata(), "seed": seed, "frames": frames, "truncated": truncated, "frame_budget": budgets[i],
+                "warnings": [truncation_warning(frames / FRAME_RATE, 0, 1)] if truncated else [], "segments": [segment],
+                "timings": {"generate_s": decoded_at - started, "codec_s": finished - decoded_at}, "decode_path": outcome.decode_path,
+            }  # fmt: skip
             results.append(SpeechResult(_to_numpy(wav), self.sample_rate, c.cpu(), meta))
         return results
-
-    def _generate_segments(self, segments, language, speaker, instruct, voice, seed, nsm, generator, max_frames, cancel, pause_s, sampling) -> SpeechResult:
-        pause = np.zeros(int(round(pause_s * self.sample_rate)), dtype=np.float32)
-        audio, codes, metas = [], [], []
-        for i, segment in enumerate(segments):
-            gen = generator if seed is None else torch.Generator(device="cpu").manual_seed(int(seed) + i)
-            (r,) = self._generate_batch([segment], language, speaker, instruct, voice, None if seed is None else seed + i, nsm, gen, max_frames, cancel, sampling)
-            audio += [pause, r.audio] if audio else [r.audio]
-            codes.append(r.codes)
-            metas.append(r.metadata)
-        meta = self._metadata(seed, sum(m["frames"] for m in metas), any(m["truncated"] for m in metas), sum(m["frame_budget"] for m in metas))
-        meta["segments"] = [{"text": t, "frames": m["frames"], "truncated": m["truncated"], "seed": m["seed"]} for t, m in zip(segments, metas)]
-        meta["warnings"] = [w for m in metas for w in m["warnings"]]
-        return SpeechResult(np.concatenate(audio), self.sample_rate, torch.cat(codes), meta)
-
-    def _metadata(self, seed, frames: int, truncated: bool, budget: int) -> dict:
-        warning = (
-            f"speech was cut off after {frames} frames ({frames / FRAME_RATE:.1f} s): the model did not end the utterance "
-            "within max_new_tokens or its frame budget (the runaway guard)"
-        )
-        return {
-            "model": self.cfg.model_type, "size": self.cfg.model_size, "seed": seed, "frames": frames,
-            "precision": self.precision, "device": str(self.device),
-            "truncated": truncated, "frame_budget": budget, "warnings": [warning] if truncated else [],
-        }  # fmt: skip
 
     def stream(
         self,
@@ -452,60 +515,61 @@ class Qwen3TTSEngine:
             raise RequestError("stream() speaks one text at a time; use generate() for a batch")
         if first_chunk_frames < 1 or chunk_frames < 1:
             raise RequestError(f"first_chunk_frames and chunk_frames must be >= 1 (got {first_chunk_frames}, {chunk_frames})")
-        segments = segment_text(text, max_segment_chars)
-        if not segments:
-            raise RequestError("text is empty: give at least one word to speak")
-        nsm = self.default_non_streaming() if non_streaming_mode is None else bool(non_streaming_mode)
-        started = time.perf_counter()
-        offset, frames_total = 0, 0
-        pause = np.zeros(int(round(pause_s * self.sample_rate)), dtype=np.float32)
-        for s, segment in enumerate(segments):
-            gen = torch.Generator(device="cpu").manual_seed(int(seed) + s) if seed is not None else generator
-            items, settings = self._request([segment], language, speaker, instruct, voice, sampling)
-            budget = self._budget(segment, settings, max_frames)
-            with torch.inference_mode():
-                inputs = build_talker_inputs(self.network.talker, self.cfg, items, nsm)
-            codec = CodecStream(self.codec, prefix=_icl_reference(items[0]))
-            outcome = DecodeOutcome()
-            due = first_chunk_frames if s == 0 else chunk_frames
-            head = pause if s > 0 else None
-            frames = self.frames_core()(self.network.talker, inputs, settings, gen, row_limits=torch.tensor([budget], device=self.device), cancel=cancel, outcome=outcome)
-            try:
-                with torch.inference_mode():
-                    for frame in frames:
-                        codec.push(frame.codes[0])
-                        frames_total += 1
-                        if codec.pending >= due:
-                            codes = codec.pending_codes()
-                            samples = _with_head(head, _to_numpy(codec.drain()))
-                            head, due = None, chunk_frames
-                            yield self._chunk(samples, offset, False, frames_total, started, codes=codes)
-                            offset += len(samples)
-                    tail_codes = codec.pending_codes()
-                    tail = _with_head(head, _to_numpy(codec.drain()))
-            finally:
-                frames.close()
-            last = s == len(segments) - 1
-            meta_extra = {"segment": s, "truncated": not bool(outcome.eos[0]), "codes": tail_codes, "decode_path": outcome.decode_path}
-            if meta_extra["truncated"]:
-                msg = f"segment {s} was cut off after {budget} frames: the model did not end the utterance within max_new_tokens or its frame budget"
-                meta_extra["warnings"] = [msg]
-                warnings.warn(msg, stacklevel=2)
-            if len(tail) or last:
-                yield self._chunk(tail, offset, last, frames_total, started, **meta_extra)
-                offset += len(tail)
+        request = _NativeRequest(
+            text, language, voice if voice is not None else speaker, instruct, seed, cancel, first_chunk_s=first_chunk_frames / FRAME_RATE,
+            chunk_s=chunk_frames / FRAME_RATE, options={**sampling, "non_streaming_mode": non_streaming_mode}, max_segment_chars=max_segment_chars,
+            pause_s=pause_s, max_segment_s=None if max_frames is None else max_frames / FRAME_RATE, generator=generator,
+        )  # fmt: skip
+        return self.synthesize(_both(request, speaker, voice))
 
-    def _chunk(self, samples: np.ndarray, offset: int, final: bool, frames: int, started: float, **extra) -> AudioChunk:
-        meta = {"frames": frames, "elapsed_s": time.perf_counter() - started, **extra}
-        return AudioChunk(samples=samples, sample_rate=self.sample_rate, offset=offset, final=final, metadata=meta)
+
+@dataclass
+class _Checked:
+    """A request after `check_request`: what every segment of it shares."""
+
+    language: str
+    speaker: str | None
+    instruct: str | None
+    voice: VoicePrompt | None
+    settings: DecodeSettings
+    non_streaming: bool
+    generator: torch.Generator | None
+    cancel: CancelToken | None
+
+
+@dataclass
+class _NativeRequest(SynthesisRequest):
+    """The native API's request: a caller's generator (draws when no seed is given)."""
+
+    generator: torch.Generator | None = None
+
+
+def _both(request: _NativeRequest, speaker, voice) -> _NativeRequest:
+    """Native calls may pass a speaker and a cloned voice together; the check names the conflict."""
+    if speaker and voice is not None:
+        raise UnsupportedVoice(f"speaker={speaker!r} cannot be combined with a cloned voice; pass one or the other")
+    return request
+
+
+def _seeded(seed: int | None, generator: torch.Generator | None) -> torch.Generator | None:
+    """A fresh CPU generator seeded with `seed`, else the caller's (None: torch's global one)."""
+    return torch.Generator(device="cpu").manual_seed(int(seed)) if seed is not None else generator
+
+
+def _result(chunks: Iterator[AudioChunk]) -> SpeechResult:
+    """A collected stream as the native result: samples and codes joined, the final chunk's metadata."""
+    audio, codes, last = [], [], None
+    for chunk in chunks:
+        audio.append(chunk.samples)
+        codes.append(torch.as_tensor(chunk.metadata["codes"]))
+        last = chunk
+    meta = {k: v for k, v in last.metadata.items() if k != "codes"}
+    meta["frame_budget"] = sum(s["frame_budget"] for s in meta["segments"])
+    return SpeechResult(np.concatenate(audio), last.sample_rate, torch.cat(codes), meta)
 
 
 def _icl_reference(item: PromptItem) -> torch.Tensor | None:
     return item.clone.ref_code if item.clone is not None and item.clone.icl else None
-
-
-def _with_head(head: np.ndarray | None, samples: np.ndarray) -> np.ndarray:
-    return samples if head is None else np.concatenate([head, samples])
 
 
 def _precision_mode(precision: str | None) -> str | None:

@@ -1,0 +1,147 @@
+"""Qwen3-TTS (12 Hz) without loading it: which folders are ours, what they can do, OpenAI voice names.
+
+Torch-free: reads `config.json`, `generation_config.json` and `speech_tokenizer/config.json` only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from koe.engines.base import CLONE, CLONE_WITHOUT_TRANSCRIPT, DESIGN, PRESET, Capabilities, Option, OptionsSchema
+from koe.engines.spec import ModelDescription, ModelInfo, ReleasedModel, SpecError, VoiceAlias, read_json, safetensors_dtype
+
+FAMILY = "qwen3_tts"
+FRAME_RATE = 12.5  # codec frames per second of audio
+VARIANTS = ("custom_voice", "voice_design", "base")
+REQUIRED_FILES = ("config.json", "vocab.json", "merges.txt", "speech_tokenizer/config.json", "speech_tokenizer/model.safetensors")
+USES = {
+    "custom_voice": "preset speakers (--speaker), style instructions (--instruct)",
+    "voice_design": "voices described in words (--design / --instruct)",
+    "base": "voice cloning from a reference clip (--voice NAME or --ref clip.wav)",
+}
+VOICE_MODES = {"custom_voice": {PRESET}, "voice_design": {DESIGN}, "base": {CLONE, CLONE_WITHOUT_TRANSCRIPT}}
+# upstream's defaults where generation_config.json leaves a value out
+GENERATION_DEFAULTS = {
+    "do_sample": True, "top_k": 50, "top_p": 1.0, "temperature": 0.9, "repetition_penalty": 1.05,
+    "subtalker_dosample": True, "subtalker_top_k": 50, "subtalker_top_p": 1.0, "subtalker_temperature": 0.9,
+    "max_new_tokens": 2048,
+}  # fmt: skip
+
+# OpenAI voice -> CustomVoice preset speaker.
+OPENAI_SPEAKERS = {
+    "alloy": "serena", "ash": "aiden", "ballad": "uncle_fu", "coral": "vivian", "echo": "ryan", "fable": "eric",
+    "onyx": "uncle_fu", "nova": "sohee", "sage": "ono_anna", "shimmer": "vivian", "verse": "dylan",
+    "marin": "serena", "cedar": "ryan",
+}  # fmt: skip
+
+# OpenAI voice -> a description for VoiceDesign models.
+OPENAI_DESIGNS = {
+    "alloy": "A balanced, neutral adult voice with a clear and even tone.",
+    "ash": "A young adult male voice, relaxed and friendly, with a slightly husky tone.",
+    "ballad": "A warm, expressive male voice with a gentle, storytelling cadence.",
+    "coral": "A bright, cheerful female voice, clear and upbeat.",
+    "echo": "A calm, steady male voice with a soft, resonant tone.",
+    "fable": "An animated, narrative voice with lively expression, like a storyteller.",
+    "onyx": "A deep, authoritative male voice, slow and resonant.",
+    "nova": "A youthful, energetic female voice, crisp and bright.",
+    "sage": "A calm, wise, measured voice with a soothing tone.",
+    "shimmer": "A soft, airy female voice, gentle and light.",
+    "verse": "A versatile, expressive voice with a natural conversational rhythm.",
+    "marin": "A natural, warm female voice with a conversational tone.",
+    "cedar": "A natural, grounded male voice with a relaxed conversational tone.",
+}
+
+
+def options_schema(defaults: dict) -> OptionsSchema:
+    """The sampling options, with this model's defaults. The talker draws each frame's first
+    codebook; the sub-talker (code predictor) the other 15."""
+    d = {**GENERATION_DEFAULTS, **{k: v for k, v in defaults.items() if k in GENERATION_DEFAULTS}}
+    return OptionsSchema((
+        Option("do_sample", "bool", "talker: sample (true) or take the likeliest code (false)", d["do_sample"]),
+        Option("temperature", "float", "talker sampling temperature", d["temperature"], low=0, low_open=True),
+        Option("top_k", "int", "talker top-k (0 = off)", d["top_k"], low=0),
+        Option("top_p", "float", "talker nucleus top-p", d["top_p"], low=0, high=1, low_open=True),
+        Option("repetition_penalty", "float", "talker repetition penalty", d["repetition_penalty"], low=0, low_open=True),
+        Option("max_new_tokens", "int", f"cap on codec frames per segment ({FRAME_RATE:g} a second)", d["max_new_tokens"], low=2),
+        Option("subtalker_dosample", "bool", "code predictor: sample or greedy", d["subtalker_dosample"]),
+        Option("subtalker_temperature", "float", "code predictor temperature", d["subtalker_temperature"], low=0, low_open=True),
+        Option("subtalker_top_k", "int", "code predictor top-k (0 = off)", d["subtalker_top_k"], low=0),
+        Option("subtalker_top_p", "float", "code predictor top-p", d["subtalker_top_p"], low=0, high=1, low_open=True),
+        Option("non_streaming_mode", "bool", "feed the whole text before the first frame (default: as upstream, "
+               "true for CustomVoice/VoiceDesign, false for Base)", None),
+    ))  # fmt: skip
+
+
+def capabilities(variant: str, size: str, speakers, languages, sample_rate: int, defaults: dict) -> Capabilities:
+    """Capabilities from config values (shared by `describe` and the loaded engine)."""
+    return Capabilities(
+        family=FAMILY, variant=variant, voice_modes=frozenset(VOICE_MODES.get(variant, set())),
+        languages=tuple(languages), sample_rate=int(sample_rate), speakers=tuple(speakers),
+        instruct=variant == "voice_design" or (variant == "custom_voice" and size not in ("0b6",)),
+        stream_step_s=1 / FRAME_RATE, native_speed=False, batch=True, options=options_schema(defaults),
+        training=(), min_reference_s=1.0,
+    )  # fmt: skip
+
+
+class QwenSpec:
+    family = FAMILY
+    title = "Qwen3-TTS 12 Hz"
+    engine = "koe.engines.qwen3_tts.engine:Qwen3TTSEngine"
+    fixture = "koe.engines.qwen3_tts.fixtures:write_random_model"
+    fixture_variants = VARIANTS
+    released = tuple(
+        ReleasedModel(f"Qwen/Qwen3-TTS-12Hz-{size}-{name}", variant, tag)
+        for size, tag, name, variant in (
+            ("0.6B", "0b6", "CustomVoice", "custom_voice"), ("0.6B", "0b6", "Base", "base"),
+            ("1.7B", "1b7", "CustomVoice", "custom_voice"), ("1.7B", "1b7", "VoiceDesign", "voice_design"),
+            ("1.7B", "1b7", "Base", "base"),
+        )
+    )  # fmt: skip
+
+    def probe(self, folder: Path) -> ModelInfo | None:
+        path = Path(folder) / "config.json"
+        if not path.is_file():
+            return None
+        try:
+            cfg = read_json(path)
+        except SpecError:
+            return None
+        if cfg.get("model_type") != "qwen3_tts" and "tts_model_type" not in cfg:
+            return None
+        return ModelInfo(FAMILY, str(cfg.get("tts_model_type")), str(cfg.get("tts_model_size", "")))
+
+    def describe(self, folder: Path) -> ModelDescription:
+        folder = Path(folder)
+        cfg = read_json(folder / "config.json")
+        info = ModelInfo(FAMILY, str(cfg.get("tts_model_type")), str(cfg.get("tts_model_size", "")))
+        talker = cfg.get("talker_config") or {}
+        speakers = sorted(k.lower() for k in (talker.get("spk_id") or {}))
+        languages = ["auto", *sorted(k.lower() for k in (talker.get("codec_language_id") or {}) if "dialect" not in k.lower())]
+        gen_path = folder / "generation_config.json"
+        defaults = read_json(gen_path) if gen_path.is_file() else {}
+        codec_path = folder / "speech_tokenizer" / "config.json"
+        codec = read_json(codec_path) if codec_path.is_file() else {}
+        weights = tuple(sorted(folder.glob("model*.safetensors")))
+        missing = [f for f in REQUIRED_FILES if not (folder / f).is_file()]
+        if not weights:
+            missing.append("model.safetensors")
+        stored = str(cfg.get("torch_dtype") or (safetensors_dtype(weights[0]) if weights else None) or "float32")
+        return ModelDescription(
+            info=info,
+            capabilities=capabilities(info.variant, info.size, speakers, languages, codec.get("output_sample_rate", 24000), defaults),
+            required_files=REQUIRED_FILES, missing=tuple(missing),
+            weight_files=weights + tuple(sorted((folder / "speech_tokenizer").glob("*.safetensors"))),
+            stored_dtype=stored, uses=USES.get(info.variant, info.variant), extra={"size": info.size},
+        )  # fmt: skip
+
+    def openai_voice(self, name: str, capabilities: Capabilities) -> VoiceAlias | None:
+        name = name.lower()
+        if PRESET in capabilities.voice_modes and name in OPENAI_SPEAKERS:
+            speaker = OPENAI_SPEAKERS[name]
+            return VoiceAlias(speaker=speaker if speaker in capabilities.speakers else (capabilities.speakers[0] if capabilities.speakers else speaker))
+        if DESIGN in capabilities.voice_modes and name in OPENAI_DESIGNS:
+            return VoiceAlias(design=OPENAI_DESIGNS[name])
+        return None
+
+
+SPEC = QwenSpec()
