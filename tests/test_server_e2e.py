@@ -69,7 +69,7 @@ def live_server(app) -> Iterator[LiveServer]:
 @pytest.fixture(scope="module")
 def live(tmp_path_factory, session_tmp):
     home = make_home(tmp_path_factory.mktemp("home"), session_tmp, queue_size=16)
-    with live_server(create_app(home, first_chunk_frames=2, chunk_frames=4)) as s:
+    with live_server(create_app(home, first_chunk_s=0.16, chunk_s=0.32)) as s:
         yield s
 
 

@@ -6,7 +6,6 @@ import pytest
 from test_server import long_request, make_home, wait_for
 
 from koe.service import Busy, RequestCancelled, SpeechRequest, Synthesizer, Unavailable
-from koe.service.requests import SamplingOptions
 from koe.service.scheduler import Scheduler
 
 pytestmark = pytest.mark.filterwarnings("ignore:speech was cut off", "ignore:segment 0 was cut off")
@@ -20,7 +19,7 @@ def synth(tmp_path_factory, session_tmp):
 
 
 def short(text: str, frames: int = 4, **kw) -> SpeechRequest:
-    return SpeechRequest(text=text, model="cv", speaker="ryan", sampling=SamplingOptions(max_new_tokens=frames), format="wav", **kw)
+    return SpeechRequest(text=text, model="cv", speaker="ryan", options={"max_new_tokens": frames}, format="wav", **kw)
 
 
 def test_waiting_job_cancelled_never_runs_and_queue_is_bounded(synth):
@@ -71,7 +70,7 @@ def test_seeded_requests_run_alone_and_stream_jobs_yield_chunks(synth):
         blocker = sched.submit(long_request())
         wait_for(lambda: sched.stats()["cv"].running == 1)
         seeded = [sched.submit(short("Hi.", seed=5)), sched.submit(short("Hello.", seed=5))]
-        stream = sched.submit_stream(short("Streamed words here.", 10), first_chunk_frames=2, chunk_frames=3)
+        stream = sched.submit_stream(short("Streamed words here.", 10), first_chunk_s=0.16, chunk_s=0.24)
         blocker.cancel()
         assert [j.future.result(60).metadata.get("batch_size", 1) for j in seeded] == [1, 1]
         chunks = list(stream)

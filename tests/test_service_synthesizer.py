@@ -10,13 +10,13 @@ from fixtures_models import model_folder
 
 from koe.engines.base import CancelToken
 from koe.service import (
-    InvalidRequest, KoeHome, NotFound, PayloadTooLarge, RequestCancelled, SamplingOptions, SpeechRequest, Synthesizer,
+    InvalidRequest, KoeHome, NotFound, PayloadTooLarge, RequestCancelled, SpeechRequest, Synthesizer,
     load_settings,
 )  # fmt: skip
 from koe.service.cache import ModelCache
 from koe.service.models import ModelRef
 
-FAST = SamplingOptions(max_new_tokens=8)
+FAST = {"max_new_tokens": 8}
 # The random-weight models never end an utterance by themselves; the engine warns, the results say so too.
 pytestmark = pytest.mark.filterwarnings("ignore:.*cut off:UserWarning")
 
@@ -39,7 +39,7 @@ def synth(home):
 
 def req(text="Hello there.", **kw) -> SpeechRequest:
     kw.setdefault("model", "cv")
-    kw.setdefault("sampling", FAST)
+    kw.setdefault("options", FAST)
     kw.setdefault("seed", 1)
     return SpeechRequest(text=text, **kw)
 
@@ -81,7 +81,7 @@ def test_speed_stretches_time(synth):
 
 
 def test_stream_chunks_form_one_playable_file(synth):
-    chunks = list(synth.stream(req(format="wav", sampling=SamplingOptions(max_new_tokens=12)), first_chunk_frames=2, chunk_frames=4))
+    chunks = list(synth.stream(req(format="wav", options={"max_new_tokens": 12}), first_chunk_s=0.16, chunk_s=0.32))
     assert len(chunks) >= 2 and chunks[-1].final and not any(c.final for c in chunks[:-1])
     assert chunks[0].data[:4] == b"RIFF"
     codec, rate, seconds = decode(b"".join(c.data for c in chunks))
@@ -92,13 +92,13 @@ def test_stream_chunks_form_one_playable_file(synth):
 
 def test_stream_cancel_stops_and_frees_the_model(synth):
     token = CancelToken()
-    it = synth.stream(req(format="mp3", sampling=SamplingOptions(max_new_tokens=40)), token, first_chunk_frames=1, chunk_frames=1)
+    it = synth.stream(req(format="mp3", options={"max_new_tokens": 40}), token, first_chunk_s=0.08, chunk_s=0.08)
     next(it)
     token.cancel()
     with pytest.raises(RequestCancelled):
         for _ in it:
             pass
-    abandoned = synth.stream(req(format="wav"), first_chunk_frames=1, chunk_frames=1)
+    abandoned = synth.stream(req(format="wav"), first_chunk_s=0.08, chunk_s=0.08)
     next(abandoned)
     abandoned.close()  # a client that goes away
     assert synth.speak(req()).duration > 0  # the engine is free again
@@ -111,15 +111,15 @@ def test_stream_cancel_stops_and_frees_the_model(synth):
         ({"text": "x" * 201}, PayloadTooLarge, "at most 200"),
         ({"voice": "nobody"}, NotFound, "unknown voice 'nobody'.*ryan"),
         ({"speaker": "nobody"}, NotFound, "unknown speaker 'nobody'; cv has: aiden"),
-        ({"design": "a deep voice"}, InvalidRequest, "needs a VoiceDesign model, but 'cv' is a custom_voice model.*vd"),
-        ({"model": "base"}, InvalidRequest, "Base .* model: give a library voice or a reference clip"),
-        ({"model": "vd", "speaker": "ryan"}, InvalidRequest, "preset speakers need a CustomVoice model"),
+        ({"design": "a deep voice"}, InvalidRequest, "needs a model that designs voices, but 'cv' is a custom_voice model.*vd"),
+        ({"model": "base"}, InvalidRequest, "'base' speaks only in a cloned voice: give a library voice or a reference clip"),
+        ({"model": "vd", "speaker": "ryan"}, InvalidRequest, "preset speakers need a model that ships them"),
         ({"model": "nope"}, NotFound, "no model named 'nope'"),
         ({"language": "klingon"}, InvalidRequest, "unsupported language 'klingon'"),
         ({"format": "ogg3"}, InvalidRequest, "unsupported audio format"),
         ({"speed": 5.0}, InvalidRequest, "speed 5.0 is out of range"),
         ({"seed": -1}, InvalidRequest, "seed"),
-        ({"ref_audio": b"not audio"}, InvalidRequest, "cloning from a reference clip needs a Base model"),
+        ({"ref_audio": b"not audio"}, InvalidRequest, "cloning from a reference clip needs a model that clones voices"),
         ({"model": "base", "ref_audio": b"not audio"}, InvalidRequest, "reference audio"),
     ],
 )
@@ -129,13 +129,16 @@ def test_bad_requests_fail_before_loading(synth, kw, error, match):
     assert 400 <= info.value.status < 500
 
 
-def test_bad_sampling_options():
-    with pytest.raises(InvalidRequest, match="temperature=0"):
-        SamplingOptions(temperature=0)
+def test_bad_options_fail_before_loading_and_name_the_valid_ones(synth):
+    with pytest.raises(InvalidRequest, match="temperature=0") as info:
+        synth.plan(req(options={"temperature": 0}))
+    assert info.value.param == "temperature"
     with pytest.raises(InvalidRequest, match="top_p"):
-        SamplingOptions(top_p=1.5)
-    with pytest.raises(InvalidRequest, match="unknown sampling option"):
-        SamplingOptions.from_dict({"temp": 1})
+        synth.plan(req(options={"top_p": 1.5}))
+    with pytest.raises(InvalidRequest, match="unknown option.*'temp'.*valid: .*temperature"):
+        synth.plan(req(options={"temp": 1}))
+    with pytest.raises(InvalidRequest, match="must be true or false"):
+        synth.plan(req(options={"do_sample": "yes"}))
 
 
 def test_dropped_instruction_is_a_warning(synth):
@@ -144,7 +147,7 @@ def test_dropped_instruction_is_a_warning(synth):
 
 
 def test_design_then_clone_from_the_library(synth, home):
-    voice = synth.design_voice("designed", "a calm low voice", model="vd", seed=2, sampling=SamplingOptions(max_new_tokens=16))
+    voice = synth.design_voice("designed", "a calm low voice", model="vd", seed=2, options={"max_new_tokens": 16})
     assert voice.source == "design" and voice.description == "a calm low voice" and voice.duration_s >= 1.0
     assert home.voices.get("designed").ref_text.startswith("Hello!")
     out = synth.speak(req(model="base", voice="designed", format="wav"))
@@ -153,7 +156,7 @@ def test_design_then_clone_from_the_library(synth, home):
     assert home.voices.get("designed").prepared_for == [key]  # prepared once, kept for next time
     again = synth.speak(req(model="base", voice="designed", format="wav"))
     np.testing.assert_array_equal(again.samples, out.samples)
-    with pytest.raises(InvalidRequest, match="library voices are cloned, which needs a Base model"):
+    with pytest.raises(InvalidRequest, match="library voices are cloned, which needs a model that clones voices"):
         synth.plan(req(voice="designed"))
 
 
@@ -228,8 +231,8 @@ def test_cache_loads_once_under_concurrency(tmp_path):
 
 def test_progress_reports_audio_as_it_is_made(synth):
     seen = []
-    out = synth.speak(req(sampling=SamplingOptions(max_new_tokens=12)), on_progress=seen.append)
-    one_shot = synth.speak(req(sampling=SamplingOptions(max_new_tokens=12)))
+    out = synth.speak(req(options={"max_new_tokens": 12}), on_progress=seen.append)
+    one_shot = synth.speak(req(options={"max_new_tokens": 12}))
     assert len(seen) >= 2 and seen == sorted(seen) and seen[-1] == pytest.approx(len(out.samples) / 24000)
     np.testing.assert_allclose(out.samples, one_shot.samples, atol=1e-4)  # the same codes, streamed
     assert any("cut" in w for w in out.warnings)
@@ -252,3 +255,20 @@ def test_precision_setting_loads_the_mode_and_labels_the_output(session_tmp, tmp
         assert exact.speak(req()).metadata["precision"] == "float32"
     finally:
         exact.cache.clear()
+
+
+def test_unloading_closes_the_engine(tmp_path):
+    closed = []
+
+    class Engine:
+        def close(self) -> None:
+            closed.append(True)
+
+    cache = ModelCache(lambda ref: Engine(), resident_limit=1)
+    a, b = fake_ref("a", tmp_path), fake_ref("b", tmp_path)
+    with cache.use(a):
+        pass
+    with cache.use(b):  # a is evicted to make room
+        pass
+    assert closed == [True]
+    assert cache.unload(b) and closed == [True, True]

@@ -116,3 +116,21 @@ def human_bytes(n: int | float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} TB"
+
+
+def parse_options(pairs: list[str] | None) -> dict[str, Any]:
+    """`--opt KEY=VALUE` pairs as a dict: VALUE is read as JSON where it is one (numbers, true,
+    false, null), else kept as text. The model's schema checks them when the request is planned."""
+    import json
+
+    options: dict[str, Any] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key:
+            fail(f"--opt {pair!r}: give KEY=VALUE, e.g. --opt temperature=0.7", 2)
+        try:
+            options[key] = json.loads(value)
+        except ValueError:
+            options[key] = value
+    return options

@@ -24,7 +24,7 @@ def demo(
     """Speak a sentence and write it to out/demo.wav: the configured model, or a tiny random-weight test model."""
     from koe.service.encode import format_for_path
     from koe.service.fsio import atomic_write_bytes
-    from koe.service.requests import SamplingOptions, SpeechRequest
+    from koe.service.requests import SpeechRequest
     from koe.service.synthesizer import Synthesizer
 
     home = open_home()
@@ -33,13 +33,14 @@ def demo(
     if random_weights:
         spec = _ensure_demo_model(home)
         warn(f"no model configured: using {DEMO_MODEL}, a tiny model with RANDOM weights — the audio is noise-like, not speech. "
-             "For real speech: koe models pull Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice (or import a folder) and set models.default.")  # fmt: skip
+             f"For real speech: koe models pull {_released_example()} (or import a folder) and set models.default.")  # fmt: skip
         if max_new_tokens is None:
             max_new_tokens = 40  # ~3 s: random weights seldom say "end of speech"
     fmt = format_for_path(output)
     synth = Synthesizer(home)
     started = time.perf_counter()
-    request = SpeechRequest(text=text, model=spec, seed=seed, format=fmt.name, sampling=SamplingOptions(max_new_tokens=max_new_tokens), save=False)
+    options = {"max_new_tokens": max_new_tokens} if max_new_tokens is not None else {}
+    request = SpeechRequest(text=text, model=spec, seed=seed, format=fmt.name, options=options, save=False)
     plan = synth.plan(request)
     with err.status(f"speaking with {plan.model.name} ({plan.model.variant}) …", spinner="dots"):
         result = synth.speak(plan)
@@ -66,11 +67,17 @@ def _ensure_demo_model(home) -> str:
         return DEMO_MODEL
     except NotFound:
         pass
-    from koe.engines.qwen3_tts.fixtures import write_random_model
+    from koe.engines.registry import write_fixture
     from koe.service.fsio import atomic_folder
 
     with err.status("building a tiny random-weight test model (once) …", spinner="dots"):
         with atomic_folder(home.models.root / DEMO_MODEL, replace=True) as tmp:
-            write_random_model(tmp, kind="custom_voice", size="tiny")
+            write_fixture(tmp)
         home.models.register(DEMO_MODEL, "koe demo (random weights)")
     return DEMO_MODEL
+
+
+def _released_example() -> str:
+    from koe.engines.registry import DEMO_FAMILY, spec
+
+    return spec(DEMO_FAMILY).released[0].repo_id

@@ -21,7 +21,7 @@ def details_dict(d) -> dict:
         "uses": d.uses, "parameters": d.parameters, "weights_bytes": d.weights_bytes, "stored_dtype": d.stored_dtype,
         "memory_float32_bytes": d.memory_bytes("float32"), "memory_bfloat16_bytes": d.memory_bytes("bfloat16"),
         "speakers": d.speakers, "languages": d.languages, "missing": d.missing, "origin": d.origin, "linked": d.linked,
-        "added_at": d.added_at,
+        "added_at": d.added_at, "capabilities": d.capabilities.to_dict() if d.capabilities else None,
     }  # fmt: skip
 
 
@@ -49,7 +49,7 @@ def list_models(as_json: Annotated[bool, typer.Option("--json", help="Print JSON
 @app.command("import")
 @command
 def import_model(
-    path: Annotated[Path, typer.Argument(help="A model folder in the released layout (config.json, weights, speech_tokenizer/).")],
+    path: Annotated[Path, typer.Argument(help="A model folder in its released layout (configs, weights, tokenizer files).")],
     name: Annotated[str | None, typer.Option("--name", help="Store name (default: the folder's name).")] = None,
     link: Annotated[bool, typer.Option("--link", help="Keep a symlink to the folder instead of a copy.")] = False,
     overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
@@ -88,8 +88,18 @@ def info(
         ("added", time.strftime("%Y-%m-%d %H:%M", time.localtime(d.added_at)) if d.added_at else "—"),
         ("status", "ok" if d.ok else "missing " + ", ".join(d.missing)),
     ]  # fmt: skip
+    if d.capabilities:
+        caps = d.capabilities
+        rows[3:3] = [("voices", ", ".join(sorted(caps.voice_modes)) or "—"), ("sample rate", f"{caps.sample_rate} Hz")]
     for k, v in rows:
         out.print(f"[bold]{k}[/]: {escape(v)}")
+    if d.capabilities and d.capabilities.options.options:
+        table = Table(title="options (koe speak --opt KEY=VALUE; HTTP: \"options\": {...})", title_justify="left")
+        for column in ("option", "type", "default", "range", "what it does"):
+            table.add_column(column)
+        for o in d.capabilities.options.options:
+            table.add_row(o.name, o.type, "model's" if o.default is None else json.dumps(o.default), o.rule.removeprefix("must be ") or "—", o.help)
+        out.print(table)
 
 
 @app.command("remove")

@@ -36,24 +36,21 @@ def speak(
     text: Annotated[str | None, typer.Argument(help="Text to speak; '-' reads stdin.", show_default=False)] = None,
     file: Annotated[Path | None, typer.Option("--file", "-f", help="Read the text from a UTF-8 file.")] = None,
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model folder or store name (default: models.default).")] = None,
-    voice: Annotated[str | None, typer.Option("--voice", help="Library voice (cloned; Base model) or preset speaker.")] = None,
-    speaker: Annotated[str | None, typer.Option("--speaker", "-s", help="Preset speaker of a CustomVoice model.")] = None,
-    instruct: Annotated[str | None, typer.Option("--instruct", "-i", help="Style instruction (CustomVoice 1.7B; VoiceDesign: the voice).")] = None,
-    design: Annotated[str | None, typer.Option("--design", "-d", help="Describe a new voice in words (VoiceDesign model).")] = None,
-    ref: Annotated[Path | None, typer.Option("--ref", help="Reference clip to clone (Base model).")] = None,
+    voice: Annotated[str | None, typer.Option("--voice", help="Library voice (cloned) or preset speaker.")] = None,
+    speaker: Annotated[str | None, typer.Option("--speaker", "-s", help="Preset speaker of the model.")] = None,
+    instruct: Annotated[str | None, typer.Option("--instruct", "-i", help="Style instruction (on voice-design models: the voice).")] = None,
+    design: Annotated[str | None, typer.Option("--design", "-d", help="Describe a new voice in words (a voice-design model).")] = None,
+    ref: Annotated[Path | None, typer.Option("--ref", help="Reference clip to clone (a cloning model).")] = None,
     ref_text: Annotated[str | None, typer.Option("--ref-text", help="Transcript of --ref (without it: timbre-only cloning).")] = None,
     language: Annotated[str | None, typer.Option("--language", "-l", help="Language of the text (auto, english, chinese, ...).")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Random seed, for repeatable output.", min=0)] = None,
-    temperature: Annotated[float | None, typer.Option("--temperature", help="Talker sampling temperature.", rich_help_panel="Sampling")] = None,
-    top_k: Annotated[int | None, typer.Option("--top-k", help="Talker top-k.", rich_help_panel="Sampling")] = None,
-    top_p: Annotated[float | None, typer.Option("--top-p", help="Talker top-p.", rich_help_panel="Sampling")] = None,
-    repetition_penalty: Annotated[float | None, typer.Option("--repetition-penalty", help="Talker repetition penalty.", rich_help_panel="Sampling")] = None,
-    do_sample: Annotated[bool | None, typer.Option("--do-sample/--greedy", help="Sample, or pick the likeliest code.", rich_help_panel="Sampling", show_default=False)] = None,
-    max_new_tokens: Annotated[int | None, typer.Option("--max-new-tokens", help="Cap on codec frames (12.5 per second).", rich_help_panel="Sampling")] = None,
-    subtalker_temperature: Annotated[float | None, typer.Option("--subtalker-temperature", help="Code predictor temperature.", rich_help_panel="Sampling")] = None,
-    subtalker_top_k: Annotated[int | None, typer.Option("--subtalker-top-k", help="Code predictor top-k.", rich_help_panel="Sampling")] = None,
-    subtalker_top_p: Annotated[float | None, typer.Option("--subtalker-top-p", help="Code predictor top-p.", rich_help_panel="Sampling")] = None,
-    subtalker_do_sample: Annotated[bool | None, typer.Option("--subtalker-do-sample/--subtalker-greedy", help="Code predictor sampling.", rich_help_panel="Sampling", show_default=False)] = None,
+    opt: Annotated[list[str] | None, typer.Option("--opt", "-O", help="A model option, KEY=VALUE (repeatable); `koe models info NAME` lists them.", rich_help_panel="Model options", show_default=False)] = None,
+    temperature: Annotated[float | None, typer.Option("--temperature", help="Sampling temperature (= --opt temperature=...).", rich_help_panel="Model options")] = None,
+    top_k: Annotated[int | None, typer.Option("--top-k", help="Top-k (= --opt top_k=...).", rich_help_panel="Model options")] = None,
+    top_p: Annotated[float | None, typer.Option("--top-p", help="Top-p (= --opt top_p=...).", rich_help_panel="Model options")] = None,
+    repetition_penalty: Annotated[float | None, typer.Option("--repetition-penalty", help="Repetition penalty (= --opt repetition_penalty=...).", rich_help_panel="Model options")] = None,
+    do_sample: Annotated[bool | None, typer.Option("--do-sample/--greedy", help="Sample, or pick the likeliest step (= --opt do_sample=...).", rich_help_panel="Model options", show_default=False)] = None,
+    max_new_tokens: Annotated[int | None, typer.Option("--max-new-tokens", help="The model's length cap in steps (= --opt max_new_tokens=...).", rich_help_panel="Model options")] = None,
     speed: Annotated[float | None, typer.Option("--speed", help="Tempo 0.25-4.0, pitch kept.")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Output file (format from its extension); '-' = stdout.")] = None,
     fmt: Annotated[str | None, typer.Option("--format", "-F", help="wav, flac, mp3, opus, aac, m4a or pcm.")] = None,
@@ -65,10 +62,12 @@ def speak(
 ) -> None:
     """Speak TEXT (or stdin, or --file) and write the audio.
 
-    Without -o the file is kept under KOE_HOME/outputs and its path printed.
+    Without -o the file is kept under KOE_HOME/outputs and its path printed. Each model family has
+    its own options (`koe models info NAME` lists them): pass them as --opt KEY=VALUE.
     """
+    from koe.cli.common import parse_options
     from koe.service.encode import format_for_path, get_format
-    from koe.service.requests import SamplingOptions, SpeechRequest
+    from koe.service.requests import SpeechRequest
     from koe.service.synthesizer import Synthesizer
 
     words = read_text(text, file)
@@ -78,16 +77,14 @@ def speak(
     else:
         audio_format = get_format(fmt) if fmt else None
     home = open_home(models={"device": device, "dtype": dtype, "precision": precision})
-    sampling = SamplingOptions(
-        do_sample=do_sample, temperature=temperature, top_k=top_k, top_p=top_p, repetition_penalty=repetition_penalty,
-        max_new_tokens=max_new_tokens, subtalker_dosample=subtalker_do_sample, subtalker_temperature=subtalker_temperature,
-        subtalker_top_k=subtalker_top_k, subtalker_top_p=subtalker_top_p,
-    )  # fmt: skip
+    shorthands = {"do_sample": do_sample, "temperature": temperature, "top_k": top_k, "top_p": top_p,
+                  "repetition_penalty": repetition_penalty, "max_new_tokens": max_new_tokens}  # fmt: skip
+    options = {**{k: v for k, v in shorthands.items() if v is not None}, **parse_options(opt)}
     keep = save if save is not None else (True if output is None and not stream else None)
     request = SpeechRequest(
         text=words, model=model, voice=voice, speaker=speaker, instruct=instruct, design=design,
         ref_audio=str(ref) if ref is not None else None, ref_text=ref_text, language=language, seed=seed,
-        sampling=sampling, speed=speed, format=audio_format.name if audio_format else ("wav" if stream or to_stdout else None),
+        options=options, speed=speed, format=audio_format.name if audio_format else ("wav" if stream or to_stdout else None),
         save=keep,
     )  # fmt: skip
     synth = Synthesizer(home)

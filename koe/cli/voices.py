@@ -48,29 +48,34 @@ def add(
 def prepare(
     clip: Annotated[Path, typer.Argument(help="Reference clip: 3-10 s of clean speech (wav, flac, mp3, ogg, m4a, ...).")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Folder to write the prompt to (prompt.safetensors + prompt.json).")],
-    model: Annotated[str | None, typer.Option("--model", "-m", help="A Base model (folder or store name).")] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="A cloning model (folder or store name).")] = None,
     ref_text: Annotated[str | None, typer.Option("--ref-text", help="What the clip says (in-context cloning).")] = None,
     ref_text_file: Annotated[Path | None, typer.Option("--ref-text-file", help="Read the transcript from a file.")] = None,
-    x_vector_only: Annotated[bool, typer.Option("--x-vector-only", help="Speaker embedding only; no transcript needed.")] = False,
+    x_vector_only: Annotated[bool, typer.Option("--x-vector-only", help="Clone from the clip alone, without its transcript (timbre only).")] = False,
     trim_ref: Annotated[bool, typer.Option("--trim-ref", help="Use the first 30 s of a longer clip.")] = False,
 ) -> None:
-    """Prepare a reusable voice prompt from a clip with a Base model (koe.VoicePrompt.load reads it back)."""
+    """Prepare a reusable voice prompt from a clip with a cloning model (the engine's load_voice reads it back)."""
     import koe
-    from koe.engines.qwen3_tts.engine import RequestError
+    from koe.engines.base import RequestError, VoiceReference
 
     home = open_home()
     ref = home.models.resolve(model, home.settings.models.default)
     text = _ref_text(ref_text, ref_text_file)
+    if not x_vector_only and not (text and text.strip()):
+        fail("cloning in context needs the clip's transcript (--ref-text or --ref-text-file); without one, pass "
+             "--x-vector-only to clone from the clip alone (the voice is matched less closely)", 2)  # fmt: skip
     with err.status(f"preparing a voice prompt with {ref.name} …", spinner="dots"):
         m = home.settings.models
         tts = koe.load(ref.path, device=m.device, dtype=m.dtype, precision=m.precision)
         try:
-            prompt = tts.prepare_voice(str(clip), text, x_vector_only=x_vector_only, trim=trim_ref)
+            prompt = tts.prepare_voice(VoiceReference(str(clip), None if x_vector_only else text, trim=trim_ref))
+            prompt.save(output)
         except RequestError as e:
             fail(str(e), 2)
-        prompt.save(output)
-    mode = "x-vector only" if prompt.x_vector_only else "in-context (ICL)"
-    err.print(f"[green]wrote voice prompt[/] {escape(str(output))}  [dim]({mode}, {prompt.info['ref_seconds']:.1f} s reference, for {ref.name})[/]")
+        finally:
+            tts.close()
+    mode = "from the clip alone" if x_vector_only else "from the clip and its transcript"
+    err.print(f"[green]wrote voice prompt[/] {escape(str(output))}  [dim]({mode}, for {ref.name})[/]")
 
 
 @app.command("design")
@@ -78,15 +83,16 @@ def prepare(
 def design(
     name: Annotated[str, typer.Argument(help="Name for the new voice.")],
     description: Annotated[str, typer.Option("--description", "-d", help="The voice in words: age, gender, timbre, mood, pace.")],
-    model: Annotated[str | None, typer.Option("--model", "-m", help="A VoiceDesign model (folder or store name).")] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="A voice-design model (folder or store name).")] = None,
     text: Annotated[str | None, typer.Option("--text", help="What the sample says (becomes the transcript).")] = None,
     language: Annotated[str | None, typer.Option("--language", "-l")] = None,
     seed: Annotated[int | None, typer.Option("--seed", min=0)] = None,
-    max_new_tokens: Annotated[int | None, typer.Option("--max-new-tokens", help="Cap on the sample's frames.")] = None,
+    max_new_tokens: Annotated[int | None, typer.Option("--max-new-tokens", help="The model's length cap for the sample (= --opt max_new_tokens=...).")] = None,
+    opt: Annotated[list[str] | None, typer.Option("--opt", "-O", help="A model option, KEY=VALUE (repeatable).", show_default=False)] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
 ) -> None:
-    """Design a voice from a description with a VoiceDesign model and keep its sample as a clone reference."""
-    from koe.service.requests import SamplingOptions
+    """Design a voice from a description with a voice-design model and keep its sample as a clone reference."""
+    from koe.cli.common import parse_options
     from koe.service.synthesizer import Synthesizer
 
     home = open_home()
@@ -94,9 +100,9 @@ def design(
     with err.status(f"designing {name} …", spinner="dots"):
         voice = synth.design_voice(
             name, description, model=model, text=text, language=language, seed=seed,
-            sampling=SamplingOptions(max_new_tokens=max_new_tokens), overwrite=overwrite,
+            options={**({"max_new_tokens": max_new_tokens} if max_new_tokens else {}), **parse_options(opt)}, overwrite=overwrite,
         )  # fmt: skip
-    err.print(f"[green]designed voice[/] {escape(voice.name)}  [dim]({voice.duration_s:.1f} s sample; clone it with a Base model: koe speak --voice {escape(voice.name)} ...)[/]")
+    err.print(f"[green]designed voice[/] {escape(voice.name)}  [dim]({voice.duration_s:.1f} s sample; clone it with a cloning model: koe speak --voice {escape(voice.name)} ...)[/]")
 
 
 @app.command("list")

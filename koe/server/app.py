@@ -36,10 +36,13 @@ def create_app(
     synthesizer: Synthesizer | None = None,
     *,
     batch_window: float = BATCH_WINDOW_SECONDS,
-    first_chunk_frames: int = 4,
-    chunk_frames: int = 12,
+    first_chunk_s: float | None = None,
+    chunk_s: float | None = None,
 ) -> FastAPI:
     """The FastAPI app over a KOE_HOME (given as settings or an open `KoeHome`).
+
+    Streamed responses send about `first_chunk_s` seconds of audio first, then `chunk_s` at a time
+    (None: each model's defaults).
 
     Pass a `synthesizer` to share one (it is then not closed at shutdown). Limits and queue sizes
     come from `settings.server`; the resident-model limit and idle unload from `settings.models`.
@@ -53,7 +56,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         scheduler = Scheduler(synth, queue_size=server.queue_size, max_batch_size=server.max_batch_size, batch_window=batch_window)
-        app.state.koe = ServerState(settings, home, synth, scheduler, owns, first_chunk_frames, chunk_frames)
+        app.state.koe = ServerState(settings, home, synth, scheduler, owns, first_chunk_s, chunk_s)
         synth.cache.start_reaper()
         await anyio.to_thread.run_sync(_preload, synth)
         try:

@@ -1,4 +1,10 @@
-"""Request and response bodies (pydantic): OpenAI's speech contract plus koe's extra fields."""
+"""Request and response bodies (pydantic): OpenAI's speech contract plus koe's extra fields.
+
+A speech body carries the model family's own options in `options` (`GET /v1/models/{id}` lists
+them); the same options are accepted as flat top-level fields too (e.g. `"temperature": 0.7`, as
+OpenAI clients send them in `extra_body`). Those are checked against the model's schema when the
+request is planned, so an unknown field is still a clear 400.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +13,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from koe.service.encode import FORMATS
-from koe.service.requests import SamplingOptions
-
-SAMPLING_FIELDS = tuple(SamplingOptions.__dataclass_fields__)
 
 
 class VoiceId(BaseModel):
@@ -21,7 +24,7 @@ class VoiceId(BaseModel):
 class SpeechBody(BaseModel):
     """`POST /v1/audio/speech`. OpenAI's fields, then koe's (all optional)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="allow")  # flat family options; checked against the model's schema when planned
 
     model: str = Field(..., description="an installed model's name; tts-1, tts-1-hd and gpt-4o-mini-tts mean the default model")
     input: str = Field(..., description="the text to speak")
@@ -35,16 +38,7 @@ class SpeechBody(BaseModel):
     # koe's extras
     language: str | None = Field(None, description="language of the text (auto, english, chinese, ...)")
     seed: int | None = Field(None, ge=0, description="random seed; a seeded request is reproducible (and never batched)")
-    do_sample: bool | None = None
-    temperature: float | None = None
-    top_k: int | None = None
-    top_p: float | None = None
-    repetition_penalty: float | None = None
-    max_new_tokens: int | None = Field(None, description="cap on codec frames (12.5 a second)")
-    subtalker_dosample: bool | None = None
-    subtalker_temperature: float | None = None
-    subtalker_top_k: int | None = None
-    subtalker_top_p: float | None = None
+    options: dict[str, Any] | None = Field(None, description="the model family's options (GET /v1/models/{id} lists them with types, ranges, defaults)")
 
     @field_validator("response_format")
     @classmethod
@@ -58,9 +52,10 @@ class SpeechBody(BaseModel):
     def voice_name(self) -> str:
         return self.voice.id if isinstance(self.voice, VoiceId) else self.voice
 
-    def sampling(self) -> SamplingOptions:
-        """The sampling options that were set (validated by `SamplingOptions`)."""
-        return SamplingOptions(**{k: getattr(self, k) for k in SAMPLING_FIELDS})
+    @property
+    def flat_options(self) -> dict[str, Any]:
+        """Top-level fields that are not OpenAI's or koe's: family options given flat."""
+        return dict(self.model_extra or {})
 
 
 class ModelCard(BaseModel):
@@ -77,6 +72,9 @@ class ModelCard(BaseModel):
     languages: list[str]
     loaded: bool
     default: bool
+    uses: str = ""
+    voice_modes: list[str] = Field(default_factory=list)
+    options: list[dict[str, Any]] = Field(default_factory=list, description="the family's options: name, type, default, range, help")
 
 
 class VoiceCard(BaseModel):

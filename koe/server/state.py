@@ -17,15 +17,15 @@ from koe.server.schemas import SpeechBody
 
 @dataclass
 class ServerState:
-    """One per app (`app.state.koe`). `first_chunk_frames` / `chunk_frames` shape streamed responses."""
+    """One per app (`app.state.koe`). `first_chunk_s` / `chunk_s` (seconds) shape streamed responses."""
 
     settings: Settings
     home: KoeHome
     synthesizer: Synthesizer
     scheduler: Scheduler
     owns_synthesizer: bool
-    first_chunk_frames: int = 4
-    chunk_frames: int = 12
+    first_chunk_s: float | None = None
+    chunk_s: float | None = None
 
     def plan_speech(self, body: SpeechBody) -> SpeechPlan:
         """Validate a speech body into a plan (blocking: reads model and voice files)."""

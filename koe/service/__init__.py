@@ -17,7 +17,7 @@ from koe.service.home import KoeHome
 from koe.service.models import ModelDetails, ModelRef, ModelStore
 from koe.service.names import check_name
 from koe.service.plan import SpeechPlan
-from koe.service.requests import SamplingOptions, SpeechOutput, SpeechRequest, StreamChunk
+from koe.service.requests import SpeechOutput, SpeechRequest, StreamChunk
 from koe.service.settings import Settings, load_settings
 from koe.service.synthesizer import Synthesizer
 from koe.service.tempo import TempoChanger, change_speed
@@ -26,7 +26,7 @@ from koe.service.voices import Voice, VoiceLibrary
 __all__ = [
     "FORMATS", "AlreadyExists", "AudioFormat", "Busy", "ConfigError", "EncodedAudio", "InvalidRequest", "KoeError",
     "KoeHome", "ModelDetails", "ModelRef", "ModelStore", "NotFound", "PayloadTooLarge", "RequestCancelled",
-    "SamplingOptions", "Settings", "SpeechOutput", "SpeechPlan", "SpeechRequest", "StorageError", "StreamChunk",
+    "Settings", "SpeechOutput", "SpeechPlan", "SpeechRequest", "StorageError", "StreamChunk",
     "StreamEncoder", "Synthesizer", "TempoChanger", "Unavailable", "Voice", "VoiceLibrary", "change_speed",
     "check_name", "encode_audio", "format_for_path", "get_format", "load_settings",
 ]  # fmt: skip

@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
+from koe.engines.base import Engine
 from koe.service.models import ModelRef
 
 log = logging.getLogger(__name__)
@@ -25,10 +25,10 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class LoadedModel:
-    """A resident engine. Hold `lock` while calling into `engine`."""
+    """A resident engine (`koe.engines.base.Engine`). Hold `lock` while calling into `engine`."""
 
     ref: ModelRef
-    engine: Any
+    engine: Engine
     loaded_at: float
     last_used: float
     load_seconds: float
@@ -41,7 +41,7 @@ class ModelCache:
 
     def __init__(
         self,
-        load: Callable[[ModelRef], Any],
+        load: Callable[[ModelRef], Engine],
         *,
         resident_limit: int = 1,
         idle_unload_seconds: float = 0.0,
@@ -176,9 +176,17 @@ class ModelCache:
         self._reaper.start()
 
     def _free(self, entry: LoadedModel) -> None:
+        """Close the engine (it frees its weights, caches, graphs and device memory) and drop it."""
         log.info("unloading model %s", entry.ref.name)
         with entry.lock:
-            entry.engine = None
+            engine, entry.engine = entry.engine, None
+        close = getattr(engine, "close", None)  # every koe engine has one; test doubles may not
+        if close is not None:
+            try:
+                close()
+            except Exception:  # noqa: BLE001 - unloading goes on; the engine is dropped regardless
+                log.exception("closing model %s failed", entry.ref.name)
+        del engine
         gc.collect()
         torch = sys.modules.get("torch")
         if torch is not None and torch.cuda.is_available():

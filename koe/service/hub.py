@@ -115,7 +115,7 @@ def pull_model(
     ref = detect_model(partial, name)
     details = inspect_model(ref)
     if details.missing:
-        raise InvalidRequest(f"{repo_id} is not a complete Qwen3-TTS model: missing {', '.join(details.missing)}")
+        raise InvalidRequest(f"{repo_id} is not a complete model folder: missing {', '.join(details.missing)}")
     for leftover in (partial / ".cache",):
         if leftover.is_dir():
             remove_tree(leftover)

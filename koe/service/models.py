@@ -1,6 +1,6 @@
 """The model store: models kept under `KOE_HOME/models/<name>/` (a copy, or a symlink to a folder).
 
-Everything here reads only files (config.json, safetensors headers): no torch. `resolve` turns a
+Everything here reads only files (each family's spec reads its configs; safetensors headers): no torch. `resolve` turns a
 `--model` argument (a folder path, a store name, or nothing for the configured default) into a
 `ModelRef` the synthesizer loads.
 """
@@ -12,23 +12,17 @@ import json
 import os
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from koe.engines.base import Capabilities
 from koe.service.errors import AlreadyExists, InvalidRequest, NotFound, StorageError
 from koe.service.fsio import atomic_folder, remove_tree, sweep_leftovers
 from koe.service.names import check_name, slug
 from koe.service.storage import Database, ModelRow
 
-# Files a Qwen3-TTS (12 Hz) folder in the released layout must hold. The weights may be sharded.
-REQUIRED_FILES = ("config.json", "vocab.json", "merges.txt", "speech_tokenizer/config.json", "speech_tokenizer/model.safetensors")
 _DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
-VARIANT_USES = {
-    "custom_voice": "preset speakers (--speaker), style instructions (--instruct)",
-    "voice_design": "voices described in words (--design / --instruct)",
-    "base": "voice cloning from a reference clip (--voice NAME or --ref clip.wav)",
-}
 
 
 @dataclass(frozen=True)
@@ -58,7 +52,7 @@ class ModelRef:
 
 @dataclass(frozen=True)
 class ModelDetails:
-    """What a model folder holds and needs, read from its files."""
+    """What a model folder holds and needs, read from its files (`capabilities`: its family's answer)."""
 
     ref: ModelRef
     weights_bytes: int
@@ -71,6 +65,8 @@ class ModelDetails:
     linked: bool = False
     added_at: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    capabilities: Capabilities | None = None
+    uses: str = ""
 
     @property
     def ok(self) -> bool:
@@ -80,9 +76,6 @@ class ModelDetails:
         """Bytes the weights take in memory at `dtype` (float32 / bfloat16 / float16)."""
         return self.parameters * _DTYPE_BYTES.get(dtype, 4)
 
-    @property
-    def uses(self) -> str:
-        return VARIANT_USES.get(self.ref.variant, self.ref.variant)
 
 
 def detect_model(folder: str | Path, name: str | None = None) -> ModelRef:
@@ -100,21 +93,20 @@ def detect_model(folder: str | Path, name: str | None = None) -> ModelRef:
 
 
 def inspect_model(ref: ModelRef) -> ModelDetails:
-    """Files, weight size, parameter count, speakers and languages of a model folder (torch-free)."""
-    folder = ref.path
-    missing = [f for f in REQUIRED_FILES if not (folder / f).is_file()]
-    shards = sorted(folder.glob("model*.safetensors"))
-    if not shards:
-        missing.append("model.safetensors")
-    cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    talker = cfg.get("talker_config", {})
-    stored = str(cfg.get("torch_dtype", "float32"))
-    parameters = sum(_safetensors_parameters(p) for p in shards)
-    weights_bytes = sum(p.stat().st_size for p in folder.rglob("*.safetensors"))
+    """Files, weight size, parameter count and capabilities of a model folder (torch-free)."""
+    from koe.engines.registry import UnknownModelError, describe
+    from koe.engines.spec import SpecError
+
+    try:
+        d = describe(ref.path)
+    except (UnknownModelError, SpecError) as e:
+        raise InvalidRequest(str(e), param="model") from e
+    caps = d.capabilities
     return ModelDetails(
-        ref=ref, weights_bytes=weights_bytes, parameters=parameters, stored_dtype=stored,
-        speakers=sorted(talker.get("spk_id", {}) or {}), languages=sorted(talker.get("codec_language_id", {}) or {}),
-        missing=missing,
+        ref=ref, weights_bytes=sum(p.stat().st_size for p in d.weight_files if p.is_file()),
+        parameters=sum(_safetensors_parameters(p) for p in d.weight_files if p.suffix == ".safetensors"),
+        stored_dtype=d.stored_dtype, speakers=list(caps.speakers), languages=list(caps.languages), missing=list(d.missing),
+        extra=dict(d.extra or {}), capabilities=caps, uses=d.uses,
     )  # fmt: skip
 
 
@@ -243,9 +235,6 @@ class ModelStore:
         ref = ModelRef(row.name, path, row.family, row.variant, row.size, installed=True)
         try:
             d = inspect_model(ref)
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, InvalidRequest) as e:
             return ModelDetails(ref, 0, 0, "?", [], [], [f"unreadable: {e}"], row.origin, row.linked, row.added_at)
-        return ModelDetails(
-            ref, d.weights_bytes, d.parameters, d.stored_dtype, d.speakers, d.languages, d.missing,
-            origin=row.origin, linked=row.linked, added_at=row.added_at,
-        )  # fmt: skip
+        return replace(d, origin=row.origin, linked=row.linked, added_at=row.added_at)

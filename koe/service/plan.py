@@ -1,8 +1,10 @@
-"""Turning a `SpeechRequest` into a checked plan, before any model is loaded.
+"""Request planning: everything a caller can get wrong is found here, before a model is loaded.
 
-Everything a request can get wrong (empty or oversize text, unknown model, voice, speaker or
-language, a voice that needs another kind of model, bad speed, format or sampling values) is found
-here from the model's files alone, so the server can answer 4xx before it starts streaming.
+Empty or oversize text, unknown model, voice, speaker or language, a voice that needs another kind
+of model, bad speed, format or option values: all are checked against the model's description
+(`koe.engines.registry.describe`: its capabilities, read from its files alone), so the server can
+answer 4xx before it starts streaming. Nothing here knows a family: voice modes, speakers,
+languages and the options schema come from the family's spec.
 """
 
 from __future__ import annotations
@@ -15,27 +17,36 @@ import numpy as np
 
 from koe.audio.errors import AudioError
 from koe.audio.io import load_audio
+from koe.engines.base import CLONE, CLONE_WITHOUT_TRANSCRIPT, DESIGN, NO_VOICE, PRESET, Capabilities, RequestError
 from koe.service.encode import AudioFormat, get_format
 from koe.service.errors import InvalidRequest, NotFound, PayloadTooLarge
 from koe.service.models import ModelDetails, ModelRef, ModelStore, inspect_model
 from koe.service.requests import SpeechRequest
 from koe.service.settings import Settings
 from koe.service.tempo import check_speed
-from koe.service.voices import MIN_REFERENCE_SECONDS, VoiceLibrary
+from koe.service.voices import VoiceLibrary
 
-Mode = Literal["speaker", "design", "clone_voice", "clone_clip"]
-_NEEDS = {"speaker": "custom_voice", "design": "voice_design", "clone_voice": "base", "clone_clip": "base"}
+Mode = Literal["speaker", "design", "clone_voice", "clone_clip", "none"]
+_NEEDS: dict[str, frozenset[str]] = {
+    "speaker": frozenset({PRESET}), "design": frozenset({DESIGN}), "none": frozenset({NO_VOICE}),
+    "clone_voice": frozenset({CLONE, CLONE_WITHOUT_TRANSCRIPT}), "clone_clip": frozenset({CLONE, CLONE_WITHOUT_TRANSCRIPT}),
+}  # fmt: skip
 _WHAT = {
-    "speaker": "preset speakers need a CustomVoice model",
-    "design": "designing a voice from a description needs a VoiceDesign model",
-    "clone_voice": "library voices are cloned, which needs a Base model",
-    "clone_clip": "cloning from a reference clip needs a Base model",
+    "speaker": "preset speakers need a model that ships them",
+    "design": "designing a voice from a description needs a model that designs voices",
+    "clone_voice": "library voices are cloned, which needs a model that clones voices",
+    "clone_clip": "cloning from a reference clip needs a model that clones voices",
+    "none": "speaking without a voice needs a model that picks its own",
 }
 
 
 @dataclass(frozen=True)
 class SpeechPlan:
-    """A validated request: which model, which way of choosing the voice, and every setting resolved."""
+    """A validated request: which model, which way of choosing the voice, and every setting resolved.
+
+    `options` are the family's options (validated against the model's schema); `instruct` is the
+    style instruction or, in design mode, the voice's description.
+    """
 
     text: str
     model: ModelRef
@@ -47,22 +58,23 @@ class SpeechPlan:
     ref_audio: tuple[np.ndarray, int] | None
     ref_text: str | None
     seed: int
-    sampling: dict[str, Any]
+    options: dict[str, Any]
     speed: float
     format: AudioFormat
     save: bool
     warnings: tuple[str, ...] = ()
     description: str | None = field(default=None)
+    batchable: bool = True  # the model can batch one-shot requests
 
     @property
     def voice_label(self) -> str | None:
-        """How the voice is named in history: library voice, speaker, or 'design'/'clip'."""
-        return {"speaker": self.speaker, "clone_voice": self.voice_name, "design": "design", "clone_clip": "clip"}[self.mode]
+        """How the voice is named in history: library voice, speaker, or 'design'/'clip'/None."""
+        return {"speaker": self.speaker, "clone_voice": self.voice_name, "design": "design", "clone_clip": "clip", "none": None}[self.mode]
 
     def batch_key(self) -> tuple:
         """Plans with equal keys differ only in text (and seed) and can share one batched generation."""
         return (self.model.key, self.mode, self.language, self.speaker, self.instruct, self.voice_name,
-                tuple(sorted(self.sampling.items())), self.ref_audio is None)  # fmt: skip
+                tuple(sorted(self.options.items())), self.ref_audio is None)  # fmt: skip
 
 
 class Planner:
@@ -76,7 +88,7 @@ class Planner:
         self._details: dict[str, ModelDetails] = {}
 
     def details(self, ref: ModelRef) -> ModelDetails:
-        """What the model's files say (speakers, languages), cached per model key."""
+        """What the model's files say (capabilities, speakers, languages), cached per model key."""
         key = ref.key
         if key not in self._details:
             self._details[key] = inspect_model(ref)
@@ -90,17 +102,18 @@ class Planner:
         details = self.details(ref)
         if details.missing:
             raise InvalidRequest(f"model {ref.name!r} is incomplete: missing {', '.join(details.missing)}", param="model")
+        caps = details.capabilities
         warnings: list[str] = []
-        mode, speaker, voice_name, instruct = self._voice(request, ref, details, warnings)
+        mode, speaker, voice_name, instruct = self._voice(request, ref, caps, warnings)
         ref_audio, ref_text = None, None
         if mode == "clone_clip":
-            ref_audio = self._clip(request.ref_audio)
+            ref_audio = self._clip(request.ref_audio, caps)
             ref_text = request.ref_text.strip() if request.ref_text and request.ref_text.strip() else None
+            if ref_text is None and CLONE_WITHOUT_TRANSCRIPT not in caps.voice_modes:
+                raise InvalidRequest(f"{ref.name} clones only from a clip with its transcript: give ref_text", param="ref_text")
         description = instruct if mode == "design" else None
-        language = self._language(request.language or s.language, ref, details)
-        sampling = request.sampling.as_kwargs()
-        if "max_new_tokens" not in sampling and s.max_new_tokens:
-            sampling["max_new_tokens"] = s.max_new_tokens
+        language = self._language(request.language or s.language, ref, caps)
+        options = self._options(request.options, caps)
         seed = request.seed if request.seed is not None else s.seed
         if seed is None:
             seed = secrets.randbelow(2**31)
@@ -108,11 +121,11 @@ class Planner:
             raise InvalidRequest(f"seed must be a whole number >= 0, got {seed!r}", param="seed")
         return SpeechPlan(
             text=text, model=ref, mode=mode, language=language, speaker=speaker, instruct=instruct,
-            voice_name=voice_name, ref_audio=ref_audio, ref_text=ref_text, seed=int(seed), sampling=sampling,
+            voice_name=voice_name, ref_audio=ref_audio, ref_text=ref_text, seed=int(seed), options=options,
             speed=check_speed(request.speed if request.speed is not None else s.speed),
             format=get_format(request.format or s.format),
             save=s.save_outputs if request.save is None else bool(request.save),
-            warnings=tuple(warnings), description=description,
+            warnings=tuple(warnings), description=description, batchable=caps.batch,
         )  # fmt: skip
 
     # -- parts ----------------------------------------------------------------------------------
@@ -124,8 +137,9 @@ class Planner:
             raise PayloadTooLarge(f"input text is {len(text)} characters; at most {self.max_input_chars} are allowed", param="input")
         return text
 
-    def _voice(self, r: SpeechRequest, ref: ModelRef, d: ModelDetails, warnings: list[str]) -> tuple[Mode, str | None, str | None, str | None]:
-        variant = ref.variant
+    def _voice(self, r: SpeechRequest, ref: ModelRef, caps: Capabilities, warnings: list[str]) -> tuple[Mode, str | None, str | None, str | None]:
+        modes = caps.voice_modes
+        presets = caps.speakers if PRESET in modes else ()
         instruct = r.instruct.strip() if r.instruct and r.instruct.strip() else None
         speaker = voice_name = None
         if r.ref_audio is not None:
@@ -133,15 +147,15 @@ class Planner:
         elif r.voice:
             if self.voices.exists(r.voice):
                 mode, voice_name = "clone_voice", self.voices.get(r.voice).name
-                if variant == "custom_voice" and r.voice.lower() in d.speakers:
+                if r.voice.lower() in presets:
                     mode, voice_name, speaker = "speaker", None, r.voice.lower()
-            elif variant == "custom_voice" and r.voice.lower() in d.speakers:
+            elif r.voice.lower() in presets:
                 mode, speaker = "speaker", r.voice.lower()
             else:
                 voices = [v.name for v in self.voices.list()]
                 raise NotFound(
                     f"unknown voice {r.voice!r}: not in the voice library ({', '.join(voices) or 'empty'})"
-                    + (f" nor a speaker of {ref.name} ({', '.join(d.speakers)})" if d.speakers else ""),
+                    + (f" nor a speaker of {ref.name} ({', '.join(presets)})" if presets else ""),
                     param="voice",
                 )
         elif r.design:
@@ -151,52 +165,62 @@ class Planner:
             instruct = r.design.strip()
         elif r.speaker:
             mode, speaker = "speaker", r.speaker.strip().lower()
-        elif variant == "custom_voice":
+        elif PRESET in modes:
             mode = "speaker"
             default = (self.settings.synthesis.speaker or "").lower()
-            speaker = default if default in d.speakers else (d.speakers[0] if d.speakers else None)
-        elif variant == "voice_design":
+            speaker = default if default in presets else (presets[0] if presets else None)
+        elif DESIGN in modes:
             mode = "design"
+        elif NO_VOICE in modes:
+            mode = "none"
         else:
             raise InvalidRequest(
-                f"model {ref.name!r} is a Base (voice cloning) model: give a library voice or a reference clip",
+                f"model {ref.name!r} speaks only in a cloned voice: give a library voice or a reference clip",
                 hint="--voice NAME or --ref clip.wav [--ref-text ...]",
                 param="voice",
             )
-        if variant != _NEEDS[mode]:
-            others = [m.ref.name for m in self.models.list() if m.ref.variant == _NEEDS[mode]]
+        if not modes & _NEEDS[mode]:
+            others = [m.ref.name for m in self.models.list() if not m.missing and m.capabilities and m.capabilities.voice_modes & _NEEDS[mode]]
             raise InvalidRequest(
-                f"{_WHAT[mode]}, but {ref.name!r} is a {variant} model",
-                hint=f"installed {_NEEDS[mode]} models: {', '.join(others)}" if others else None,
+                f"{_WHAT[mode]}, but {ref.name!r} is a {ref.variant} model",
+                hint=f"installed models that can: {', '.join(others)}" if others else None,
                 param="model",
             )
-        if mode == "speaker":
-            if speaker not in d.speakers:
-                raise NotFound(f"unknown speaker {speaker!r}; {ref.name} has: {', '.join(d.speakers)}", param="voice")
-            if instruct and ref.size in "0b6":  # as upstream tests it
-                warnings.append("the 0.6B CustomVoice model ignores instructions; the instruction was dropped")
-                instruct = None
-        elif mode in ("clone_voice", "clone_clip") and instruct:
-            warnings.append("Base (voice cloning) models take no instruction; it was ignored")
+        if mode == "speaker" and speaker not in presets:
+            raise NotFound(f"unknown speaker {speaker!r}; {ref.name} has: {', '.join(presets)}", param="voice")
+        if instruct and mode != "design" and not caps.instruct:
+            warnings.append(f"{ref.name} ignores instructions; the instruction was dropped")
             instruct = None
         return mode, speaker, voice_name, instruct
 
-    def _clip(self, source) -> tuple[np.ndarray, int]:
+    def _clip(self, source, caps: Capabilities) -> tuple[np.ndarray, int]:
         try:
             samples, sr = load_audio(source)
         except AudioError as e:
             raise InvalidRequest(f"reference audio: {e}", param="ref_audio") from e
         seconds = len(samples) / sr
         limit = self.settings.server.max_reference_seconds
-        if seconds < MIN_REFERENCE_SECONDS:
-            raise InvalidRequest(f"reference audio is {seconds:.2f} s; give at least {MIN_REFERENCE_SECONDS} s", param="ref_audio")
+        if seconds < caps.min_reference_s:
+            raise InvalidRequest(f"reference audio is {seconds:.2f} s; give at least {caps.min_reference_s} s", param="ref_audio")
         if limit and seconds > limit:
             raise InvalidRequest(f"reference audio is {seconds:.1f} s; at most {limit:g} s is allowed", param="ref_audio")
         return samples, sr
 
-    def _language(self, language: str, ref: ModelRef, d: ModelDetails) -> str:
+    def _language(self, language: str, ref: ModelRef, caps: Capabilities) -> str:
         lang = str(language).strip().lower()
-        valid = ["auto", *d.languages] if "auto" not in d.languages else list(d.languages)
+        valid = list(caps.languages)
         if lang not in valid:
             raise InvalidRequest(f"unsupported language {language!r}; {ref.name} supports: {', '.join(valid)}", param="language")
         return lang
+
+    def _options(self, given: dict[str, Any] | None, caps: Capabilities) -> dict[str, Any]:
+        """The request's family options over the settings' defaults, checked against the schema."""
+        schema = caps.options
+        defaults = {k: v for k, v in self.settings.synthesis.options.items() if schema.get(k) is not None}
+        limit = self.settings.synthesis.max_new_tokens
+        if limit and schema.get("max_new_tokens") is not None:
+            defaults.setdefault("max_new_tokens", limit)
+        try:
+            return {**schema.validate(defaults), **schema.validate(given)}
+        except RequestError as e:
+            raise InvalidRequest(str(e), param=e.param) from e

@@ -64,8 +64,8 @@ class SpeechJob:
 class StreamJob(SpeechJob):
     """A streamed request: its worker puts `StreamChunk`s (then an end mark) on `chunks`."""
 
-    first_chunk_frames: int = 4
-    chunk_frames: int = 12
+    first_chunk_s: float | None = None  # None: the model's default
+    chunk_s: float | None = None
     chunks: queue.Queue = field(default_factory=queue.Queue)
 
     def next_chunk(self, timeout: float | None = None) -> StreamChunk | None:
@@ -275,7 +275,7 @@ class _Lane:
 
     def _run_stream(self, job: StreamJob) -> None:
         synth = self.scheduler.synthesizer
-        chunks = synth.stream(job.plan, job.cancel_token, first_chunk_frames=job.first_chunk_frames, chunk_frames=job.chunk_frames)
+        chunks = synth.stream(job.plan, job.cancel_token, first_chunk_s=job.first_chunk_s, chunk_s=job.chunk_s)
         with contextlib.closing(chunks):
             for chunk in chunks:
                 job.chunks.put(chunk)
@@ -323,14 +323,16 @@ class Scheduler:
         A request with an explicit seed runs alone (a batch shares one seed), unless `batchable`.
         """
         plan, explicit_seed = self._plan(request)
-        job = SpeechJob(plan, batchable=not explicit_seed if batchable is None else batchable)
+        job = SpeechJob(plan, batchable=plan.batchable and (not explicit_seed if batchable is None else batchable))
         self._lane(plan).put(job)
         return job
 
-    def submit_stream(self, request: SpeechRequest | SpeechPlan, *, first_chunk_frames: int = 4, chunk_frames: int = 12) -> StreamJob:
-        """Queue a streamed request; read its chunks with `job.next_chunk()` or by iterating it."""
+    def submit_stream(self, request: SpeechRequest | SpeechPlan, *, first_chunk_s: float | None = None, chunk_s: float | None = None) -> StreamJob:
+        """Queue a streamed request; read its chunks with `job.next_chunk()` or by iterating it.
+
+        Chunks carry about `first_chunk_s`, then `chunk_s` seconds of audio (None: the model's defaults)."""
         plan, _ = self._plan(request)
-        job = StreamJob(plan, batchable=False, first_chunk_frames=first_chunk_frames, chunk_frames=chunk_frames)
+        job = StreamJob(plan, batchable=False, first_chunk_s=first_chunk_s, chunk_s=chunk_s)
         self._lane(plan).put(job)
         return job
 

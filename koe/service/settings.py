@@ -76,7 +76,10 @@ class SynthesisSettings(_Section):
     speed: float = Field(1.0, ge=0.25, le=4.0, description="tempo change that keeps pitch")
     seed: int | None = Field(None, description="random seed (empty = a fresh one per request)")
     save_outputs: bool = Field(False, description="keep every output under KOE_HOME/outputs")
-    max_new_tokens: int | None = Field(None, ge=1, description="cap on codec frames (12.5 per second); empty = model's")
+    max_new_tokens: int | None = Field(None, ge=1, description="default max_new_tokens, for models with that option (their length cap); empty = model's")
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="family options every request starts from, where the model has them (e.g. {temperature = 0.8})"
+    )
 
     @field_validator("speaker", mode="before")
     @classmethod

@@ -3,23 +3,23 @@
 Torch-free at import: engines are reached through the model cache, which loads them lazily with
 `koe.load`. One request flows: `plan` (validate against settings, model files, voice library) ->
 model cache (load or reuse the engine, one call at a time per engine) -> voice prompt (library
-voices are prepared once per model and kept) -> `engine.generate` / `engine.stream` -> encoder
-(format, speed) -> history row in koe.db (and a file under outputs/ when asked).
+voices are prepared once per model and kept) -> `engine.synthesize(SynthesisRequest)` (the
+engine contract, `koe.engines.base`) -> encoder (format, speed) -> history row in koe.db (and a
+file under outputs/ when asked).
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import logging
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, is_dataclass
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from koe.audio.errors import AudioError
-from koe.engines.base import Cancelled, CancelToken
+from koe.engines.base import AudioChunk, BatchEngine, Cancelled, CancelToken, RequestError, SynthesisRequest, VoiceReference
 from koe.service.cache import LoadedModel, ModelCache
 from koe.service.encode import StreamEncoder, encode_audio
 from koe.service.errors import AlreadyExists, InvalidRequest, KoeError, NotFound, RequestCancelled, Unavailable
@@ -27,7 +27,7 @@ from koe.service.home import KoeHome
 from koe.service.models import ModelRef
 from koe.service.names import check_name
 from koe.service.plan import Planner, SpeechPlan
-from koe.service.requests import SamplingOptions, SpeechOutput, SpeechRequest, StreamChunk
+from koe.service.requests import SpeechOutput, SpeechRequest, StreamChunk
 from koe.service.voices import Voice
 
 log = logging.getLogger(__name__)
@@ -73,29 +73,23 @@ class Synthesizer:
     ) -> SpeechOutput:
         """Synthesize one request to a complete encoded file (recorded in history; saved when asked).
 
-        Setting `cancel` from another thread stops generation within a frame (`RequestCancelled`).
-        With `on_progress`, the audio is made through the engine's stream (same codes; samples equal
+        Setting `cancel` from another thread stops generation within a step (`RequestCancelled`).
+        With `on_progress`, the audio is made as a stream (for Qwen3-TTS: same codes; samples equal
         up to float32 rounding) and `on_progress(seconds_of_audio_so_far)` is called per chunk.
         """
         plan = request if isinstance(request, SpeechPlan) else self.plan(request)
         with self.cache.use(plan.model) as entry, entry.lock:
-            kwargs = self._engine_kwargs(plan, entry)
-            if cancel is not None:
-                kwargs["cancel"] = cancel
             with engine_errors():
-                if on_progress is not None and hasattr(entry.engine, "stream"):
-                    samples, sample_rate, meta = _collect_stream(entry.engine.stream(plan.text, **kwargs), on_progress)
-                else:
-                    result = entry.engine.generate(plan.text, **kwargs)
-                    samples, sample_rate, meta = result.audio, result.sample_rate, dict(result.metadata)
+                job = self._synthesis_request(plan, entry, cancel, stream=on_progress is not None)
+                samples, sample_rate, meta = _collect(entry.engine.synthesize(job), on_progress)
         return self._finish(plan, samples, sample_rate, meta)
 
     def speak_batch(self, requests: list[SpeechRequest | SpeechPlan], cancel: CancelToken | None = None) -> list[SpeechOutput]:
         """Synthesize requests that differ only in text (and speed/format) as one batched generation.
 
         The batch uses the first request's seed. Raises `InvalidRequest` if the requests do not share
-        model, voice, language and sampling (see `SpeechPlan.batch_key`). Setting `cancel` stops the
-        whole batch within a frame (`RequestCancelled`).
+        model, voice, language and options (see `SpeechPlan.batch_key`). Setting `cancel` stops the
+        whole batch within a step (`RequestCancelled`). A model that cannot batch speaks them in turn.
         """
         plans = [r if isinstance(r, SpeechPlan) else self.plan(r) for r in requests]
         if not plans:
@@ -104,15 +98,17 @@ class Synthesizer:
             raise InvalidRequest("requests in a batch must differ only in their text, speed and format")
         first = plans[0]
         with self.cache.use(first.model) as entry, entry.lock:
-            kwargs = self._engine_kwargs(first, entry)
-            if cancel is not None:
-                kwargs["cancel"] = cancel
+            engine = entry.engine
             with engine_errors():
-                results = entry.engine.generate([p.text for p in plans], **kwargs)
+                job = self._synthesis_request(first, entry, cancel)
+                jobs = [replace(job, text=p.text) for p in plans]
+                if isinstance(engine, BatchEngine) and first.batchable:
+                    results = [_collect(iter(chunks)) for chunks in engine.synthesize_batch(jobs)]
+                else:
+                    results = [_collect(engine.synthesize(j)) for j in jobs]
         outputs = []
-        for p, r in zip(plans, results, strict=True):
-            meta = dict(r.metadata, batch_size=len(plans))
-            outputs.append(self._finish(p, r.audio, r.sample_rate, meta, seed=first.seed))
+        for p, (samples, sample_rate, meta) in zip(plans, results, strict=True):
+            outputs.append(self._finish(p, samples, sample_rate, dict(meta, batch_size=len(plans)), seed=first.seed))
         return outputs
 
     def stream(
@@ -120,17 +116,22 @@ class Synthesizer:
         request: SpeechRequest | SpeechPlan,
         cancel: CancelToken | None = None,
         *,
-        first_chunk_frames: int = 4,
-        chunk_frames: int = 12,
+        first_chunk_s: float | None = None,
+        chunk_s: float | None = None,
     ) -> Iterator[StreamChunk]:
         """Validate now, then return an iterator of encoded chunks made as the audio is generated.
 
-        Concatenated, the chunks' `data` is one playable file/stream in the request's format; the
-        last chunk has `final=True`. Cancelling `cancel` (or closing the iterator) stops generation
-        within a frame and raises `RequestCancelled` from the iterator (closing just ends it).
+        The first chunk carries about `first_chunk_s` seconds of audio, the others about `chunk_s`
+        (None: the model's defaults; steps are whole, e.g. 0.08 s codec frames). Concatenated, the
+        chunks' `data` is one playable file/stream in the request's format; the last chunk has
+        `final=True`. Cancelling `cancel` (or closing the iterator) stops generation within a step
+        and raises `RequestCancelled` from the iterator (closing just ends it).
         """
         plan = request if isinstance(request, SpeechPlan) else self.plan(request)
-        return self._stream(plan, cancel or CancelToken(), first_chunk_frames, chunk_frames)
+        for name, value in (("first_chunk_s", first_chunk_s), ("chunk_s", chunk_s)):
+            if value is not None and not value > 0:
+                raise InvalidRequest(f"{name} must be > 0 seconds, got {value}", param=name)
+        return self._stream(plan, cancel or CancelToken(), first_chunk_s, chunk_s)
 
     def design_voice(
         self,
@@ -141,11 +142,11 @@ class Synthesizer:
         text: str | None = None,
         language: str | None = None,
         seed: int | None = None,
-        sampling: SamplingOptions | None = None,
+        options: dict[str, Any] | None = None,
         overwrite: bool = False,
     ) -> Voice:
-        """Speak `text` with a VoiceDesign model in the voice `description` describes, and keep the
-        result as library voice `name` (its clone reference, with `text` as the transcript)."""
+        """Speak `text` with a model that designs voices, in the voice `description` describes, and
+        keep the result as library voice `name` (its clone reference, with `text` as the transcript)."""
         check_name(name, "voice")
         if not overwrite and self.home.voices.exists(name):
             raise AlreadyExists(f"voice {name!r} already exists", hint="remove it first or pass overwrite")
@@ -153,7 +154,7 @@ class Synthesizer:
             raise InvalidRequest("the voice description is empty: describe the voice (age, gender, tone, pace, ...)")
         request = SpeechRequest(
             text=text or DESIGN_SAMPLE_TEXT, model=model, design=description, language=language, seed=seed,
-            sampling=sampling or SamplingOptions(), format="wav", save=False,
+            options=dict(options or {}), format="wav", save=False,
         )  # fmt: skip
         out = self.speak(request)
         lang = out.metadata.get("language")
@@ -163,11 +164,10 @@ class Synthesizer:
         )  # fmt: skip
 
     def capabilities(self, model: str | None = None) -> dict[str, Any]:
-        """What a model can do (loads it): clone, speakers, instruct, voice design, languages, sample rate."""
+        """What a loaded model can do (loads it): voice modes, speakers, languages, options, ..."""
         ref = self.home.models.resolve(model, self.settings.models.default)
         with self.cache.use(ref) as entry:
-            caps = entry.engine.capabilities
-        return asdict(caps) if is_dataclass(caps) else dict(caps)
+            return entry.engine.capabilities.to_dict()
 
     def close(self) -> None:
         """Unload every model and close this thread's database connection."""
@@ -187,29 +187,28 @@ class Synthesizer:
             where = f" on {m.device}" if m.device else ""
             raise Unavailable(f"cannot load model {ref.name!r}{where}: {e}", hint="`koe doctor` checks the setup") from e
 
-    def _engine_kwargs(self, plan: SpeechPlan, entry: LoadedModel) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {"language": plan.language, "seed": plan.seed, **plan.sampling}
-        if plan.mode == "speaker":
-            kwargs.update(speaker=plan.speaker, instruct=plan.instruct)
-        elif plan.mode == "design":
-            kwargs.update(instruct=plan.instruct)
-        else:
-            kwargs["voice"] = self._voice_prompt(plan, entry)
-        return kwargs
+    def _synthesis_request(
+        self, plan: SpeechPlan, entry: LoadedModel, cancel: CancelToken | None, *, stream: bool = False,
+        first_chunk_s: float | None = None, chunk_s: float | None = None,
+    ) -> SynthesisRequest:
+        """The engine contract's request for a plan (preparing or loading its voice prompt)."""
+        voice: Any = plan.speaker if plan.mode == "speaker" else None
+        if plan.mode in ("clone_voice", "clone_clip"):
+            voice = self._voice_prompt(plan, entry)
+        return SynthesisRequest(
+            text=plan.text, language=plan.language, voice=voice, instruct=plan.instruct, seed=plan.seed, cancel=cancel,
+            stream=stream, first_chunk_s=first_chunk_s, chunk_s=chunk_s, options=dict(plan.options),
+        )  # fmt: skip
 
     def _voice_prompt(self, plan: SpeechPlan, entry: LoadedModel) -> Any:
         engine = entry.engine
-        prepare_voice = getattr(engine, "prepare_voice", None)
-        if prepare_voice is None:
-            raise Unavailable("voice cloning is not available in this koe build (the engine has no prepare_voice yet)")
-        with engine_errors():
-            if plan.mode == "clone_clip":
-                return prepare_voice(plan.ref_audio, ref_text=plan.ref_text, x_vector_only=plan.ref_text is None)
-            return self.home.voices.prompt_for(
-                plan.voice_name, plan.model.key,
-                prepare=lambda v: prepare_voice(str(v.reference_path), ref_text=v.ref_text, x_vector_only=v.ref_text is None),
-                load=_voice_prompt_class(engine).load,
-            )  # fmt: skip
+        if plan.mode == "clone_clip":
+            return engine.prepare_voice(VoiceReference(plan.ref_audio, plan.ref_text))
+        return self.home.voices.prompt_for(
+            plan.voice_name, plan.model.key,
+            prepare=lambda v: engine.prepare_voice(VoiceReference(str(v.reference_path), v.ref_text)),
+            load=engine.load_voice,
+        )  # fmt: skip
 
     # -- results --------------------------------------------------------------------------------
     def _finish(self, plan: SpeechPlan, samples: np.ndarray, sample_rate: int, meta: dict[str, Any], seed: int | None = None) -> SpeechOutput:
@@ -229,7 +228,7 @@ class Synthesizer:
             **{k: v for k, v in meta.items() if k not in ("codes",)},
             "seed": seed, "mode": plan.mode, "language": plan.language, "speaker": plan.speaker,
             "instruct": plan.instruct, "voice": plan.voice_name, "speed": plan.speed, "format": plan.format.name,
-            "sampling": plan.sampling, "model_name": plan.model.name, "model_key": plan.model.key,
+            "options": plan.options, "model_name": plan.model.name, "model_key": plan.model.key,
         }  # fmt: skip
 
     def _record(self, plan: SpeechPlan, duration: float, metadata: dict[str, Any], data: bytes | None) -> tuple[int | None, Any]:
@@ -242,20 +241,16 @@ class Synthesizer:
         path = self.home.save_output(output_id, data, plan.format) if plan.save and data is not None else None
         return output_id, path
 
-    def _stream(self, plan: SpeechPlan, cancel: CancelToken, first_chunk_frames: int, chunk_frames: int) -> Iterator[StreamChunk]:
+    def _stream(self, plan: SpeechPlan, cancel: CancelToken, first_chunk_s: float | None, chunk_s: float | None) -> Iterator[StreamChunk]:
         encoder: StreamEncoder | None = None
         kept: list[bytes] = []
         chunk_warnings: list[str] = []
         truncated = False
         finished = False
         with self.cache.use(plan.model) as entry, entry.lock:
-            kwargs = self._engine_kwargs(plan, entry)
-            engine = entry.engine
-            if hasattr(engine, "stream"):
-                chunks = engine.stream(plan.text, cancel=cancel, first_chunk_frames=first_chunk_frames, chunk_frames=chunk_frames, **kwargs)
-            else:
-                log.info("this engine cannot stream; the whole utterance comes as one chunk")
-                chunks = _whole_as_chunks(engine, plan.text, kwargs)
+            with engine_errors():
+                job = self._synthesis_request(plan, entry, cancel, stream=True, first_chunk_s=first_chunk_s, chunk_s=chunk_s)
+                chunks = entry.engine.synthesize(job)
             try:
                 with engine_errors():
                     for chunk in chunks:
@@ -288,41 +283,21 @@ class Synthesizer:
                     close()
 
 
-def _collect_stream(chunks: Iterator[Any], on_progress: Callable[[float], None]) -> tuple[np.ndarray, int, dict[str, Any]]:
-    """Join a stream's chunks into one utterance, reporting seconds of audio made after each."""
+def _collect(chunks: Iterator[AudioChunk], on_progress: Callable[[float], None] | None = None) -> tuple[np.ndarray, int, dict[str, Any]]:
+    """Join a stream's chunks into one utterance (the final chunk's metadata), reporting seconds of
+    audio made after each chunk to `on_progress`."""
     parts: list[np.ndarray] = []
-    meta: dict[str, Any] = {"warnings": [], "truncated": False}
+    meta: dict[str, Any] = {}
     sample_rate, total = 0, 0
     for chunk in chunks:
         parts.append(np.asarray(chunk.samples, dtype=np.float32))
         sample_rate = chunk.sample_rate
         total += len(chunk.samples)
-        meta["warnings"].extend(chunk.metadata.get("warnings", []))
-        meta["truncated"] = meta["truncated"] or bool(chunk.metadata.get("truncated"))
-        meta["frames"] = chunk.metadata.get("frames", meta.get("frames"))
-        on_progress(total / sample_rate)
+        if chunk.final:
+            meta = dict(chunk.metadata)
+        if on_progress is not None and sample_rate:
+            on_progress(total / sample_rate)
     return (np.concatenate(parts) if parts else np.zeros(0, np.float32)), sample_rate, meta
-
-
-def _whole_as_chunks(engine: Any, text: str, kwargs: dict[str, Any]) -> Iterator[Any]:
-    from koe.engines.base import AudioChunk
-
-    result = engine.generate(text, **kwargs)
-    yield AudioChunk(result.audio, result.sample_rate, 0, True, dict(result.metadata))
-
-
-def _voice_prompt_class(engine: Any) -> Any:
-    """The class whose `.load(folder)` reads this engine's saved voice prompts."""
-    for owner in (engine, importlib.import_module(type(engine).__module__)):
-        cls = getattr(owner, "VoicePrompt", None) or getattr(owner, "voice_prompt_class", None)
-        if cls is not None:
-            return cls
-    for module in ("koe.engines.base", f"{type(engine).__module__.rsplit('.', 1)[0]}.voice"):
-        with contextlib.suppress(ImportError):
-            cls = getattr(importlib.import_module(module), "VoicePrompt", None)
-            if cls is not None:
-                return cls
-    raise Unavailable("this engine's saved voice prompts cannot be read (no VoicePrompt class found)")
 
 
 def result_warnings(plan: SpeechPlan, meta: dict[str, Any]) -> list[str]:
@@ -330,12 +305,7 @@ def result_warnings(plan: SpeechPlan, meta: dict[str, Any]) -> list[str]:
     out = list(plan.warnings)
     out.extend(str(w) for w in meta.get("warnings", []) if w)
     if meta.get("truncated") and not meta.get("warnings"):
-        limit = plan.sampling.get("max_new_tokens")
-        out.append(
-            f"the speech was cut short after {meta.get('frames', '?')} frames"
-            + (f" (max_new_tokens={limit})" if limit else " (the model's max_new_tokens)")
-            + "; raise --max-new-tokens or split the text"
-        )
+        out.append(f"the speech was cut short after {meta.get('frames', '?')} steps; raise the model's length cap or split the text")
     return out
 
 
@@ -350,7 +320,5 @@ def engine_errors() -> Iterator[None]:
         raise RequestCancelled("the request was cancelled") from e
     except AudioError as e:
         raise InvalidRequest(f"audio: {e}") from e
-    except ValueError as e:
-        if not any(c.__name__ == "RequestError" for c in type(e).__mro__):
-            raise
-        raise InvalidRequest(str(e)) from e  # an engine's RequestError says what is valid
+    except RequestError as e:
+        raise InvalidRequest(str(e), param=e.param) from e  # the engine's message says what is valid

@@ -20,7 +20,9 @@ def _card(d: ModelDetails, state: ServerState, loaded: set[str]) -> ModelCard:
     return ModelCard(
         id=d.ref.name, created=int(d.added_at or 0), family=d.ref.family, variant=d.ref.variant, size=d.ref.size,
         speakers=d.speakers, languages=d.languages, loaded=d.ref.name in loaded,
-        default=d.ref.name == state.settings.models.default,
+        default=d.ref.name == state.settings.models.default, uses=d.uses,
+        voice_modes=sorted(d.capabilities.voice_modes) if d.capabilities else [],
+        options=d.capabilities.options.describe() if d.capabilities else [],
     )  # fmt: skip
 
 

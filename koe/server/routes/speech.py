@@ -27,7 +27,7 @@ async def create_speech(body: SpeechBody, request: Request) -> Response:
         output = await wait_for_output(job, request)
         return Response(output.audio, media_type=output.format.media_type, headers=_output_headers(job.plan, output))
     job = await run_in_threadpool(
-        lambda: state.scheduler.submit_stream(state.plan_speech(body), first_chunk_frames=state.first_chunk_frames, chunk_frames=state.chunk_frames)
+        lambda: state.scheduler.submit_stream(state.plan_speech(body), first_chunk_s=state.first_chunk_s, chunk_s=state.chunk_s)
     )
     plan = job.plan
     first = await first_chunk(job, request)
