@@ -64,3 +64,20 @@ def test_importing_koe_loads_neither_torch_nor_transformers():
     code = "import sys, koe; print('torch' in sys.modules, 'transformers' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "False"]
+
+
+# Names of one family's internals; the shells and the service know families only through the contract.
+FAMILY_WORDS = ("subtalker", "custom_voice", "voice_design", "0b6", "1b7", "12.5", "spk_id", "codec_language_id", "first_chunk_frames")
+
+
+@pytest.mark.parametrize("layer", ["service", "server", "cli"])
+def test_shells_name_no_family_internals(layer):
+    for path in sorted((ROOT / layer).rglob("*.py")):
+        text = path.read_text()
+        for word in FAMILY_WORDS:
+            assert word not in text, f"{path.relative_to(ROOT)} names {word!r}"
+        for module, line, _ in _imports(path):
+            parts = module.split(".")
+            assert not (parts[:2] == ["koe", "engines"] and len(parts) > 2 and parts[2] not in ("base", "spec", "registry", "pipeline")), (
+                f"{path.relative_to(ROOT)}:{line} imports {module}: use the engine contract (koe.engines.base/spec/registry)"
+            )
