@@ -14,20 +14,20 @@ import logging
 import time
 import warnings
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from koe.engines import pipeline
 from koe.engines.base import AudioChunk, Capabilities, CancelToken, EmptyText, InvalidOption, RequestError, SynthesisRequest, UnsupportedLanguage, UnsupportedVoice, VoicePromptMismatch, VoiceReference
-from koe.engines.pipeline import Piece, PipelineDefaults, Segment, steps_for, truncation_warning
+from koe.engines.pipeline import Piece, PipelineDefaults, Segment, steps_for
 from koe.engines.qwen3_tts import spec
 from koe.engines.qwen3_tts.config import GenerationDefaults, Qwen3TTSConfig
 from koe.engines.qwen3_tts.generate import DecodeOutcome, DecodeSettings, decode_frames
 from koe.engines.qwen3_tts.guard import FRAME_RATE, MAX_SEGMENT_CHARS, SEGMENT_PAUSE_S
 from koe.engines.qwen3_tts.model import Qwen3TTSNetwork
+from koe.engines.qwen3_tts.native import NativeAPI, SpeechResult, seeded, to_numpy
 from koe.engines.qwen3_tts.prompt import ClonePrompt, PromptItem, build_talker_inputs
 from koe.engines.qwen3_tts.streaming import CodecStream
 from koe.engines.qwen3_tts.voice import VoicePrompt, VoicePromptError, model_stamp, reference_audio, to_codec_rate
@@ -40,22 +40,7 @@ log = logging.getLogger(__name__)
 SAMPLING_KEYS = tuple(spec.GENERATION_DEFAULTS)
 __all__ = ["Qwen3TTSEngine", "RequestError", "SpeechResult"]
 
-
-@dataclass
-class SpeechResult:
-    """One text's speech: float32 mono samples, the codec frames that made them, and metadata."""
-
-    audio: np.ndarray
-    sample_rate: int
-    codes: torch.Tensor  # (frames, 16) int64
-    metadata: dict = field(default_factory=dict)
-
-    @property
-    def duration(self) -> float:
-        return len(self.audio) / self.sample_rate
-
-
-class Qwen3TTSEngine:
+class Qwen3TTSEngine(NativeAPI):
     """A loaded Qwen3-TTS model (see module doc). Not re-entrant: one call at a time."""
 
     family = spec.FAMILY
@@ -349,10 +334,12 @@ class Qwen3TTSEngine:
     def synthesize_batch(self, requests: list[SynthesisRequest]) -> list[list[AudioChunk]]:
         """One-shot requests that share voice, language and options (the first one's seed), as one batch."""
         first = requests[0]
+        if any(len(segment_text(r.text, r.max_segment_chars or MAX_SEGMENT_CHARS)) > 1 for r in requests):
+            return [list(self.synthesize(replace(r, seed=first.seed))) for r in requests]  # long texts: each through the pipeline
         c = self.check_request(first)
         options = {k: v for k, v in first.options.items() if k != "non_streaming_mode" and v is not None}
         results = self._generate_batch([r.text for r in requests], c.language, c.speaker, c.instruct, c.voice, first.seed, c.non_streaming,
-                                       _seeded(first.seed, c.generator), first.max_segment_s, first.cancel, options)  # fmt: skip
+                                       seeded(first.seed, c.generator), first.max_segment_s, first.cancel, options)  # fmt: skip
         return [[AudioChunk(r.audio, r.sample_rate, 0, True, {**r.metadata, "codes": r.codes})] for r in results]
 
     def check_request(self, request: SynthesisRequest) -> _Checked:
@@ -376,7 +363,7 @@ class Qwen3TTSEngine:
         """One segment: whole (the exact one-shot path) or in pieces as the talker makes frames."""
         items = self.prompt_items([segment.text], [c.language], [c.speaker], [c.instruct], [c.voice])
         budget = self._budget(segment.budget_s, c.settings)
-        generator = _seeded(segment.seed, c.generator)
+        generator = seeded(segment.seed, c.generator)
         outcome = DecodeOutcome()
         started = time.perf_counter()
         if not segment.streamed:
@@ -385,7 +372,7 @@ class Qwen3TTSEngine:
             (wav,) = self.decode_waveforms([codes], items)
             timings = {"generate_s": decoded_at - started, "codec_s": time.perf_counter() - decoded_at}
             n = int(codes.shape[0])
-            yield Piece(_to_numpy(wav), n, last=True, truncated=not bool(outcome.eos[0]), info=self._segment_info(n, budget),
+            yield Piece(to_numpy(wav), n, last=True, truncated=not bool(outcome.eos[0]), info=self._segment_info(n, budget),
                         metadata={"codes": codes.cpu(), "decode_path": outcome.decode_path, "timings": timings})  # fmt: skip
             return
         first, every = (max(1, round(s * FRAME_RATE)) for s in (segment.first_chunk_s, segment.chunk_s))
@@ -401,10 +388,10 @@ class Qwen3TTSEngine:
                     made += 1
                     if codec.pending >= due:
                         codes = codec.pending_codes()
-                        yield Piece(_to_numpy(codec.drain()), made, metadata={"codes": codes})
+                        yield Piece(to_numpy(codec.drain()), made, metadata={"codes": codes})
                         due = every
                 codes = codec.pending_codes()
-                tail = _to_numpy(codec.drain())
+                tail = to_numpy(codec.drain())
         finally:
             frames.close()
         yield Piece(tail, made, last=True, truncated=not bool(outcome.eos[0]), info=self._segment_info(made, budget),
@@ -415,113 +402,6 @@ class Qwen3TTSEngine:
 
     def result_metadata(self) -> dict:
         return {"model": self.cfg.model_type, "size": self.cfg.model_size, "precision": self.precision, "device": str(self.device)}
-
-    # -- the native convenience API ---------------------------------------------------------------
-    def generate(
-        self,
-        text: str | list[str],
-        *,
-        language: str | list[str] | None = None,
-        speaker: str | list[str] | None = None,
-        instruct: str | list[str] | None = None,
-        voice: VoicePrompt | list[VoicePrompt] | None = None,
-        seed: int | None = None,
-        non_streaming_mode: bool | None = None,
-        max_segment_chars: int = MAX_SEGMENT_CHARS,
-        pause_s: float = SEGMENT_PAUSE_S,
-        max_frames: int | None = None,
-        cancel: CancelToken | None = None,
-        generator: torch.Generator | None = None,
-        **sampling,
-    ) -> SpeechResult | list[SpeechResult]:
-        """Speak one text (-> SpeechResult) or a batch (-> list).
-
-        `seed=N` equals upstream run right after `torch.manual_seed(N)`. A text longer than
-        `max_segment_chars` is spoken in segments (segment i uses seed + i) joined by `pause_s` of
-        silence. Each segment is capped by the runaway guard (`frame_budget`, or `max_frames`);
-        hitting it ends the segment and marks the result `truncated`, with a warning.
-        """
-        single = isinstance(text, str)
-        texts = [text] if single else list(text)
-        if not texts:
-            raise EmptyText("no text given")
-        nsm = self.default_non_streaming() if non_streaming_mode is None else bool(non_streaming_mode)
-        segmented = [segment_text(t, max_segment_chars) if isinstance(t, str) else [t] for t in texts]
-        if not single and all(len(s) <= 1 for s in segmented):
-            results = self._generate_batch(texts, language, speaker, instruct, voice, seed, nsm, _seeded(seed, generator), None if max_frames is None else max_frames / FRAME_RATE, cancel, sampling)
-            for r in results:
-                for w in r.metadata["warnings"]:
-                    warnings.warn(w, stacklevel=2)
-            return results
-        one = lambda v, i: v[i] if isinstance(v, (list, tuple)) else v  # noqa: E731
-        results = []
-        for i, t in enumerate(texts):
-            request = _NativeRequest(
-                t, one(language, i), one(voice, i) if one(voice, i) is not None else one(speaker, i), one(instruct, i), seed, cancel,
-                options={**sampling, "non_streaming_mode": nsm}, max_segment_chars=max_segment_chars, pause_s=pause_s,
-                max_segment_s=None if max_frames is None else max_frames / FRAME_RATE, generator=generator,
-            )  # fmt: skip
-            results.append(_result(self.synthesize(_both(request, one(speaker, i), one(voice, i)))))
-        return results[0] if single else results
-
-    def _generate_batch(self, texts, language, speaker, instruct, voice, seed, nsm, generator, max_segment_s, cancel, sampling) -> list[SpeechResult]:
-        items, settings = self._request(texts, language, speaker, instruct, voice, sampling)
-        budgets = [self._budget(pipeline.guard_seconds(t) if max_segment_s is None else max_segment_s, settings) for t in texts]
-        outcome = DecodeOutcome()
-        started = time.perf_counter()
-        codes = self.generate_codes(items, settings, non_streaming_mode=nsm, generator=generator, budgets=budgets, cancel=cancel, outcome=outcome)
-        decoded_at = time.perf_counter()
-        wavs = self.decode_waveforms(codes, items)
-        finished = time.perf_counter()
-        results = []
-        for i, (c, wav) in enumerate(zip(codes, wavs, strict=True)):
-            frames, truncated = int(c.shape[0]), not bool(outcome.eos[i])
-            segment = {"text": texts[i], "seed": seed, "frames": frames, "truncated": truncated, **self._segment_info(frames, budgets[i])}
-            meta = {
-                **self.result_metadata(), "seed": seed, "frames": frames, "truncated": truncated, "frame_budget": budgets[i],
-                "warnings": [truncation_warning(frames / FRAME_RATE, 0, 1)] if truncated else [], "segments": [segment],
-                "timings": {"generate_s": decoded_at - started, "codec_s": finished - decoded_at}, "decode_path": outcome.decode_path,
-            }  # fmt: skip
-            results.append(SpeechResult(_to_numpy(wav), self.sample_rate, c.cpu(), meta))
-        return results
-
-    def stream(
-        self,
-        text: str,
-        *,
-        language: str | None = None,
-        speaker: str | None = None,
-        instruct: str | None = None,
-        voice: VoicePrompt | None = None,
-        seed: int | None = None,
-        non_streaming_mode: bool | None = None,
-        first_chunk_frames: int = 4,
-        chunk_frames: int = 12,
-        max_segment_chars: int = MAX_SEGMENT_CHARS,
-        pause_s: float = SEGMENT_PAUSE_S,
-        max_frames: int | None = None,
-        cancel: CancelToken | None = None,
-        generator: torch.Generator | None = None,
-        **sampling,
-    ) -> Iterator[AudioChunk]:
-        """Speak `text` as audio chunks while the talker is still producing frames.
-
-        The first chunk comes after `first_chunk_frames` frames (4 = 0.32 s of audio), then one every
-        `chunk_frames`. Frames come from the same decode core as `generate`, so the codes are the
-        same; samples equal the one-shot result up to float32 rounding. Long texts stream on across
-        segments. Closing the iterator or setting `cancel` stops decoding within one frame.
-        """
-        if not isinstance(text, str):
-            raise RequestError("stream() speaks one text at a time; use generate() for a batch")
-        if first_chunk_frames < 1 or chunk_frames < 1:
-            raise RequestError(f"first_chunk_frames and chunk_frames must be >= 1 (got {first_chunk_frames}, {chunk_frames})")
-        request = _NativeRequest(
-            text, language, voice if voice is not None else speaker, instruct, seed, cancel, first_chunk_s=first_chunk_frames / FRAME_RATE,
-            chunk_s=chunk_frames / FRAME_RATE, options={**sampling, "non_streaming_mode": non_streaming_mode}, max_segment_chars=max_segment_chars,
-            pause_s=pause_s, max_segment_s=None if max_frames is None else max_frames / FRAME_RATE, generator=generator,
-        )  # fmt: skip
-        return self.synthesize(_both(request, speaker, voice))
-
 
 @dataclass
 class _Checked:
@@ -535,37 +415,6 @@ class _Checked:
     non_streaming: bool
     generator: torch.Generator | None
     cancel: CancelToken | None
-
-
-@dataclass
-class _NativeRequest(SynthesisRequest):
-    """The native API's request: a caller's generator (draws when no seed is given)."""
-
-    generator: torch.Generator | None = None
-
-
-def _both(request: _NativeRequest, speaker, voice) -> _NativeRequest:
-    """Native calls may pass a speaker and a cloned voice together; the check names the conflict."""
-    if speaker and voice is not None:
-        raise UnsupportedVoice(f"speaker={speaker!r} cannot be combined with a cloned voice; pass one or the other")
-    return request
-
-
-def _seeded(seed: int | None, generator: torch.Generator | None) -> torch.Generator | None:
-    """A fresh CPU generator seeded with `seed`, else the caller's (None: torch's global one)."""
-    return torch.Generator(device="cpu").manual_seed(int(seed)) if seed is not None else generator
-
-
-def _result(chunks: Iterator[AudioChunk]) -> SpeechResult:
-    """A collected stream as the native result: samples and codes joined, the final chunk's metadata."""
-    audio, codes, last = [], [], None
-    for chunk in chunks:
-        audio.append(chunk.samples)
-        codes.append(torch.as_tensor(chunk.metadata["codes"]))
-        last = chunk
-    meta = {k: v for k, v in last.metadata.items() if k != "codes"}
-    meta["frame_budget"] = sum(s["frame_budget"] for s in meta["segments"])
-    return SpeechResult(np.concatenate(audio), last.sample_rate, torch.cat(codes), meta)
 
 
 def _icl_reference(item: PromptItem) -> torch.Tensor | None:
@@ -589,9 +438,3 @@ def _broadcast(value, n: int, name: str) -> list:
             raise RequestError(f"batch size mismatch: {n} texts but {len(value)} values for {name}")
         return list(value)
     return [value] * n
-
-
-def _to_numpy(wav) -> np.ndarray:
-    if isinstance(wav, torch.Tensor):
-        wav = wav.detach().to(torch.float32).cpu().numpy()
-    return np.asarray(wav, dtype=np.float32)
