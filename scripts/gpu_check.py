@@ -111,7 +111,7 @@ def environment() -> dict:
 
 
 def run_tests(timeout: float) -> dict:
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_gpu_graphs.py", "tests/test_gpu_parts_cpu.py"]
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/engines/qwen3_tts/test_qwen3_tts_gpu_graphs.py", "tests/engines/qwen3_tts/test_qwen3_tts_gpu_parts_cpu.py"]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
     summary = next((ln for ln in reversed(lines) if " passed" in ln or " failed" in ln or " error" in ln), lines[-1] if lines else "")
