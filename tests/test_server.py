@@ -90,6 +90,24 @@ def test_health_models_and_openapi(client):
     assert client.get("/docs").status_code == 200
 
 
+def test_models_describe_voice_modes_and_options(client):
+    cv = client.get("/v1/models/cv").json()
+    assert cv["voice_modes"] == ["preset"] and cv["uses"]
+    options = {o["name"]: o for o in cv["options"]}
+    assert options["temperature"]["type"] == "float" and options["temperature"]["range"] == "> 0"
+    assert client.get("/v1/models/base").json()["voice_modes"] == ["clone", "clone_without_transcript"]
+
+
+def test_options_object_and_flat_aliases(client):
+    body = {"model": "tts-1", "input": TEXT, "voice": "alloy", "response_format": "wav", "seed": 5}
+    nested = client.post("/v1/audio/speech", json={**body, "options": {"max_new_tokens": 4, "subtalker_top_k": 3}})
+    flat = client.post("/v1/audio/speech", json={**body, "max_new_tokens": 4, "subtalker_top_k": 3})
+    assert nested.status_code == flat.status_code == 200 and nested.content == flat.content
+    assert_error(client.post("/v1/audio/speech", json={**body, "options": {"max_new_tokens": 1}}), 400, "max_new_tokens=1", param="max_new_tokens")
+    assert_error(client.post("/v1/audio/speech", json={**body, "options": {"topk": 3}}), 400, "'topk'", "top_k", param="topk")
+    assert_error(client.post("/v1/audio/speech", json={**body, "top_k": 3, "options": {"top_k": 4}}), 400, "given both", param="top_k")
+
+
 def test_speech_wav_with_openai_voice_and_koe_fields(client):
     r = speech(client, response_format="wav", seed=7, language="english")
     assert r.status_code == 200, r.text

@@ -44,7 +44,7 @@ def speak(
     ref_text: Annotated[str | None, typer.Option("--ref-text", help="Transcript of --ref (without it: timbre-only cloning).")] = None,
     language: Annotated[str | None, typer.Option("--language", "-l", help="Language of the text (auto, english, chinese, ...).")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Random seed, for repeatable output.", min=0)] = None,
-    opt: Annotated[list[str] | None, typer.Option("--opt", "-O", help="A model option, KEY=VALUE (repeatable); `koe models info NAME` lists them.", rich_help_panel="Model options", show_default=False)] = None,
+    opt: Annotated[list[str] | None, typer.Option("--opt", "-O", metavar="KEY=VALUE", help="A model option (repeatable); `koe models info NAME` lists them.", rich_help_panel="Model options", show_default=False)] = None,
     temperature: Annotated[float | None, typer.Option("--temperature", help="Sampling temperature (= --opt temperature=...).", rich_help_panel="Model options")] = None,
     top_k: Annotated[int | None, typer.Option("--top-k", help="Top-k (= --opt top_k=...).", rich_help_panel="Model options")] = None,
     top_p: Annotated[float | None, typer.Option("--top-p", help="Top-p (= --opt top_p=...).", rich_help_panel="Model options")] = None,

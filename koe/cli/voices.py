@@ -88,7 +88,7 @@ def design(
     language: Annotated[str | None, typer.Option("--language", "-l")] = None,
     seed: Annotated[int | None, typer.Option("--seed", min=0)] = None,
     max_new_tokens: Annotated[int | None, typer.Option("--max-new-tokens", help="The model's length cap for the sample (= --opt max_new_tokens=...).")] = None,
-    opt: Annotated[list[str] | None, typer.Option("--opt", "-O", help="A model option, KEY=VALUE (repeatable).", show_default=False)] = None,
+    opt: Annotated[list[str] | None, typer.Option("--opt", "-O", metavar="KEY=VALUE", help="A model option (repeatable).", show_default=False)] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
 ) -> None:
     """Design a voice from a description with a voice-design model and keep its sample as a clone reference."""

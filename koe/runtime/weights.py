@@ -1,9 +1,16 @@
-"""Weight loading: safetensors only, strict by default, single file or sharded with an index."""
+"""Weight loading: strict by default, single file or sharded with an index.
+
+Safetensors where released so. Pickled checkpoints (`.pt`, `.pth`, `.bin`, `.ckpt`, as some
+families release them) are read with `torch.load(weights_only=True)`: tensors and plain
+containers only, never code; anything else in the pickle is refused.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import pickle
+import zipfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -12,6 +19,7 @@ from safetensors import safe_open
 from torch import nn
 
 M = TypeVar("M", bound=nn.Module)
+
 
 class WeightsError(ValueError):
     """A checkpoint does not fit the model: missing, unexpected or misshapen tensors, or no weights file."""
@@ -37,6 +45,44 @@ def weight_files(folder: Path, stem: str = "model") -> list[Path]:
     raise WeightsError(f"no weights in {folder}: expected {single.name} or {index.name}")
 
 
+PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
+
+
+def checkpoint_tensors(path: Path) -> Iterator[tuple[str, torch.Tensor]]:
+    """(name, tensor) pairs of a checkpoint file, read lazily where the format allows.
+
+    Safetensors: memory-mapped, one tensor at a time. Pickles: `torch.load(weights_only=True)`
+    (memory-mapped); nested dicts are flattened with "." (e.g. `ema_model_state_dict.<name>`), and
+    non-tensor leaves (step counters, configs) are skipped.
+    """
+    path = Path(path)
+    if path.suffix in PICKLE_SUFFIXES:
+        yield from _flatten(read_pickled(path))
+        return
+    with safe_open(str(path), framework="pt", device="cpu") as f:
+        for key in f.keys():
+            yield key, f.get_tensor(key)
+
+
+def read_pickled(path: Path) -> object:
+    """A pickled checkpoint, loaded with `weights_only=True`: a pickle that would run code is a
+    `WeightsError`, never executed."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(path))  # legacy pickles cannot be mapped
+    except pickle.UnpicklingError as e:
+        raise WeightsError(f"{path}: refused to load: it holds more than tensors (koe never runs code from a checkpoint): {e}") from e
+    except (RuntimeError, EOFError, OSError) as e:
+        raise WeightsError(f"{path}: not a readable checkpoint ({e})") from e
+
+
+def _flatten(obj: object, prefix: str = "") -> Iterator[tuple[str, torch.Tensor]]:
+    if isinstance(obj, torch.Tensor):
+        yield prefix, obj
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _flatten(v, f"{prefix}.{k}" if prefix else str(k))
+
+
 def load_state(
     module: nn.Module,
     files: list[Path],
@@ -59,21 +105,19 @@ def load_state(
     loaded: dict[str, torch.Tensor] = {}
     unexpected: list[str] = []
     for path in files:
-        with safe_open(str(path), framework="pt", device="cpu") as f:
-            for key in f.keys():
-                name = rename(key)
-                if name is None:
-                    continue
-                target = expected.get(name)
-                if target is None:
-                    unexpected.append(key)
-                    continue
-                tensor = f.get_tensor(key)
-                if tuple(tensor.shape) != tuple(target.shape):
-                    raise WeightsError(f"{path.name}: tensor {key} has shape {tuple(tensor.shape)}, the model expects {tuple(target.shape)}")
-                if tensor.is_floating_point():
-                    tensor = tensor.to(dtype or target.dtype)
-                loaded[name] = tensor.to(device)
+        for key, tensor in checkpoint_tensors(path):
+            name = rename(key)
+            if name is None:
+                continue
+            target = expected.get(name)
+            if target is None:
+                unexpected.append(key)
+                continue
+            if tuple(tensor.shape) != tuple(target.shape):
+                raise WeightsError(f"{path.name}: tensor {key} has shape {tuple(tensor.shape)}, the model expects {tuple(target.shape)}")
+            if tensor.is_floating_point():
+                tensor = tensor.to(dtype or target.dtype)
+            loaded[name] = tensor.to(device)
     missing = sorted(set(expected) - set(loaded))
     if strict and (missing or unexpected):
         parts = []

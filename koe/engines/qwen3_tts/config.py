@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from koe.engines.qwen3_tts.spec import GENERATION_DEFAULTS
 from koe.nn.decoder import DecoderSpec
 
 MODEL_TYPES = ("base", "custom_voice", "voice_design")
@@ -176,27 +177,24 @@ class Qwen3TTSConfig:
 
 @dataclass(frozen=True)
 class GenerationDefaults:
-    """Sampling defaults from `generation_config.json` (falling back to upstream's hard defaults)."""
+    """Sampling defaults: `generation_config.json` over upstream's (`spec.GENERATION_DEFAULTS`)."""
 
-    do_sample: bool = True
-    top_k: int = 50
-    top_p: float = 1.0
-    temperature: float = 0.9
-    repetition_penalty: float = 1.05
-    subtalker_dosample: bool = True
-    subtalker_top_k: int = 50
-    subtalker_top_p: float = 1.0
-    subtalker_temperature: float = 0.9
-    max_new_tokens: int = 2048
+    do_sample: bool
+    top_k: int
+    top_p: float
+    temperature: float
+    repetition_penalty: float
+    subtalker_dosample: bool
+    subtalker_top_k: int
+    subtalker_top_p: float
+    subtalker_temperature: float
+    max_new_tokens: int
 
     @classmethod
     def from_folder(cls, folder: Path) -> GenerationDefaults:
         path = Path(folder) / "generation_config.json"
-        if not path.exists():
-            return cls()
-        d = read_json(path)
-        known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
-        return cls(**known)
+        given = read_json(path) if path.exists() else {}
+        return cls(**{k: given.get(k, v) for k, v in GENERATION_DEFAULTS.items()})
 
 
 def read_json(path: Path) -> dict:

@@ -1,6 +1,6 @@
 """The decode core on CUDA: static caches, two captured graphs per frame, sync-free sampling.
 
-`graphed_decode_frames` has the signature and the yield contract of `generate.decode_frames`
+`GraphedDecoder.decode_frames` has the signature and the yield contract of `generate.decode_frames`
 (frames of code groups, `alive` flags, `outcome.eos`, `row_limits`, `cancel`), so `generate`,
 `stream` and batching iterate it unchanged. Per frame it replays
 
@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -341,22 +340,3 @@ class GraphedDecoder:
         self.graphs.clear()
         self.frames.clear()
         self.talkers.clear()
-
-
-_DECODERS: weakref.WeakKeyDictionary[Talker, GraphedDecoder] = weakref.WeakKeyDictionary()
-
-
-def decoder_for(talker: Talker, **options) -> GraphedDecoder:
-    """The `GraphedDecoder` of `talker` (made on first use with `options`; kept while the talker lives)."""
-    dec = _DECODERS.get(talker)
-    if dec is None:
-        dec = _DECODERS[talker] = GraphedDecoder(talker, **options)
-    return dec
-
-
-def graphed_decode_frames(
-    talker: Talker, inputs: TalkerInputs, settings: DecodeSettings, generator: torch.Generator | None = None, *,
-    row_limits: torch.Tensor | None = None, cancel: CancelToken | None = None, outcome: DecodeOutcome | None = None,
-) -> Iterator[Frame]:  # fmt: skip
-    """Drop-in for `generate.decode_frames` on CUDA: the talker's `GraphedDecoder` serves the request."""
-    return decoder_for(talker).decode_frames(inputs, settings, generator, row_limits=row_limits, cancel=cancel, outcome=outcome)
