@@ -126,22 +126,6 @@ class Option:
             return f"must be <= {self.high:g}"
         return ""
 
-    def parse(self, text: str) -> Any:
-        """A value from its command-line spelling ("0.7", "true", "12"), then checked."""
-        t = text.strip()
-        if self.type == "bool":
-            low = t.lower()
-            if low not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
-                raise InvalidOption(f"{self.name}={text!r}: must be true or false", param=self.name)
-            return low in ("true", "1", "yes", "on")
-        if self.type in ("int", "float"):
-            try:
-                number = float(t)
-            except ValueError:
-                raise InvalidOption(f"{self.name}={text!r}: must be a number", param=self.name) from None
-            return self.check(int(number) if self.type == "int" and number.is_integer() else number)
-        return self.check(t)
-
     def describe(self) -> dict[str, Any]:
         """JSON-friendly form (for `koe models info` and `GET /v1/models/{id}`)."""
         d: dict[str, Any] = {"name": self.name, "type": self.type, "default": self.default, "help": self.help}
@@ -205,24 +189,8 @@ class Capabilities:
     min_reference_s: float = 1.0
 
     @property
-    def clone(self) -> bool:
-        return bool(self.voice_modes & {CLONE, CLONE_WITHOUT_TRANSCRIPT})
-
-    @property
-    def clone_without_transcript(self) -> bool:
-        return CLONE_WITHOUT_TRANSCRIPT in self.voice_modes
-
-    @property
-    def voice_design(self) -> bool:
-        return DESIGN in self.voice_modes
-
-    @property
     def streaming(self) -> bool:
         return self.stream_step_s is not None
-
-    @property
-    def preset_speakers(self) -> tuple[str, ...]:
-        return self.speakers if PRESET in self.voice_modes else ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form."""

@@ -8,7 +8,7 @@ Everything here reads only files (each family's spec reads its configs; safetens
 from __future__ import annotations
 
 import hashlib
-import json
+import math
 import os
 import shutil
 import time
@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from koe.engines.base import Capabilities
+from koe.engines.spec import safetensors_header
 from koe.service.errors import AlreadyExists, InvalidRequest, NotFound, StorageError
 from koe.service.fsio import atomic_folder, remove_tree, sweep_leftovers
 from koe.service.names import check_name, slug
@@ -112,19 +113,10 @@ def inspect_model(ref: ModelRef) -> ModelDetails:
 
 def _safetensors_parameters(path: Path) -> int:
     """Element count of a safetensors file, from its JSON header alone."""
-    with open(path, "rb") as f:
-        n = int.from_bytes(f.read(8), "little")
-        if n <= 0 or n > 100_000_000:
-            return 0
-        header = json.loads(f.read(n))
     total = 0
-    for k, v in header.items():
-        if k == "__metadata__":
-            continue
-        count = 1
-        for d in v.get("shape", []):
-            count *= int(d)
-        total += count
+    for k, v in safetensors_header(path).items():
+        if k != "__metadata__":
+            total += math.prod(int(d) for d in v.get("shape", []))
     return total
 
 

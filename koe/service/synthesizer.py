@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from koe.audio.errors import AudioError
-from koe.engines.base import AudioChunk, BatchEngine, Cancelled, CancelToken, RequestError, SynthesisRequest, VoiceReference
+from koe.engines.base import AudioChunk, BatchEngine, Cancelled, CancelToken, RequestError, SynthesisRequest, VoiceReference, collect
 from koe.service.cache import LoadedModel, ModelCache
 from koe.service.encode import StreamEncoder, encode_audio
 from koe.service.errors import AlreadyExists, InvalidRequest, KoeError, NotFound, RequestCancelled, Unavailable
@@ -103,7 +103,7 @@ class Synthesizer:
                 job = self._synthesis_request(first, entry, cancel)
                 jobs = [replace(job, text=p.text) for p in plans]
                 if isinstance(engine, BatchEngine) and first.batchable:
-                    results = [_collect(iter(chunks)) for chunks in engine.synthesize_batch(jobs)]
+                    results = [_collect(chunks) for chunks in engine.synthesize_batch(jobs)]
                 else:
                     results = [_collect(engine.synthesize(j)) for j in jobs]
         outputs = []
@@ -244,8 +244,6 @@ class Synthesizer:
     def _stream(self, plan: SpeechPlan, cancel: CancelToken, first_chunk_s: float | None, chunk_s: float | None) -> Iterator[StreamChunk]:
         encoder: StreamEncoder | None = None
         kept: list[bytes] = []
-        chunk_warnings: list[str] = []
-        truncated = False
         finished = False
         with self.cache.use(plan.model) as entry, entry.lock:
             with engine_errors():
@@ -259,8 +257,6 @@ class Synthesizer:
                         if encoder is None:
                             encoder = StreamEncoder(plan.format, chunk.sample_rate, speed=plan.speed)
                         data = encoder.feed(chunk.samples)
-                        chunk_warnings.extend(w for w in chunk.metadata.get("warnings", []) if w not in chunk_warnings)
-                        truncated = truncated or bool(chunk.metadata.get("truncated"))
                         if not chunk.final:
                             if plan.save:
                                 kept.append(data)
@@ -268,7 +264,7 @@ class Synthesizer:
                             continue
                         data += encoder.finish()
                         finished = True
-                        meta = {**chunk.metadata, "warnings": chunk_warnings, "truncated": truncated}
+                        meta = chunk.metadata  # the final chunk carries the utterance's warnings and truncation
                         metadata = self._metadata(plan, meta, plan.seed)
                         output_id, path = self._record(plan, encoder.duration, metadata, b"".join(kept) + data if plan.save else None)
                         yield StreamChunk(data, chunk.samples, chunk.sample_rate, True, result_warnings(plan, meta), metadata, output_id, path)
@@ -284,20 +280,16 @@ class Synthesizer:
 
 
 def _collect(chunks: Iterator[AudioChunk], on_progress: Callable[[float], None] | None = None) -> tuple[np.ndarray, int, dict[str, Any]]:
-    """Join a stream's chunks into one utterance (the final chunk's metadata), reporting seconds of
+    """Join a stream's chunks into one utterance (`koe.engines.base.collect`), reporting seconds of
     audio made after each chunk to `on_progress`."""
-    parts: list[np.ndarray] = []
-    meta: dict[str, Any] = {}
-    sample_rate, total = 0, 0
+    whole = collect(chunks if on_progress is None else _reporting(chunks, on_progress))
+    return whole.samples, whole.sample_rate, whole.metadata
+
+
+def _reporting(chunks: Iterator[AudioChunk], on_progress: Callable[[float], None]) -> Iterator[AudioChunk]:
     for chunk in chunks:
-        parts.append(np.asarray(chunk.samples, dtype=np.float32))
-        sample_rate = chunk.sample_rate
-        total += len(chunk.samples)
-        if chunk.final:
-            meta = dict(chunk.metadata)
-        if on_progress is not None and sample_rate:
-            on_progress(total / sample_rate)
-    return (np.concatenate(parts) if parts else np.zeros(0, np.float32)), sample_rate, meta
+        yield chunk
+        on_progress((chunk.offset + len(chunk.samples)) / chunk.sample_rate)
 
 
 def result_warnings(plan: SpeechPlan, meta: dict[str, Any]) -> list[str]:

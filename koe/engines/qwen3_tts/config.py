@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from koe.engines.qwen3_tts.spec import GENERATION_DEFAULTS
+from koe.engines.qwen3_tts.spec import GENERATION_DEFAULTS, drops_instruct
 from koe.nn.decoder import DecoderSpec
 
 MODEL_TYPES = ("base", "custom_voice", "voice_design")
@@ -171,8 +171,8 @@ class Qwen3TTSConfig:
 
     @property
     def drops_instruct(self) -> bool:
-        """Upstream ignores instructions on the 0.6B CustomVoice model (it tests `size in "0b6"`)."""
-        return self.model_type == "custom_voice" and self.model_size in "0b6"
+        """Upstream ignores instructions on the 0.6B CustomVoice model (`spec.drops_instruct`)."""
+        return drops_instruct(self.model_type, self.model_size)
 
 
 @dataclass(frozen=True)

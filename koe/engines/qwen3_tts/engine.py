@@ -354,7 +354,7 @@ class Qwen3TTSEngine(NativeAPI):
         speaker, prompt = (voice, None) if isinstance(voice, str) else (None, voice)
         language = request.language if request.language is not None else "auto"
         settings = self.decode_settings(**{k: v for k, v in options.items() if v is not None})
-        (item,) = self.prompt_items([request.text if request.text.strip() else "."], [language], [speaker], [request.instruct], [prompt])
+        (item,) = self.prompt_items([request.text], [language], [speaker], [request.instruct], [prompt])
         instruct = request.instruct if item.instruct_ids is not None else None  # dropped (with a warning) where ignored
         non_streaming = self.default_non_streaming() if nsm is None else nsm
         return _Checked(language, speaker, instruct, prompt, settings, non_streaming, getattr(request, "generator", None), request.cancel)

@@ -72,12 +72,17 @@ def options_schema(defaults: dict) -> OptionsSchema:
     ))  # fmt: skip
 
 
+def drops_instruct(variant: str, size: str) -> bool:
+    """Upstream ignores instructions on the 0.6B CustomVoice model (it tests `size in "0b6"`)."""
+    return variant == "custom_voice" and size in "0b6"
+
+
 def capabilities(variant: str, size: str, speakers, languages, sample_rate: int, defaults: dict) -> Capabilities:
     """Capabilities from config values (shared by `describe` and the loaded engine)."""
     return Capabilities(
         family=FAMILY, variant=variant, voice_modes=frozenset(VOICE_MODES.get(variant, set())),
         languages=tuple(languages), sample_rate=int(sample_rate), speakers=tuple(speakers),
-        instruct=variant == "voice_design" or (variant == "custom_voice" and size not in ("0b6",)),
+        instruct=variant == "voice_design" or (variant == "custom_voice" and not drops_instruct(variant, size)),
         stream_step_s=1 / FRAME_RATE, native_speed=False, batch=True, options=options_schema(defaults),
         training=(), min_reference_s=1.0,
     )  # fmt: skip

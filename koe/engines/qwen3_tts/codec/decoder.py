@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from koe.nn.attention import sliding_window_mask
 from koe.nn.conv import CausalConv1d, CausalConvTranspose1d, ConvNeXtBlock, SnakeBeta
 from koe.nn.decoder import DecoderLayer, DecoderSpec
 from koe.nn.norm import RMSNorm
@@ -119,8 +120,9 @@ class DecoderTransformer(nn.Module):
         x = self.input_proj(x)
         positions = torch.arange(x.shape[1], device=x.device).unsqueeze(0)  # (1, T)
         cos, sin = self.rotary_emb(positions, x.dtype)  # (1, 1, T, D)
+        mask = sliding_window_mask(x.shape[0], x.shape[1], x.shape[1], self.window, x.device)  # once for all layers
         for layer in self.layers:
-            x = layer(x, cos, sin, None, None)  # the window mask is built by each attention
+            x = layer(x, cos, sin, None, mask)
         return self.output_proj(self.norm(x))
 
 
