@@ -2,11 +2,12 @@
 PYTHON ?= python3
 VENV   := .venv
 ORACLE := .oracle
+ORACLE_F5 := .oracle-f5
 BIN    := $(VENV)/bin
 # A CPU build of torch where no NVIDIA GPU is present; the default (CUDA) build otherwise.
 TORCH_SPEC := $(shell if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then echo "torch"; else echo "torch==2.13.0"; fi)
 
-.PHONY: demo test venv oracle clean
+.PHONY: demo test venv oracle oracle-qwen oracle-f5 clean
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -16,8 +17,11 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e ".[server,dev]"
 	touch $@
 
-# Upstream qwen-tts==0.1.1 in its own virtualenv: the oracle for parity tests (never imported by koe).
-oracle: $(ORACLE)/.installed
+# Upstream packages, each in its own virtualenv: the oracles for parity tests (never imported by koe).
+oracle: oracle-qwen oracle-f5
+
+# qwen-tts==0.1.1 (torchaudio is stubbed, see tests/oracle/stubs).
+oracle-qwen: $(ORACLE)/.installed
 $(ORACLE)/.installed: tests/oracle/requirements.txt
 	test -x $(ORACLE)/bin/python || $(PYTHON) -m venv $(ORACLE)
 	$(ORACLE)/bin/pip install -q "$(TORCH_SPEC)"
@@ -25,11 +29,25 @@ $(ORACLE)/.installed: tests/oracle/requirements.txt
 	$(ORACLE)/bin/pip install -q --no-deps qwen-tts==0.1.1
 	touch $@
 
+# f5-tts==1.1.22. It shares the Qwen oracle's torch and common packages through a .pth file
+# (one torch install for all oracles), adds its own on top; stubs for training-only imports are in
+# tests/oracle_f5/stubs.
+ORACLE_F5_SITE = $(ORACLE_F5)/lib/python$(shell $(PYTHON) -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')/site-packages
+oracle-f5: $(ORACLE_F5)/.installed
+$(ORACLE_F5)/.installed: $(ORACLE)/.installed tests/oracle_f5/requirements.txt tests/oracle_f5/requirements-nodeps.txt
+	test -x $(ORACLE_F5)/bin/python || $(PYTHON) -m venv $(ORACLE_F5)
+	$(ORACLE)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > $(ORACLE_F5_SITE)/_koe_shared_oracle.pth
+	$(ORACLE_F5)/bin/pip install -q -r tests/oracle_f5/requirements.txt
+	$(ORACLE_F5)/bin/pip install -q --no-deps -r tests/oracle_f5/requirements-nodeps.txt
+	rm -f $(ORACLE_F5_SITE)/torchaudio/lib/*.so
+	touch $@
+
 demo: venv
 	$(BIN)/koe demo
 
 test: venv oracle
-	KOE_ORACLE_PYTHON=$(CURDIR)/$(ORACLE)/bin/python $(BIN)/python -m pytest -q
+	KOE_ORACLE_PYTHON=$(CURDIR)/$(ORACLE)/bin/python KOE_ORACLE_F5_PYTHON=$(CURDIR)/$(ORACLE_F5)/bin/python \
+		$(BIN)/python -m pytest -q
 
 clean:
-	rm -rf $(VENV) $(ORACLE) .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(ORACLE) $(ORACLE_F5) .pytest_cache build *.egg-info

@@ -1,7 +1,8 @@
-"""Run a script of `tests/oracle/` in the upstream virtualenv and read back what it wrote.
+"""Run an oracle script in an upstream package's own virtualenv and read back what it wrote.
 
-The oracle is upstream `qwen-tts==0.1.1` in its own venv (`make oracle`); its path comes from
-`KOE_ORACLE_PYTHON` (default `.oracle/bin/python`). A missing oracle is an error, never a skip.
+One venv per family (`make oracle`): upstream `qwen-tts==0.1.1` in `.oracle` (scripts in
+`tests/oracle/`, python from `KOE_ORACLE_PYTHON`), `f5-tts==1.1.22` in `.oracle-f5` (scripts in
+`tests/oracle_f5/`, python from `KOE_ORACLE_F5_PYTHON`). A missing oracle is an error, never a skip.
 """
 
 from __future__ import annotations
@@ -17,27 +18,37 @@ from safetensors.torch import load_file
 ROOT = Path(__file__).resolve().parent.parent
 ORACLE_DIR = ROOT / "tests" / "oracle"
 
+# family -> (scripts folder, environment variable with the venv's python, default venv folder)
+ORACLES = {
+    "qwen3_tts": (ORACLE_DIR, "KOE_ORACLE_PYTHON", ".oracle"),
+    "f5_tts": (ROOT / "tests" / "oracle_f5", "KOE_ORACLE_F5_PYTHON", ".oracle-f5"),
+}
 
-def oracle_python() -> str:
-    path = os.environ.get("KOE_ORACLE_PYTHON", str(ROOT / ".oracle" / "bin" / "python"))
+
+def oracle_python(family: str = "qwen3_tts") -> str:
+    _, variable, venv = ORACLES[family]
+    path = os.environ.get(variable, str(ROOT / venv / "bin" / "python"))
     if not Path(path).exists():
-        raise RuntimeError(f"oracle venv not found at {path}: run `make oracle` (or set KOE_ORACLE_PYTHON)")
+        raise RuntimeError(f"oracle venv not found at {path}: run `make oracle` (or set {variable})")
     return path
 
 
-def run_oracle(script: str, job: dict, workdir: Path, timeout: float = 900) -> tuple[dict[str, torch.Tensor], dict]:
-    """Run `tests/oracle/<script>.py` on `job`; returns (tensors, info)."""
+def run_oracle(
+    script: str, job: dict, workdir: Path, timeout: float = 900, family: str = "qwen3_tts"
+) -> tuple[dict[str, torch.Tensor], dict]:
+    """Run `<family's oracle folder>/<script>.py` on `job`; returns (tensors, info)."""
+    scripts = ORACLES[family][0]
     workdir.mkdir(parents=True, exist_ok=True)
     job_path = workdir / f"{script}-job.json"
     out = workdir / f"{script}-out"
     job_path.write_text(json.dumps(job))
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ORACLE_DIR / "stubs"), str(ORACLE_DIR)])
+    env["PYTHONPATH"] = os.pathsep.join([str(scripts / "stubs"), str(scripts)])
     env["OMP_NUM_THREADS"] = "1"
     env.setdefault("HF_HUB_OFFLINE", "1")
     env.setdefault("TRANSFORMERS_OFFLINE", "1")
     proc = subprocess.run(
-        [oracle_python(), str(ORACLE_DIR / f"{script}.py"), str(job_path), str(out)],
+        [oracle_python(family), str(scripts / f"{script}.py"), str(job_path), str(out)],
         capture_output=True, text=True, timeout=timeout, env=env,
     )
     if proc.returncode != 0:
