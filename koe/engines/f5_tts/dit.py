@@ -1,0 +1,148 @@
+"""F5-TTS's DiT: text embedding (+ ConvNeXt-V2 blocks), input embedding, AdaLN-zero blocks.
+
+`F5Model.transformer` is the DiT, with the released checkpoint's names under `transformer.`
+(the checkpoint stores them under `ema_model.transformer.`). Inference runs one text at a time
+(as upstream's `infer_batch_process` does), so there is no padding mask: cond and uncond run as
+one batch of two when classifier-free guidance is on.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from koe.engines.f5_tts.config import F5Config
+from koe.nn.dit import AdaLayerNormFinal, ConvNeXtV2Block, ConvPositionEmbedding, DiTBlock, TimestepEmbedding, pair_rotary_freqs
+
+__all__ = ["DiT", "F5Model", "text_position_table"]
+
+_TEXT_POSITIONS = 8192  # upstream's precomputed text positions (~87 s of 24 kHz audio)
+
+
+def text_position_table(dim: int, length: int, theta: float = 10000.0) -> torch.Tensor:
+    """(length, dim) `[cos(p * w), sin(p * w)]`, `w_i = theta^(-2i / dim)`: added to text embeddings."""
+    freqs = 1.0 / (theta ** (torch.arange(0, dim, 2, device="cpu")[: dim // 2].float() / dim))
+    positions = torch.arange(length, device="cpu")
+    angles = torch.outer(positions, freqs).float()
+    return torch.cat([torch.cos(angles), torch.sin(angles)], dim=-1)
+
+
+class TextEmbedding(nn.Module):
+    """Token ids (B, nt) -> (B, n, text_dim) for n mel frames: ids + 1 (0 = filler), cut or padded to
+    n, embedded, positions added, ConvNeXt-V2 blocks (padding masked to zero when `mask_padding`)."""
+
+    def __init__(self, vocab_size: int, dim: int, mask_padding: bool, conv_layers: int) -> None:
+        super().__init__()
+        self.text_embed = nn.Embedding(vocab_size + 1, dim)
+        self.mask_padding = mask_padding
+        self.text_blocks = nn.Sequential(*[ConvNeXtV2Block(dim, dim * 2) for _ in range(conv_layers)])
+        self.register_buffer("freqs_cis", text_position_table(dim, _TEXT_POSITIONS) if conv_layers else None, persistent=False)
+
+    def forward(self, text: torch.Tensor, frames: int, drop_text: bool = False) -> torch.Tensor:
+        text = text + 1
+        text = text[:, :frames]
+        text = nn.functional.pad(text, (0, frames - text.shape[1]), value=0)
+        padding = text == 0
+        if drop_text:
+            text = torch.zeros_like(text)
+        x = self.text_embed(text)
+        if len(self.text_blocks):
+            x = x + self.freqs_cis[:frames, :]
+            if self.mask_padding:
+                keep = padding.unsqueeze(-1).expand(-1, -1, x.size(-1))
+                x = x.masked_fill(keep, 0.0)
+                for block in self.text_blocks:
+                    x = block(x).masked_fill(keep, 0.0)
+            else:
+                x = self.text_blocks(x)
+        return x
+
+
+class InputEmbedding(nn.Module):
+    """Noisy mel, reference mel and text embedding -> model width, plus a conv position embedding."""
+
+    def __init__(self, mel_dim: int, text_dim: int, dim: int) -> None:
+        super().__init__()
+        self.proj = nn.Linear(mel_dim * 2 + text_dim, dim)
+        self.conv_pos_embed = ConvPositionEmbedding(dim)
+
+    def forward(self, x: torch.Tensor, cond: torch.Tensor, text: torch.Tensor, drop_audio_cond: bool = False) -> torch.Tensor:
+        if drop_audio_cond:
+            cond = torch.zeros_like(cond)
+        x = self.proj(torch.cat((x, cond, text), dim=-1))
+        return self.conv_pos_embed(x) + x
+
+
+class RotaryFrequencies(nn.Module):
+    """Holds the checkpoint's rotary `inv_freq` (a persistent buffer in the release)."""
+
+    def __init__(self, dim_head: int) -> None:
+        super().__init__()
+        self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, dim_head, 2, device="cpu").float() / dim_head)))
+
+    def forward(self, length: int) -> torch.Tensor:
+        return pair_rotary_freqs(self.inv_freq, length)
+
+
+class DiT(nn.Module):
+    def __init__(self, cfg: F5Config, vocab_size: int) -> None:
+        super().__init__()
+        self.config = cfg
+        mel = cfg.mel.n_mels
+        self.time_embed = TimestepEmbedding(cfg.dim)
+        self.text_embed = TextEmbedding(vocab_size, cfg.text_width, cfg.text_mask_padding, cfg.conv_layers)
+        self.input_embed = InputEmbedding(mel, cfg.text_width, cfg.dim)
+        self.rotary_embed = RotaryFrequencies(cfg.dim_head)
+        self.transformer_blocks = nn.ModuleList(
+            [DiTBlock(cfg.dim, cfg.heads, cfg.dim_head, cfg.ff_mult, cfg.qk_norm, cfg.pe_attn_head) for _ in range(cfg.depth)])
+        self.long_skip_connection = nn.Linear(cfg.dim * 2, cfg.dim, bias=False) if cfg.long_skip_connection else None
+        self.norm_out = AdaLayerNormFinal(cfg.dim)
+        self.proj_out = nn.Linear(cfg.dim, mel)
+
+    def embed_text(self, text: torch.Tensor, frames: int, guided: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Text embeddings for the whole sampling run: (cond, uncond or None). Fixed over the ODE steps."""
+        cond = self.text_embed(text, frames)
+        return cond, (self.text_embed(text, frames, drop_text=True) if guided else None)
+
+    def forward(self, x: torch.Tensor, cond: torch.Tensor, time: torch.Tensor, text_cond: torch.Tensor,
+                text_uncond: torch.Tensor | None) -> torch.Tensor:
+        """One velocity prediction. x, cond (1, n, mels); time 0-d; with `text_uncond` the batch is
+        [cond, uncond] (audio and text dropped) and the output (2, n, mels)."""
+        t = self.time_embed(time.repeat(x.shape[0]))
+        h = self.input_embed(x, cond, text_cond)
+        if text_uncond is not None:
+            h = torch.cat((h, self.input_embed(x, cond, text_uncond, drop_audio_cond=True)), dim=0)
+            t = torch.cat((t, t), dim=0)
+        freqs = self.rotary_embed(x.shape[1])
+        residual = h
+        for block in self.transformer_blocks:
+            h = block(h, t, freqs)
+        if self.long_skip_connection is not None:
+            h = self.long_skip_connection(torch.cat((h, residual), dim=-1))
+        return self.proj_out(self.norm_out(h, t))
+
+
+class F5Model(nn.Module):
+    """The checkpoint's root (`transformer.*`); the mel front end and sampler live outside it."""
+
+    def __init__(self, cfg: F5Config, vocab_size: int) -> None:
+        super().__init__()
+        self.transformer = DiT(cfg, vocab_size)
+
+    @staticmethod
+    def checkpoint_name(key: str) -> str | None:
+        """A released checkpoint's tensor name -> this module's, or None to skip it.
+
+        EMA weights are read (`ema_model.` prefix; for `.pt` checkpoints the `ema_model_state_dict.`
+        dict); EMA counters (`initted`, `step`), old mel buffers and the training weights are skipped.
+        """
+        for prefix in ("ema_model_state_dict.", ""):
+            if key.startswith(prefix):
+                key = key[len(prefix):]
+                break
+        if key.startswith(("model_state_dict.", "optimizer_state_dict.", "scheduler_state_dict.")):
+            return None
+        key = key.removeprefix("ema_model.")
+        if key in ("initted", "step") or key.startswith("mel_spec."):
+            return None
+        return key

@@ -1,0 +1,208 @@
+"""Diffusion-transformer blocks: timestep embedding, AdaLN-zero modulation, the DiT block, the
+convolutional position embedding and ConvNeXt-V2 (with global response normalisation).
+
+F5-TTS's DiT is built from these; CosyVoice 3's flow, GPT-SoVITS v3/v4 and IndexTTS 2 reuse the
+same kinds of blocks. Parameter names are the released checkpoints' (`attn_norm.linear`,
+`attn.to_q`, `ff.ff.0.0`, ...). Every op runs in the order the reference does, so float32 results
+are the reference's bits: e.g. the modulation is `norm(x) * (1 + scale) + shift`, the rotary
+embedding pairs adjacent channels, GRN takes its L2 norm over the sequence axis.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from koe.nn.norm import RMSNorm
+
+__all__ = [
+    "AdaLayerNorm", "AdaLayerNormFinal", "ConvNeXtV2Block", "ConvPositionEmbedding", "DiTBlock",
+    "FeedForward", "GlobalResponseNorm", "SelfAttention", "TimestepEmbedding", "apply_pair_rotary",
+    "pair_rotary_freqs", "sinusoidal_embedding",
+]
+
+
+def sinusoidal_embedding(t: torch.Tensor, dim: int, scale: float = 1000.0) -> torch.Tensor:
+    """Timesteps (B,) -> (B, dim): `[sin(scale * t * w), cos(scale * t * w)]`, `w_i = 10000^(-i / (dim/2 - 1))`."""
+    half = dim // 2
+    step = math.log(10000) / (half - 1)
+    freqs = torch.exp(torch.arange(half, device=t.device).float() * -step)
+    angles = scale * t.unsqueeze(1) * freqs.unsqueeze(0)
+    return torch.cat((angles.sin(), angles.cos()), dim=-1)
+
+
+class TimestepEmbedding(nn.Module):
+    """Flow time t (B,) -> conditioning vector (B, dim): sinusoid (256) then Linear-SiLU-Linear."""
+
+    def __init__(self, dim: int, freq_dim: int = 256) -> None:
+        super().__init__()
+        self.freq_dim = freq_dim
+        self.time_mlp = nn.Sequential(nn.Linear(freq_dim, dim), nn.SiLU(), nn.Linear(dim, dim))
+
+    def forward(self, t: torch.Tensor) -> torch.Tensor:
+        return self.time_mlp(sinusoidal_embedding(t, self.freq_dim).to(t.dtype))
+
+
+class GlobalResponseNorm(nn.Module):
+    """ConvNeXt-V2's GRN on (B, T, C): L2 norm over T, divided by its mean over C."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.gamma = nn.Parameter(torch.zeros(1, 1, dim))
+        self.beta = nn.Parameter(torch.zeros(1, 1, dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gx = torch.norm(x, p=2, dim=1, keepdim=True)
+        nx = gx / (gx.mean(dim=-1, keepdim=True) + 1e-6)
+        return self.gamma * (x * nx) + self.beta + x
+
+
+class ConvNeXtV2Block(nn.Module):
+    """(B, T, C) -> (B, T, C): depthwise conv (7), LayerNorm, Linear-GELU, GRN, Linear, residual."""
+
+    def __init__(self, dim: int, intermediate_dim: int, dilation: int = 1) -> None:
+        super().__init__()
+        self.dwconv = nn.Conv1d(dim, dim, kernel_size=7, padding=dilation * 3, groups=dim, dilation=dilation)
+        self.norm = nn.LayerNorm(dim, eps=1e-6)
+        self.pwconv1 = nn.Linear(dim, intermediate_dim)
+        self.grn = GlobalResponseNorm(intermediate_dim)
+        self.pwconv2 = nn.Linear(intermediate_dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.dwconv(x.transpose(1, 2)).transpose(1, 2)
+        h = F.gelu(self.pwconv1(self.norm(h)))
+        return x + self.pwconv2(self.grn(h))
+
+
+class ConvPositionEmbedding(nn.Module):
+    """(B, T, C) -> (B, T, C): two grouped convs (kernel 31, 16 groups), each followed by Mish."""
+
+    def __init__(self, dim: int, kernel_size: int = 31, groups: int = 16) -> None:
+        super().__init__()
+        if kernel_size % 2 == 0:
+            raise ValueError("ConvPositionEmbedding needs an odd kernel size")
+        pad = kernel_size // 2
+        self.conv1d = nn.Sequential(
+            nn.Conv1d(dim, dim, kernel_size, groups=groups, padding=pad), nn.Mish(),
+            nn.Conv1d(dim, dim, kernel_size, groups=groups, padding=pad), nn.Mish(),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv1d(x.permute(0, 2, 1)).permute(0, 2, 1)
+
+
+def pair_rotary_freqs(inv_freq: torch.Tensor, length: int) -> torch.Tensor:
+    """Rotary angles (1, length, head_dim) for positions 0..length-1, each frequency repeated for
+    the two channels of its pair (`f0, f0, f1, f1, ...`)."""
+    positions = torch.arange(length, device=inv_freq.device).type_as(inv_freq)
+    freqs = positions[:, None] * inv_freq[None, :]
+    return torch.stack((freqs, freqs), dim=-1).reshape(1, length, -1)
+
+
+def _rotate_pairs(x: torch.Tensor) -> torch.Tensor:
+    pairs = x.reshape(*x.shape[:-1], -1, 2)
+    return torch.stack((-pairs[..., 1], pairs[..., 0]), dim=-1).reshape(x.shape)
+
+
+def apply_pair_rotary(x: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
+    """Rotate x (B, H, T, D) by pair-layout angles (1, T, R), R <= D; channels past R pass unrotated."""
+    rot = freqs.shape[-1]
+    freqs = freqs[:, -x.shape[-2]:, :].unsqueeze(1)
+    head, tail = x[..., :rot], x[..., rot:]
+    head = head * freqs.cos() + _rotate_pairs(head) * freqs.sin()
+    return torch.cat((head, tail), dim=-1)
+
+
+class SelfAttention(nn.Module):
+    """Multi-head self-attention with rotary positions on the first `rotary_heads` heads (all when None)."""
+
+    def __init__(self, dim: int, heads: int, dim_head: int, qk_norm: str | None = None, rotary_heads: int | None = None) -> None:
+        super().__init__()
+        inner = heads * dim_head
+        self.heads = heads
+        self.rotary_heads = rotary_heads
+        self.to_q = nn.Linear(dim, inner)
+        self.to_k = nn.Linear(dim, inner)
+        self.to_v = nn.Linear(dim, inner)
+        if qk_norm not in (None, "rms_norm"):
+            raise ValueError(f"unknown qk_norm {qk_norm!r} (known: rms_norm)")
+        # the reference's RMSNorm takes its float32 path on torch >= 2.10 (its version check reads "2.1")
+        self.q_norm = RMSNorm(dim_head, eps=1e-6) if qk_norm else None
+        self.k_norm = RMSNorm(dim_head, eps=1e-6) if qk_norm else None
+        self.to_out = nn.ModuleList([nn.Linear(inner, dim), nn.Identity()])
+
+    def forward(self, x: torch.Tensor, freqs: torch.Tensor | None) -> torch.Tensor:
+        batch = x.shape[0]
+        q, k, v = (proj(x).view(batch, -1, self.heads, proj.out_features // self.heads).transpose(1, 2)
+                   for proj in (self.to_q, self.to_k, self.to_v))
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        if freqs is not None:
+            n = self.rotary_heads
+            if n is None:
+                q, k = apply_pair_rotary(q, freqs), apply_pair_rotary(k, freqs)
+            else:
+                q = torch.cat((apply_pair_rotary(q[:, :n], freqs), q[:, n:]), dim=1)
+                k = torch.cat((apply_pair_rotary(k[:, :n], freqs), k[:, n:]), dim=1)
+        out = F.scaled_dot_product_attention(q, k, v, dropout_p=0.0, is_causal=False)
+        out = out.transpose(1, 2).reshape(batch, -1, q.shape[1] * q.shape[-1])
+        return self.to_out[0](out)
+
+
+class FeedForward(nn.Module):
+    """Linear-GELU(tanh)-Linear, named as the reference (`ff.0.0`, `ff.2`)."""
+
+    def __init__(self, dim: int, mult: float = 4) -> None:
+        super().__init__()
+        inner = int(dim * mult)
+        self.ff = nn.Sequential(nn.Sequential(nn.Linear(dim, inner), nn.GELU(approximate="tanh")), nn.Identity(), nn.Linear(inner, dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.ff(x)
+
+
+class AdaLayerNorm(nn.Module):
+    """AdaLN-zero: (x, t) -> modulated norm(x) for attention and the five other modulation vectors."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.linear = nn.Linear(dim, dim * 6)
+        self.norm = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor):
+        shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = torch.chunk(self.linear(F.silu(t)), 6, dim=1)
+        return self.norm(x) * (1 + scale_msa[:, None]) + shift_msa[:, None], gate_msa, shift_mlp, scale_mlp, gate_mlp
+
+
+class AdaLayerNormFinal(nn.Module):
+    """The output modulation: norm(x) * (1 + scale) + shift, from t."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.linear = nn.Linear(dim, dim * 2)
+        self.norm = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        scale, shift = torch.chunk(self.linear(F.silu(t)), 2, dim=1)
+        return self.norm(x) * (1 + scale)[:, None, :] + shift[:, None, :]
+
+
+class DiTBlock(nn.Module):
+    """AdaLN-zero transformer block: gated attention and gated feed-forward, both modulated by t."""
+
+    def __init__(self, dim: int, heads: int, dim_head: int, ff_mult: float = 4, qk_norm: str | None = None,
+                 rotary_heads: int | None = None) -> None:
+        super().__init__()
+        self.attn_norm = AdaLayerNorm(dim)
+        self.attn = SelfAttention(dim, heads, dim_head, qk_norm=qk_norm, rotary_heads=rotary_heads)
+        self.ff_norm = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
+        self.ff = FeedForward(dim, mult=ff_mult)
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor, freqs: torch.Tensor | None) -> torch.Tensor:
+        norm, gate_msa, shift_mlp, scale_mlp, gate_mlp = self.attn_norm(x, t)
+        x = x + gate_msa.unsqueeze(1) * self.attn(norm, freqs)
+        norm = self.ff_norm(x) * (1 + scale_mlp[:, None]) + shift_mlp[:, None]
+        return x + gate_mlp.unsqueeze(1) * self.ff(norm)
