@@ -136,16 +136,17 @@ def build_from_weights(
     *,
     dtype: torch.dtype | None = None,
     device: torch.device | str = "cpu",
+    rename: Callable[[str], str | None] = lambda name: name,
 ) -> M:
     """`build()` on the meta device (no random init, no memory), then every tensor from `files`
-    (strict, zero-copy where `load_state` can), on `device`.
+    (strict, zero-copy where `load_state` can, names mapped by `rename`), on `device`.
 
     Non-persistent buffers are not in the weights: modules must build them on the CPU (as
     `koe.nn.rotary.inverse_frequencies` does); one left on meta is a `WeightsError` naming it.
     """
     with torch.device("meta"):
         module = build()
-    load_state(module, files, dtype=dtype, device=device)
+    load_state(module, files, rename=rename, dtype=dtype, device=device)
     stray = [n for n, t in [*module.named_parameters(), *module.named_buffers()] if t.is_meta]
     if stray:
         raise WeightsError(f"tensors left unloaded after loading: {', '.join(stray[:5])}{' ...' if len(stray) > 5 else ''}")

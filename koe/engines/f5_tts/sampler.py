@@ -58,12 +58,14 @@ def sample_mel(
     frames: int,
     settings: FlowSettings,
     on_step: Callable[[int], None] | None = None,
+    generator: torch.Generator | None = None,
 ) -> torch.Tensor:
     """Generate a mel (1, frames', mels) that continues `ref_mel` (1, n_ref, mels) for `text` (1, nt) ids.
 
     `frames` is the total length wanted (reference included); it is raised to at least
     max(text tokens, reference frames) + 1, as upstream does. `on_step(i)` runs before step i
-    (cancellation raises from it).
+    (cancellation raises from it). The start noise comes from `generator` (torch's global one when
+    None: a generator seeded with N draws what the global one does after `torch.manual_seed(N)`).
     """
     n_ref, mels = ref_mel.shape[1], ref_mel.shape[2]
     frames = max(max(int((text != -1).sum()), n_ref) + 1, int(frames))
@@ -74,7 +76,7 @@ def sample_mel(
 
     guided = settings.cfg_strength >= 1e-5
     text_cond, text_uncond = dit.embed_text(text, frames, guided)
-    y = torch.randn(frames, mels, device=ref_mel.device, dtype=step_cond.dtype).unsqueeze(0)
+    y = torch.randn(frames, mels, device=ref_mel.device, dtype=step_cond.dtype, generator=generator).unsqueeze(0)
     t = time_grid(settings.nfe_step, settings.sway_sampling_coef, step_cond.dtype, ref_mel.device)
     for i in range(len(t) - 1):
         if on_step is not None:

@@ -1,0 +1,80 @@
+"""F5-TTS voice prompts: the preprocessed reference clip and its transcript, reusable.
+
+What upstream recomputes on every call (silence clipping, the 12 s cap, trailing silence, the
+16-bit round trip, the transcript's closing punctuation) is done once and kept: the clip as
+float32 mono samples at its own rate (before loudness normalisation, which depends on the
+request's `target_rms`) and the transcript as upstream then uses it. Any F5-TTS model with the
+same mel front end (24 kHz, hop 256, 100 bins) can use it. Saved as `prompt.safetensors` +
+`prompt.json` (never pickle).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+
+FORMAT_VERSION = 1
+FAMILY = "f5_tts"
+
+
+class F5VoiceError(ValueError):
+    """A saved F5-TTS voice prompt that cannot be read or is not one."""
+
+
+@dataclass
+class F5Voice:
+    """A prepared reference: `samples` (float32 mono) at `sample_rate`, `ref_text` as upstream uses it."""
+
+    samples: np.ndarray
+    sample_rate: int
+    ref_text: str
+    mel: dict = field(default_factory=lambda: {"sample_rate": 24000, "hop_length": 256, "n_mels": 100})
+    info: dict = field(default_factory=dict)
+
+    family = FAMILY
+
+    @property
+    def seconds(self) -> float:
+        return len(self.samples) / self.sample_rate
+
+    def save(self, folder: str | Path) -> Path:
+        """Write `prompt.safetensors` + `prompt.json` into `folder` (each atomically)."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        _atomic(folder / "prompt.safetensors", lambda p: save_file({"samples": torch.from_numpy(np.ascontiguousarray(self.samples, dtype=np.float32))}, str(p)))
+        meta = {"format_version": FORMAT_VERSION, "family": FAMILY, "sample_rate": int(self.sample_rate), "ref_text": self.ref_text,
+                "mel": self.mel, "info": self.info}  # fmt: skip
+        _atomic(folder / "prompt.json", lambda p: p.write_text(json.dumps(meta, ensure_ascii=False, indent=1), encoding="utf-8"))
+        return folder
+
+    @classmethod
+    def load(cls, folder: str | Path) -> F5Voice:
+        folder = Path(folder)
+        try:
+            meta = json.loads((folder / "prompt.json").read_text(encoding="utf-8"))
+            tensors = load_file(str(folder / "prompt.safetensors"))
+        except (OSError, ValueError) as e:
+            raise F5VoiceError(f"{folder}: not a readable voice prompt ({e})") from e
+        if meta.get("family") != FAMILY:
+            raise F5VoiceError(f"{folder}: this voice prompt was made for {meta.get('family') or 'another model family'}, not F5-TTS; prepare the voice again with this model")
+        if meta.get("format_version") != FORMAT_VERSION or "samples" not in tensors:
+            raise F5VoiceError(f"{folder}: unknown F5-TTS voice prompt format {meta.get('format_version')!r}")
+        return cls(tensors["samples"].numpy(), int(meta["sample_rate"]), str(meta["ref_text"]), dict(meta.get("mel") or {}), dict(meta.get("info") or {}))
+
+
+def _atomic(path: Path, write) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
