@@ -134,6 +134,9 @@ def test_speak_stream_to_stdout_is_a_playable_wav(koe, home, cv_model):
         (["voices", "show", "nobody"], "no voice named 'nobody'"),
         (["models", "info", "nope"], "no model named 'nope'"),
         (["models", "import", "/nonexistent/folder"], "model folder not found"),
+        (["models", "import", "{cv}", "--arch", "Nope"], "unknown architecture 'Nope'"),
+        (["models", "import", "{cv}", "--vocoder", "/nonexistent/vocoder"], "vocoder folder not found"),
+        (["models", "pull", "not-an-id"], "should look like OWNER/NAME"),
     ],
 )
 def test_bad_input_is_one_clear_line(koe, home, cv_model, args, match):

@@ -49,15 +49,20 @@ def list_models(as_json: Annotated[bool, typer.Option("--json", help="Print JSON
 @app.command("import")
 @command
 def import_model(
-    path: Annotated[Path, typer.Argument(help="A model folder in its released layout (configs, weights, tokenizer files).")],
+    path: Annotated[Path, typer.Argument(help="A model folder in its released layout (configs, weights, tokenizer files), or a release's checkpoint folder (with --arch).")],
     name: Annotated[str | None, typer.Option("--name", help="Store name (default: the folder's name).")] = None,
     link: Annotated[bool, typer.Option("--link", help="Keep a symlink to the folder instead of a copy.")] = False,
     overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
+    arch: Annotated[str | None, typer.Option("--arch", help="The architecture, by name, of a checkpoint released without its config: "
+                                             "its config is written into the copy (a wrong name is an error listing the names koe knows).",
+                                             show_default=False)] = None,
+    vocoder: Annotated[Path | None, typer.Option("--vocoder", help="A vocoder folder to copy in, for a release that ships without "
+                                                 "its vocoder (the error for such a folder says which one).", show_default=False)] = None,
 ) -> None:
-    """Install a local model folder into the store (validated first)."""
+    """Install a local model folder into the store (completed and validated first)."""
     home = open_home()
     with err.status(f"importing {path} …", spinner="dots"):
-        d = home.models.import_model(path, name, link=link, overwrite=overwrite)
+        d = home.models.import_model(path, name, link=link, overwrite=overwrite, arch=arch, vocoder=vocoder)
     how = "linked" if d.linked else "copied"
     err.print(f"[green]installed[/] {escape(d.ref.name)}  [dim]({d.ref.variant} {d.ref.size}, {human_bytes(d.weights_bytes)}, {how})[/]")
 
@@ -113,17 +118,21 @@ def remove(name: str) -> None:
 @app.command("pull")
 @command
 def pull(
-    repo_id: Annotated[str, typer.Argument(help="Hub id, e.g. Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice.")],
-    name: Annotated[str | None, typer.Option("--name", help="Store name (default: the id's last part).")] = None,
+    repo_id: Annotated[str, typer.Argument(help="Hub id, e.g. Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice, or a release's own id "
+                                           "(OWNER/NAME/SUBFOLDER) where a repo holds several.")],
+    arch: Annotated[str | None, typer.Option("--arch", help="Which release of a repo that holds several, by its architecture's name; "
+                                             "or the architecture of a checkpoint repo released without its config.",
+                                             show_default=False)] = None,
+    name: Annotated[str | None, typer.Option("--name", help="Store name (default: the release's name, else the id's last part).")] = None,
     revision: Annotated[str | None, typer.Option("--revision", help="Branch, tag or commit.")] = None,
     token: Annotated[str | None, typer.Option("--token", envvar="HF_TOKEN", help="Hub token for gated/private repos.", show_default=False)] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
     timeout: Annotated[float, typer.Option("--connect-timeout", help="Seconds to wait for the hub before giving up.")] = 3.0,
 ) -> None:
-    """Download a model from the Hugging Face hub (resumable; checksums verified)."""
+    """Download a model from the Hugging Face hub (resumable; checksums verified; a release's vocoder too)."""
     from koe.service.hub import pull_model
 
     home = open_home()
-    d = pull_model(home.models, repo_id, name=name, revision=revision, token=token, overwrite=overwrite, connect_timeout=timeout,
+    d = pull_model(home.models, repo_id, arch=arch, name=name, revision=revision, token=token, overwrite=overwrite, connect_timeout=timeout,
                    on_status=lambda msg: err.print(f"[dim]{escape(msg)}[/]"))  # fmt: skip
     err.print(f"[green]installed[/] {escape(d.ref.name)}  [dim]({d.ref.variant} {d.ref.size}, {human_bytes(d.weights_bytes)})[/]")

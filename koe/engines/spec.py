@@ -7,7 +7,8 @@ service plans requests, lists models and maps OpenAI voice names from these answ
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -50,16 +51,72 @@ class VoiceAlias:
 
 
 @dataclass(frozen=True)
+class HubFiles:
+    """Files a pull fetches from one hub repo into a model folder.
+
+    `files` are names or glob patterns (as huggingface_hub's `allow_patterns`) relative to
+    `subfolder` of `repo`; empty means everything there. They land under `dest` of the model folder
+    (at their path relative to `subfolder`). Plain names (no glob among them) must all exist in the
+    repo; a list with globs must match at least one file.
+    """
+
+    repo: str
+    files: tuple[str, ...] = ()
+    subfolder: str = ""
+    dest: str = ""
+
+
+@dataclass(frozen=True)
 class ReleasedModel:
-    """A published checkpoint koe runs: its hub id, variant and size."""
+    """A published checkpoint koe knows: its hub id, variant and size, and what a pull fetches.
+
+    `files`: the hub files the model folder is made of, possibly from several repos (a checkpoint
+    repo's subfolder and a vocoder repo); empty means the whole `repo_id` as it is (a snapshot).
+    `arch`: the architecture name handed to the spec's `assemble` once downloaded (a release that
+    carries no config). `id`: the name `koe models pull` also takes for it (default `repo_id`,
+    e.g. "OWNER/NAME/SUBFOLDER"); `name`: the store's default name. `unsupported`: set for a
+    release koe knows but does not run yet, the message a pull of it fails with.
+    """
 
     repo_id: str
     variant: str
     size: str
+    files: tuple[HubFiles, ...] = ()
+    arch: str | None = None
+    id: str = ""
+    name: str = ""
+    unsupported: str = ""
+
+    @property
+    def ref(self) -> str:
+        return self.id or self.repo_id
+
+    @property
+    def sources(self) -> tuple[HubFiles, ...]:
+        return self.files or (HubFiles(self.repo_id),)
+
+
+@dataclass(frozen=True)
+class Assembly:
+    """What finishing a model folder adds (paths relative to the folder): text files to write and
+    files to copy in from elsewhere (e.g. a vocoder downloaded on its own). Empty: nothing to add."""
+
+    write: Mapping[str, str] = field(default_factory=dict)
+    copy: Mapping[str, Path] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.write or self.copy)
 
 
 class FamilySpec(Protocol):
-    """A family's torch-free face (see module doc)."""
+    """A family's torch-free face (see module doc).
+
+    Optional members (the helpers below supply the defaults for a spec without them):
+    `archs`, the architecture names `assemble` can write a config for (default none);
+    `assemble(folder, arch, vocoder) -> Assembly`, what a folder still needs to be complete
+    (default: nothing, and `arch` / `vocoder` are refused); `custom_release(ref, arch)`, what a
+    pull of a repo not in `released` fetches when given one of `archs`.
+    """
 
     family: str
     title: str
@@ -82,7 +139,92 @@ class FamilySpec(Protocol):
 
 
 class SpecError(ValueError):
-    """A folder a family claims but cannot read (malformed config)."""
+    """A folder a family claims but cannot read (malformed config), or one it cannot complete as asked."""
+
+
+# -- the optional hooks, with their defaults (the service calls these, never the hooks directly) ------
+
+
+def spec_archs(spec: FamilySpec) -> tuple[str, ...]:
+    """The architecture names `spec` can write a config for (its `archs`; none by default)."""
+    return tuple(getattr(spec, "archs", ()) or ())
+
+
+def _unsupported_release(spec: FamilySpec, arch: str) -> ReleasedModel | None:
+    return next((r for r in spec.released if r.arch == arch and r.unsupported), None)
+
+
+def known_archs(specs: Iterable[FamilySpec]) -> str:
+    """Every spec's architecture names for messages: "A, B (Family one); C (Family two)"."""
+    parts = [f"{', '.join(spec_archs(s))} ({s.title})" for s in specs if spec_archs(s)]
+    return "; ".join(parts) or "(none)"
+
+
+def arch_owner(specs: Iterable[FamilySpec], arch: str) -> FamilySpec:
+    """The spec that knows architecture `arch`; `SpecError` if none does, or if it is a release koe
+    knows but does not run yet (its `unsupported` message)."""
+    specs = list(specs)
+    for s in specs:
+        release = _unsupported_release(s, arch)
+        if release is not None:
+            raise SpecError(release.unsupported)
+        if arch in spec_archs(s):
+            return s
+    raise SpecError(f"unknown architecture {arch!r}; koe knows: {known_archs(specs)}")
+
+
+def assemble_folder(spec: FamilySpec, folder: Path, arch: str | None = None, vocoder: Path | None = None) -> Assembly:
+    """What `folder` still needs to be a complete model of `spec`'s family (its `assemble` hook):
+    the config of architecture `arch`, the vocoder from the folder `vocoder`, ... `SpecError` says
+    what is missing and how to supply it. A spec without the hook needs nothing and takes neither."""
+    hook = getattr(spec, "assemble", None)
+    if hook is not None:
+        return hook(Path(folder), arch, Path(vocoder) if vocoder is not None else None)
+    if arch is not None:
+        raise SpecError(f"{spec.title} model folders carry their own config: an architecture (--arch) does not apply")
+    if vocoder is not None:
+        raise SpecError(f"{spec.title} model folders hold their own decoder: a separate vocoder (--vocoder) does not apply")
+    return Assembly()
+
+
+def find_release(specs: Iterable[FamilySpec], ref: str, arch: str | None = None) -> tuple[FamilySpec, ReleasedModel] | None:
+    """The release `ref` (a hub id, or a release's `id`) with architecture `arch` means, and its
+    spec; None for a repo no spec lists when no `arch` is given (pulled whole, as it is).
+
+    `SpecError` for a release koe does not run yet, an `arch` no spec knows or one that
+    contradicts `ref`, and a repo holding several releases when `arch` does not pick one.
+    """
+    specs = list(specs)
+    ref = ref.strip().strip("/")
+    exact = [(s, r) for s in specs for r in s.released if r.id and r.id == ref]
+    if exact:
+        s, r = exact[0]
+        if arch is not None and r.arch is not None and arch != r.arch:
+            raise SpecError(f"{ref} is {r.arch}, not {arch}: drop --arch, or pull {r.repo_id} --arch {arch}")
+        if r.unsupported:
+            raise SpecError(r.unsupported)
+        return s, r
+    in_repo = [(s, r) for s in specs for r in s.released if r.repo_id == ref]
+    if arch is not None:
+        in_repo = [(s, r) for s, r in in_repo if r.arch == arch]
+    if len(in_repo) == 1:
+        s, r = in_repo[0]
+        if r.unsupported:
+            raise SpecError(r.unsupported)
+        return s, r
+    if len(in_repo) > 1:
+        runs = [r for _, r in in_repo if not r.unsupported]
+        names = ", ".join(str(r.arch or r.variant) for r in runs)
+        raise SpecError(f"{ref} holds several models: pass --arch NAME (one of {names}), or pull {runs[0].ref if runs else ref}")
+    if arch is None:
+        return None
+    s = arch_owner(specs, arch)
+    hook = getattr(s, "custom_release", None)
+    if hook is not None:
+        return s, hook(ref, arch)
+    if ref.count("/") != 1 or any(not p for p in ref.split("/")):
+        raise SpecError(f"hub id {ref!r} should look like OWNER/NAME")
+    return s, ReleasedModel(ref, arch, "", arch=arch)
 
 
 def read_json(path: Path) -> dict[str, Any]:

@@ -120,6 +120,74 @@ def _safetensors_parameters(path: Path) -> int:
     return total
 
 
+def import_hint() -> str | None:
+    """How to import a checkpoint released without its config (None when no family takes --arch)."""
+    from koe.engines import registry
+    from koe.engines.spec import known_archs, spec_archs
+
+    if not any(spec_archs(s) for s in registry.specs()):
+        return None
+    return f"for a checkpoint released without its config, pass --arch NAME (`koe models import DIR --arch NAME`), NAME from {known_archs(registry.specs())}"
+
+
+def spec_for(folder: Path, arch: str | None = None):
+    """The family spec that completes `folder`: the one that knows `arch`, else the one that claims
+    the folder. `InvalidRequest` for an unknown or unsupported `arch`, one of another family than
+    the folder's, or a folder no family claims (saying how to import it)."""
+    from koe.engines import registry
+    from koe.engines.spec import SpecError, arch_owner
+
+    try:
+        info = registry.detect(folder)
+    except registry.UnknownModelError as e:
+        if arch is None:
+            raise InvalidRequest(str(e), hint=import_hint(), param="model") from e
+        info = None
+    if arch is None:
+        return registry.spec(info.family)
+    try:
+        owner = arch_owner(registry.specs(), arch)
+    except SpecError as e:
+        raise InvalidRequest(str(e), param="arch") from e
+    if info is not None and info.family != owner.family:
+        raise InvalidRequest(f"{folder} holds a {registry.spec(info.family).title} model; {arch} is an architecture of {owner.title}", param="arch")
+    return owner
+
+
+def plan_assembly(spec, folder: Path, arch: str | None = None, vocoder: Path | None = None):
+    """What `folder` still needs to be a complete model (the spec's answer); `InvalidRequest` saying
+    what is missing and how to supply it."""
+    from koe.engines.spec import SpecError, assemble_folder
+
+    try:
+        return assemble_folder(spec, folder, arch, vocoder)
+    except SpecError as e:
+        raise InvalidRequest(str(e), param="arch" if arch else "model") from e
+
+
+def apply_assembly(folder: Path, assembly) -> None:
+    """Write and copy what `plan_assembly` said into `folder` (a temp folder being built)."""
+    for rel, text in assembly.write.items():
+        target = folder / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    for rel, source in assembly.copy.items():
+        target = folder / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.exists() or target.is_symlink():
+            target.unlink()
+        shutil.copyfile(source, target)
+
+
+def validate_folder(folder: Path, name: str) -> ModelRef:
+    """A `ModelRef` for the folder just built, or `InvalidRequest` if it is not a complete model."""
+    ref = detect_model(folder, name)
+    details = inspect_model(ref)
+    if details.missing:
+        raise InvalidRequest(f"{name} is not a complete model folder: missing {', '.join(details.missing)}", param="model")
+    return ref
+
+
 class ModelStore:
     """Installed models: list, import, info, remove, pull, and resolving `--model` arguments."""
 
@@ -154,18 +222,37 @@ class ModelStore:
             )
         return self._details(row)
 
-    def import_model(self, path: str | Path, name: str | None = None, *, link: bool = False, overwrite: bool = False) -> ModelDetails:
+    def import_model(
+        self, path: str | Path, name: str | None = None, *, link: bool = False, overwrite: bool = False,
+        arch: str | None = None, vocoder: str | Path | None = None,
+    ) -> ModelDetails:  # fmt: skip
         """Add the model folder at `path` to the store as `name` (default: the folder's name).
 
-        The folder is validated first (config.json names a supported model, required files are
-        present). `link=True` stores a symlink instead of a copy. A copy is made in a temp folder
-        and renamed into place, so an interrupted import leaves nothing behind.
+        The folder is validated first (its family claims it, required files are present). A
+        release that carries no config is completed on the way in by its family's spec: `arch`
+        names its architecture (the config written for it), `vocoder` a folder holding its vocoder
+        (else the folder's own). `link=True` stores a symlink instead of a copy (a folder that
+        needs completing cannot be linked). A copy is made in a temp folder, completed, validated
+        and renamed into place, so an interrupted or failed import leaves nothing behind.
         """
         src = Path(path).expanduser().resolve()
-        ref = detect_model(src)
-        details = inspect_model(ref)
-        if details.missing:
-            raise InvalidRequest(f"{src} is not a complete model folder: missing {', '.join(details.missing)}", param="model")
+        if not src.is_dir():
+            raise NotFound(f"model folder not found: {src}", param="model")
+        voc = Path(vocoder).expanduser().resolve() if vocoder is not None else None
+        if voc is not None and not voc.is_dir():
+            raise NotFound(f"vocoder folder not found: {voc}", param="vocoder")
+        spec = spec_for(src, arch)
+        assembly = plan_assembly(spec, src, arch, voc)
+        if assembly and link:
+            raise InvalidRequest(
+                f"{src} needs files added ({', '.join([*assembly.write, *assembly.copy])}), so it cannot be linked", hint="import it without --link (a copy)", param="model"
+            )  # fmt: skip
+        ref = None
+        if not assembly:
+            ref = detect_model(src)
+            details = inspect_model(ref)
+            if details.missing:
+                raise InvalidRequest(f"{src} is not a complete model folder: missing {', '.join(details.missing)}", param="model")
         name = check_name(name, "model") if name else slug(src.name)
         dest = self.root / name
         if (self.db.get_model(name) is not None or dest.exists() or dest.is_symlink()) and not overwrite:
@@ -183,6 +270,9 @@ class ModelStore:
             else:
                 with atomic_folder(dest, replace=overwrite) as tmp:
                     shutil.copytree(src, tmp, dirs_exist_ok=True, symlinks=False)
+                    if assembly:
+                        apply_assembly(tmp, assembly)
+                        ref = validate_folder(tmp, name)
         except OSError as e:
             raise StorageError(f"cannot install {src} as {name!r}: {e}") from e
         row = ModelRow(name, time.time(), str(src), link, ref.family, ref.variant, ref.size)
