@@ -115,22 +115,17 @@ def mel_spectrogram(
     # reflect padding works on (batch, channels, time): (B, T) -> (B, 1, T) -> (B, 1, T + 2 pad) -> (B, T + 2 pad)
     y = torch.nn.functional.pad(y.unsqueeze(1), (pad, pad), mode="reflect").squeeze(1)
 
-    spec = torch.stft(
-        y,
-        n_fft,
-        hop_length=hop_size,
-        win_length=win_size,
-        window=window,
-        center=center,
-        pad_mode="reflect",
-        normalized=False,
-        onesided=True,
-        return_complex=True,
-    )  # (B, n_fft // 2 + 1, frames) complex
+    spec = _stft(y, n_fft, hop_size, window, center)  # (B, n_fft // 2 + 1, frames) complex
     magnitude = torch.sqrt(torch.view_as_real(spec).pow(2).sum(-1) + 1e-9)  # (B, bins, frames)
 
     mel = torch.matmul(basis, magnitude)  # (mels, bins) @ (B, bins, frames) -> (B, mels, frames)
     return torch.log(torch.clamp(mel, min=1e-5))
+
+
+def _stft(y: torch.Tensor, n_fft: int, hop: int, window: torch.Tensor, center: bool) -> torch.Tensor:
+    """The one-sided complex STFT both spectrograms take (reflect padding when centred)."""
+    return torch.stft(y, n_fft, hop_length=hop, win_length=window.shape[0], window=window, center=center, pad_mode="reflect",
+                      normalized=False, onesided=True, return_complex=True)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -191,18 +186,7 @@ def vocos_log_mel(
         raise ValueError(f"vocos_log_mel expects (batch, samples), got shape {tuple(waveform.shape)}")
     fb = htk_mel_filterbank(n_fft // 2 + 1, n_mels, sample_rate).to(device=waveform.device)
     window = torch.hann_window(win_length).to(device=waveform.device)  # periodic, float32
-    spec = torch.stft(
-        waveform,
-        n_fft=n_fft,
-        hop_length=hop_length,
-        win_length=win_length,
-        window=window,
-        center=True,
-        pad_mode="reflect",
-        normalized=False,
-        onesided=True,
-        return_complex=True,
-    )  # (batch, n_fft // 2 + 1, frames) complex
+    spec = _stft(waveform, n_fft, hop_length, window, center=True)  # (batch, n_fft // 2 + 1, frames) complex
     magnitude = spec.abs()  # power=1
     # (batch, frames, freqs) @ (freqs, mels) -> (batch, frames, mels) -> (batch, mels, frames)
     mel = torch.matmul(magnitude.transpose(-1, -2), fb).transpose(-1, -2)
