@@ -1,5 +1,6 @@
 """`koe speak`: text in, audio out (a file, stdout, or a stream as it is made)."""
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -128,13 +129,19 @@ def _speak_with_progress(synth, plan, label: str):
 
 
 def _stream(synth, plan, output: Path | None) -> None:
-    """Write chunks to stdout (or a file) as soon as they are made."""
+    """Write chunks to stdout (or a file) as soon as they are made.
+
+    A file is written as `.NAME.partial` beside it and renamed into place when the stream ends:
+    a request that fails leaves no file, and never a truncated one where a file was before.
+    """
     from koe.service.errors import RequestCancelled
 
-    sink = sys.stdout.buffer if output is None else open(output, "wb")  # noqa: SIM115 - closed below
+    partial = None if output is None else output.with_name(f".{output.name}.partial")
+    sink = sys.stdout.buffer if partial is None else open(partial, "wb")  # noqa: SIM115 - closed below
     started = time.perf_counter()
     first: float | None = None
     total = 0
+    done = False
     try:
         for chunk in synth.stream(plan):
             if chunk.data:
@@ -145,10 +152,15 @@ def _stream(synth, plan, output: Path | None) -> None:
             if chunk.final:
                 for w in chunk.warnings:
                     warn(w)
+        done = True
     except RequestCancelled:
         fail("cancelled")
     finally:
-        if output is not None:
+        if partial is not None:
             sink.close()
+            if done:
+                os.replace(partial, output)
+            else:
+                partial.unlink(missing_ok=True)
     where = "stdout" if output is None else str(output)
     err.print(f"[green]streamed[/] {escape(where)}  [dim]({plan.format.name}; first audio after {first or 0:.2f} s; {time.perf_counter() - started:.1f} s in all)[/]")

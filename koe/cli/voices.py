@@ -62,8 +62,13 @@ def prepare(
     ref = home.models.resolve(model, home.settings.models.default)
     text = _ref_text(ref_text, ref_text_file)
     if not x_vector_only and not (text and text.strip()):
-        fail("cloning in context needs the clip's transcript (--ref-text or --ref-text-file); without one, pass "
-             "--x-vector-only to clone from the clip alone (the voice is matched less closely)", 2)  # fmt: skip
+        from koe.engines.base import CLONE_WITHOUT_TRANSCRIPT
+        from koe.engines.registry import describe
+
+        if CLONE_WITHOUT_TRANSCRIPT in describe(ref.path).capabilities.voice_modes:
+            fail("cloning in context needs the clip's transcript (--ref-text or --ref-text-file); without one, pass "
+                 "--x-vector-only to clone from the clip alone (the voice is matched less closely)", 2)  # fmt: skip
+        fail(f"{ref.name} clones from a clip and its transcript: give what the clip says with --ref-text or --ref-text-file", 2)
     with err.status(f"preparing a voice prompt with {ref.name} …", spinner="dots"):
         m = home.settings.models
         tts = koe.load(ref.path, device=m.device, dtype=m.dtype, precision=m.precision)

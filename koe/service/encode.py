@@ -191,7 +191,9 @@ class StreamEncoder:
 
 
 def _to_s16le(x: np.ndarray) -> bytes:
-    return np.round(x * 32767.0).astype("<i2").tobytes()
+    """float32 -> s16le as FFmpeg converts for the other formats (`lrintf(x * 32768)`, clipped), so
+    raw pcm carries the same samples as wav and flac."""
+    return np.clip(np.rint(x * np.float32(32768.0)), -32768, 32767).astype("<i2").tobytes()
 
 
 @dataclass(frozen=True)

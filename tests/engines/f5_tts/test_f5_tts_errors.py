@@ -386,8 +386,6 @@ def test_a_failed_speak_leaves_no_file(cli, folder, clips, tmp_path, args, match
     assert _leftovers(tmp_path) == []
 
 
-@pytest.mark.xfail(strict=True, reason="koe/cli/speak.py _stream opens -o PATH before the first chunk: a request that fails then "
-                                       "leaves an empty file (and truncates an existing one)")
 def test_a_failed_streamed_speak_leaves_no_file(cli, folder, clips, tmp_path):
     out = tmp_path / "out.wav"
     r = cli("speak", TEXT, "-m", folder, "--ref", clips["hiss"], "--ref-text", REF_TEXT, "--stream", "-o", out, ok=False)
@@ -445,8 +443,6 @@ def test_a_failed_voices_prepare_writes_no_prompt_folder(cli, folder, clips, tmp
     assert _voices(cli.home) == {}  # prepare never touches the library
 
 
-@pytest.mark.xfail(strict=True, reason="koe/cli/voices.py prepare: without --ref-text it always suggests --x-vector-only, which "
-                                       "a model without clone_without_transcript (F5-TTS) then refuses")
 def test_voices_prepare_without_transcript_does_not_suggest_x_vector_mode_on_f5(cli, folder, clips, tmp_path):
     r = cli("voices", "prepare", clips["good"], "-m", folder, "-o", tmp_path / "nt", ok=False)
     assert "--x-vector-only" not in r.stderr

@@ -264,8 +264,6 @@ def test_speech_with_a_library_voice(client, server_home):
             assert len(pcm) == len(samples) and np.abs(pcm - samples).max() <= 1
 
 
-@pytest.mark.xfail(strict=True, reason="koe/service/encode.py: pcm is round(x * 32767) (_to_s16le) while wav/flac go through "
-                                       "FFmpeg's s16 conversion (x * 32768, clipped): the same speech differs by one LSB between formats")
 def test_pcm_and_wav_carry_the_same_samples(client):
     wav = client.post("/v1/audio/speech", json=speech_body(seed=5))
     pcm = client.post("/v1/audio/speech", json=speech_body(seed=5, response_format="pcm"))
