@@ -119,10 +119,13 @@ class Planner:
             seed = secrets.randbelow(2**31)
         if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:
             raise InvalidRequest(f"seed must be a whole number >= 0, got {seed!r}", param="seed")
+        speed = check_speed(request.speed if request.speed is not None else s.speed)
+        if speed != 1.0 and caps.native_speed and caps.options.get("speed") is not None and "speed" not in options:
+            options["speed"], speed = caps.options.get("speed").check(speed), 1.0  # the model speaks at that rate itself
         return SpeechPlan(
             text=text, model=ref, mode=mode, language=language, speaker=speaker, instruct=instruct,
             voice_name=voice_name, ref_audio=ref_audio, ref_text=ref_text, seed=int(seed), options=options,
-            speed=check_speed(request.speed if request.speed is not None else s.speed),
+            speed=speed,
             format=get_format(request.format or s.format),
             save=s.save_outputs if request.save is None else bool(request.save),
             warnings=tuple(warnings), description=description, batchable=caps.batch,
