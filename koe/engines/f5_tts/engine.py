@@ -100,16 +100,21 @@ class F5TTSEngine(NativeAPI):
 
     @classmethod
     def load(cls, folder: str | Path, device=None, dtype=None, *, precision: str | None = None) -> F5TTSEngine:
-        """Load a model folder (strict: a missing file or tensor is an error naming it). float32 only."""
+        """Load a model folder (strict: a missing file or tensor is an error naming it).
+
+        float32 by default on every device (upstream's bits on the CPU). `precision="bf16"` or a
+        `dtype` of bfloat16/float16 runs the DiT in that dtype (opt-in, changes bits; the vocoder
+        stays float32, as upstream keeps it); the result's metadata names it.
+        """
         folder = Path(folder)
         if not folder.is_dir():
             raise FileNotFoundError(f"model folder not found: {folder}")
-        if precision not in (None, "fp32", "float32") or dtype not in (None, "float32", torch.float32):
-            raise ValueError("F5-TTS runs in float32 (upstream's precision on the CPU); other precisions are not offered yet")
+        dit_dtype = _dit_dtype(dtype, precision)
         if not (folder / "config.yaml").is_file():
             raise FileNotFoundError(
                 f"{folder}: an F5-TTS checkpoint without config.yaml: the architecture is not in the release's files. "
-                f"Write it with `koe models import {folder} --arch F5TTS_v1_Base` (or F5TTS_Base)")
+                f"Write it with `koe models import {folder} --arch F5TTS_v1_Base` (or F5TTS_Base; add `--vocoder DIR` for the "
+                f"Vocos folder), or get it complete with `koe models pull SWivid/F5-TTS --arch F5TTS_v1_Base`")
         checkpoints = spec.checkpoint_files(folder)
         if not checkpoints:
             raise FileNotFoundError(f"{folder}: no checkpoint (model_<step>.safetensors or .pt)")
@@ -119,16 +124,18 @@ class F5TTSEngine(NativeAPI):
         for name in ("config.yaml", "pytorch_model.bin"):
             if not (vocos_dir / name).is_file():
                 raise FileNotFoundError(f"{folder}: missing vocos/{name} (the Vocos vocoder, {spec.VOCODER_REPO})")
-        return cls.from_files(read_config(folder / "config.yaml"), checkpoints[:1], folder / "vocab.txt", vocos_dir, device=device, folder=folder)
+        return cls.from_files(read_config(folder / "config.yaml"), checkpoints[:1], folder / "vocab.txt", vocos_dir, device=device, folder=folder,
+                              dtype=dit_dtype)  # fmt: skip
 
     @classmethod
     def from_files(cls, cfg: F5Config, checkpoints: list[Path], vocab_file: Path, vocoder_dir: Path, *, device=None,
-                   folder: Path | None = None) -> F5TTSEngine:
+                   folder: Path | None = None, dtype: torch.dtype = torch.float32) -> F5TTSEngine:
         """Build from separate files: a DiT checkpoint (EMA weights), its vocab.txt, a Vocos folder."""
         dev = resolve_device(device)
         vocab = front.Vocab.load(vocab_file)
         vocoder_dir = Path(vocoder_dir)
         model = build_from_weights(lambda: F5Model(cfg, vocab.size), [Path(p) for p in checkpoints], device=dev, rename=F5Model.checkpoint_name)
+        model = model.to(dtype)  # buffers too (the text position table), as upstream's model.to(dtype)
         vocoder = build_from_weights(lambda: Vocos(VocosConfig.from_yaml(vocoder_dir / "config.yaml")), [vocoder_dir / "pytorch_model.bin"],
                                      device=dev, rename=Vocos.checkpoint_name)  # fmt: skip
         return cls(folder or Path(checkpoints[0]).parent, cfg, vocab, model.eval(), vocoder.eval(), dev)
@@ -143,7 +150,11 @@ class F5TTSEngine(NativeAPI):
 
     # -- what the model offers -------------------------------------------------------------
     sample_rate = spec.SAMPLE_RATE
-    precision = "float32"
+
+    @property
+    def precision(self) -> str:
+        """The DiT's dtype ("float32" = exact; "bfloat16", "float16" are opt-in)."""
+        return str(next(self.model.parameters()).dtype).removeprefix("torch.")
 
     @property
     def capabilities(self) -> Capabilities:
@@ -198,7 +209,7 @@ class F5TTSEngine(NativeAPI):
         audio, rms = normalised_reference(voice, target_rms)
         mel = self.cfg.mel
         ref_mel = vocos_log_mel(audio, mel.sample_rate, mel.n_fft, mel.hop_length, mel.win_length, mel.n_mels).permute(0, 2, 1)
-        value = (audio.to(self.device), rms, ref_mel.to(self.device))
+        value = (audio.to(self.device), rms, ref_mel.to(self.device, next(self.model.parameters()).dtype))
         self._reference_cache = {key: (voice, value)}
         return value
 
@@ -339,3 +350,20 @@ def _pieces(samples: np.ndarray, made: int, first: int, chunk: int, cancel: Canc
         yield Piece(samples[start:start + size], made)
         start += size
         size = chunk
+
+
+def _dit_dtype(dtype, precision: str | None) -> torch.dtype:
+    """The DiT's dtype from `load`'s arguments (float32 unless one asks for bf16/fp16)."""
+    if precision not in (None, "fp32", "float32", "bf16", "bfloat16"):
+        raise ValueError(f"precision={precision!r} is not offered for F5-TTS: use fp32 (exact) or bf16")
+    if precision in ("bf16", "bfloat16"):
+        return torch.bfloat16
+    names = {None: torch.float32, "float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+             "float16": torch.float16, "fp16": torch.float16, "half": torch.float16}  # fmt: skip
+    if isinstance(dtype, torch.dtype):
+        if dtype not in (torch.float32, torch.bfloat16, torch.float16):
+            raise ValueError(f"dtype {dtype} is not offered for F5-TTS: float32, bfloat16 or float16")
+        return dtype
+    if dtype not in names:
+        raise ValueError(f"dtype {dtype!r} is not offered for F5-TTS: float32, bfloat16 or float16")
+    return names[dtype]

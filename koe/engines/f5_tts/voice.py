@@ -62,8 +62,9 @@ class F5Voice:
             tensors = load_file(str(folder / "prompt.safetensors"))
         except (OSError, ValueError) as e:
             raise F5VoiceError(f"{folder}: not a readable voice prompt ({e})") from e
-        if meta.get("family") != FAMILY:
-            raise F5VoiceError(f"{folder}: this voice prompt was made for {meta.get('family') or 'another model family'}, not F5-TTS; prepare the voice again with this model")
+        family = meta.get("family") or (meta.get("model") or {}).get("family")
+        if family != FAMILY:
+            raise F5VoiceError(f"{folder}: this voice prompt was made for a {family or 'model of another family'} model, not F5-TTS; prepare the voice again with this model")
         if meta.get("format_version") != FORMAT_VERSION or "samples" not in tensors:
             raise F5VoiceError(f"{folder}: unknown F5-TTS voice prompt format {meta.get('format_version')!r}")
         return cls(tensors["samples"].numpy(), int(meta["sample_rate"]), str(meta["ref_text"]), dict(meta.get("mel") or {}), dict(meta.get("info") or {}))

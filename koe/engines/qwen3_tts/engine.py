@@ -244,8 +244,11 @@ class Qwen3TTSEngine(NativeAPI):
         return self.prepare_voices([ref_audio], [ref_text], [x_vector_only], trim=trim)[0]
 
     def load_voice(self, folder: str | Path) -> VoicePrompt:
-        """A prompt saved by `VoicePrompt.save`."""
-        return VoicePrompt.load(folder)
+        """A prompt saved by `VoicePrompt.save` (one of another family's is a `VoicePromptMismatch`)."""
+        try:
+            return VoicePrompt.load(folder)
+        except VoicePromptError as e:
+            raise VoicePromptMismatch(str(e), param="voice") from e
 
     @torch.inference_mode()
     def prepare_voices(self, refs: list, ref_texts: list[str | None], x_vector_only: list[bool], *, trim: bool = False) -> list[VoicePrompt]:

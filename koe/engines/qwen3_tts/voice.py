@@ -99,6 +99,8 @@ class VoicePrompt:
             tensors = load_file(str(tensor_path))
         except Exception as e:  # noqa: BLE001 - any parse failure is a corrupt prompt
             raise VoicePromptError(f"{folder}: corrupt voice prompt ({e})") from e
+        if meta.get("family") not in (None, "qwen3_tts"):
+            raise VoicePromptError(f"{folder}: this voice prompt was made for a {meta['family']} model, not Qwen3-TTS; prepare the voice again with this model")
         if meta.get("format") != FORMAT_VERSION:
             raise VoicePromptError(f"{folder}: voice prompt format {meta.get('format')} is not supported (expected {FORMAT_VERSION})")
         return cls(
