@@ -23,15 +23,12 @@ from koe.audio.errors import AudioError
 from koe.audio.mel import htk_mel_filterbank, vocos_log_mel
 from koe.audio.sinc_resample import resample_sinc
 from koe.engines.base import UnsupportedVoice
-from koe.engines.f5_tts import reference as ref
-from koe.engines.f5_tts.reference import (
-    MIN_REFERENCE_SECONDS,
-    fix_transcript,
-    load_reference,
-    normalised_reference,
-    pcm16_from_float,
-    prepare_reference,
-)
+from koe.audio import pcm
+from koe.audio.pcm import pcm16_from_float
+from koe.audio.silence import WindowRms
+from koe.engines.f5_tts.reference import MIN_REFERENCE_SECONDS, load_reference, normalised_reference, prepare_reference
+from koe.engines.f5_tts.text import end_ref_text as fix_transcript
+from koe.engines.f5_tts.text import ref_text_for_batches
 
 RESAMPLE_RATES = [(16000, 24000), (44100, 24000), (22050, 24000), (48000, 24000), (8000, 24000), (11025, 24000), (24000, 16000)]
 RESAMPLE_LENGTHS = [1, 97, 4000, 33333]
@@ -313,11 +310,11 @@ def test_ratecv_and_lin2lin_match_audioop():
                 for frames in (1, 2, 551, 1777):
                     data = rng.integers(-top, top, (frames, channels))
                     expected, _ = audioop.ratecv(_to_bytes(data, width), width, channels, in_rate, out_rate, None)
-                    got = ref._ratecv(data, width, in_rate, out_rate)
+                    got = pcm.ratecv(data, width, in_rate, out_rate)
                     assert _to_bytes(got, width) == expected, (width, channels, in_rate, out_rate, frames)
         data = rng.integers(-top, top, (300, 2))
         for new_width in (1, 2, 4):
-            assert _to_bytes(ref._lin2lin(data, width, new_width), new_width) == audioop.lin2lin(_to_bytes(data, width), width, new_width)
+            assert _to_bytes(pcm.lin2lin(data, width, new_width), new_width) == audioop.lin2lin(_to_bytes(data, width), width, new_width)
 
 
 def test_window_rms_matches_audioop_rms_on_pydub_slices():
@@ -329,16 +326,16 @@ def test_window_rms_matches_audioop_rms_on_pydub_slices():
         data = (rng.integers(-top, top, (frames, channels)) * rng.uniform(0, 1, (frames, 1)) ** 4).astype(np.int64)
         data[rate // 2 : rate] = rng.integers(-3, 1, (rate - rate // 2, channels))  # tiny (mostly negative) samples
         data[rate : rate + rate // 3] = 0  # digital silence
-        seg = ref._Pcm(data, rate, width)
+        seg = pcm.Pcm(data, rate, width)
         length = seg.ms()
         starts = np.concatenate([rng.integers(0, length, 300), np.arange(480, 1400, 10), [0, length - 10, length - 1, length]])
         ends = starts + rng.choice([10, 100, 1000], starts.size)
-        got = ref._WindowRms(seg)(starts, ends)
+        got = WindowRms(seg)(starts, ends)
         for s, e, r in zip(starts.tolist(), ends.tolist(), got.tolist()):
             piece = seg.slice_ms(s, e)
             assert r == audioop.rms(_to_bytes(piece.data, width), width), (width, s, e)
         # the sequential fallback is audioop's own sum
-        assert ref._WindowRms(seg)._audioop_rms(0, 1000, 1000 * channels) == audioop.rms(_to_bytes(data[:1000], width), width)
+        assert WindowRms(seg)._audioop_rms(0, 1000, 1000 * channels) == audioop.rms(_to_bytes(data[:1000], width), width)
 
 
 def test_fix_transcript():
@@ -347,8 +344,8 @@ def test_fix_transcript():
     assert fix_transcript("Hello. ") == "Hello. "
     assert fix_transcript("你好。") == "你好。"
     assert fix_transcript("Hi ") == "Hi . "
-    assert ref.model_reference_text("Hello. ") == "Hello.  "
-    assert ref.model_reference_text("你好。") == "你好。"
+    assert ref_text_for_batches("Hello. ") == "Hello.  "
+    assert ref_text_for_batches("你好。") == "你好。"
 
 
 # ---------------------------------------------------------------------------------------------
