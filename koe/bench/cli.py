@@ -1,4 +1,4 @@
-"""The command line of the benchmark and its printed table."""
+"""The command line of the benchmark and its printed tables (Qwen3-TTS, or F5-TTS with `--family f5_tts`)."""
 
 from __future__ import annotations
 
@@ -15,23 +15,37 @@ COLUMNS = (
     ("ms_per_frame", "ms/frame", 1), ("talker_ms_per_frame", "talker", 1), ("predictor_ms_per_frame", "predictor", 1),
     ("codec_s_per_audio_s", "codec s/s", 1), ("ttfa_s", "TTFA s", 1), ("frames_per_s", "frames/s", 1), ("peak_rss", "peak RSS GB", 1e-9),
 )  # fmt: skip
+F5_COLUMNS = (
+    ("load_s", "load s", 1), ("prompt_s", "prompt s", 1), ("total_s", "total s", 1), ("rtf", "s/audio s", 1),
+    ("text_s", "text s", 1), ("dit_s", "DiT s", 1), ("ms_per_step", "ms/step", 1), ("vocoder_s", "vocoder s", 1),
+    ("dit_gflops", "GFLOP/s", 1), ("peak_rss", "peak RSS GB", 1e-9),
+)  # fmt: skip
+DEFAULT_SIZE = {"qwen3_tts": "0.6b", "f5_tts": "real"}
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="koe bench", description="Benchmark koe's Qwen3-TTS on this machine (random weights at the released sizes).")
-    p.add_argument("--size", action="append", choices=["tiny", "0.6b", "1.7b"], help="model size (repeatable; default 0.6b)")
-    p.add_argument("--case", action="append", choices=list(wire.CASES), help="case to run (repeatable; default all)")
-    p.add_argument("--frames", type=int, default=24, help="frames per run, end of speech disabled (default 24)")
+    p = argparse.ArgumentParser(prog="koe bench", description="Benchmark koe's Qwen3-TTS or F5-TTS on this machine (random weights at the released sizes).")
+    p.add_argument("--family", choices=["qwen3_tts", "f5_tts"], default="qwen3_tts", help="model family (default qwen3_tts)")
+    p.add_argument("--size", action="append", choices=["tiny", "0.6b", "1.7b", "real"],
+                   help="model size (repeatable): qwen3_tts tiny, 0.6b (default), 1.7b; f5_tts tiny, real (default: DiT dim 1024 x 22)")
+    p.add_argument("--case", action="append", choices=list(wire.CASES) + [c for c in wire.F5_CASES if c not in wire.CASES],
+                   help=f"case to run (repeatable); qwen3_tts: {', '.join(wire.CASES)} (default all); "
+                        f"f5_tts: {', '.join(wire.F5_CASES)} (default {', '.join(wire.F5_DEFAULT_CASES)})")
+    p.add_argument("--frames", type=int, default=24, help="qwen3_tts: frames per run, end of speech disabled (default 24)")
+    p.add_argument("--variant", choices=["F5TTS_v1_Base", "F5TTS_Base"], default="F5TTS_v1_Base", help="f5_tts: the architecture (default F5TTS_v1_Base)")
+    p.add_argument("--warmup-nfe", type=int, default=2, help="f5_tts: NFE steps of a warm-up request and of the 1-thread bit check (default 2)")
+    p.add_argument("--nfe", type=int, help="f5_tts: run every case at this NFE instead of its own (e.g. a quick profile)")
+    p.add_argument("--no-exact-check", action="store_true", help="f5_tts: skip the 1-thread request per side whose waveforms are compared")
     p.add_argument("--runs", type=int, default=3, help="timed runs per case after warm-up (default 3)")
     p.add_argument("--warmup", type=int, default=1, help="warm-up runs per case, excluded (default 1)")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads in every process (default: all cores)")
     p.add_argument("--precision", choices=["fp32", "bf16", "int8"], default="fp32", help="koe's precision (fp32 is exact)")
-    p.add_argument("--compare", choices=["upstream"], help="also run qwen-tts 0.1.1 (its own venv and process), interleaved, and print ratios")
+    p.add_argument("--compare", choices=["upstream"], help="also run upstream (qwen-tts 0.1.1 or f5-tts 1.1.22, its own venv and process), interleaved, and print ratios")
     p.add_argument("--upstream-precision", choices=["fp32", "bf16"], default="fp32")
     prof = p.add_mutually_exclusive_group()
     prof.add_argument("--profile", action="store_true", help="one extra run per case under cProfile (top functions in the JSON)")
     prof.add_argument("--torch-profile", action="store_true", help="one extra run per case under torch.profiler (op table in the JSON)")
-    p.add_argument("--quick", action="store_true", help="tiny model, 4 frames, 1 run, no bandwidth probe: a smoke test in seconds")
+    p.add_argument("--quick", action="store_true", help="tiny model, 4 frames (qwen3_tts), 1 run, no machine probe: a smoke test in seconds")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--models", type=Path, help="where random models are cached (default $KOE_HOME/bench or ~/.cache/koe/bench)")
     p.add_argument("--out", type=Path, help="write the results as JSON here")
@@ -40,21 +54,37 @@ def parser() -> argparse.ArgumentParser:
 
 
 def parse_options(argv: list[str] | None = None) -> tuple[BenchOptions, argparse.Namespace]:
-    a = parser().parse_args(argv)
+    p = parser()
+    a = p.parse_args(argv)
+    f5 = a.family == "f5_tts"
+    cases = a.case or list(wire.F5_DEFAULT_CASES if f5 else wire.CASES)
+    known = wire.F5_CASES if f5 else wire.CASES
+    wrong = [c for c in cases if c not in known]
+    if wrong:
+        p.error(f"--family {a.family} has no case {wrong[0]!r}; its cases: {', '.join(known)}")
+    sizes = a.size or (["tiny"] if a.quick else [DEFAULT_SIZE[a.family]])
+    wrong = [s for s in sizes if s not in (("tiny", "real") if f5 else ("tiny", "0.6b", "1.7b"))]
+    if wrong:
+        p.error(f"--family {a.family} has no size {wrong[0]!r}")
+    if f5 and (a.precision != "fp32" or a.upstream_precision != "fp32"):
+        p.error("--family f5_tts runs in float32 only (upstream's precision on the CPU)")
     opts = BenchOptions(
-        sizes=a.size or (["tiny"] if a.quick else ["0.6b"]), cases=a.case or list(wire.CASES), frames=a.frames, runs=a.runs,
+        sizes=sizes, cases=cases, frames=a.frames, runs=a.runs,
         warmup=a.warmup, threads=a.threads, precision=a.precision, compare=a.compare, upstream_precision=a.upstream_precision,
         profile="cprofile" if a.profile else "torch" if a.torch_profile else None, seed=a.seed, models_root=a.models, out=a.out,
+        family=a.family, variant=a.variant, warmup_nfe=a.warmup_nfe, nfe=a.nfe, exact_check=not a.no_exact_check,
     )  # fmt: skip
     if a.quick:
         opts.frames, opts.runs, opts.warmup, opts.bandwidth = (a.frames if a.frames != 24 else 4), 1, 1, False
-    if opts.frames < 1 or opts.runs < 1:
-        raise SystemExit("koe bench: --frames and --runs must be >= 1")
+    if opts.frames < 1 or opts.runs < 1 or opts.warmup_nfe < 1 or (opts.nfe is not None and opts.nfe < 1):
+        raise SystemExit("koe bench: --frames, --runs, --warmup-nfe and --nfe must be >= 1")
     return opts, a
 
 
 def format_table(results: dict) -> str:
     """The summary as a plain-text table: one row per size, case and side (medians; min in brackets)."""
+    if results.get("family") == "f5_tts":
+        return format_f5_table(results)
     lines = []
     m = results["machine"]
     bw = f", read {m['read_gbps']:.1f} GB/s, fp32 matvec {m['matvec_gbps']:.1f} GB/s" if "read_gbps" in m else ""
@@ -87,6 +117,46 @@ def format_table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def format_f5_table(results: dict) -> str:
+    """F5-TTS: one row per size, case and side (medians; min in brackets), ratios, bit checks."""
+    m, o = results["machine"], results["options"]
+    rate = f", fp32 matmul {m['matmul_gflops']:.0f} GFLOP/s" if "matmul_gflops" in m else ""
+    rate += f" ({m['matmul_gflops_end']:.0f} at the end)" if "matmul_gflops_end" in m else ""
+    lines = [f"{m['cpu']} ({m['cores']} cores), torch {m['torch']}, {o['threads']} threads{rate}, load average {m['loadavg'][0]:.2f}"]
+    header = ["size", "case", "side", "audio s"] + [c[1] for c in F5_COLUMNS]
+    rows = [header]
+    notes = []
+    for size, per in results["sizes"].items():
+        params = per["models"]["f5_tts"].get("parameters", {})
+        if params:
+            notes.append(f"{size}: {o['variant']}, DiT {params['dit'] / 1e6:.1f} M parameters, Vocos {params['vocos'] / 1e6:.1f} M")
+        for case, entry in per["cases"].items():
+            for side in ("koe", "upstream"):
+                if side not in entry:
+                    continue
+                s = entry[side]["summary"]
+                runs = entry[side]["runs"]
+                cells = [size, case, side, f"{runs[0]['audio_s']:.2f}" if runs else "-"]
+                for key, _, scale in F5_COLUMNS:
+                    v = s.get(key)
+                    cells.append("-" if v is None else f"{v['median'] * scale:.3g} ({v['min'] * scale:.3g})")
+                rows.append(cells)
+            if "ratio" in entry:
+                r = entry["ratio"]
+                rows.append([size, case, "koe/up", ""] + [("-" if key not in r else f"{r[key]:.2f}x") for key, _, _ in F5_COLUMNS])
+            if "wave_equal" in entry:
+                notes.append(f"{size} {case}: waveforms {'equal' if entry['wave_equal'] else 'DIFFERENT'} at {o['threads']} thread(s) (same seed)")
+        check = per.get("exact_1thread")
+        if check:
+            same = check.get("same_bits_as_threads", {})
+            vs = f"; {o['threads']} thread(s) gave " + ", ".join(f"{side} {'the same bits' if v else 'other bits'}" for side, v in same.items()) if same and o["threads"] != 1 else ""
+            notes.append(f"{size} {check['case']} at NFE {check['nfe']}, 1 thread: waveforms {'equal' if check['wave_equal'] else 'DIFFERENT'}{vs}")
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    for r in rows:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    return "\n".join(lines + notes)
+
+
 def main(argv: list[str] | None = None) -> int:
     """`koe bench` entry point; returns the exit status."""
     opts, a = parse_options(argv)
@@ -97,7 +167,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(format_table(results))
     if opts.compare:
-        print("koe/up: koe's median over upstream's; below 1 is faster, except frames/s where above 1 is faster")
+        if opts.family == "f5_tts":
+            print("koe/up: koe's median over upstream's; below 1 is faster, except GFLOP/s where above 1 is faster")
+        else:
+            print("koe/up: koe's median over upstream's; below 1 is faster, except frames/s where above 1 is faster")
     if a.print_profile:
         for size, per in results["sizes"].items():
             for case, entry in per["cases"].items():

@@ -1,8 +1,12 @@
 """The koe side of the benchmark: loads one model and runs cases on command (see `wire`).
 
-Run as `python -m koe.bench.koe_worker`; the parent (`koe.bench.runner`) drives it. End of speech
-is disabled by making the end id one the talker can never draw (a suppressed id), so every run
-decodes exactly `frames` frames — upstream's worker does the same with its `eos_token_id`.
+Run as `python -m koe.bench.koe_worker` (Qwen3-TTS) or `python -m koe.bench.koe_worker f5_tts`
+(F5-TTS); the parent (`koe.bench.runner`) drives it. Qwen3-TTS: end of speech is disabled by
+making the end id one the talker can never draw (a suppressed id), so every run decodes exactly
+`frames` frames — upstream's worker does the same with its `eos_token_id`. F5-TTS: the public API
+(`koe.load`, `prepare_voice`, `generate(seed=N, nfe_step=...)`); the split text / DiT / vocoder
+comes from the result's `metadata["timings"]`, the DiT step count and time from a wrapper around
+the DiT's `forward`.
 """
 
 from __future__ import annotations
@@ -103,8 +107,61 @@ class KoeWorker:
         return {"ttfa_s": first, "stream_total_s": time.perf_counter() - started, "audio_samples": count, "peak_rss": wire.peak_rss()}
 
 
-def main() -> None:
-    worker = KoeWorker()
+class F5KoeWorker:
+    """F5-TTS through koe's public API, on the reference WAV and texts of `wire.F5_CASES`."""
+
+    def __init__(self) -> None:
+        self.engine = None
+
+    def load(self, cmd: dict) -> dict:
+        wire.set_threads(cmd["threads"])
+        started = time.perf_counter()
+        import koe
+        from koe.engines.f5_tts import engine as _  # noqa: F401  (imports apart from the load)
+
+        imported = time.perf_counter()
+        self.engine = koe.load(cmd["model"], device="cpu")
+        load_s = time.perf_counter() - imported
+        return {"load_s": load_s, "import_s": imported - started, "peak_rss": wire.peak_rss(), "rss": wire.current_rss(), "precision": self.engine.precision}
+
+    def run(self, cmd: dict) -> dict:
+        nfe, text = wire.F5_CASES[cmd["case"]]
+        nfe = int(cmd.get("nfe") or nfe)
+        threads = torch.get_num_threads()
+        if cmd.get("threads"):
+            torch.set_num_threads(int(cmd["threads"]))
+        try:
+            return wire.profiled(cmd.get("profile"), lambda: self._run(cmd["reference"], wire.F5_TEXTS[text], nfe, int(cmd.get("seed", 0))))
+        finally:
+            torch.set_num_threads(threads)
+
+    def _run(self, reference: str, text: str, nfe: int, seed: int) -> dict:
+        eng = self.engine
+        dit = eng.model.transformer
+        steps = wire.CallTimer(dit.forward, shape=lambda x, *args, **kwargs: int(x.shape[1]))
+        dit.forward = steps
+        try:
+            t = time.perf_counter()
+            voice = eng.prepare_voice(reference, ref_text=wire.REF_TEXT)
+            prompt_s = time.perf_counter() - t
+            faults = wire.minor_faults()
+            t = time.perf_counter()
+            result = eng.generate(text, voice=voice, seed=seed, nfe_step=nfe)
+            total_s = time.perf_counter() - t
+            faults = wire.minor_faults() - faults
+        finally:
+            del dit.forward
+        timings = result.metadata["timings"]
+        return wire.f5_result(total_s, prompt_s, result.audio, timings["text_s"], timings["dit_s"], timings["vocoder_s"], steps,
+                              nfe=nfe, batches=result.metadata["segments"][0]["batches"], threads=torch.get_num_threads(),
+                              minor_faults=faults)  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> None:
+    import sys
+
+    family = (argv if argv is not None else sys.argv[1:])[:1] or ["qwen3_tts"]
+    worker = F5KoeWorker() if family[0] == "f5_tts" else KoeWorker()
     wire.serve({"load": worker.load, "run": worker.run})
 
 

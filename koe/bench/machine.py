@@ -1,5 +1,6 @@
 """What the machine can do, measured in the same run as the benchmark: memory read bandwidth
-(a large `sum`) and the bandwidth a plain fp32 matrix-vector product reaches."""
+(a large `sum`), the bandwidth a plain fp32 matrix-vector product reaches, and (F5-TTS, whose
+DiT is arithmetic-bound) the rate of an fp32 matrix-matrix product."""
 
 from __future__ import annotations
 
@@ -35,6 +36,18 @@ def matvec_bandwidth(rows: int = 3072, cols: int = 1024, count: int = 64, repeat
             torch.nn.functional.linear(x, w)
         best = min(best, time.perf_counter() - t)
     return count * rows * cols * 4 / best / 1e9
+
+
+def matmul_gflops(rows: int = 1408, inner: int = 1024, cols: int = 2048, repeats: int = 10) -> float:
+    """GFLOP/s of an fp32 matrix product at a DiT-like shape (F5-TTS: 2 x 704 frames, dim 1024 -> 2048), best of `repeats`."""
+    a, b = torch.randn(rows, inner), torch.randn(inner, cols)
+    a @ b
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t)
+    return 2 * rows * inner * cols / best / 1e9
 
 
 def describe() -> dict:

@@ -1,8 +1,8 @@
 """Random-weight model folders for the benchmark, built once and cached.
 
 Speed does not depend on weight values, so the benchmark builds models at the released sizes
-(`koe.engines.qwen3_tts.fixtures`) and keeps them under `$KOE_HOME/bench` (or
-`~/.cache/koe/bench`). A folder counts as built only once its `.complete` marker exists, so an
+(`koe.engines.qwen3_tts.fixtures`, `koe.engines.f5_tts.fixtures`) and keeps them under
+`$KOE_HOME/bench` (or `~/.cache/koe/bench`). A folder counts as built only once its `.complete` marker exists, so an
 interrupted build is redone rather than half used.
 """
 
@@ -16,6 +16,9 @@ from pathlib import Path
 MODEL_KINDS = ("custom_voice", "voice_design", "base")
 SIZES = ("tiny", "0.6b", "1.7b")
 FIXTURE_VERSION = 1
+F5_VARIANTS = ("F5TTS_v1_Base", "F5TTS_Base")
+F5_SIZES = ("tiny", "real")
+F5_FIXTURE_VERSION = 1
 
 
 def cache_root() -> Path:
@@ -28,25 +31,74 @@ def bench_model(kind: str, size: str, root: Path | None = None, seed: int = 0) -
     """The folder of a random `kind` model at `size`, building it on first use."""
     if kind not in MODEL_KINDS or size not in SIZES:
         raise ValueError(f"unknown model {kind!r}/{size!r}: kinds {MODEL_KINDS}, sizes {SIZES}")
-    folder = (root or cache_root()) / f"qwen3-tts-{size}-{kind}-seed{seed}"
-    marker = folder / ".complete"
-    if marker.exists() and json.loads(marker.read_text()).get("version") == FIXTURE_VERSION:
-        return folder
-    from koe.engines.qwen3_tts.fixtures import write_random_model
 
+    def write(tmp: Path) -> None:
+        from koe.engines.qwen3_tts.fixtures import write_random_model
+
+        write_random_model(tmp, kind, size, seed=seed)
+
+    folder = (root or cache_root()) / f"qwen3-tts-{size}-{kind}-seed{seed}"
+    return _cached(folder, write, {"version": FIXTURE_VERSION, "kind": kind, "size": size, "seed": seed})
+
+
+def f5_bench_model(variant: str = "F5TTS_v1_Base", size: str = "real", root: Path | None = None, seed: int = 0) -> Path:
+    """The folder of a random F5-TTS `variant` at `size` ("tiny" or "real": DiT dim 1024, depth 22,
+    Vocos dim 512 x 8), building it on first use."""
+    if variant not in F5_VARIANTS or size not in F5_SIZES:
+        raise ValueError(f"unknown F5-TTS model {variant!r}/{size!r}: variants {F5_VARIANTS}, sizes {F5_SIZES}")
+
+    def write(tmp: Path) -> None:
+        from koe.engines.f5_tts.fixtures import write_random_model
+
+        write_random_model(tmp, variant, size, seed=seed)
+
+    folder = (root or cache_root()) / f"f5-tts-{size}-{variant}-seed{seed}"
+    return _cached(folder, write, {"version": F5_FIXTURE_VERSION, "variant": variant, "size": size, "seed": seed})
+
+
+def _cached(folder: Path, write, marker_info: dict) -> Path:
+    """`folder` if its `.complete` marker says `marker_info["version"]`, else built by `write(tmp)` and renamed."""
+    marker = folder / ".complete"
+    if marker.exists() and json.loads(marker.read_text()).get("version") == marker_info["version"]:
+        return folder
     if folder.exists():
         shutil.rmtree(folder)
     tmp = folder.with_name(folder.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
-    write_random_model(tmp, kind, size, seed=seed)
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    write(tmp)
     tmp.rename(folder)
-    marker.write_text(json.dumps({"version": FIXTURE_VERSION, "kind": kind, "size": size, "seed": seed}))
+    marker.write_text(json.dumps(marker_info))
     return folder
 
 
-def weights_bytes(folder: Path) -> int:
-    """Bytes of every safetensors file of a model folder (talker and codec)."""
-    return sum(p.stat().st_size for p in Path(folder).rglob("*.safetensors"))
+def weights_bytes(folder: Path, patterns: tuple[str, ...] = ("*.safetensors",)) -> int:
+    """Bytes of every weight file of a model folder (Qwen: the talker's and codec's safetensors;
+    F5-TTS: pass ("*.safetensors", "*.pt", "*.bin") for the DiT checkpoint and Vocos)."""
+    return sum(p.stat().st_size for pattern in patterns for p in Path(folder).rglob(pattern))
+
+
+def parameter_counts(folder: Path) -> dict[str, int]:
+    """Parameters of an F5-TTS folder's DiT (the checkpoint's `ema_model.transformer.*`) and Vocos (less the
+    release's mel front-end buffers), counted from the files' shapes."""
+    import torch
+    from safetensors import safe_open
+
+    folder = Path(folder)
+    dit = 0
+    for ckpt in sorted(folder.glob("model_*.safetensors")):
+        with safe_open(str(ckpt), "pt") as f:
+            dit += sum(_numel(f.get_slice(k).get_shape()) for k in f.keys() if k.startswith("ema_model.transformer."))
+    vocos = torch.load(folder / "vocos" / "pytorch_model.bin", map_location="cpu", weights_only=True)
+    skip = ("feature_extractor.",)  # the release's mel buffers, not parameters of the decoder
+    return {"dit": dit, "vocos": sum(t.numel() for k, t in vocos.items() if not k.startswith(skip))}
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
 
 
 def bytes_per_frame(folder: Path, bytes_per_weight: float) -> float:
@@ -65,3 +117,20 @@ def bytes_per_frame(folder: Path, bytes_per_weight: float) -> float:
     talker = decoder(cfg) + cfg["hidden_size"] * cfg["vocab_size"]
     predictor = (groups - 1) * (decoder(p) + proj + p["hidden_size"] * p["vocab_size"])
     return (talker + predictor) * bytes_per_weight
+
+
+def dit_forward_flops(folder: Path, frames: int, batch: int = 2) -> float:
+    """Floating-point operations (2 per multiply-add) of one DiT evaluation on `batch` rows of
+    `frames` mel frames (batch 2: classifier-free guidance's conditional and unconditional rows):
+    the matrix products and convolutions, which are nearly all of it. Per frame: the input
+    projection (2 mels + text width -> dim), the convolutional position embedding (2 grouped
+    convolutions, kernel 31, 16 groups), per block q/k/v/out (4 dim^2), the feed-forward
+    (2 ff_mult dim^2) and attention (2 frames dim), and the output projection."""
+    import yaml
+
+    arch = yaml.safe_load((Path(folder) / "config.yaml").read_text())["model"]["arch"]
+    d, mels = arch["dim"], 100
+    text = arch.get("text_dim") or mels
+    per_frame = (2 * mels + text) * d + 2 * d * (d // 16) * 31 + d * mels
+    per_frame += arch["depth"] * ((4 + 2 * arch.get("ff_mult", 4)) * d * d + 2 * frames * d)
+    return 2.0 * per_frame * frames * batch

@@ -1,9 +1,15 @@
-"""Drives the benchmark: worker processes (koe and, with `--compare upstream`, qwen-tts), runs
-interleaved A/B, and the summary (median and min of the timed runs, ratios, achieved bandwidth).
+"""Drives the benchmark: worker processes (koe and, with `--compare upstream`, qwen-tts or
+f5-tts), runs interleaved A/B, and the summary (median and min of the timed runs, ratios, achieved
+bandwidth or arithmetic rate).
 
 Strategy: each (size, model kind) gets fresh workers, so load time and peak memory are measured in
 a process that has held nothing else. Each case runs once as warm-up (excluded), then `runs` times,
 alternating which side goes first so slow drift of the machine hits both sides alike.
+
+Family `f5_tts` (`run_f5`): one model (`--variant`, size tiny or real), one pair of workers for
+all cases; a warm-up is the case's request at `warmup_nfe` steps (the same shapes and code, a
+fraction of the time); with `--compare upstream` a last request per side at one thread checks that
+both sides' waveforms are equal bit for bit.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ TIMED_KEYS = (
     "load_s", "prompt_s", "prefill_s", "ms_per_frame", "talker_ms_per_frame", "predictor_ms_per_frame",
     "codec_s_per_audio_s", "ttfa_s", "frames_per_s", "peak_rss",
 )  # fmt: skip
+F5_TIMED_KEYS = ("load_s", "prompt_s", "total_s", "rtf", "text_s", "dit_s", "ms_per_step", "vocoder_s", "other_s", "dit_gflops", "peak_rss")
+FAMILIES = ("qwen3_tts", "f5_tts")
 
 
 class BenchError(RuntimeError):
@@ -48,19 +56,30 @@ class BenchOptions:
     models_root: Path | None = None
     out: Path | None = None
     bandwidth: bool = True
+    family: str = "qwen3_tts"  # or "f5_tts"
+    variant: str = "F5TTS_v1_Base"  # F5-TTS only
+    warmup_nfe: int = 2  # F5-TTS: NFE of a warm-up request
+    nfe: int | None = None  # F5-TTS: every case at this NFE instead of its own (a quick profile)
+    exact_check: bool = True  # F5-TTS with --compare upstream: one request per side at 1 thread, waveforms compared
 
 
-def upstream_python() -> str:
-    """Upstream's virtualenv: `KOE_ORACLE_PYTHON`, else `.oracle/bin/python` (made by `make oracle`)."""
+def upstream_python(family: str = "qwen3_tts") -> str:
+    """Upstream's virtualenv: Qwen3-TTS `KOE_ORACLE_PYTHON`, else `.oracle/bin/python` (made by
+    `make oracle`); F5-TTS `KOE_ORACLE_F5_PYTHON`, else `.oracle-f5/bin/python` (`make oracle-f5`)."""
+    if family == "f5_tts":
+        path = os.environ.get("KOE_ORACLE_F5_PYTHON") or str(ROOT / ".oracle-f5" / "bin" / "python")
+        if not Path(path).exists():
+            raise BenchError(f"--compare upstream needs f5-tts in its own virtualenv, not found at {path}: run `make oracle-f5` or set KOE_ORACLE_F5_PYTHON")
+        return path
     path = os.environ.get("KOE_ORACLE_PYTHON") or str(ROOT / ".oracle" / "bin" / "python")
     if not Path(path).exists():
         raise BenchError(f"--compare upstream needs qwen-tts in its own virtualenv, not found at {path}: run `make oracle` or set KOE_ORACLE_PYTHON")
     return path
 
 
-def upstream_worker() -> Path:
-    """The upstream worker script; it lives in the source tree (scripts/), beside the `make oracle` venv."""
-    path = ROOT / "scripts" / "bench_upstream_worker.py"
+def upstream_worker(family: str = "qwen3_tts") -> Path:
+    """The upstream worker script; it lives in the source tree (scripts/), beside the `make oracle` venvs."""
+    path = ROOT / "scripts" / ("bench_f5_upstream_worker.py" if family == "f5_tts" else "bench_upstream_worker.py")
     if not path.exists():
         raise BenchError(f"--compare upstream runs from a source checkout of koe: {path} not found")
     return path
@@ -69,13 +88,13 @@ def upstream_worker() -> Path:
 class Worker:
     """One benchmark worker process speaking `wire`'s line protocol; its stderr goes to a log file."""
 
-    def __init__(self, side: str, threads: int, log: Path) -> None:
+    def __init__(self, side: str, threads: int, log: Path, family: str = "qwen3_tts") -> None:
         env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
         if side == "koe":
-            argv = [sys.executable, "-m", "koe.bench.koe_worker"]
+            argv = [sys.executable, "-m", "koe.bench.koe_worker"] + (["f5_tts"] if family == "f5_tts" else [])
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         else:
-            argv = [upstream_python(), str(upstream_worker())]
+            argv = [upstream_python(family), str(upstream_worker(family))]
             env.pop("PYTHONPATH", None)
         self.side = side
         self.log_path = log
@@ -105,10 +124,10 @@ class Worker:
         self.log.close()
 
 
-def summarize(samples: list[dict]) -> dict:
+def summarize(samples: list[dict], keys: tuple[str, ...] = TIMED_KEYS) -> dict:
     """Median and min of each timed key over the runs (keys absent or None in a run are skipped)."""
     out: dict = {}
-    for key in TIMED_KEYS:
+    for key in keys:
         values = [s[key] for s in samples if s.get(key) is not None]
         if values:
             out[key] = {"median": statistics.median(values), "min": min(values), "n": len(values)}
@@ -117,6 +136,10 @@ def summarize(samples: list[dict]) -> dict:
 
 def run_bench(opts: BenchOptions, progress=lambda msg: None) -> dict:
     """Run the benchmark and return its results (also written as JSON when `opts.out` is set)."""
+    if opts.family == "f5_tts":
+        return run_f5(opts, progress)
+    if opts.family != "qwen3_tts":
+        raise BenchError(f"unknown family {opts.family!r}; families: {list(FAMILIES)}")
     import torch
 
     from koe.bench import machine
@@ -214,3 +237,119 @@ def ratios(koe: dict, upstream: dict) -> dict:
     """koe / upstream for each timed key both sides have (medians): below 1 means koe is faster
     (for `frames_per_s`, above 1 means koe is faster)."""
     return {k: koe[k]["median"] / upstream[k]["median"] for k in koe if k in upstream and upstream[k]["median"]}
+
+
+def run_f5(opts: BenchOptions, progress=lambda msg: None) -> dict:
+    """`koe bench --family f5_tts`: F5-TTS requests (`wire.F5_CASES`) in koe and, with
+    `--compare upstream`, in f5-tts 1.1.22, interleaved; returns the results (JSON with `opts.out`)."""
+    import torch
+
+    from koe.bench import machine
+    from koe.bench.models import F5_SIZES, dit_forward_flops, f5_bench_model, parameter_counts
+
+    for case in opts.cases:
+        if case not in wire.F5_CASES:
+            raise BenchError(f"unknown F5-TTS case {case!r}; cases: {list(wire.F5_CASES)}")
+    for size in opts.sizes:
+        if size not in F5_SIZES:
+            raise BenchError(f"unknown F5-TTS size {size!r}; sizes: {list(F5_SIZES)}")
+    if opts.compare not in (None, "upstream"):
+        raise BenchError(f"--compare takes 'upstream' (got {opts.compare!r})")
+    if opts.compare:
+        upstream_python("f5_tts")
+        upstream_worker("f5_tts")
+    torch.set_num_threads(opts.threads)
+    sides = ["koe"] + (["upstream"] if opts.compare else [])
+    logs = Path(opts.out).parent if opts.out else Path(os.environ.get("TMPDIR", "/tmp"))
+    logs.mkdir(parents=True, exist_ok=True)
+    results: dict = {
+        "family": "f5_tts", "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items()},
+        "machine": machine.describe(), "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "sizes": {},
+    }  # fmt: skip
+    if opts.bandwidth:
+        progress("measuring the machine's fp32 matrix-product rate")
+        results["machine"]["matmul_gflops"] = machine.matmul_gflops()
+    reference = wire.write_reference_wav(logs / f"koe-bench-f5-reference-{os.getpid()}.wav")
+    try:
+        for size in opts.sizes:
+            progress(f"F5-TTS {opts.variant} {size}: building or finding the model")
+            folder = f5_bench_model(opts.variant, size, opts.models_root, seed=opts.seed)
+            model = {"folder": str(folder), "variant": opts.variant, "weights_bytes": weights_bytes(folder, ("*.safetensors", "*.pt", "*.bin")),
+                     "parameters": parameter_counts(folder)}  # fmt: skip
+            per_size: dict = {"cases": {}, "models": {"f5_tts": model}}
+            results["sizes"][size] = per_size
+            workers: dict[str, Worker] = {}
+            try:
+                for side in sides:
+                    workers[side] = Worker(side, opts.threads, logs / f"koe-bench-f5-{side}.log", family="f5_tts")
+                loads = {}
+                for side, w in workers.items():
+                    progress(f"{size}: loading in {side}")
+                    loads[side] = w.call(op="load", model=str(folder), threads=opts.threads)
+                model["load"] = loads
+                for case in opts.cases:
+                    per_size["cases"][case] = _f5_case(opts, size, case, workers, loads, str(reference), folder, dit_forward_flops, progress)
+                if opts.compare and opts.exact_check:
+                    case = opts.cases[0]
+                    checks = {}
+                    for side, w in workers.items():
+                        progress(f"{size} {case}: bits at 1 thread, NFE {opts.warmup_nfe} ({side})")
+                        checks[side] = w.call(op="run", case=case, seed=opts.seed, reference=str(reference), nfe=opts.warmup_nfe, threads=1)
+                    warm = per_size["cases"][case].get("warmup_sha1", {})
+                    per_size["exact_1thread"] = {
+                        "case": case, "nfe": opts.warmup_nfe, "threads": 1, "wave_equal": checks["koe"]["wave_sha1"] == checks["upstream"]["wave_sha1"],
+                        **{f"{side}_sha1": c["wave_sha1"] for side, c in checks.items()}, "audio_samples": {side: c["audio_samples"] for side, c in checks.items()},
+                        # the same request at opts.threads (the warm-up): does the thread count change the bits?
+                        "same_bits_as_threads": {side: warm[side] == c["wave_sha1"] for side, c in checks.items() if side in warm},
+                    }  # fmt: skip
+            finally:
+                for w in workers.values():
+                    w.close()
+    finally:
+        reference.unlink(missing_ok=True)
+    results["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+    results["machine"]["loadavg_end"] = list(os.getloadavg())
+    if opts.bandwidth:  # the rate again: a shared machine drifts over a long run
+        results["machine"]["matmul_gflops_end"] = machine.matmul_gflops()
+    if opts.out:
+        Path(opts.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(opts.out).write_text(json.dumps(results, indent=1))
+    return results
+
+
+def _f5_case(opts: BenchOptions, size: str, case: str, workers: dict, loads: dict, reference: str, folder: Path, flops, progress) -> dict:
+    """One F5-TTS case: warm-ups at `warmup_nfe`, then `runs` interleaved timed requests, summary, ratios, hashes."""
+    sides = list(workers)
+
+    def request(side: str, **extra) -> dict:
+        extra.setdefault("nfe", opts.nfe)
+        return workers[side].call(op="run", case=case, seed=opts.seed, reference=reference, **extra)
+
+    samples: dict[str, list[dict]] = {side: [] for side in sides}
+    warm: dict[str, str] = {}
+    for _ in range(opts.warmup):
+        for side in sides:
+            progress(f"{size} {case}: warm-up at NFE {opts.warmup_nfe} ({side})")
+            warm[side] = request(side, nfe=opts.warmup_nfe)["wave_sha1"]
+    for r in range(opts.runs):
+        for side in sides if r % 2 == 0 else sides[::-1]:
+            progress(f"{size} {case}: run {r + 1}/{opts.runs} ({side})")
+            sample = request(side)
+            sample["load_s"] = loads[side]["load_s"]
+            if sample.get("forward_s"):
+                sample["dit_gflops"] = sum(flops(folder, n, 2) for n in sample["seq_frames"]) / sample["forward_s"] / 1e9
+            samples[side].append(sample)
+    entry: dict = {side: {"summary": summarize(samples[side], F5_TIMED_KEYS), "runs": samples[side], "precision": loads[side].get("precision")} for side in sides}
+    if opts.profile:
+        for side in sides:
+            progress(f"{size} {case}: {opts.profile} profile ({side})")
+            entry[side]["profile"] = request(side, profile=opts.profile).get("profile")
+    hashes = {side: {s["wave_sha1"] for s in samples[side]} for side in sides}
+    for side in sides:
+        entry[side]["deterministic"] = len(hashes[side]) == 1  # the same seed gave the same waveform in every run
+    if opts.compare:
+        entry["ratio"] = ratios(entry["koe"]["summary"], entry["upstream"]["summary"])
+        entry["wave_equal"] = hashes["koe"] == hashes["upstream"]  # at opts.threads threads
+    if warm:
+        entry["warmup_sha1"] = warm  # at warmup_nfe and opts.threads: the 1-thread check compares with it
+    return entry

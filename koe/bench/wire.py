@@ -1,7 +1,8 @@
 """What both benchmark workers share: the line protocol, the inputs of each case, timing helpers.
 
-Stdlib, numpy and torch only: the upstream worker (scripts/bench_upstream_worker.py) imports this
-file by path inside upstream's own virtualenv, where koe is not installed.
+Stdlib, numpy and torch only: the upstream workers (scripts/bench_upstream_worker.py for Qwen3-TTS,
+scripts/bench_f5_upstream_worker.py for F5-TTS) import this file by path inside upstream's own
+virtualenvs, where koe is not installed.
 
 Protocol: the parent writes one JSON command per line on the worker's stdin; the worker answers
 each with one line `@@bench@@ {json}` on its stdout. Anything else a library prints goes to stderr.
@@ -49,6 +50,81 @@ CASES = {
 }
 
 
+# F5-TTS cases: case -> (NFE steps, text). One request each: the 3 s reference clip below (written
+# once as a 16-bit WAV that both sides read: the same file, the same samples) with REF_TEXT as its
+# transcript, then the text. "short" is two sentences (one text batch, about 4.5 s of speech);
+# "long" is several sentences that upstream's byte budget cuts into more than one batch.
+F5_SAMPLE_RATE = 24000
+F5_TEXTS = {
+    "short": "The quick brown fox jumps over the lazy dog. Then it runs far away into the quiet green hills.",
+    "long": (
+        "A benchmark measures what a program does, not what its authors hope it does. It runs the same request "
+        "again and again, on the same machine, with the same seed, and reports the median and the minimum. "
+        "Speech synthesis turns written words into sound. This model draws a whole mel spectrogram at once, "
+        "from noise, in a fixed number of steps, and a vocoder turns the spectrogram into a waveform. "
+        "Long texts are cut into batches at sentence ends, and the batches are joined with a short cross-fade. "
+        "Every batch repeats the reference clip and its transcript, so the model keeps the same voice throughout."
+    ),
+}  # fmt: skip
+F5_CASES = {"nfe32": (32, "short"), "nfe16": (16, "short"), "long": (16, "long")}
+F5_DEFAULT_CASES = ("nfe32", "nfe16")
+
+
+def write_reference_wav(path, seconds: float = 3.0, sample_rate: int = 24000):
+    """`reference_clip` as a mono 16-bit PCM WAV at `path` (stdlib `wave`); returns the path."""
+    import wave
+
+    import numpy as np
+
+    samples, sr = reference_clip(seconds, sample_rate)
+    pcm = np.clip(np.round(samples * 32767), -32768, 32767).astype("<i2")
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(sr)
+        w.writeframes(pcm.tobytes())
+    return path
+
+
+class CallTimer:
+    """Wraps a function: counts its calls, adds up their seconds, and keeps `shape(args)` per call."""
+
+    def __init__(self, fn: Callable, shape: Callable | None = None) -> None:
+        self.fn, self.shape = fn, shape
+        self.calls, self.seconds, self.shapes = 0, 0.0, []
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return self.fn(*args, **kwargs)
+        finally:
+            self.seconds += time.perf_counter() - t
+            self.calls += 1
+            if self.shape is not None:
+                self.shapes.append(self.shape(*args, **kwargs))
+
+
+def wave_sha1(samples) -> str:
+    """SHA-1 of a waveform's float32 bytes (upstream's float64 cross-faded output is cast first)."""
+    import hashlib
+
+    import numpy as np
+
+    return hashlib.sha1(np.ascontiguousarray(np.asarray(samples, dtype=np.float32)).tobytes()).hexdigest()
+
+
+def f5_result(total_s: float, prompt_s: float, samples, text_s: float, dit_s: float, vocoder_s: float, steps: CallTimer, **extra) -> dict:
+    """One F5-TTS request's numbers, both sides alike: seconds, real-time factor, the split, ms per DiT step."""
+    audio_s = len(samples) / F5_SAMPLE_RATE
+    return {
+        "total_s": total_s, "prompt_s": prompt_s, "audio_s": audio_s, "rtf": total_s / max(audio_s, 1e-9),
+        "text_s": text_s, "dit_s": dit_s, "vocoder_s": vocoder_s, "other_s": total_s - text_s - dit_s - vocoder_s,
+        "dit_steps": steps.calls, "ms_per_step": 1e3 * steps.seconds / max(steps.calls, 1), "forward_s": steps.seconds,
+        "seq_frames": steps.shapes, "wave_sha1": wave_sha1(samples), "audio_samples": len(samples), "peak_rss": peak_rss(), **extra,
+    }  # fmt: skip
+
+
 def reference_clip(seconds: float = 3.0, sample_rate: int = 24000):
     """A deterministic voiced-ish reference clip: a few harmonics under an envelope, plus a little noise."""
     import numpy as np
@@ -69,6 +145,11 @@ def peak_rss() -> int:
             return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
     except (OSError, StopIteration):
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def minor_faults() -> int:
+    """Minor page faults of this process so far (first touches of fresh memory, mostly)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 def current_rss() -> int:
