@@ -21,7 +21,7 @@ from koe.nn.norm import RMSNorm
 __all__ = [
     "AdaLayerNorm", "AdaLayerNormFinal", "ConvNeXtV2Block", "ConvPositionEmbedding", "DiTBlock",
     "FeedForward", "GlobalResponseNorm", "SelfAttention", "TimestepEmbedding", "apply_pair_rotary",
-    "pair_rotary_freqs", "sinusoidal_embedding",
+    "pair_rotary_freqs", "pair_rotary_tables", "sinusoidal_embedding",
 ]
 
 
@@ -102,18 +102,31 @@ def pair_rotary_freqs(inv_freq: torch.Tensor, length: int) -> torch.Tensor:
     return torch.stack((freqs, freqs), dim=-1).reshape(1, length, -1)
 
 
-def _rotate_pairs(x: torch.Tensor) -> torch.Tensor:
-    pairs = x.reshape(*x.shape[:-1], -1, 2)
-    return torch.stack((-pairs[..., 1], pairs[..., 0]), dim=-1).reshape(x.shape)
+def pair_rotary_tables(freqs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(cos, signed sin) tables (1, 1, T, R) from pair-layout angles (1, T, R), made once per forward.
+
+    The sine carries the pair rotation's sign (-sin on even channels, +sin on odd), so applying it
+    needs no negation: `x1 * -sin` equals `-x1 * sin` bit for bit.
+    """
+    sin = freqs.sin()
+    sign = torch.tensor([-1.0, 1.0], dtype=sin.dtype, device=sin.device).repeat(sin.shape[-1] // 2)
+    return freqs.cos().unsqueeze(1), (sin * sign).unsqueeze(1)
 
 
-def apply_pair_rotary(x: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
-    """Rotate x (B, H, T, D) by pair-layout angles (1, T, R), R <= D; channels past R pass unrotated."""
-    rot = freqs.shape[-1]
-    freqs = freqs[:, -x.shape[-2]:, :].unsqueeze(1)
-    head, tail = x[..., :rot], x[..., rot:]
-    head = head * freqs.cos() + _rotate_pairs(head) * freqs.sin()
-    return torch.cat((head, tail), dim=-1)
+def _swap_pairs(x: torch.Tensor) -> torch.Tensor:
+    """(x0, x1, x2, x3, ...) -> (x1, x0, x3, x2, ...) on the last dimension."""
+    return x.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)
+
+
+def apply_pair_rotary(x: torch.Tensor, tables: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """Rotate x (B, H, T, D) by `pair_rotary_tables` (R <= D channels; the rest pass unrotated):
+    `x * cos + rotate_pairs(x) * sin`, the reference's arithmetic."""
+    cos, sin = tables
+    rot = cos.shape[-1]
+    if rot == x.shape[-1]:
+        return x * cos + _swap_pairs(x) * sin
+    head = x[..., :rot]
+    return torch.cat((head * cos + _swap_pairs(head) * sin, x[..., rot:]), dim=-1)
 
 
 class SelfAttention(nn.Module):
@@ -134,19 +147,19 @@ class SelfAttention(nn.Module):
         self.k_norm = RMSNorm(dim_head, eps=1e-6) if qk_norm else None
         self.to_out = nn.ModuleList([nn.Linear(inner, dim), nn.Identity()])
 
-    def forward(self, x: torch.Tensor, freqs: torch.Tensor | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
         batch = x.shape[0]
         q, k, v = (proj(x).view(batch, -1, self.heads, proj.out_features // self.heads).transpose(1, 2)
                    for proj in (self.to_q, self.to_k, self.to_v))
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
-        if freqs is not None:
+        if rope is not None:
             n = self.rotary_heads
             if n is None:
-                q, k = apply_pair_rotary(q, freqs), apply_pair_rotary(k, freqs)
+                q, k = apply_pair_rotary(q, rope), apply_pair_rotary(k, rope)
             else:
-                q = torch.cat((apply_pair_rotary(q[:, :n], freqs), q[:, n:]), dim=1)
-                k = torch.cat((apply_pair_rotary(k[:, :n], freqs), k[:, n:]), dim=1)
+                q = torch.cat((apply_pair_rotary(q[:, :n], rope), q[:, n:]), dim=1)
+                k = torch.cat((apply_pair_rotary(k[:, :n], rope), k[:, n:]), dim=1)
         out = F.scaled_dot_product_attention(q, k, v, dropout_p=0.0, is_causal=False)
         out = out.transpose(1, 2).reshape(batch, -1, q.shape[1] * q.shape[-1])
         return self.to_out[0](out)
@@ -161,7 +174,8 @@ class FeedForward(nn.Module):
         self.ff = nn.Sequential(nn.Sequential(nn.Linear(dim, inner), nn.GELU(approximate="tanh")), nn.Identity(), nn.Linear(inner, dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.ff(x)
+        h = self.ff[0][0](x)
+        return self.ff[2](torch.ops.aten.gelu_(h, approximate="tanh"))  # in place: the same bits, one tensor less
 
 
 class AdaLayerNorm(nn.Module):
@@ -174,7 +188,7 @@ class AdaLayerNorm(nn.Module):
 
     def forward(self, x: torch.Tensor, t: torch.Tensor):
         shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = torch.chunk(self.linear(F.silu(t)), 6, dim=1)
-        return self.norm(x) * (1 + scale_msa[:, None]) + shift_msa[:, None], gate_msa, shift_mlp, scale_mlp, gate_mlp
+        return _modulate(self.norm(x), scale_msa, shift_msa), gate_msa, shift_mlp, scale_mlp, gate_mlp
 
 
 class AdaLayerNormFinal(nn.Module):
@@ -187,7 +201,7 @@ class AdaLayerNormFinal(nn.Module):
 
     def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         scale, shift = torch.chunk(self.linear(F.silu(t)), 2, dim=1)
-        return self.norm(x) * (1 + scale)[:, None, :] + shift[:, None, :]
+        return _modulate(self.norm(x), scale, shift)
 
 
 class DiTBlock(nn.Module):
@@ -201,8 +215,13 @@ class DiTBlock(nn.Module):
         self.ff_norm = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
         self.ff = FeedForward(dim, mult=ff_mult)
 
-    def forward(self, x: torch.Tensor, t: torch.Tensor, freqs: torch.Tensor | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, t: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
         norm, gate_msa, shift_mlp, scale_mlp, gate_mlp = self.attn_norm(x, t)
-        x = x + gate_msa.unsqueeze(1) * self.attn(norm, freqs)
-        norm = self.ff_norm(x) * (1 + scale_mlp[:, None]) + shift_mlp[:, None]
-        return x + gate_mlp.unsqueeze(1) * self.ff(norm)
+        # x + gate * f(x), in place on f's fresh output (IEEE products and sums commute: same bits)
+        x = self.attn(norm, rope).mul_(gate_msa.unsqueeze(1)).add_(x)
+        return self.ff(_modulate(self.ff_norm(x), scale_mlp, shift_mlp)).mul_(gate_mlp.unsqueeze(1)).add_(x)
+
+
+def _modulate(normed: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
+    """AdaLN's `norm(x) * (1 + scale) + shift`, in place on the fresh normalised tensor."""
+    return normed.mul_(1 + scale[:, None]).add_(shift[:, None])

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from koe.engines.f5_tts.config import F5Config
-from koe.nn.dit import AdaLayerNormFinal, ConvNeXtV2Block, ConvPositionEmbedding, DiTBlock, TimestepEmbedding, pair_rotary_freqs
+from koe.nn.dit import AdaLayerNormFinal, ConvNeXtV2Block, ConvPositionEmbedding, DiTBlock, TimestepEmbedding, pair_rotary_freqs, pair_rotary_tables
 
 __all__ = ["DiT", "F5Model", "text_position_table"]
 
@@ -80,8 +80,8 @@ class RotaryFrequencies(nn.Module):
         super().__init__()
         self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, dim_head, 2, device="cpu").float() / dim_head)))
 
-    def forward(self, length: int) -> torch.Tensor:
-        return pair_rotary_freqs(self.inv_freq, length)
+    def forward(self, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return pair_rotary_tables(pair_rotary_freqs(self.inv_freq, length))
 
 
 class DiT(nn.Module):
@@ -113,10 +113,10 @@ class DiT(nn.Module):
         if text_uncond is not None:
             h = torch.cat((h, self.input_embed(x, cond, text_uncond, drop_audio_cond=True)), dim=0)
             t = torch.cat((t, t), dim=0)
-        freqs = self.rotary_embed(x.shape[1])
+        rope = self.rotary_embed(x.shape[1])
         residual = h
         for block in self.transformer_blocks:
-            h = block(h, t, freqs)
+            h = block(h, t, rope)
         if self.long_skip_connection is not None:
             h = self.long_skip_connection(torch.cat((h, residual), dim=-1))
         return self.proj_out(self.norm_out(h, t))
