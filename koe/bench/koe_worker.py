@@ -125,15 +125,7 @@ class F5KoeWorker:
         return {"load_s": load_s, "import_s": imported - started, "peak_rss": wire.peak_rss(), "rss": wire.current_rss(), "precision": self.engine.precision}
 
     def run(self, cmd: dict) -> dict:
-        nfe, text = wire.F5_CASES[cmd["case"]]
-        nfe = int(cmd.get("nfe") or nfe)
-        threads = torch.get_num_threads()
-        if cmd.get("threads"):
-            torch.set_num_threads(int(cmd["threads"]))
-        try:
-            return wire.profiled(cmd.get("profile"), lambda: self._run(cmd["reference"], wire.F5_TEXTS[text], nfe, int(cmd.get("seed", 0))))
-        finally:
-            torch.set_num_threads(threads)
+        return wire.run_f5_case(cmd, self._run)
 
     def _run(self, reference: str, text: str, nfe: int, seed: int) -> dict:
         eng = self.engine

@@ -240,3 +240,19 @@ def set_threads(threads: int) -> None:
     import torch
 
     torch.set_num_threads(int(threads))
+
+
+def run_f5_case(cmd: dict, run) -> dict:
+    """Both F5-TTS workers' `run`: the case's NFE (or `cmd["nfe"]`) and text, at `cmd["threads"]`
+    for this run only, profiled when asked; `run(reference, text, nfe, seed)` does the work."""
+    import torch
+
+    nfe, text = F5_CASES[cmd["case"]]
+    nfe = int(cmd.get("nfe") or nfe)
+    threads = torch.get_num_threads()
+    if cmd.get("threads"):
+        torch.set_num_threads(int(cmd["threads"]))
+    try:
+        return profiled(cmd.get("profile"), lambda: run(cmd["reference"], F5_TEXTS[text], nfe, int(cmd.get("seed", 0))))
+    finally:
+        torch.set_num_threads(threads)
