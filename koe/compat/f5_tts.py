@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import random
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from koe.engines.f5_tts.config import ARCHS, parse_config
-from koe.engines.f5_tts.engine import CrossFade, F5TTSEngine, Settings
+from koe.engines.f5_tts.engine import CrossFade, F5TTSEngine
 from koe.engines.f5_tts.spec import VOCODER_REPO
 
 __all__ = ["F5TTS"]
@@ -102,7 +103,7 @@ class F5TTS:
         options = {"nfe_step": nfe_step, "cfg_strength": cfg_strength, "sway_sampling_coef": sway_sampling_coef, "speed": speed,
                    "fix_duration": fix_duration, "target_rms": target_rms, "cross_fade_duration": cross_fade_duration}  # fmt: skip
         settings = self.engine.settings(options)
-        settings = Settings(**{**settings.__dict__, "sway_sampling_coef": sway_sampling_coef})  # None (no sway) passes, as upstream
+        settings = replace(settings, sway_sampling_coef=sway_sampling_coef)  # None (no sway) passes, as upstream
         generator = torch.Generator(device=self.engine.device).manual_seed(seed % (1 << 64))
         waves, mels = [], []
         for batch in self.engine.batches(gen_text, voice, settings, generator=generator):

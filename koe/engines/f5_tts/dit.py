@@ -136,13 +136,9 @@ class F5Model(nn.Module):
         EMA weights are read (`ema_model.` prefix; for `.pt` checkpoints the `ema_model_state_dict.`
         dict); EMA counters (`initted`, `step`), old mel buffers and the training weights are skipped.
         """
-        for prefix in ("ema_model_state_dict.", ""):
-            if key.startswith(prefix):
-                key = key[len(prefix):]
-                break
         if key.startswith(("model_state_dict.", "optimizer_state_dict.", "scheduler_state_dict.")):
             return None
-        key = key.removeprefix("ema_model.")
+        key = key.removeprefix("ema_model_state_dict.").removeprefix("ema_model.")
         if key in ("initted", "step") or key.startswith("mel_spec."):
             return None
         return key

@@ -177,7 +177,7 @@ class F5TTSEngine(NativeAPI):
     # -- requests ------------------------------------------------------------------------------
     def settings(self, options: dict | None) -> Settings:
         values = self.capabilities.options.validate(options)
-        return Settings(**{**{k: v for k, v in spec.DEFAULTS.items()}, **values})
+        return Settings(**{**spec.DEFAULTS, **values})
 
     def check_request(self, request: SynthesisRequest) -> _Checked:
         voice = request.voice
@@ -234,8 +234,6 @@ class F5TTSEngine(NativeAPI):
             truncated = False
             if budget is not None:
                 left = budget - made
-                if left <= 0:
-                    return
                 if max(frames, ids.shape[1] + 1, ref_mel.shape[1] + 1) - ref_frames > left:
                     frames, truncated = ref_frames + left, True
             t0 = time.perf_counter()
@@ -244,6 +242,7 @@ class F5TTSEngine(NativeAPI):
             generated = mel[:, ref_frames:, :].to(torch.float32)
             wave = self._vocode(generated, rms, s.target_rms)
             made += generated.shape[1]
+            truncated = truncated or (budget is not None and made >= budget and i < len(texts) - 1)  # later batches dropped
             yield Batch(i, len(texts), gen_text, wave, generated[0].permute(1, 0).cpu().numpy(), made, truncated,
                         text_s, t1 - t0, time.perf_counter() - t1)  # fmt: skip
             if truncated:
@@ -263,7 +262,7 @@ class F5TTSEngine(NativeAPI):
             first, chunk = (max(1, round(x * self.sample_rate)) for x in (segment.first_chunk_s, segment.chunk_s))
         made, count, truncated, timings = 0, 0, False, {"text_s": 0.0, "dit_s": 0.0, "vocoder_s": 0.0}
         for batch in self.batches(segment.text, c.voice, s, generator=generator, budget=budget, cancel=c.cancel):
-            made, count, truncated = batch.frames, batch.count, batch.truncated or (budget is not None and batch.frames >= budget and batch.index < batch.count - 1)
+            made, count, truncated = batch.frames, batch.count, batch.truncated
             timings["text_s"] += batch.text_s
             timings["dit_s"] += batch.dit_s
             timings["vocoder_s"] += batch.vocoder_s

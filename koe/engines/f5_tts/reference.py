@@ -49,6 +49,7 @@ from koe.audio.pcm import SILENT_RATE, Pcm, concat, converted, ms_of, parse_wav,
 from koe.audio.silence import WindowRms, remove_silence_edges, split_on_silence
 from koe.audio.sinc_resample import resample_sinc
 from koe.engines.base import UnsupportedVoice
+from koe.engines.f5_tts.spec import MIN_REFERENCE_S, SAMPLE_RATE
 from koe.engines.f5_tts.text import end_ref_text
 
 __all__ = [
@@ -61,8 +62,8 @@ __all__ = [
     "prepare_reference",
 ]
 
-TARGET_SAMPLE_RATE = 24000  # F5-TTS's mel rate
-MIN_REFERENCE_SECONDS = 0.3  # koe's floor on what is left after silence trimming
+TARGET_SAMPLE_RATE = SAMPLE_RATE  # F5-TTS's mel rate
+MIN_REFERENCE_SECONDS = MIN_REFERENCE_S  # koe's floor on what is left after silence trimming
 
 # upstream's preprocessing constants (preprocess_ref_audio_text / remove_silence_edges)
 _LONG_SILENCE = (1000, -50.0)  # (min_silence_len ms, silence_thresh dBFS), first pass

@@ -26,9 +26,10 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-SAMPLE_RATE = 24000  # upstream's target_sample_rate: the mel/vocoder rate
-HOP_LENGTH = 256  # samples per mel frame
-CROSS_FADE_S = 0.15  # upstream's default cross_fade_duration between batches
+from koe.engines.f5_tts.spec import DEFAULTS, SAMPLE_RATE  # SAMPLE_RATE: the mel/vocoder rate
+from koe.engines.f5_tts.spec import HOP as HOP_LENGTH  # samples per mel frame
+
+CROSS_FADE_S = DEFAULTS["cross_fade_duration"]  # upstream's default between batches
 BATCH_SECONDS = 22  # max_chars budgets (this - reference seconds) of speech per batch
 SHORT_BATCH_BYTES = 10  # a batch under this many UTF-8 bytes ...
 SHORT_BATCH_SPEED = 0.3  # ... is timed at this speed instead of the requested one

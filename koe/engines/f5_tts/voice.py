@@ -10,15 +10,13 @@ same mel front end (24 kHz, hop 256, 100 bins) can use it. Saved as `prompt.safe
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+
+from koe.engines.prompt_files import read_prompt, write_prompt
 
 FORMAT_VERSION = 1
 FAMILY = "f5_tts"
@@ -45,37 +43,17 @@ class F5Voice:
         return len(self.samples) / self.sample_rate
 
     def save(self, folder: str | Path) -> Path:
-        """Write `prompt.safetensors` + `prompt.json` into `folder` (each atomically)."""
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        _atomic(folder / "prompt.safetensors", lambda p: save_file({"samples": torch.from_numpy(np.ascontiguousarray(self.samples, dtype=np.float32))}, str(p)))
+        """Write `prompt.safetensors` + `prompt.json` into `folder` (atomically)."""
         meta = {"format_version": FORMAT_VERSION, "family": FAMILY, "sample_rate": int(self.sample_rate), "ref_text": self.ref_text,
                 "mel": self.mel, "info": self.info}  # fmt: skip
-        _atomic(folder / "prompt.json", lambda p: p.write_text(json.dumps(meta, ensure_ascii=False, indent=1), encoding="utf-8"))
-        return folder
+        return write_prompt(folder, {"samples": torch.from_numpy(np.ascontiguousarray(self.samples, dtype=np.float32))}, meta)
 
     @classmethod
     def load(cls, folder: str | Path) -> F5Voice:
-        folder = Path(folder)
-        try:
-            meta = json.loads((folder / "prompt.json").read_text(encoding="utf-8"))
-            tensors = load_file(str(folder / "prompt.safetensors"))
-        except (OSError, ValueError) as e:
-            raise F5VoiceError(f"{folder}: not a readable voice prompt ({e})") from e
+        meta, tensors = read_prompt(folder, F5VoiceError)
         family = meta.get("family") or (meta.get("model") or {}).get("family")
         if family != FAMILY:
             raise F5VoiceError(f"{folder}: this voice prompt was made for a {family or 'model of another family'} model, not F5-TTS; prepare the voice again with this model")
         if meta.get("format_version") != FORMAT_VERSION or "samples" not in tensors:
             raise F5VoiceError(f"{folder}: unknown F5-TTS voice prompt format {meta.get('format_version')!r}")
         return cls(tensors["samples"].numpy(), int(meta["sample_rate"]), str(meta["ref_text"]), dict(meta.get("mel") or {}), dict(meta.get("info") or {}))
-
-
-def _atomic(path: Path, write) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)

@@ -9,19 +9,16 @@ for, so a prompt is never silently fed to a model it does not fit.
 from __future__ import annotations
 
 import hashlib
-import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
 
 from koe.audio.errors import AudioError
 from koe.audio.io import load_audio
 from koe.audio.resample import resample
+from koe.engines.prompt_files import read_prompt, write_prompt
 
 FORMAT_VERSION = 1
 MIN_REF_SECONDS = 1.0
@@ -72,33 +69,18 @@ class VoicePrompt:
 
     def save(self, folder: str | Path) -> Path:
         """Write `prompt.safetensors` + `prompt.json` atomically into `folder`."""
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        tensors = {"speaker_embedding": self.speaker_embedding.detach().float().cpu().contiguous()}
+        tensors = {"speaker_embedding": self.speaker_embedding.float()}
         if self.ref_code is not None:
-            tensors["ref_code"] = self.ref_code.detach().long().cpu().contiguous()
+            tensors["ref_code"] = self.ref_code.long()
         meta = {
-            "format": FORMAT_VERSION, "ref_text": self.ref_text, "x_vector_only": self.x_vector_only,
+            "format": FORMAT_VERSION, "family": self.model.family, "ref_text": self.ref_text, "x_vector_only": self.x_vector_only,
             "model": self.model.__dict__, "info": self.info,
         }  # fmt: skip
-        with tempfile.TemporaryDirectory(dir=folder) as tmp:
-            save_file(tensors, os.path.join(tmp, "prompt.safetensors"))
-            Path(tmp, "prompt.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False))
-            os.replace(os.path.join(tmp, "prompt.safetensors"), folder / "prompt.safetensors")
-            os.replace(os.path.join(tmp, "prompt.json"), folder / "prompt.json")
-        return folder
+        return write_prompt(folder, tensors, meta)
 
     @classmethod
     def load(cls, folder: str | Path) -> VoicePrompt:
-        folder = Path(folder)
-        meta_path, tensor_path = folder / "prompt.json", folder / "prompt.safetensors"
-        if not meta_path.exists() or not tensor_path.exists():
-            raise VoicePromptError(f"{folder}: not a voice prompt (expected prompt.json and prompt.safetensors)")
-        try:
-            meta = json.loads(meta_path.read_text(encoding="utf-8"))
-            tensors = load_file(str(tensor_path))
-        except Exception as e:  # noqa: BLE001 - any parse failure is a corrupt prompt
-            raise VoicePromptError(f"{folder}: corrupt voice prompt ({e})") from e
+        meta, tensors = read_prompt(folder, VoicePromptError)
         if meta.get("family") not in (None, "qwen3_tts"):
             raise VoicePromptError(f"{folder}: this voice prompt was made for a {meta['family']} model, not Qwen3-TTS; prepare the voice again with this model")
         if meta.get("format") != FORMAT_VERSION:
