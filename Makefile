@@ -3,11 +3,12 @@ PYTHON ?= python3
 VENV   := .venv
 ORACLE := .oracle
 ORACLE_F5 := .oracle-f5
+ORACLE_VOXCPM := .oracle-voxcpm
 BIN    := $(VENV)/bin
 # A CPU build of torch where no NVIDIA GPU is present; the default (CUDA) build otherwise.
 TORCH_SPEC := $(shell if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then echo "torch"; else echo "torch==2.13.0"; fi)
 
-.PHONY: demo test venv oracle oracle-qwen oracle-f5 clean
+.PHONY: demo test venv oracle oracle-qwen oracle-f5 oracle-voxcpm clean
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -18,7 +19,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # Upstream packages, each in its own virtualenv: the oracles for parity tests (never imported by koe).
-oracle: oracle-qwen oracle-f5
+oracle: oracle-qwen oracle-f5 oracle-voxcpm
 
 # qwen-tts==0.1.1 (torchaudio is stubbed, see tests/oracle/stubs).
 oracle-qwen: $(ORACLE)/.installed
@@ -42,12 +43,26 @@ $(ORACLE_F5)/.installed: $(ORACLE)/.installed tests/oracle_f5/requirements.txt t
 	rm -f $(ORACLE_F5_SITE)/torchaudio/lib/*.so
 	touch $@
 
+# voxcpm==2.0.3, built like the F5 oracle: the Qwen oracle's torch and common packages through a
+# .pth file, its own on top; torchcodec (what torchaudio.load calls) is a soundfile-backed stub in
+# tests/oracle_voxcpm/stubs.
+ORACLE_VOXCPM_SITE = $(ORACLE_VOXCPM)/lib/python$(shell $(PYTHON) -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')/site-packages
+oracle-voxcpm: $(ORACLE_VOXCPM)/.installed
+$(ORACLE_VOXCPM)/.installed: $(ORACLE)/.installed tests/oracle_voxcpm/requirements.txt tests/oracle_voxcpm/requirements-nodeps.txt
+	test -x $(ORACLE_VOXCPM)/bin/python || $(PYTHON) -m venv $(ORACLE_VOXCPM)
+	$(ORACLE)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > $(ORACLE_VOXCPM_SITE)/_koe_shared_oracle.pth
+	$(ORACLE_VOXCPM)/bin/pip install -q -r tests/oracle_voxcpm/requirements.txt
+	$(ORACLE_VOXCPM)/bin/pip install -q --no-deps -r tests/oracle_voxcpm/requirements-nodeps.txt
+	rm -f $(ORACLE_VOXCPM_SITE)/torchaudio/lib/*.so
+	touch $@
+
 demo: venv
 	$(BIN)/koe demo
 
 test: venv oracle
 	KOE_ORACLE_PYTHON=$(CURDIR)/$(ORACLE)/bin/python KOE_ORACLE_F5_PYTHON=$(CURDIR)/$(ORACLE_F5)/bin/python \
+		KOE_ORACLE_VOXCPM_PYTHON=$(CURDIR)/$(ORACLE_VOXCPM)/bin/python \
 		$(BIN)/python -m pytest -q
 
 clean:
-	rm -rf $(VENV) $(ORACLE) $(ORACLE_F5) .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(ORACLE) $(ORACLE_F5) $(ORACLE_VOXCPM) .pytest_cache build *.egg-info

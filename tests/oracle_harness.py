@@ -2,7 +2,9 @@
 
 One venv per family (`make oracle`): upstream `qwen-tts==0.1.1` in `.oracle` (scripts in
 `tests/oracle/`, python from `KOE_ORACLE_PYTHON`), `f5-tts==1.1.22` in `.oracle-f5` (scripts in
-`tests/oracle_f5/`, python from `KOE_ORACLE_F5_PYTHON`). A missing oracle is an error, never a skip.
+`tests/oracle_f5/`, python from `KOE_ORACLE_F5_PYTHON`), `voxcpm==2.0.3` in `.oracle-voxcpm`
+(scripts in `tests/oracle_voxcpm/`, python from `KOE_ORACLE_VOXCPM_PYTHON`). A missing oracle is
+an error, never a skip.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ ORACLE_DIR = ROOT / "tests" / "oracle"
 ORACLES = {
     "qwen3_tts": (ORACLE_DIR, "KOE_ORACLE_PYTHON", ".oracle"),
     "f5_tts": (ROOT / "tests" / "oracle_f5", "KOE_ORACLE_F5_PYTHON", ".oracle-f5"),
+    "voxcpm": (ROOT / "tests" / "oracle_voxcpm", "KOE_ORACLE_VOXCPM_PYTHON", ".oracle-voxcpm"),
 }
 
 
