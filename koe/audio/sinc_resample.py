@@ -19,6 +19,10 @@ torchaudio, so this module rebuilds the same arithmetic with plain torch ops:
 
 The ops are torch's own (its float64 sin/cos and float32 conv1d), called in the same order on the
 same shapes, so the output bits match the transform's on the same torch build and thread count.
+
+`torchaudio.functional.resample` (VoxCPM 1.x) builds the same kernel in the waveform's dtype
+instead: the offsets, phases, window and sinc all in float32, nothing widened, no final cast.
+`kernel_dtype=torch.float32` selects that; the bits differ from the transform's by up to ~1e-5.
 """
 
 from __future__ import annotations
@@ -45,15 +49,18 @@ def _reduced(orig_freq: int, new_freq: int) -> tuple[int, int]:
 
 
 @functools.lru_cache(maxsize=16)
-def _kernel_cached(orig: int, new: int, lowpass_filter_width: int, rolloff: float) -> tuple[torch.Tensor, int]:
+def _kernel_cached(
+    orig: int, new: int, lowpass_filter_width: int, rolloff: float, kernel_dtype: torch.dtype | None = None
+) -> tuple[torch.Tensor, int]:
     cutoff = min(orig, new) * rolloff  # Python float: the anti-aliasing cut-off in reduced units
     width = math.ceil(lowpass_filter_width * orig / cutoff)
 
     # input offsets of one block, relative to the block start, in units of input periods: (1, 1, K)
-    offsets = torch.arange(-width, width + orig, dtype=torch.float64)[None, None] / orig
-    # output phase j sits at -j / new; the int64 range divides in float32 (the default dtype)
-    phases = torch.arange(0, -new, -1)[:, None, None] / new  # (new, 1, 1) float32
-    t = phases + offsets  # float32 + float64 -> (new, 1, K) float64
+    offsets_dtype = torch.float64 if kernel_dtype is None else kernel_dtype
+    offsets = torch.arange(-width, width + orig, dtype=offsets_dtype)[None, None] / orig
+    # output phase j sits at -j / new; the range divides in float32 (the default dtype)
+    phases = torch.arange(0, -new, -1, dtype=kernel_dtype)[:, None, None] / new  # (new, 1, 1) float32
+    t = phases + offsets  # transform: float32 + float64 -> (new, 1, K) float64; functional: kernel_dtype
     t *= cutoff
     t = t.clamp_(-lowpass_filter_width, lowpass_filter_width)
 
@@ -62,19 +69,24 @@ def _kernel_cached(orig: int, new: int, lowpass_filter_width: int, rolloff: floa
     gain = cutoff / orig
     sinc = torch.where(t == 0, torch.tensor(1.0).to(t), t.sin() / t)
     sinc *= hann * gain
-    kernel = sinc.to(dtype=torch.float32)  # (new, 1, K), K = 2 * width + orig
+    kernel = sinc.to(dtype=torch.float32) if kernel_dtype is None else sinc  # (new, 1, K), K = 2 * width + orig
     kernel.requires_grad_(False)
     return kernel, width
 
 
 def sinc_resample_kernel(
-    orig_freq: int, new_freq: int, lowpass_filter_width: int = LOWPASS_FILTER_WIDTH, rolloff: float = ROLLOFF
+    orig_freq: int,
+    new_freq: int,
+    lowpass_filter_width: int = LOWPASS_FILTER_WIDTH,
+    rolloff: float = ROLLOFF,
+    kernel_dtype: torch.dtype | None = None,
 ) -> tuple[torch.Tensor, int]:
-    """The float32 conv kernel `(new, 1, 2 * width + orig)` (reduced rates) and its `width`."""
+    """The conv kernel `(new, 1, 2 * width + orig)` (reduced rates) and its `width`: float32 built
+    in float64 (the transform's), or built in `kernel_dtype` (`torchaudio.functional.resample`'s)."""
     if lowpass_filter_width <= 0:
         raise ValueError("lowpass_filter_width must be positive")
     orig, new = _reduced(orig_freq, new_freq)
-    kernel, width = _kernel_cached(orig, new, int(lowpass_filter_width), float(rolloff))
+    kernel, width = _kernel_cached(orig, new, int(lowpass_filter_width), float(rolloff), kernel_dtype)
     return kernel.clone(), width
 
 
@@ -84,10 +96,12 @@ def resample_sinc(
     new_freq: int,
     lowpass_filter_width: int = LOWPASS_FILTER_WIDTH,
     rolloff: float = ROLLOFF,
+    kernel_dtype: torch.dtype | None = None,
 ) -> torch.Tensor:
     """Resample `waveform` `(..., time)` from `orig_freq` to `new_freq` Hz; returns `(..., new_time)`.
 
-    Equal to `torchaudio.transforms.Resample(orig_freq, new_freq)(waveform)` for float32 input.
+    Equal to `torchaudio.transforms.Resample(orig_freq, new_freq)(waveform)` for float32 input;
+    with `kernel_dtype=waveform.dtype`, to `torchaudio.functional.resample(waveform, orig_freq, new_freq)`.
     The same rate returns `waveform` itself (unchanged, not a copy), as the transform does.
     `new_time = ceil(new * time / orig)` (reduced rates; quotient rounded to float32 first).
     """
@@ -98,7 +112,7 @@ def resample_sinc(
         return waveform
     if lowpass_filter_width <= 0:
         raise ValueError("lowpass_filter_width must be positive")
-    kernel, width = _kernel_cached(orig, new, int(lowpass_filter_width), float(rolloff))
+    kernel, width = _kernel_cached(orig, new, int(lowpass_filter_width), float(rolloff), kernel_dtype)
     kernel = kernel.to(device=waveform.device, dtype=waveform.dtype)
 
     shape = waveform.size()

@@ -1,0 +1,290 @@
+"""VoxCPM's prompt / reference audio, sample for sample as upstream (voxcpm 2.0.3) reads it.
+
+Upstream reads a clip from a path in one of two ways, and `load_prompt_audio(..., method=...)`
+reproduces each:
+
+* `"librosa"`, VoxCPM2 (`VoxCPM2Model._encode_wav`): `librosa.load(path, sr=16000, mono=True)`.
+  librosa 0.11 opens the file with soundfile and reads float32 `(frames, channels)`, transposes
+  it to `(channels, frames)`, averages over the channel axis in float32 (`librosa.to_mono`:
+  `np.mean(y, axis=0)`), then `librosa.resample(res_type="soxr_hq")`: `soxr.resample` of the
+  float32 row, trimmed or zero-padded to `ceil(frames * target / rate)`, float32
+  (`koe.audio.resample.resample` is that call). A file libsndfile cannot open makes librosa fall
+  back to audioread, which (with FFmpeg installed) pipes `ffmpeg -i path -f s16le -`: 16-bit PCM,
+  read back as `int / 32768`. koe decodes such files with PyAV (FFmpeg's libraries) and rounds to
+  16 bits as FFmpeg's float-to-s16 conversion does (`clip(rint(x * 32768))`).
+* `"torchaudio"`, VoxCPM 1.5 and 0.5B (`VoxCPMModel.build_prompt_cache`): `torchaudio.load(path)`
+  (torchaudio 2.11 decodes with torchcodec, i.e. FFmpeg, to float32 `(channels, frames)`), then
+  `audio.mean(dim=0, keepdim=True)` if there is more than one channel, then
+  `torchaudio.functional.resample(audio, rate, target)` if the rates differ: the Hann-windowed
+  sinc at its defaults (6 zero crossings, roll-off 0.99) with the kernel built in float32
+  (`koe.audio.sinc_resample.resample_sinc(..., kernel_dtype=torch.float32)`; the transform
+  `torchaudio.transforms.Resample` builds it in float64 and gives other bits). For PCM / float
+  WAV, W64, RF64, AIFF and FLAC, FFmpeg's float32 samples are libsndfile's (integer / 2**(bits-1),
+  floats as stored), so koe reads those with soundfile; everything else with PyAV as torchcodec
+  does with FFmpeg.
+
+Bit-exact (the same float32 samples as upstream on the same numpy / soxr / torch builds): WAV
+(8/16/24/32-bit PCM, float, double), FLAC, AIFF, W64, RF64 with either method; with
+`"librosa"` also every other format libsndfile reads (ogg/vorbis, ogg/opus, mp3, ...), since
+upstream reads them through the same libsndfile. Not guaranteed: formats only FFmpeg reads
+(m4a/aac, webm, ...) with `"librosa"` (koe's PyAV build against whatever `ffmpeg` upstream's
+audioread runs; 32-bit integer codecs such as 24-bit ALAC are rounded, FFmpeg truncates), and
+non-PCM formats with `"torchaudio"` (PyAV's FFmpeg libraries against torchcodec's).
+
+`source` may be a path, the bytes of a file, a binary file object (read to its end), or
+`(samples, sample_rate)`: samples as a decoder gives them, float32 `(frames,)` or
+`(frames, channels)` (a `(channels, frames)` array with at most 16 channels and more frames is
+accepted too, as `koe.audio.io` does), float64 cast to float32, integer PCM scaled by
+`1 / 2**(bits-1)` as libsndfile reads it. Upstream takes only a path; bytes and file objects are
+read as that file would be.
+
+Beyond upstream, koe refuses what a voice clone cannot use (`AudioError`): unreadable or
+truncated files, no samples, non-finite samples, a silent clip (peak of the mono signal below
+`SILENT_PEAK`, 1e-4, i.e. -80 dBFS: at most 3 steps of 16-bit PCM), and clips shorter than
+`min_seconds` or longer than `max_seconds` (the source's duration, checked from the header before
+decoding where libsndfile gives one, and always before down-mixing and resampling).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+from typing import BinaryIO, Union
+
+import av
+import numpy as np
+import soundfile as sf
+import torch
+
+from koe.audio.errors import AudioError
+from koe.audio.io import _FRAME_SHORTFALL_FRACTION, _FRAME_SHORTFALL_SAMPLES, _SF_ERR_MALFORMED_FILE, _frame_to_float, _int_pcm_to_float, _ogg_truncated, _riff_data_truncated, _to_mono
+from koe.audio.pcm import pcm_from_decoded
+from koe.audio.resample import resample as soxr_hq_resample
+from koe.audio.sinc_resample import resample_sinc
+
+__all__ = ["METHODS", "SILENT_PEAK", "PromptAudioSource", "load_prompt_audio", "pad_to_patches"]
+
+METHODS = ("librosa", "torchaudio")  # VoxCPM2; VoxCPM 1.5 / 0.5B
+SILENT_PEAK = 1e-4  # a mono clip whose largest |sample| is below this is "silent" (-80 dBFS)
+
+PromptAudioSource = Union[str, os.PathLike, bytes, bytearray, memoryview, BinaryIO, tuple]
+
+_PROBE_BYTES = 1 << 16  # how much of a file's start and end the truncation checks read
+# libsndfile reads these to the same float32 samples as FFmpeg's decoders (hence torchcodec)
+_FFMPEG_EQUAL_FORMATS = frozenset({"WAV", "WAVEX", "W64", "RF64", "AIFF", "FLAC"})
+_FFMPEG_EQUAL_SUBTYPES = frozenset({"PCM_S8", "PCM_U8", "PCM_16", "PCM_24", "PCM_32", "FLOAT", "DOUBLE"})
+_MAX_CHANNELS_FIRST = 16  # a 2-D array (c, n) with c <= this < n is taken as channels first
+
+
+def load_prompt_audio(
+    source: PromptAudioSource,
+    target_rate: int,
+    method: str,
+    *,
+    min_seconds: float = 0.0,
+    max_seconds: float | None = None,
+) -> np.ndarray:
+    """The clip as upstream hands it to the audio VAE: float32 mono `(n,)` at `target_rate`.
+
+    `method`: "librosa" (VoxCPM2: `librosa.load(path, sr=target_rate, mono=True)`) or
+    "torchaudio" (VoxCPM 1.x: `torchaudio.load`, channel mean, `torchaudio.functional.resample`).
+    Raises `AudioError` for unreadable, empty, non-finite or silent audio, or a source duration
+    outside `[min_seconds, max_seconds]`; `ValueError` for an unknown method or bad target rate.
+    """
+    if method not in METHODS:
+        raise ValueError(f"unknown prompt audio method {method!r}: expected one of {', '.join(METHODS)}")
+    if int(target_rate) != target_rate or target_rate <= 0:
+        raise ValueError(f"target sample rate must be a positive whole number, got {target_rate!r}")
+    target_rate = int(target_rate)
+
+    if isinstance(source, tuple):
+        frames, rate = _from_array(source)
+        _check_duration(frames.shape[0], rate, min_seconds, max_seconds)
+    else:
+        frames, rate = _decode(source, method, max_seconds)
+        _check_duration(frames.shape[0], rate, min_seconds, max_seconds)
+
+    if method == "librosa":
+        mono = _to_mono(frames)  # librosa.to_mono of the transposed read
+    else:
+        by_channel = torch.from_numpy(np.ascontiguousarray(frames.reshape(frames.shape[0], -1).T))  # (channels, n)
+        if by_channel.size(0) > 1:
+            by_channel = by_channel.mean(dim=0, keepdim=True)
+        mono = by_channel[0].numpy()
+    _check_signal(mono)
+
+    if method == "librosa":
+        out = soxr_hq_resample(mono, rate, target_rate)
+    else:
+        audio = torch.from_numpy(mono)[None]
+        if rate != target_rate:
+            audio = resample_sinc(audio, rate, target_rate, kernel_dtype=torch.float32)
+        out = audio[0].numpy()
+    return np.ascontiguousarray(out, dtype=np.float32)
+
+
+def pad_to_patches(audio, patch_len: int, left: bool):
+    """Zero-pad the last axis of `audio` (numpy array or torch tensor) to a multiple of `patch_len`.
+
+    Upstream pads to `patch_size * chunk_size` samples: on the left for prompt / continuation
+    audio (so the real audio ends the sequence), on the right for VoxCPM2's structural reference.
+    A length already a multiple is returned unchanged (upstream pads nothing then, not a patch).
+    """
+    patch_len = int(patch_len)
+    if patch_len <= 0:
+        raise ValueError(f"patch_len must be positive, got {patch_len}")
+    n = audio.shape[-1]
+    if n % patch_len == 0:
+        return audio
+    pad = patch_len - n % patch_len
+    before, after = (pad, 0) if left else (0, pad)
+    if isinstance(audio, torch.Tensor):
+        return torch.nn.functional.pad(audio, (before, after))
+    audio = np.asarray(audio)
+    return np.pad(audio, [(0, 0)] * (audio.ndim - 1) + [(before, after)], mode="constant")
+
+
+# ---------------------------------------------------------------------------------------------
+# sources
+
+
+def _from_array(source: tuple) -> tuple[np.ndarray, int]:
+    """`(samples, rate)` -> float32 `(frames,)` / `(frames, channels)`, as a decoder would give."""
+    if len(source) != 2 or not isinstance(source[0], np.ndarray):
+        raise AudioError("a tuple audio source must be (numpy array, sample_rate)")
+    samples, rate = source
+    try:
+        if int(rate) != rate:
+            raise ValueError
+        rate = int(rate)
+    except (TypeError, ValueError) as exc:
+        raise AudioError(f"invalid sample rate: {rate!r}") from exc
+    if rate <= 0:
+        raise AudioError(f"sample rate must be positive, got {rate}")
+    if samples.ndim not in (1, 2):
+        raise AudioError(f"waveform must be (frames,) or (frames, channels), got shape {samples.shape}")
+    if np.issubdtype(samples.dtype, np.integer):
+        samples = _int_pcm_to_float(samples)
+    elif not np.issubdtype(samples.dtype, np.floating):
+        raise AudioError(f"waveform dtype {samples.dtype} is not a number type")
+    frames = samples.astype(np.float32)
+    if frames.ndim == 2:
+        if frames.shape[0] <= _MAX_CHANNELS_FIRST < frames.shape[1]:
+            frames = frames.T  # (channels, frames) given
+        if frames.shape[1] == 0:
+            raise AudioError("waveform has zero channels")
+        if frames.shape[1] == 1:
+            frames = frames[:, 0]
+    return frames, rate
+
+
+def _decode(source, method: str, max_seconds: float | None) -> tuple[np.ndarray, int]:
+    """A path, bytes or file object -> float32 `(frames,)` / `(frames, channels)` and its rate."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data, name = bytes(source), "<bytes>"
+    elif isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        if not path.is_file():
+            raise AudioError(f"no such audio file: {path}")
+        data, name = path.read_bytes(), str(path)
+    elif hasattr(source, "read"):
+        data, name = source.read(), getattr(source, "name", "<file object>")
+        if not isinstance(data, (bytes, bytearray)):
+            raise AudioError("an audio file object must be opened in binary mode")
+        data, name = bytes(data), str(name)
+    else:
+        raise AudioError(f"unsupported audio source type: {type(source).__name__}")
+    if not data:
+        raise AudioError(f"audio file is empty: {name}")
+    if _riff_data_truncated(data[:_PROBE_BYTES], len(data)):
+        raise AudioError(f"audio file is truncated (WAV data chunk runs past the end): {name}")
+    if data[:4] == b"OggS" and _ogg_truncated(data[-_PROBE_BYTES:]):
+        raise AudioError(f"audio file is truncated (Ogg stream has no complete end page): {name}")
+
+    decoded = _read_soundfile(data, name, method, max_seconds)
+    if decoded is not None:
+        return decoded
+    frames, rate = _read_ffmpeg(data, name, max_seconds)
+    if method == "librosa":
+        # audioread's FFmpeg pipe: 16-bit PCM, read back as int / 32768
+        ints, _ = pcm_from_decoded(frames, float_source=False)
+        frames = (ints.astype(np.float64) * (1.0 / 32768.0)).astype(np.float32)
+    return frames, rate
+
+
+def _read_soundfile(data: bytes, name: str, method: str, max_seconds: float | None) -> tuple[np.ndarray, int] | None:
+    """libsndfile's float32 read; None where upstream's decoder for `method` is FFmpeg's instead."""
+    try:
+        f = sf.SoundFile(io.BytesIO(data))
+    except sf.LibsndfileError as exc:
+        if exc.code == _SF_ERR_MALFORMED_FILE:
+            raise AudioError(f"audio file is malformed or truncated: {name} ({exc.error_string})") from exc
+        return None
+    with f:
+        if method == "torchaudio" and (f.format not in _FFMPEG_EQUAL_FORMATS or f.subtype not in _FFMPEG_EQUAL_SUBTYPES):
+            return None
+        rate = int(f.samplerate)
+        expected = f.frames
+        _check_max(expected, rate, max_seconds)
+        try:
+            frames = f.read(frames=-1, dtype="float32", always_2d=False)  # (n,) or (n, channels)
+        except sf.LibsndfileError as exc:
+            raise AudioError(f"audio file is truncated or corrupt: {name} ({exc.error_string})") from exc
+    if expected - frames.shape[0] > max(_FRAME_SHORTFALL_SAMPLES, _FRAME_SHORTFALL_FRACTION * expected):  # lossy estimates
+        raise AudioError(f"audio file is truncated: {name} (header says {expected} frames, decoded {frames.shape[0]})")
+    return frames, rate
+
+
+def _read_ffmpeg(data: bytes, name: str, max_seconds: float | None) -> tuple[np.ndarray, int]:
+    """The first audio stream decoded by PyAV (FFmpeg) to float32 `(frames, channels)`."""
+    try:
+        container = av.open(io.BytesIO(data), mode="r")
+    except (av.error.FFmpegError, OSError, ValueError) as exc:
+        raise AudioError(f"not a readable audio file: {name} ({exc})") from exc
+    chunks: list[np.ndarray] = []
+    rate = 0
+    with container:
+        if not container.streams.audio:
+            raise AudioError(f"file has no audio stream: {name}")
+        stream = container.streams.audio[0]
+        total = 0
+        try:
+            for frame in container.decode(stream):
+                rate = int(frame.sample_rate)
+                chunks.append(_frame_to_float(frame))
+                total += chunks[-1].shape[0]
+                _check_max(total, rate, max_seconds)
+        except (av.error.FFmpegError, OSError, ValueError) as exc:
+            raise AudioError(f"audio file is truncated or corrupt: {name} ({exc})") from exc
+    if not chunks:
+        raise AudioError(f"audio file has no samples: {name}")
+    if len({c.shape[1] for c in chunks}) != 1:
+        raise AudioError(f"channel count changes inside the file: {name}")
+    frames = np.concatenate(chunks, axis=0)
+    return (frames[:, 0] if frames.shape[1] == 1 else frames), rate
+
+
+# ---------------------------------------------------------------------------------------------
+# checks
+
+
+def _check_max(frames: int, rate: int, max_seconds: float | None) -> None:
+    if max_seconds is not None and rate > 0 and frames / rate > max_seconds:
+        raise AudioError(f"reference audio is too long: {frames / rate:.2f} s; give at most {max_seconds:g} s")
+
+
+def _check_duration(frames: int, rate: int, min_seconds: float, max_seconds: float | None) -> None:
+    if frames == 0:
+        raise AudioError("reference audio has no samples (empty or zero-length)")
+    _check_max(frames, rate, max_seconds)
+    if frames / rate < min_seconds:
+        raise AudioError(f"reference audio is too short: {frames / rate:.2f} s; give at least {min_seconds:g} s")
+
+
+def _check_signal(mono: np.ndarray) -> None:
+    if not np.isfinite(mono).all():
+        raise AudioError("reference audio contains NaN or infinite samples")
+    peak = float(np.max(np.abs(mono)))
+    if peak < SILENT_PEAK:
+        raise AudioError(f"the reference is silent (its loudest sample is {peak:.1e}, below {SILENT_PEAK:g})")
