@@ -172,6 +172,8 @@ class Capabilities:
     first where the model detects it). `instruct`: style instructions are honoured. `stream_step_s`:
     the granularity of streaming, seconds of audio per step (None: whole segments only).
     `native_speed`: the model itself can speak faster or slower (else koe changes the tempo).
+    `stream_is_one_shot`: streamed audio has the one-shot samples (False where upstream's own
+    streaming decodes differently, as VoxCPM's does: then each mode equals upstream's same mode).
     """
 
     family: str
@@ -187,6 +189,7 @@ class Capabilities:
     options: OptionsSchema = field(default_factory=OptionsSchema)
     training: tuple[str, ...] = ()
     min_reference_s: float = 1.0
+    stream_is_one_shot: bool = True
 
     @property
     def streaming(self) -> bool:
@@ -200,6 +203,7 @@ class Capabilities:
             "instruct": self.instruct, "streaming": self.streaming, "stream_step_s": self.stream_step_s,
             "native_speed": self.native_speed, "batch": self.batch, "options": self.options.describe(),
             "training": list(self.training), "min_reference_s": self.min_reference_s,
+            "stream_is_one_shot": self.stream_is_one_shot,
         }  # fmt: skip
 
 

@@ -1,0 +1,160 @@
+"""VoxCPM without loading it: which folders are ours, what they can do.
+
+Torch-free: reads `config.json` (upstream's `VoxCPMConfig`) and file names. A release folder is
+what the hub repo holds: `config.json`, `model.safetensors` (or `pytorch_model.bin`),
+`audiovae.safetensors` (or `audiovae.pth`) and the tokenizer files; `koe models pull
+openbmb/VoxCPM2` fetches it whole.
+
+Variants: `VoxCPM2` (architecture "voxcpm2": 30 languages, voice design, cloning from a clip
+alone or with its transcript, 48 kHz out), `VoxCPM1.5` (architecture "voxcpm", 44.1 kHz) and
+`VoxCPM-0.5B` (the first release: "voxcpm" at 16 kHz): continuation cloning from a clip and its
+transcript, or the model's own voice.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from koe.engines.base import CLONE, CLONE_WITHOUT_TRANSCRIPT, DESIGN, NO_VOICE, Capabilities, Option, OptionsSchema
+from koe.engines.spec import ModelDescription, ModelInfo, ReleasedModel, SpecError, VoiceAlias, safetensors_dtype
+
+FAMILY = "voxcpm"
+LANGUAGES = ("auto",)  # the text's own language, no tag (VoxCPM2: 30 languages; 1.5: Chinese and English)
+MIN_REFERENCE_S = 0.5
+MAX_REFERENCE_S = 60.0
+WEIGHTS = ("model.safetensors", "pytorch_model.bin")
+VAE_WEIGHTS = ("audiovae.safetensors", "audiovae.pth")
+TOKENIZER_FILES = ("tokenizer.json",)
+
+# upstream's defaults (`VoxCPM.generate`); ranges as upstream's own CLI checks them where it does
+DEFAULTS = {"cfg_value": 2.0, "inference_timesteps": 10, "min_len": 2, "max_len": 4096, "retry_badcase": True,
+            "retry_badcase_max_times": 3, "retry_badcase_ratio_threshold": 6.0, "normalize": False, "denoise": False}  # fmt: skip
+
+
+def options_schema() -> OptionsSchema:
+    d = DEFAULTS
+    return OptionsSchema((
+        Option("cfg_value", "float", "classifier-free guidance of the patch DiT (higher follows the text and prompt more closely)",
+               d["cfg_value"], low=0.1, high=10),
+        Option("inference_timesteps", "int", "flow-matching steps per latent patch; fewer is faster", d["inference_timesteps"], low=1, high=100),
+        Option("min_len", "int", "patches before the stop head may end the speech", d["min_len"], low=0, high=4096),
+        Option("max_len", "int", "most patches of speech (also capped at 6 per text token + 10, as upstream)", d["max_len"], low=1, high=8192),
+        Option("retry_badcase", "bool", "make the speech again when it runs too long for the text (one-shot only, as upstream)", d["retry_badcase"]),
+        Option("retry_badcase_max_times", "int", "runs at most with retry_badcase", d["retry_badcase_max_times"], low=1, high=20),
+        Option("retry_badcase_ratio_threshold", "float", "patches per text token that count as running too long", d["retry_badcase_ratio_threshold"],
+               low=0, low_open=True, high=100),
+        Option("normalize", "bool", "upstream's text normalisation (numbers, symbols): not supported yet", d["normalize"]),
+        Option("denoise", "bool", "upstream's ZipEnhancer denoising of the prompt clips: not supported yet", d["denoise"]),
+    ))  # fmt: skip
+
+
+def _config(folder: Path) -> dict | None:
+    path = Path(folder) / "config.json"
+    if not path.is_file():
+        return None
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if isinstance(raw, dict) and "lm_config" in raw and "dit_config" in raw and str(raw.get("architecture", "voxcpm")).lower().startswith("voxcpm"):
+        return raw
+    return None
+
+
+def variant_of(raw: dict) -> str:
+    if str(raw.get("architecture", "voxcpm")).lower() == "voxcpm2":
+        return "VoxCPM2"
+    rate = (raw.get("audio_vae_config") or {}).get("sample_rate", 16000)
+    return "VoxCPM1.5" if rate != 16000 else "VoxCPM-0.5B"
+
+
+def output_rate(raw: dict) -> int:
+    vae = raw.get("audio_vae_config") or {}
+    if str(raw.get("architecture", "voxcpm")).lower() == "voxcpm2":
+        return int(vae.get("out_sample_rate", 48000))
+    return int(vae.get("sample_rate", 16000))
+
+
+def stream_step(raw: dict) -> float:
+    """Seconds of audio per latent patch (streaming's step)."""
+    v2 = str(raw.get("architecture", "voxcpm")).lower() == "voxcpm2"
+    vae = raw.get("audio_vae_config") or {}
+    rates = vae.get("decoder_rates") or ([8, 6, 5, 2, 2, 2] if v2 else [8, 8, 5, 2])
+    hop = 1
+    for r in rates:
+        hop *= int(r)
+    return int(raw.get("patch_size", 4 if v2 else 2)) * hop / output_rate(raw)
+
+
+def capabilities(variant: str, sample_rate: int, step_s: float) -> Capabilities:
+    v2 = variant == "VoxCPM2"
+    modes = {NO_VOICE, CLONE} | ({DESIGN, CLONE_WITHOUT_TRANSCRIPT} if v2 else set())
+    return Capabilities(
+        family=FAMILY, variant=variant, voice_modes=frozenset(modes), languages=LANGUAGES, sample_rate=sample_rate,
+        instruct=v2, stream_step_s=round(step_s, 6), native_speed=False, batch=False, options=options_schema(), training=(),
+        min_reference_s=MIN_REFERENCE_S, stream_is_one_shot=False,
+    )  # fmt: skip
+
+
+def _first(folder: Path, names: tuple[str, ...]) -> Path | None:
+    return next((folder / n for n in names if (folder / n).is_file()), None)
+
+
+def _size(variant: str) -> str:
+    return {"VoxCPM2": "2B", "VoxCPM1.5": "0.8B", "VoxCPM-0.5B": "0.5B"}[variant]
+
+
+class VoxCPMSpec:
+    family = FAMILY
+    title = "VoxCPM"
+    engine = "koe.engines.voxcpm.engine:VoxCPMEngine"
+    fixture = "koe.engines.voxcpm.fixtures:write_random_model"
+    fixture_variants = ("VoxCPM2", "VoxCPM1.5")
+    released = (
+        ReleasedModel("openbmb/VoxCPM2", "VoxCPM2", "2B", name="VoxCPM2"),
+        ReleasedModel("openbmb/VoxCPM1.5", "VoxCPM1.5", "0.8B", name="VoxCPM1.5"),
+        ReleasedModel("openbmb/VoxCPM-0.5B", "VoxCPM-0.5B", "0.5B", name="VoxCPM-0.5B"),
+    )
+
+    def probe(self, folder: Path) -> ModelInfo | None:
+        raw = _config(Path(folder))
+        if raw is None:
+            return None
+        variant = variant_of(raw)
+        return ModelInfo(FAMILY, variant, _size(variant))
+
+    def describe(self, folder: Path) -> ModelDescription:
+        folder = Path(folder)
+        raw = _config(folder)
+        if raw is None:
+            raise SpecError(f"{folder}: not a VoxCPM model (config.json with lm_config and dit_config)")
+        from koe.engines.voxcpm.config import parse_config
+
+        try:
+            cfg = parse_config(raw, folder / "config.json")
+        except ValueError as e:
+            raise SpecError(str(e)) from e
+        variant = variant_of(raw)
+        weights, vae = _first(folder, WEIGHTS), _first(folder, VAE_WEIGHTS)
+        missing = [f for f in TOKENIZER_FILES if not (folder / f).is_file()]
+        if weights is None:
+            missing.append("model.safetensors")
+        if vae is None:
+            missing.append("audiovae.safetensors")
+        stored = (safetensors_dtype(weights) if weights is not None and weights.suffix == ".safetensors" else None) or cfg.dtype
+        uses = ("speech in the model's own voice, a designed voice (--instruct \"a warm female voice\"), or a clone of a clip "
+                "(--ref clip.wav, with --ref-text for the closest clone)") if cfg.v2 else \
+               "speech in the model's own voice, or a clone of a clip and its transcript (--ref clip.wav --ref-text ...)"  # fmt: skip
+        return ModelDescription(
+            info=ModelInfo(FAMILY, variant, _size(variant)), capabilities=capabilities(variant, output_rate(raw), stream_step(raw)),
+            required_files=("config.json", *TOKENIZER_FILES, "model.safetensors|pytorch_model.bin", "audiovae.safetensors|audiovae.pth"),
+            missing=tuple(missing), weight_files=tuple(p for p in (weights, vae) if p is not None), stored_dtype=stored, uses=uses,
+            extra={"architecture": cfg.architecture, "patch_size": cfg.patch_size, "config_dtype": cfg.dtype},
+        )  # fmt: skip
+
+    def openai_voice(self, name: str, capabilities: Capabilities) -> VoiceAlias | None:
+        return None  # no preset speakers: the model's own voice, a design, or a library voice
+
+
+SPEC = VoxCPMSpec()
