@@ -330,6 +330,19 @@ class BatchEngine(Engine, Protocol):
     def synthesize_batch(self, requests: list[SynthesisRequest]) -> list[list[AudioChunk]]: ...
 
 
+@dataclass
+class SpeechResult:
+    """One text's speech from a family's native `generate`: float32 mono samples at `sample_rate`, and metadata."""
+
+    audio: np.ndarray
+    sample_rate: int
+    metadata: dict = field(default_factory=dict)
+
+    @property
+    def duration(self) -> float:
+        return len(self.audio) / self.sample_rate
+
+
 def collect(chunks: Iterator[AudioChunk]) -> AudioChunk:
     """One-shot synthesis: the stream's samples joined, with the final chunk's metadata."""
     parts, last = [], None

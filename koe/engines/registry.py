@@ -16,6 +16,7 @@ from koe.engines.spec import FamilySpec, ModelDescription, ModelInfo, SpecError,
 FAMILIES: dict[str, str] = {
     "qwen3_tts": "koe.engines.qwen3_tts.spec:SPEC",
     "f5_tts": "koe.engines.f5_tts.spec:SPEC",
+    "voxcpm": "koe.engines.voxcpm.spec:SPEC",
 }
 DEMO_FAMILY = "qwen3_tts"  # `koe demo` builds a tiny random-weight model of this family
 

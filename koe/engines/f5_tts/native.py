@@ -4,24 +4,10 @@ upstream's option names as keyword arguments; thin layers over the contract path
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
-import numpy as np
+from koe.engines.base import AudioChunk, CancelToken, SpeechResult, SynthesisRequest, collect
 
-from koe.engines.base import AudioChunk, CancelToken, SynthesisRequest, collect
-
-
-@dataclass
-class SpeechResult:
-    """One text's speech: float32 mono samples at `sample_rate`, and metadata."""
-
-    audio: np.ndarray
-    sample_rate: int
-    metadata: dict = field(default_factory=dict)
-
-    @property
-    def duration(self) -> float:
-        return len(self.audio) / self.sample_rate
+__all__ = ["NativeAPI", "SpeechResult"]
 
 
 class NativeAPI:

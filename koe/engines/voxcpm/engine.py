@@ -1,0 +1,304 @@
+"""The VoxCPM engine: text (+ a voice: continuation prompt and/or VoxCPM2's reference) -> the
+autoregressive patch loop -> the AudioVAE -> audio.
+
+One request is one upstream `generate` call (`koe.engines.voxcpm.generate` has the details): a
+request with `seed=N` gives upstream's samples after `torch.manual_seed(N)`, one-shot through
+upstream's one-shot decode, streamed through upstream's streaming decode (which is not the
+one-shot audio: `Capabilities.stream_is_one_shot` is False).
+
+Voices through the contract: a clip with its transcript is a continuation prompt (VoxCPM2 also
+takes the same clip as its structural reference: upstream's "ultimate cloning"); a clip alone is
+VoxCPM2's reference ("controllable cloning"); no voice speaks in the model's own voice, or on
+VoxCPM2 in a voice described by `instruct` (upstream's `(description)text` design prompt, which
+also steers a clone: upstream's own CLI allows it only with a reference-only clone, its Python API
+with any voice, as koe does). `make_voice` takes upstream's three arguments directly.
+"""
+
+from __future__ import annotations
+
+import gc
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from koe.audio.errors import AudioError
+from koe.engines import pipeline
+from koe.engines.base import (
+    AudioChunk, Capabilities, CancelToken, InvalidOption, RequestError, SynthesisRequest, UnsupportedLanguage, UnsupportedVoice,
+    VoicePromptMismatch, VoiceReference,
+)  # fmt: skip
+from koe.engines.pipeline import Piece, PipelineDefaults, Segment
+from koe.engines.voxcpm import generate as core, spec
+from koe.engines.voxcpm.audio import load_prompt_audio
+from koe.engines.voxcpm.audio_vae import AudioVAE, VAEConfig
+from koe.engines.voxcpm.config import VoxCPMConfig, read_config
+from koe.engines.voxcpm.model import VoxCPMModel
+from koe.engines.voxcpm.native import NativeAPI
+from koe.engines.voxcpm.text import TextTokenizer, normalise_text
+from koe.engines.voxcpm.voice import VoxCPMVoice, VoxCPMVoiceError
+from koe.runtime.device import resolve_device
+from koe.runtime.weights import build_from_weights
+
+__all__ = ["VoxCPMEngine"]
+
+MAX_SEGMENT_CHARS = 20000  # one request is one upstream call
+
+
+@dataclass
+class _Checked:
+    voice: VoxCPMVoice | None
+    control: str | None  # VoxCPM2's "(description)" in front of the text
+    settings: core.GenerationSettings
+    cancel: CancelToken | None
+    user_cap: bool
+
+
+def design_text(text: str, control: str | None) -> str:
+    """upstream's CLI: `(control)text` when a voice description is given, then the whitespace rule."""
+    control = (control or "").strip()
+    return normalise_text(f"({control}){text}" if control else text)
+
+
+class VoxCPMEngine(NativeAPI):
+    """A loaded VoxCPM model (LM + DiT + AudioVAE). Not re-entrant: one call at a time."""
+
+    family = spec.FAMILY
+    pipeline_defaults = PipelineDefaults(max_segment_chars=MAX_SEGMENT_CHARS, pause_s=0.25, first_chunk_s=0.32, chunk_s=0.96)
+
+    def __init__(self, folder: Path, cfg: VoxCPMConfig, tokenizer: TextTokenizer, model: VoxCPMModel, vae: AudioVAE,
+                 device: torch.device, variant: str) -> None:
+        self.folder, self.cfg, self.tokenizer, self.model, self.vae, self.device = folder, cfg, tokenizer, model, vae, device
+        self.variant = variant
+        self._features: dict[tuple[int, str], tuple[np.ndarray, torch.Tensor]] = {}
+
+    @classmethod
+    def load(cls, folder: str | Path, device=None, dtype=None, *, precision: str | None = None) -> VoxCPMEngine:
+        """Load a release folder (strict: a missing file or tensor is an error naming it).
+
+        float32 by default on every device: upstream's bits on the CPU with a float32 config. The
+        releases' configs say bfloat16, which upstream keeps on a CPU; `precision="bf16"` runs
+        the LM and DiT in bfloat16 as upstream then does (opt-in here; the AudioVAE stays float32,
+        as upstream keeps it); the result's metadata names the precision.
+        """
+        folder = Path(folder)
+        if not folder.is_dir():
+            raise FileNotFoundError(f"model folder not found: {folder}")
+        lm_dtype = _lm_dtype(dtype, precision)
+        if not (folder / "config.json").is_file():
+            raise FileNotFoundError(f"{folder}: missing config.json (a VoxCPM release folder has it)")
+        cfg = read_config(folder / "config.json")
+        weights = next((folder / n for n in spec.WEIGHTS if (folder / n).is_file()), None)
+        vae_file = next((folder / n for n in spec.VAE_WEIGHTS if (folder / n).is_file()), None)
+        if weights is None:
+            raise FileNotFoundError(f"{folder}: no model weights (model.safetensors or pytorch_model.bin)")
+        if vae_file is None:
+            raise FileNotFoundError(f"{folder}: no AudioVAE weights (audiovae.safetensors or audiovae.pth)")
+        dev = resolve_device(device)
+        tokenizer = TextTokenizer.load(folder)
+        if tokenizer.vocab_size > cfg.lm.vocab_size:
+            raise ValueError(f"{folder}: the tokenizer has {tokenizer.vocab_size} ids, the model's embedding {cfg.lm.vocab_size} rows")
+        model = build_from_weights(lambda: VoxCPMModel(cfg), [weights], device=dev, rename=VoxCPMModel.checkpoint_name)
+        vae = build_from_weights(lambda: AudioVAE(VAEConfig.from_json(cfg.audio_vae, cfg.vae_version)), [vae_file], device=dev,
+                                 rename=VoxCPMModel.checkpoint_name)  # fmt: skip
+        model = model.to(lm_dtype).eval()
+        import json
+
+        variant = spec.variant_of(json.loads((folder / "config.json").read_text(encoding="utf-8")))
+        return cls(folder, cfg, tokenizer, model, vae.to(torch.float32).eval(), dev, variant)
+
+    def close(self) -> None:
+        """Free the weights and caches (the engine is unusable after)."""
+        self.model = self.vae = None
+        self._features.clear()
+        gc.collect()
+        if self.device.type == "cuda" and torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    # -- what the model offers -------------------------------------------------------------
+    @property
+    def sample_rate(self) -> int:
+        return self.vae.config.out_sample_rate
+
+    @property
+    def encode_rate(self) -> int:
+        return self.vae.config.sample_rate
+
+    @property
+    def precision(self) -> str:
+        return str(next(self.model.parameters()).dtype).removeprefix("torch.")
+
+    @property
+    def capabilities(self) -> Capabilities:
+        step = core.patch_seconds(self.model, self.vae)
+        return spec.capabilities(self.variant, self.sample_rate, step)
+
+    # -- voices ------------------------------------------------------------------------------
+    def _clip(self, audio, trim: bool = False) -> np.ndarray:
+        method = "librosa" if self.cfg.v2 else "torchaudio"
+        try:
+            clip = load_prompt_audio(audio, self.encode_rate, method, min_seconds=spec.MIN_REFERENCE_S,
+                                     max_seconds=None if trim else spec.MAX_REFERENCE_S)  # fmt: skip
+        except AudioError as e:
+            raise UnsupportedVoice(f"the voice clip cannot be used: {e}") from e
+        if trim:
+            clip = clip[: int(spec.MAX_REFERENCE_S * self.encode_rate)]
+        return clip
+
+    def make_voice(self, prompt_wav=None, prompt_text: str | None = None, reference_wav=None, *, trim: bool = False) -> VoxCPMVoice:
+        """A voice from upstream's arguments: a continuation prompt (`prompt_wav` with its
+        `prompt_text`), VoxCPM2's structural reference (`reference_wav`), or both. Clips are paths,
+        bytes or (samples, sample_rate)."""
+        if (prompt_wav is None) != (prompt_text is None):
+            raise UnsupportedVoice("a prompt clip and its transcript go together: give both (or use a reference clip alone on VoxCPM2)")
+        if prompt_wav is None and reference_wav is None:
+            raise UnsupportedVoice("give a prompt clip with its transcript, or (VoxCPM2) a reference clip")
+        if reference_wav is not None and not self.cfg.v2:
+            raise UnsupportedVoice(f"{self.variant} clones from a clip and its transcript: a reference clip alone needs VoxCPM2")
+        if prompt_text is not None and not str(prompt_text).strip():
+            raise UnsupportedVoice("the prompt's transcript is empty: give the words spoken in the clip")
+        prompt = self._clip(prompt_wav, trim) if prompt_wav is not None else None
+        reference = self._clip(reference_wav, trim) if reference_wav is not None else None
+        info = {k: round(len(a) / self.encode_rate, 3) for k, a in (("prompt_seconds", prompt), ("reference_seconds", reference)) if a is not None}
+        return VoxCPMVoice(self.cfg.architecture, self.encode_rate, prompt, prompt_text, reference, info)
+
+    def prepare_voice(self, reference, text: str | None = None) -> VoxCPMVoice:
+        """A voice from a clip (a `VoiceReference`, or a path/bytes/(samples, rate) and `text`).
+
+        With a transcript: a continuation prompt (VoxCPM2: the clip is its reference too). Without
+        one: VoxCPM2's reference clone; VoxCPM 1.5 needs the transcript."""
+        trim = False
+        if isinstance(reference, VoiceReference):
+            reference, text, trim = reference.audio, reference.text, reference.trim
+        if text is None:
+            if not self.cfg.v2:
+                raise UnsupportedVoice(f"{self.variant} clones from a clip and its transcript: pass the words spoken in the clip")
+            return self.make_voice(reference_wav=reference, trim=trim)
+        clip = self._clip(reference, trim)
+        voice = self.make_voice((clip, self.encode_rate), text)
+        if self.cfg.v2:
+            voice.reference = clip
+        return voice
+
+    def load_voice(self, folder: str | Path) -> VoxCPMVoice:
+        try:
+            voice = VoxCPMVoice.load(folder)
+        except VoxCPMVoiceError as e:
+            raise VoicePromptMismatch(str(e)) from e
+        self._check_voice(voice)
+        return voice
+
+    def _check_voice(self, voice) -> VoxCPMVoice:
+        if not isinstance(voice, VoxCPMVoice):
+            raise VoicePromptMismatch(f"this voice prompt was made for another model family ({type(voice).__name__}); prepare the voice again with this VoxCPM model")
+        if voice.architecture != self.cfg.architecture or voice.sample_rate != self.encode_rate:
+            raise VoicePromptMismatch(f"this voice was prepared for a {voice.architecture} model at {voice.sample_rate} Hz; this model is "
+                                      f"{self.cfg.architecture} at {self.encode_rate} Hz: prepare the voice again with it")  # fmt: skip
+        return voice
+
+    def features(self, voice: VoxCPMVoice) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """The voice's latent patches (prompt, reference), encoded once per voice (upstream's `build_prompt_cache`)."""
+        out = []
+        for kind, clip, left in (("prompt", voice.prompt, True), ("reference", voice.reference, False)):
+            if clip is None:
+                out.append(None)
+                continue
+            key = (id(voice), kind)
+            hit = self._features.get(key)
+            if hit is None or hit[0] is not clip:
+                hit = (clip, core.encode_clip(self.vae, clip, self.cfg.patch_size, left, self.device))
+                self._features[key] = hit
+            out.append(hit[1])
+        return out[0], out[1]
+
+    # -- requests ------------------------------------------------------------------------------
+    def settings(self, options: dict | None) -> core.GenerationSettings:
+        values = self.capabilities.options.validate(options)
+        if values.get("normalize"):
+            raise InvalidOption("normalize=true: upstream's text normaliser (wetext) is not supported by koe yet; write numbers and "
+                                "symbols out in words", param="normalize")  # fmt: skip
+        if values.get("denoise"):
+            raise InvalidOption("denoise=true: upstream's ZipEnhancer denoiser is not supported by koe yet; denoise the clip beforehand",
+                                param="denoise")  # fmt: skip
+        known = {k: v for k, v in {**spec.DEFAULTS, **values}.items() if k not in ("normalize", "denoise")}
+        return core.GenerationSettings(**known)
+
+    def check_request(self, request: SynthesisRequest) -> _Checked:
+        voice = request.voice
+        if isinstance(voice, str):
+            raise UnsupportedVoice(f"VoxCPM has no preset speakers (voice={voice!r}); leave the voice out for the model's own voice, "
+                                   "or clone one from a clip")  # fmt: skip
+        if voice is not None:
+            voice = self._check_voice(voice)
+        language = request.language
+        if language is not None and str(language).lower() not in spec.LANGUAGES:
+            raise UnsupportedLanguage(f"unsupported language {language!r}: VoxCPM reads the language from the text; leave it unset (auto)")
+        control = request.instruct.strip() if request.instruct and request.instruct.strip() else None
+        if control is not None and not self.cfg.v2:
+            raise RequestError(f"{self.variant} takes no voice description or style instruction (VoxCPM2 does)", param="instructions")
+        return _Checked(voice, control, self.settings(request.options), request.cancel, request.max_segment_s is not None)
+
+    def sequence(self, text: str, voice: VoxCPMVoice | None, control: str | None = None) -> core.Sequence:
+        """The model's input for `text` (whitespace-normalised as upstream) in `voice`."""
+        text = design_text(text, control)
+        if not text.strip():
+            raise RequestError("text is empty: give at least one word to speak", param="input")
+        prompt_feat = ref_feat = None
+        if voice is not None:
+            prompt_feat, ref_feat = self.features(voice)
+        return core.build_sequence(self.model, self.tokenizer, text, voice.prompt_text if voice is not None else None, prompt_feat, ref_feat)
+
+    def synthesize(self, request: SynthesisRequest) -> Iterator[AudioChunk]:
+        return pipeline.run(self, request)
+
+    def speak_segment(self, segment: Segment, c: _Checked) -> Iterator[Piece]:
+        seq = self.sequence(segment.text, c.voice, c.control)
+        limit = core.patches_for(segment.budget_s, self.model, self.vae) if c.user_cap else None
+        generator = torch.Generator(device=self.device).manual_seed(int(segment.seed)) if segment.seed is not None else None
+        info = {"decode": "streaming" if segment.streamed else "one-shot", "mode": c.voice.mode if c.voice is not None else
+                ("design" if c.control else "own voice")}  # fmt: skip
+        step_s = core.patch_seconds(self.model, self.vae)
+        if not segment.streamed:
+            out = core.one_shot(self.model, self.vae, seq, c.settings, limit=limit, generator=generator, cancel=c.cancel)
+            yield Piece(out.samples, out.patches, last=True, truncated=not out.stopped,
+                        info={**info, "seconds": out.patches * step_s, "runs": out.runs, "patch_limit": limit})  # fmt: skip
+            return
+        loops: list = []
+        size = max(1, round(segment.first_chunk_s * self.sample_rate))
+        held: list[np.ndarray] = []
+        count = 0
+        for samples in core.stream(self.model, self.vae, seq, c.settings, limit=limit, generator=generator, cancel=c.cancel, loop_out=loops):
+            held.append(samples)
+            count += 1
+            if sum(len(h) for h in held) >= size:
+                yield Piece(np.concatenate(held), count)
+                held, size = [], max(1, round(segment.chunk_s * self.sample_rate))
+        loop = loops[0]
+        tail = np.concatenate(held) if held else np.zeros(0, np.float32)
+        yield Piece(tail, loop.count, last=True, truncated=not loop.stopped, info={**info, "seconds": loop.count * step_s, "patch_limit": limit})
+
+    def result_metadata(self) -> dict:
+        return {"model": self.variant, "architecture": self.cfg.architecture, "precision": self.precision, "device": str(self.device)}
+
+
+def _lm_dtype(dtype, precision: str | None) -> torch.dtype:
+    """The LM's and DiT's dtype from `load`'s arguments (float32 unless one asks for bf16)."""
+    names = {None: torch.float32, "auto": torch.float32, "float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
+             "bf16": torch.bfloat16}  # fmt: skip
+    if precision is not None:
+        if precision not in names:
+            raise ValueError(f"precision={precision!r} is not offered for VoxCPM: use fp32 (exact) or bf16 (upstream's CPU default for the releases)")
+        return names[precision]
+    if isinstance(dtype, torch.dtype):
+        if dtype not in (torch.float32, torch.bfloat16):
+            raise ValueError(f"dtype {dtype} is not offered for VoxCPM: float32 or bfloat16")
+        return dtype
+    if dtype not in names:
+        raise ValueError(f"dtype {dtype!r} is not offered for VoxCPM: float32 or bfloat16")
+    return names[dtype]
+
+
+warnings.filterwarnings("default", category=UserWarning, module=__name__)
