@@ -41,19 +41,20 @@ SPAN_BLOCK = 64  # a step attends over the filled cache rounded up to this many 
 
 class LongRope(nn.Module):
     """MiniCPM's longrope cos/sin tables; computed per position on demand (each entry depends on
-    its position alone, so a table of any length has upstream's values)."""
+    its position alone, so a table of any length has upstream's values).
 
-    inv_freq: torch.Tensor
-    factors: torch.Tensor
+    Computed in float32 whatever the module's dtype, then rounded to it: upstream builds its tables
+    in float32 at init and `model.to(dtype)` rounds those buffers (bfloat16 releases on a CPU)."""
 
     def __init__(self, cfg: LMConfig) -> None:
         super().__init__()
         rs = cfg.rope_scaling
-        self.register_buffer("inv_freq", inverse_frequencies(cfg.head_dim, cfg.rope_theta), persistent=False)
+        self.inv_freq = inverse_frequencies(cfg.head_dim, cfg.rope_theta)
         long = cfg.max_position_embeddings > rs.original_max_position_embeddings
-        self.register_buffer("factors", torch.tensor(rs.long_factor if long else rs.short_factor, dtype=torch.float32, device="cpu"), persistent=False)
+        self.factors = torch.tensor(rs.long_factor if long else rs.short_factor, dtype=torch.float32, device="cpu")
         scale = cfg.max_position_embeddings / rs.original_max_position_embeddings
         self.magnitude = math.sqrt(1 + math.log(scale) / math.log(rs.original_max_position_embeddings))
+        self.dtype = torch.float32
         self._table: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def table(self, length: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -63,13 +64,22 @@ class LongRope(nn.Module):
             t = torch.arange(size, device=self.inv_freq.device, dtype=torch.float32)
             freqs = torch.mul(torch.outer(t, 1.0 / self.factors), self.inv_freq)
             emb = torch.cat((freqs, freqs), dim=-1)
-            self._table = (emb.cos() * self.magnitude, emb.sin() * self.magnitude)
+            self._table = ((emb.cos() * self.magnitude).to(self.dtype), (emb.sin() * self.magnitude).to(self.dtype))
         cos, sin = self._table
         return cos[:length], sin[:length]
 
-    def _apply(self, fn, recurse=True):  # moving the module drops the cached table
+    def _apply(self, fn, recurse=True):
+        """Moves follow the module (device; the tables' dtype), the float32 inputs stay float32."""
+        probe = fn(torch.zeros(1, device=self.inv_freq.device))
+        self.dtype = probe.dtype if probe.is_floating_point() else self.dtype
+        self.inv_freq, self.factors = self.inv_freq.to(probe.device), self.factors.to(probe.device)
         self._table = None
         return super()._apply(fn, recurse)
+
+
+def rotate(x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """upstream's rotary application: in float32, back to x's dtype."""
+    return apply_rotary(x.to(torch.float32), *rope).to(x.dtype)
 
 
 class KVCache:
@@ -100,7 +110,7 @@ class Attention(nn.Module):
         k = self.k_proj(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
         v = self.v_proj(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
         if rope is not None:
-            q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)
+            q, k = rotate(q, rope), rotate(k, rope)
         return q, k, v
 
     def forward(self, x: torch.Tensor, rope, causal: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
