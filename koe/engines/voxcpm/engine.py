@@ -46,6 +46,7 @@ from koe.runtime.weights import build_from_weights
 __all__ = ["VoxCPMEngine"]
 
 MAX_SEGMENT_CHARS = 20000  # one request is one upstream call
+FEATURE_CACHE = 16  # encoded clips kept (a server speaking with many library voices re-encodes the least recent)
 
 
 @dataclass
@@ -210,6 +211,8 @@ class VoxCPMEngine(NativeAPI):
             hit = self._features.get(key)
             if hit is None or hit[0] is not clip:
                 hit = (clip, core.encode_clip(self.vae, clip, self.cfg.patch_size, left, self.device))
+                while len(self._features) >= FEATURE_CACHE:
+                    self._features.pop(next(iter(self._features)))  # the oldest voice's
                 self._features[key] = hit
             out.append(hit[1])
         return out[0], out[1]
