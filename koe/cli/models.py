@@ -101,7 +101,8 @@ def info(
     if d.capabilities and d.capabilities.options.options:
         table = Table(title="options (koe speak --opt KEY=VALUE; HTTP: \"options\": {...})", title_justify="left")
         for column in ("option", "type", "default", "range", "what it does"):
-            table.add_column(column)
+            help_column = column == "what it does"
+            table.add_column(column, no_wrap=not help_column, overflow="fold" if help_column else "ellipsis")  # names whole, to be copied
         for o in d.capabilities.options.options:
             table.add_row(o.name, o.type, "model's" if o.default is None else json.dumps(o.default), o.rule.removeprefix("must be ") or "—", o.help)
         out.print(table)

@@ -12,6 +12,7 @@ from rich.markup import escape
 from koe.cli.common import command, err, fail, open_home, warn
 
 LONG_TEXT_CHARS = 200  # above this, show progress in seconds of audio made
+OWN_VOICE = "(the model's own)"  # how a result without a named voice is labelled
 
 
 def read_text(text: str | None, file: Path | None) -> str:
@@ -116,7 +117,7 @@ def speak(
         where = str(result.path)
     err.print(
         f"[green]wrote[/] {escape(where)}  [dim]({result.format.name}, {result.sample_rate} Hz, {result.duration:.2f} s; "
-        f"{elapsed:.1f} s; model {escape(result.model)}, voice {escape(str(result.voice))}, seed {result.seed})[/]"
+        f"{elapsed:.1f} s; model {escape(result.model)}, voice {escape(result.voice or OWN_VOICE)}, seed {result.seed})[/]"
     )
 
 

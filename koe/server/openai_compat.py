@@ -2,12 +2,15 @@
 
 Voices are looked up in this order: a library voice of that name, a preset speaker of the model,
 then OpenAI's voice names (alloy, echo, ...), which mean what the model's family says
-(`FamilySpec.openai_voice`): a preset speaker, or a voice description on design models. On a
-model that only clones, they mean nothing: cloning needs a library voice (POST /v1/audio/voices).
+(`FamilySpec.openai_voice`): a preset speaker, or a voice description on design models. Where
+the family gives them no meaning, on a model with a voice of its own (voice mode `none`) they mean
+that voice (with `instructions` on a model that designs voices: the described voice); on a model
+that only clones they mean nothing: cloning needs a library voice (POST /v1/audio/voices).
 """
 
 from __future__ import annotations
 
+from koe.engines.base import NO_VOICE
 from koe.engines.registry import spec
 from koe.service.errors import InvalidRequest
 from koe.service.home import KoeHome
@@ -71,6 +74,8 @@ def _options(body: SpeechBody, details: ModelDetails) -> dict:
 def _apply_alias(request: SpeechRequest, alias: str, details: ModelDetails) -> None:
     caps = details.capabilities
     meaning = spec(details.ref.family).openai_voice(alias, caps) if caps else None
+    if meaning is None and caps is not None and NO_VOICE in caps.voice_modes:
+        return  # a model with a voice of its own: that voice (or, with instructions on a design model, the described one)
     if meaning is None:
         raise InvalidRequest(
             f"OpenAI voice {alias!r} has no meaning on {details.ref.name!r} ({details.ref.variant} model, {details.uses}): "

@@ -75,6 +75,9 @@ class ModelCard(BaseModel):
     uses: str = ""
     voice_modes: list[str] = Field(default_factory=list)
     options: list[dict[str, Any]] = Field(default_factory=list, description="the family's options: name, type, default, range, help")
+    capabilities: dict[str, Any] | None = Field(
+        None, description="everything the model can do: voice modes, instruct, sample rate, streaming step, stream_is_one_shot, options, ..."
+    )
 
 
 class VoiceCard(BaseModel):

@@ -145,6 +145,11 @@ class Planner:
         presets = caps.speakers if PRESET in modes else ()
         instruct = r.instruct.strip() if r.instruct and r.instruct.strip() else None
         speaker = voice_name = None
+        if r.ref_audio is None and r.ref_text and r.ref_text.strip():
+            raise InvalidRequest(
+                "a transcript (ref_text) was given without its reference clip: give the clip too, or leave the transcript out",
+                hint="--ref clip.wav --ref-text ...", param="ref_text",
+            )  # fmt: skip
         if r.ref_audio is not None:
             mode: Mode = "clone_clip"
         elif r.voice:
@@ -172,8 +177,8 @@ class Planner:
             mode = "speaker"
             default = (self.settings.synthesis.speaker or "").lower()
             speaker = default if default in presets else (presets[0] if presets else None)
-        elif DESIGN in modes:
-            mode = "design"
+        elif DESIGN in modes and (instruct or NO_VOICE not in modes):
+            mode = "design"  # the instruction describes the voice
         elif NO_VOICE in modes:
             mode = "none"
         else:

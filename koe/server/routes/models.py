@@ -23,6 +23,7 @@ def _card(d: ModelDetails, state: ServerState, loaded: set[str]) -> ModelCard:
         default=d.ref.name == state.settings.models.default, uses=d.uses,
         voice_modes=sorted(d.capabilities.voice_modes) if d.capabilities else [],
         options=d.capabilities.options.describe() if d.capabilities else [],
+        capabilities=d.capabilities.to_dict() if d.capabilities else None,
     )  # fmt: skip
 
 

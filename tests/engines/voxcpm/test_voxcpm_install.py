@@ -1,0 +1,306 @@
+"""Installing VoxCPM releases: `koe models import DIR` and `koe models pull openbmb/VoxCPM2` (and 1.5).
+
+A VoxCPM release repo is a complete model folder (config.json, the LM/DiT weights, the AudioVAE,
+the tokenizer files), so a pull fetches the repo whole, as upstream's `snapshot_download` does,
+and nothing is assembled: `--arch` and `--vocoder` do not apply. The folders are random-weight ones
+(tiny sizes). No hub is reached: pull runs against a fake `huggingface_hub` (model_info +
+snapshot_download over local files, as in the F5-TTS install tests), as the service calls it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import huggingface_hub
+import numpy as np
+import pytest
+import torch
+from huggingface_hub.utils import filter_repo_objects
+from safetensors.torch import load_file
+from typer.testing import CliRunner
+
+import koe
+from koe.cli.main import app
+from koe.engines.voxcpm.fixtures import write_random_model
+from koe.service.errors import AlreadyExists, InvalidRequest, NotFound, Unavailable
+from koe.service.hub import pull_model
+from koe.service.models import ModelStore
+from koe.service.storage import Database
+
+VARIANTS = ("VoxCPM2", "VoxCPM1.5")
+RELEASE_FILES = ["audiovae.safetensors", "config.json", "model.safetensors", "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json"]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("vox-install")
+    return {v: write_random_model(root / v, v) for v in VARIANTS}
+
+
+@pytest.fixture
+def store(tmp_path):
+    return ModelStore(tmp_path / "models", Database(tmp_path / "koe.db"))
+
+
+def tree(folder: Path) -> list[str]:
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+
+
+def nothing_installed(store: ModelStore) -> bool:
+    return store.list() == [] and [p.name for p in store.root.iterdir() if not p.name.endswith(".partial")] == []
+
+
+def speaks(folder: Path, variant: str, reference: Path | None = None) -> np.ndarray:
+    """Load the folder, check it is `variant`, speak a seeded sentence (equal to `reference`'s when given)."""
+    engine = koe.load(folder, device="cpu")
+    try:
+        assert engine.capabilities.family == "voxcpm" and engine.capabilities.variant == variant
+        audio = engine.generate("Hello there.", seed=1).audio
+    finally:
+        engine.close()
+    if reference is not None:
+        other = koe.load(reference)
+        try:
+            assert np.array_equal(audio, other.generate("Hello there.", seed=1).audio)
+        finally:
+            other.close()
+    return audio
+
+
+# -- import ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_import_a_release_folder(store, built, variant):
+    d = store.import_model(built[variant])
+    assert d.ok and d.ref.name == variant and (d.ref.family, d.ref.variant) == ("voxcpm", variant) and d.missing == []
+    assert d.ref.size == {"VoxCPM2": "2B", "VoxCPM1.5": "0.8B"}[variant]  # the release's size, named by the variant
+    folder = store.root / variant
+    assert tree(folder) == RELEASE_FILES
+    assert store.get(variant).origin == str(built[variant].resolve())
+    assert d.capabilities.sample_rate == {"VoxCPM2": 48000, "VoxCPM1.5": 44100}[variant]
+    speaks(folder, variant, reference=built[variant])
+    linked = store.import_model(built[variant], f"{variant}-link", link=True)
+    assert linked.linked and linked.ok
+    with pytest.raises(AlreadyExists):
+        store.import_model(built[variant])
+    assert store.import_model(built[variant], overwrite=True).ok
+
+
+def test_import_takes_upstreams_other_weight_formats(store, built, tmp_path):
+    """upstream also reads `pytorch_model.bin` and `audiovae.pth` (a state dict, or one under "state_dict"); so does koe."""
+    folder = tmp_path / "pth-release"
+    shutil.copytree(built["VoxCPM1.5"], folder)
+    torch.save(load_file(folder / "model.safetensors"), folder / "pytorch_model.bin")
+    torch.save({"state_dict": load_file(folder / "audiovae.safetensors")}, folder / "audiovae.pth")
+    (folder / "model.safetensors").unlink()
+    (folder / "audiovae.safetensors").unlink()
+    d = store.import_model(folder, "pth")
+    assert d.ok and d.ref.variant == "VoxCPM1.5" and "pytorch_model.bin" in tree(store.root / "pth")
+    speaks(store.root / "pth", "VoxCPM1.5", reference=built["VoxCPM1.5"])
+
+
+@pytest.mark.parametrize(
+    ("remove", "missing"),
+    [
+        (["audiovae.safetensors"], "missing audiovae.safetensors"),
+        (["model.safetensors"], "missing model.safetensors"),
+        (["tokenizer.json"], "missing tokenizer.json"),
+        (["tokenizer.json", "audiovae.safetensors"], "missing tokenizer.json, audiovae.safetensors"),
+    ],
+)
+def test_an_incomplete_folder_is_refused_naming_what_is_missing(store, built, tmp_path, remove, missing):
+    folder = tmp_path / "partial"
+    shutil.copytree(built["VoxCPM2"], folder)
+    for name in remove:
+        (folder / name).unlink()
+    with pytest.raises(InvalidRequest, match=f"is not a complete model folder: {missing}"):
+        store.import_model(folder)
+    with pytest.raises(InvalidRequest, match=missing):
+        store.import_model(folder, "linked", link=True)
+    assert nothing_installed(store)
+
+
+def test_arch_and_vocoder_do_not_apply(store, built):
+    """A VoxCPM folder is complete as released: `--arch` (no config to write) and `--vocoder` (the AudioVAE is in it) are refused."""
+    with pytest.raises(InvalidRequest, match=r"unknown architecture 'VoxCPM2'; koe knows: F5TTS_v1_Base, F5TTS_Base \(F5-TTS\)"):
+        store.import_model(built["VoxCPM2"], arch="VoxCPM2")
+    with pytest.raises(InvalidRequest, match="holds a VoxCPM model; F5TTS_v1_Base is an architecture of F5-TTS"):
+        store.import_model(built["VoxCPM2"], arch="F5TTS_v1_Base")
+    with pytest.raises(InvalidRequest, match=r"VoxCPM model folders hold their own decoder: a separate vocoder \(--vocoder\) does not apply"):
+        store.import_model(built["VoxCPM2"], vocoder=built["VoxCPM1.5"])
+    assert nothing_installed(store)
+
+
+def test_a_broken_config_is_refused(store, built, tmp_path):
+    folder = tmp_path / "broken"
+    shutil.copytree(built["VoxCPM2"], folder)
+    raw = json.loads((folder / "config.json").read_text())
+    del raw["lm_config"]["hidden_size"]
+    (folder / "config.json").write_text(json.dumps(raw))
+    with pytest.raises(InvalidRequest, match="hidden_size"):
+        store.import_model(folder)
+    assert nothing_installed(store)
+
+
+# -- the CLI ---------------------------------------------------------------------------------------
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    h = tmp_path / "home"
+    for var in list(__import__("os").environ):
+        if var.startswith("KOE_"):
+            monkeypatch.delenv(var)
+    monkeypatch.setenv("KOE_HOME", str(h))
+    return h
+
+
+def cli(*args, ok: bool = True):
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    if ok:
+        assert result.exit_code == 0, f"koe {' '.join(map(str, args))} -> {result.exit_code}\n{result.output}"
+    return result
+
+
+def one_line_error(result, match: str) -> None:
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and match in result.stderr, result.stderr
+
+
+def test_cli_import_info_and_speak(home, built, tmp_path):
+    r = cli("models", "import", built["VoxCPM2"], "--name", "vox")
+    assert "installed vox" in r.stderr and "VoxCPM2 2B" in r.stderr
+    [info] = json.loads(cli("models", "list", "--json").stdout)
+    assert (info["name"], info["family"], info["variant"], info["missing"]) == ("vox", "voxcpm", "VoxCPM2", [])
+    assert "cfg_value" in cli("models", "info", "vox").stdout
+    cli("speak", "Hello there.", "-m", "vox", "--seed", "1", "-o", tmp_path / "out.wav")
+    assert (tmp_path / "out.wav").stat().st_size > 1000
+    one_line_error(cli("models", "import", built["VoxCPM1.5"], "--arch", "VoxCPM1.5", ok=False), "unknown architecture 'VoxCPM1.5'")
+    one_line_error(cli("models", "import", built["VoxCPM1.5"], "--vocoder", built["VoxCPM2"], ok=False), "does not apply")
+    assert [m["name"] for m in json.loads(cli("models", "list", "--json").stdout)] == ["vox"]
+
+
+# -- pull, against a fake hub ---------------------------------------------------------------------
+class FakeHub:
+    """As in test_f5_tts_install.py: `huggingface_hub.HfApi.model_info` and `snapshot_download` over local files: {repo: {path in repo: bytes}}."""
+
+    def __init__(self, repos: dict[str, dict[str, bytes]]) -> None:
+        self.repos = repos
+        self.downloads: list[tuple[str, tuple[str, ...] | None]] = []
+        self.fetched: list[str] = []  # (repo/path) of every file written, to see what a rerun resumes
+        self.fail: set[str] = set()  # repos whose download raises OSError once
+        self.bad_sha: set[str] = set()  # "repo/path" the hub lists with a wrong SHA-256
+        hub = self
+
+        class Api:
+            def __init__(self, endpoint=None):
+                pass
+
+            def model_info(self, repo_id, revision=None, files_metadata=False, token=None, timeout=None):
+                if repo_id not in hub.repos:
+                    from huggingface_hub.errors import RepositoryNotFoundError
+
+                    raise RepositoryNotFoundError(f"{repo_id} not found", response=SimpleNamespace(headers={}, status_code=404, request=None))
+                siblings = [
+                    SimpleNamespace(rfilename=path, lfs=SimpleNamespace(sha256="0" * 64 if f"{repo_id}/{path}" in hub.bad_sha else hashlib.sha256(data).hexdigest()))
+                    for path, data in hub.repos[repo_id].items()
+                ]  # fmt: skip
+                return SimpleNamespace(sha=hashlib.sha1(repo_id.encode()).hexdigest(), siblings=siblings)
+
+        self.Api = Api
+
+    def snapshot_download(self, repo_id, revision=None, local_dir=None, allow_patterns=None, token=None, endpoint=None, **kw):
+        self.downloads.append((repo_id, tuple(allow_patterns) if allow_patterns else None))
+        if repo_id in self.fail:
+            self.fail.discard(repo_id)
+            raise OSError("connection reset")
+        files = self.repos[repo_id]
+        for path in filter_repo_objects(list(files), allow_patterns=allow_patterns):
+            target = Path(local_dir) / path
+            if target.is_file():
+                continue  # resumed: already there
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(files[path])
+            self.fetched.append(f"{repo_id}/{path}")
+        (Path(local_dir) / ".cache" / "huggingface").mkdir(parents=True, exist_ok=True)
+        return str(local_dir)
+
+
+def release_files(folder: Path) -> dict[str, bytes]:
+    files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    return {**files, "README.md": b"# VoxCPM", ".gitattributes": b"*.safetensors filter=lfs diff=lfs merge=lfs -text\n"}
+
+
+@pytest.fixture
+def hub(monkeypatch, built):
+    repos = {f"openbmb/{v}": release_files(built[v]) for v in VARIANTS}
+    fake = FakeHub(repos)
+    monkeypatch.setattr("koe.service.hub.check_hub_reachable", lambda *a, **k: None)
+    monkeypatch.setattr(huggingface_hub, "HfApi", fake.Api)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake.snapshot_download)
+    return fake
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_pull_a_release_fetches_the_repo_whole(store, hub, built, variant):
+    repo = f"openbmb/{variant}"
+    d = pull_model(store, repo)
+    assert d.ok and d.ref.name == variant and (d.ref.family, d.ref.variant) == ("voxcpm", variant)
+    assert hub.downloads == [(repo, None)]  # the whole repo, as upstream's snapshot_download
+    folder = store.root / variant
+    assert tree(folder) == sorted([*RELEASE_FILES, "README.md", ".gitattributes"])  # no .cache, nothing added
+    for name in RELEASE_FILES:
+        assert (folder / name).read_bytes() == (built[variant] / name).read_bytes()
+    assert store.get(variant).origin.startswith(f"hub:{repo}@")
+    assert sorted(p.name for p in store.root.iterdir()) == [variant]  # the partial download is gone
+    speaks(folder, variant, reference=built[variant])
+
+
+def test_pull_with_a_name_resumes_and_verifies_checksums(store, hub):
+    hub.fail.add("openbmb/VoxCPM2")
+    with pytest.raises(Unavailable, match="run the same command again to resume"):
+        pull_model(store, "openbmb/VoxCPM2", name="vox")
+    assert store.list() == [] and not (store.root / "vox").exists()
+    d = pull_model(store, "openbmb/VoxCPM2", name="vox")
+    assert d.ok and d.ref.name == "vox"
+    with pytest.raises(AlreadyExists):
+        pull_model(store, "openbmb/VoxCPM2", name="vox")
+    store.remove("vox")
+
+    hub.bad_sha.add("openbmb/VoxCPM1.5/model.safetensors")
+    with pytest.raises(InvalidRequest, match="checksum mismatch for model.safetensors"):
+        pull_model(store, "openbmb/VoxCPM1.5")
+    assert store.list() == [] and not (store.root / "VoxCPM1.5").exists()
+
+
+def test_pull_errors(store, hub):
+    with pytest.raises(InvalidRequest, match="unknown architecture 'VoxCPM2'"):
+        pull_model(store, "openbmb/VoxCPM2", arch="VoxCPM2")
+    with pytest.raises(NotFound, match="no model 'openbmb/VoxCPM9'"):
+        pull_model(store, "openbmb/VoxCPM9")
+    hub.repos["someone/half-voxcpm"] = {k: v for k, v in hub.repos["openbmb/VoxCPM2"].items() if k != "audiovae.safetensors"}
+    with pytest.raises(InvalidRequest, match="missing audiovae.safetensors"):
+        pull_model(store, "someone/half-voxcpm")
+    assert store.list() == [] and not (store.root / "half-voxcpm").exists()
+
+
+def test_pull_offline_says_how_to_get_the_release_by_hand(store, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    for variant in (*VARIANTS, "VoxCPM-0.5B"):
+        with pytest.raises(Unavailable) as info:
+            pull_model(store, f"openbmb/{variant}")
+        message = str(info.value)
+        assert f"`huggingface-cli download openbmb/{variant} --local-dir DIR`" in message and "`koe models import DIR`" in message
+    assert nothing_installed(store)
+
+
+def test_cli_pull(home, hub):
+    r = cli("models", "pull", "openbmb/VoxCPM2", "--name", "vox")
+    assert "installed vox" in r.stderr and "openbmb/VoxCPM2" in r.stderr
+    cli("models", "pull", "openbmb/VoxCPM1.5")
+    listed = {m["name"]: m for m in json.loads(cli("models", "list", "--json").stdout)}
+    assert {n: (m["variant"], m["missing"]) for n, m in listed.items()} == {"vox": ("VoxCPM2", []), "VoxCPM1.5": ("VoxCPM1.5", [])}
+    one_line_error(cli("models", "pull", "openbmb/VoxCPM2", "--name", "vox", ok=False), "already installed")
+    one_line_error(cli("models", "pull", "openbmb/VoxCPM2", "--arch", "VoxCPM2", "--name", "v2", ok=False), "unknown architecture")
