@@ -77,8 +77,9 @@ class VoxCPM:
             try:
                 path = snapshot_download(repo_id=hf_model_id, cache_dir=cache_dir, local_files_only=True)
             except Exception as e:  # noqa: BLE001 - any miss is the same advice
-                raise FileNotFoundError(f"{hf_model_id} is not in the Hugging Face cache: download it first (`koe models pull {hf_model_id}`, "
-                                        f"or `huggingface-cli download {hf_model_id}`) or pass a local folder") from e  # fmt: skip
+                raise FileNotFoundError(f"{hf_model_id} is not in the Hugging Face cache: download it there (`huggingface-cli download "
+                                        f"{hf_model_id}`), or pass a local folder, such as the one `koe models pull {hf_model_id}` installs "
+                                        "(`koe models list` shows where)") from e  # fmt: skip
         return cls(path, zipenhancer_model_id if load_denoiser else None, load_denoiser, optimize, device, lora_config, lora_weights_path, **kwargs)
 
     def generate(self, *args, **kwargs) -> np.ndarray:

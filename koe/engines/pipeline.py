@@ -104,7 +104,7 @@ def truncation_warning(seconds: float, segment: int, segments: int) -> str:
     where = f" (segment {segment + 1} of {segments})" if segments > 1 else ""
     return (
         f"speech was cut off after {seconds:.1f} s{where}: the model did not end the utterance within "
-        "its frame budget (the runaway guard, or a length option such as max_new_tokens)"
+        "its frame budget (the runaway guard, or the model's own length limit: max_new_tokens, max_len)"
     )
 
 

@@ -182,6 +182,7 @@ class VoxCPMEngine(NativeAPI):
         voice = self.make_voice((clip, self.encode_rate), text)
         if self.cfg.v2:
             voice.reference = clip
+            voice.info["reference_seconds"] = voice.info["prompt_seconds"]
         return voice
 
     def load_voice(self, folder: str | Path) -> VoxCPMVoice:
