@@ -30,6 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "koe" / "bench"))
+sys.path.insert(0, str(ROOT / "tests" / "oracle_shared"))  # oracle_io.py, which common.py imports
 sys.path.insert(0, str(ROOT / "tests" / "oracle_f5"))  # common.py
 sys.path.insert(0, str(ROOT / "tests" / "oracle_f5" / "stubs"))  # wandb, datasets, cached_path: imported by f5_tts, unused here
 

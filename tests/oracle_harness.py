@@ -46,7 +46,7 @@ def run_oracle(
     out = workdir / f"{script}-out"
     job_path.write_text(json.dumps(job))
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(scripts / "stubs"), str(scripts)])
+    env["PYTHONPATH"] = os.pathsep.join([str(scripts / "stubs"), str(scripts), str(ROOT / "tests" / "oracle_shared")])
     env["OMP_NUM_THREADS"] = "1"
     env.setdefault("HF_HUB_OFFLINE", "1")
     env.setdefault("TRANSFORMERS_OFFLINE", "1")

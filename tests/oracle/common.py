@@ -6,26 +6,9 @@ scalars. It runs single-threaded, as koe's side of a parity test does, so float 
 
 from __future__ import annotations
 
-import json
-import sys
-from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
-
-
-def read_job() -> tuple[dict, Path]:
-    """(job, output folder) from argv: `script.py JOB.json OUT_DIR`."""
-    torch.set_num_threads(1)
-    job = json.loads(Path(sys.argv[1]).read_text())
-    out = Path(sys.argv[2])
-    out.mkdir(parents=True, exist_ok=True)
-    return job, out
-
-
-def write_results(out: Path, tensors: dict[str, torch.Tensor], info: dict | None = None) -> None:
-    save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(out / "tensors.safetensors"))
-    (out / "info.json").write_text(json.dumps(info or {}))
+from oracle_io import read_job, write_results  # noqa: F401 - the scripts import them from here
 
 
 def load_upstream_model(model_dir: str):

@@ -14,30 +14,13 @@ changes from run to run).
 from __future__ import annotations
 
 import functools
-import json
-import sys
 import warnings
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
+from oracle_io import read_job, write_results  # noqa: F401 - the scripts import them from here
 
 warnings.filterwarnings("ignore")
-
-
-def read_job() -> tuple[dict, Path]:
-    """(job, output folder) from argv: `script.py JOB.json OUT_DIR`."""
-    torch.set_num_threads(1)
-    job = json.loads(Path(sys.argv[1]).read_text())
-    out = Path(sys.argv[2])
-    out.mkdir(parents=True, exist_ok=True)
-    return job, out
-
-
-def write_results(out: Path, tensors: dict[str, torch.Tensor], info: dict | None = None) -> None:
-    save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(out / "tensors.safetensors"))
-    (out / "info.json").write_text(json.dumps(info or {}))
 
 
 def _soundfile_load(path, *args, **kwargs):

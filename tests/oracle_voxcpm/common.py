@@ -10,27 +10,8 @@ soundfile-backed stub here: `stubs/torchcodec`, on PYTHONPATH through the harnes
 
 from __future__ import annotations
 
-import json
-import sys
 import warnings
-from pathlib import Path
 
-import torch
-from safetensors.torch import save_file
+from oracle_io import read_job, write_results  # noqa: F401 - the scripts import them from here
 
 warnings.filterwarnings("ignore")
-
-
-def read_job() -> tuple[dict, Path]:
-    """(job, output folder) from argv: `script.py JOB.json OUT_DIR`."""
-    torch.set_num_threads(1)
-    job = json.loads(Path(sys.argv[1]).read_text())
-    out = Path(sys.argv[2])
-    out.mkdir(parents=True, exist_ok=True)
-    return job, out
-
-
-def write_results(out: Path, tensors: dict[str, torch.Tensor], info: dict | None = None) -> None:
-    if tensors:
-        save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(out / "tensors.safetensors"))
-    (out / "info.json").write_text(json.dumps(info or {}, ensure_ascii=False))
