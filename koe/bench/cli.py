@@ -1,4 +1,4 @@
-"""The command line of the benchmark and its printed tables (Qwen3-TTS, or F5-TTS with `--family f5_tts`)."""
+"""The command line of the benchmark and its printed tables (Qwen3-TTS, F5-TTS with `--family f5_tts`, VoxCPM with `--family voxcpm`)."""
 
 from __future__ import annotations
 
@@ -20,19 +20,22 @@ F5_COLUMNS = (
     ("text_s", "text s", 1), ("dit_s", "DiT s", 1), ("ms_per_step", "ms/step", 1), ("vocoder_s", "vocoder s", 1),
     ("dit_gflops", "GFLOP/s", 1), ("peak_rss", "peak RSS GB", 1e-9),
 )  # fmt: skip
-DEFAULT_SIZE = {"qwen3_tts": "0.6b", "f5_tts": "real"}
+DEFAULT_SIZE = {"qwen3_tts": "0.6b", "f5_tts": "real", "voxcpm": "real"}
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="koe bench", description="Benchmark koe's Qwen3-TTS or F5-TTS on this machine (random weights at the released sizes).")
-    p.add_argument("--family", choices=["qwen3_tts", "f5_tts"], default="qwen3_tts", help="model family (default qwen3_tts)")
+    p = argparse.ArgumentParser(prog="koe bench", description="Benchmark koe's Qwen3-TTS, F5-TTS or VoxCPM on this machine (random weights at the released sizes).")
+    p.add_argument("--family", choices=["qwen3_tts", "f5_tts", "voxcpm"], default="qwen3_tts", help="model family (default qwen3_tts)")
     p.add_argument("--size", action="append", choices=["tiny", "0.6b", "1.7b", "real"],
-                   help="model size (repeatable): qwen3_tts tiny, 0.6b (default), 1.7b; f5_tts tiny, real (default: DiT dim 1024 x 22)")
-    p.add_argument("--case", action="append", choices=list(wire.CASES) + [c for c in wire.F5_CASES if c not in wire.CASES],
+                   help="model size (repeatable): qwen3_tts tiny, 0.6b (default), 1.7b; f5_tts tiny, real (default: DiT dim 1024 x 22); voxcpm tiny, real (default: the released sizes)")
+    p.add_argument("--case", action="append", choices=list(dict.fromkeys([*wire.CASES, *wire.F5_CASES, *wire.VOX_CASES])),
                    help=f"case to run (repeatable); qwen3_tts: {', '.join(wire.CASES)} (default all); "
-                        f"f5_tts: {', '.join(wire.F5_CASES)} (default {', '.join(wire.F5_DEFAULT_CASES)})")
+                        f"f5_tts: {', '.join(wire.F5_CASES)} (default {', '.join(wire.F5_DEFAULT_CASES)}); voxcpm: {', '.join(wire.VOX_CASES)} (default all)")
     p.add_argument("--frames", type=int, default=24, help="qwen3_tts: frames per run, end of speech disabled (default 24)")
-    p.add_argument("--variant", choices=["F5TTS_v1_Base", "F5TTS_Base"], default="F5TTS_v1_Base", help="f5_tts: the architecture (default F5TTS_v1_Base)")
+    p.add_argument("--variant", choices=["F5TTS_v1_Base", "F5TTS_Base", "VoxCPM2", "VoxCPM1.5"],
+                   help="f5_tts: F5TTS_v1_Base (default) or F5TTS_Base; voxcpm: VoxCPM2 (default) or VoxCPM1.5")
+    p.add_argument("--patches", type=int, default=16, help="voxcpm: latent patches per request, both sides (min_len = max_len; default 16)")
+    p.add_argument("--timesteps", type=int, default=10, help="voxcpm: CFM steps per patch (default 10, upstream's)")
     p.add_argument("--warmup-nfe", type=int, default=2, help="f5_tts: NFE steps of a warm-up request and of the 1-thread bit check (default 2)")
     p.add_argument("--nfe", type=int, help="f5_tts: run every case at this NFE instead of its own (e.g. a quick profile)")
     p.add_argument("--no-exact-check", action="store_true", help="f5_tts: skip the 1-thread request per side whose waveforms are compared")
@@ -56,26 +59,37 @@ def parser() -> argparse.ArgumentParser:
 def parse_options(argv: list[str] | None = None) -> tuple[BenchOptions, argparse.Namespace]:
     p = parser()
     a = p.parse_args(argv)
-    f5 = a.family == "f5_tts"
-    cases = a.case or list(wire.F5_DEFAULT_CASES if f5 else wire.CASES)
-    known = wire.F5_CASES if f5 else wire.CASES
+    f5, vox = a.family == "f5_tts", a.family == "voxcpm"
+    cases = a.case or list(wire.F5_DEFAULT_CASES if f5 else wire.VOX_DEFAULT_CASES if vox else wire.CASES)
+    known = wire.F5_CASES if f5 else wire.VOX_CASES if vox else wire.CASES
     wrong = [c for c in cases if c not in known]
     if wrong:
         p.error(f"--family {a.family} has no case {wrong[0]!r}; its cases: {', '.join(known)}")
     sizes = a.size or (["tiny"] if a.quick else [DEFAULT_SIZE[a.family]])
-    wrong = [s for s in sizes if s not in (("tiny", "real") if f5 else ("tiny", "0.6b", "1.7b"))]
+    wrong = [s for s in sizes if s not in (("tiny", "real") if f5 or vox else ("tiny", "0.6b", "1.7b"))]
     if wrong:
         p.error(f"--family {a.family} has no size {wrong[0]!r}")
     if f5 and (a.precision != "fp32" or a.upstream_precision != "fp32"):
         p.error("--family f5_tts runs in float32 only (upstream's precision on the CPU)")
+    variants = ("VoxCPM2", "VoxCPM1.5") if vox else ("F5TTS_v1_Base", "F5TTS_Base")
+    if a.variant is not None and a.variant not in variants:
+        p.error(f"--family {a.family} has no variant {a.variant!r}; its variants: {', '.join(variants)}")
+    variant = a.variant or variants[0]
+    if vox and (a.precision not in ("fp32", "bf16") or a.upstream_precision != "fp32"):
+        p.error("--family voxcpm: --precision fp32 (exact) or bf16, which upstream then runs too (its release config); no --upstream-precision")
     opts = BenchOptions(
         sizes=sizes, cases=cases, frames=a.frames, runs=a.runs,
         warmup=a.warmup, threads=a.threads, precision=a.precision, compare=a.compare, upstream_precision=a.upstream_precision,
         profile="cprofile" if a.profile else "torch" if a.torch_profile else None, seed=a.seed, models_root=a.models, out=a.out,
-        family=a.family, variant=a.variant, warmup_nfe=a.warmup_nfe, nfe=a.nfe, exact_check=not a.no_exact_check,
+        family=a.family, variant=variant, warmup_nfe=a.warmup_nfe, patches=a.patches, timesteps=a.timesteps, nfe=a.nfe, exact_check=not a.no_exact_check,
     )  # fmt: skip
     if a.quick:
         opts.frames, opts.runs, opts.warmup, opts.bandwidth = (a.frames if a.frames != 24 else 4), 1, 1, False
+    if a.quick and vox:
+        opts.patches = a.patches if a.patches != 16 else 4
+        opts.timesteps = a.timesteps if a.timesteps != 10 else 2
+    if opts.patches < 1 or opts.timesteps < 1:
+        raise SystemExit("koe bench: --patches and --timesteps must be >= 1")
     if opts.frames < 1 or opts.runs < 1 or opts.warmup_nfe < 1 or (opts.nfe is not None and opts.nfe < 1):
         raise SystemExit("koe bench: --frames, --runs, --warmup-nfe and --nfe must be >= 1")
     return opts, a
@@ -85,6 +99,10 @@ def format_table(results: dict) -> str:
     """The summary as a plain-text table: one row per size, case and side (medians; min in brackets)."""
     if results.get("family") == "f5_tts":
         return format_f5_table(results)
+    if results.get("family") == "voxcpm":
+        from koe.bench.voxcpm_bench import format_voxcpm_table
+
+        return format_voxcpm_table(results)
     lines = []
     m = results["machine"]
     bw = f", read {m['read_gbps']:.1f} GB/s, fp32 matvec {m['matvec_gbps']:.1f} GB/s" if "read_gbps" in m else ""
@@ -169,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     if opts.compare:
         if opts.family == "f5_tts":
             print("koe/up: koe's median over upstream's; below 1 is faster, except GFLOP/s where above 1 is faster")
+        elif opts.family == "voxcpm":
+            print("koe/up: koe's median over upstream's; below 1 is faster")
         else:
             print("koe/up: koe's median over upstream's; below 1 is faster, except frames/s where above 1 is faster")
     if a.print_profile:

@@ -15,6 +15,7 @@ import hashlib
 import time
 from dataclasses import replace
 
+import numpy as np
 import torch
 
 from koe.bench import wire
@@ -149,11 +150,85 @@ class F5KoeWorker:
                               minor_faults=faults)  # fmt: skip
 
 
+class VoxKoeWorker:
+    """VoxCPM through koe's engine (`VoxCPMEngine.load`, `make_voice`, and the engine's own one-shot and
+    streaming paths, `generate.one_shot` / `generate.stream`, which `speak_segment` runs), with
+    min_len = max_len = `patches` and no retries; parts timed by wrapping the model's methods."""
+
+    def __init__(self) -> None:
+        self.engine = None
+
+    def load(self, cmd: dict) -> dict:
+        wire.set_threads(cmd["threads"])
+        started = time.perf_counter()
+        from koe.engines.voxcpm.engine import VoxCPMEngine
+
+        imported = time.perf_counter()
+        self.engine = VoxCPMEngine.load(cmd["model"], device="cpu", precision=cmd.get("precision") or "fp32")
+        load_s = time.perf_counter() - imported
+        return {"load_s": load_s, "import_s": imported - started, "peak_rss": wire.peak_rss(), "rss": wire.current_rss(), "precision": self.engine.precision}
+
+    def run(self, cmd: dict) -> dict:
+        return wire.run_vox_case(cmd, self._run)
+
+    def _run(self, mode: str, text: str, reference: str, patches: int, timesteps: int, seed: int) -> dict:
+        from koe.engines.voxcpm import generate as core, model as model_mod
+
+        eng = self.engine
+        m, vae = eng.model, eng.vae
+        settings = eng.settings({"min_len": patches, "max_len": patches, "retry_badcase": False, "inference_timesteps": timesteps})
+        one_token = lambda x, *a, **k: int(x.shape[1])  # noqa: E731  (the LocEnc's patches per call: 1 in the loop)
+        timers = {"prefill": wire.SpanTimer(m.prefill), "base": wire.SpanTimer(m.base_lm.step), "residual": wire.SpanTimer(m.residual_lm.step),
+                  "locenc": wire.SpanTimer(m.feat_encoder.forward, one_token), "vae": wire.SpanTimer(vae.decode)}  # fmt: skip
+        dit = wire.SpanTimer(model_mod.sample_patch)
+        stream_decoder = vae.stream_decoder
+
+        def timed_stream_decoder(*args, **kwargs):
+            dec = stream_decoder(*args, **kwargs)
+            dec.decode = wire.SpanTimer(dec.decode)
+            timers.setdefault("stream_dec", []).append(dec.decode)
+            return dec
+
+        m.prefill, m.base_lm.step, m.residual_lm.step, m.feat_encoder.forward = timers["prefill"], timers["base"], timers["residual"], timers["locenc"]
+        vae.decode, vae.stream_decoder, model_mod.sample_patch = timers["vae"], timed_stream_decoder, dit
+        first = None
+        prompt_s = 0.0
+        try:
+            t = time.perf_counter()
+            voice = None
+            if mode == "clone":
+                voice = eng.make_voice(reference, wire.VOX_REF_TEXT)
+                eng.features(voice)  # the prompt's VAE encode (upstream's build_prompt_cache), inside the request on both sides
+                prompt_s = time.perf_counter() - t
+            seq = eng.sequence(text, voice)
+            generator = torch.Generator(device=eng.device).manual_seed(seed)
+            if mode == "stream":
+                chunks = []
+                for c in core.stream(m, vae, seq, settings, generator=generator):
+                    if first is None and len(c):
+                        first = time.perf_counter() - t
+                    chunks.append(c)
+                samples = np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
+                made = len(chunks)
+            else:
+                out = core.one_shot(m, vae, seq, settings, generator=generator)
+                samples, made = out.samples, out.patches
+            total_s = time.perf_counter() - t
+        finally:
+            del m.prefill, m.base_lm.step, m.residual_lm.step, m.feat_encoder.forward, vae.decode, vae.stream_decoder
+            model_mod.sample_patch = dit.fn
+        vae_s = timers["vae"].total() + sum(d.total() for d in timers.get("stream_dec", []))
+        return wire.vox_result(total_s, samples, eng.sample_rate, made, timers["prefill"].total(),
+                               timers["base"].total(), timers["residual"].total(), dit.total(), timers["locenc"].total(lambda n: n == 1), vae_s,
+                               prompt_s=prompt_s, first_chunk_s=first, mode=mode, seq_len=int(seq.length), threads=torch.get_num_threads(),
+                               dit_calls=dit.count(), base_calls=timers["base"].count())  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> None:
     import sys
 
     family = (argv if argv is not None else sys.argv[1:])[:1] or ["qwen3_tts"]
-    worker = F5KoeWorker() if family[0] == "f5_tts" else KoeWorker()
+    worker = {"f5_tts": F5KoeWorker, "voxcpm": VoxKoeWorker}.get(family[0], KoeWorker)()
     wire.serve({"load": worker.load, "run": worker.run})
 
 

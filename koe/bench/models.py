@@ -19,6 +19,9 @@ FIXTURE_VERSION = 1
 F5_VARIANTS = ("F5TTS_v1_Base", "F5TTS_Base")
 F5_SIZES = ("tiny", "real")
 F5_FIXTURE_VERSION = 1
+VOX_VARIANTS = ("VoxCPM2", "VoxCPM1.5")
+VOX_SIZES = ("tiny", "real")
+VOX_FIXTURE_VERSION = 1
 
 
 def cache_root() -> Path:
@@ -54,6 +57,38 @@ def f5_bench_model(variant: str = "F5TTS_v1_Base", size: str = "real", root: Pat
 
     folder = (root or cache_root()) / f"f5-tts-{size}-{variant}-seed{seed}"
     return _cached(folder, write, {"version": F5_FIXTURE_VERSION, "variant": variant, "size": size, "seed": seed})
+
+
+def voxcpm_bench_model(variant: str = "VoxCPM2", size: str = "real", root: Path | None = None, seed: int = 0) -> Path:
+    """The folder of a random VoxCPM `variant` at `size` ("tiny", or "real": the released sizes, stored in
+    bfloat16 with a bfloat16 config as the releases are; `koe.engines.voxcpm.fixtures`), built on first use."""
+    if variant not in VOX_VARIANTS or size not in VOX_SIZES:
+        raise ValueError(f"unknown VoxCPM model {variant!r}/{size!r}: variants {VOX_VARIANTS}, sizes {VOX_SIZES}")
+
+    def write(tmp: Path) -> None:
+        from koe.engines.voxcpm.fixtures import write_random_model
+
+        write_random_model(tmp, variant, size, seed=seed)
+
+    folder = (root or cache_root()) / f"voxcpm-{size}-{variant}-seed{seed}"
+    return _cached(folder, write, {"version": VOX_FIXTURE_VERSION, "variant": variant, "size": size, "seed": seed})
+
+
+def voxcpm_parameter_counts(folder: Path) -> dict[str, int]:
+    """Parameters of a VoxCPM folder by part (model.safetensors' top-level names; the AudioVAE file), from the files' shapes."""
+    from safetensors import safe_open
+
+    counts: dict[str, int] = {}
+    for name, prefix in (("model.safetensors", ""), ("audiovae.safetensors", "audio_vae")):
+        with safe_open(str(Path(folder) / name), "pt") as f:
+            for key in f.keys():
+                n = 1
+                for d in f.get_slice(key).get_shape():
+                    n *= d
+                part = prefix or key.split(".")[0]
+                counts[part] = counts.get(part, 0) + n
+    counts["total"] = sum(counts.values())
+    return counts
 
 
 def _cached(folder: Path, write, marker_info: dict) -> Path:

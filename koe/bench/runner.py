@@ -33,7 +33,7 @@ TIMED_KEYS = (
     "codec_s_per_audio_s", "ttfa_s", "frames_per_s", "peak_rss",
 )  # fmt: skip
 F5_TIMED_KEYS = ("load_s", "prompt_s", "total_s", "rtf", "text_s", "dit_s", "ms_per_step", "vocoder_s", "other_s", "dit_gflops", "peak_rss")
-FAMILIES = ("qwen3_tts", "f5_tts")
+FAMILIES = ("qwen3_tts", "f5_tts", "voxcpm")
 
 
 class BenchError(RuntimeError):
@@ -61,11 +61,18 @@ class BenchOptions:
     warmup_nfe: int = 2  # F5-TTS: NFE of a warm-up request
     nfe: int | None = None  # F5-TTS: every case at this NFE instead of its own (a quick profile)
     exact_check: bool = True  # F5-TTS with --compare upstream: one request per side at 1 thread, waveforms compared
+    patches: int = 16  # VoxCPM: latent patches per request (min_len = max_len)
+    timesteps: int = 10  # VoxCPM: CFM steps per patch (upstream's default)
 
 
 def upstream_python(family: str = "qwen3_tts") -> str:
     """Upstream's virtualenv: Qwen3-TTS `KOE_ORACLE_PYTHON`, else `.oracle/bin/python` (made by
     `make oracle`); F5-TTS `KOE_ORACLE_F5_PYTHON`, else `.oracle-f5/bin/python` (`make oracle-f5`)."""
+    if family == "voxcpm":
+        path = os.environ.get("KOE_ORACLE_VOXCPM_PYTHON") or str(ROOT / ".oracle-voxcpm" / "bin" / "python")
+        if not Path(path).exists():
+            raise BenchError(f"--compare upstream needs voxcpm in its own virtualenv, not found at {path}: run `make oracle-voxcpm` or set KOE_ORACLE_VOXCPM_PYTHON")
+        return path
     if family == "f5_tts":
         path = os.environ.get("KOE_ORACLE_F5_PYTHON") or str(ROOT / ".oracle-f5" / "bin" / "python")
         if not Path(path).exists():
@@ -79,7 +86,8 @@ def upstream_python(family: str = "qwen3_tts") -> str:
 
 def upstream_worker(family: str = "qwen3_tts") -> Path:
     """The upstream worker script; it lives in the source tree (scripts/), beside the `make oracle` venvs."""
-    path = ROOT / "scripts" / ("bench_f5_upstream_worker.py" if family == "f5_tts" else "bench_upstream_worker.py")
+    name = {"f5_tts": "bench_f5_upstream_worker.py", "voxcpm": "bench_voxcpm_upstream_worker.py"}.get(family, "bench_upstream_worker.py")
+    path = ROOT / "scripts" / name
     if not path.exists():
         raise BenchError(f"--compare upstream runs from a source checkout of koe: {path} not found")
     return path
@@ -91,7 +99,7 @@ class Worker:
     def __init__(self, side: str, threads: int, log: Path, family: str = "qwen3_tts") -> None:
         env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
         if side == "koe":
-            argv = [sys.executable, "-m", "koe.bench.koe_worker"] + (["f5_tts"] if family == "f5_tts" else [])
+            argv = [sys.executable, "-m", "koe.bench.koe_worker"] + ([family] if family in ("f5_tts", "voxcpm") else [])
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         else:
             argv = [upstream_python(family), str(upstream_worker(family))]
@@ -138,6 +146,10 @@ def run_bench(opts: BenchOptions, progress=lambda msg: None) -> dict:
     """Run the benchmark and return its results (also written as JSON when `opts.out` is set)."""
     if opts.family == "f5_tts":
         return run_f5(opts, progress)
+    if opts.family == "voxcpm":
+        from koe.bench.voxcpm_bench import run_voxcpm
+
+        return run_voxcpm(opts, progress)
     if opts.family != "qwen3_tts":
         raise BenchError(f"unknown family {opts.family!r}; families: {list(FAMILIES)}")
     import torch

@@ -256,3 +256,74 @@ def run_f5_case(cmd: dict, run) -> dict:
         return profiled(cmd.get("profile"), lambda: run(cmd["reference"], F5_TEXTS[text], nfe, int(cmd.get("seed", 0))))
     finally:
         torch.set_num_threads(threads)
+
+
+# VoxCPM cases: case -> (mode, text). Every request makes exactly `patches` latent patches on
+# both sides (min_len = max_len = patches, retry_badcase off: with random weights the stop head's
+# verdict is noise, so a stopped-by-stop-head length would not be comparable). "short" speaks in
+# the model's own voice (zero-shot), "clone" continues a 5 s prompt clip (VOX_REF_TEXT its
+# transcript; the same 16 kHz WAV on both sides), "stream" is "short" through the streaming
+# decode (first-chunk latency: the time to the first non-empty chunk).
+VOX_TEXT = "The quick brown fox jumps over the lazy dog, and then it runs far away into the quiet green hills."
+VOX_REF_TEXT = "This is the transcript of the five second prompt clip that the model continues from, in the same voice."
+VOX_CASES = {"short": ("one_shot", VOX_TEXT), "clone": ("clone", VOX_TEXT), "stream": ("stream", VOX_TEXT)}
+VOX_DEFAULT_CASES = ("short", "clone", "stream")
+VOX_REF_SECONDS, VOX_REF_RATE = 5.0, 16000
+
+
+class SpanTimer:
+    """Wraps a function: per call, its seconds and `shape(args)`; `total(pred)` adds up the calls whose shape passes."""
+
+    def __init__(self, fn: Callable, shape: Callable | None = None) -> None:
+        self.fn, self.shape = fn, shape
+        self.calls: list[tuple] = []
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return self.fn(*args, **kwargs)
+        finally:
+            self.calls.append((self.shape(*args, **kwargs) if self.shape else None, time.perf_counter() - t))
+
+    def total(self, pred: Callable = lambda shape: True) -> float:
+        return sum(s for shape, s in self.calls if pred(shape))
+
+    def count(self, pred: Callable = lambda shape: True) -> int:
+        return sum(1 for shape, _ in self.calls if pred(shape))
+
+
+def vox_result(total_s: float, samples, sample_rate: int, patches: int, prefill_s: float, base_s: float, residual_s: float,
+               dit_s: float, locenc_s: float, vae_s: float, **extra) -> dict:
+    """One VoxCPM request's numbers, both sides alike: seconds, real-time factor, ms per latent patch by part."""
+    audio_s = len(samples) / sample_rate
+    n = max(patches, 1)
+    loop_s = base_s + residual_s + dit_s + locenc_s
+    return {
+        "total_s": total_s, "audio_s": audio_s, "rtf": total_s / max(audio_s, 1e-9), "patches": patches, "prefill_s": prefill_s,
+        "ms_per_patch": 1e3 * (base_s + residual_s + dit_s + locenc_s + vae_s) / n, "base_lm_ms": 1e3 * base_s / n,
+        "residual_lm_ms": 1e3 * residual_s / n, "dit_ms": 1e3 * dit_s / n, "locenc_ms": 1e3 * locenc_s / n, "vae_ms": 1e3 * vae_s / n,
+        "other_s": total_s - prefill_s - loop_s - vae_s - extra.get("prompt_s", 0.0), "wave_sha1": wave_sha1(samples),
+        "audio_samples": len(samples), "peak_rss": peak_rss(), **extra,
+    }  # fmt: skip
+
+
+def write_vox_reference_wav(path, seconds: float = VOX_REF_SECONDS, sample_rate: int = VOX_REF_RATE):
+    """The VoxCPM prompt clip (`reference_clip`, 5 s at 16 kHz) as a 16-bit WAV; returns the path."""
+    return write_reference_wav(path, seconds, sample_rate)
+
+
+def run_vox_case(cmd: dict, run) -> dict:
+    """Both VoxCPM workers' `run`: `run(mode, text, reference, patches, timesteps, seed)` at
+    `cmd["threads"]` for this run only, profiled when asked."""
+    import torch
+
+    mode, text = VOX_CASES[cmd["case"]]
+    threads = torch.get_num_threads()
+    if cmd.get("threads"):
+        torch.set_num_threads(int(cmd["threads"]))
+    try:
+        return profiled(cmd.get("profile"), lambda: run(mode, text, cmd["reference"], int(cmd["patches"]), int(cmd.get("timesteps", 10)),
+                                                         int(cmd.get("seed", 0))))  # fmt: skip
+    finally:
+        torch.set_num_threads(threads)

@@ -6,6 +6,30 @@ has the released sizes (VoxCPM2 ~2B, VoxCPM 1.5 ~0.8B) for the benchmark, stored
 the releases are (`dtype=` to override). The config says float32 for tiny models: upstream runs
 in the config's dtype on the CPU, and the parity tests compare float32. Upstream loads these
 folders with no missing or unexpected keys (its oracle checks).
+
+The "real" sizes are the released `config.json` values (random weights; only shapes matter):
+
+- VoxCPM2 (`openbmb/VoxCPM2`): lm_config hidden 2048, intermediate 6144, 28 layers, 16 heads, 2 KV
+  heads, kv_channels 128, vocab 73448, use_mup false; residual LM 8 layers (no rope); encoder_config
+  and dit_config hidden 1024, ffn 4096, 16 heads, 12 layers, kv_channels 128 (so their attention is
+  16 x 128 = 2048 wide over a 1024 stream); FSQ 512; patch 4; max_length 8192; audio_vae_config
+  encoder_dim 128, rates [2, 5, 8, 8], latent 64, decoder_dim 2048, rates [8, 6, 5, 2, 2, 2],
+  16 kHz in, 48 kHz out, sr_bin_boundaries [20000, 30000, 40000]. Parameters: 2290.0 M in
+  model.safetensors + 94.2 M AudioVAE = 2384.2 M ("2B" in the release notes; 4.96 GB on disk as
+  bf16 + float32 VAE). Sources: mlx-community/VoxCPM2-4bit's and 3scale/VoxCPM2's config.json
+  (Hugging Face pages), the config quoted in mlx-audio-swift's VoxCPM2 tests, vokra's
+  `voxcpm2_2b()` configs transcribed from openbmb/VoxCPM2/config.json (kv_channels 128 in
+  lm_config, encoder_config and dit_config, ffn 6144), llama.cpp-omni's VoxCPM README table.
+- VoxCPM 1.5 (`openbmb/VoxCPM1.5`): lm_config hidden 1024, intermediate 4096, 24 layers, 16 heads,
+  2 KV heads, no kv_channels (head dim 64), vocab 73448, use_mup false; residual LM 8 layers;
+  encoder and DiT 1024 / 4096 / 16 heads / 8 layers; FSQ 256; patch 4; max_length 4096;
+  AudioVAE 44.1 kHz, decoder_dim 2048, rates [2, 3, 6, 7, 7] / [7, 7, 6, 3, 2]. Parameters:
+  801.7 M + 86.5 M AudioVAE = 888.2 M (the release says 750M / "800M"; the CoreML port reports a
+  1024-wide 73448-row embedding; a 1.9 GB release folder fits 801.7 M bf16 + a float32 VAE).
+  Sources: llama.cpp-omni's README (24 / 8 / 8+8 layers, h 1024, patch 4, FSQ 256, 44.1 kHz,
+  dec_dim 2048), the 0.5B config.json's LM (unchanged in 1.5 per the release notes), the release
+  note (deeper LocEnc/LocDiT, patch 2 -> 4). Not confirmed from a public copy of the 1.5 config:
+  the AudioVAE's encoder_dim (64 here) and its rates (those of upstream's 44.1 kHz V1 layout).
 """
 
 from __future__ import annotations
@@ -71,12 +95,15 @@ def config_for(variant: str, size: str = "tiny") -> dict:
         lm, enc, dit = _lm(64, 128, 4, 2, 2, 1024, None), _local(32, 64, 2, 1, v2), _local(32, 64, 2, 1, v2)
         res_layers, fsq, feat = 1, 32, 16
     elif size == "real":
+        # the released config.json values (sources in the module docstring); the releases say use_mup=false
         if v2:
             lm, enc, dit = _lm(2048, 6144, 16, 2, 28, 73448, 128), _local(1024, 4096, 16, 12, v2), _local(1024, 4096, 16, 12, v2)
+            enc["kv_channels"] = dit["kv_channels"] = 128  # VoxCPM2's local encoder and DiT use 128-wide heads (16 x 128 > 1024)
             res_layers, fsq = 8, 512
         else:
-            lm, enc, dit = _lm(1024, 4096, 16, 2, 24, 73448, 64), _local(1024, 4096, 16, 8, v2), _local(1024, 4096, 16, 8, v2)
+            lm, enc, dit = _lm(1024, 4096, 16, 2, 24, 73448, None), _local(1024, 4096, 16, 8, v2), _local(1024, 4096, 16, 8, v2)
             res_layers, fsq = 8, 256
+        lm["use_mup"] = False
         feat = 64
     else:
         raise ValueError(f"unknown fixture size {size!r}: tiny or real")
