@@ -102,10 +102,10 @@ class VoxCPMEngine(NativeAPI):
         tokenizer = TextTokenizer.load(folder)
         if tokenizer.vocab_size > cfg.lm.vocab_size:
             raise ValueError(f"{folder}: the tokenizer has {tokenizer.vocab_size} ids, the model's embedding {cfg.lm.vocab_size} rows")
-        model = build_from_weights(lambda: VoxCPMModel(cfg), [weights], device=dev, rename=VoxCPMModel.checkpoint_name)
+        model = build_from_weights(lambda: VoxCPMModel(cfg), [weights], dtype=lm_dtype, device=dev, rename=VoxCPMModel.checkpoint_name)
         vae = build_from_weights(lambda: AudioVAE(VAEConfig.from_json(cfg.audio_vae, cfg.vae_version)), [vae_file], device=dev,
                                  rename=VoxCPMModel.checkpoint_name)  # fmt: skip
-        model = model.to(lm_dtype).eval()
+        model = model.to(lm_dtype).eval()  # the weights are in lm_dtype already; this sets the rotary tables' dtype
         import json
 
         variant = spec.variant_of(json.loads((folder / "config.json").read_text(encoding="utf-8")))
