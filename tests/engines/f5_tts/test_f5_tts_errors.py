@@ -16,13 +16,11 @@ import pytest
 import soundfile as sf
 import torch
 import yaml
-from fixtures_models import model_folder
+from product_helpers import leftovers, library_voices, speechy, strict_koe_command, tiny_qwen, write_wav
 from safetensors.torch import load_file, save_file
-from typer.testing import CliRunner
 
 import koe
 from koe.audio.errors import AudioError
-from koe.cli.main import app
 from koe.engines.base import (
     EmptyText, InvalidOption, RequestError, SynthesisRequest, UnsupportedLanguage, UnsupportedVoice, VoicePromptMismatch,
     VoiceReference, collect,
@@ -35,19 +33,6 @@ from koe.runtime.weights import WeightsError
 REF_TEXT = "A short test clip."
 TEXT = "Hello there, this is koe."
 FAST = {"nfe_step": 2}
-
-
-def speechy(seconds: float, sr: int = 24000, level: float = 0.3) -> np.ndarray:
-    """A voiced-sounding clip: a few harmonics with a syllable-like envelope."""
-    t = np.arange(int(seconds * sr)) / sr
-    x = sum(np.sin(2 * np.pi * f * t) / (i + 1) for i, f in enumerate((140, 280, 420)))
-    x = x * (0.6 + 0.4 * np.sin(2 * np.pi * 3 * t))
-    return (level * x / np.abs(x).max()).astype(np.float32)
-
-
-def wav(path: Path, samples: np.ndarray, sr: int = 24000) -> Path:
-    sf.write(path, samples, sr, subtype="PCM_16")
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -70,11 +55,11 @@ def clips(tmp_path_factory) -> dict[str, Path]:
     short[: int(0.2 * 24000)] = speechy(0.2)  # 0.2 s of sound in 1.5 s: too short once trimmed
     (d / "text.wav").write_text("this is not audio at all")
     return {
-        "good": wav(d / "good.wav", speechy(2.0)),
-        "zeros": wav(d / "zeros.wav", np.zeros(2 * 24000, np.float32)),
-        "hiss": wav(d / "hiss.wav", (1e-4 * rng.standard_normal(2 * 24000)).astype(np.float32)),  # under -50 dBFS
-        "short": wav(d / "short.wav", short),
-        "tiny": wav(d / "tiny.wav", speechy(0.2)),  # 0.2 s in all
+        "good": write_wav(d / "good.wav", speechy(2.0)),
+        "zeros": write_wav(d / "zeros.wav", np.zeros(2 * 24000, np.float32)),
+        "hiss": write_wav(d / "hiss.wav", (1e-4 * rng.standard_normal(2 * 24000)).astype(np.float32)),  # under -50 dBFS
+        "short": write_wav(d / "short.wav", short),
+        "tiny": write_wav(d / "tiny.wav", speechy(0.2)),  # 0.2 s in all
         "text": d / "text.wav",
         "missing": d / "missing.wav",
     }
@@ -201,9 +186,7 @@ def test_a_preset_speaker_is_unsupported(tts):
 
 @pytest.fixture(scope="module")
 def qwen(tmp_path_factory):
-    engine = koe.load(model_folder(tmp_path_factory.getbasetemp(), "base", "tiny"))
-    yield engine
-    engine.close()
+    yield from tiny_qwen(tmp_path_factory)
 
 
 def test_a_voice_prompt_from_another_family(tts, qwen, voice, clips, tmp_path):
@@ -318,42 +301,7 @@ def test_other_precisions_are_refused(folder):
 # -- through the product: nothing half-written -------------------------------------------------
 @pytest.fixture
 def cli(tmp_path, monkeypatch):
-    home = tmp_path / "home"
-    for var in list(__import__("os").environ):
-        if var.startswith("KOE_"):
-            monkeypatch.delenv(var)
-    monkeypatch.setenv("KOE_HOME", str(home))
-    runner = CliRunner()
-
-    def run(*args, ok: bool | None = None):
-        result = runner.invoke(app, [str(a) for a in args])
-        if ok is True:
-            assert result.exit_code == 0, result.output
-        elif ok is False:
-            assert result.exit_code != 0, result.output
-            assert "Traceback" not in result.output
-            lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
-            assert len(lines) == 1 and lines[0].startswith("error:"), result.output
-        return result
-
-    run.home = home
-    return run
-
-
-def _voices(home: Path) -> dict:
-    """The voice library of KOE_HOME `home`, by name."""
-    from koe.service import KoeHome, load_settings
-
-    h = KoeHome(load_settings(home, environ={}))
-    try:
-        return {v.name: v for v in h.voices.list()}
-    finally:
-        h.close()
-
-
-def _leftovers(root: Path) -> list[str]:
-    """Hidden temp files or folders (atomic writes use dot-names) anywhere under `root`."""
-    return [str(p.relative_to(root)) for p in root.rglob(".*")] if root.exists() else []
+    return strict_koe_command(tmp_path, monkeypatch)
 
 
 @pytest.mark.parametrize(
@@ -384,7 +332,7 @@ def test_a_failed_speak_leaves_no_file(cli, folder, clips, tmp_path, args, match
     r = cli("speak", TEXT, "-m", folder, *args, "-o", kept, ok=False)
     assert kept.read_bytes() == b"precious"  # never truncated by a failed run
     assert not (cli.home / "outputs").exists() or not any((cli.home / "outputs").rglob("*.*"))  # nothing kept in KOE_HOME either
-    assert _leftovers(tmp_path) == []
+    assert leftovers(tmp_path) == []
 
 
 def test_a_failed_streamed_speak_leaves_no_file(cli, folder, clips, tmp_path):
@@ -403,8 +351,8 @@ def test_a_failed_voice_add_leaves_no_library_entry(cli, clips):
         r = cli("voices", "add", "bad", "--ref", clips[clip], "--ref-text", REF_TEXT, ok=False)
         assert r.exit_code == 2 and match in r.stderr, r.stderr
     assert json.loads(cli("voices", "list", "--json", ok=True).stdout or "[]") == []
-    assert _voices(cli.home) == {} and not (cli.home / "voices" / "bad").exists()
-    assert _leftovers(cli.home / "voices") == []
+    assert library_voices(cli.home) == {} and not (cli.home / "voices" / "bad").exists()
+    assert leftovers(cli.home / "voices") == []
 
 
 def test_a_failed_prompt_preparation_keeps_no_prompt(cli, folder, clips, tmp_path):
@@ -418,18 +366,18 @@ def test_a_failed_prompt_preparation_keeps_no_prompt(cli, folder, clips, tmp_pat
     assert "reference audio is silent" in r.stderr and not out.exists()
     r = cli("speak", TEXT, "-m", folder, "--voice", "mute", "--opt", "nfe_step=2", "-o", out, ok=False)
     assert "needs the reference's transcript" in r.stderr and not out.exists()
-    voices = _voices(cli.home)
+    voices = library_voices(cli.home)
     assert voices["hiss"].prepared_for == [] and voices["mute"].prepared_for == []
     assert not (voices["hiss"].folder / "prompts").exists() or not any((voices["hiss"].folder / "prompts").iterdir())
     cli("speak", TEXT, "-m", folder, "--voice", "good", "--opt", "nfe_step=2", "--seed", "1", "-o", out, ok=True)
     first = out.read_bytes()
-    [key] = _voices(cli.home)["good"].prepared_for
+    [key] = library_voices(cli.home)["good"].prepared_for
     prompt = voices["good"].folder / "prompts" / key
     assert sorted(p.name for p in prompt.iterdir()) == ["prompt.json", "prompt.safetensors"]
     (prompt / "prompt.json").write_text("{damaged")
     cli("speak", TEXT, "-m", folder, "--voice", "good", "--opt", "nfe_step=2", "--seed", "1", "-o", out, ok=True)
     assert out.read_bytes() == first and json.loads((prompt / "prompt.json").read_text())["family"] == "f5_tts"
-    assert _leftovers(cli.home / "voices") == []
+    assert leftovers(cli.home / "voices") == []
 
 
 def test_a_failed_voices_prepare_writes_no_prompt_folder(cli, folder, clips, tmp_path):
@@ -441,7 +389,7 @@ def test_a_failed_voices_prepare_writes_no_prompt_folder(cli, folder, clips, tmp
     assert "needs the reference's transcript" in r.stderr and not (tmp_path / "xv").exists()
     r = cli("voices", "prepare", clips["good"], "-m", folder, "-o", tmp_path / "nt", ok=False)
     assert "transcript" in r.stderr and not (tmp_path / "nt").exists()
-    assert _voices(cli.home) == {}  # prepare never touches the library
+    assert library_voices(cli.home) == {}  # prepare never touches the library
 
 
 def test_voices_prepare_without_transcript_does_not_suggest_x_vector_mode_on_f5(cli, folder, clips, tmp_path):

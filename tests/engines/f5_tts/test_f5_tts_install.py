@@ -9,21 +9,18 @@ snapshot_download over local files), as the service calls it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
-import huggingface_hub
 import pytest
 import yaml
 from fixtures_models import model_folder
-from huggingface_hub.utils import filter_repo_objects
-from typer.testing import CliRunner
+from product_helpers import clean_koe_home, folder_files, install_fake_hub, nothing_installed, one_line_error, tree
+from product_helpers import run_koe as cli
 
 import koe
-from koe.cli.main import app
 from koe.engines.f5_tts import config as f5_config
 from koe.engines.f5_tts.fixtures import write_random_model
 from koe.service.errors import AlreadyExists, InvalidRequest, NotFound, Unavailable
@@ -68,10 +65,6 @@ def store(tmp_path):
 
 def untouched(folder: Path) -> bool:
     return not (folder / "config.yaml").exists() and not (folder / "vocos").exists()
-
-
-def nothing_installed(store: ModelStore) -> bool:
-    return store.list() == [] and [p.name for p in store.root.iterdir() if not p.name.endswith(".partial")] == []
 
 
 def loads(folder: Path, variant: str) -> None:
@@ -186,25 +179,7 @@ def test_link_and_other_families(store, built, tiny_archs, session_tmp):
 # -- the CLI ---------------------------------------------------------------------------------------
 @pytest.fixture
 def home(tmp_path, monkeypatch):
-    h = tmp_path / "home"
-    for var in list(__import__("os").environ):
-        if var.startswith("KOE_"):
-            monkeypatch.delenv(var)
-    monkeypatch.setenv("KOE_HOME", str(h))
-    return h
-
-
-def cli(*args, ok: bool = True):
-    result = CliRunner().invoke(app, [str(a) for a in args])
-    if ok:
-        assert result.exit_code == 0, f"koe {' '.join(map(str, args))} -> {result.exit_code}\n{result.output}"
-    return result
-
-
-def one_line_error(result, match: str) -> None:
-    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
-    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error:") and match in result.stderr, result.stderr
+    return clean_koe_home(tmp_path, monkeypatch)
 
 
 def test_cli_import_with_arch_and_vocoder(home, built, tiny_archs):
@@ -243,73 +218,17 @@ def test_the_engine_hint_for_a_bare_release_is_the_command_that_works(home, buil
 
 
 # -- pull, against a fake hub ---------------------------------------------------------------------
-class FakeHub:
-    """`huggingface_hub.HfApi.model_info` and `snapshot_download` over local files: {repo: {path in repo: bytes}}."""
-
-    def __init__(self, repos: dict[str, dict[str, bytes]]) -> None:
-        self.repos = repos
-        self.downloads: list[tuple[str, tuple[str, ...] | None]] = []
-        self.fetched: list[str] = []  # (repo/path) of every file written, to see what a rerun resumes
-        self.fail: set[str] = set()  # repos whose download raises OSError once
-        self.bad_sha: set[str] = set()  # "repo/path" the hub lists with a wrong SHA-256
-        hub = self
-
-        class Api:
-            def __init__(self, endpoint=None):
-                pass
-
-            def model_info(self, repo_id, revision=None, files_metadata=False, token=None, timeout=None):
-                if repo_id not in hub.repos:
-                    from huggingface_hub.errors import RepositoryNotFoundError
-
-                    raise RepositoryNotFoundError(f"{repo_id} not found", response=SimpleNamespace(headers={}, status_code=404, request=None))
-                siblings = [
-                    SimpleNamespace(rfilename=path, lfs=SimpleNamespace(sha256="0" * 64 if f"{repo_id}/{path}" in hub.bad_sha else hashlib.sha256(data).hexdigest()))
-                    for path, data in hub.repos[repo_id].items()
-                ]  # fmt: skip
-                return SimpleNamespace(sha=hashlib.sha1(repo_id.encode()).hexdigest(), siblings=siblings)
-
-        self.Api = Api
-
-    def snapshot_download(self, repo_id, revision=None, local_dir=None, allow_patterns=None, token=None, endpoint=None, **kw):
-        self.downloads.append((repo_id, tuple(allow_patterns) if allow_patterns else None))
-        if repo_id in self.fail:
-            self.fail.discard(repo_id)
-            raise OSError("connection reset")
-        files = self.repos[repo_id]
-        for path in filter_repo_objects(list(files), allow_patterns=allow_patterns):
-            target = Path(local_dir) / path
-            if target.is_file():
-                continue  # resumed: already there
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(files[path])
-            self.fetched.append(f"{repo_id}/{path}")
-        (Path(local_dir) / ".cache" / "huggingface").mkdir(parents=True, exist_ok=True)
-        return str(local_dir)
-
-
 @pytest.fixture
 def hub(monkeypatch, built, tiny_archs):
-    def files(folder: Path) -> dict[str, bytes]:
-        return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
-
     repos = {
         "SWivid/F5-TTS": {"README.md": b"# F5-TTS", "F5TTS_Base/model_1200000.pt": b"a pickle"},
         "SWivid/E2-TTS": {"E2TTS_Base/model_1200000.safetensors": b"x", "E2TTS_Base/vocab.txt": b"x"},
-        "charactr/vocos-mel-24khz": {**files(built["F5TTS_v1_Base"].vocos), "README.md": b"# Vocos"},
-        "someone/f5-finetune": {**files(built["F5TTS_Base"].bare), "README.md": b"# a fine-tune"},
+        "charactr/vocos-mel-24khz": {**folder_files(built["F5TTS_v1_Base"].vocos), "README.md": b"# Vocos"},
+        "someone/f5-finetune": {**folder_files(built["F5TTS_Base"].bare), "README.md": b"# a fine-tune"},
     }
     for variant in VARIANTS:
-        repos["SWivid/F5-TTS"].update({f"{variant}/{k}": v for k, v in files(built[variant].bare).items()})
-    fake = FakeHub(repos)
-    monkeypatch.setattr("koe.service.hub.check_hub_reachable", lambda *a, **k: None)
-    monkeypatch.setattr(huggingface_hub, "HfApi", fake.Api)
-    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake.snapshot_download)
-    return fake
-
-
-def tree(folder: Path) -> list[str]:
-    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+        repos["SWivid/F5-TTS"].update({f"{variant}/{k}": v for k, v in folder_files(built[variant].bare).items()})
+    return install_fake_hub(monkeypatch, repos)
 
 
 @pytest.mark.parametrize(("ref", "arch"), [("SWivid/F5-TTS", "F5TTS_v1_Base"), ("SWivid/F5-TTS/F5TTS_v1_Base", None)], ids=["arch", "release-id"])

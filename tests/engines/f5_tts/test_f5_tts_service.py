@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import base64
 import concurrent.futures
-import io
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-import av
 import httpx
 import numpy as np
 import openai
@@ -24,11 +22,10 @@ import pytest
 import soundfile as sf
 from fastapi.testclient import TestClient
 from fixtures_models import model_folder
+from product_helpers import assert_error, decode, koe_command, speechy, wav_bytes
 from test_server_e2e import live_server
-from typer.testing import CliRunner
 
 import koe
-from koe.cli.main import app as cli_app
 from koe.engines.f5_tts.fixtures import write_random_model
 from koe.server import create_app
 from koe.service import KoeHome, load_settings
@@ -39,27 +36,6 @@ LONG = ("This text is long enough to be split into several batches by the refere
         "Each batch is one run of the flow-matching sampler, and the batches are joined with a cross-fade. "
         "Streaming sends each batch as soon as it is made, and the joined samples are the same as one-shot synthesis.")  # fmt: skip
 OPTION_NAMES = ["nfe_step", "cfg_strength", "sway_sampling_coef", "speed", "fix_duration", "target_rms", "cross_fade_duration"]
-
-
-def speechy(seconds: float, sr: int = 24000, level: float = 0.3) -> np.ndarray:
-    t = np.arange(int(seconds * sr)) / sr
-    x = sum(np.sin(2 * np.pi * f * t) / (i + 1) for i, f in enumerate((140, 280, 420)))
-    x = x * (0.6 + 0.4 * np.sin(2 * np.pi * 3 * t))
-    return (level * x / np.abs(x).max()).astype(np.float32)
-
-
-def wav_bytes(samples: np.ndarray, sr: int = 24000) -> bytes:
-    buf = io.BytesIO()
-    sf.write(buf, samples, sr, format="WAV", subtype="PCM_16")
-    return buf.getvalue()
-
-
-def decode(data: bytes) -> tuple[str, int, np.ndarray]:
-    """(codec, sample rate, samples) of an encoded file (int16 for PCM WAV, float for lossy codecs)."""
-    with av.open(io.BytesIO(data)) as c:
-        stream = c.streams.audio[0]
-        frames = [f.to_ndarray().reshape(-1) for f in c.decode(stream)]
-        return stream.codec_context.name, stream.codec_context.sample_rate, np.concatenate(frames) if frames else np.zeros(0)
 
 
 def seconds(data: bytes) -> float:
@@ -82,21 +58,7 @@ def clip(tmp_path_factory) -> Path:
 # -- the command -------------------------------------------------------------------------------
 @pytest.fixture
 def koe_cli(tmp_path, monkeypatch):
-    home = tmp_path / "home"
-    for var in list(os.environ):
-        if var.startswith("KOE_"):
-            monkeypatch.delenv(var)
-    monkeypatch.setenv("KOE_HOME", str(home))
-    runner = CliRunner()
-
-    def run(*args, ok: bool = True):
-        result = runner.invoke(cli_app, [str(a) for a in args])
-        if ok:
-            assert result.exit_code == 0, f"koe {' '.join(map(str, args))} -> {result.exit_code}\n{result.output}"
-        return result
-
-    run.home = home
-    return run
+    return koe_command(tmp_path, monkeypatch)
 
 
 def test_speak_from_a_clip_in_a_real_process(f5_dir, clip, tmp_path, koe_cli):
@@ -196,16 +158,6 @@ def test_stream_formats_speed_and_language(f5_dir, clip, tmp_path, koe_cli):
 # -- the server, in-process --------------------------------------------------------------------
 def speech_body(**body) -> dict:
     return {"model": "f5", "input": TEXT, "voice": "kim", "response_format": "wav", "options": {"nfe_step": 4}, **body}
-
-
-def assert_error(r, status: int, *words: str, param: str | None = None) -> dict:
-    assert r.status_code == status, r.text
-    err = r.json()["error"]
-    for w in words:
-        assert w in err["message"], err["message"]
-    if param is not None:
-        assert err["param"] == param, err
-    return err
 
 
 @pytest.fixture(scope="module")

@@ -12,14 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import soundfile as sf
 import torch
-from fixtures_models import model_folder
+from product_helpers import leftovers, library_voices, speechy, strict_koe_command, tiny_qwen, write_wav
 from safetensors.torch import load_file, save_file
-from typer.testing import CliRunner
 
 import koe
-from koe.cli.main import app
 from koe.engines.base import (
     EmptyText, InvalidOption, RequestError, SynthesisRequest, UnsupportedLanguage, UnsupportedVoice, VoicePromptMismatch,
     VoiceReference, collect,
@@ -31,19 +28,6 @@ REF_TEXT = "A short test clip."
 TEXT = "Hello there, this is koe."
 OPTION_NAMES = ("cfg_value, inference_timesteps, min_len, max_len, retry_badcase, retry_badcase_max_times, retry_badcase_ratio_threshold, "
                 "normalize, denoise")  # fmt: skip
-
-
-def speechy(seconds: float, sr: int = 24000, level: float = 0.3) -> np.ndarray:
-    """A voiced-sounding clip: a few harmonics with a syllable-like envelope."""
-    t = np.arange(int(seconds * sr)) / sr
-    x = sum(np.sin(2 * np.pi * f * t) / (i + 1) for i, f in enumerate((140, 280, 420)))
-    x = x * (0.6 + 0.4 * np.sin(2 * np.pi * 3 * t))
-    return (level * x / np.abs(x).max()).astype(np.float32)
-
-
-def wav(path: Path, samples: np.ndarray, sr: int = 24000) -> Path:
-    sf.write(path, samples, sr, subtype="PCM_16")
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -76,10 +60,10 @@ def clips(tmp_path_factory) -> dict[str, Path]:
     rng = np.random.default_rng(0)
     (d / "text.wav").write_text("this is not audio at all")
     return {
-        "good": wav(d / "good.wav", speechy(2.0)),
-        "zeros": wav(d / "zeros.wav", np.zeros(2 * 24000, np.float32)),
-        "hiss": wav(d / "hiss.wav", (2e-5 * rng.standard_normal(2 * 24000)).astype(np.float32)),  # peak under 1e-4 (-80 dBFS)
-        "short": wav(d / "short.wav", speechy(0.3)),  # under VoxCPM's 0.5 s
+        "good": write_wav(d / "good.wav", speechy(2.0)),
+        "zeros": write_wav(d / "zeros.wav", np.zeros(2 * 24000, np.float32)),
+        "hiss": write_wav(d / "hiss.wav", (2e-5 * rng.standard_normal(2 * 24000)).astype(np.float32)),  # peak under 1e-4 (-80 dBFS)
+        "short": write_wav(d / "short.wav", speechy(0.3)),  # under VoxCPM's 0.5 s
         "text": d / "text.wav",
         "missing": d / "missing.wav",
     }
@@ -237,9 +221,7 @@ def test_a_voxcpm15_voice_on_voxcpm2_is_a_mismatch(v2, v15, clips, tmp_path):
 
 @pytest.fixture(scope="module")
 def qwen(tmp_path_factory):
-    engine = koe.load(model_folder(tmp_path_factory.getbasetemp(), "base", "tiny"))
-    yield engine
-    engine.close()
+    yield from tiny_qwen(tmp_path_factory)
 
 
 def test_a_voice_prompt_from_another_family(v2, qwen, clips, tmp_path):
@@ -339,44 +321,7 @@ def test_other_precisions_are_refused(folders):
 # -- through the product: nothing half-written -------------------------------------------------
 @pytest.fixture
 def cli(tmp_path, monkeypatch):
-    home = tmp_path / "home"
-    for var in list(__import__("os").environ):
-        if var.startswith("KOE_"):
-            monkeypatch.delenv(var)
-    monkeypatch.setenv("KOE_HOME", str(home))
-    runner = CliRunner()
-
-    def run(*args, ok: bool | None = None):
-        result = runner.invoke(app, [str(a) for a in args])
-        if ok is True:
-            assert result.exit_code == 0, result.output
-        elif ok is False:
-            assert result.exit_code != 0, result.output
-            assert "Traceback" not in result.output
-            lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
-            assert len(lines) == 1 and lines[0].startswith("error:"), result.output
-        return result
-
-    run.home = home
-    return run
-
-
-def _home(home: Path):
-    from koe.service import KoeHome, load_settings
-
-    return KoeHome(load_settings(home, environ={}))
-
-
-def _voices(home: Path) -> dict:
-    h = _home(home)
-    try:
-        return {v.name: v for v in h.voices.list()}
-    finally:
-        h.close()
-
-
-def _leftovers(root: Path) -> list[str]:
-    return [str(p.relative_to(root)) for p in root.rglob(".*")] if root.exists() else []
+    return strict_koe_command(tmp_path, monkeypatch)
 
 
 @pytest.mark.parametrize(
@@ -415,7 +360,7 @@ def test_a_failed_speak_leaves_no_file(cli, folders, clips, tmp_path, variant, a
     cli("speak", TEXT, "-m", folders[variant], *args, "-o", kept, ok=False)
     assert kept.read_bytes() == b"precious"
     assert not (cli.home / "outputs").exists() or not any((cli.home / "outputs").rglob("*.*"))
-    assert _leftovers(tmp_path) == []
+    assert leftovers(tmp_path) == []
 
 
 @pytest.mark.parametrize(("args", "match"), [(["--ref", "{hiss}", "--ref-text", REF_TEXT], "silent"), (["--opt", "denoise=true"], "denoise")])
@@ -427,7 +372,7 @@ def test_a_failed_streamed_speak_leaves_no_file(cli, folders, clips, tmp_path, a
     kept = tmp_path / "kept.wav"
     kept.write_bytes(b"precious")
     cli("speak", TEXT, "-m", folders["VoxCPM2"], *args, "--stream", "-o", kept, ok=False)
-    assert kept.read_bytes() == b"precious" and _leftovers(tmp_path) == []
+    assert kept.read_bytes() == b"precious" and leftovers(tmp_path) == []
 
 
 def test_a_failed_prompt_preparation_keeps_no_prompt(cli, folders, clips, tmp_path):
@@ -441,12 +386,12 @@ def test_a_failed_prompt_preparation_keeps_no_prompt(cli, folders, clips, tmp_pa
     assert "the reference is silent" in r.stderr and not out.exists()
     r = cli("speak", TEXT, "-m", folders["VoxCPM1.5"], "--voice", "mute", "-o", out, ok=False)
     assert "VoxCPM1.5 clones from a clip and its transcript" in r.stderr and not out.exists()
-    voices = _voices(cli.home)
+    voices = library_voices(cli.home)
     assert voices["hiss"].prepared_for == [] and voices["mute"].prepared_for == []
 
     cli("speak", TEXT, "-m", folders["VoxCPM2"], "--voice", "good", "--seed", "1", "-o", out, ok=True)
     first = out.read_bytes()
-    [key] = _voices(cli.home)["good"].prepared_for
+    [key] = library_voices(cli.home)["good"].prepared_for
     prompt = voices["good"].folder / "prompts" / key
     assert sorted(p.name for p in prompt.iterdir()) == ["prompt.json", "prompt.safetensors"]
     (prompt / "prompt.json").write_text("{damaged")
@@ -457,7 +402,7 @@ def test_a_failed_prompt_preparation_keeps_no_prompt(cli, folders, clips, tmp_pa
     koe.load(folders["VoxCPM1.5"]).prepare_voice(str(clips["good"]), REF_TEXT).save(prompt)  # a 1.5 prompt where VoxCPM2's belongs
     cli("speak", TEXT, "-m", folders["VoxCPM2"], "--voice", "good", "--seed", "1", "-o", out, ok=True)
     assert out.read_bytes() == first and json.loads((prompt / "prompt.json").read_text())["architecture"] == "voxcpm2"
-    assert _leftovers(cli.home / "voices") == []
+    assert leftovers(cli.home / "voices") == []
 
 
 def test_a_failed_voices_prepare_writes_no_prompt_folder(cli, folders, clips, tmp_path):
@@ -468,7 +413,7 @@ def test_a_failed_voices_prepare_writes_no_prompt_folder(cli, folders, clips, tm
     assert "clones from a clip and its transcript" in r.stderr and not (tmp_path / "xv").exists()
     r = cli("voices", "prepare", clips["good"], "-m", folders["VoxCPM1.5"], "-o", tmp_path / "nt", ok=False)
     assert "--ref-text" in r.stderr and "--x-vector-only" not in r.stderr and not (tmp_path / "nt").exists()
-    assert _voices(cli.home) == {}
+    assert library_voices(cli.home) == {}
 
 
 def test_broken_model_folders_are_one_line_through_the_cli(cli, folders, tmp_path):

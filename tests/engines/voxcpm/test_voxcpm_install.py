@@ -9,22 +9,18 @@ snapshot_download over local files, as in the F5-TTS install tests), as the serv
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from pathlib import Path
-from types import SimpleNamespace
 
-import huggingface_hub
 import numpy as np
 import pytest
 import torch
-from huggingface_hub.utils import filter_repo_objects
+from product_helpers import clean_koe_home, folder_files, install_fake_hub, nothing_installed, one_line_error, tree
+from product_helpers import run_koe as cli
 from safetensors.torch import load_file
-from typer.testing import CliRunner
 
 import koe
-from koe.cli.main import app
 from koe.engines.voxcpm.fixtures import write_random_model
 from koe.service.errors import AlreadyExists, InvalidRequest, NotFound, Unavailable
 from koe.service.hub import pull_model
@@ -44,14 +40,6 @@ def built(tmp_path_factory) -> dict[str, Path]:
 @pytest.fixture
 def store(tmp_path):
     return ModelStore(tmp_path / "models", Database(tmp_path / "koe.db"))
-
-
-def tree(folder: Path) -> list[str]:
-    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
-
-
-def nothing_installed(store: ModelStore) -> bool:
-    return store.list() == [] and [p.name for p in store.root.iterdir() if not p.name.endswith(".partial")] == []
 
 
 def speaks(folder: Path, variant: str, reference: Path | None = None) -> np.ndarray:
@@ -148,25 +136,7 @@ def test_a_broken_config_is_refused(store, built, tmp_path):
 # -- the CLI ---------------------------------------------------------------------------------------
 @pytest.fixture
 def home(tmp_path, monkeypatch):
-    h = tmp_path / "home"
-    for var in list(__import__("os").environ):
-        if var.startswith("KOE_"):
-            monkeypatch.delenv(var)
-    monkeypatch.setenv("KOE_HOME", str(h))
-    return h
-
-
-def cli(*args, ok: bool = True):
-    result = CliRunner().invoke(app, [str(a) for a in args])
-    if ok:
-        assert result.exit_code == 0, f"koe {' '.join(map(str, args))} -> {result.exit_code}\n{result.output}"
-    return result
-
-
-def one_line_error(result, match: str) -> None:
-    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
-    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error:") and match in result.stderr, result.stderr
+    return clean_koe_home(tmp_path, monkeypatch)
 
 
 def test_cli_import_info_and_speak(home, built, tmp_path):
@@ -183,64 +153,14 @@ def test_cli_import_info_and_speak(home, built, tmp_path):
 
 
 # -- pull, against a fake hub ---------------------------------------------------------------------
-class FakeHub:
-    """As in test_f5_tts_install.py: `huggingface_hub.HfApi.model_info` and `snapshot_download` over local files: {repo: {path in repo: bytes}}."""
-
-    def __init__(self, repos: dict[str, dict[str, bytes]]) -> None:
-        self.repos = repos
-        self.downloads: list[tuple[str, tuple[str, ...] | None]] = []
-        self.fetched: list[str] = []  # (repo/path) of every file written, to see what a rerun resumes
-        self.fail: set[str] = set()  # repos whose download raises OSError once
-        self.bad_sha: set[str] = set()  # "repo/path" the hub lists with a wrong SHA-256
-        hub = self
-
-        class Api:
-            def __init__(self, endpoint=None):
-                pass
-
-            def model_info(self, repo_id, revision=None, files_metadata=False, token=None, timeout=None):
-                if repo_id not in hub.repos:
-                    from huggingface_hub.errors import RepositoryNotFoundError
-
-                    raise RepositoryNotFoundError(f"{repo_id} not found", response=SimpleNamespace(headers={}, status_code=404, request=None))
-                siblings = [
-                    SimpleNamespace(rfilename=path, lfs=SimpleNamespace(sha256="0" * 64 if f"{repo_id}/{path}" in hub.bad_sha else hashlib.sha256(data).hexdigest()))
-                    for path, data in hub.repos[repo_id].items()
-                ]  # fmt: skip
-                return SimpleNamespace(sha=hashlib.sha1(repo_id.encode()).hexdigest(), siblings=siblings)
-
-        self.Api = Api
-
-    def snapshot_download(self, repo_id, revision=None, local_dir=None, allow_patterns=None, token=None, endpoint=None, **kw):
-        self.downloads.append((repo_id, tuple(allow_patterns) if allow_patterns else None))
-        if repo_id in self.fail:
-            self.fail.discard(repo_id)
-            raise OSError("connection reset")
-        files = self.repos[repo_id]
-        for path in filter_repo_objects(list(files), allow_patterns=allow_patterns):
-            target = Path(local_dir) / path
-            if target.is_file():
-                continue  # resumed: already there
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(files[path])
-            self.fetched.append(f"{repo_id}/{path}")
-        (Path(local_dir) / ".cache" / "huggingface").mkdir(parents=True, exist_ok=True)
-        return str(local_dir)
-
-
 def release_files(folder: Path) -> dict[str, bytes]:
-    files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
-    return {**files, "README.md": b"# VoxCPM", ".gitattributes": b"*.safetensors filter=lfs diff=lfs merge=lfs -text\n"}
+    return {**folder_files(folder), "README.md": b"# VoxCPM", ".gitattributes": b"*.safetensors filter=lfs diff=lfs merge=lfs -text\n"}
 
 
 @pytest.fixture
 def hub(monkeypatch, built):
     repos = {f"openbmb/{v}": release_files(built[v]) for v in VARIANTS}
-    fake = FakeHub(repos)
-    monkeypatch.setattr("koe.service.hub.check_hub_reachable", lambda *a, **k: None)
-    monkeypatch.setattr(huggingface_hub, "HfApi", fake.Api)
-    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake.snapshot_download)
-    return fake
+    return install_fake_hub(monkeypatch, repos)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

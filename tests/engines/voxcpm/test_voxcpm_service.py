@@ -13,25 +13,22 @@ models of both variants.
 from __future__ import annotations
 
 import base64
-import io
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-import av
 import httpx
 import numpy as np
 import openai
 import pytest
 import soundfile as sf
 from fastapi.testclient import TestClient
+from product_helpers import assert_error, decode, koe_command, one_line_error, speechy, wav_bytes
 from test_server_e2e import live_server
-from typer.testing import CliRunner
 
 import koe
-from koe.cli.main import app as cli_app
 from koe.engines.voxcpm.fixtures import write_random_model
 from koe.server import create_app
 from koe.service import KoeHome, load_settings
@@ -42,27 +39,6 @@ DESIGN = "a warm low voice"
 OPTION_NAMES = ["cfg_value", "inference_timesteps", "min_len", "max_len", "retry_badcase", "retry_badcase_max_times",
                 "retry_badcase_ratio_threshold", "normalize", "denoise"]  # fmt: skip
 RATE = {"VoxCPM2": 48000, "VoxCPM1.5": 44100}
-
-
-def speechy(seconds: float, sr: int = 24000, level: float = 0.3) -> np.ndarray:
-    t = np.arange(int(seconds * sr)) / sr
-    x = sum(np.sin(2 * np.pi * f * t) / (i + 1) for i, f in enumerate((140, 280, 420)))
-    x = x * (0.6 + 0.4 * np.sin(2 * np.pi * 3 * t))
-    return (level * x / np.abs(x).max()).astype(np.float32)
-
-
-def wav_bytes(samples: np.ndarray, sr: int = 24000) -> bytes:
-    buf = io.BytesIO()
-    sf.write(buf, samples, sr, format="WAV", subtype="PCM_16")
-    return buf.getvalue()
-
-
-def decode(data: bytes) -> tuple[str, int, np.ndarray]:
-    """(codec, sample rate, samples) of an encoded file (int16 for PCM WAV, float for lossy codecs)."""
-    with av.open(io.BytesIO(data)) as c:
-        stream = c.streams.audio[0]
-        frames = [f.to_ndarray().reshape(-1) for f in c.decode(stream)]
-        return stream.codec_context.name, stream.codec_context.sample_rate, np.concatenate(frames) if frames else np.zeros(0)
 
 
 def int16(samples: np.ndarray) -> np.ndarray:
@@ -108,29 +84,7 @@ def streamed(engine, text=TEXT, **kw) -> np.ndarray:
 # -- the command -------------------------------------------------------------------------------
 @pytest.fixture
 def koe_cli(tmp_path, monkeypatch):
-    home = tmp_path / "home"
-    for var in list(os.environ):
-        if var.startswith("KOE_"):
-            monkeypatch.delenv(var)
-    monkeypatch.setenv("KOE_HOME", str(home))
-    runner = CliRunner()
-
-    def run(*args, ok: bool = True):
-        result = runner.invoke(cli_app, [str(a) for a in args])
-        if ok:
-            assert result.exit_code == 0, f"koe {' '.join(map(str, args))} -> {result.exit_code}\n{result.output}"
-        return result
-
-    run.home = home
-    return run
-
-
-def one_line_error(result, *words: str) -> None:
-    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
-    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
-    for w in words:
-        assert w in result.stderr, result.stderr
+    return koe_command(tmp_path, monkeypatch)
 
 
 def read(path: Path) -> tuple[np.ndarray, int]:
@@ -330,16 +284,6 @@ def test_voices_design_keeps_the_designed_sample(v2_dir, engines, koe_cli):
 # -- the server, in-process --------------------------------------------------------------------
 def speech_body(**body) -> dict:
     return {"model": "vox", "input": TEXT, "voice": "kim", "response_format": "wav", **body}
-
-
-def assert_error(r, status: int, *words: str, param: str | None = None) -> dict:
-    assert r.status_code == status, r.text
-    err = r.json()["error"]
-    for w in words:
-        assert w in err["message"], err["message"]
-    if param is not None:
-        assert err["param"] == param, err
-    return err
 
 
 @pytest.fixture(scope="module")
