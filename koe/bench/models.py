@@ -49,14 +49,7 @@ def f5_bench_model(variant: str = "F5TTS_v1_Base", size: str = "real", root: Pat
     Vocos dim 512 x 8), building it on first use."""
     if variant not in F5_VARIANTS or size not in F5_SIZES:
         raise ValueError(f"unknown F5-TTS model {variant!r}/{size!r}: variants {F5_VARIANTS}, sizes {F5_SIZES}")
-
-    def write(tmp: Path) -> None:
-        from koe.engines.f5_tts.fixtures import write_random_model
-
-        write_random_model(tmp, variant, size, seed=seed)
-
-    folder = (root or cache_root()) / f"f5-tts-{size}-{variant}-seed{seed}"
-    return _cached(folder, write, {"version": F5_FIXTURE_VERSION, "variant": variant, "size": size, "seed": seed})
+    return _fixture_model("f5_tts", "f5-tts", variant, size, root, seed, F5_FIXTURE_VERSION)
 
 
 def voxcpm_bench_model(variant: str = "VoxCPM2", size: str = "real", root: Path | None = None, seed: int = 0) -> Path:
@@ -64,14 +57,19 @@ def voxcpm_bench_model(variant: str = "VoxCPM2", size: str = "real", root: Path 
     bfloat16 with a bfloat16 config as the releases are; `koe.engines.voxcpm.fixtures`), built on first use."""
     if variant not in VOX_VARIANTS or size not in VOX_SIZES:
         raise ValueError(f"unknown VoxCPM model {variant!r}/{size!r}: variants {VOX_VARIANTS}, sizes {VOX_SIZES}")
+    return _fixture_model("voxcpm", "voxcpm", variant, size, root, seed, VOX_FIXTURE_VERSION)
+
+
+def _fixture_model(family: str, prefix: str, variant: str, size: str, root: Path | None, seed: int, version: int) -> Path:
+    """A family's `fixtures.write_random_model(folder, variant, size, seed=)` folder, cached as `<prefix>-<size>-<variant>-seed<seed>`."""
 
     def write(tmp: Path) -> None:
-        from koe.engines.voxcpm.fixtures import write_random_model
+        from importlib import import_module
 
-        write_random_model(tmp, variant, size, seed=seed)
+        import_module(f"koe.engines.{family}.fixtures").write_random_model(tmp, variant, size, seed=seed)
 
-    folder = (root or cache_root()) / f"voxcpm-{size}-{variant}-seed{seed}"
-    return _cached(folder, write, {"version": VOX_FIXTURE_VERSION, "variant": variant, "size": size, "seed": seed})
+    folder = (root or cache_root()) / f"{prefix}-{size}-{variant}-seed{seed}"
+    return _cached(folder, write, {"version": version, "variant": variant, "size": size, "seed": seed})
 
 
 def voxcpm_parameter_counts(folder: Path) -> dict[str, int]:

@@ -251,33 +251,43 @@ def ratios(koe: dict, upstream: dict) -> dict:
     return {k: koe[k]["median"] / upstream[k]["median"] for k in koe if k in upstream and upstream[k]["median"]}
 
 
+def start_run(opts, family: str, title: str, cases, sizes) -> tuple[list[str], Path, dict]:
+    """What every family's bench run begins with: the cases, sizes and `--compare` checked (the
+    upstream venv and worker must exist), torch's threads set; returns (sides, log folder, results
+    header)."""
+    import torch
+
+    from koe.bench import machine
+
+    for case in opts.cases:
+        if case not in cases:
+            raise BenchError(f"unknown {title} case {case!r}; cases: {list(cases)}")
+    for size in opts.sizes:
+        if size not in sizes:
+            raise BenchError(f"unknown {title} size {size!r}; sizes: {list(sizes)}")
+    if opts.compare not in (None, "upstream"):
+        raise BenchError(f"--compare takes 'upstream' (got {opts.compare!r})")
+    if opts.compare:
+        upstream_python(family)
+        upstream_worker(family)
+    torch.set_num_threads(opts.threads)
+    logs = Path(opts.out).parent if opts.out else Path(os.environ.get("TMPDIR", "/tmp"))
+    logs.mkdir(parents=True, exist_ok=True)
+    results: dict = {
+        "family": family, "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items()},
+        "machine": machine.describe(), "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "sizes": {},
+    }  # fmt: skip
+    return ["koe"] + (["upstream"] if opts.compare else []), logs, results
+
+
 def run_f5(opts: BenchOptions, progress=lambda msg: None) -> dict:
     """`koe bench --family f5_tts`: F5-TTS requests (`wire.F5_CASES`) in koe and, with
     `--compare upstream`, in f5-tts 1.1.22, interleaved; returns the results (JSON with `opts.out`)."""
-    import torch
 
     from koe.bench import machine
     from koe.bench.models import F5_SIZES, dit_forward_flops, f5_bench_model, parameter_counts
 
-    for case in opts.cases:
-        if case not in wire.F5_CASES:
-            raise BenchError(f"unknown F5-TTS case {case!r}; cases: {list(wire.F5_CASES)}")
-    for size in opts.sizes:
-        if size not in F5_SIZES:
-            raise BenchError(f"unknown F5-TTS size {size!r}; sizes: {list(F5_SIZES)}")
-    if opts.compare not in (None, "upstream"):
-        raise BenchError(f"--compare takes 'upstream' (got {opts.compare!r})")
-    if opts.compare:
-        upstream_python("f5_tts")
-        upstream_worker("f5_tts")
-    torch.set_num_threads(opts.threads)
-    sides = ["koe"] + (["upstream"] if opts.compare else [])
-    logs = Path(opts.out).parent if opts.out else Path(os.environ.get("TMPDIR", "/tmp"))
-    logs.mkdir(parents=True, exist_ok=True)
-    results: dict = {
-        "family": "f5_tts", "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items()},
-        "machine": machine.describe(), "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "sizes": {},
-    }  # fmt: skip
+    sides, logs, results = start_run(opts, "f5_tts", "F5-TTS", wire.F5_CASES, F5_SIZES)
     if opts.bandwidth:
         progress("measuring the machine's fp32 matrix-product rate")
         results["machine"]["matmul_gflops"] = machine.matmul_gflops()

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 from koe.bench import wire
@@ -32,31 +31,11 @@ VOX_COLUMNS = (
 
 
 def run_voxcpm(opts, progress=lambda msg: None) -> dict:
-    import torch
-
     from koe.bench import machine
     from koe.bench.models import VOX_SIZES, voxcpm_bench_model, voxcpm_parameter_counts, weights_bytes
-    from koe.bench.runner import BenchError, Worker, ratios, summarize, upstream_python, upstream_worker
+    from koe.bench.runner import Worker, ratios, start_run, summarize
 
-    for case in opts.cases:
-        if case not in wire.VOX_CASES:
-            raise BenchError(f"unknown VoxCPM case {case!r}; cases: {list(wire.VOX_CASES)}")
-    for size in opts.sizes:
-        if size not in VOX_SIZES:
-            raise BenchError(f"unknown VoxCPM size {size!r}; sizes: {list(VOX_SIZES)}")
-    if opts.compare not in (None, "upstream"):
-        raise BenchError(f"--compare takes 'upstream' (got {opts.compare!r})")
-    if opts.compare:
-        upstream_python("voxcpm")
-        upstream_worker("voxcpm")
-    torch.set_num_threads(opts.threads)
-    sides = ["koe"] + (["upstream"] if opts.compare else [])
-    logs = Path(opts.out).parent if opts.out else Path(os.environ.get("TMPDIR", "/tmp"))
-    logs.mkdir(parents=True, exist_ok=True)
-    results: dict = {
-        "family": "voxcpm", "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items()},
-        "machine": machine.describe(), "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "sizes": {},
-    }  # fmt: skip
+    sides, logs, results = start_run(opts, "voxcpm", "VoxCPM", wire.VOX_CASES, VOX_SIZES)
     if opts.bandwidth:
         progress("measuring the machine's read bandwidth and fp32 matvec")
         results["machine"]["read_gbps"] = machine.read_bandwidth()

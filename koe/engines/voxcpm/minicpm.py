@@ -34,7 +34,7 @@ from koe.nn.mlp import GatedMLP
 from koe.nn.norm import RMSNorm
 from koe.nn.rotary import apply_rotary, inverse_frequencies
 
-__all__ = ["SPAN_BLOCK", "KVCache", "LongRope", "MiniCPM"]
+__all__ = ["SPAN_BLOCK", "KVCache", "LongRope", "MiniCPM", "step_mask"]
 
 SPAN_BLOCK = 64  # a step attends over the filled cache rounded up to this many slots (see the module doc)
 
@@ -82,6 +82,13 @@ def rotate(x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]) -> torch.Te
     return apply_rotary(x.to(torch.float32), *rope).to(x.dtype)
 
 
+def step_mask(position: int, capacity: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """The attention mask (1, 1, 1, span) of a step at `position`: the filled slots rounded up to
+    `SPAN_BLOCK` (at most `capacity`), True up to `position`."""
+    span = min(capacity, -(-(position + 1) // SPAN_BLOCK) * SPAN_BLOCK)
+    return (torch.arange(span, device=device) <= position).view(1, 1, 1, -1)
+
+
 class KVCache:
     """Keys and values of every layer: (layers, B, kv_heads, capacity, head_dim) each, `length` filled."""
 
@@ -121,14 +128,14 @@ class Attention(nn.Module):
         out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
         return self.o_proj(out.transpose(1, 2).contiguous().reshape(b, t, -1)), k, v
 
-    def step(self, x: torch.Tensor, rope, k_cache: torch.Tensor, v_cache: torch.Tensor, position: int) -> torch.Tensor:
-        """x (B, C), one token at `position`; writes its k/v into the caches (B, kv_heads, S, D)."""
+    def step(self, x: torch.Tensor, rope, k_cache: torch.Tensor, v_cache: torch.Tensor, position: int, mask: torch.Tensor) -> torch.Tensor:
+        """x (B, C), one token at `position`; writes its k/v into the caches (B, kv_heads, S, D) and
+        attends over their first `mask.shape[-1]` slots (`mask`: True up to `position`)."""
         b = x.shape[0]
         q, k, v = self._qkv(x[:, None], rope)
         k_cache[:, :, position] = k[:, :, 0]
         v_cache[:, :, position] = v[:, :, 0]
-        span = min(k_cache.shape[2], -(-(position + 1) // SPAN_BLOCK) * SPAN_BLOCK)
-        mask = (torch.arange(span, device=x.device) <= position).view(1, 1, 1, -1)
+        span = mask.shape[-1]
         out = F.scaled_dot_product_attention(q.contiguous(), k_cache[:, :, :span], v_cache[:, :, :span], attn_mask=mask, enable_gqa=True)
         return self.o_proj(out.transpose(1, 2).contiguous().reshape(b, -1))
 
@@ -151,8 +158,8 @@ class DecoderLayer(nn.Module):
         x = self._residual(x, h)
         return self._residual(x, self.mlp(self.post_attention_layernorm(x))), k, v
 
-    def step(self, x: torch.Tensor, rope, k_cache, v_cache, position: int) -> torch.Tensor:
-        x = self._residual(x, self.self_attn.step(self.input_layernorm(x), rope, k_cache, v_cache, position))
+    def step(self, x: torch.Tensor, rope, k_cache, v_cache, position: int, mask: torch.Tensor) -> torch.Tensor:
+        x = self._residual(x, self.self_attn.step(self.input_layernorm(x), rope, k_cache, v_cache, position, mask))
         return self._residual(x, self.mlp(self.post_attention_layernorm(x)))
 
 
@@ -194,7 +201,8 @@ class MiniCPM(nn.Module):
         if self.rope is not None:
             cos, sin = self.rope.table(position + 1)
             rope = (cos[position : position + 1], sin[position : position + 1])
+        mask = step_mask(position, cache.capacity, x.device)  # one for every layer
         for i, layer in enumerate(self.layers):
-            x = layer.step(x, rope, cache.k[i], cache.v[i], position)
+            x = layer.step(x, rope, cache.k[i], cache.v[i], position, mask)
         cache.length = position + 1
         return self.norm(x)

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from koe.engines.voxcpm.config import parse_config
 from koe.engines.voxcpm.fixtures import config_for
-from koe.engines.voxcpm.minicpm import SPAN_BLOCK, Attention
+from koe.engines.voxcpm.minicpm import SPAN_BLOCK, Attention, step_mask
 
 CAPACITY = 8192  # VoxCPM2's max_length
 
@@ -63,7 +63,7 @@ def test_step_over_the_span_equals_the_whole_masked_cache(hidden, heads, kv_head
                 x = torch.randn(1, hidden, generator=g)
                 ours_k, ours_v = cache_k.clone(), cache_v.clone()
                 theirs_k, theirs_v = cache_k.clone(), cache_v.clone()
-                ours = attn.step(x, None, ours_k[0:1], ours_v[0:1], position)
+                ours = attn.step(x, None, ours_k[0:1], ours_v[0:1], position, step_mask(position, CAPACITY))
                 theirs = _upstream_step(attn, x, theirs_k, theirs_v, position)
                 assert torch.equal(ours_k, theirs_k) and torch.equal(ours_v, theirs_v)
                 assert torch.equal(ours, theirs), f"position {position} (span {-(-(position + 1) // SPAN_BLOCK) * SPAN_BLOCK}): max diff {(ours - theirs).abs().max()}"
