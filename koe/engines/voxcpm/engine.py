@@ -17,7 +17,6 @@ with any voice, as koe does). `make_voice` takes upstream's three arguments dire
 from __future__ import annotations
 
 import gc
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +30,7 @@ from koe.engines.base import (
     AudioChunk, Capabilities, CancelToken, InvalidOption, RequestError, SynthesisRequest, UnsupportedLanguage, UnsupportedVoice,
     VoicePromptMismatch, VoiceReference,
 )  # fmt: skip
-from koe.engines.pipeline import Piece, PipelineDefaults, Segment
+from koe.engines.pipeline import Piece, PipelineDefaults, Segment, steps_for
 from koe.engines.voxcpm import generate as core, spec
 from koe.engines.voxcpm.audio import load_prompt_audio
 from koe.engines.voxcpm.audio_vae import AudioVAE, VAEConfig
@@ -106,10 +105,8 @@ class VoxCPMEngine(NativeAPI):
         vae = build_from_weights(lambda: AudioVAE(VAEConfig.from_json(cfg.audio_vae, cfg.vae_version)), [vae_file], device=dev,
                                  rename=VoxCPMModel.checkpoint_name)  # fmt: skip
         model = model.to(lm_dtype).eval()  # the weights are in lm_dtype already; this sets the rotary tables' dtype
-        import json
-
-        variant = spec.variant_of(json.loads((folder / "config.json").read_text(encoding="utf-8")))
-        return cls(folder, cfg, tokenizer, model, vae.to(torch.float32).eval(), dev, variant)
+        return cls(folder, cfg, tokenizer, model, vae.to(torch.float32).eval(), dev,
+                   spec.variant_of({"architecture": cfg.architecture, "audio_vae_config": cfg.audio_vae}))
 
     def close(self) -> None:
         """Free the weights and caches (the engine is unusable after)."""
@@ -260,7 +257,7 @@ class VoxCPMEngine(NativeAPI):
 
     def speak_segment(self, segment: Segment, c: _Checked) -> Iterator[Piece]:
         seq = self.sequence(segment.text, c.voice, c.control)
-        limit = core.patches_for(segment.budget_s, self.model, self.vae) if c.user_cap else None
+        limit = steps_for(segment.budget_s, 1 / core.patch_seconds(self.model, self.vae)) if c.user_cap else None
         generator = torch.Generator(device=self.device).manual_seed(int(segment.seed)) if segment.seed is not None else None
         info = {"decode": "streaming" if segment.streamed else "one-shot", "mode": c.voice.mode if c.voice is not None else
                 ("design" if c.control else "own voice")}  # fmt: skip
@@ -304,5 +301,3 @@ def _lm_dtype(dtype, precision: str | None) -> torch.dtype:
         raise ValueError(f"dtype {dtype!r} is not offered for VoxCPM: float32 or bfloat16")
     return names[dtype]
 
-
-warnings.filterwarnings("default", category=UserWarning, module=__name__)

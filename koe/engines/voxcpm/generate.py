@@ -23,7 +23,6 @@ the last patch's samples. So streamed and one-shot samples differ; each equals u
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -35,7 +34,7 @@ from koe.engines.voxcpm.audio_vae import AudioVAE
 from koe.engines.voxcpm.minicpm import SPAN_BLOCK
 from koe.engines.voxcpm.model import VoxCPMModel
 
-__all__ = ["AUDIO_START", "GenerationSettings", "PatchLoop", "Sequence", "build_sequence", "encode_clip", "one_shot", "stream"]
+__all__ = ["AUDIO_START", "GenerationSettings", "PatchLoop", "Sequence", "build_sequence", "encode_clip", "one_shot", "patch_seconds", "stream"]
 
 AUDIO_START, REF_START, REF_END = 101, 103, 104
 STREAM_CONTEXT = {2: 4, 1: 3}  # upstream's streaming_prefix_len, by VAE version: context patches + 1
@@ -235,6 +234,3 @@ def patch_seconds(model: VoxCPMModel, vae: AudioVAE) -> float:
     """Seconds of output audio per patch."""
     return model.cfg.patch_size * vae.config.decode_chunk_size / vae.config.out_sample_rate
 
-
-def patches_for(seconds: float, model: VoxCPMModel, vae: AudioVAE) -> int:
-    return max(1, math.ceil(round(seconds / patch_seconds(model, vae), 6)))
