@@ -34,15 +34,23 @@ _FRAME_SHORTFALL_FRACTION = 0.01
 _PROBE_BYTES = 1 << 16  # how much of the start and end of a file the truncation checks look at
 
 
-def load_audio(source: AudioSource, sample_rate: int | None = None) -> tuple[np.ndarray, int]:
+def load_audio(source: AudioSource, sample_rate: int | None = None, *, max_seconds: float | None = None) -> tuple[np.ndarray, int]:
     """Load audio as `(samples, sample_rate)`: float32, mono, shape `(n,)`, at its native rate.
 
     `source` is a file path, the bytes of an audio file, a `(array, sample_rate)` tuple, or an
     array with `sample_rate` given. Arrays are `(n,)` or `(n, channels)` (a `(channels, n)` array
     with at most 16 channels is also accepted); integer PCM arrays are scaled to [-1, 1) (upstream
     would only cast them). Multi-channel audio is averaged in float32 as upstream does. Raises
-    `AudioError` for missing, non-audio, empty, truncated, non-finite or all-silent input.
+    `AudioError` for missing, non-audio, empty, truncated, non-finite or all-silent input, and
+    (`max_seconds` given) for audio longer than `max_seconds`.
     """
+    y, sr = _load(source, sample_rate)
+    if max_seconds is not None and len(y) > max_seconds * sr:
+        raise AudioError(f"audio is {len(y) / sr:.1f} s long; at most {max_seconds:g} s is allowed")
+    return y, sr
+
+
+def _load(source: AudioSource, sample_rate: int | None) -> tuple[np.ndarray, int]:
     if isinstance(source, tuple):
         if len(source) != 2 or not isinstance(source[0], np.ndarray):
             raise AudioError("a tuple audio source must be (numpy array, sample_rate)")

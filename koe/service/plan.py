@@ -202,12 +202,12 @@ class Planner:
         return mode, speaker, voice_name, instruct
 
     def _clip(self, source, caps: Capabilities) -> tuple[np.ndarray, int]:
+        limit = self.settings.server.max_reference_seconds
         try:
-            samples, sr = load_audio(source)
+            samples, sr = load_audio(source, max_seconds=limit)
         except AudioError as e:
             raise InvalidRequest(f"reference audio: {e}", param="ref_audio") from e
         seconds = len(samples) / sr
-        limit = self.settings.server.max_reference_seconds
         if seconds < caps.min_reference_s:
             raise InvalidRequest(f"reference audio is {seconds:.2f} s; give at least {caps.min_reference_s} s", param="ref_audio")
         if limit and seconds > limit:

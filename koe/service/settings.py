@@ -7,15 +7,17 @@ is what `koe config show` prints.
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings.exceptions import SettingsError
 
 from koe.service.errors import ConfigError
 
@@ -47,6 +49,34 @@ class ServerSettings(_Section):
     max_reference_seconds: float = Field(30.0, gt=0, description="longest reference clip a voice may use")
     queue_size: int = Field(16, ge=1, description="requests waiting per loaded model before 429")
     max_batch_size: int = Field(8, ge=1, description="most requests batched into one generation")
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Host names the server answers besides loopback names and its bound address (DNS-rebinding guard); '*' = any",
+    )
+    allowed_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="web origins (scheme://host[:port]) besides the server's own that may make state-changing requests; '*' = any",
+    )
+    header_timeout_s: float = Field(10.0, gt=0, description="seconds a client has to send its request line and headers")
+    body_timeout_s: float = Field(30.0, gt=0, description="longest pause while a client sends a request body")
+    max_connections: int = Field(128, ge=1, description="open connections at once; more are refused with 503")
+    shutdown_grace_s: float = Field(10.0, ge=0, description="on SIGTERM, seconds in-flight requests get to finish before they are cancelled")
+    max_instructions_chars: int = Field(4096, ge=1, description="longest instructions (style / voice description) a request may give")
+    max_transcript_chars: int = Field(2000, ge=1, description="longest transcript of a reference clip")
+    max_description_chars: int = Field(1000, ge=1, description="longest description of a library voice")
+
+    @field_validator("allowed_hosts", "allowed_origins", mode="before")
+    @classmethod
+    def _comma_list(cls, v: Any) -> Any:
+        """A string (an env variable or flag) is a JSON list or a comma-separated list."""
+        if not isinstance(v, str):
+            return v
+        if v.lstrip().startswith("["):
+            try:
+                return json.loads(v)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"not a JSON list ({e})") from e
+        return [part.strip() for part in v.split(",") if part.strip()]
 
 
 class ModelsSettings(_Section):
@@ -199,7 +229,10 @@ def read_env(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     )  # fmt: skip
     if environ is not None:
         source.env_vars = {k.lower(): v for k, v in environ.items()}
-    data = dict(source())
+    try:
+        data = dict(source())
+    except SettingsError as e:
+        raise ConfigError(f"environment: {e} ({e.__cause__})" if e.__cause__ else f"environment: {e}") from e
     data.pop("home", None)
     return data
 

@@ -132,7 +132,7 @@ class VoiceLibrary:
         if not overwrite and self.db.get_voice(name) is not None:
             raise AlreadyExists(f"voice {name!r} already exists", hint="remove it first or pass overwrite")
         try:
-            samples, sr = load_audio(ref_audio)
+            samples, sr = load_audio(ref_audio, max_seconds=self.max_reference_seconds)
         except AudioError as e:
             raise InvalidRequest(f"reference audio: {e}", param="ref_audio") from e
         duration = len(samples) / sr
