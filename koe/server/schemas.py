@@ -72,6 +72,11 @@ class ModelCard(BaseModel):
     languages: list[str]
     loaded: bool
     default: bool
+    status: Literal["loaded", "ready", "failed"] = Field(
+        "ready", description="loaded: resident in memory; ready: loads on first use; failed: cannot be used now (see error)"
+    )
+    error: str | None = Field(None, description="why the model failed: its last load's error, or its missing/unreadable files")
+    failed_at: int | None = Field(None, description="when its last load failed (Unix seconds); it is tried again when its files change")
     uses: str = ""
     voice_modes: list[str] = Field(default_factory=list)
     options: list[dict[str, Any]] = Field(default_factory=list, description="the family's options: name, type, default, range, help")
@@ -107,7 +112,10 @@ class Deleted(BaseModel):
 
 
 class Health(BaseModel):
+    """Liveness (`status` is "ok" while the server answers, even with a failed model)."""
+
     status: Literal["ok"] = "ok"
     version: str
     models_loaded: list[str]
+    models_failed: dict[str, str] = Field(default_factory=dict, description="models whose last load failed: name -> reason")
     queues: dict[str, dict[str, int | float]]

@@ -4,6 +4,13 @@ Strategy: one entry per model key, each with its own lock that serializes calls 
 (engines are not re-entrant). `use(ref)` pins an entry while a request runs, so eviction (least
 recently used first, when a new model needs room) and idle unload only ever drop unpinned models.
 Two threads asking for the same unloaded model wait on one load.
+
+A load that fails, for any reason (corrupt weights, a bad config, out of memory), becomes a
+`ModelFailed` (503) naming the reason, and is remembered per model (`failure(ref)`, `failures()`):
+while the model's files stay as they were, requests fail at once with that error and the load is
+tried again only after `retry_failed_after` seconds (a cause that passes, such as memory another
+model held, heals without a restart). Replacing a file (a new size or mtime) retries at the next
+request; a successful load forgets the failure.
 """
 
 from __future__ import annotations
@@ -18,9 +25,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from koe.engines.base import Engine
+from koe.service.errors import KoeError, ModelFailed
 from koe.service.models import ModelRef
 
 log = logging.getLogger(__name__)
+
+RETRY_FAILED_AFTER_S = 60.0
+_REASON_CHARS = 500
+_FAILED_HINT = "check or reinstall its files (`koe doctor`); koe tries again when they change"
 
 
 @dataclass
@@ -36,6 +48,42 @@ class LoadedModel:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
+@dataclass(frozen=True)
+class LoadFailure:
+    """Why a model's last load failed: `reason` (paths relative to its folder), when (`failed_at`,
+    wall-clock seconds), how many loads failed in a row, and its files then (`signature`)."""
+
+    ref: ModelRef
+    reason: str
+    failed_at: float
+    attempts: int
+    signature: tuple = field(repr=False)
+    retry_at: float = field(default=0.0, repr=False)  # on the cache's clock
+
+    @property
+    def name(self) -> str:
+        return self.ref.name
+
+    def error(self, now: float) -> ModelFailed:
+        """The error a request for this model gets now (`retry_after`: seconds until the next try)."""
+        return ModelFailed(self.name, self.reason, retry_after=max(0.0, self.retry_at - now), hint=_FAILED_HINT)
+
+
+def failure_reason(error: BaseException, ref: ModelRef) -> str:
+    """One line saying why loading `ref` failed, e.g. "SafetensorError: Error while deserializing
+    header: ...", with the model folder's path dropped (files are named relative to it)."""
+    if isinstance(error, ModelFailed):
+        text = error.reason
+    elif isinstance(error, KoeError):
+        text = error.message
+    elif isinstance(error, OSError) and error.strerror:
+        text = f"{error.strerror}: {error.filename}" if error.filename else f"{type(error).__name__}: {error.strerror}"
+    else:
+        text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    text = " ".join(ref.relative(text).split())
+    return text if len(text) <= _REASON_CHARS else text[: _REASON_CHARS - 3] + "..."
+
+
 class ModelCache:
     """Engines by model key, loaded with `load(ref)`; thread-safe."""
 
@@ -45,13 +93,16 @@ class ModelCache:
         *,
         resident_limit: int = 1,
         idle_unload_seconds: float = 0.0,
+        retry_failed_after: float = RETRY_FAILED_AFTER_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._load = load
         self.resident_limit = max(1, int(resident_limit))
         self.idle_unload_seconds = float(idle_unload_seconds)
+        self.retry_failed_after = float(retry_failed_after)
         self._clock = clock
         self._entries: dict[str, LoadedModel] = {}
+        self._failures: dict[str, LoadFailure] = {}
         self._loading: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
         self._reaper: threading.Thread | None = None
@@ -82,16 +133,86 @@ class ModelCache:
                 entry = self._take(key)  # loaded by another thread while this one waited
                 if entry is not None:
                     return entry
+            self._refuse_if_failed(ref)
             self._make_room(exclude=key)
             started = time.perf_counter()
-            engine = self._load(ref)
+            try:
+                engine = self._load(ref)
+            except Exception as e:  # noqa: BLE001 - every load failure is reported the same way: ModelFailed
+                raise self._record_failure(ref, e) from e
             now = self._clock()
             entry = LoadedModel(ref, engine, now, now, time.perf_counter() - started, in_use=1)
             with self._guard:
                 self._entries[key] = entry
                 self._loading.pop(key, None)
+                self._failures.pop(key, None)
             log.info("loaded model %s in %.1f s", ref.name, entry.load_seconds)
             return entry
+
+    # -- failed loads ---------------------------------------------------------------------------
+    def _refuse_if_failed(self, ref: ModelRef) -> None:
+        """Raise the remembered `ModelFailed` while its files are unchanged and the retry time is not
+        reached; return (so the caller loads) otherwise."""
+        with self._guard:
+            failed = self._failures.get(ref.key)
+        if failed is None:
+            return
+        if self._stale(failed, ref):
+            log.info("the files of model %s changed since it failed to load; trying again", ref.name)
+            return
+        now = self._clock()
+        if now < failed.retry_at:
+            raise failed.error(now)
+        log.info("trying model %s again (%d failed loads so far)", ref.name, failed.attempts)
+
+    def _record_failure(self, ref: ModelRef, error: Exception) -> ModelFailed:
+        """Remember that loading `ref` failed with `error`; the `ModelFailed` to raise."""
+        try:
+            signature = ref.files_signature()
+        except OSError:
+            signature = ()
+        now = self._clock()
+        with self._guard:
+            before = self._failures.get(ref.key)
+            failed = LoadFailure(
+                ref, failure_reason(error, ref), time.time(), (before.attempts if before else 0) + 1,
+                signature, now + self.retry_failed_after,
+            )  # fmt: skip
+            self._failures[ref.key] = failed
+        log.error("model %s failed to load: %s", ref.name, failed.reason, exc_info=error)
+        return failed.error(now)
+
+    def failure(self, ref: ModelRef) -> LoadFailure | None:
+        """The remembered failure of `ref`, if its files are still those it failed with (None when it
+        never failed, loaded since, or its files changed: the next request tries it)."""
+        with self._guard:
+            failed = self._failures.get(ref.key)
+        if failed is None or self._stale(failed, ref):
+            return None
+        return failed
+
+    def failures(self) -> list[LoadFailure]:
+        """Every remembered failure whose model's files are unchanged, by name."""
+        with self._guard:
+            remembered = list(self._failures.values())
+        stale = [f for f in remembered if self._stale(f, f.ref)]
+        with self._guard:
+            for f in stale:  # files replaced: the next request tries again (under a new key if the weights changed)
+                if self._failures.get(f.ref.key) is f:
+                    del self._failures[f.ref.key]
+        return sorted((f for f in remembered if f not in stale), key=lambda f: f.name)
+
+    def forget_failure(self, ref: ModelRef) -> bool:
+        """Drop the remembered failure of `ref` so the next request loads it again; True if there was one."""
+        with self._guard:
+            return self._failures.pop(ref.key, None) is not None
+
+    @staticmethod
+    def _stale(failed: LoadFailure, ref: ModelRef) -> bool:
+        try:
+            return ref.files_signature() != failed.signature
+        except OSError:
+            return True
 
     def _take(self, key: str) -> LoadedModel | None:
         """The loaded entry for `key`, marked in use (caller holds the guard), or None."""

@@ -6,6 +6,8 @@ the response code and `code` to OpenAI's error `type`/`code` fields.
 
 from __future__ import annotations
 
+import errno
+
 
 class KoeError(Exception):
     """Base of every error koe reports to a user. `str(err)` is the message (with its hint)."""
@@ -88,3 +90,55 @@ class StorageError(KoeError):
 
     status = 500
     code = "storage_error"
+
+
+class ModelFailed(Unavailable):
+    """An installed model whose files cannot be loaded (corrupt weights or config, out of memory, ...).
+
+    `model` is its name, `reason` what went wrong (paths relative to the model folder). The failure
+    is remembered by the model cache; `retry_after` is the number of seconds until it tries again.
+    """
+
+    code = "model_failed"
+
+    def __init__(self, model: str, reason: str, *, retry_after: float = 0.0, hint: str | None = None) -> None:
+        super().__init__(f"model {model!r} failed to load: {reason}", hint=hint, param="model")
+        self.model = model
+        self.reason = reason
+        self.retry_after = retry_after
+
+
+class InsufficientStorage(KoeError):
+    """The disk (or quota) under KOE_HOME is full: nothing was half-written; free space and retry."""
+
+    status = 507
+    code = "insufficient_storage"
+
+
+_FULL_ERRNOS = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
+_FULL_WORDS = ("no space left on device", "disk quota exceeded", "database or disk is full", "os error 28)", "os error 122)")
+
+
+def is_disk_full(error: BaseException) -> bool:
+    """Whether `error` (or an error it was raised from) means a full disk or quota.
+
+    Recognizes `OSError` ENOSPC / EDQUOT, SQLite's SQLITE_FULL ("database or disk is full") and
+    safetensors' `SafetensorError` wrapping an I/O error 28 / 122, without importing either library.
+    """
+    seen: set[int] = set()
+    e: BaseException | None = error
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno in _FULL_ERRNOS:
+            return True
+        if getattr(e, "sqlite_errorname", None) == "SQLITE_FULL":
+            return True
+        if not isinstance(e, KoeError) and any(w in str(e).lower() for w in _FULL_WORDS):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def disk_full_error(what: str) -> InsufficientStorage:
+    """The 507 error for a write that failed on a full disk: `what` says what could not be written."""
+    return InsufficientStorage(f"{what}: the disk is full", hint="free some space under KOE_HOME and try again")

@@ -18,12 +18,13 @@ from typing import Any
 
 from koe.engines.base import Capabilities
 from koe.engines.spec import safetensors_header
-from koe.service.errors import AlreadyExists, InvalidRequest, NotFound, StorageError
+from koe.service.errors import AlreadyExists, InvalidRequest, ModelFailed, NotFound, StorageError
 from koe.service.fsio import atomic_folder, remove_tree, sweep_leftovers
 from koe.service.names import check_name, slug
 from koe.service.storage import Database, ModelRow
 
 _DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+_SIGNATURE_FILES = 2000  # a model folder holds a few dozen; cap the walk of an odd one
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,28 @@ class ModelRef:
             st = w.stat()
             h.update(f"{w.name}:{st.st_size}:{st.st_mtime_ns}".encode())
         return f"{slug(self.name)[:40]}-{h.hexdigest()[:10]}"
+
+    def files_signature(self) -> tuple[tuple[str, int, int], ...]:
+        """(relative path, size, mtime) of every file in the folder (symlinks followed): changes when
+        any file is replaced, grows or shrinks. The model cache retries a failed load when it does."""
+        real = self.path.resolve()
+        out = []
+        for p in sorted(real.rglob("*"))[:_SIGNATURE_FILES]:
+            try:
+                st = p.stat()
+            except OSError:
+                continue  # a dangling link or a file removed meanwhile
+            if not p.is_dir():
+                out.append((str(p.relative_to(real)), st.st_size, st.st_mtime_ns))
+        return tuple(out)
+
+    def relative(self, text: str) -> str:
+        """`text` (an error message) with this model folder's absolute path dropped, so it names files
+        as `config.json` or `speech_tokenizer/model.safetensors`."""
+        roots = {str(self.path.absolute()), str(self.path.resolve())}
+        for root in sorted(roots, key=len, reverse=True):
+            text = text.replace(root + os.sep, "").replace(root, ".")
+        return text
 
 
 @dataclass(frozen=True)
@@ -94,13 +117,21 @@ def detect_model(folder: str | Path, name: str | None = None) -> ModelRef:
 
 
 def inspect_model(ref: ModelRef) -> ModelDetails:
-    """Files, weight size, parameter count and capabilities of a model folder (torch-free)."""
+    """Files, weight size, parameter count and capabilities of a model folder (torch-free).
+
+    A folder whose configs cannot be read raises `InvalidRequest` (a folder the caller named), or
+    `ModelFailed` (503) for an installed model: its files broke on the server, not in the request.
+    """
     from koe.engines.registry import UnknownModelError, describe
     from koe.engines.spec import SpecError
 
     try:
         d = describe(ref.path)
-    except (UnknownModelError, SpecError) as e:
+    except (UnknownModelError, SpecError, OSError) as e:
+        if ref.installed:
+            raise ModelFailed(ref.name, ref.relative(str(e)), hint="check or reinstall its files") from e
+        if isinstance(e, OSError):
+            raise
         raise InvalidRequest(str(e), param="model") from e
     caps = d.capabilities
     return ModelDetails(
@@ -317,6 +348,8 @@ class ModelStore:
         ref = ModelRef(row.name, path, row.family, row.variant, row.size, installed=True)
         try:
             d = inspect_model(ref)
+        except ModelFailed as e:
+            return ModelDetails(ref, 0, 0, "?", [], [], [f"unreadable: {e.reason}"], row.origin, row.linked, row.added_at)
         except (OSError, ValueError, InvalidRequest) as e:
-            return ModelDetails(ref, 0, 0, "?", [], [], [f"unreadable: {e}"], row.origin, row.linked, row.added_at)
+            return ModelDetails(ref, 0, 0, "?", [], [], [f"unreadable: {ref.relative(str(e))}"], row.origin, row.linked, row.added_at)
         return replace(d, origin=row.origin, linked=row.linked, added_at=row.added_at)

@@ -6,12 +6,19 @@ model cache (load or reuse the engine, one call at a time per engine) -> voice p
 voices are prepared once per model and kept) -> `engine.synthesize(SynthesisRequest)` (the
 engine contract, `koe.engines.base`) -> encoder (format, speed) -> history row in koe.db (and a
 file under outputs/ when asked).
+
+Faults: a model that fails to load is the cache's `ModelFailed` (503). The history is best effort:
+a row that cannot be written is logged and becomes a warning on the output, the audio is still
+returned. A file the request asked to keep must be written: on a full disk that is
+`InsufficientStorage` (507), and nothing is left half-written (the write is atomic). A prepared
+voice prompt that cannot be kept on disk is used anyway (and prepared again next time).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
@@ -22,7 +29,7 @@ from koe.audio.errors import AudioError
 from koe.engines.base import AudioChunk, BatchEngine, Cancelled, CancelToken, RequestError, SynthesisRequest, VoiceReference, collect
 from koe.service.cache import LoadedModel, ModelCache
 from koe.service.encode import StreamEncoder, encode_audio
-from koe.service.errors import AlreadyExists, InvalidRequest, KoeError, NotFound, RequestCancelled, Unavailable
+from koe.service.errors import AlreadyExists, InvalidRequest, KoeError, RequestCancelled, StorageError, disk_full_error, is_disk_full
 from koe.service.home import KoeHome
 from koe.service.models import ModelRef
 from koe.service.names import check_name
@@ -78,11 +85,12 @@ class Synthesizer:
         up to float32 rounding) and `on_progress(seconds_of_audio_so_far)` is called per chunk.
         """
         plan = request if isinstance(request, SpeechPlan) else self.plan(request)
+        notes: list[str] = []
         with self.cache.use(plan.model) as entry, entry.lock:
             with engine_errors():
-                job = self._synthesis_request(plan, entry, cancel, stream=on_progress is not None)
+                job = self._synthesis_request(plan, entry, cancel, stream=on_progress is not None, notes=notes)
                 samples, sample_rate, meta = _collect(entry.engine.synthesize(job), on_progress)
-        return self._finish(plan, samples, sample_rate, meta)
+        return self._finish(plan, samples, sample_rate, meta, notes=notes)
 
     def speak_batch(self, requests: list[SpeechRequest | SpeechPlan], cancel: CancelToken | None = None) -> list[SpeechOutput]:
         """Synthesize requests that differ only in text (and speed/format) as one batched generation.
@@ -97,10 +105,11 @@ class Synthesizer:
         if len({p.batch_key() for p in plans}) != 1:
             raise InvalidRequest("requests in a batch must differ only in their text, speed and format")
         first = plans[0]
+        notes: list[str] = []
         with self.cache.use(first.model) as entry, entry.lock:
             engine = entry.engine
             with engine_errors():
-                job = self._synthesis_request(first, entry, cancel)
+                job = self._synthesis_request(first, entry, cancel, notes=notes)
                 jobs = [replace(job, text=p.text) for p in plans]
                 if isinstance(engine, BatchEngine) and first.batchable:
                     results = [_collect(chunks) for chunks in engine.synthesize_batch(jobs)]
@@ -108,7 +117,7 @@ class Synthesizer:
                     results = [_collect(engine.synthesize(j)) for j in jobs]
         outputs = []
         for p, (samples, sample_rate, meta) in zip(plans, results, strict=True):
-            outputs.append(self._finish(p, samples, sample_rate, dict(meta, batch_size=len(plans)), seed=first.seed))
+            outputs.append(self._finish(p, samples, sample_rate, dict(meta, batch_size=len(plans)), seed=first.seed, notes=notes))
         return outputs
 
     def stream(
@@ -158,10 +167,11 @@ class Synthesizer:
         )  # fmt: skip
         out = self.speak(request)
         lang = out.metadata.get("language")
-        return self.home.voices.add(
-            name, (out.samples, out.engine_sample_rate), request.text, description=description.strip(),
-            language=None if lang in (None, "auto") else lang, source="design", overwrite=overwrite,
-        )  # fmt: skip
+        with disk_full_as(f"cannot keep the designed voice {name!r}"):
+            return self.home.voices.add(
+                name, (out.samples, out.engine_sample_rate), request.text, description=description.strip(),
+                language=None if lang in (None, "auto") else lang, source="design", overwrite=overwrite,
+            )  # fmt: skip
 
     def capabilities(self, model: str | None = None) -> dict[str, Any]:
         """What a loaded model can do (loads it): voice modes, speakers, languages, options, ..."""
@@ -176,50 +186,63 @@ class Synthesizer:
 
     # -- engines --------------------------------------------------------------------------------
     def _load_engine(self, ref: ModelRef) -> Any:
+        """The engine for `ref` with the settings' device, dtype and precision. Any failure is the
+        cache's to report (`ModelFailed`, remembered until the files change)."""
         import koe
 
         m = self.settings.models
-        try:
-            return koe.load(ref.path, device=m.device, dtype=m.dtype, precision=m.precision)
-        except FileNotFoundError as e:
-            raise NotFound(f"cannot load model {ref.name!r}: {e}", param="model") from e
-        except (ValueError, RuntimeError, OSError) as e:
-            where = f" on {m.device}" if m.device else ""
-            raise Unavailable(f"cannot load model {ref.name!r}{where}: {e}", hint="`koe doctor` checks the setup") from e
+        return koe.load(ref.path, device=m.device, dtype=m.dtype, precision=m.precision)
 
     def _synthesis_request(
         self, plan: SpeechPlan, entry: LoadedModel, cancel: CancelToken | None, *, stream: bool = False,
-        first_chunk_s: float | None = None, chunk_s: float | None = None,
+        first_chunk_s: float | None = None, chunk_s: float | None = None, notes: list[str] | None = None,
     ) -> SynthesisRequest:
-        """The engine contract's request for a plan (preparing or loading its voice prompt)."""
+        """The engine contract's request for a plan (preparing or loading its voice prompt; what the
+        user should know about that, e.g. a prompt that could not be kept, is added to `notes`)."""
         voice: Any = plan.speaker if plan.mode == "speaker" else None
         if plan.mode in ("clone_voice", "clone_clip"):
-            voice = self._voice_prompt(plan, entry)
+            voice = self._voice_prompt(plan, entry, notes if notes is not None else [])
         return SynthesisRequest(
             text=plan.text, language=plan.language, voice=voice, instruct=plan.instruct, seed=plan.seed, cancel=cancel,
             stream=stream, first_chunk_s=first_chunk_s, chunk_s=chunk_s, options=dict(plan.options),
         )  # fmt: skip
 
-    def _voice_prompt(self, plan: SpeechPlan, entry: LoadedModel) -> Any:
+    def _voice_prompt(self, plan: SpeechPlan, entry: LoadedModel, notes: list[str]) -> Any:
+        """The engine's prompt for the plan's voice: prepared from the clip, or the library's (prepared
+        once per model and kept). A prepared prompt that cannot be kept (a full disk: an `OSError`,
+        or safetensors' own error) is used anyway; it is prepared again next time."""
         engine = entry.engine
         if plan.mode == "clone_clip":
             return engine.prepare_voice(VoiceReference(plan.ref_audio, plan.ref_text))
-        return self.home.voices.prompt_for(
-            plan.voice_name, plan.model.key,
-            prepare=lambda v: engine.prepare_voice(VoiceReference(str(v.reference_path), v.ref_text)),
-            load=engine.load_voice,
-        )  # fmt: skip
+        prepared: list[Any] = []
+
+        def prepare(v: Voice) -> Any:
+            prepared.append(engine.prepare_voice(VoiceReference(str(v.reference_path), v.ref_text)))
+            return prepared[-1]
+
+        try:
+            return self.home.voices.prompt_for(plan.voice_name, plan.model.key, prepare=prepare, load=engine.load_voice)
+        except Exception as e:
+            if not prepared or isinstance(e, KoeError):
+                raise
+            why = "the disk is full" if is_disk_full(e) else type(e).__name__
+            log.warning("the prepared prompt of voice %s could not be kept (%s); using it unsaved", plan.voice_name, e)
+            notes.append(f"the prepared voice could not be kept ({why}); it will be prepared again next time")
+            return prepared[-1]
 
     # -- results --------------------------------------------------------------------------------
-    def _finish(self, plan: SpeechPlan, samples: np.ndarray, sample_rate: int, meta: dict[str, Any], seed: int | None = None) -> SpeechOutput:
+    def _finish(
+        self, plan: SpeechPlan, samples: np.ndarray, sample_rate: int, meta: dict[str, Any], seed: int | None = None,
+        notes: list[str] | None = None,
+    ) -> SpeechOutput:  # fmt: skip
         encoded = encode_audio(samples, sample_rate, plan.format, speed=plan.speed)
         seed = plan.seed if seed is None else seed
         metadata = self._metadata(plan, meta, seed)
-        output_id, path = self._record(plan, encoded.duration, metadata, encoded.data)
+        output_id, path, kept = self._record(plan, encoded.duration, metadata, encoded.data)
         return SpeechOutput(
             audio=encoded.data, format=encoded.format, sample_rate=encoded.sample_rate, duration=encoded.duration,
             samples=np.asarray(samples, dtype=np.float32), engine_sample_rate=int(sample_rate), model=plan.model.name,
-            voice=plan.voice_label, seed=seed, warnings=result_warnings(plan, meta), metadata=metadata,
+            voice=plan.voice_label, seed=seed, warnings=[*result_warnings(plan, meta), *(notes or []), *kept], metadata=metadata,
             output_id=output_id, path=path,
         )  # fmt: skip
 
@@ -231,23 +254,44 @@ class Synthesizer:
             "options": plan.options, "model_name": plan.model.name, "model_key": plan.model.key,
         }  # fmt: skip
 
-    def _record(self, plan: SpeechPlan, duration: float, metadata: dict[str, Any], data: bytes | None) -> tuple[int | None, Any]:
+    def _record(self, plan: SpeechPlan, duration: float, metadata: dict[str, Any], data: bytes | None) -> tuple[int | None, Any, list[str]]:
+        """Write the history row and, when the plan asks, the output file: (row id, file path, warnings).
+
+        The history is best effort: a row that cannot be written is logged and returned as a warning.
+        A file asked for must be written: `InsufficientStorage` on a full disk, `StorageError`
+        otherwise; the write is atomic, so no partial file is left.
+        """
         if not self.record_history and not plan.save:
-            return None, None
-        output_id = self.home.db.add_output(
-            text=plan.text, model=plan.model.name, voice=plan.voice_label, format=plan.format.name,
-            duration_s=duration, path=None, metadata=metadata,
-        )  # fmt: skip
-        path = self.home.save_output(output_id, data, plan.format) if plan.save and data is not None else None
-        return output_id, path
+            return None, None, []
+        try:
+            output_id = self.home.db.add_output(
+                text=plan.text, model=plan.model.name, voice=plan.voice_label, format=plan.format.name,
+                duration_s=duration, path=None, metadata=metadata,
+            )  # fmt: skip
+        except Exception as e:  # noqa: BLE001 - any database failure: the audio is still good
+            if plan.save:
+                raise _save_failed(e) from e
+            log.warning("the output was not recorded in the history: %s", e)
+            return None, None, [f"the output is not in the history ({_why(e)})"]
+        if not plan.save or data is None:
+            return output_id, None, []
+        try:
+            path = self.home.save_output(output_id, data, plan.format)
+        except StorageError as e:  # writing the file failed; it was written atomically, so nothing is left
+            raise _save_failed(e) from e
+        except Exception as e:  # noqa: BLE001 - the file is saved; recording its path in the history failed
+            log.warning("output %d was saved, but its path is not in the history: %s", output_id, e)
+            return output_id, None, [f"the output was saved, but its path is not in the history ({_why(e)})"]
+        return output_id, path, []
 
     def _stream(self, plan: SpeechPlan, cancel: CancelToken, first_chunk_s: float | None, chunk_s: float | None) -> Iterator[StreamChunk]:
         encoder: StreamEncoder | None = None
         kept: list[bytes] = []
+        notes: list[str] = []
         finished = False
         with self.cache.use(plan.model) as entry, entry.lock:
             with engine_errors():
-                job = self._synthesis_request(plan, entry, cancel, stream=True, first_chunk_s=first_chunk_s, chunk_s=chunk_s)
+                job = self._synthesis_request(plan, entry, cancel, stream=True, first_chunk_s=first_chunk_s, chunk_s=chunk_s, notes=notes)
                 chunks = entry.engine.synthesize(job)
             try:
                 with engine_errors():
@@ -266,8 +310,9 @@ class Synthesizer:
                         finished = True
                         meta = chunk.metadata  # the final chunk carries the utterance's warnings and truncation
                         metadata = self._metadata(plan, meta, plan.seed)
-                        output_id, path = self._record(plan, encoder.duration, metadata, b"".join(kept) + data if plan.save else None)
-                        yield StreamChunk(data, chunk.samples, chunk.sample_rate, True, result_warnings(plan, meta), metadata, output_id, path)
+                        output_id, path, unkept = self._record(plan, encoder.duration, metadata, b"".join(kept) + data if plan.save else None)
+                        warnings = [*result_warnings(plan, meta), *notes, *unkept]
+                        yield StreamChunk(data, chunk.samples, chunk.sample_rate, True, warnings, metadata, output_id, path)
                         return
             finally:
                 if not finished:
@@ -299,6 +344,33 @@ def result_warnings(plan: SpeechPlan, meta: dict[str, Any]) -> list[str]:
     if meta.get("truncated") and not meta.get("warnings"):
         out.append(f"the speech was cut short after {meta.get('frames', '?')} steps; raise the model's length cap or split the text")
     return out
+
+
+def _why(error: BaseException) -> str:
+    """A short, path-free cause for a warning: "the disk is full", SQLite's message, or the error's type."""
+    if is_disk_full(error):
+        return "the disk is full"
+    return str(error) if isinstance(error, sqlite3.Error) else type(error).__name__
+
+
+def _save_failed(error: BaseException) -> KoeError:
+    """The error for an output file that could not be kept: 507 on a full disk, else a `StorageError`."""
+    if is_disk_full(error):
+        return disk_full_error("cannot save the output")
+    if isinstance(error, StorageError):
+        return error
+    return StorageError(f"cannot record the output in the history: {_why(error)}")
+
+
+@contextlib.contextmanager
+def disk_full_as(what: str) -> Iterator[None]:
+    """Turn a write that fails on a full disk into `InsufficientStorage` ("`what`: the disk is full")."""
+    try:
+        yield
+    except Exception as e:
+        if (isinstance(e, KoeError) and e.status < 500) or not is_disk_full(e):
+            raise
+        raise disk_full_error(what) from e
 
 
 @contextlib.contextmanager
