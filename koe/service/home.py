@@ -25,10 +25,14 @@ class KoeHome:
             settings.outputs_dir.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise StorageError(f"cannot create KOE_HOME at {self.root}: {e.strerror}", hint="set KOE_HOME to a writable folder") from e
-        sweep_leftovers(settings.outputs_dir)
+        _sweep_outputs(settings.outputs_dir)
         self.db = Database(settings.db_path)
         self.models = ModelStore(settings.models_dir, self.db)
-        self.voices = VoiceLibrary(settings.voices_dir, self.db, max_reference_seconds=settings.server.max_reference_seconds)
+        server = settings.server
+        self.voices = VoiceLibrary(
+            settings.voices_dir, self.db, max_reference_seconds=server.max_reference_seconds,
+            max_transcript_chars=server.max_transcript_chars, max_description_chars=server.max_description_chars,
+        )  # fmt: skip
 
     @classmethod
     def open(cls, home: str | Path | None = None, flags: dict | None = None) -> KoeHome:
@@ -48,3 +52,14 @@ class KoeHome:
 
     def close(self) -> None:
         self.db.close()
+
+
+def _sweep_outputs(outputs: Path) -> None:
+    """Sweep crash leftovers in `outputs/` and its day folders (`save_output` writes its temp files there)."""
+    sweep_leftovers(outputs)
+    try:
+        days = [p for p in outputs.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    except OSError:
+        return
+    for day in days:
+        sweep_leftovers(day)

@@ -4,7 +4,18 @@ A voice folder holds `reference.wav` (the clip as float32 mono at its own rate, 
 library gives the same bits as cloning from the original file), `transcript.txt` when there is a
 transcript, `voice.json`, and `prompts/<model-key>/`: the voice prompt each model prepared from it,
 made the first time the voice is used with that model. Folders are written whole (temp folder +
-rename) and indexed in koe.db.
+rename) and indexed in koe.db; the folder is the truth and the database its index.
+
+Hardening, in short:
+- Everything a voice carries (name, texts, numbers, archive members) is checked before anything is
+  written, so a bad request or a crafted archive leaves no folder, no row and no temp folder.
+- A bad folder or database row (bad JSON, wrong types, missing or unreadable files, an invalid name)
+  is skipped with a warning, at startup and when listing or getting; it never stops koe.
+- Overwriting swaps the new folder in with one atomic exchange (see `fsio.atomic_folder`): readers
+  in any process see the old voice or the new one, never neither. `get` reads the voice's own
+  `voice.json`, so what it returns always matches the folder it points to.
+- Writers (add, overwrite, remove, startup reconcile) lock the voices folder (`flock`), one at a time
+  across processes, so folder and row change together.
 """
 
 from __future__ import annotations
@@ -12,19 +23,25 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
+import re
+import sqlite3
+import stat
 import tarfile
 import threading
 import time
 import zipfile
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from koe.audio.errors import AudioError
 from koe.audio.io import AudioSource, load_audio, write_wav
-from koe.service.errors import AlreadyExists, InvalidRequest, NotFound, StorageError, Unavailable
-from koe.service.fsio import atomic_folder, atomic_write_bytes, atomic_write_text, remove_tree, sweep_leftovers
+from koe.service.errors import AlreadyExists, InvalidRequest, KoeError, NotFound, StorageError, Unavailable
+from koe.service.fsio import atomic_folder, atomic_write_bytes, atomic_write_text, path_lock, remove_tree, sweep_leftovers
 from koe.service.names import check_name
 from koe.service.storage import Database, VoiceRow
 
@@ -34,9 +51,30 @@ REFERENCE = "reference.wav"
 TRANSCRIPT = "transcript.txt"
 VOICE_JSON = "voice.json"
 PROMPTS = "prompts"
+FORMAT = 1  # voice.json's format version; a newer one is refused, not guessed at
+SOURCES = ("clip", "design", "import")
 MIN_REFERENCE_SECONDS = 1.0  # as the Qwen3-TTS engine requires (voice.MIN_REF_SECONDS)
-MAX_ARCHIVE_BYTES = 512 * 1024 * 1024
+MAX_STORED_SECONDS = 3600.0  # sanity bound on a stored duration_s
+SAMPLE_RATES = (1000, 768_000)  # sanity bounds on a stored sample_rate
+MAX_LANGUAGE_CHARS = 64
+MAX_VERSION_CHARS = 64
+MAX_ARCHIVE_BYTES = 256 * 1024 * 1024
+MAX_REFERENCE_BYTES = 256 * 1024 * 1024
+MAX_MANIFEST_BYTES = 256 * 1024
+MAX_UNPACKED_BYTES = 512 * 1024 * 1024  # all members of a tar together, skipped ones included
+MAX_MEMBERS = 64
+SWAP_WAIT_S = 0.25  # how long `get` waits for a folder caught between two renames (no atomic exchange)
 _ARCHIVE_FILES = (REFERENCE, TRANSCRIPT, VOICE_JSON)
+_NOT_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+
+
+@dataclass(frozen=True)
+class VoiceLimits:
+    """The longest texts a voice may carry, in characters (settings.server.max_*_chars)."""
+
+    transcript_chars: int = 2000
+    description_chars: int = 1000
+    language_chars: int = MAX_LANGUAGE_CHARS
 
 
 @dataclass(frozen=True)
@@ -64,7 +102,10 @@ class Voice:
     def prepared_for(self) -> list[str]:
         """Model keys this voice already has a prepared prompt for."""
         d = self.folder / PROMPTS
-        return sorted(p.name for p in d.iterdir() if p.is_dir() and not p.name.startswith(".")) if d.is_dir() else []
+        try:
+            return sorted(p.name for p in d.iterdir() if p.is_dir() and not p.name.startswith("."))
+        except OSError:
+            return []
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -76,12 +117,17 @@ class Voice:
 class VoiceLibrary:
     """Add, list, show, remove, export and import voices; hand out prepared voice prompts per model."""
 
-    def __init__(self, root: str | Path, db: Database, *, max_reference_seconds: float | None = None) -> None:
+    def __init__(
+        self, root: str | Path, db: Database, *, max_reference_seconds: float | None = None,
+        max_transcript_chars: int = VoiceLimits.transcript_chars, max_description_chars: int = VoiceLimits.description_chars,
+    ) -> None:  # fmt: skip
         self.root = Path(root)
         self.db = db
         self.max_reference_seconds = max_reference_seconds
+        self.limits = VoiceLimits(max_transcript_chars, max_description_chars)
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
+        self._warned: set[str] = set()
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -91,17 +137,36 @@ class VoiceLibrary:
 
     # -- reading --------------------------------------------------------------------------------
     def list(self) -> list[Voice]:
-        """All voices, by name."""
-        return [self._voice(r) for r in self.db.list_voices()]
+        """All voices, by name. A damaged row is read from its folder instead; a damaged voice is skipped with a warning."""
+        voices = []
+        for row in self.db.list_voices():
+            try:
+                check_row(row, self.limits)
+            except InvalidRequest as e:
+                voice = self._from_folder_or_warn(row.name, f"koe.db's row is damaged ({e})")
+            else:
+                voice = self._voice(row) if (self.root / row.name / VOICE_JSON).is_file() else None
+            if voice is not None:
+                voices.append(voice)
+        return voices
 
     def get(self, name: str) -> Voice:
-        """The voice called `name` (case-insensitive); `NotFound` lists the voices there are."""
+        """The voice called `name` (case-insensitive), as its folder's voice.json has it.
+
+        `NotFound` lists the voices there are; a damaged voice is `NotFound` saying what is wrong.
+        """
         check_name(name, "voice")
         row = self.db.get_voice(name)
-        if row is None or not (self.root / row.name / VOICE_JSON).is_file():
-            known = [v.name for v in self.list()]
-            raise NotFound(f"no voice named {name!r}; voices: {', '.join(known) if known else '(none yet: koe voices add NAME --ref clip.wav)'}", param="voice")
-        return self._voice(row)
+        if row is None:
+            raise self._not_found(name)
+        try:
+            check_name(row.name, "voice")
+            return self._voice(self._read_live(row.name))
+        except FileNotFoundError:
+            raise self._not_found(name) from None
+        except (InvalidRequest, OSError) as e:
+            self._warn(f"voice {row.name!r} is damaged ({_reason(e)}); skipped")
+            raise NotFound(f"voice {row.name!r} is damaged: {_reason(e)}", hint=f"koe voices remove {row.name}, then add it again", param="voice") from e
 
     def exists(self, name: str) -> bool:
         """True when a voice called `name` is in the library (False for invalid names too)."""
@@ -110,6 +175,20 @@ class VoiceLibrary:
         except (NotFound, InvalidRequest):
             return False
         return True
+
+    def check_fields(self, ref_text: Any = None, description: Any = None, language: Any = None) -> tuple[str | None, str | None, str | None]:
+        """(ref_text, description, language) checked and stripped as `add` keeps them (empty -> None).
+
+        Raises `InvalidRequest` naming the param for a non-string, text over its limit, or
+        characters that are not text (control characters, lone surrogates). Call it before
+        expensive work whose result `add` would then refuse.
+        """
+        lim = self.limits
+        return (
+            _text(ref_text, "the transcript (ref_text)", "ref_text", lim.transcript_chars),
+            _text(description, "the description", "description", lim.description_chars),
+            _text(language, "the language", "language", lim.language_chars, one_line=True),
+        )
 
     # -- writing --------------------------------------------------------------------------------
     def add(
@@ -125,10 +204,15 @@ class VoiceLibrary:
     ) -> Voice:
         """Keep `ref_audio` (a path, file bytes or `(samples, sample_rate)`) as voice `name`.
 
-        Raises `InvalidRequest` for a bad name or unusable audio (unreadable, silent, too short or
-        longer than the configured limit) and `AlreadyExists` unless `overwrite`.
+        Raises `InvalidRequest` for a bad name, text (see `check_fields`) or unusable audio
+        (unreadable, silent, too short or longer than the configured limit), all before anything is
+        written, and `AlreadyExists` unless `overwrite`. An overwrite is atomic: readers see the old
+        voice or the new one.
         """
         check_name(name, "voice")
+        ref_text, description, language = self.check_fields(ref_text, description, language)
+        if source not in SOURCES:
+            raise InvalidRequest(f"source must be one of {', '.join(SOURCES)}", param="source")
         if not overwrite and self.db.get_voice(name) is not None:
             raise AlreadyExists(f"voice {name!r} already exists", hint="remove it first or pass overwrite")
         try:
@@ -138,47 +222,67 @@ class VoiceLibrary:
         duration = len(samples) / sr
         if duration < MIN_REFERENCE_SECONDS:
             raise InvalidRequest(f"reference audio is {duration:.2f} s; give at least {MIN_REFERENCE_SECONDS} s of speech", param="ref_audio")
-        if self.max_reference_seconds and duration > self.max_reference_seconds:
+        if duration > MAX_STORED_SECONDS or (self.max_reference_seconds and duration > self.max_reference_seconds):
             raise InvalidRequest(
-                f"reference audio is {duration:.1f} s; at most {self.max_reference_seconds:g} s is allowed (3-20 s of clean speech works best)",
+                f"reference audio is {duration:.1f} s; at most {self.max_reference_seconds or MAX_STORED_SECONDS:g} s is allowed (3-20 s of clean speech works best)",
                 param="ref_audio",
             )
-        ref_text = ref_text.strip() if ref_text and ref_text.strip() else None
-        row = VoiceRow(name, time.time(), source, ref_text, description or None, language or None, round(duration, 3), int(sr))
-        with self._lock(name):
+        if not SAMPLE_RATES[0] <= sr <= SAMPLE_RATES[1]:
+            raise InvalidRequest(f"reference audio is at {sr} Hz; use {SAMPLE_RATES[0]}-{SAMPLE_RATES[1]} Hz", param="ref_audio")
+        row = VoiceRow(name, time.time(), source, ref_text, description, language, round(duration, 3), int(sr))
+        check_row(row, self.limits)  # the numbers too: nothing reaches the disk that could not be read back
+        with self._writing(name):
             existing = self.db.get_voice(name)
             if existing is not None and not overwrite:
                 raise AlreadyExists(f"voice {name!r} already exists", hint="remove it first or pass overwrite")
             if existing is not None:
                 row = replace(row, name=existing.name)  # names are case-insensitive: keep the folder's
+            folder = self.root / row.name
             try:
-                with atomic_folder(self.root / row.name, replace=overwrite) as tmp:
+                with atomic_folder(folder, replace=overwrite) as tmp:
                     write_wav(tmp / REFERENCE, samples, sr, subtype="FLOAT")
                     if ref_text:
                         atomic_write_text(tmp / TRANSCRIPT, ref_text + "\n")
                     atomic_write_text(tmp / VOICE_JSON, json.dumps(_voice_json(row), indent=2, ensure_ascii=False))
             except FileExistsError as e:
+                if existing is None:
+                    raise AlreadyExists(f"a folder {row.name!r} that is not a readable voice is in the way", hint="remove it first or pass overwrite") from e
                 raise AlreadyExists(f"voice {name!r} already exists", hint="remove it first or pass overwrite") from e
-            self.db.put_voice(row)
+            try:
+                self.db.put_voice(row)
+            except sqlite3.Error as e:
+                if existing is None:
+                    remove_tree(folder)  # an overwrite keeps its new folder: the next start indexes it
+                raise StorageError(f"cannot index voice {row.name!r} in koe.db: {e}") from e
         return self._voice(row)
 
     def remove(self, name: str) -> None:
-        """Delete voice `name` and its prepared prompts; `NotFound` if there is none."""
-        voice = self.get(name)
-        with self._lock(voice.name):
-            self.db.delete_voice(voice.name)
-            remove_tree(voice.folder)
+        """Delete voice `name` and its prepared prompts (a damaged one too); `NotFound` if there is none."""
+        check_name(name, "voice")
+        with self._writing(name):
+            row = self.db.get_voice(name)
+            folder = self.root / (row.name if row is not None else name)
+            if row is None and not (folder.is_dir() or folder.is_symlink()):
+                raise self._not_found(name)
+            if row is not None:
+                self.db.delete_voice(row.name)
+            remove_tree(folder)
 
     def export(self, name: str, dest: str | Path) -> Path:
         """Write voice `name` (reference, transcript, voice.json; prompts are rebuilt on use) to a .zip,
         .tar, .tar.gz or .tgz archive at `dest` (a folder gets `<name>.zip`). Returns the archive's path."""
-        voice = self.get(name)
         dest = Path(dest)
-        if dest.is_dir():
-            dest = dest / f"{voice.name}.zip"
-        files = {f: (voice.folder / f).read_bytes() for f in _ARCHIVE_FILES if (voice.folder / f).is_file()}
+        with self._writing(name):  # no overwrite mid-read: the archive holds one version
+            voice = self.get(name)
+            if dest.is_dir():
+                dest = dest / f"{voice.name}.zip"
+            kind = _archive_kind(dest)
+            files = {REFERENCE: _read_regular(voice.reference_path, MAX_REFERENCE_BYTES)}
+            if voice.ref_text:
+                files[TRANSCRIPT] = (voice.ref_text + "\n").encode("utf-8")
+            row = VoiceRow(voice.name, voice.created_at, voice.source, voice.ref_text, voice.description, voice.language, voice.duration_s, voice.sample_rate)
+            files[VOICE_JSON] = json.dumps(_voice_json(row), indent=2, ensure_ascii=False).encode("utf-8")
         buf = io.BytesIO()
-        kind = _archive_kind(dest)
         if kind == "zip":
             with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
                 for f, data in files.items():
@@ -199,25 +303,30 @@ class VoiceLibrary:
     def import_archive(self, archive: str | Path | bytes, name: str | None = None, *, overwrite: bool = False) -> Voice:
         """Add the voice in an archive made by `export` (as `name`, or the name it was exported with).
 
-        Only `reference.wav`, `transcript.txt` and `voice.json` are read from it; members with
-        absolute paths, `..` or links are refused, and the audio is checked like `add` does.
+        Only `reference.wav`, `transcript.txt` and `voice.json` are read from it, each up to a size
+        limit; members with absolute paths, `..`, links or duplicates are refused, every field of
+        voice.json is checked (unknown keys are ignored: newer koe versions may add some), the
+        transcript must be UTF-8 and the audio is checked like `add` does. A refused archive leaves
+        nothing behind.
         """
-        files = _read_archive(archive)
-        meta: dict[str, Any] = {}
+        files = _read_archive(archive, self.limits)
+        fields: dict[str, Any] = {}
         if VOICE_JSON in files:
-            try:
-                meta = json.loads(files[VOICE_JSON].decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as e:
-                raise InvalidRequest(f"voice archive: voice.json is not valid JSON ({e})") from e
+            fields = check_manifest(parse_manifest(files[VOICE_JSON]), self.limits, complete=False)
         if REFERENCE not in files:
             raise InvalidRequest(f"voice archive holds no {REFERENCE}")
-        ref_text = files[TRANSCRIPT].decode("utf-8", errors="replace").strip() if TRANSCRIPT in files else meta.get("ref_text")
-        target = name or meta.get("name")
+        ref_text = fields.get("ref_text")
+        if TRANSCRIPT in files:
+            try:
+                ref_text = files[TRANSCRIPT].decode("utf-8").removeprefix("\ufeff")
+            except UnicodeDecodeError as e:
+                raise InvalidRequest(f"voice archive: {TRANSCRIPT} is not UTF-8 text ({e.reason} at byte {e.start})", param="ref_text") from e
+        target = name or fields.get("name")
         if not target:
             raise InvalidRequest("voice archive has no name in voice.json; give one")
         return self.add(
-            str(target), files[REFERENCE], ref_text, description=meta.get("description"),
-            language=meta.get("language"), source="import", overwrite=overwrite,
+            target, files[REFERENCE], ref_text, description=fields.get("description"),
+            language=fields.get("language"), source="import", overwrite=overwrite,
         )  # fmt: skip
 
     # -- prepared prompts -----------------------------------------------------------------------
@@ -225,7 +334,8 @@ class VoiceLibrary:
         """The voice prompt of voice `name` for model `model_key`: loaded from `prompts/<model_key>/`,
         or made with `prepare(voice)` (e.g. the engine's `prepare_voice`) and saved there first.
 
-        `load(folder)` reads a saved prompt (e.g. `VoicePrompt.load`); a damaged one is remade.
+        `load(folder)` reads a saved prompt (e.g. `VoicePrompt.load`); a damaged one is remade. A
+        prompt is not kept when the voice was overwritten (by another process) while it was made.
         """
         check_name(model_key, "model key")
         voice = self.get(name)
@@ -241,9 +351,12 @@ class VoiceLibrary:
             if save is None:
                 raise Unavailable("this engine's voice prompts cannot be saved")
             try:
+                if self._read_folder(voice.folder).created_at != voice.created_at:
+                    log.info("voice %s was replaced while its prompt was made; not keeping it", voice.name)
+                    return prompt
                 with atomic_folder(folder, replace=True) as tmp:
                     save(tmp)
-            except OSError as e:
+            except (OSError, InvalidRequest) as e:
                 log.warning("could not keep the prepared prompt for %s (%s)", voice.name, e)
             return prompt
 
@@ -252,35 +365,265 @@ class VoiceLibrary:
         with self._locks_guard:
             return self._locks.setdefault(name.lower(), threading.Lock())
 
+    @contextmanager
+    def _writing(self, name: str) -> Iterator[None]:
+        """Hold `name`'s lock in this process and the lock on the voices folder across processes."""
+        with self._lock(name), path_lock(self.root):
+            yield
+
     def _voice(self, row: VoiceRow) -> Voice:
         return Voice(row.name, self.root / row.name, row.source, row.created_at, row.ref_text, row.description, row.language, row.duration_s, row.sample_rate)
 
-    def _reconcile(self) -> None:
-        """Make koe.db agree with the folders: index complete folders it lacks, forget rows without a folder."""
-        rows = {r.name for r in self.db.list_voices()}
-        on_disk = {}
-        for p in self.root.iterdir():
-            if p.is_dir() and not p.name.startswith(".") and (p / VOICE_JSON).is_file() and (p / REFERENCE).is_file():
-                on_disk[p.name] = p
-        for name in rows - set(on_disk):
-            self.db.delete_voice(name)
-        for name in set(on_disk) - rows:
+    def _not_found(self, name: str) -> NotFound:
+        known = [v.name for v in self.list()]
+        return NotFound(f"no voice named {name!r}; voices: {', '.join(known) if known else '(none yet: koe voices add NAME --ref clip.wav)'}", param="voice")
+
+    def _warn(self, message: str) -> None:
+        """Log `message` once per library (a listing is not a flood of the same warning)."""
+        if message not in self._warned:
+            self._warned.add(message)
+            log.warning("%s", message)
+
+    def _read_folder(self, folder: Path) -> VoiceRow:
+        """The voice in `folder`, from its voice.json, checked; the folder's name is the voice's name.
+
+        Raises `FileNotFoundError` when voice.json or reference.wav is missing, another `OSError`
+        when one cannot be read, `InvalidRequest` when the name or a field is bad.
+        """
+        check_name(folder.name, "voice")
+        fields = check_manifest(parse_manifest(_read_regular(folder / VOICE_JSON, MAX_MANIFEST_BYTES)), self.limits, complete=True)
+        ref = folder / REFERENCE
+        try:
+            st = ref.stat()
+        except FileNotFoundError:
+            if (folder / VOICE_JSON).is_file():
+                raise InvalidRequest(f"{REFERENCE} is missing") from None
+            raise  # the whole folder went: mid-swap or removed
+        if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
+            raise InvalidRequest(f"{REFERENCE} is not a regular, non-empty file")
+        with open(ref, "rb"):
+            pass  # readable
+        return VoiceRow(
+            folder.name, float(fields["created_at"]), fields["source"], fields.get("ref_text"), fields.get("description"),
+            fields.get("language"), float(fields["duration_s"]), int(fields["sample_rate"]),
+        )  # fmt: skip
+
+    def _read_live(self, name: str) -> VoiceRow:
+        """`_read_folder(root/name)`, retried for up to SWAP_WAIT_S while the folder is missing: an
+        overwrite on a file system without atomic exchange leaves it gone between two renames."""
+        deadline = time.monotonic() + SWAP_WAIT_S
+        delay = 0.001
+        while True:
             try:
-                meta = json.loads((on_disk[name] / VOICE_JSON).read_text(encoding="utf-8"))
-                self.db.put_voice(VoiceRow(
-                    name, float(meta.get("created_at", time.time())), str(meta.get("source", "clip")), meta.get("ref_text"),
-                    meta.get("description"), meta.get("language"), float(meta["duration_s"]), int(meta["sample_rate"]),
-                ))  # fmt: skip
-            except (OSError, ValueError, KeyError, TypeError) as e:
-                log.warning("voice folder %s is not readable (%s); skipped", on_disk[name], e)
+                return self._read_folder(self.root / name)
+            except FileNotFoundError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(2 * delay, 0.02)
+
+    def _from_folder_or_warn(self, name: str, why: str) -> Voice | None:
+        try:
+            check_name(name, "voice")
+            voice = self._voice(self._read_folder(self.root / name))
+        except (InvalidRequest, OSError) as e:
+            self._warn(f"voice {name!r} skipped: {why}; its folder: {_reason(e)}")
+            return None
+        self._warn(f"voice {name!r}: {why}; using its voice.json")
+        return voice
+
+    def _reconcile(self) -> None:
+        """Make koe.db agree with the folders, which win: index good folders it lacks or has wrong,
+        forget rows without a good folder, skip (with a warning) folders that are not good voices,
+        and sweep the leftovers of crashed prompt writes."""
+        with path_lock(self.root):
+            found: dict[str, VoiceRow] = {}
+            try:
+                entries = sorted(self.root.iterdir())
+            except OSError as e:
+                raise StorageError(f"cannot read the voice folder {self.root}: {e.strerror}") from e
+            for p in entries:
+                if p.name.startswith(".") or not p.is_dir():
+                    continue
+                try:
+                    row = self._read_folder(p)
+                except (InvalidRequest, OSError) as e:
+                    self._warn(f"voice folder {p} skipped: {_reason(e)}")
+                    continue
+                if row.name.lower() in found:
+                    self._warn(f"voice folder {p} skipped: another folder has the same name in other case")
+                    continue
+                found[row.name.lower()] = row
+                sweep_leftovers(p / PROMPTS)
+            try:
+                indexed = {r.name: r for r in self.db.list_voices()}
+                for name in indexed:
+                    if name.lower() not in found or found[name.lower()].name != name:
+                        self.db.delete_voice(name)
+                for row in found.values():
+                    if indexed.get(row.name) != row:
+                        self.db.put_voice(row)
+            except sqlite3.Error as e:
+                log.warning("could not bring koe.db's voices up to date (%s); listing what it has", e)
+
+
+# -- voice.json -------------------------------------------------------------------------------------
+def parse_manifest(data: bytes) -> Any:
+    """voice.json's bytes parsed as JSON (UTF-8, at most MAX_MANIFEST_BYTES); `InvalidRequest` if they are not."""
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise InvalidRequest(f"{VOICE_JSON} is over {MAX_MANIFEST_BYTES // 1024} KiB")
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise InvalidRequest(f"{VOICE_JSON} is not UTF-8 ({e.reason} at byte {e.start})") from e
+    except (ValueError, RecursionError) as e:
+        raise InvalidRequest(f"{VOICE_JSON} is not valid JSON ({e})") from e
+
+
+def check_manifest(meta: Any, limits: VoiceLimits, *, complete: bool) -> dict[str, Any]:
+    """The fields of a voice.json, each checked for its type, length and allowed values.
+
+    `complete` (a folder koe wrote) requires every field; otherwise (an archive) absent fields are
+    fine and only those present are checked. Unknown keys are ignored (newer koe versions may add
+    some; `format` says when a change is not compatible). Raises `InvalidRequest` naming the field.
+    """
+    if not isinstance(meta, dict):
+        raise InvalidRequest(f"{VOICE_JSON} must hold a JSON object, not {_kind(meta)}")
+
+    def present(key: str) -> bool:
+        if meta.get(key) is not None:
+            return True
+        if complete and key in ("format", "name", "created_at", "source", "duration_s", "sample_rate"):
+            raise InvalidRequest(f"{VOICE_JSON} has no {key!r}", param=key)
+        return False
+
+    out: dict[str, Any] = {}
+    if present("format"):
+        fmt = meta["format"]
+        if not _is_int(fmt) or fmt < 1:
+            raise InvalidRequest(f"{VOICE_JSON}: 'format' must be a positive whole number, not {_shown(fmt)}", param="format")
+        if fmt > FORMAT:
+            raise InvalidRequest(f"{VOICE_JSON} has format {fmt}, made by a newer koe (this one reads format {FORMAT})", hint="upgrade koe", param="format")
+    if present("koe_version"):
+        _text(meta["koe_version"], f"{VOICE_JSON}: 'koe_version'", "koe_version", MAX_VERSION_CHARS, one_line=True)
+    if present("name"):
+        if not isinstance(meta["name"], str):
+            raise InvalidRequest(f"{VOICE_JSON}: 'name' must be text, not {_kind(meta['name'])}", param="name")
+        out["name"] = check_name(meta["name"], "voice")
+    if present("source"):
+        if meta["source"] not in SOURCES:
+            raise InvalidRequest(f"{VOICE_JSON}: 'source' must be one of {', '.join(SOURCES)}, not {_shown(meta['source'])}", param="source")
+        out["source"] = meta["source"]
+    for key, lo, hi in (("created_at", 0.0, 1e11), ("duration_s", 1e-3, MAX_STORED_SECONDS)):
+        if present(key):
+            v = meta[key]
+            if not _is_number(v) or not lo <= v <= hi:
+                raise InvalidRequest(f"{VOICE_JSON}: {key!r} must be a number from {lo:g} to {hi:g}, not {_shown(v)}", param=key)
+            out[key] = float(v)
+    if present("sample_rate"):
+        v = meta["sample_rate"]
+        if not _is_int(v) or not SAMPLE_RATES[0] <= v <= SAMPLE_RATES[1]:
+            raise InvalidRequest(f"{VOICE_JSON}: 'sample_rate' must be a whole number of Hz from {SAMPLE_RATES[0]} to {SAMPLE_RATES[1]}, not {_shown(v)}", param="sample_rate")
+        out["sample_rate"] = v
+    for key, what, limit, one_line in (
+        ("ref_text", "'ref_text' (the transcript)", limits.transcript_chars, False),
+        ("description", "'description'", limits.description_chars, False),
+        ("language", "'language'", limits.language_chars, True),
+    ):
+        if key in meta:
+            out[key] = _text(meta[key], f"{VOICE_JSON}: {what}", key, limit, one_line=one_line)
+    return out
+
+
+def check_row(row: VoiceRow, limits: VoiceLimits) -> None:
+    """Raise `InvalidRequest` when a voice's index row has a bad name or a field voice.json could not hold."""
+    check_name(row.name, "voice")
+    check_manifest({"format": FORMAT, **asdict(row)}, limits, complete=True)
 
 
 def _voice_json(row: VoiceRow) -> dict[str, Any]:
     from koe import __version__
 
-    return {"format": 1, "koe_version": __version__, **asdict(row)}
+    return {"format": FORMAT, "koe_version": __version__, **asdict(row)}
 
 
+def _text(value: Any, what: str, param: str, limit: int, *, one_line: bool = False) -> str | None:
+    """`value` stripped (None when empty), if it is text within `limit` characters; else `InvalidRequest`."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidRequest(f"{what} must be text, not {_kind(value)}", param=param)
+    value = value.strip()
+    if not value:
+        return None
+    if len(value) > limit:
+        raise InvalidRequest(f"{what} is {len(value)} characters long; at most {limit} are allowed", param=param)
+    bad = _NOT_TEXT.search(value)
+    if bad is not None or (one_line and ("\n" in value or "\r" in value)):
+        ch = bad.group() if bad is not None else "\n"
+        raise InvalidRequest(f"{what} holds a character that is not allowed there (U+{ord(ch):04X})", param=param)
+    return value
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _kind(v: Any) -> str:
+    """What a JSON value is, in words, for an error message (never the value itself: it may be huge)."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true/false"
+    if isinstance(v, (int, float)):
+        return "a number"
+    if isinstance(v, str):
+        return "text"
+    if isinstance(v, dict):
+        return "an object"
+    if isinstance(v, (list, tuple)):
+        return "a list"
+    return type(v).__name__
+
+
+def _shown(v: Any) -> str:
+    """A short rendering of a bad value (numbers and short text as they are, anything else by kind)."""
+    if _is_number(v) and abs(v) < 1e15:
+        return repr(v)
+    if isinstance(v, str) and len(v) <= 40:
+        return repr(v)
+    return _kind(v)
+
+
+def _reason(e: BaseException) -> str:
+    """An error in a few words, without the absolute path of a file."""
+    if isinstance(e, OSError) and e.filename:
+        return f"{Path(str(e.filename)).name}: {e.strerror or e}"
+    return str(e)
+
+
+def _read_regular(path: Path, limit: int) -> bytes:
+    """The bytes of the regular file `path` (a link to one is followed), at most `limit`; else `InvalidRequest`.
+
+    A device or FIFO put in a voice folder could hang or flood a reader; it is refused.
+    """
+    with open(path, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise InvalidRequest(f"{path.name} is not a regular file")
+        if st.st_size > limit:
+            raise InvalidRequest(f"{path.name} is over {limit // 1024} KiB")
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise InvalidRequest(f"{path.name} is over {limit // 1024} KiB")
+    return data
+
+
+# -- archives ---------------------------------------------------------------------------------------
 def _archive_kind(path: Path) -> str:
     name = path.name.lower()
     if name.endswith(".zip"):
@@ -295,50 +638,115 @@ def _archive_kind(path: Path) -> str:
 def _member_file(member: str) -> str | None:
     """The voice file a member names (`reference.wav` or `<voice>/reference.wav`), None to skip; unsafe paths raise."""
     parts = member.replace("\\", "/").split("/")
-    if member.startswith(("/", "\\")) or ".." in parts or (parts and ":" in parts[0]):
-        raise InvalidRequest(f"voice archive member {member!r} has an unsafe path")
+    if member.startswith(("/", "\\")) or ".." in parts or (parts and ":" in parts[0]) or "\x00" in member:
+        raise InvalidRequest(f"voice archive member {member[:200]!r} has an unsafe path")
     parts = [p for p in parts if p not in ("", ".")]
     if len(parts) in (1, 2) and parts[-1] in _ARCHIVE_FILES:
         return parts[-1]
     return None
 
 
-def _read_archive(archive: str | Path | bytes) -> dict[str, bytes]:
+def _member_limit(f: str, limits: VoiceLimits) -> int:
+    """The most bytes a wanted member may hold (a transcript: 4 UTF-8 bytes a character, plus slack)."""
+    if f == VOICE_JSON:
+        return MAX_MANIFEST_BYTES
+    if f == TRANSCRIPT:
+        return 4 * limits.transcript_chars + 64 * 1024
+    return MAX_REFERENCE_BYTES
+
+
+def _archive_bytes(archive: str | Path | bytes) -> tuple[bytes, str]:
     if isinstance(archive, (bytes, bytearray)):
-        data = bytes(archive)
-        label = "<upload>"
+        data, label = bytes(archive), "<upload>"
     else:
         path = Path(archive)
         if not path.is_file():
             raise NotFound(f"no such archive: {path}")
         if path.stat().st_size > MAX_ARCHIVE_BYTES:
-            raise InvalidRequest(f"voice archive {path.name} is too large")
-        data = path.read_bytes()
+            raise InvalidRequest(f"voice archive {path.name} is too large (over {MAX_ARCHIVE_BYTES >> 20} MiB)")
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            raise InvalidRequest(f"cannot read the voice archive {path.name}: {e.strerror}") from e
         label = path.name
-    files: dict[str, bytes] = {}
-    if zipfile.is_zipfile(io.BytesIO(data)):
-        with zipfile.ZipFile(io.BytesIO(data)) as zf:
-            for info in zf.infolist():
-                f = _member_file(info.filename)
-                if f is None or info.is_dir():
-                    continue
-                if info.file_size > MAX_ARCHIVE_BYTES:
-                    raise InvalidRequest(f"voice archive member {info.filename!r} is too large")
-                files[f] = zf.read(info)
-        return files
+    if len(data) > MAX_ARCHIVE_BYTES:
+        raise InvalidRequest(f"voice archive {label} is too large (over {MAX_ARCHIVE_BYTES >> 20} MiB)")
+    return data, label
+
+
+def _read_archive(archive: str | Path | bytes, limits: VoiceLimits) -> dict[str, bytes]:
+    """The wanted members of a .zip or .tar(.gz) voice archive, each read within its limit; anything
+    unsafe, oversized or damaged is `InvalidRequest`."""
+    data, label = _archive_bytes(archive)
     try:
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tf:
-            for m in tf.getmembers():
-                f = _member_file(m.name)
-                if f is None or m.isdir():
-                    continue
-                if not m.isfile():
-                    raise InvalidRequest(f"voice archive member {m.name!r} is a link or device; refused")
-                if m.size > MAX_ARCHIVE_BYTES:
-                    raise InvalidRequest(f"voice archive member {m.name!r} is too large")
-                fobj = tf.extractfile(m)
-                if fobj is not None:
-                    files[f] = fobj.read()
+        if zipfile.is_zipfile(io.BytesIO(data)):
+            return _read_zip(data, limits)
+        return _read_tar(data, label, limits)
+    except KoeError:
+        raise
+    except (zipfile.BadZipFile, tarfile.TarError, zlib.error, EOFError, OSError, RuntimeError, ValueError, NotImplementedError) as e:
+        raise InvalidRequest(f"voice archive {label} is damaged: {e}") from e
+
+
+def _wanted(files: dict[str, bytes], name: str, size: int, limits: VoiceLimits) -> str | None:
+    """The voice file member `name` holds (None to skip it), after the checks every kind of archive shares."""
+    f = _member_file(name)
+    if f is None:
+        return None
+    if f in files:
+        raise InvalidRequest(f"voice archive holds more than one {f}")
+    if size > _member_limit(f, limits):
+        raise InvalidRequest(f"voice archive member {name[:200]!r} is too large", param="ref_text" if f == TRANSCRIPT else None)
+    return f
+
+
+def _read_zip(data: bytes, limits: VoiceLimits) -> dict[str, bytes]:
+    files: dict[str, bytes] = {}
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        infos = zf.infolist()
+        if len(infos) > MAX_MEMBERS:
+            raise InvalidRequest(f"voice archive has {len(infos)} members; a voice has 3")
+        for info in infos:
+            if info.is_dir():
+                _member_file(info.filename)  # still refuse unsafe paths
+                continue
+            f = _wanted(files, info.filename, info.file_size, limits)
+            if f is None:
+                continue
+            kind = stat.S_IFMT(info.external_attr >> 16)
+            if kind and kind != stat.S_IFREG:
+                raise InvalidRequest(f"voice archive member {info.filename[:200]!r} is a link or device; refused")
+            limit = _member_limit(f, limits)
+            with zf.open(info) as fh:  # reads at most the size it claims, then checks the CRC
+                blob = fh.read(limit + 1)
+            if len(blob) > limit:
+                raise InvalidRequest(f"voice archive member {info.filename[:200]!r} is too large")
+            files[f] = blob
+    return files
+
+
+def _read_tar(data: bytes, label: str, limits: VoiceLimits) -> dict[str, bytes]:
+    try:
+        tf = tarfile.open(fileobj=io.BytesIO(data), mode="r:*")
     except tarfile.TarError as e:
         raise InvalidRequest(f"{label} is not a voice archive (.zip or .tar): {e}") from e
+    files: dict[str, bytes] = {}
+    count = unpacked = 0
+    with tf:
+        while (m := tf.next()) is not None:  # one header at a time: the sizes are checked before any data is read
+            count += 1
+            unpacked += max(m.size, 0)
+            if count > MAX_MEMBERS or unpacked > MAX_UNPACKED_BYTES:
+                raise InvalidRequest(f"voice archive {label} is too large or has too many members")
+            if m.isdir():
+                _member_file(m.name)
+                continue
+            f = _wanted(files, m.name, m.size, limits)
+            if f is None:
+                continue
+            if not m.isfile():
+                raise InvalidRequest(f"voice archive member {m.name[:200]!r} is a link or device; refused")
+            fobj = tf.extractfile(m)
+            blob = fobj.read(_member_limit(f, limits) + 1) if fobj is not None else b""
+            files[f] = blob
     return files
