@@ -10,6 +10,7 @@ family never edits them.
 from __future__ import annotations
 
 import math
+import numbers
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+
+from koe.text.checks import has_speech, text_problem
 
 # -- voice modes -------------------------------------------------------------------------------
 PRESET = "preset"  # a named speaker the model ships with
@@ -67,6 +70,26 @@ class InvalidOption(RequestError):
 
 class Cancelled(Exception):
     """Raised inside a generation whose cancel handle was set."""
+
+
+# -- seeds ---------------------------------------------------------------------------------------
+SEED_LIMIT = 2**63  # seeds are 0 <= seed < 2**63 (see `check_seed`)
+
+
+def check_seed(seed: Any, param: str = "seed") -> int | None:
+    """`seed` as an int (None stays None); `RequestError` naming `param` unless 0 <= seed < 2**63.
+
+    torch takes seeds in [-2**63, 2**64); koe gives segment i of a long text seed + i, so seeds
+    stop at 2**63, which leaves room for every segment and fits a signed 64-bit integer (SQLite,
+    JSON clients). Negative seeds are refused rather than wrapped as torch would.
+    """
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise RequestError(f"{param} must be a whole number, got {seed!r}", param=param)
+    if not 0 <= int(seed) < SEED_LIMIT:
+        raise RequestError(f"{param} must be 0 <= {param} < 2**63, got {seed!r}", param=param)
+    return int(seed)
 
 
 # -- options -------------------------------------------------------------------------------------
@@ -272,9 +295,44 @@ class SynthesisRequest:
     pause_s: float | None = None
     max_segment_s: float | None = None
 
+    def __post_init__(self) -> None:
+        """Refuse what no engine can take, naming the field (`RequestError`, `EmptyText`): text that
+        is not a string, holds a lone surrogate or has nothing to speak; a seed outside
+        0 <= seed < 2**63; negative or non-finite pauses and chunk sizes. Valid values pass unchanged."""
+        problem = text_problem(self.text, "text")
+        if problem is not None:
+            raise RequestError(problem.message, param="input")
+        if self.text.strip() and not has_speech(self.text):
+            raise EmptyText("text has nothing to speak: only whitespace, invisible or control characters")
+        for name, value, param in (("instruct", self.instruct, "instructions"), ("language", self.language, "language")):
+            problem = None if value is None else text_problem(value, name)
+            if problem is not None:
+                raise RequestError(problem.message, param=param)
+        if isinstance(self.voice, str) and (problem := text_problem(self.voice, "voice")) is not None:
+            raise UnsupportedVoice(problem.message)
+        check_seed(self.seed)
+        if self.options is not None and not isinstance(self.options, Mapping):
+            raise RequestError(f"options must be a mapping of option names to values, got {type(self.options).__name__}", param="options")
+        _check_number("pause_s", self.pause_s, low=0.0, open_low=False)
+        for name in ("first_chunk_s", "chunk_s", "max_segment_s"):
+            _check_number(name, getattr(self, name), low=0.0, open_low=True)
+        n = self.max_segment_chars
+        if n is not None and (isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1):
+            raise RequestError(f"max_segment_chars must be a whole number >= 1, got {n!r}", param="max_segment_chars")
+
     @property
     def streamed(self) -> bool:
         return self.stream or self.first_chunk_s is not None or self.chunk_s is not None
+
+
+def _check_number(name: str, value: Any, *, low: float, open_low: bool) -> None:
+    """None, or a finite real number above `low` (or at it, unless `open_low`); else `RequestError`."""
+    if value is None:
+        return
+    ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
+    if not ok or value < low or (open_low and value == low):
+        rule = f"{'>' if open_low else '>='} {low:g}"
+        raise RequestError(f"{name} must be a number {rule}, got {value!r}", param=name)
 
 
 @dataclass

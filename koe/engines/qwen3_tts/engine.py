@@ -33,6 +33,7 @@ from koe.engines.qwen3_tts.streaming import CodecStream
 from koe.engines.qwen3_tts.voice import VoicePrompt, VoicePromptError, model_stamp, reference_audio, to_codec_rate
 from koe.runtime.device import resolve_device, resolve_dtype
 from koe.runtime.sampling import SamplingConfig
+from koe.text.checks import text_problem
 from koe.text.segment import segment_text
 
 log = logging.getLogger(__name__)
@@ -191,6 +192,9 @@ class Qwen3TTSEngine(NativeAPI):
         for text, language, speaker, instruct, voice in zip(texts, languages, speakers, instructs, voices, strict=True):
             if not isinstance(text, str) or not text.strip():
                 raise EmptyText("text is empty: give at least one word to speak")
+            for value, name, param in ((text, "text", "input"), (instruct, "instruct", "instructions")):
+                if isinstance(value, str) and (problem := text_problem(value, name)) is not None:
+                    raise RequestError(problem.message, param=param)  # the tokenizer cannot take it
             language = self._check_language(language)
             clone = self._clone_prompt(voice)
             if clone is not None and speaker:
