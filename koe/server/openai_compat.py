@@ -6,18 +6,24 @@ then OpenAI's voice names (alloy, echo, ...), which mean what the model's family
 the family gives them no meaning, on a model with a voice of its own (voice mode `none`) they mean
 that voice (with `instructions` on a model that designs voices: the described voice); on a model
 that only clones they mean nothing: cloning needs a library voice (POST /v1/audio/voices).
+
+Every text in a body is checked for lone surrogates first (`koe.text.checks`): JSON can carry
+them ("\\ud800"), and they would fail deep inside a tokenizer, SQLite or the error encoder.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from koe.engines.base import NO_VOICE
 from koe.engines.registry import spec
-from koe.service.errors import InvalidRequest
+from koe.service.errors import InvalidRequest, KoeError
 from koe.service.home import KoeHome
 from koe.service.models import ModelDetails
 from koe.service.plan import Planner
 from koe.service.requests import SpeechRequest
 from koe.server.schemas import SpeechBody
+from koe.text.checks import lone_surrogate, text_problem
 
 # OpenAI's model names; each means the configured default model.
 OPENAI_MODELS = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
@@ -33,11 +39,16 @@ def model_name(requested: str, home: KoeHome) -> str | None:
         return None
     if "/" in name or "\\" in name or name.startswith((".", "~")):
         raise InvalidRequest(f"model {requested!r}: give an installed model's name, not a path", param="model")
-    return home.models.get(name).ref.name  # NotFound lists the installed models
+    try:
+        return home.models.get(name).ref.name  # NotFound lists the installed models
+    except KoeError as e:
+        e.param = "model"  # the store names its argument "name"; here it is the body's `model`
+        raise
 
 
 def speech_request(body: SpeechBody, home: KoeHome, planner: Planner) -> SpeechRequest:
     """The service request for an OpenAI speech body, with the voice resolved as described above."""
+    check_body_texts(body)
     model = model_name(body.model, home)
     details = planner.details(home.models.resolve(model, home.settings.models.default))
     request = SpeechRequest(
@@ -53,6 +64,33 @@ def speech_request(body: SpeechBody, home: KoeHome, planner: Planner) -> SpeechR
         return request
     _apply_alias(request, alias, details)
     return request
+
+
+def check_body_texts(body: SpeechBody) -> None:
+    """`InvalidRequest` naming the first field whose text (options and flat fields included, at
+    any depth) holds a lone surrogate."""
+    fields: dict[str, Any] = {"model": body.model, "input": body.input, "voice": body.voice_name, "instructions": body.instructions,
+                              "language": body.language, **(body.options or {}), **body.flat_options}  # fmt: skip
+    for param, value in fields.items():
+        bad = _first_bad_text(value)
+        if bad is not None:
+            raise InvalidRequest(text_problem(bad, param).message, param=param)
+
+
+def _first_bad_text(value: Any) -> str | None:
+    """The first string (a dict's keys and values, a list's items, at any depth) holding a lone
+    surrogate, or None. Iterative, so no nesting depth can exhaust the stack."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if lone_surrogate(item) is not None:
+                return item
+        elif isinstance(item, dict):
+            pending.extend([*item.keys(), *item.values()])
+        elif isinstance(item, list):
+            pending.extend(item)
+    return None
 
 
 def _options(body: SpeechBody, details: ModelDetails) -> dict:

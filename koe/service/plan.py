@@ -1,6 +1,7 @@
 """Request planning: everything a caller can get wrong is found here, before a model is loaded.
 
-Empty or oversize text, unknown model, voice, speaker or language, a voice that needs another kind
+Empty, oversize or malformed text (lone surrogates, control characters, nothing to speak: see
+`koe.text.checks`), over-long instructions and transcripts, a seed out of range, unknown model, voice, speaker or language, a voice that needs another kind
 of model, bad speed, format or option values: all are checked against the model's description
 (`koe.engines.registry.describe`: its capabilities, read from its files alone), so the server can
 answer 4xx before it starts streaming. Nothing here knows a family: voice modes, speakers,
@@ -17,7 +18,7 @@ import numpy as np
 
 from koe.audio.errors import AudioError
 from koe.audio.io import load_audio
-from koe.engines.base import CLONE, CLONE_WITHOUT_TRANSCRIPT, DESIGN, NO_VOICE, PRESET, Capabilities, RequestError
+from koe.engines.base import CLONE, CLONE_WITHOUT_TRANSCRIPT, DESIGN, NO_VOICE, PRESET, Capabilities, RequestError, check_seed
 from koe.service.encode import AudioFormat, get_format
 from koe.service.errors import InvalidRequest, NotFound, PayloadTooLarge
 from koe.service.models import ModelDetails, ModelRef, ModelStore, inspect_model
@@ -25,6 +26,7 @@ from koe.service.requests import SpeechRequest
 from koe.service.settings import Settings
 from koe.service.tempo import check_speed
 from koe.service.voices import VoiceLibrary
+from koe.text.checks import text_problem
 
 Mode = Literal["speaker", "design", "clone_voice", "clone_clip", "none"]
 _NEEDS: dict[str, frozenset[str]] = {
@@ -98,6 +100,7 @@ class Planner:
         """Validate `request`; raises a `KoeError` subclass naming what is wrong and what is valid."""
         s = self.settings.synthesis
         text = self._text(request.text)
+        self._check_fields(request)
         ref = self.models.resolve(request.model, self.settings.models.default)
         details = self.details(ref)
         if details.missing:
@@ -117,8 +120,10 @@ class Planner:
         seed = request.seed if request.seed is not None else s.seed
         if seed is None:
             seed = secrets.randbelow(2**31)
-        if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:
-            raise InvalidRequest(f"seed must be a whole number >= 0, got {seed!r}", param="seed")
+        try:
+            seed = check_seed(seed)
+        except RequestError as e:
+            raise InvalidRequest(str(e), param="seed") from e
         speed = check_speed(request.speed if request.speed is not None else s.speed)
         if speed != 1.0 and caps.native_speed and caps.options.get("speed") is not None and "speed" not in options:
             options["speed"], speed = caps.options.get("speed").check(speed), 1.0  # the model speaks at that rate itself
@@ -133,12 +138,37 @@ class Planner:
 
     # -- parts ----------------------------------------------------------------------------------
     def _text(self, text: str) -> str:
-        if not isinstance(text, str) or not text.strip():
+        """The text to speak, stripped; refused when empty, malformed or over `max_input_chars`."""
+        if isinstance(text, str) and not text.strip():
             raise InvalidRequest("input text is empty: give at least one word to speak", param="input")
+        problem = text_problem(text, "input text", controls=True, speech=True)
+        if problem is not None:
+            raise InvalidRequest(problem.message, param="input")
         text = text.strip()
         if self.max_input_chars and len(text) > self.max_input_chars:
             raise PayloadTooLarge(f"input text is {len(text)} characters; at most {self.max_input_chars} are allowed", param="input")
         return text
+
+    def _check_fields(self, r: SpeechRequest) -> None:
+        """The request's other texts: no lone surrogates anywhere; instructions, the voice
+        description and the transcript also without control characters and within their caps."""
+        limits = self.settings.server
+        long_texts = (
+            ("instructions", r.instruct, limits.max_instructions_chars, "server.max_instructions_chars"),
+            ("design", r.design, limits.max_instructions_chars, "server.max_instructions_chars"),
+            ("ref_text", r.ref_text, limits.max_transcript_chars, "server.max_transcript_chars"),
+        )  # fmt: skip
+        for param, value, cap, setting in long_texts:
+            if value is None:
+                continue
+            problem = text_problem(value, param, controls=True)
+            if problem is not None:
+                raise InvalidRequest(problem.message, param=param)
+            if len(value.strip()) > cap:
+                raise InvalidRequest(f"{param}: {len(value.strip())} characters; at most {cap} are allowed ({setting})", param=param)
+        for param, value in (("voice", r.voice), ("speaker", r.speaker), ("language", r.language), ("model", r.model)):
+            if isinstance(value, str) and (problem := text_problem(value, param)) is not None:
+                raise InvalidRequest(problem.message, param=param)
 
     def _voice(self, r: SpeechRequest, ref: ModelRef, caps: Capabilities, warnings: list[str]) -> tuple[Mode, str | None, str | None, str | None]:
         modes = caps.voice_modes
