@@ -9,7 +9,8 @@ generation runs, new requests pile up and form the next batch without any extra 
 jobs run alone and hand their chunks over a thread-safe queue.
 
 Every job carries a `CancelToken`: a job cancelled while waiting is dropped; a running job stops
-within a frame; a batch stops when all of its jobs are cancelled. Thread-based and asyncio-free so
+within a frame; a batch stops when all of its jobs are cancelled. A batch that fails in a way one
+request could cause is spoken again one request at a time, so a poisoned request fails alone. Thread-based and asyncio-free so
 any caller can use it; the HTTP server awaits `SpeechJob.future` with `asyncio.wrap_future`.
 """
 
@@ -234,23 +235,16 @@ class _Lane:
         batch = [job for job in batch if job.future.set_running_or_notify_cancel()]  # drops futures cancelled by their owner
         if not batch:
             return
-        outcome = "completed"
         try:
             if isinstance(batch[0], StreamJob):
                 self._run_stream(batch[0])
             else:
                 self._run_speak(batch)
-        except RequestCancelled as e:
-            outcome = "cancelled"
-            for job in batch:
-                _fail(job, e)
         except KoeError as e:
-            outcome = "failed"
             for job in batch:
                 _fail(job, e)
         except Exception as e:  # an engine bug must not kill the lane; the client gets a 500
             log.exception("generation failed on model %s", self.name)
-            outcome = "failed"
             for job in batch:
                 _fail(job, e)
         with self.cond:
@@ -259,19 +253,45 @@ class _Lane:
             s.seconds_per_run = elapsed if not s.seconds_per_run else 0.7 * s.seconds_per_run + 0.3 * elapsed
             s.batches += 1
             s.largest_batch = max(s.largest_batch, len(batch))
-            setattr(s, outcome, getattr(s, outcome) + len(batch))
+            for job in batch:
+                outcome = _outcome(job)
+                setattr(s, outcome, getattr(s, outcome) + 1)
 
     def _run_speak(self, batch: list[SpeechJob]) -> None:
+        """Speak one job, or a batch as one generation. A batch that fails in a way one request
+        could cause (`one_requests_fault`) is spoken again one job at a time, so the culprit fails
+        alone and the others get their audio; any other failure (cancellation, an unloadable
+        model, ...) is every job's and propagates."""
         synth = self.scheduler.synthesizer
         if len(batch) == 1:
-            outputs = [synth.speak(batch[0].plan, cancel=batch[0].cancel_token)]
-        else:
-            log.debug("batching %d requests on %s", len(batch), self.name)
-            token = _AllCancelled([j.cancel_token for j in batch])
+            _finish(batch[0], synth.speak(batch[0].plan, cancel=batch[0].cancel_token))
+            return
+        log.debug("batching %d requests on %s", len(batch), self.name)
+        token = _AllCancelled([j.cancel_token for j in batch])
+        try:
             outputs = synth.speak_batch([j.plan for j in batch], cancel=token)
+        except Exception as e:
+            if not one_requests_fault(e):
+                raise
+            log.warning("a batch of %d requests on %s failed (%s: %s); speaking them one at a time", len(batch), self.name, type(e).__name__, e)
+            for job in batch:
+                self._run_alone(job)
+            return
         for job, out in zip(batch, outputs, strict=True):
-            if not job.future.done():
-                job.future.set_result(out)
+            _finish(job, out)
+
+    def _run_alone(self, job: SpeechJob) -> None:
+        """Speak `job` by itself; its failure is its own (set on its future, never raised)."""
+        if job.cancelled:
+            _fail(job, RequestCancelled("the request was cancelled"))
+            return
+        try:
+            _finish(job, self.scheduler.synthesizer.speak(job.plan, cancel=job.cancel_token))
+        except KoeError as e:
+            _fail(job, e)
+        except Exception as e:
+            log.exception("generation failed on model %s", self.name)
+            _fail(job, e)
 
     def _run_stream(self, job: StreamJob) -> None:
         synth = self.scheduler.synthesizer
@@ -284,6 +304,31 @@ class _Lane:
         job.chunks.put(_END)
         if not job.future.done():
             job.future.set_result(None)
+
+
+def one_requests_fault(error: BaseException) -> bool:
+    """Whether a failed batch may owe its failure to one of its requests, so that speaking them
+    one by one can save the others: a request error (4xx) or an unexpected engine error (a
+    tokenizer that chokes on one text, say). Not cancellation, a busy or unavailable model, a
+    settings or storage fault (5xx), nor an OS error (a full disk fails every request alike)."""
+    if isinstance(error, KoeError):
+        return error.status < 500 and not isinstance(error, (RequestCancelled, Busy))
+    return isinstance(error, Exception) and not isinstance(error, (OSError, Cancelled))
+
+
+def _finish(job: SpeechJob, output: SpeechOutput) -> None:
+    if not job.future.done():
+        job.future.set_result(output)
+
+
+def _outcome(job: SpeechJob) -> str:
+    """The stats field a finished job counts in: completed, cancelled or failed."""
+    if not job.future.done():
+        return "completed"
+    error = job.future.exception()
+    if error is None:
+        return "completed"
+    return "cancelled" if isinstance(error, RequestCancelled) else "failed"
 
 
 def _fail(job: SpeechJob, error: BaseException) -> None:
