@@ -1,6 +1,5 @@
 """`koe speak`: text in, audio out (a file, stdout, or a stream as it is made)."""
 
-import os
 import sys
 import time
 from pathlib import Path
@@ -16,21 +15,41 @@ OWN_VOICE = "(the model's own)"  # how a result without a named voice is labelle
 
 
 def read_text(text: str | None, file: Path | None) -> str:
-    """The text to speak: TEXT, '-' (stdin), --file, or piped stdin."""
+    """The text to speak: TEXT, '-' (stdin), --file, or piped stdin; bytes that are not UTF-8 are
+    a one-line error naming the offset of the first bad byte (exit 2). A leading BOM is dropped."""
+    from koe.text.checks import Utf8Error, argument_bytes_problem, decode_utf8
+
     if text is not None and file is not None:
         fail("give TEXT or --file, not both", 2)
-    if file is not None:
-        try:
-            return file.read_text(encoding="utf-8")
-        except OSError as e:
-            fail(f"cannot read {file}: {e.strerror}", 2)
-        except UnicodeDecodeError:
-            fail(f"{file} is not UTF-8 text", 2)
-    if text == "-" or (text is None and not sys.stdin.isatty()):
-        return sys.stdin.read()
+    try:
+        if file is not None:
+            try:
+                return decode_utf8(file.read_bytes(), str(file))
+            except OSError as e:
+                fail(f"cannot read {file}: {e.strerror}", 2)
+        if text == "-" or (text is None and not sys.stdin.isatty()):
+            stdin = getattr(sys.stdin, "buffer", None)
+            return decode_utf8(stdin.read(), "stdin") if stdin is not None else sys.stdin.read()
+    except Utf8Error as e:
+        fail(str(e), 2)
+    except UnicodeDecodeError as e:  # a text-mode stdin without a byte buffer
+        fail(f"stdin is not UTF-8 text: byte at offset {e.start} cannot be decoded", 2)
     if text is None:
         fail("nothing to say: give TEXT, '-' to read stdin, or --file PATH", 2)
+    problem = argument_bytes_problem(text, "TEXT")
+    if problem:
+        fail(problem, 2)
     return text
+
+
+def _check_arguments(**arguments: str | None) -> None:
+    """A one-line error (exit 2) for an option whose bytes on the command line are not UTF-8."""
+    from koe.text.checks import argument_bytes_problem
+
+    for flag, value in arguments.items():
+        problem = argument_bytes_problem(value, f"--{flag.replace('_', '-')}") if value else None
+        if problem:
+            fail(problem, 2)
 
 
 @command
@@ -73,6 +92,7 @@ def speak(
     from koe.service.synthesizer import Synthesizer
 
     words = read_text(text, file)
+    _check_arguments(voice=voice, speaker=speaker, instruct=instruct, design=design, ref_text=ref_text, language=language, model=model)
     to_stdout = (output is not None and str(output) == "-") or (stream and output is None)
     if output is not None and not to_stdout:
         audio_format = format_for_path(output, fmt)
@@ -132,36 +152,28 @@ def _speak_with_progress(synth, plan, label: str):
 def _stream(synth, plan, output: Path | None) -> None:
     """Write chunks to stdout (or a file) as soon as they are made.
 
-    A file is written as `.NAME.partial` beside it and renamed into place when the stream ends:
-    a request that fails leaves no file, and never a truncated one where a file was before.
+    A file is written as a hidden temporary beside it (`koe.service.fsio.atomic_writer`, as the
+    one-shot path writes) and renamed into place when the stream ends: a request that fails or is
+    interrupted (Ctrl-C) leaves no file, and never a truncated one where a file was before.
     """
-    from koe.service.errors import RequestCancelled
+    import contextlib
 
-    partial = None if output is None else output.with_name(f".{output.name}.partial")
-    sink = sys.stdout.buffer if partial is None else open(partial, "wb")  # noqa: SIM115 - closed below
+    from koe.service.errors import RequestCancelled
+    from koe.service.fsio import atomic_writer
+
     started = time.perf_counter()
     first: float | None = None
-    total = 0
-    done = False
     try:
-        for chunk in synth.stream(plan):
-            if chunk.data:
-                sink.write(chunk.data)
-                sink.flush()
-                first = first if first is not None else time.perf_counter() - started
-            total += len(chunk.samples)
-            if chunk.final:
-                for w in chunk.warnings:
-                    warn(w)
-        done = True
+        with atomic_writer(output) if output is not None else contextlib.nullcontext(sys.stdout.buffer) as sink:
+            for chunk in synth.stream(plan):
+                if chunk.data:
+                    sink.write(chunk.data)
+                    sink.flush()
+                    first = first if first is not None else time.perf_counter() - started
+                if chunk.final:
+                    for w in chunk.warnings:
+                        warn(w)
     except RequestCancelled:
         fail("cancelled")
-    finally:
-        if partial is not None:
-            sink.close()
-            if done:
-                os.replace(partial, output)
-            else:
-                partial.unlink(missing_ok=True)
     where = "stdout" if output is None else str(output)
     err.print(f"[green]streamed[/] {escape(where)}  [dim]({plan.format.name}; first audio after {first or 0:.2f} s; {time.perf_counter() - started:.1f} s in all)[/]")
