@@ -22,7 +22,7 @@ import torch
 
 from koe.engines import pipeline
 from koe.engines.base import (
-    AudioChunk, Capabilities, CancelToken, EmptyText, SynthesisRequest, UnsupportedLanguage, UnsupportedVoice,
+    AudioChunk, Capabilities, CancelToken, EmptyText, RequestError, SynthesisRequest, UnsupportedLanguage, UnsupportedVoice,
     VoicePromptMismatch, VoiceReference,
 )  # fmt: skip
 from koe.engines.f5_tts import spec, text as front
@@ -40,6 +40,7 @@ from koe.runtime.weights import build_from_weights
 __all__ = ["Batch", "CrossFade", "F5TTSEngine", "Settings"]
 
 MAX_SEGMENT_CHARS = 20000  # one request is one upstream call: F5-TTS batches long texts itself
+MAX_MEL_FRAMES = 65536  # sample_mel's own cap on a batch's frames
 
 
 @dataclass(frozen=True)
@@ -225,6 +226,9 @@ class F5TTSEngine(NativeAPI):
         n_ref = audio.shape[-1]
         ref_frames = front.reference_frames(n_ref, self.cfg.mel.hop_length)
         durations = front.share_fix_duration(s.fix_duration, texts, n_ref, s.cross_fade_duration)
+        if budget is None:  # every batch's length is known now: refuse before any audio is made
+            for gen_text, fix in zip(texts, durations, strict=True):
+                self._check_frames(max(front.batch_frames(ref_frames, voice.ref_text, gen_text, s.speed, fix), ref_mel.shape[1] + 1), s)
         made = 0
         for i, (gen_text, fix) in enumerate(zip(texts, durations, strict=True)):
             started = time.perf_counter()
@@ -236,6 +240,7 @@ class F5TTSEngine(NativeAPI):
                 left = budget - made
                 if max(frames, ids.shape[1] + 1, ref_mel.shape[1] + 1) - ref_frames > left:
                     frames, truncated = ref_frames + left, True
+            self._check_frames(max(frames, ids.shape[1] + 1, ref_mel.shape[1] + 1), s)
             t0 = time.perf_counter()
             mel = sample_mel(self.model.transformer, ref_mel, ids, frames, s.flow, on_step=self._cancel_check(cancel), generator=generator)
             t1 = time.perf_counter()
@@ -247,6 +252,23 @@ class F5TTSEngine(NativeAPI):
                         text_s, t1 - t0, time.perf_counter() - t1)  # fmt: skip
             if truncated:
                 return
+
+    def _check_frames(self, frames: int, s: Settings) -> None:
+        """`RequestError` when a batch of `frames` mel frames (reference included, as `sample_mel`
+        makes it) is longer than the DiT's text position table, where upstream fails with a shape error."""
+        table = self.model.transformer.text_embed.freqs_cis
+        limit = table.shape[0] if table is not None else MAX_MEL_FRAMES
+        if min(frames, MAX_MEL_FRAMES) <= limit:
+            return
+        rate = spec.MEL_FRAME_RATE
+        if s.fix_duration is not None:
+            param, fix = "fix_duration", "give a shorter fix_duration"
+        elif s.speed != 1:
+            param, fix = "speed", "raise speed"
+        else:
+            param, fix = "input", "split the text into shorter sentences"
+        raise RequestError(f"F5-TTS makes at most {limit / rate:.1f} s per text batch (reference included); this one would be "
+                           f"{frames / rate:.1f} s: {fix}", param=param)  # fmt: skip
 
     def speak_segment(self, segment: Segment, c: _Checked) -> Iterator[Piece]:
         s = c.settings
