@@ -17,12 +17,20 @@ def serve(
     device: Annotated[str | None, typer.Option("--device", help="cpu, cuda, cuda:1, mps.")] = None,
     dtype: Annotated[str | None, typer.Option("--dtype", help="float32, bfloat16, float16.")] = None,
     precision: Annotated[str | None, typer.Option("--precision", help="Opt-in speed mode that changes bits: bf16 or int8 (CPU).")] = None,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option("--allow-host", metavar="HOST", help="A Host name to answer besides loopback and the bound address ('*' = any; repeatable).", show_default=False),
+    ] = None,
+    allow_origin: Annotated[
+        list[str] | None,
+        typer.Option("--allow-origin", metavar="ORIGIN", help="A web origin (scheme://host[:port]) that may make changes ('*' = any; repeatable).", show_default=False),
+    ] = None,
 ) -> None:
     """Serve /v1/audio/speech (OpenAI's API), /v1/models, voices and /health."""
     from koe.service.errors import Unavailable
 
     settings = open_home(
-        server={"host": host, "port": port, "token": token},
+        server={"host": host, "port": port, "token": token, "allowed_hosts": allow_host or None, "allowed_origins": allow_origin or None},
         models={"default": model, "device": device, "dtype": dtype, "precision": precision},
     ).settings
     try:

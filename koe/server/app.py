@@ -1,34 +1,39 @@
 """The OpenAI-compatible HTTP server: `create_app(settings | home)` and `run(settings)` (`koe serve`).
 
 Models load in the lifespan (the configured default) or on first use; all model work runs on the
-scheduler's threads, never on the event loop. See docs/server.md.
+scheduler's threads, never on the event loop. See docs/server.md; the guards (Host and Origin,
+timeouts, connection cap, graceful drain) are in guards.py and docs/security.md.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio
 from fastapi import Depends, FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 
 from koe import __version__
 from koe.service.errors import KoeError
 from koe.service.home import KoeHome
 from koe.service.scheduler import Scheduler
-from koe.service.settings import Settings
+from koe.service.settings import ServerSettings, Settings
 from koe.service.synthesizer import Synthesizer
 from koe.server.auth import BearerAuth, check_binding
 from koe.server.errors import install_error_handlers
+from koe.server.guards import AllowedOrigins, BodyDeadline, BrowserGuard, DrainGuard, HostNames, guarded_protocol, own_names
 from koe.server.limits import BodyLimit
 from koe.server.routes import models, speech, voices
-from koe.server.state import ServerState
+from koe.server.state import Drain, ServerState
 
 log = logging.getLogger(__name__)
 
 BATCH_WINDOW_SECONDS = 0.005
 _FORM_SLACK = 64 * 1024  # multipart boundaries and the small text fields around an upload
+DRAIN_MARGIN_S = 3.0  # after the grace: time for cancelled requests to answer before uvicorn cancels them
 
 
 def create_app(
@@ -46,17 +51,23 @@ def create_app(
 
     Pass a `synthesizer` to share one (it is then not closed at shutdown). Limits and queue sizes
     come from `settings.server`; the resident-model limit and idle unload from `settings.models`.
+    Requests pass, outermost first: the drain (503 while shutting down), the Host and Origin guard,
+    CORS (only for `server.allowed_origins`), the body deadline and the body size limit.
+    `app.state.drain` is the `Drain` that `run` drives on SIGTERM.
     """
     home = config if isinstance(config, KoeHome) else KoeHome(config)
     settings = home.settings
     server = settings.server
     owns = synthesizer is None
+    hosts = HostNames(server.allowed_hosts, own_names(server.host))  # both raise ConfigError for a malformed entry
+    origins = AllowedOrigins(server.allowed_origins)
+    drain = Drain(server.shutdown_grace_s)
     synth = synthesizer or Synthesizer(home, max_input_chars=server.max_input_chars)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         scheduler = Scheduler(synth, queue_size=server.queue_size, max_batch_size=server.max_batch_size, batch_window=batch_window)
-        app.state.koe = ServerState(settings, home, synth, scheduler, owns, first_chunk_s, chunk_s)
+        app.state.koe = ServerState(settings, home, synth, scheduler, owns, first_chunk_s, chunk_s, drain)
         synth.cache.start_reaper()
         await anyio.to_thread.run_sync(_preload, synth)
         try:
@@ -86,6 +97,18 @@ def create_app(
         return json_limit, "the request body (server.max_input_chars)"
 
     app.add_middleware(BodyLimit, limit_for=limit_for)
+    app.add_middleware(BodyDeadline, timeout_s=server.body_timeout_s)
+    if server.allowed_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=origins.serialized(),
+            allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["Authorization", "Content-Type"],
+            expose_headers=["X-Koe-Model", "X-Koe-Voice", "X-Koe-Seed", "X-Koe-Duration", "X-Koe-Batch-Size", "X-Koe-Warnings", "Retry-After"],
+        )
+    app.add_middleware(BrowserGuard, hosts=hosts, origins=origins)
+    app.add_middleware(DrainGuard, drain=drain)
+    app.state.drain = drain
     return app
 
 
@@ -109,12 +132,52 @@ def _preload(synth: Synthesizer) -> None:
 def run(settings: Settings) -> None:
     """Serve on `settings.server.host:port` until interrupted (what `koe serve` calls).
 
-    Refuses (`ConfigError`) to bind beyond loopback without an access token.
+    Refuses (`ConfigError`) to bind beyond loopback without a strong access token. On SIGTERM or
+    Ctrl-C it drains: stops accepting, gives in-flight requests `server.shutdown_grace_s` seconds,
+    then cancels the rest (they get 503 + Retry-After, SSE streams an `error` event).
     """
-    import uvicorn
-
     check_binding(settings.server)
     app = create_app(settings)
     s = settings.server
+    server = draining_server(uvicorn_config(app, s), app.state.drain)
     log.info("koe %s serving on http://%s:%d (auth %s)", __version__, s.host, s.port, "on" if s.token else "off")
-    uvicorn.run(app, host=s.host, port=s.port, log_level="info", timeout_graceful_shutdown=5)
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        pass
+    if not server.started:
+        raise SystemExit(3)  # uvicorn has logged why (as uvicorn.run does)
+
+
+def uvicorn_config(app: FastAPI, server: ServerSettings):  # -> uvicorn.Config (uvicorn is imported only when serving)
+    """How `run` configures uvicorn: the guarded HTTP protocol (header deadline, connection cap), no
+    WebSockets, and uvicorn's own shutdown timeout as a backstop behind the drain's grace."""
+    import uvicorn
+
+    return uvicorn.Config(
+        app,
+        host=server.host,
+        port=server.port,
+        log_level="info",
+        ws="none",
+        http=guarded_protocol(server.header_timeout_s, server.max_connections),
+        timeout_graceful_shutdown=server.shutdown_grace_s + DRAIN_MARGIN_S,
+    )
+
+
+def draining_server(config, drain: Drain):  # -> uvicorn.Server (uvicorn is imported only when serving)
+    """A uvicorn server whose shutdown drives `drain`: `begin()` as it stops accepting, `expire()`
+    after the grace period (uvicorn itself would only cancel the tasks, and answer text/plain 500)."""
+    import uvicorn
+
+    class DrainingServer(uvicorn.Server):
+        async def shutdown(self, sockets=None) -> None:
+            log.info("shutting down: in-flight requests get %g s to finish (server.shutdown_grace_s)", drain.grace_s)
+            drain.begin()
+            timer = asyncio.get_running_loop().call_later(drain.grace_s, drain.expire)
+            try:
+                await super().shutdown(sockets)
+            finally:
+                timer.cancel()
+
+    return DrainingServer(config)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import logging
 import secrets
 
 from fastapi import Request
@@ -10,6 +11,10 @@ from starlette.exceptions import HTTPException
 
 from koe.service.errors import ConfigError
 from koe.service.settings import ServerSettings
+
+log = logging.getLogger(__name__)
+
+MIN_TOKEN_CHARS = 16  # beyond loopback; secrets.token_urlsafe(32) gives 43
 
 
 def is_loopback(host: str) -> bool:
@@ -23,13 +28,27 @@ def is_loopback(host: str) -> bool:
 
 
 def check_binding(server: ServerSettings) -> None:
-    """Refuse to listen beyond loopback without an access token (`ConfigError` says how to set one)."""
+    """Refuse (`ConfigError`, saying how to fix it) to listen beyond loopback without a strong token.
+
+    Beyond loopback the token must have at least `MIN_TOKEN_CHARS` characters; the error offers a
+    freshly generated one. On loopback a shorter token is allowed (only this machine can guess at
+    it) but logged as weak. Anywhere, a token that starts or ends with whitespace is refused: HTTP
+    strips it from the header, so no client could ever send it.
+    """
     token = server.token.get_secret_value() if server.token else ""
-    if not is_loopback(server.host) and not token:
-        raise ConfigError(
-            f"refusing to listen on {server.host}: binding beyond 127.0.0.1 needs an access token",
-            hint="set server.token in koe.toml, KOE_SERVER__TOKEN, or --token; clients send 'Authorization: Bearer TOKEN'",
-        )
+    loopback = is_loopback(server.host)
+    how = "set server.token in koe.toml, KOE_SERVER__TOKEN, or --token; clients send 'Authorization: Bearer TOKEN'"
+    if not loopback and not token:
+        raise ConfigError(f"refusing to listen on {server.host}: binding beyond 127.0.0.1 needs an access token", hint=how)
+    if token and token != token.strip():
+        raise ConfigError("server.token starts or ends with whitespace, which no client can send", hint="remove the spaces or newlines around it")
+    if len(token) < MIN_TOKEN_CHARS and token:
+        if not loopback:
+            raise ConfigError(
+                f"refusing to listen on {server.host} with a weak access token ({len(token)} characters; at least {MIN_TOKEN_CHARS} needed)",
+                hint=f"use a random one, e.g. --token {secrets.token_urlsafe(32)}",
+            )
+        log.warning("server.token is short (%d characters): fine on loopback, but binding beyond it needs %d or more", len(token), MIN_TOKEN_CHARS)
 
 
 class BearerAuth:

@@ -24,17 +24,17 @@ async def create_speech(body: SpeechBody, request: Request) -> Response:
     state = server_state(request)
     if body.stream_format is None:
         job = await run_in_threadpool(lambda: state.scheduler.submit(state.plan_speech(body), batchable=body.seed is None))
-        output = await wait_for_output(job, request)
+        output = await wait_for_output(job, request, state.drain)
         return Response(output.audio, media_type=output.format.media_type, headers=_output_headers(job.plan, output))
     job = await run_in_threadpool(
         lambda: state.scheduler.submit_stream(state.plan_speech(body), first_chunk_s=state.first_chunk_s, chunk_s=state.chunk_s)
     )
     plan = job.plan
-    first = await first_chunk(job, request)
+    first = await first_chunk(job, request, state.drain)
     headers = {**_plan_headers(plan), "Cache-Control": "no-cache"}
     if body.stream_format == "sse":
-        return StreamingResponse(sse_events(job, first, len(plan.text)), media_type="text/event-stream", headers=headers)
-    return StreamingResponse(audio_bytes(job, first), media_type=plan.format.media_type, headers=headers)
+        return StreamingResponse(sse_events(job, first, len(plan.text), state.drain), media_type="text/event-stream", headers=headers)
+    return StreamingResponse(audio_bytes(job, first, state.drain), media_type=plan.format.media_type, headers=headers)
 
 
 def _plan_headers(plan: SpeechPlan) -> dict[str, str]:
