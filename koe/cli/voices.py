@@ -22,6 +22,8 @@ def _ref_text(ref_text: str | None, ref_text_file: Path | None) -> str | None:
             return ref_text_file.read_text(encoding="utf-8")
         except OSError as e:
             fail(f"cannot read {ref_text_file}: {e.strerror}", 2)
+        except UnicodeDecodeError as e:
+            fail(f"{ref_text_file} is not UTF-8 text ({e.reason} at byte {e.start}); save it as UTF-8", 2)
     return ref_text
 
 

@@ -127,22 +127,29 @@ def atomic_folder(final: str | os.PathLike, *, replace: bool = False) -> Iterato
     try:
         yield tmp
         _fsync_tree(tmp)
+        old = None
         if final.exists() or final.is_symlink():
             if not replace:
                 raise FileExistsError(final)
             if exchange(tmp, final):
-                fsync_dir(final.parent)
-                with contextlib.suppress(OSError):  # the old folder, now at the temp name; swept if this fails
-                    remove_tree(tmp)
-                return
-            remove_tree(final)
-        try:
-            os.rename(tmp, final)
-        except OSError as e:  # another process put a folder there meanwhile
-            if e.errno in (errno.EEXIST, errno.ENOTEMPTY):
-                raise FileExistsError(final) from e
-            raise
+                old = tmp  # the old folder is now at the temp name
+            else:
+                old = final.parent / f"{temp_prefix(final.name)}{secrets.token_hex(4)}.deleted"
+                os.replace(final, old)  # from here to the rename below, `final` is missing
+        if old is not tmp:
+            try:
+                os.rename(tmp, final)
+            except OSError as e:  # another process put a folder there meanwhile
+                if old is not None:
+                    with contextlib.suppress(OSError):
+                        os.rename(old, final)  # put the old folder back rather than lose it
+                if e.errno in (errno.EEXIST, errno.ENOTEMPTY):
+                    raise FileExistsError(final) from e
+                raise
         fsync_dir(final.parent)
+        if old is not None:
+            with contextlib.suppress(OSError):  # best effort: a leftover is swept at the next start
+                remove_tree(old)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -145,7 +145,8 @@ class VoiceLibrary:
             except InvalidRequest as e:
                 voice = self._from_folder_or_warn(row.name, f"koe.db's row is damaged ({e})")
             else:
-                voice = self._voice(row) if (self.root / row.name / VOICE_JSON).is_file() else None
+                folder = self.root / row.name
+                voice = self._voice(row) if (folder / VOICE_JSON).is_file() and (folder / REFERENCE).is_file() else None
             if voice is not None:
                 voices.append(voice)
         return voices
@@ -393,12 +394,7 @@ class VoiceLibrary:
         check_name(folder.name, "voice")
         fields = check_manifest(parse_manifest(_read_regular(folder / VOICE_JSON, MAX_MANIFEST_BYTES)), self.limits, complete=True)
         ref = folder / REFERENCE
-        try:
-            st = ref.stat()
-        except FileNotFoundError:
-            if (folder / VOICE_JSON).is_file():
-                raise InvalidRequest(f"{REFERENCE} is missing") from None
-            raise  # the whole folder went: mid-swap or removed
+        st = ref.stat()  # missing: FileNotFoundError, as mid-swap (the folder went after voice.json was read)
         if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
             raise InvalidRequest(f"{REFERENCE} is not a regular, non-empty file")
         with open(ref, "rb"):

@@ -25,9 +25,9 @@ _UPLOAD_SCHEMA = {
                     "properties": {
                         "name": {"type": "string", "description": "letters, digits, '.', '_' and '-' (no paths)"},
                         "file": {"type": "string", "format": "binary", "description": "the reference clip (wav, flac, mp3, ogg, ...); also accepted as audio_sample"},
-                        "transcript": {"type": "string", "description": "what the clip says (better cloning); also accepted as ref_text"},
-                        "language": {"type": "string"},
-                        "description": {"type": "string"},
+                        "transcript": {"type": "string", "description": "what the clip says (better cloning); also accepted as ref_text; at most server.max_transcript_chars"},
+                        "language": {"type": "string", "maxLength": 64},
+                        "description": {"type": "string", "description": "a note about the voice; at most server.max_description_chars"},
                         "overwrite": {"type": "boolean", "default": False},
                     },
                 }
@@ -71,15 +71,21 @@ async def create_voice(request: Request) -> VoiceCard:
         if not isinstance(upload, UploadFile):
             raise InvalidRequest("the form needs the reference clip as a file field 'file'", param="file")
         data = await upload.read()
-        transcript = _text(form.get("transcript")) or _text(form.get("ref_text"))
+        transcript_field = "transcript" if _text(form.get("transcript")) else "ref_text"
+        transcript = _text(form.get(transcript_field))
         language = _text(form.get("language"))
         description = _text(form.get("description"))
         overwrite = (_text(form.get("overwrite")) or "").lower() in ("1", "true", "yes", "on")
     if not data:
         raise InvalidRequest("the uploaded clip is empty", param="file")
-    voice = await run_in_threadpool(
-        lambda: state.home.voices.add(name, data, transcript, description=description, language=language, overwrite=overwrite)
-    )
+    try:
+        voice = await run_in_threadpool(
+            lambda: state.home.voices.add(name, data, transcript, description=description, language=language, overwrite=overwrite)
+        )
+    except InvalidRequest as e:
+        if e.param == "ref_text":  # the library's name for it; say the field the form used
+            e.param = transcript_field
+        raise
     return voice_card(voice)
 
 
