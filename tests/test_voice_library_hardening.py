@@ -535,3 +535,22 @@ def test_sweep_keeps_fresh_unowned_names_from_older_versions(tmp_path):
     old.mkdir()
     os.utime(old, (time.time() - 7200, time.time() - 7200))
     assert sweep_leftovers(tmp_path) == [old] and fresh.exists()
+
+
+def test_the_cli_refuses_a_transcript_file_that_is_not_utf8_or_too_long(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from koe.cli.main import app
+
+    for var in [v for v in os.environ if v.startswith("KOE_")]:
+        monkeypatch.delenv(var)
+    monkeypatch.setenv("KOE_HOME", str(tmp_path / "home"))
+    clip = tmp_path / "clip.wav"
+    clip.write_bytes(WAV)
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes("café".encode("latin-1"))
+    r = CliRunner().invoke(app, ["voices", "add", "alice", "--ref", str(clip), "--ref-text-file", str(latin1)])
+    assert r.exit_code == 2 and "not UTF-8" in r.output and "Traceback" not in r.output
+    r = CliRunner().invoke(app, ["voices", "add", "alice", "--ref", str(clip), "--description", "d" * 1001])
+    assert r.exit_code == 2 and "at most 1000" in r.output
+    assert list((tmp_path / "home" / "voices").iterdir()) == []

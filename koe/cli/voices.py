@@ -32,10 +32,10 @@ def _ref_text(ref_text: str | None, ref_text_file: Path | None) -> str | None:
 def add(
     name: Annotated[str, typer.Argument(help="Voice name (letters, digits, . _ -).")],
     ref: Annotated[Path, typer.Option("--ref", help="Reference clip: 3-20 s of clean speech (wav, flac, mp3, ogg, m4a, ...).")],
-    ref_text: Annotated[str | None, typer.Option("--ref-text", help="What the clip says (better cloning).")] = None,
-    ref_text_file: Annotated[Path | None, typer.Option("--ref-text-file", help="Read the transcript from a file.")] = None,
-    language: Annotated[str | None, typer.Option("--language", "-l", help="Language of the clip.")] = None,
-    description: Annotated[str | None, typer.Option("--description", help="A note about the voice.")] = None,
+    ref_text: Annotated[str | None, typer.Option("--ref-text", help="What the clip says (better cloning); at most server.max_transcript_chars (2000).")] = None,
+    ref_text_file: Annotated[Path | None, typer.Option("--ref-text-file", help="Read the transcript from a UTF-8 file.")] = None,
+    language: Annotated[str | None, typer.Option("--language", "-l", help="Language of the clip (at most 64 characters).")] = None,
+    description: Annotated[str | None, typer.Option("--description", help="A note about the voice; at most server.max_description_chars (1000).")] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace a voice of the same name.")] = False,
 ) -> None:
     """Add a voice from a reference clip (and its transcript)."""
