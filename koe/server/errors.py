@@ -8,6 +8,7 @@ messages unredacted (a local user's own paths help them).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import math
@@ -19,10 +20,11 @@ from pathlib import Path
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from koe.service.errors import KoeError, disk_full_error, is_disk_full
+from koe.service.errors import KoeError, ModelFailed, disk_full_error, is_disk_full
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +120,13 @@ def _validation_message(e: RequestValidationError) -> tuple[str, str | None]:
     return "; ".join(parts) or "invalid request", param
 
 
+def _home_of(app: object) -> Path | None:
+    """The KOE_HOME folder of a koe app (None before its lifespan has set its state)."""
+    state = getattr(getattr(app, "state", None), "koe", None)
+    home = getattr(getattr(state, "home", None), "root", None)
+    return Path(home) if home is not None else None
+
+
 class HomeContext:
     """ASGI middleware: while a request is answered (its streamed body included), error messages know
     the app's KOE_HOME, so `error_body` writes it as `KOE_HOME`."""
@@ -126,9 +135,7 @@ class HomeContext:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        state = getattr(getattr(scope.get("app"), "state", None), "koe", None)
-        home = getattr(getattr(state, "home", None), "root", None)
-        token = _HOME.set(Path(home) if home is not None else None)
+        token = _HOME.set(_home_of(scope.get("app")))
         try:
             await self.app(scope, receive, send)
         finally:
@@ -142,6 +149,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(KoeError)
     async def _koe(request: Request, e: KoeError) -> JSONResponse:
+        if isinstance(e, ModelFailed):
+            await run_in_threadpool(_note_failed_model, request, e)
         answer = as_koe_error(e) or e
         if answer.status >= 500:
             log.error("%s %s: %s", request.method, request.url.path, e)
@@ -162,12 +171,26 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _crash(request: Request, e: Exception) -> JSONResponse:
-        answer = as_koe_error(e)
-        if answer is not None:
-            log.error("%s %s: %s", request.method, request.url.path, e, exc_info=e)
-            return koe_error_response(answer)
-        log.exception("%s %s failed", request.method, request.url.path)
-        return error_response(500, f"internal error: {type(e).__name__}: {e}", code="internal_error")
+        token = _HOME.set(_home_of(request.app))  # answered outside the middleware (by Starlette's last resort)
+        try:
+            answer = as_koe_error(e)
+            if answer is not None:
+                log.error("%s %s: %s", request.method, request.url.path, e, exc_info=e)
+                return koe_error_response(answer)
+            log.exception("%s %s failed", request.method, request.url.path)
+            return error_response(500, f"internal error: {type(e).__name__}: {e}", code="internal_error")
+        finally:
+            _HOME.reset(token)
+
+
+def _note_failed_model(request: Request, e: ModelFailed) -> None:
+    """Have the model cache remember a failure found while planning (an installed model whose
+    configs cannot be read), so /health lists it with the models whose load failed."""
+    state = getattr(request.app.state, "koe", None)
+    if state is None:
+        return
+    with contextlib.suppress(KoeError, OSError):
+        state.synthesizer.cache.remember_failure(state.home.models.get(e.model).ref, e)
 
 
 def _code(status: int) -> str | None:

@@ -165,7 +165,14 @@ class ModelCache:
             raise failed.error(now)
         log.info("trying model %s again (%d failed loads so far)", ref.name, failed.attempts)
 
-    def _record_failure(self, ref: ModelRef, error: Exception) -> ModelFailed:
+    def remember_failure(self, ref: ModelRef, error: ModelFailed) -> None:
+        """Remember a failure found before loading (e.g. configs that could not be read while the
+        request was planned): listed by `failures()` like a failed load, until the files change or
+        a load succeeds. A failure already remembered for the same files is left as it is."""
+        if self.failure(ref) is None:
+            self._record_failure(ref, error, log_it=False)
+
+    def _record_failure(self, ref: ModelRef, error: Exception, *, log_it: bool = True) -> ModelFailed:
         """Remember that loading `ref` failed with `error`; the `ModelFailed` to raise."""
         try:
             signature = ref.files_signature()
@@ -179,7 +186,8 @@ class ModelCache:
                 signature, now + self.retry_failed_after,
             )  # fmt: skip
             self._failures[ref.key] = failed
-        log.error("model %s failed to load: %s", ref.name, failed.reason, exc_info=error)
+        if log_it:
+            log.error("model %s failed to load: %s", ref.name, failed.reason, exc_info=error)
         return failed.error(now)
 
     def failure(self, ref: ModelRef) -> LoadFailure | None:
