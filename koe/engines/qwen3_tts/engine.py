@@ -9,6 +9,7 @@ the drop-in `koe.compat.qwen_tts` uses (`decode_settings`, `prompt_items`, `gene
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import time
@@ -20,7 +21,7 @@ from pathlib import Path
 import torch
 
 from koe.engines import pipeline
-from koe.engines.base import AudioChunk, Capabilities, CancelToken, EmptyText, InvalidOption, RequestError, SynthesisRequest, UnsupportedLanguage, UnsupportedVoice, VoicePromptMismatch, VoiceReference
+from koe.engines.base import AudioChunk, Capabilities, CancelToken, EmptyText, InvalidOption, RequestError, SynthesisRequest, UnsupportedLanguage, UnsupportedVoice, VoicePromptMismatch, VoiceReference, check_seed
 from koe.engines.pipeline import Piece, PipelineDefaults, Segment, steps_for
 from koe.engines.qwen3_tts import spec
 from koe.engines.qwen3_tts.config import GenerationDefaults, Qwen3TTSConfig
@@ -332,6 +333,17 @@ class Qwen3TTSEngine(NativeAPI):
     def _budget(self, seconds: float, settings: DecodeSettings) -> int:
         """Frames a segment may take: the runaway guard's seconds (or the caller's cap), within max_new_tokens."""
         return min(steps_for(seconds, FRAME_RATE), settings.max_new_tokens - 1)
+
+    @functools.wraps(NativeAPI.generate)
+    def generate(self, text, *args, seed: int | None = None, **kwargs):
+        # The native API's arguments that its batch path uses before any request exists (the text
+        # list, the seed's generator) are checked first, so a bad one is a RequestError naming it.
+        texts = text if isinstance(text, (list, tuple)) else [text]
+        for t in texts:
+            if not isinstance(t, str):
+                raise RequestError(f"text must be a string or a list of strings, got {type(t).__name__}", param="input")
+        check_seed(seed)
+        return super().generate(text, *args, seed=seed, **kwargs)
 
     # -- the contract: synthesize through the generic pipeline ---------------------------------------
     def synthesize(self, request: SynthesisRequest) -> Iterator[AudioChunk]:
