@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -211,6 +212,37 @@ def test_cache_turns_any_load_error_into_model_failed_and_retries(tmp_path):
     assert calls == ["m", "m", "m"] and cache.failure(ref) is None and cache.failures() == []
 
 
+def test_concurrent_requests_for_a_broken_model_share_one_failed_load(tmp_path):
+    calls = []
+    gate = threading.Event()
+
+    def load(ref: ModelRef):
+        calls.append(ref.name)
+        gate.wait(1.0)
+        raise RuntimeError("CUDA out of memory")
+
+    folder = tmp_path / "m"
+    folder.mkdir()
+    cache = ModelCache(load)
+    ref = ModelRef("m", folder, "fake", "custom_voice", "0b6")
+    errors = []
+
+    def request() -> None:
+        try:
+            with cache.use(ref):
+                pass
+        except ModelFailed as e:
+            errors.append(e.reason)
+
+    threads = [threading.Thread(target=request) for _ in range(6)]
+    for t in threads:
+        t.start()
+    gate.set()
+    for t in threads:
+        t.join(10)
+    assert calls == ["m"] and errors == ["RuntimeError: CUDA out of memory"] * 6
+
+
 def test_failure_reason_names_files_inside_the_model_folder(tmp_path):
     folder = tmp_path / "model"
     folder.mkdir()
@@ -381,6 +413,20 @@ def test_a_full_disk_mid_stream_ends_the_sse_stream_with_an_error_event(saving, 
     assert set(leftovers(home.settings.outputs_dir)) == before
 
 
+def test_a_voice_upload_on_a_full_disk_is_507_and_leaves_no_folder(broken, monkeypatch):
+    server, home, *_ = broken
+    voices_dir = home.settings.voices_dir
+    before = sorted(p.name for p in voices_dir.iterdir())
+    monkeypatch.setattr(fsio, "os", FullDisk())
+    files = {"file": ("clip.wav", wav_clip(2.0), "audio/wav")}
+    r = httpx.post(f"{server.url}/v1/audio/voices", data={"name": "spacey", "transcript": "Hello there."}, files=files, timeout=60)
+    assert r.status_code == 507, r.text
+    err = r.json()["error"]
+    assert err["code"] == "insufficient_storage" and "the disk is full" in err["message"] and "/tmp" not in err["message"]
+    assert sorted(p.name for p in voices_dir.iterdir()) == before  # no voice folder, no temp folder
+    assert httpx.get(f"{server.url}/v1/audio/voices/spacey").status_code == 404
+
+
 def test_a_voice_prompt_that_cannot_be_kept_is_used_anyway(session_tmp, tmp_path, monkeypatch):
     from safetensors import SafetensorError
 
@@ -513,6 +559,12 @@ def test_server_errors_do_not_show_server_paths(broken, monkeypatch):
     message = r.json()["error"]["message"]
     assert str(missing.parent) not in message and "model" in message
 
+    home.voices.add("gone", wav_clip(2.0), "Hello there, this is my voice.")
+    home.voices.get("gone").reference_path.write_bytes(b"RIFF garbage")  # a damaged library voice: its clip is unreadable
+    r = speak(server.url, "base", voice="gone")
+    assert r.status_code >= 400
+    message = r.json()["error"]["message"]
+    assert "KOE_HOME/voices/gone/reference.wav" in message and str(home.root) not in message and "/tmp" not in message
     voices = server.app.state.koe.home.voices
 
     def broken_list():

@@ -136,10 +136,14 @@ class ModelCache:
             self._refuse_if_failed(ref)
             self._make_room(exclude=key)
             started = time.perf_counter()
+            failed: ModelFailed | None = None
             try:
                 engine = self._load(ref)
             except Exception as e:  # noqa: BLE001 - every load failure is reported the same way: ModelFailed
-                raise self._record_failure(ref, e) from e
+                failed = self._record_failure(ref, e)  # logged with its traceback there
+            if failed is not None:  # raised outside the except: the traceback (and the half-built engine) can go
+                _release_memory()
+                raise failed
             now = self._clock()
             entry = LoadedModel(ref, engine, now, now, time.perf_counter() - started, in_use=1)
             with self._guard:
@@ -316,7 +320,12 @@ class ModelCache:
             except Exception:  # noqa: BLE001 - unloading goes on; the engine is dropped regardless
                 log.exception("closing model %s failed", entry.ref.name)
         del engine
-        gc.collect()
-        torch = sys.modules.get("torch")
-        if torch is not None and torch.cuda.is_available():
-            torch.cuda.empty_cache()
+        _release_memory()
+
+
+def _release_memory() -> None:
+    """Collect what a dropped (or half-built) engine held and give cached device memory back."""
+    gc.collect()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.empty_cache()
