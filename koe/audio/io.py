@@ -5,52 +5,66 @@ with soundfile (libsndfile) as float32 `(frames, channels)`, transposes to `(cha
 averages over the channel axis in float32. `load_audio` does the same for every format libsndfile
 reads (wav, flac, ogg/vorbis, ogg/opus, mp3, aiff, ...), so those samples are upstream's bits; other
 containers (m4a/aac, webm, ...) are decoded with PyAV (FFmpeg). Beyond upstream, it refuses audio a
-voice clone cannot use: empty, truncated, non-finite or all-silent input raises `AudioError`.
+voice clone cannot use: empty, truncated, non-finite or all-silent input, absurd sample rates or
+channel counts raise `AudioError`; and with `max_seconds` a file is decoded bounded (koe.audio.decode),
+so a small file that expands to hours of audio costs no more memory than `max_seconds` of it.
 """
 
 from __future__ import annotations
 
-import io
+import math
 import os
 import tempfile
 from pathlib import Path
-from typing import BinaryIO, Union
+from typing import Union
 
-import av
 import numpy as np
 import soundfile as sf
 
-from koe.audio.errors import AudioError
+from koe.audio.decode import EncodedAudio, check_channels, check_sample_rate, decode, frame_limit, int_pcm_to_float, to_mono
+from koe.audio.errors import AudioError, AudioTooLong
 
 __all__ = ["AudioSource", "load_audio", "write_wav"]
 
 AudioSource = Union[str, os.PathLike, bytes, bytearray, memoryview, np.ndarray, tuple]
 
-# libsndfile's error code for a file it recognises but finds malformed (e.g. cut short).
-_SF_ERR_MALFORMED_FILE = 3
-# Lossy decoders estimate the frame count from headers/bitrate; a shortfall above this is truncation.
-_FRAME_SHORTFALL_SAMPLES = 2304
-_FRAME_SHORTFALL_FRACTION = 0.01
-_PROBE_BYTES = 1 << 16  # how much of the start and end of a file the truncation checks look at
+_MAX_CHANNELS_FIRST = 16  # a 2-D array (c, n) with c <= this < n is taken as channels first
 
 
-def load_audio(source: AudioSource, sample_rate: int | None = None, *, max_seconds: float | None = None) -> tuple[np.ndarray, int]:
+def load_audio(
+    source: AudioSource, sample_rate: int | None = None, *, max_seconds: float | None = None, trim: bool = False
+) -> tuple[np.ndarray, int]:
     """Load audio as `(samples, sample_rate)`: float32, mono, shape `(n,)`, at its native rate.
 
     `source` is a file path, the bytes of an audio file, a `(array, sample_rate)` tuple, or an
     array with `sample_rate` given. Arrays are `(n,)` or `(n, channels)` (a `(channels, n)` array
     with at most 16 channels is also accepted); integer PCM arrays are scaled to [-1, 1) (upstream
     would only cast them). Multi-channel audio is averaged in float32 as upstream does. Raises
-    `AudioError` for missing, non-audio, empty, truncated, non-finite or all-silent input, and
-    (`max_seconds` given) for audio longer than `max_seconds`.
+    `AudioError` for missing, non-audio, empty, truncated, non-finite or all-silent input, a sample
+    rate outside 8000-384000 Hz or more than 64 channels.
+
+    `max_seconds`: refuse longer audio with `AudioTooLong` ("... at most N s is allowed"). A file is
+    then decoded block by block and mixed to mono as it goes, and decoding stops at the limit, so
+    no more than `max_seconds` of mono samples (plus one block) is ever held, whatever the file
+    claims or expands to. With `trim`, keep the first `max_seconds` instead of refusing (for a
+    file, only that much is decoded). Without `max_seconds`, all of it is decoded.
     """
-    y, sr = _load(source, sample_rate)
+    if max_seconds is not None and not math.isfinite(max_seconds):
+        max_seconds = None
+    if max_seconds is not None and max_seconds <= 0:
+        raise ValueError(f"max_seconds must be positive, got {max_seconds}")
+    if trim and max_seconds is None:
+        raise ValueError("trim needs max_seconds")
+    y, sr = _load(source, sample_rate, max_seconds, trim)
     if max_seconds is not None and len(y) > max_seconds * sr:
-        raise AudioError(f"audio is {len(y) / sr:.1f} s long; at most {max_seconds:g} s is allowed")
-    return y, sr
+        if not trim:
+            raise AudioTooLong(max_seconds, len(y) / sr)
+        y = y[: frame_limit(max_seconds, sr)]
+    return _checked(y, sr)
 
 
-def _load(source: AudioSource, sample_rate: int | None) -> tuple[np.ndarray, int]:
+def _load(source: AudioSource, sample_rate: int | None, max_seconds: float | None, trim: bool) -> tuple[np.ndarray, int]:
+    """The source as unchecked float32 mono and its rate (a file decoded within `max_seconds`)."""
     if isinstance(source, tuple):
         if len(source) != 2 or not isinstance(source[0], np.ndarray):
             raise AudioError("a tuple audio source must be (numpy array, sample_rate)")
@@ -67,22 +81,22 @@ def _load(source: AudioSource, sample_rate: int | None) -> tuple[np.ndarray, int
         data = bytes(source)
         if not data:
             raise AudioError("audio bytes are empty")
-        frames_nc, sr = _decode(lambda: io.BytesIO(data), data[:_PROBE_BYTES], data[-_PROBE_BYTES:], len(data), "<bytes>")
+        enc = EncodedAudio.from_bytes(data)
     elif isinstance(source, (str, os.PathLike)):
         path = Path(source)
         if not path.is_file():
             raise AudioError(f"no such audio file: {path}")
-        size = path.stat().st_size
-        if size == 0:
+        if path.stat().st_size == 0:
             raise AudioError(f"audio file is empty: {path}")
-        with open(path, "rb") as f:
-            head = f.read(_PROBE_BYTES)
-            f.seek(max(0, size - _PROBE_BYTES))
-            tail = f.read(_PROBE_BYTES)
-        frames_nc, sr = _decode(lambda: str(path), head, tail, size, str(path))
+        enc = EncodedAudio.from_path(path)
     else:
         raise AudioError(f"unsupported audio source type: {type(source).__name__}")
-    return _checked(_to_mono(frames_nc), sr)
+    return decode(enc, max_seconds=max_seconds, reduce=_mono_block, trim=trim)
+
+
+def _mono_block(block: np.ndarray) -> np.ndarray:
+    """One decoded block mixed to mono, as the whole file would be (see `to_mono`)."""
+    return to_mono(np.ascontiguousarray(block))
 
 
 def write_wav(path: str | os.PathLike, samples: np.ndarray, sample_rate: int, subtype: str = "PCM_16") -> Path:
@@ -117,130 +131,6 @@ def write_wav(path: str | os.PathLike, samples: np.ndarray, sample_rate: int, su
 
 
 # ---------------------------------------------------------------------------------------------
-# decoding
-
-
-def _decode(open_src, head: bytes, tail: bytes, total_size: int, name: str) -> tuple[np.ndarray, int]:
-    """Decode a file to `(frames, channels)` float32 (or `(frames,)` for mono) and its rate."""
-    if _riff_data_truncated(head, total_size):
-        raise AudioError(f"audio file is truncated (WAV data chunk runs past the end): {name}")
-    if head[:4] == b"OggS" and _ogg_truncated(tail):
-        raise AudioError(f"audio file is truncated (Ogg stream has no complete end page): {name}")
-    decoded = _decode_soundfile(open_src(), name)
-    if decoded is None:
-        decoded = _decode_av(open_src(), name)
-    return decoded
-
-
-def _decode_soundfile(src: str | BinaryIO, name: str) -> tuple[np.ndarray, int] | None:
-    """Read with libsndfile as upstream (via librosa) does; None when libsndfile can't open the format."""
-    try:
-        f = sf.SoundFile(src)
-    except sf.LibsndfileError as exc:
-        if exc.code == _SF_ERR_MALFORMED_FILE:
-            raise AudioError(f"audio file is malformed or truncated: {name} ({exc.error_string})") from exc
-        return None
-    with f:
-        expected = f.frames
-        sr = int(f.samplerate)
-        try:
-            y = f.read(frames=-1, dtype="float32", always_2d=False)  # (n,) or (n, channels)
-        except sf.LibsndfileError as exc:
-            raise AudioError(f"audio file is truncated or corrupt: {name} ({exc.error_string})") from exc
-    shortfall = expected - y.shape[0]
-    if shortfall > max(_FRAME_SHORTFALL_SAMPLES, _FRAME_SHORTFALL_FRACTION * expected):
-        raise AudioError(f"audio file is truncated: {name} (header says {expected} frames, decoded {y.shape[0]})")
-    return y, sr
-
-
-def _decode_av(src: str | BinaryIO, name: str) -> tuple[np.ndarray, int]:
-    """Decode the first audio stream with PyAV (FFmpeg) to `(frames, channels)` float32."""
-    try:
-        container = av.open(src, mode="r")
-    except (av.error.FFmpegError, OSError, ValueError) as exc:
-        raise AudioError(f"not a readable audio file: {name} ({exc})") from exc
-    with container:
-        if not container.streams.audio:
-            raise AudioError(f"file has no audio stream: {name}")
-        stream = container.streams.audio[0]
-        chunks: list[np.ndarray] = []
-        sr = 0
-        try:
-            for frame in container.decode(stream):
-                sr = int(frame.sample_rate)
-                chunks.append(_frame_to_float(frame))
-        except (av.error.FFmpegError, OSError, ValueError) as exc:
-            raise AudioError(f"audio file is truncated or corrupt: {name} ({exc})") from exc
-    if not chunks:
-        raise AudioError(f"audio file has no samples: {name}")
-    if len({c.shape[1] for c in chunks}) != 1:
-        raise AudioError(f"channel count changes inside the file: {name}")
-    return np.concatenate(chunks, axis=0), sr
-
-
-def _frame_to_float(frame: "av.AudioFrame") -> np.ndarray:
-    """One decoded frame as float32 `(samples, channels)`; integer PCM scaled as libsndfile does."""
-    fmt = frame.format
-    arr = frame.to_ndarray()  # planar: (channels, n); packed: (1, n * channels)
-    channels = len(frame.layout.channels)
-    if fmt.is_planar:
-        arr = arr.T  # (n, channels)
-    else:
-        arr = arr.reshape(-1, channels)  # (n, channels)
-    base = fmt.name.rstrip("p")
-    if base in ("flt", "dbl"):
-        return arr.astype(np.float32)
-    if base == "s16":
-        return (arr.astype(np.float32) * np.float32(1.0 / 32768.0)).astype(np.float32)
-    if base == "s32":
-        return (arr.astype(np.float64) / 2147483648.0).astype(np.float32)
-    if base == "u8":
-        return ((arr.astype(np.float32) - 128.0) / 128.0).astype(np.float32)
-    raise AudioError(f"unsupported decoded sample format: {fmt.name}")
-
-
-def _riff_data_truncated(head: bytes, total_size: int) -> bool:
-    """True if a RIFF/WAVE header declares more data than the file holds.
-
-    libsndfile quietly shortens such a file to what is there, so the cut would go unnoticed.
-    A data size of 0 or 0xFFFFFFFF (written by streaming writers that never patch it) is accepted.
-    """
-    if len(head) < 12 or head[8:12] != b"WAVE" or head[:4] not in (b"RIFF", b"RIFX"):
-        return False
-    order = "little" if head[:4] == b"RIFF" else "big"
-    pos = 12
-    while pos + 8 <= len(head):
-        chunk_id = head[pos : pos + 4]
-        size = int.from_bytes(head[pos + 4 : pos + 8], order)
-        if chunk_id == b"data":
-            if size in (0, 0xFFFFFFFF):
-                return False
-            return pos + 8 + size > total_size
-        pos += 8 + size + (size & 1)
-    return False
-
-
-def _ogg_truncated(tail: bytes) -> bool:
-    """True if the last Ogg page is cut short or lacks the end-of-stream flag.
-
-    Ogg has no total length up front: libsndfile and FFmpeg both decode a cut stream up to its last
-    whole page without complaint, so the only sign of a cut is a last page that isn't an EOS page.
-    """
-    start = tail.rfind(b"OggS")
-    if start < 0 or len(tail) - start < 27:
-        return True
-    header_type = tail[start + 5]
-    n_segments = tail[start + 26]
-    table_end = start + 27 + n_segments
-    if table_end > len(tail):
-        return True
-    page_end = table_end + sum(tail[start + 27 : table_end])
-    if page_end > len(tail):
-        return True
-    return not header_type & 0x04
-
-
-# ---------------------------------------------------------------------------------------------
 # arrays, mono, checks
 
 
@@ -249,44 +139,26 @@ def _from_array(arr: np.ndarray, sample_rate) -> tuple[np.ndarray, int]:
     if arr.ndim == 0 or arr.ndim > 2:
         raise AudioError(f"waveform must be (n,) or (n, channels), got shape {arr.shape}")
     if np.issubdtype(arr.dtype, np.integer):
-        arr = _int_pcm_to_float(arr)
+        arr = int_pcm_to_float(arr)
     elif not np.issubdtype(arr.dtype, np.floating):
         raise AudioError(f"waveform dtype {arr.dtype} is not a number type")
     y = arr.astype(np.float32)
-    if y.ndim == 2 and y.shape[0] <= 16 < y.shape[1]:
+    if y.ndim == 2 and y.shape[0] <= _MAX_CHANNELS_FIRST < y.shape[1]:
         y = y.T  # (channels, n) given; view as (n, channels)
     if y.ndim == 2:
         if y.shape[1] == 0:
             raise AudioError("waveform has zero channels")
+        check_channels(y.shape[1])
         y = np.mean(y, axis=-1).astype(np.float32)  # (n,)
     try:
         sr = int(sample_rate)
     except (TypeError, ValueError) as exc:
         raise AudioError(f"invalid sample rate: {sample_rate!r}") from exc
-    return _checked(y, sr)
-
-
-def _int_pcm_to_float(arr: np.ndarray) -> np.ndarray:
-    """Integer PCM to float64 in [-1, 1) (signed: / 2**(bits-1); unsigned: centred first)."""
-    info = np.iinfo(arr.dtype)
-    if info.min < 0:
-        return arr.astype(np.float64) / float(-info.min)
-    half = (info.max + 1) / 2
-    return (arr.astype(np.float64) - half) / half
-
-
-def _to_mono(frames: np.ndarray) -> np.ndarray:
-    """`(n,)` or `(n, channels)` float32 -> `(n,)` float32, as librosa.load(mono=True) averages."""
-    if frames.ndim == 1:
-        return frames.astype(np.float32, copy=False)
-    by_channel = frames.T  # (channels, n), the layout librosa averages over
-    return np.mean(by_channel, axis=0).astype(np.float32)
+    return y, check_sample_rate(sr)
 
 
 def _checked(y: np.ndarray, sr: int) -> tuple[np.ndarray, int]:
     """Refuse audio a voice clone cannot use."""
-    if sr <= 0:
-        raise AudioError(f"sample rate must be positive, got {sr}")
     if y.size == 0:
         raise AudioError("audio has no samples (empty or zero-length)")
     if not np.isfinite(y).all():

@@ -35,7 +35,6 @@ and audio that is empty, all silent or too short after trimming is refused inste
 
 from __future__ import annotations
 
-import io
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +43,8 @@ from typing import Union
 import numpy as np
 import torch
 
-from koe.audio.errors import AudioError
+from koe.audio.decode import EncodedAudio, check_channels, check_sample_rate, decode, frame_limit, header_frames, open_soundfile
+from koe.audio.errors import AudioError, AudioTooLong
 from koe.audio.pcm import SILENT_RATE, Pcm, concat, converted, ms_of, parse_wav, pcm16_from_float, pcm_from_decoded, silent, sync_params, widen_24_bit
 from koe.audio.silence import WindowRms, remove_silence_edges, split_on_silence
 from koe.audio.sinc_resample import resample_sinc
@@ -148,16 +148,24 @@ def _gather(pieces: list[Pcm]) -> tuple[Pcm, bool]:
     return concat(kept, channels, rate, width), stopped
 
 
-def _decode_other(data: bytes, name: str) -> Pcm:
-    """Non-WAV (or non-integer WAV) bytes: decode to float with koe's loaders, then to integer PCM."""
-    from koe.audio.io import _decode
+def _decode_other(enc: EncodedAudio, max_seconds: float | None) -> Pcm:
+    """Non-WAV (or non-integer WAV) bytes: decode with koe's loaders (bounded), to integer PCM block by block."""
+    float_source = enc.head[:4] == b"RIFF" and enc.head[8:12] == b"WAVE"  # a float WAV: ffmpeg picks pcm_s32le
+    ints, rate = decode(enc, max_seconds=max_seconds, reduce=lambda block: pcm_from_decoded(block, float_source)[0])
+    if ints.ndim == 1:
+        ints = ints[:, None]
+    return Pcm(ints, int(rate), 4 if float_source else 2)
 
-    samples, rate = _decode(lambda: io.BytesIO(data), data[:65536], data[-65536:], len(data), name)
-    if samples.ndim == 1:
-        samples = samples[:, None]
-    float_source = data[:4] == b"RIFF" and data[8:12] == b"WAVE"  # a float WAV: ffmpeg picks pcm_s32le
-    ints, width = pcm_from_decoded(samples, float_source)
-    return Pcm(ints, int(rate), width)
+
+def _refuse_long_wav(enc: EncodedAudio, max_seconds: float) -> None:
+    """Refuse a WAV whose header is over `max_seconds` before pydub's reader takes all of it in."""
+    f = open_soundfile(enc)
+    if f is None:
+        return
+    with f:
+        frames, rate = header_frames(f), int(f.samplerate)
+    if frames is not None and rate > 0 and frames > frame_limit(max_seconds, rate):
+        raise AudioTooLong(max_seconds, frames / rate)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -235,7 +243,8 @@ def prepare_reference(pcm: np.ndarray, sample_rate: int, sample_width_bytes: int
 
     `sample_width_bytes`: 2 for 16-bit, 3 for 24-bit (values in the 24-bit range; widened as pydub
     widens them), 4 for 32-bit, 1 for 8-bit (signed values, as pydub holds them). Raises
-    `UnsupportedVoice` without a transcript and `AudioError` for empty, silent or too short audio.
+    `UnsupportedVoice` without a transcript and `AudioError` for empty, silent or too short audio, a
+    sample rate outside 8000-384000 Hz or more than 64 channels.
     """
     pcm = np.asarray(pcm)
     if not np.issubdtype(pcm.dtype, np.integer):
@@ -246,15 +255,15 @@ def prepare_reference(pcm: np.ndarray, sample_rate: int, sample_width_bytes: int
         raise AudioError(f"PCM must be (frames, channels), got shape {pcm.shape}")
     if sample_width_bytes not in (1, 2, 3, 4):
         raise AudioError(f"sample width must be 1, 2, 3 or 4 bytes, got {sample_width_bytes}")
-    if int(sample_rate) <= 0:
-        raise AudioError(f"sample rate must be positive, got {sample_rate}")
+    check_sample_rate(int(sample_rate))
+    check_channels(pcm.shape[1])
     limit = 1 << (8 * sample_width_bytes - 1)
     if pcm.size and (pcm.min() < -limit or pcm.max() >= limit):
         raise AudioError(f"PCM values out of range for {8 * sample_width_bytes}-bit samples")
     return _prepare(Pcm(pcm.astype(np.int64), int(sample_rate), int(sample_width_bytes)), text)
 
 
-def load_reference(source: ReferenceSource, text: str) -> ReferenceClip:
+def load_reference(source: ReferenceSource, text: str, *, max_seconds: float | None = None) -> ReferenceClip:
     """Load and prepare a reference: a file path, the bytes of a file, or `(samples, sample_rate)`.
 
     Integer PCM WAV (8/16/24/32-bit, any extension) is read as pydub reads it, so the result is
@@ -263,10 +272,14 @@ def load_reference(source: ReferenceSource, text: str) -> ReferenceClip:
     as the decoders agree. A `(float array (n,) or (n, channels), sample_rate)` tuple is stored as
     16-bit PCM the way `soundfile.write` writes PCM_16 (`pcm16_from_float`), as if saved to a WAV
     first; int16 / int32 arrays are taken as 16 / 32-bit PCM.
+
+    `max_seconds`: refuse a longer source (`AudioTooLong`) before preparing it; a compressed file
+    is then decoded only up to that length (koe.audio.decode), whatever it expands to. Sample
+    rates outside 8000-384000 Hz and more than 64 channels are refused.
     """
     if isinstance(source, tuple):
         _checked_transcript(text)
-        return _prepare(_from_array(source), text)
+        return _prepare(_within(_from_array(source), max_seconds), text)
     if isinstance(source, (bytes, bytearray, memoryview)):
         data, name = bytes(source), "<bytes>"
     elif isinstance(source, (str, os.PathLike)):
@@ -279,10 +292,22 @@ def load_reference(source: ReferenceSource, text: str) -> ReferenceClip:
     _checked_transcript(text)
     if not data:
         raise AudioError(f"audio file is empty: {name}")
+    enc = EncodedAudio.from_bytes(data, name)
+    if max_seconds is not None and enc.head[:4] in (b"RIFF", b"RIFX"):
+        _refuse_long_wav(enc, max_seconds)
     seg = parse_wav(data)
     if seg is None:
-        seg = _decode_other(data, name)
-    return _prepare(seg, text)
+        seg = _decode_other(enc, max_seconds)
+    return _prepare(_within(seg, max_seconds, name), text)
+
+
+def _within(seg: Pcm, max_seconds: float | None, name: str | None = None) -> Pcm:
+    """`seg` if its rate, channels and length are ones koe accepts."""
+    check_sample_rate(seg.rate, name)
+    check_channels(seg.channels, name)
+    if max_seconds is not None and seg.frames > frame_limit(max_seconds, seg.rate):
+        raise AudioTooLong(max_seconds, seg.frames / seg.rate)
+    return seg
 
 
 def _from_array(source: tuple) -> Pcm:
@@ -293,8 +318,7 @@ def _from_array(source: tuple) -> Pcm:
         rate = int(rate)
     except (TypeError, ValueError) as exc:
         raise AudioError(f"invalid sample rate: {rate!r}") from exc
-    if rate <= 0:
-        raise AudioError(f"sample rate must be positive, got {rate}")
+    check_sample_rate(rate)
     if samples.ndim == 1:
         samples = samples[:, None]
     if samples.ndim != 2 or samples.shape[1] < 1:

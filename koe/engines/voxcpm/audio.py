@@ -41,24 +41,23 @@ read as that file would be.
 Beyond upstream, koe refuses what a voice clone cannot use (`AudioError`): unreadable or
 truncated files, no samples, non-finite samples, a silent clip (peak of the mono signal below
 `SILENT_PEAK`, 1e-4, i.e. -80 dBFS: at most 3 steps of 16-bit PCM), and clips shorter than
-`min_seconds` or longer than `max_seconds` (the source's duration, checked from the header before
-decoding where libsndfile gives one, and always before down-mixing and resampling).
+`min_seconds` or longer than `max_seconds` (the source's duration, checked before resampling: from
+the header where it gives one, and while decoding, which `koe.audio.decode` stops at
+`max_seconds`, so a small file that expands to hours of audio is never decoded in full), sample
+rates outside 8000-384000 Hz and more than 64 channels.
 """
 
 from __future__ import annotations
 
-import io
 import os
 from pathlib import Path
 from typing import BinaryIO, Union
 
-import av
 import numpy as np
-import soundfile as sf
 import torch
 
+from koe.audio.decode import EncodedAudio, Reduce, check_channels, check_complete, check_sample_rate, decode_pyav, int_pcm_to_float, open_soundfile, read_soundfile, to_mono
 from koe.audio.errors import AudioError
-from koe.audio.io import _FRAME_SHORTFALL_FRACTION, _FRAME_SHORTFALL_SAMPLES, _SF_ERR_MALFORMED_FILE, _frame_to_float, _int_pcm_to_float, _ogg_truncated, _riff_data_truncated, _to_mono
 from koe.audio.pcm import pcm_from_decoded
 from koe.audio.resample import resample as soxr_hq_resample
 from koe.audio.sinc_resample import resample_sinc
@@ -70,7 +69,6 @@ SILENT_PEAK = 1e-4  # a mono clip whose largest |sample| is below this is "silen
 
 PromptAudioSource = Union[str, os.PathLike, bytes, bytearray, memoryview, BinaryIO, tuple]
 
-_PROBE_BYTES = 1 << 16  # how much of a file's start and end the truncation checks read
 # libsndfile reads these to the same float32 samples as FFmpeg's decoders (hence torchcodec)
 _FFMPEG_EQUAL_FORMATS = frozenset({"WAV", "WAVEX", "W64", "RF64", "AIFF", "FLAC"})
 _FFMPEG_EQUAL_SUBTYPES = frozenset({"PCM_S8", "PCM_U8", "PCM_16", "PCM_24", "PCM_32", "FLOAT", "DOUBLE"})
@@ -106,7 +104,7 @@ def load_prompt_audio(
         _check_duration(frames.shape[0], rate, min_seconds, max_seconds)
 
     if method == "librosa":
-        mono = _to_mono(frames)  # librosa.to_mono of the transposed read
+        mono = to_mono(frames)  # librosa.to_mono of the transposed read (files: mixed block by block already)
     else:
         by_channel = torch.from_numpy(np.ascontiguousarray(frames.reshape(frames.shape[0], -1).T))  # (channels, n)
         if by_channel.size(0) > 1:
@@ -160,12 +158,11 @@ def _from_array(source: tuple) -> tuple[np.ndarray, int]:
         rate = int(rate)
     except (TypeError, ValueError) as exc:
         raise AudioError(f"invalid sample rate: {rate!r}") from exc
-    if rate <= 0:
-        raise AudioError(f"sample rate must be positive, got {rate}")
+    check_sample_rate(rate)
     if samples.ndim not in (1, 2):
         raise AudioError(f"waveform must be (frames,) or (frames, channels), got shape {samples.shape}")
     if np.issubdtype(samples.dtype, np.integer):
-        samples = _int_pcm_to_float(samples)
+        samples = int_pcm_to_float(samples)
     elif not np.issubdtype(samples.dtype, np.floating):
         raise AudioError(f"waveform dtype {samples.dtype} is not a number type")
     frames = samples.astype(np.float32)
@@ -174,13 +171,18 @@ def _from_array(source: tuple) -> tuple[np.ndarray, int]:
             frames = frames.T  # (channels, frames) given
         if frames.shape[1] == 0:
             raise AudioError("waveform has zero channels")
+        check_channels(frames.shape[1])
         if frames.shape[1] == 1:
             frames = frames[:, 0]
     return frames, rate
 
 
 def _decode(source, method: str, max_seconds: float | None) -> tuple[np.ndarray, int]:
-    """A path, bytes or file object -> float32 `(frames,)` / `(frames, channels)` and its rate."""
+    """A path, bytes or file object -> float32 `(frames,)` / `(frames, channels)` and its rate.
+
+    Bounded by `max_seconds` (koe.audio.decode): the librosa method mixes to mono block by block,
+    so it holds one channel; the torchaudio method keeps the channels for torch's mean.
+    """
     if isinstance(source, (bytes, bytearray, memoryview)):
         data, name = bytes(source), "<bytes>"
     elif isinstance(source, (str, os.PathLike)):
@@ -197,72 +199,34 @@ def _decode(source, method: str, max_seconds: float | None) -> tuple[np.ndarray,
         raise AudioError(f"unsupported audio source type: {type(source).__name__}")
     if not data:
         raise AudioError(f"audio file is empty: {name}")
-    if _riff_data_truncated(data[:_PROBE_BYTES], len(data)):
-        raise AudioError(f"audio file is truncated (WAV data chunk runs past the end): {name}")
-    if data[:4] == b"OggS" and _ogg_truncated(data[-_PROBE_BYTES:]):
-        raise AudioError(f"audio file is truncated (Ogg stream has no complete end page): {name}")
+    enc = EncodedAudio.from_bytes(data, name)
+    check_complete(enc)
 
-    decoded = _read_soundfile(data, name, method, max_seconds)
+    decoded = _read_soundfile(enc, method, max_seconds)
     if decoded is not None:
         return decoded
-    frames, rate = _read_ffmpeg(data, name, max_seconds)
-    if method == "librosa":
-        # audioread's FFmpeg pipe: 16-bit PCM, read back as int / 32768
-        ints, _ = pcm_from_decoded(frames, float_source=False)
-        frames = (ints.astype(np.float64) * (1.0 / 32768.0)).astype(np.float32)
-    return frames, rate
+    # librosa's fallback, audioread's FFmpeg pipe: 16-bit PCM, read back as int / 32768
+    reduce = _librosa_ffmpeg_block if method == "librosa" else None
+    frames, rate = decode_pyav(enc, max_seconds=max_seconds, reduce=reduce)
+    return (frames[:, 0] if frames.ndim == 2 and frames.shape[1] == 1 else frames), rate
 
 
-def _read_soundfile(data: bytes, name: str, method: str, max_seconds: float | None) -> tuple[np.ndarray, int] | None:
+def _read_soundfile(enc: EncodedAudio, method: str, max_seconds: float | None) -> tuple[np.ndarray, int] | None:
     """libsndfile's float32 read; None where upstream's decoder for `method` is FFmpeg's instead."""
-    try:
-        f = sf.SoundFile(io.BytesIO(data))
-    except sf.LibsndfileError as exc:
-        if exc.code == _SF_ERR_MALFORMED_FILE:
-            raise AudioError(f"audio file is malformed or truncated: {name} ({exc.error_string})") from exc
+    f = open_soundfile(enc)
+    if f is None:
         return None
     with f:
         if method == "torchaudio" and (f.format not in _FFMPEG_EQUAL_FORMATS or f.subtype not in _FFMPEG_EQUAL_SUBTYPES):
             return None
-        rate = int(f.samplerate)
-        expected = f.frames
-        _check_max(expected, rate, max_seconds)
-        try:
-            frames = f.read(frames=-1, dtype="float32", always_2d=False)  # (n,) or (n, channels)
-        except sf.LibsndfileError as exc:
-            raise AudioError(f"audio file is truncated or corrupt: {name} ({exc.error_string})") from exc
-    if expected - frames.shape[0] > max(_FRAME_SHORTFALL_SAMPLES, _FRAME_SHORTFALL_FRACTION * expected):  # lossy estimates
-        raise AudioError(f"audio file is truncated: {name} (header says {expected} frames, decoded {frames.shape[0]})")
-    return frames, rate
+        reduce: Reduce | None = to_mono if method == "librosa" else None
+        return read_soundfile(f, enc.name, max_seconds=max_seconds, reduce=reduce), int(f.samplerate)
 
 
-def _read_ffmpeg(data: bytes, name: str, max_seconds: float | None) -> tuple[np.ndarray, int]:
-    """The first audio stream decoded by PyAV (FFmpeg) to float32 `(frames, channels)`."""
-    try:
-        container = av.open(io.BytesIO(data), mode="r")
-    except (av.error.FFmpegError, OSError, ValueError) as exc:
-        raise AudioError(f"not a readable audio file: {name} ({exc})") from exc
-    chunks: list[np.ndarray] = []
-    rate = 0
-    with container:
-        if not container.streams.audio:
-            raise AudioError(f"file has no audio stream: {name}")
-        stream = container.streams.audio[0]
-        total = 0
-        try:
-            for frame in container.decode(stream):
-                rate = int(frame.sample_rate)
-                chunks.append(_frame_to_float(frame))
-                total += chunks[-1].shape[0]
-                _check_max(total, rate, max_seconds)
-        except (av.error.FFmpegError, OSError, ValueError) as exc:
-            raise AudioError(f"audio file is truncated or corrupt: {name} ({exc})") from exc
-    if not chunks:
-        raise AudioError(f"audio file has no samples: {name}")
-    if len({c.shape[1] for c in chunks}) != 1:
-        raise AudioError(f"channel count changes inside the file: {name}")
-    frames = np.concatenate(chunks, axis=0)
-    return (frames[:, 0] if frames.shape[1] == 1 else frames), rate
+def _librosa_ffmpeg_block(block: np.ndarray) -> np.ndarray:
+    """A PyAV block as librosa's audioread fallback reads it: rounded to 16 bits, then mixed to mono."""
+    ints, _ = pcm_from_decoded(block, float_source=False)
+    return to_mono((ints.astype(np.float64) * (1.0 / 32768.0)).astype(np.float32))
 
 
 # ---------------------------------------------------------------------------------------------
