@@ -45,8 +45,8 @@ def check_binding(server: ServerSettings) -> None:
     if len(token) < MIN_TOKEN_CHARS and token:
         if not loopback:
             raise ConfigError(
-                f"refusing to listen on {server.host} with a weak access token ({len(token)} characters; at least {MIN_TOKEN_CHARS} needed)",
-                hint=f"use a random one, e.g. --token {secrets.token_urlsafe(32)}",
+                f"refusing to listen on {server.host} with a weak access token (shorter than {MIN_TOKEN_CHARS} characters)",
+                hint=f"use a random one, e.g. --token {secrets.token_urlsafe(32)} (or server.token / KOE_SERVER__TOKEN)",
             )
         log.warning("server.token is short (%d characters): fine on loopback, but binding beyond it needs %d or more", len(token), MIN_TOKEN_CHARS)
 
