@@ -202,7 +202,8 @@ class BrowserGuard:
             return f"requests from an opaque origin ({origin!r}: a sandboxed frame, a file or a redirect) may not change anything here"
         if self.origins.allows(parsed):
             return None
-        if host is not None and parsed[1] == host[0] and parsed[2] == (host[1] if host[1] is not None else _DEFAULT_PORTS.get(parsed[0])):
+        scheme, name, port = parsed
+        if scheme in ("http", "https") and host is not None and name == host[0] and port == (host[1] if host[1] is not None else _DEFAULT_PORTS[scheme]):
             return None  # same origin: koe's own pages
         return f"requests from the web origin {origin!r} may not change anything here; to allow it, add it to {_ORIGINS_SETTING}"
 
