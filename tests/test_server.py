@@ -280,5 +280,7 @@ def test_binding_beyond_loopback_needs_a_token(tmp_path):
         check_binding(open_settings.server)
     with pytest.raises(ConfigError, match="needs an access token"):
         run(open_settings)  # refuses before anything listens
-    check_binding(load_settings(tmp_path, flags={"server": {"host": "0.0.0.0", "token": "t"}}, environ={}).server)
+    with pytest.raises(ConfigError, match="weak access token"):
+        check_binding(load_settings(tmp_path, flags={"server": {"host": "0.0.0.0", "token": "t"}}, environ={}).server)
+    check_binding(load_settings(tmp_path, flags={"server": {"host": "0.0.0.0", "token": "a-strong-token-0123456789"}}, environ={}).server)
     check_binding(load_settings(tmp_path, environ={}).server)  # 127.0.0.1 by default
