@@ -491,3 +491,19 @@ def test_bomb_is_refused_in_bounded_memory(rss, bomb, loader):
     assert "error" in result, result
     assert "too long" in result["error"] and "at most 30 s" in result["error"], result
     assert result["growth_mb"] < _RSS_LIMIT_MB, result
+
+
+# -- the engines' own loaders keep a bound when their caller gives none --------------------------
+def test_qwen_reference_audio_is_bounded_and_trims_exactly(tmp_path):
+    from koe.engines.qwen3_tts.voice import MAX_REF_SECONDS, reference_audio
+
+    rate = 8000
+    t = np.arange(int((MAX_REF_SECONDS + 10) * rate)) / rate
+    path = tmp_path / "long.flac"
+    sf.write(path, (0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32), rate, format="FLAC")
+    with pytest.raises(AudioError, match="the maximum is 30 s. Pass trim=True"):
+        reference_audio(path)
+    trimmed, sr = reference_audio(path, trim=True)
+    full, _ = load_audio(path)
+    assert sr == rate and np.array_equal(trimmed, full[: int(MAX_REF_SECONDS * rate)])
+

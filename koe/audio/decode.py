@@ -70,6 +70,7 @@ __all__ = [
 MIN_SAMPLE_RATE = 8_000
 MAX_SAMPLE_RATE = 384_000
 MAX_CHANNELS = 64  # 7th-order ambisonics; 22.2 surround is 24
+MAX_CLIP_SECONDS = 600.0  # the longest clip any loader decodes when its caller sets no tighter bound (engine APIs)
 MAX_HELD_SAMPLES = 1 << 25  # ~33.5 M samples (128 MiB of float32): 30 s of 96 kHz 8-channel audio fits
 BLOCK_SAMPLES = 1 << 17  # interleaved samples per libsndfile read (512 KiB of float32)
 PROBE_BYTES = 1 << 16  # how much of a file's start and end the truncation checks look at

@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from koe.audio.decode import MAX_CLIP_SECONDS
 from koe.audio.errors import AudioError
 from koe.audio.io import AudioSource, load_audio, write_wav
 from koe.service.errors import AlreadyExists, InvalidRequest, KoeError, NotFound, StorageError, Unavailable
@@ -217,7 +218,7 @@ class VoiceLibrary:
         if not overwrite and self.db.get_voice(name) is not None:
             raise AlreadyExists(f"voice {name!r} already exists", hint="remove it first or pass overwrite")
         try:
-            samples, sr = load_audio(ref_audio, max_seconds=self.max_reference_seconds)
+            samples, sr = load_audio(ref_audio, max_seconds=self.max_reference_seconds or MAX_CLIP_SECONDS)
         except AudioError as e:
             raise InvalidRequest(f"reference audio: {e}", param="ref_audio") from e
         duration = len(samples) / sr

@@ -29,6 +29,7 @@ from koe.engines.f5_tts import spec, text as front
 from koe.engines.f5_tts.config import F5Config, read_config
 from koe.engines.f5_tts.dit import F5Model
 from koe.engines.f5_tts.native import NativeAPI
+from koe.audio.decode import MAX_CLIP_SECONDS
 from koe.engines.f5_tts.reference import load_reference, normalised_reference
 from koe.engines.f5_tts.sampler import FlowSettings, sample_mel
 from koe.engines.f5_tts.voice import F5Voice, F5VoiceError
@@ -166,7 +167,7 @@ class F5TTSEngine(NativeAPI):
         """A reusable voice from a reference clip (path, bytes or (samples, sample_rate)) and its transcript."""
         if isinstance(ref_audio, VoiceReference):
             ref_audio, ref_text = ref_audio.audio, ref_audio.text
-        clip = load_reference(ref_audio, ref_text)
+        clip = load_reference(ref_audio, ref_text, max_seconds=MAX_CLIP_SECONDS)  # upstream keeps ~12 s of it anyway
         return F5Voice(clip.samples, clip.sample_rate, clip.text, info={"ref_seconds": round(len(clip.samples) / clip.sample_rate, 3), **clip.info})
 
     def load_voice(self, folder: str | Path) -> F5Voice:

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from koe.audio.errors import AudioError
+from koe.audio.errors import AudioError, AudioTooLong
 from koe.audio.io import load_audio
 from koe.audio.resample import resample
 from koe.engines.prompt_files import read_prompt, write_prompt
@@ -107,17 +107,17 @@ def reference_audio(source, *, max_seconds: float = MAX_REF_SECONDS, trim: bool 
     """Load a reference (path, bytes, (array, sr)) as float32 mono and check its length."""
     if isinstance(source, np.ndarray):
         raise AudioError("for a numpy reference pass (samples, sample_rate)")
-    audio, sr = load_audio(source)
+    try:  # decoded only up to max_seconds (a trimmed clip is the first max_seconds of the full decode)
+        audio, sr = load_audio(source, max_seconds=max_seconds, trim=trim)
+    except AudioTooLong as e:
+        length = f"{e.seconds:.1f} s" if e.seconds is not None else f"more than {max_seconds:.0f} s"
+        raise AudioError(
+            f"reference audio is {length} long; the maximum is {max_seconds:.0f} s. "
+            f"Pass trim=True (CLI: --trim-ref) to use its first {max_seconds:.0f} s, or cut a clean 3-10 s clip"
+        ) from e
     seconds = len(audio) / sr
     if seconds < MIN_REF_SECONDS:
         raise AudioError(f"reference audio is {seconds:.2f} s long; give at least {MIN_REF_SECONDS:.0f} s of speech (3-10 s works best)")
-    if seconds > max_seconds:
-        if not trim:
-            raise AudioError(
-                f"reference audio is {seconds:.1f} s long; the maximum is {max_seconds:.0f} s. "
-                f"Pass trim=True (CLI: --trim-ref) to use its first {max_seconds:.0f} s, or cut a clean 3-10 s clip"
-            )
-        audio = audio[: int(max_seconds * sr)]
     return audio, sr
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from koe.audio.decode import MAX_CLIP_SECONDS
 from koe.audio.errors import AudioError
 from koe.engines import pipeline
 from koe.engines.base import (
@@ -139,7 +140,7 @@ class VoxCPMEngine(NativeAPI):
         method = "librosa" if self.cfg.v2 else "torchaudio"
         try:
             clip = load_prompt_audio(audio, self.encode_rate, method, min_seconds=spec.MIN_REFERENCE_S,
-                                     max_seconds=None if trim else spec.MAX_REFERENCE_S)  # fmt: skip
+                                     max_seconds=MAX_CLIP_SECONDS if trim else spec.MAX_REFERENCE_S)  # fmt: skip
         except AudioError as e:
             raise UnsupportedVoice(f"the voice clip cannot be used: {e}") from e
         if trim:
