@@ -160,6 +160,14 @@ def test_design_then_clone_from_the_library(synth, home):
         synth.plan(req(voice="designed"))
 
 
+def test_design_refuses_what_the_library_would_before_speaking(synth, home, monkeypatch):
+    spoken = []
+    monkeypatch.setattr(synth, "speak", lambda request: spoken.append(request))
+    with pytest.raises(InvalidRequest, match="description") as e:
+        synth.design_voice("too-long", "a calm voice " * 200, model="vd")
+    assert e.value.param == "description" and spoken == [] and not home.voices.exists("too-long")
+
+
 def test_clone_an_ad_hoc_clip(synth):
     t = np.arange(36000) / 24000
     clip = (0.3 * np.sin(2 * np.pi * (150 + 30 * np.sin(3 * t)) * t)).astype(np.float32)  # 1.5 s

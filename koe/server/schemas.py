@@ -37,7 +37,7 @@ class SpeechBody(BaseModel):
     )
     # koe's extras
     language: str | None = Field(None, description="language of the text (auto, english, chinese, ...)")
-    seed: int | None = Field(None, ge=0, description="random seed; a seeded request is reproducible (and never batched)")
+    seed: int | None = Field(None, ge=0, json_schema_extra={"maximum": 2**63 - 1}, description="random seed (0 <= seed < 2**63); a seeded request is reproducible (and never batched)")
     options: dict[str, Any] | None = Field(None, description="the model family's options (GET /v1/models/{id} lists them with types, ranges, defaults)")
 
     @field_validator("response_format")

@@ -161,6 +161,7 @@ class Synthesizer:
             raise AlreadyExists(f"voice {name!r} already exists", hint="remove it first or pass overwrite")
         if not description or not description.strip():
             raise InvalidRequest("the voice description is empty: describe the voice (age, gender, tone, pace, ...)")
+        self.home.voices.check_fields(text, description, language)  # what the library would refuse, before any audio is made
         request = SpeechRequest(
             text=text or DESIGN_SAMPLE_TEXT, model=model, design=description, language=language, seed=seed,
             options=dict(options or {}), format="wav", save=False,
