@@ -22,6 +22,8 @@ import uvicorn
 from test_server import TEXT, decode, long_request, make_home, wait_for, wav_clip
 
 from koe.server import create_app
+from koe.server.app import uvicorn_config
+from koe.service.settings import ServerSettings
 
 pytestmark = pytest.mark.filterwarnings("ignore:speech was cut off", "ignore:segment 0 was cut off")
 
@@ -46,13 +48,18 @@ class LiveServer:
 
 
 @contextlib.contextmanager
-def live_server(app) -> Iterator[LiveServer]:
-    """Serve `app` with uvicorn in a thread on a free loopback port; stop it at the end."""
+def live_server(app, settings: ServerSettings | None = None) -> Iterator[LiveServer]:
+    """Serve `app` with uvicorn in a thread on a free loopback port; stop it at the end.
+
+    With `settings`, uvicorn is configured as `koe serve` configures it (`uvicorn_config`: the
+    guarded protocol with its header deadline and connection cap)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2))
+    config = uvicorn_config(app, settings) if settings is not None else uvicorn.Config(app)
+    config.log_level, config.timeout_graceful_shutdown = "warning", 2
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:

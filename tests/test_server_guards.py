@@ -20,17 +20,16 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Iterator
 
 import httpx
 import pytest
 from fastapi.testclient import TestClient
 from test_server import TEXT, decode, long_request, make_home, wait_for, wav_clip
+from test_server_e2e import live_server
 
 from koe.cli.main import app as cli_app
 from koe.service import ConfigError, load_settings
 from koe.server import create_app
-from koe.server.app import uvicorn_config
 from koe.server.auth import MIN_TOKEN_CHARS, check_binding
 from koe.server.guards import AllowedOrigins, HostNames, origin_of, split_host
 
@@ -40,32 +39,6 @@ FEW = {"max_new_tokens": 4}
 HEADER_TIMEOUT = 1.0
 BODY_TIMEOUT = 1.0
 MAX_CONNECTIONS = 4
-
-
-@contextlib.contextmanager
-def serving(home) -> Iterator[tuple[str, object]]:
-    """`create_app(home)` served as `koe serve` would (guarded protocol), on a free loopback port:
-    (base URL, the uvicorn server)."""
-    import uvicorn
-
-    app = create_app(home)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    config = uvicorn_config(app, home.settings.server)
-    config.timeout_graceful_shutdown = 2
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        wait_for(lambda: server.started or not thread.is_alive(), timeout=30)
-        assert server.started, "the server did not start"
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}", server
-    finally:
-        server.should_exit = True
-        thread.join(15)
-        sock.close()
-        assert not thread.is_alive(), "the server did not stop"
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +52,8 @@ def live(tmp_path_factory, session_tmp):
         body_timeout_s=BODY_TIMEOUT,
         max_connections=MAX_CONNECTIONS,
     )
-    with serving(home) as (url, server):
-        yield url, server
+    with live_server(create_app(home), home.settings.server) as s:  # configured as koe serve does
+        yield s.url, s.server
 
 
 def port_of(url: str) -> int:
