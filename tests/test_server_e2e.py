@@ -57,8 +57,11 @@ def live_server(app, settings: ServerSettings | None = None) -> Iterator[LiveSer
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn_config(app, settings) if settings is not None else uvicorn.Config(app)
-    config.log_level, config.timeout_graceful_shutdown = "warning", 2
+    if settings is None:
+        config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2)
+    else:
+        config = uvicorn_config(app, settings)
+        config.timeout_graceful_shutdown = 2
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
