@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import io
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Callable
+from typing import Any, BinaryIO, Callable
 
 import av
 import numpy as np
@@ -45,11 +46,14 @@ from koe.audio.errors import AudioError, AudioTooLong
 
 __all__ = [
     "MAX_CHANNELS",
+    "MAX_CHANNELS_FIRST",
+    "MAX_CLIP_SECONDS",
     "MAX_HELD_SAMPLES",
     "MAX_SAMPLE_RATE",
     "MIN_SAMPLE_RATE",
     "EncodedAudio",
     "Reduce",
+    "array_frames",
     "check_channels",
     "check_complete",
     "check_sample_rate",
@@ -70,6 +74,7 @@ __all__ = [
 MIN_SAMPLE_RATE = 8_000
 MAX_SAMPLE_RATE = 384_000
 MAX_CHANNELS = 64  # 7th-order ambisonics; 22.2 surround is 24
+MAX_CHANNELS_FIRST = 16  # a 2-D array (c, n) with c <= this < n is taken as channels first
 MAX_CLIP_SECONDS = 600.0  # the longest clip any loader decodes when its caller sets no tighter bound (engine APIs)
 MAX_HELD_SAMPLES = 1 << 25  # ~33.5 M samples (128 MiB of float32): 30 s of 96 kHz 8-channel audio fits
 BLOCK_SAMPLES = 1 << 17  # interleaved samples per libsndfile read (512 KiB of float32)
@@ -116,6 +121,28 @@ class EncodedAudio:
     def from_bytes(cls, data: bytes, name: str = "<bytes>") -> "EncodedAudio":
         """A file's bytes, already in memory."""
         return cls(name, len(data), data[:PROBE_BYTES], data[-PROBE_BYTES:], data)
+
+    @classmethod
+    def read(cls, source: Any, what: str = "audio") -> "EncodedAudio":
+        """A whole file in memory, from a path, its bytes or a binary file object (read to its end).
+        `AudioError` for a missing or empty file or another kind of `source` (named as `what`)."""
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            data, name = bytes(source), "<bytes>"
+        elif isinstance(source, (str, os.PathLike)):
+            path = Path(source)
+            if not path.is_file():
+                raise AudioError(f"no such audio file: {path}")
+            data, name = path.read_bytes(), str(path)
+        elif hasattr(source, "read"):
+            data, name = source.read(), str(getattr(source, "name", "<file object>"))
+            if not isinstance(data, (bytes, bytearray)):
+                raise AudioError("an audio file object must be opened in binary mode")
+            data = bytes(data)
+        else:
+            raise AudioError(f"unsupported {what} source type: {type(source).__name__}")
+        if not data:
+            raise AudioError(f"audio file is empty: {name}")
+        return cls.from_bytes(data, name)
 
     def open(self) -> str | BinaryIO:
         """What soundfile and PyAV open: the path, or a fresh reader over the bytes."""
@@ -464,6 +491,29 @@ def to_mono(frames: np.ndarray) -> np.ndarray:
         return frames.astype(np.float32, copy=False)
     by_channel = frames.T  # (channels, n), the layout librosa averages over
     return np.mean(by_channel, axis=0).astype(np.float32)
+
+
+def array_frames(arr: np.ndarray) -> np.ndarray:
+    """A waveform array as a decoder gives it: float32 `(n,)` or `(n, channels)`.
+
+    Integer PCM is scaled to [-1, 1) (`int_pcm_to_float`), other floats cast to float32; a
+    `(channels, n)` array with at most `MAX_CHANNELS_FIRST` channels and more samples is turned to
+    `(n, channels)`. `AudioError` for other shapes and dtypes, no channels or too many.
+    """
+    if arr.ndim not in (1, 2):
+        raise AudioError(f"waveform must be (n,) or (n, channels), got shape {arr.shape}")
+    if np.issubdtype(arr.dtype, np.integer):
+        arr = int_pcm_to_float(arr)
+    elif not np.issubdtype(arr.dtype, np.floating):
+        raise AudioError(f"waveform dtype {arr.dtype} is not a number type")
+    y = arr.astype(np.float32)
+    if y.ndim == 2:
+        if y.shape[0] <= MAX_CHANNELS_FIRST < y.shape[1]:
+            y = y.T  # (channels, n) given; view as (n, channels)
+        if y.shape[1] == 0:
+            raise AudioError("waveform has zero channels")
+        check_channels(y.shape[1])
+    return y
 
 
 def int_pcm_to_float(arr: np.ndarray) -> np.ndarray:

@@ -21,14 +21,13 @@ from typing import Union
 import numpy as np
 import soundfile as sf
 
-from koe.audio.decode import EncodedAudio, check_channels, check_sample_rate, decode, frame_limit, int_pcm_to_float, to_mono
+from koe.audio.decode import EncodedAudio, array_frames, check_sample_rate, decode, frame_limit, to_mono
 from koe.audio.errors import AudioError, AudioTooLong
 
 __all__ = ["AudioSource", "load_audio", "write_wav"]
 
 AudioSource = Union[str, os.PathLike, bytes, bytearray, memoryview, np.ndarray, tuple]
 
-_MAX_CHANNELS_FIRST = 16  # a 2-D array (c, n) with c <= this < n is taken as channels first
 
 
 def load_audio(
@@ -136,19 +135,8 @@ def write_wav(path: str | os.PathLike, samples: np.ndarray, sample_rate: int, su
 
 def _from_array(arr: np.ndarray, sample_rate) -> tuple[np.ndarray, int]:
     """Mirror upstream's `(np.ndarray, sr)` branch: cast to float32 first, then average channels."""
-    if arr.ndim == 0 or arr.ndim > 2:
-        raise AudioError(f"waveform must be (n,) or (n, channels), got shape {arr.shape}")
-    if np.issubdtype(arr.dtype, np.integer):
-        arr = int_pcm_to_float(arr)
-    elif not np.issubdtype(arr.dtype, np.floating):
-        raise AudioError(f"waveform dtype {arr.dtype} is not a number type")
-    y = arr.astype(np.float32)
-    if y.ndim == 2 and y.shape[0] <= _MAX_CHANNELS_FIRST < y.shape[1]:
-        y = y.T  # (channels, n) given; view as (n, channels)
+    y = array_frames(arr)
     if y.ndim == 2:
-        if y.shape[1] == 0:
-            raise AudioError("waveform has zero channels")
-        check_channels(y.shape[1])
         y = np.mean(y, axis=-1).astype(np.float32)  # (n,)
     try:
         sr = int(sample_rate)

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Union
 
 import numpy as np
@@ -264,7 +263,7 @@ def prepare_reference(pcm: np.ndarray, sample_rate: int, sample_width_bytes: int
 
 
 def load_reference(source: ReferenceSource, text: str, *, max_seconds: float | None = None) -> ReferenceClip:
-    """Load and prepare a reference: a file path, the bytes of a file, or `(samples, sample_rate)`.
+    """Load and prepare a reference: a file path, the bytes of a file, a binary file object, or `(samples, sample_rate)`.
 
     Integer PCM WAV (8/16/24/32-bit, any extension) is read as pydub reads it, so the result is
     upstream's bit for bit. Other formats are decoded by koe's loaders (libsndfile, else PyAV) and
@@ -280,25 +279,15 @@ def load_reference(source: ReferenceSource, text: str, *, max_seconds: float | N
     if isinstance(source, tuple):
         _checked_transcript(text)
         return _prepare(_within(_from_array(source), max_seconds), text)
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        data, name = bytes(source), "<bytes>"
-    elif isinstance(source, (str, os.PathLike)):
-        path = Path(source)
-        if not path.is_file():
-            raise AudioError(f"no such audio file: {path}")
-        data, name = path.read_bytes(), str(path)
-    else:
-        raise AudioError(f"unsupported reference audio source: {type(source).__name__}")
+    enc = EncodedAudio.read(source, "reference audio")
     _checked_transcript(text)
-    if not data:
-        raise AudioError(f"audio file is empty: {name}")
-    enc = EncodedAudio.from_bytes(data, name)
+    data = enc.source
     if max_seconds is not None and enc.head[:4] in (b"RIFF", b"RIFX"):
         _refuse_long_wav(enc, max_seconds)
     seg = parse_wav(data)
     if seg is None:
         seg = _decode_other(enc, max_seconds)
-    return _prepare(_within(seg, max_seconds, name), text)
+    return _prepare(_within(seg, max_seconds, enc.name), text)
 
 
 def _within(seg: Pcm, max_seconds: float | None, name: str | None = None) -> Pcm:

@@ -50,13 +50,12 @@ rates outside 8000-384000 Hz and more than 64 channels.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import BinaryIO, Union
 
 import numpy as np
 import torch
 
-from koe.audio.decode import EncodedAudio, Reduce, check_channels, check_complete, check_sample_rate, decode_pyav, int_pcm_to_float, open_soundfile, read_soundfile, to_mono
+from koe.audio.decode import EncodedAudio, Reduce, array_frames, check_complete, check_sample_rate, decode_pyav, open_soundfile, read_soundfile, to_mono
 from koe.audio.errors import AudioError
 from koe.audio.pcm import pcm_from_decoded
 from koe.audio.resample import resample as soxr_hq_resample
@@ -72,7 +71,6 @@ PromptAudioSource = Union[str, os.PathLike, bytes, bytearray, memoryview, Binary
 # libsndfile reads these to the same float32 samples as FFmpeg's decoders (hence torchcodec)
 _FFMPEG_EQUAL_FORMATS = frozenset({"WAV", "WAVEX", "W64", "RF64", "AIFF", "FLAC"})
 _FFMPEG_EQUAL_SUBTYPES = frozenset({"PCM_S8", "PCM_U8", "PCM_16", "PCM_24", "PCM_32", "FLOAT", "DOUBLE"})
-_MAX_CHANNELS_FIRST = 16  # a 2-D array (c, n) with c <= this < n is taken as channels first
 
 
 def load_prompt_audio(
@@ -159,21 +157,9 @@ def _from_array(source: tuple) -> tuple[np.ndarray, int]:
     except (TypeError, ValueError) as exc:
         raise AudioError(f"invalid sample rate: {rate!r}") from exc
     check_sample_rate(rate)
-    if samples.ndim not in (1, 2):
-        raise AudioError(f"waveform must be (frames,) or (frames, channels), got shape {samples.shape}")
-    if np.issubdtype(samples.dtype, np.integer):
-        samples = int_pcm_to_float(samples)
-    elif not np.issubdtype(samples.dtype, np.floating):
-        raise AudioError(f"waveform dtype {samples.dtype} is not a number type")
-    frames = samples.astype(np.float32)
-    if frames.ndim == 2:
-        if frames.shape[0] <= _MAX_CHANNELS_FIRST < frames.shape[1]:
-            frames = frames.T  # (channels, frames) given
-        if frames.shape[1] == 0:
-            raise AudioError("waveform has zero channels")
-        check_channels(frames.shape[1])
-        if frames.shape[1] == 1:
-            frames = frames[:, 0]
+    frames = array_frames(samples)
+    if frames.ndim == 2 and frames.shape[1] == 1:
+        frames = frames[:, 0]
     return frames, rate
 
 
@@ -183,23 +169,7 @@ def _decode(source, method: str, max_seconds: float | None) -> tuple[np.ndarray,
     Bounded by `max_seconds` (koe.audio.decode): the librosa method mixes to mono block by block,
     so it holds one channel; the torchaudio method keeps the channels for torch's mean.
     """
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        data, name = bytes(source), "<bytes>"
-    elif isinstance(source, (str, os.PathLike)):
-        path = Path(source)
-        if not path.is_file():
-            raise AudioError(f"no such audio file: {path}")
-        data, name = path.read_bytes(), str(path)
-    elif hasattr(source, "read"):
-        data, name = source.read(), getattr(source, "name", "<file object>")
-        if not isinstance(data, (bytes, bytearray)):
-            raise AudioError("an audio file object must be opened in binary mode")
-        data, name = bytes(data), str(name)
-    else:
-        raise AudioError(f"unsupported audio source type: {type(source).__name__}")
-    if not data:
-        raise AudioError(f"audio file is empty: {name}")
-    enc = EncodedAudio.from_bytes(data, name)
+    enc = EncodedAudio.read(source)
     check_complete(enc)
 
     decoded = _read_soundfile(enc, method, max_seconds)
