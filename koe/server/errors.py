@@ -8,7 +8,6 @@ messages unredacted (a local user's own paths help them).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import math
@@ -20,11 +19,10 @@ from pathlib import Path
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from koe.service.errors import KoeError, ModelFailed, disk_full_error, is_disk_full
+from koe.service.errors import KoeError, disk_full_error, is_disk_full
 
 log = logging.getLogger(__name__)
 
@@ -149,8 +147,6 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(KoeError)
     async def _koe(request: Request, e: KoeError) -> JSONResponse:
-        if isinstance(e, ModelFailed):
-            await run_in_threadpool(_note_failed_model, request, e)
         answer = as_koe_error(e) or e
         if answer.status >= 500:
             log.error("%s %s: %s", request.method, request.url.path, e)
@@ -181,16 +177,6 @@ def install_error_handlers(app: FastAPI) -> None:
             return error_response(500, f"internal error: {type(e).__name__}: {e}", code="internal_error")
         finally:
             _HOME.reset(token)
-
-
-def _note_failed_model(request: Request, e: ModelFailed) -> None:
-    """Have the model cache remember a failure found while planning (an installed model whose
-    configs cannot be read), so /health lists it with the models whose load failed."""
-    state = getattr(request.app.state, "koe", None)
-    if state is None:
-        return
-    with contextlib.suppress(KoeError, OSError):
-        state.synthesizer.cache.remember_failure(state.home.models.get(e.model).ref, e)
 
 
 def _code(status: int) -> str | None:

@@ -214,11 +214,6 @@ class ModelCache:
                     del self._failures[f.ref.key]
         return sorted((f for f in remembered if f not in stale), key=lambda f: f.name)
 
-    def forget_failure(self, ref: ModelRef) -> bool:
-        """Drop the remembered failure of `ref` so the next request loads it again; True if there was one."""
-        with self._guard:
-            return self._failures.pop(ref.key, None) is not None
-
     @staticmethod
     def _stale(failed: LoadFailure, ref: ModelRef) -> bool:
         try:

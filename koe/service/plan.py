@@ -11,6 +11,7 @@ languages and the options schema come from the family's spec.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -20,7 +21,7 @@ from koe.audio.errors import AudioError
 from koe.audio.io import load_audio
 from koe.engines.base import CLONE, CLONE_WITHOUT_TRANSCRIPT, DESIGN, NO_VOICE, PRESET, Capabilities, RequestError, check_seed
 from koe.service.encode import AudioFormat, get_format
-from koe.service.errors import InvalidRequest, NotFound, PayloadTooLarge
+from koe.service.errors import InvalidRequest, ModelFailed, NotFound, PayloadTooLarge
 from koe.service.models import ModelDetails, ModelRef, ModelStore, inspect_model
 from koe.service.requests import SpeechRequest
 from koe.service.settings import Settings
@@ -82,18 +83,35 @@ class SpeechPlan:
 class Planner:
     """Checks requests against settings, the model store and the voice library."""
 
-    def __init__(self, settings: Settings, models: ModelStore, voices: VoiceLibrary, *, max_input_chars: int | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        models: ModelStore,
+        voices: VoiceLibrary,
+        *,
+        max_input_chars: int | None = None,
+        on_model_failed: Callable[[ModelRef, ModelFailed], None] | None = None,
+    ) -> None:
         self.settings = settings
         self.models = models
         self.voices = voices
         self.max_input_chars = max_input_chars
+        self.on_model_failed = on_model_failed
         self._details: dict[str, ModelDetails] = {}
 
     def details(self, ref: ModelRef) -> ModelDetails:
-        """What the model's files say (capabilities, speakers, languages), cached per model key."""
+        """What the model's files say (capabilities, speakers, languages), cached per model key.
+
+        An installed model whose configs cannot be read raises `ModelFailed`, after telling
+        `on_model_failed` (the synthesizer's model cache remembers it as a failed load)."""
         key = ref.key
         if key not in self._details:
-            self._details[key] = inspect_model(ref)
+            try:
+                self._details[key] = inspect_model(ref)
+            except ModelFailed as e:
+                if self.on_model_failed is not None:
+                    self.on_model_failed(ref, e)
+                raise
         return self._details[key]
 
     def plan(self, request: SpeechRequest) -> SpeechPlan:

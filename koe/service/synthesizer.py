@@ -62,9 +62,11 @@ class Synthesizer:
     ) -> None:
         self.home = home
         self.settings = home.settings
-        self.planner = Planner(self.settings, home.models, home.voices, max_input_chars=max_input_chars)
         m = self.settings.models
         self.cache = ModelCache(loader or self._load_engine, resident_limit=m.resident_limit, idle_unload_seconds=m.idle_unload_seconds)
+        self.planner = Planner(
+            self.settings, home.models, home.voices, max_input_chars=max_input_chars, on_model_failed=self.cache.remember_failure
+        )  # a model whose configs cannot be read is listed with the failed loads
         self.record_history = record_history
 
     # -- public API -----------------------------------------------------------------------------
