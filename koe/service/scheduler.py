@@ -10,8 +10,9 @@ jobs run alone and hand their chunks over a thread-safe queue.
 
 Every job carries a `CancelToken`: a job cancelled while waiting is dropped; a running job stops
 within a frame; a batch stops when all of its jobs are cancelled. A batch that fails in a way one
-request could cause is spoken again one request at a time, so a poisoned request fails alone. Thread-based and asyncio-free so
-any caller can use it; the HTTP server awaits `SpeechJob.future` with `asyncio.wrap_future`.
+request could cause is spoken again one request at a time, so a poisoned request fails alone.
+Thread-based and asyncio-free so any caller can use it; the HTTP server awaits `SpeechJob.future`
+with `asyncio.wrap_future`.
 """
 
 from __future__ import annotations
