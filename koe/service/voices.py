@@ -24,7 +24,6 @@ import io
 import json
 import logging
 import os
-import re
 import sqlite3
 import stat
 import tarfile
@@ -45,6 +44,7 @@ from koe.service.errors import AlreadyExists, InvalidRequest, KoeError, NotFound
 from koe.service.fsio import atomic_folder, atomic_write_bytes, atomic_write_text, path_lock, remove_tree, sweep_leftovers
 from koe.service.names import check_name
 from koe.service.storage import Database, VoiceRow
+from koe.text.checks import text_problem
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,6 @@ MAX_UNPACKED_BYTES = 512 * 1024 * 1024  # all members of a tar together, skipped
 MAX_MEMBERS = 64
 SWAP_WAIT_S = 0.25  # how long `get` waits for a folder caught between two renames (no atomic exchange)
 _ARCHIVE_FILES = (REFERENCE, TRANSCRIPT, VOICE_JSON)
-_NOT_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -555,10 +554,11 @@ def _text(value: Any, what: str, param: str, limit: int, *, one_line: bool = Fal
         return None
     if len(value) > limit:
         raise InvalidRequest(f"{what} is {len(value)} characters long; at most {limit} are allowed", param=param)
-    bad = _NOT_TEXT.search(value)
-    if bad is not None or (one_line and ("\n" in value or "\r" in value)):
-        ch = bad.group() if bad is not None else "\n"
-        raise InvalidRequest(f"{what} holds a character that is not allowed there (U+{ord(ch):04X})", param=param)
+    problem = text_problem(value, what, controls=True)  # lone surrogates, control characters: as every entry point checks them
+    if problem is not None:
+        raise InvalidRequest(problem.message, param=param)
+    if one_line and ("\n" in value or "\r" in value):
+        raise InvalidRequest(f"{what} must be one line", param=param)
     return value
 
 
