@@ -18,12 +18,14 @@ def _ref_text(ref_text: str | None, ref_text_file: Path | None) -> str | None:
     if ref_text and ref_text_file:
         fail("give --ref-text or --ref-text-file, not both", 2)
     if ref_text_file:
+        from koe.text.checks import Utf8Error, decode_utf8
+
         try:
-            return ref_text_file.read_text(encoding="utf-8")
+            return decode_utf8(ref_text_file.read_bytes(), str(ref_text_file))  # as koe speak --file reads text
         except OSError as e:
             fail(f"cannot read {ref_text_file}: {e.strerror}", 2)
-        except UnicodeDecodeError as e:
-            fail(f"{ref_text_file} is not UTF-8 text ({e.reason} at byte {e.start}); save it as UTF-8", 2)
+        except Utf8Error as e:
+            fail(f"{e}; save it as UTF-8", 2)
     return ref_text
 
 
