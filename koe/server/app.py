@@ -62,7 +62,7 @@ def create_app(
     hosts = HostNames(server.allowed_hosts, own_names(server.host))  # both raise ConfigError for a malformed entry
     origins = AllowedOrigins(server.allowed_origins)
     drain = Drain(server.shutdown_grace_s)
-    synth = synthesizer or Synthesizer(home, max_input_chars=server.max_input_chars)
+    synth = synthesizer or Synthesizer(home, max_input_chars=server.max_input_chars, allow_model_paths=False)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -50,7 +50,7 @@ def speech_request(body: SpeechBody, home: KoeHome, planner: Planner) -> SpeechR
     """The service request for an OpenAI speech body, with the voice resolved as described above."""
     check_body_texts(body)
     model = model_name(body.model, home)
-    details = planner.details(home.models.resolve(model, home.settings.models.default))
+    details = planner.details(home.models.resolve(model, home.settings.models.default, allow_paths=False))
     request = SpeechRequest(
         text=body.input, model=model, instruct=body.instructions, language=body.language, seed=body.seed,
         options=_options(body, details), speed=body.speed, format=body.response_format, save=False,

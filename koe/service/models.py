@@ -323,9 +323,16 @@ class ModelStore:
         self.db.delete_model(d.ref.name)
         remove_tree(self.root / d.ref.name)
 
-    def resolve(self, spec: str | os.PathLike | None, default: str | None = None) -> ModelRef:
+    def resolve(self, spec: str | os.PathLike | None, default: str | None = None, *, allow_paths: bool = True) -> ModelRef:
         """The model a request means: `spec` (a folder path or a store name), else `default`, else the
-        only installed model. Raises `NotFound`/`InvalidRequest` with what to do instead."""
+        only installed model. Raises `NotFound`/`InvalidRequest` with what to do instead.
+
+        `allow_paths=False` (the server: a client names models, never this machine's folders)
+        refuses a folder path in `spec`; `default` is the operator's and may be one."""
+        if spec and not allow_paths:
+            s = str(spec)
+            if s.startswith((".", "~", "/")) or "\\" in s or s.count("/") > 2 or ".." in s:
+                raise InvalidRequest("model must be an installed model's name or a hub id, not a folder path", param="model")
         spec = spec or default
         if not spec:
             installed = self.list()

@@ -91,8 +91,10 @@ class Planner:
         *,
         max_input_chars: int | None = None,
         on_model_failed: Callable[[ModelRef, ModelFailed], None] | None = None,
+        allow_model_paths: bool = True,
     ) -> None:
         self.settings = settings
+        self.allow_model_paths = allow_model_paths
         self.models = models
         self.voices = voices
         self.max_input_chars = max_input_chars
@@ -119,7 +121,7 @@ class Planner:
         s = self.settings.synthesis
         text = self._text(request.text)
         self._check_fields(request)
-        ref = self.models.resolve(request.model, self.settings.models.default)
+        ref = self.models.resolve(request.model, self.settings.models.default, allow_paths=self.allow_model_paths)
         details = self.details(ref)
         if details.missing:
             raise InvalidRequest(f"model {ref.name!r} is incomplete: missing {', '.join(details.missing)}", param="model")

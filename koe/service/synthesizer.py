@@ -59,13 +59,15 @@ class Synthesizer:
         loader: Callable[[ModelRef], Any] | None = None,
         max_input_chars: int | None = None,
         record_history: bool = True,
+        allow_model_paths: bool = True,
     ) -> None:
         self.home = home
         self.settings = home.settings
         m = self.settings.models
         self.cache = ModelCache(loader or self._load_engine, resident_limit=m.resident_limit, idle_unload_seconds=m.idle_unload_seconds)
         self.planner = Planner(
-            self.settings, home.models, home.voices, max_input_chars=max_input_chars, on_model_failed=self.cache.remember_failure
+            self.settings, home.models, home.voices, max_input_chars=max_input_chars, on_model_failed=self.cache.remember_failure,
+            allow_model_paths=allow_model_paths,
         )  # a model whose configs cannot be read is listed with the failed loads
         self.record_history = record_history
 
@@ -178,7 +180,7 @@ class Synthesizer:
 
     def capabilities(self, model: str | None = None) -> dict[str, Any]:
         """What a loaded model can do (loads it): voice modes, speakers, languages, options, ..."""
-        ref = self.home.models.resolve(model, self.settings.models.default)
+        ref = self.home.models.resolve(model, self.settings.models.default, allow_paths=self.planner.allow_model_paths)
         with self.cache.use(ref) as entry:
             return entry.engine.capabilities.to_dict()
 
