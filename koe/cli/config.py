@@ -1,4 +1,6 @@
-"""`koe config ...`: the effective settings and where each came from."""
+"""`koe config ...`: the effective settings and where each came from; set, get and unset one of them.
+
+Also `koe models default [NAME]` (registered on the models app by koe.cli.main): it is a settings edit."""
 
 import json
 from typing import Annotated
@@ -7,7 +9,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from koe.cli.common import command, out, state
+from koe.cli.common import command, err, fail, note, open_home, out, state, warn
+
+def _complete_key(incomplete: str) -> list[str]:
+    """Shell completion for KEY: the settings koe.toml may hold."""
+    from koe.service.config_file import setting_keys
+
+    return [k for k in setting_keys() if k.startswith(incomplete)]
+
 
 app = typer.Typer(help="Settings: koe.toml in KOE_HOME, KOE_<SECTION>__<KEY> env vars, flags.", no_args_is_help=True)
 
@@ -37,3 +46,84 @@ def path() -> None:
     from koe.service.settings import load_settings
 
     out.print(str(load_settings(state.home, state.flags).toml_path))
+
+
+@app.command("get")
+@command
+def get(
+    key: Annotated[str, typer.Argument(metavar="KEY", help="Dotted setting, e.g. server.port, models.default, synthesis.options.temperature.", show_default=False, autocompletion=_complete_key)],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON: value, source, env var.")] = False,
+) -> None:
+    """Print one setting's effective value (stdout) and where it came from (stderr)."""
+    from koe.service.config_file import get_value
+
+    value = get_value(state.home, key, state.flags)
+    if as_json:
+        shown = value.display if value.key == "server.token" else value.value
+        out.print_json(json.dumps({"key": value.key, "value": shown, "source": value.source, "env": value.env_name}, default=str))
+        return
+    out.print(escape(value.display))
+    note(f"{value.key}: from {value.source}")
+
+
+@app.command("set", context_settings={"ignore_unknown_options": True})  # `koe config set synthesis.seed -5` is a value, not an option
+@command
+def set_(
+    key: Annotated[str, typer.Argument(metavar="KEY", help="Dotted setting, e.g. server.port, models.default.", show_default=False, autocompletion=_complete_key)],
+    value: Annotated[str, typer.Argument(metavar="VALUE", help="The value: a number, true/false, a choice, a,b for lists, {k = v} for tables.", show_default=False)],
+) -> None:
+    """Validate VALUE and write it to koe.toml (comments and layout kept; `auto`/empty clears an optional setting)."""
+    from koe.service.config_file import set_value
+
+    _report(set_value(state.home, key, value))
+
+
+@app.command("unset")
+@command
+def unset(key: Annotated[str, typer.Argument(metavar="KEY", help="Dotted setting to remove from koe.toml (back to its default).", show_default=False, autocompletion=_complete_key)]) -> None:
+    """Remove KEY from koe.toml, so its default (or env var) applies again."""
+    from koe.service.config_file import unset_value
+
+    _report(unset_value(state.home, key))
+
+
+def _report(change) -> None:
+    """One line for an edit of koe.toml, and a warning when an env var overrides the file."""
+    where = escape(str(change.path))
+    if change.value is None:
+        err.print(f"[green]unset[/] {change.key}  [dim]({where})[/]" if change.changed else f"[dim]{change.key} was not set in {where}[/]")
+    else:
+        shown = "********" if change.key == "server.token" else json.dumps(change.value) if not isinstance(change.value, str) else change.value
+        verb = "set" if change.changed else "unchanged:"
+        err.print(f"[green]{verb}[/] {change.key} = {escape(shown)}  [dim]({where})[/]")
+    if change.overridden_by:
+        warn(f"{change.overridden_by} is set in the environment and overrides koe.toml")
+
+
+@command
+def models_default(
+    name: Annotated[str | None, typer.Argument(metavar="NAME", help="An installed model, a hub id or a model folder; without it, print the default.", show_default=False)] = None,
+) -> None:
+    """Set models.default (the model used when a request names none), or print it."""
+    from koe.service.config_file import get_value, set_value
+
+    if name is None:
+        current = get_value(state.home, "models.default", state.flags)
+        if not current.display:
+            fail("no default model set: `koe models default NAME` sets one (`koe models list` shows the installed)")
+        out.print(escape(current.display))
+        note(f"models.default: from {current.source}")
+        return
+    home = open_home()
+    ref = home.models.resolve(name)  # an installed model, a folder koe runs (or a hub id, where the resolver knows them)
+    value = name if ref.installed else _model_value(name, ref)
+    _report(set_value(state.home, "models.default", value))
+
+
+def _model_value(name: str, ref) -> str:
+    """What koe.toml should name for a model that is not installed: a folder by its absolute path (koe.toml
+    is read from any working directory); anything else (a hub id) as given."""
+    from pathlib import Path
+
+    folder = Path(name).expanduser()
+    return str(folder.resolve()) if folder.is_dir() else name
