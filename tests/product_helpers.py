@@ -1,17 +1,15 @@
 """Helpers shared by the product tests of the engine families (tests/engines/*/test_*_service.py, _errors.py,
 _install.py): voiced-sounding clips, decoding what koe wrote, the `koe` command under a clean KOE_HOME and its
-one-line errors, the server's error bodies, the voice library, and a fake Hugging Face hub.
+one-line errors, the server's error bodies, the voice library, and a fake Hugging Face hub on a loopback port.
 
 Fixtures stay in the test modules, as thin wrappers over the factories here, so each module shows what it uses.
 """
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 from pathlib import Path
-from types import SimpleNamespace
 
 import av
 import numpy as np
@@ -164,60 +162,18 @@ def nothing_installed(store) -> bool:
     return store.list() == [] and [p.name for p in store.root.iterdir() if not p.name.endswith(".partial")] == []
 
 
-# -- pull, against a fake hub ----------------------------------------------------------------------
-class FakeHub:
-    """`huggingface_hub.HfApi.model_info` and `snapshot_download` over local files: {repo: {path in repo: bytes}}."""
+# -- pull, against a fake hub on a loopback port ---------------------------------------------------
+def install_fake_hub(monkeypatch, repos: dict[str, dict[str, bytes]]):
+    """A real HTTP fake hub (tests/hub_server.HubServer) over `repos`, made this test's hub: `HF_ENDPOINT` points
+    at it, offline mode is off, retries wait briefly, and any lookup of a host that is not loopback fails (the
+    hosts tried are in `hub.internet`). The HubServer; close it when done (the fixtures `yield` it)."""
+    import huggingface_hub.constants
+    from hub_server import HubServer, no_internet
 
-    def __init__(self, repos: dict[str, dict[str, bytes]]) -> None:
-        self.repos = repos
-        self.downloads: list[tuple[str, tuple[str, ...] | None]] = []
-        self.fetched: list[str] = []  # (repo/path) of every file written, to see what a rerun resumes
-        self.fail: set[str] = set()  # repos whose download raises OSError once
-        self.bad_sha: set[str] = set()  # "repo/path" the hub lists with a wrong SHA-256
-        hub = self
-
-        class Api:
-            def __init__(self, endpoint=None):
-                pass
-
-            def model_info(self, repo_id, revision=None, files_metadata=False, token=None, timeout=None):
-                if repo_id not in hub.repos:
-                    from huggingface_hub.errors import RepositoryNotFoundError
-
-                    raise RepositoryNotFoundError(f"{repo_id} not found", response=SimpleNamespace(headers={}, status_code=404, request=None))
-                siblings = [
-                    SimpleNamespace(rfilename=path, lfs=SimpleNamespace(sha256="0" * 64 if f"{repo_id}/{path}" in hub.bad_sha else hashlib.sha256(data).hexdigest()))
-                    for path, data in hub.repos[repo_id].items()
-                ]  # fmt: skip
-                return SimpleNamespace(sha=hashlib.sha1(repo_id.encode()).hexdigest(), siblings=siblings)
-
-        self.Api = Api
-
-    def snapshot_download(self, repo_id, revision=None, local_dir=None, allow_patterns=None, token=None, endpoint=None, **kw):
-        from huggingface_hub.utils import filter_repo_objects
-
-        self.downloads.append((repo_id, tuple(allow_patterns) if allow_patterns else None))
-        if repo_id in self.fail:
-            self.fail.discard(repo_id)
-            raise OSError("connection reset")
-        files = self.repos[repo_id]
-        for path in filter_repo_objects(list(files), allow_patterns=allow_patterns):
-            target = Path(local_dir) / path
-            if target.is_file():
-                continue  # resumed: already there
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(files[path])
-            self.fetched.append(f"{repo_id}/{path}")
-        (Path(local_dir) / ".cache" / "huggingface").mkdir(parents=True, exist_ok=True)
-        return str(local_dir)
-
-
-def install_fake_hub(monkeypatch, repos: dict[str, dict[str, bytes]]) -> FakeHub:
-    """A FakeHub over `repos` in place of `huggingface_hub` (and the reachability check) for this test; the FakeHub."""
-    import huggingface_hub
-
-    fake = FakeHub(repos)
-    monkeypatch.setattr("koe.service.hub.check_hub_reachable", lambda *a, **k: None)
-    monkeypatch.setattr(huggingface_hub, "HfApi", fake.Api)
-    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake.snapshot_download)
-    return fake
+    hub = HubServer(repos)
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)  # read at import: its request hook refuses when set
+    monkeypatch.setattr("koe.service.download.RETRY_WAITS_S", (0.05, 0.05, 0.05))  # a hub that stays down fails in a blink
+    hub.internet = no_internet(monkeypatch)
+    return hub

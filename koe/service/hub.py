@@ -1,22 +1,25 @@
 """`koe models pull`: download a model from the Hugging Face hub into the store.
 
-Online: `huggingface_hub.snapshot_download` of each repo a release spans (the whole repo, or the
-files the family's `ReleasedModel` names: a checkpoint repo's subfolder, a vocoder repo) into a
-hidden partial folder under `models/` (a rerun resumes the files already there); every LFS file's
-SHA-256 is checked against the hub's; the model folder is built beside its final place from those
-files, completed by the family's spec (`assemble`: e.g. the config of the release's architecture),
-validated, and renamed into place. Offline (no DNS / no route / HF_HUB_OFFLINE): fails within
-`connect_timeout` seconds with a message saying how to get the files by hand instead.
+Online: each repo a release spans (the whole repo, or the files the family's `ReleasedModel`
+names: a checkpoint repo's subfolder, a vocoder repo) is listed at the commit the revision names
+(every file's size and checksum), then all their files are fetched together into a hidden partial
+folder under `models/` by koe.service.download: one byte count for a progress bar, each file's
+SHA-256 (git files: blob id) checked on the way, a cut connection or a rerun resumed from the bytes
+on disk. The model folder is built beside its final place from those files, completed by the
+family's spec (`assemble`: e.g. the config of the release's architecture), validated, and renamed
+into place; the store row's origin records each repo's commit. Offline (no DNS / no route /
+HF_HUB_OFFLINE): fails within `connect_timeout` seconds with a message saying how to get the files
+by hand instead. The endpoint is `HF_ENDPOINT` as it is when a pull starts (default huggingface.co).
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import posixpath
 import shutil
 import socket
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -55,14 +58,6 @@ def check_hub_reachable(timeout: float = 3.0, repo_id: str = "ID", hint: str | N
     except OSError as e:
         reason = e.strerror or type(e).__name__
         raise Unavailable(f"cannot reach the Hugging Face hub at {host}:{port} ({reason}); are you offline?", hint=hint) from e
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _release(repo_id: str, arch: str | None):
@@ -123,48 +118,107 @@ def _patterns(source) -> list[str] | None:
     return [f"{source.subfolder}/*"] if source.subfolder else None
 
 
-def _fetch(source, partial: Path, revision: str | None, token: str | None, hint: str, status: Callable[[str], None]) -> _Fetched:
-    """Download one source's files (resuming what `partial` holds) and check their SHA-256s."""
-    from huggingface_hub import HfApi, snapshot_download
-    from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
+def _look_up(source, partial: Path, revision: str | None, token: str | None, hint: str, status: Callable[[str], None]) -> tuple[_Fetched, list]:
+    """What to download of one source: its files at the commit `revision` names (checked against what
+    the release lists), and the jobs that fetch them into the partial folder."""
+    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
     from huggingface_hub.utils import filter_repo_objects
 
-    where = source.repo + (f"/{source.subfolder}" if source.subfolder else "")
-    local = partial / source.repo.replace("/", "--")  # kept between runs: a rerun resumes
-    patterns = _patterns(source)
-    try:
-        status(f"looking up {source.repo} on {_endpoint()}")
-        info = HfApi(endpoint=_endpoint()).model_info(source.repo, revision=revision, files_metadata=True, token=token, timeout=30)
-        siblings = {s.rfilename: s for s in info.siblings or []}
-        wanted = list(filter_repo_objects(list(siblings), allow_patterns=patterns))
-        exact = patterns is not None and not any(c in p for p in patterns for c in "*?[")
-        absent = [p for p in patterns if p not in siblings] if exact else []
-        if absent or not wanted:
-            raise NotFound(f"{source.repo}{'@' + revision if revision else ''} has no {', '.join(absent) or where + ' files'} on the hub",
-                           hint="is the hub id right? (`koe models pull --help`)")  # fmt: skip
-        sha = info.sha or revision or "main"
-        status(f"downloading {where}@{sha[:12]} ({len(wanted)} files) into {local}")
-        snapshot_download(source.repo, revision=info.sha or revision, local_dir=local, allow_patterns=patterns, token=token, endpoint=_endpoint())
-    except (RepositoryNotFoundError, RevisionNotFoundError) as e:
-        raise NotFound(f"no model {source.repo!r}{'@' + revision if revision else ''} on the hub (or it needs a token)") from e
-    except HfHubHTTPError as e:
-        raise Unavailable(f"the hub refused the download of {source.repo}: {e}", hint=hint) from e
-    except OSError as e:
-        raise Unavailable(f"download of {source.repo} failed: {e}", hint="run the same command again to resume") from e
+    from koe.service.download import Job, file_url, list_repo
 
-    status(f"verifying checksums ({source.repo})")
-    for rfilename in wanted:
-        path = local / rfilename
-        if not path.is_file():
-            raise Unavailable(f"download of {source.repo} is incomplete: {rfilename} is missing", hint="run the same command again to resume")
-        lfs = getattr(siblings[rfilename], "lfs", None)
-        expected = getattr(lfs, "sha256", None) if lfs is not None else None
-        if expected:
-            actual = _sha256(path)
-            if actual != expected:
-                path.unlink()
-                raise InvalidRequest(f"checksum mismatch for {rfilename} (got {actual[:12]}, hub says {expected[:12]}); run pull again to fetch it anew")
-    return _Fetched(source, local, wanted, sha)
+    where = source.repo + (f"/{source.subfolder}" if source.subfolder else "")
+    at = f"@{revision}" if revision else ""
+    patterns = _patterns(source)
+    status(f"looking up {source.repo}{at} on {_endpoint()}")
+    try:
+        listing = list_repo(_endpoint(), source.repo, revision, token)
+    except RevisionNotFoundError as e:
+        raise NotFound(f"{source.repo} has no revision {revision!r} on the hub", hint="a branch, tag or commit of the repo", param="revision") from e
+    except GatedRepoError as e:
+        raise Unavailable(f"{source.repo} is gated: accept its terms on the hub, then pass a token (--token or HF_TOKEN)", hint=hint) from e
+    except RepositoryNotFoundError as e:
+        raise NotFound(f"no model {source.repo!r}{at} on the hub (or it needs a token)") from e
+    except HfHubHTTPError as e:
+        raise Unavailable(f"the hub refused the listing of {source.repo}: {e}", hint=hint) from e
+    except Exception as e:
+        if not _network_error(e):
+            raise
+        raise Unavailable(f"cannot list {source.repo} on the hub: {e}", hint=hint) from e
+    wanted = list(filter_repo_objects(list(listing.files), allow_patterns=patterns))
+    exact = patterns is not None and not any(c in p for p in patterns for c in "*?[")
+    absent = [p for p in patterns if p not in listing.files] if exact else []
+    if absent or not wanted:
+        raise NotFound(f"{source.repo}{at} has no {', '.join(absent) or where + ' files'} on the hub",
+                       hint="is the hub id right? (`koe models pull --help`)")  # fmt: skip
+    local = partial / source.repo.replace("/", "--")  # kept between runs: a rerun resumes
+    jobs = [Job(file_url(_endpoint(), source.repo, listing.sha, p), listing.files[p], local / p, partial / ".parts") for p in wanted]
+    size = sum(j.file.size or 0 for j in jobs)
+    status(f"{where}@{listing.sha[:12]}: {len(wanted)} file{'s' if len(wanted) != 1 else ''}, {_size(size)}")
+    return _Fetched(source, local, wanted, listing.sha), jobs
+
+
+def _network_error(e: Exception) -> bool:
+    import httpx2
+    from huggingface_hub.errors import OfflineModeIsEnabled
+
+    return isinstance(e, (httpx2.TransportError, OfflineModeIsEnabled, OSError))
+
+
+def _size(n: int) -> str:
+    """Bytes for a person: 2.4 GB, 512 MB, 3 KB (decimal units, as the hub shows sizes)."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}" if n < 10 * scale else f"{n / scale:.0f} {unit}"
+    return f"{n} B"
+
+
+def _download(jobs: list, fetched: list[_Fetched], token: str | None, connect_timeout: float, status, on_progress) -> None:
+    """Fetch every job (resuming), then say how much came; koe errors for what went wrong."""
+    from huggingface_hub.errors import HfHubHTTPError
+
+    from koe.service.download import Cancelled, ChecksumMismatch, Transfer, hub_headers
+
+    transfer = Transfer(jobs, hub_headers(token), connect_timeout=max(connect_timeout, 10.0), on_progress=on_progress)
+    repos = ", ".join(dict.fromkeys(f.source.repo for f in fetched))
+    try:
+        need = transfer.check_space()
+        kept = transfer.total - need
+        status(f"downloading {_size(need)} from {repos}" + (f" ({_size(kept)} already here)" if kept > 0 else ""))
+        started = time.monotonic()
+        transfer.run()
+    except ChecksumMismatch as e:
+        raise InvalidRequest(f"{e}; run pull again to fetch it anew") from e
+    except (Cancelled, KeyboardInterrupt):
+        status(f"stopped; {_size(transfer.done)} of {_size(transfer.total)} kept: run the same command again to resume")
+        raise
+    except HfHubHTTPError as e:
+        code = getattr(e.response, "status_code", None)
+        if code in (401, 403, 404):
+            raise NotFound(f"the hub refused a file of {repos} ({code}): {str(e).splitlines()[0]}", hint="does it need a token? (--token or HF_TOKEN)") from e
+        raise Unavailable(f"download from {repos} failed: {str(e).splitlines()[0]}", hint=_resume_hint(transfer)) from e
+    except OSError as e:
+        if e.errno == 28:
+            raise StorageError(f"{e.strerror}", hint="free some space (or set KOE_HOME to a bigger disk), then pull again") from e
+        raise Unavailable(f"download from {repos} failed: {e}", hint=_resume_hint(transfer)) from e
+    except Exception as e:
+        if not _network_error(e):
+            raise
+        raise Unavailable(f"download from {repos} failed: {e}", hint=_resume_hint(transfer)) from e
+    took = time.monotonic() - started
+    status(f"downloaded {_size(transfer.fetched)} in {took:.1f} s ({_size(transfer.fetched / max(took, 1e-6))}/s); checksums verified")
+
+
+def _resume_hint(transfer) -> str:
+    return f"run the same command again to resume ({_size(transfer.done)} of {_size(transfer.total)} are kept)"
+
+
+def _default_name(release) -> str:
+    return slug(release.name or release.ref.split("/")[-1])
+
+
+def default_name(repo_id: str, arch: str | None = None) -> str:
+    """The store name `pull_model(store, repo_id, arch=arch)` installs as, when given no name."""
+    return _default_name(_release((repo_id or "").strip(), arch)[1])
 
 
 def _place(fetched: _Fetched, folder: Path) -> None:
@@ -195,6 +249,7 @@ def pull_model(
     overwrite: bool = False,
     connect_timeout: float = 3.0,
     on_status: Callable[[str], None] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> ModelDetails:
     """Download `repo_id` (e.g. "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice") into the store as `name`.
 
@@ -204,15 +259,22 @@ def pull_model(
     release's own id (e.g. "OWNER/NAME/SUBFOLDER"); a repo that holds several releases needs
     `arch` to pick one. Any other repo is fetched whole. `revision` applies to `repo_id`'s repo.
 
-    Progress bars are huggingface_hub's own (on stderr). Raises `Unavailable` offline, `NotFound`
-    for an unknown repo or file, `InvalidRequest` for a release koe does not run, or if what
-    arrived is not a model koe runs or a checksum fails. Nothing is installed until the folder is
-    complete and valid; the downloads are kept (hidden) until then, so a rerun resumes.
+    Every repo is listed first (its commit, each file's size and checksum), then all files are
+    fetched together (koe.service.download): `on_status(text)` hears each step (with the sizes
+    before any byte is fetched), `on_progress(done, total)` the bytes of the whole release (those
+    already on disk from an interrupted run count as done). The store row's origin records each
+    repo's commit: "hub:REPO[/SUBFOLDER]@SHA" joined by " + ".
+
+    Raises `Unavailable` offline or when the hub fails mid-way (the bytes so far are kept),
+    `NotFound` for an unknown repo, revision or file, `InvalidRequest` for a release koe does not
+    run, or if what arrived is not a model koe runs or a checksum fails. Nothing is installed until
+    the folder is complete and valid; the downloads are kept (hidden) until then, so a rerun resumes,
+    from the last byte of each file.
     """
     from koe.service.models import apply_assembly, plan_assembly, spec_for, validate_folder
 
     spec, release = _release((repo_id or "").strip(), arch)
-    name = check_name(name, "model") if name else slug(release.name or release.ref.split("/")[-1])
+    name = check_name(name, "model") if name else _default_name(release)
     dest = store.root / name
     if (dest.exists() or store.db.get_model(name) is not None) and not overwrite:
         raise AlreadyExists(f"model {name!r} is already installed", hint="pass --overwrite or --name")
@@ -225,7 +287,9 @@ def pull_model(
         raise Unavailable("huggingface_hub is not installed", hint="pip install huggingface_hub") from e
 
     partial = store.root / f".{name}.partial"  # kept between runs: a rerun resumes
-    fetched = [_fetch(h, partial, revision if h.repo == release.repo_id else None, token, hint, status) for h in release.sources]
+    looked = [_look_up(h, partial, revision if h.repo == release.repo_id else None, token, hint, status) for h in release.sources]
+    fetched = [f for f, _ in looked]
+    _download([j for _, jobs in looked for j in jobs], fetched, token, connect_timeout, status, on_progress)
     status(f"assembling {name}")
     tmp = None
     try:

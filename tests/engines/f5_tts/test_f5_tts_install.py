@@ -3,8 +3,8 @@
 A release is a checkpoint + vocab.txt with no config (the architecture is known by name) and no
 vocoder (a repo of its own). The folders here are random-weight ones (tiny sizes): `ARCHS` is
 pointed at the tiny arch for the tests that install one, so the config koe writes for the name
-fits the checkpoint. No hub is reached: pull runs against a fake `huggingface_hub` (model_info +
-snapshot_download over local files), as the service calls it.
+fits the checkpoint. No hub is reached: pull runs its real download code against a fake hub on a
+loopback port (tests/hub_server.py), which serves these folders as hub repos.
 """
 
 from __future__ import annotations
@@ -228,17 +228,19 @@ def hub(monkeypatch, built, tiny_archs):
     }
     for variant in VARIANTS:
         repos["SWivid/F5-TTS"].update({f"{variant}/{k}": v for k, v in folder_files(built[variant].bare).items()})
-    return install_fake_hub(monkeypatch, repos)
+    hub = install_fake_hub(monkeypatch, repos)
+    yield hub
+    hub.close()
+    assert hub.internet == []
 
 
 @pytest.mark.parametrize(("ref", "arch"), [("SWivid/F5-TTS", "F5TTS_v1_Base"), ("SWivid/F5-TTS/F5TTS_v1_Base", None)], ids=["arch", "release-id"])
 def test_pull_a_release_spanning_two_repos(store, hub, built, ref, arch):
     d = pull_model(store, ref, arch=arch)
     assert d.ok and d.ref.name == "F5TTS_v1_Base" and d.ref.variant == "F5TTS_v1_Base"
-    assert hub.downloads == [
-        ("SWivid/F5-TTS", ("F5TTS_v1_Base/model_1250000.safetensors", "F5TTS_v1_Base/vocab.txt")),
-        ("charactr/vocos-mel-24khz", ("config.yaml", "pytorch_model.bin")),
-    ]
+    assert hub.api_repos() == ["SWivid/F5-TTS", "charactr/vocos-mel-24khz"]
+    assert hub.fetched_files("SWivid/F5-TTS") == ["F5TTS_v1_Base/model_1250000.safetensors", "F5TTS_v1_Base/vocab.txt"]
+    assert hub.fetched_files("charactr/vocos-mel-24khz") == ["config.yaml", "pytorch_model.bin"]
     folder = store.root / "F5TTS_v1_Base"
     assert tree(folder) == ["config.yaml", "model_1250000.safetensors", "vocab.txt", "vocos/config.yaml", "vocos/pytorch_model.bin"]
     assert (folder / "config.yaml").read_text() == f5_config.arch_yaml("F5TTS_v1_Base")
@@ -260,10 +262,11 @@ def test_pull_the_other_release_and_a_fine_tune(store, hub):
 
 
 def test_pull_resumes_and_verifies_checksums(store, hub):
-    hub.fail.add("charactr/vocos-mel-24khz")
+    hub.broken.add("charactr/vocos-mel-24khz")
     with pytest.raises(Unavailable, match="run the same command again to resume"):
         pull_model(store, "SWivid/F5-TTS/F5TTS_v1_Base")
     assert store.list() == [] and not (store.root / "F5TTS_v1_Base").exists()
+    hub.broken.clear()
     first = list(hub.fetched)
     assert "SWivid/F5-TTS/F5TTS_v1_Base/model_1250000.safetensors" in first
     pull_model(store, "SWivid/F5-TTS/F5TTS_v1_Base")
@@ -294,7 +297,8 @@ def test_pull_errors(store, hub):
     with pytest.raises(InvalidRequest, match=r"someone/f5-finetune: an F5-TTS checkpoint without config.yaml .*pass --arch NAME"):
         pull_model(store, "someone/f5-finetune")
     assert store.list() == [] and not (store.root / "f5-finetune").exists()
-    assert hub.downloads == [("someone/f5-finetune", None)]
+    assert {h.headers["x-file"][0] for h in hub.body_hits()} == {"someone/f5-finetune"}  # only its files came ...
+    assert hub.fetched_files("someone/f5-finetune") == sorted(hub.files("someone/f5-finetune"))  # ... all of them
 
 
 def test_pull_offline_says_how_to_get_the_release_by_hand(store, monkeypatch):

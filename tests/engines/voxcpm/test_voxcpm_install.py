@@ -3,8 +3,8 @@
 A VoxCPM release repo is a complete model folder (config.json, the LM/DiT weights, the AudioVAE,
 the tokenizer files), so a pull fetches the repo whole, as upstream's `snapshot_download` does,
 and nothing is assembled: `--arch` and `--vocoder` do not apply. The folders are random-weight ones
-(tiny sizes). No hub is reached: pull runs against a fake `huggingface_hub` (model_info +
-snapshot_download over local files, as in the F5-TTS install tests), as the service calls it.
+(tiny sizes). No hub is reached: pull runs its real download code against a fake hub on a loopback
+port (tests/hub_server.py, as in the F5-TTS install tests), which serves these folders as repos.
 """
 
 from __future__ import annotations
@@ -160,7 +160,10 @@ def release_files(folder: Path) -> dict[str, bytes]:
 @pytest.fixture
 def hub(monkeypatch, built):
     repos = {f"openbmb/{v}": release_files(built[v]) for v in VARIANTS}
-    return install_fake_hub(monkeypatch, repos)
+    hub = install_fake_hub(monkeypatch, repos)
+    yield hub
+    hub.close()
+    assert hub.internet == []
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -168,7 +171,7 @@ def test_pull_a_release_fetches_the_repo_whole(store, hub, built, variant):
     repo = f"openbmb/{variant}"
     d = pull_model(store, repo)
     assert d.ok and d.ref.name == variant and (d.ref.family, d.ref.variant) == ("voxcpm", variant)
-    assert hub.downloads == [(repo, None)]  # the whole repo, as upstream's snapshot_download
+    assert hub.api_repos() == [repo] and hub.fetched_files(repo) == sorted(hub.files(repo))  # the whole repo, as upstream's snapshot_download
     folder = store.root / variant
     assert tree(folder) == sorted([*RELEASE_FILES, "README.md", ".gitattributes"])  # no .cache, nothing added
     for name in RELEASE_FILES:
@@ -179,10 +182,11 @@ def test_pull_a_release_fetches_the_repo_whole(store, hub, built, variant):
 
 
 def test_pull_with_a_name_resumes_and_verifies_checksums(store, hub):
-    hub.fail.add("openbmb/VoxCPM2")
+    hub.broken.add("openbmb/VoxCPM2")
     with pytest.raises(Unavailable, match="run the same command again to resume"):
         pull_model(store, "openbmb/VoxCPM2", name="vox")
     assert store.list() == [] and not (store.root / "vox").exists()
+    hub.broken.clear()
     d = pull_model(store, "openbmb/VoxCPM2", name="vox")
     assert d.ok and d.ref.name == "vox"
     with pytest.raises(AlreadyExists):

@@ -1,0 +1,294 @@
+"""Resumable downloads from the Hugging Face hub: a repo's listing, then each file's bytes.
+
+A listing (`list_repo`) is one call to the hub's API, `/api/models/REPO[/revision/REV]?blobs=true`:
+the commit a revision names and every file's size and checksum (an LFS file's SHA-256, a git
+file's blob id). A `Transfer` then fetches files from `/REPO/resolve/COMMIT/PATH` (following the
+hub's redirect to its CDN) with huggingface_hub's HTTP session (its proxies, `HF_HUB_OFFLINE`, its
+error types) into `parts/<checksum>.part`, hashing on the way; a cut connection is retried with a
+`Range` request from the bytes on disk, and so is a rerun after an interruption (the part stays,
+named by its content, so a file that changed on the hub starts anew). A file is moved into place
+only once its size and checksum are right. One byte count covers every file, for one progress bar.
+
+Why not huggingface_hub's `snapshot_download`: since 2.x it writes each file to a process-unique
+temp file and deletes it on failure, so an interrupted pull started every file from byte 0 again;
+and its request headers look up an "agent" registry at the endpoint read when huggingface_hub was
+imported, not the one a pull is given (a request to huggingface.co that a loopback test, or a
+mirror, did not ask for).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+CHUNK = 1 << 20
+RETRY_WAITS_S = (0.5, 1.0, 2.0)  # waits before the retries of a file that made no progress since its last failure
+WORKERS = 4  # files fetched at once
+TRANSIENT_STATUS = (408, 429, 500, 502, 503, 504)
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """One file of a repo at a commit: its path, size and checksum (LFS: SHA-256; git: blob id)."""
+
+    path: str
+    size: int | None
+    sha256: str | None = None
+    blob_id: str | None = None
+
+    @property
+    def key(self) -> str:
+        """A name for its partial download that changes when its content does."""
+        return self.sha256 or self.blob_id or hashlib.sha1(self.path.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Listing:
+    """A repo at one commit: `sha` and its files by path."""
+
+    repo: str
+    sha: str
+    files: dict[str, RemoteFile]
+
+
+class ChecksumMismatch(ValueError):
+    """A downloaded file whose bytes are not those the hub lists (the file is removed)."""
+
+    def __init__(self, path: str, actual: str, expected: str) -> None:
+        super().__init__(f"checksum mismatch for {path} (got {actual[:12]}, hub says {expected[:12]})")
+        self.path = path
+
+
+class Cancelled(Exception):
+    """The transfer was stopped (Ctrl-C, or another file's failure that ends the pull)."""
+
+
+def hub_headers(token: str | None) -> dict[str, str]:
+    """koe's request headers: its user agent, and the token (given, or huggingface_hub's: HF_TOKEN, `hf auth login`)."""
+    import huggingface_hub
+
+    import koe
+
+    headers = {"user-agent": f"koe/{koe.__version__}; hf_hub/{huggingface_hub.__version__}"}
+    token = token or huggingface_hub.get_token()
+    if token:
+        headers["authorization"] = f"Bearer {token}"
+    return headers
+
+
+def list_repo(endpoint: str, repo: str, revision: str | None, token: str | None, timeout: float = 30.0) -> Listing:
+    """The files of model repo `repo` at `revision` (default: its main branch). Raises huggingface_hub's
+    errors (RepositoryNotFoundError, RevisionNotFoundError, GatedRepoError, HfHubHTTPError) and httpx2's."""
+    from huggingface_hub.hf_api import ModelInfo
+    from huggingface_hub.utils import get_session, hf_raise_for_status
+
+    url = f"{endpoint}/api/models/{repo}" + (f"/revision/{quote(revision, safe='')}" if revision else "")
+    response = get_session().get(url, params={"blobs": True}, headers=hub_headers(token), timeout=timeout)
+    hf_raise_for_status(response)
+    info = ModelInfo(**response.json())
+    files = {
+        s.rfilename: RemoteFile(s.rfilename, s.lfs.size if s.lfs else s.size, s.lfs.sha256 if s.lfs else None, None if s.lfs else s.blob_id)
+        for s in info.siblings or []
+    }  # fmt: skip
+    return Listing(repo, info.sha or revision or "main", files)
+
+
+def file_url(endpoint: str, repo: str, sha: str, path: str) -> str:
+    return f"{endpoint}/{repo}/resolve/{quote(sha, safe='')}/{quote(path)}"
+
+
+def _hasher(f: RemoteFile):
+    if f.sha256:
+        return hashlib.sha256()
+    h = hashlib.sha1()
+    if f.blob_id and f.size is not None:
+        h.update(b"blob %d\0" % f.size)  # a git blob id is the SHA-1 of this header and the bytes
+    return h
+
+
+def _hash_file(path: Path, h) -> int:
+    """Feed `path`'s bytes to `h`; how many there were."""
+    n = 0
+    with open(path, "rb") as src:
+        while block := src.read(CHUNK):
+            h.update(block)
+            n += len(block)
+    return n
+
+
+@dataclass(frozen=True)
+class Job:
+    """One file to fetch: from `url` to `dest`, its partial bytes in `parts`."""
+
+    url: str
+    file: RemoteFile
+    dest: Path
+    parts: Path
+
+
+class Transfer:
+    """Fetch files (`run`), several at once, resuming each from its partial bytes; `on_progress(done, total)`
+    sees the bytes of every file together (those already on disk count as done from the start).
+
+    `resumed` is how many bytes were on disk before (whole files and parts), `fetched` how many came
+    over the network in this run.
+    """
+
+    def __init__(self, jobs: Iterable[Job], headers: dict[str, str], *, connect_timeout: float = 10.0, read_timeout: float = 60.0,
+                 on_progress: Callable[[int, int], None] | None = None) -> None:  # fmt: skip
+        self.jobs = sorted(jobs, key=lambda j: -(j.file.size or 0))  # the big files first: they set the pace
+        self.headers = headers
+        self.timeouts = (connect_timeout, read_timeout)
+        self.on_progress = on_progress
+        self.total = sum(j.file.size or 0 for j in self.jobs)
+        self.done = self.resumed = self.fetched = 0
+        self.cancel = threading.Event()
+        self._lock = threading.Lock()
+
+    def check_space(self) -> int:
+        """Bytes still to fetch; `OSError` (ENOSPC) when the disk has less room than that."""
+        need = 0
+        for j in self.jobs:
+            part = j.parts / f"{j.file.key}.part"
+            have = j.dest.stat().st_size if j.dest.is_file() else part.stat().st_size if part.is_file() else 0
+            need += max((j.file.size or 0) - have, 0)
+        if self.jobs:
+            self.jobs[0].parts.mkdir(parents=True, exist_ok=True)
+            free = shutil.disk_usage(self.jobs[0].parts).free
+            if free < need:
+                raise OSError(28, f"not enough disk space: {need / 1e9:.1f} GB to download, {free / 1e9:.1f} GB free", str(self.jobs[0].parts))
+        return need
+
+    def run(self) -> None:
+        """Fetch every file; a failed file does not stop the others (their bytes are kept for a rerun).
+        The first failure is raised once all are done; an interrupt stops all at their next chunk."""
+        if self.on_progress:
+            self.on_progress(self.done, self.total)
+        if not self.jobs:
+            return
+        with ThreadPoolExecutor(max_workers=min(WORKERS, len(self.jobs)), thread_name_prefix="koe-pull") as pool:
+            futures = [pool.submit(self._fetch, j) for j in self.jobs]
+            try:
+                wait(futures)
+            except BaseException:
+                self.cancel.set()
+                raise
+        for fut in futures:
+            if fut.exception() is not None:
+                raise fut.exception()
+
+    def _count(self, n: int, resumed: bool = False) -> None:
+        if not n:
+            return
+        with self._lock:
+            self.done += n
+            if resumed:
+                self.resumed += n
+            else:
+                self.fetched += n
+            done = self.done
+        if self.on_progress:
+            self.on_progress(done, self.total)
+
+    def _fetch(self, job: Job) -> None:
+        f, dest = job.file, job.dest
+        if dest.is_file():  # complete from an earlier run: kept if its bytes are right
+            h = _hasher(f)
+            if f.size is None or dest.stat().st_size == f.size:
+                _hash_file(dest, h)
+                if _matches(f, h):
+                    self._count(dest.stat().st_size, resumed=True)
+                    return
+            dest.unlink()
+        job.parts.mkdir(parents=True, exist_ok=True)
+        part = _Part(job.parts / f"{f.key}.part", _hasher(f))
+        if part.path.is_file() and f.size is not None and part.path.stat().st_size > f.size:
+            part.path.unlink()
+        if part.path.is_file():
+            part.have = _hash_file(part.path, part.hash)
+        self._count(part.have, resumed=True)
+        failures = 0
+        while True:
+            before = part.have
+            try:
+                self._stream(job, part)
+                break
+            except Exception as e:
+                if self.cancel.is_set() or not _transient(e):
+                    raise
+                failures = 1 if part.have > before else failures + 1
+                if failures > len(RETRY_WAITS_S):
+                    raise
+                time.sleep(RETRY_WAITS_S[failures - 1])
+        if f.size is not None and part.have != f.size:
+            raise OSError(f"{f.path}: the hub sent {part.have} bytes, its listing says {f.size}")
+        if not _matches(f, part.hash):
+            part.path.unlink(missing_ok=True)
+            raise ChecksumMismatch(f.path, part.hash.hexdigest(), f.sha256 or f.blob_id or "")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(part.path, dest)
+
+    def _stream(self, job: Job, part: _Part) -> None:
+        """One GET of the rest of `job`'s file (from byte `part.have`), appended to the part file."""
+        import httpx2
+        from huggingface_hub.utils import get_session, hf_raise_for_status
+
+        headers = dict(self.headers)
+        if part.have:
+            headers["range"] = f"bytes={part.have}-"
+        timeout = httpx2.Timeout(self.timeouts[1], connect=self.timeouts[0])
+        with get_session().stream("GET", job.url, headers=headers, timeout=timeout, follow_redirects=True) as r:
+            if r.status_code == 416 or (part.have and r.status_code == 200):  # the range was not served: the file anew
+                self._count(-part.have, resumed=True)
+                part.restart(_hasher(job.file))
+                if r.status_code == 416:
+                    raise httpx2.RemoteProtocolError("range not satisfiable; fetching the file anew")
+            if r.status_code >= 400:
+                r.read()
+                hf_raise_for_status(r)
+            with open(part.path, "ab") as out:
+                for chunk in r.iter_bytes(CHUNK):
+                    if self.cancel.is_set():
+                        raise Cancelled("download stopped")
+                    out.write(chunk)
+                    part.hash.update(chunk)
+                    part.have += len(chunk)
+                    self._count(len(chunk))
+
+
+@dataclass
+class _Part:
+    """A file's partial download: its path, the bytes there, their running hash."""
+
+    path: Path
+    hash: object
+    have: int = 0
+
+    def restart(self, fresh_hash) -> None:
+        self.path.unlink(missing_ok=True)
+        self.hash, self.have = fresh_hash, 0
+
+
+def _matches(f: RemoteFile, h) -> bool:
+    expected = f.sha256 or f.blob_id
+    return not expected or h.hexdigest() == expected
+
+
+def _transient(e: Exception) -> bool:
+    """A failure worth retrying: the network (a cut, a timeout) or the hub's 5xx/429."""
+    import httpx2
+    from huggingface_hub.errors import HfHubHTTPError
+
+    if isinstance(e, httpx2.TransportError):
+        return True
+    if isinstance(e, HfHubHTTPError):
+        return getattr(e.response, "status_code", None) in TRANSIENT_STATUS
+    return False
