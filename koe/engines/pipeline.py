@@ -118,7 +118,7 @@ def run(speaker: SegmentSpeaker, request: SynthesisRequest) -> Iterator[AudioChu
         raise RequestError("text must be a string", param="input")
     d = speaker.pipeline_defaults
     max_chars = request.max_segment_chars or d.max_segment_chars
-    segments = segment_text(request.text, max_chars)
+    segments = segment_text(request.text, max_chars, request.language)  # the language picks the splitter's abbreviations
     if not segments:
         raise EmptyText("text is empty: give at least one word to speak")
     first_s, chunk_s = _chunk_sizes(request, d)
