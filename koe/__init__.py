@@ -16,7 +16,14 @@ if TYPE_CHECKING:
 def load(
     path: str | Path, device: str | torch.device | None = None, dtype: str | torch.dtype | None = None, *, precision: str | None = None
 ) -> Engine:
-    """Load a model folder (the released layout) and return its family's engine.
+    """Load a model and return its family's engine.
+
+    `path`: a model folder (the released layout), or a name the resolver knows
+    (`koe.service.resolve`): a store name (`koe models list`), or a hub id (`OWNER/NAME`, e.g.
+    "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice", or a release id such as "SWivid/F5-TTS/F5TTS_v1_Base")
+    found in the store, in the Hugging Face cache (used in place), or downloaded into the store on
+    first use unless `models.download` is off or HF_HUB_OFFLINE is set. The store is KOE_HOME's
+    (its settings, as the CLI reads them). A folder path loads as it is, without opening KOE_HOME.
 
     The family is found from the folder's own files (`koe.engines.registry.detect`). Every engine
     meets `koe.engines.base.Engine` (`synthesize`, `prepare_voice`, `capabilities`, `close`) and
@@ -28,8 +35,9 @@ def load(
     mode in `metadata["precision"]` (docs/PERFORMANCE.md has its speed and measured error).
     """
     from koe.engines.registry import load_engine
+    from koe.service.resolve import model_folder
 
-    return load_engine(path, device=device, dtype=dtype, precision=precision)
+    return load_engine(model_folder(path), device=device, dtype=dtype, precision=precision)
 
 
 def __getattr__(name: str):

@@ -52,7 +52,7 @@ def add(
 def prepare(
     clip: Annotated[Path, typer.Argument(help="Reference clip: 3-10 s of clean speech (wav, flac, mp3, ogg, m4a, ...).")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Folder to write the prompt to (prompt.safetensors + prompt.json).")],
-    model: Annotated[str | None, typer.Option("--model", "-m", help="A cloning model (folder or store name).")] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="A cloning model: store name, folder or hub id (OWNER/NAME).")] = None,
     ref_text: Annotated[str | None, typer.Option("--ref-text", help="What the clip says (in-context cloning).")] = None,
     ref_text_file: Annotated[Path | None, typer.Option("--ref-text-file", help="Read the transcript from a file.")] = None,
     x_vector_only: Annotated[bool, typer.Option("--x-vector-only", help="Clone from the clip alone, without its transcript (timbre only).")] = False,
@@ -61,9 +61,10 @@ def prepare(
     """Prepare a reusable voice prompt from a clip with a cloning model (the engine's load_voice reads it back)."""
     import koe
     from koe.engines.base import RequestError, VoiceReference
+    from koe.service.resolve import downloads_for
 
     home = open_home()
-    ref = home.models.resolve(model, home.settings.models.default)
+    ref = home.models.resolve(model, home.settings.models.default, download=downloads_for(home.settings, client=False))
     text = _ref_text(ref_text, ref_text_file)
     if not x_vector_only and not (text and text.strip()):
         from koe.engines.base import CLONE_WITHOUT_TRANSCRIPT
@@ -92,7 +93,7 @@ def prepare(
 def design(
     name: Annotated[str, typer.Argument(help="Name for the new voice.")],
     description: Annotated[str, typer.Option("--description", "-d", help="The voice in words: age, gender, timbre, mood, pace.")],
-    model: Annotated[str | None, typer.Option("--model", "-m", help="A voice-design model (folder or store name).")] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="A voice-design model: store name, folder or hub id (OWNER/NAME).")] = None,
     text: Annotated[str | None, typer.Option("--text", help="What the sample says (becomes the transcript).")] = None,
     language: Annotated[str | None, typer.Option("--language", "-l")] = None,
     seed: Annotated[int | None, typer.Option("--seed", min=0)] = None,

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from koe.service.errors import KoeError
+from koe.service.errors import KoeError, Unavailable
+from koe.service.resolve import hub_cache_dir, hub_offline
 from koe.service.settings import Settings
 
 Status = Literal["ok", "warn", "fail"]
@@ -138,12 +139,29 @@ def check_models(home, settings: Settings) -> list[Check]:
     default = settings.models.default
     if default:
         try:
-            ref = home.models.resolve(default)
+            ref = home.models.resolve(default, download=False)  # a check never downloads
             bad = inspect_model(ref).missing
             out.append(Check("default model", "fail" if bad else "ok", f"{default} -> {ref.path}" + (f" (missing {', '.join(bad)})" if bad else "")))
+        except Unavailable as e:
+            later = settings.models.download and not hub_offline()
+            out.append(Check("default model", "warn" if later else "fail",
+                             f"models.default={default!r} is not here yet" + ("; the first use downloads it" if later else f": {e}")))  # fmt: skip
         except KoeError as e:
             out.append(Check("default model", "fail", f"models.default={default!r}: {e}"))
+    out.append(check_hub(settings))
     return out
+
+
+def check_hub(settings: Settings) -> Check:
+    """Where hub ids are looked for (the Hugging Face cache) and whether a missing one is downloaded."""
+    cache = hub_cache_dir()
+    if hub_offline():
+        how = "HF_HUB_OFFLINE is set: hub ids come from the store or this cache only"
+    elif not settings.models.download:
+        how = "models.download = false: hub ids come from the store or this cache only"
+    else:
+        how = "a hub id found nowhere here is downloaded into the store on first use (models.download = false to stay offline)"
+    return Check("hub cache", "ok", f"Hugging Face cache {cache}{'' if cache.is_dir() else ' (empty)'}; {how}")
 
 
 def run_checks(settings: Settings) -> list[Check]:

@@ -1,8 +1,9 @@
 """The model store: models kept under `KOE_HOME/models/<name>/` (a copy, or a symlink to a folder).
 
 Everything here reads only files (each family's spec reads its configs; safetensors headers): no torch. `resolve` turns a
-`--model` argument (a folder path, a store name, or nothing for the configured default) into a
-`ModelRef` the synthesizer loads.
+`--model` argument (a store name, a folder path, a hub id, or nothing for the configured default)
+into a `ModelRef` the synthesizer loads (`koe.service.resolve` has the order: the store, a folder,
+the Hugging Face cache, a download).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import shutil
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from koe.engines.base import Capabilities
 from koe.engines.spec import safetensors_header
@@ -22,6 +23,12 @@ from koe.service.errors import AlreadyExists, InvalidRequest, ModelFailed, NotFo
 from koe.service.fsio import atomic_folder, remove_tree, sweep_leftovers
 from koe.service.names import check_name, slug
 from koe.service.storage import Database, ModelRow
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from koe.service.resolve import Downloads
+    from koe.service.settings import Settings
 
 _DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 _SIGNATURE_FILES = 2000  # a model folder holds a few dozen; cap the walk of an odd one
@@ -220,11 +227,19 @@ def validate_folder(folder: Path, name: str) -> ModelRef:
 
 
 class ModelStore:
-    """Installed models: list, import, info, remove, pull, and resolving `--model` arguments."""
+    """Installed models: list, import, info, remove, pull, and resolving `--model` arguments.
 
-    def __init__(self, root: str | Path, db: Database) -> None:
+    `settings` set the download policy of `resolve` (`models.download`, `server.pull_models`);
+    without them the defaults hold (download on first use; a client's request never downloads).
+    `on_status(text)` hears a first-use download's steps (default: the log), `on_progress(done,
+    total)` its bytes (as `koe.service.hub.pull_model` reports them)."""
+
+    def __init__(self, root: str | Path, db: Database, *, settings: Settings | None = None) -> None:
         self.root = Path(root)
         self.db = db
+        self.settings = settings
+        self.on_status: Callable[[str], None] | None = None
+        self.on_progress: Callable[[int, int], None] | None = None
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -248,7 +263,7 @@ class ModelStore:
             known = [d.ref.name for d in self.list()]
             raise NotFound(
                 f"no model named {name!r} in the store; installed: {', '.join(known) if known else '(none)'}",
-                hint="koe models import PATH, koe models pull ID, or pass a folder path",
+                hint="koe models import PATH, koe models pull ID, or pass a folder path or a hub id (OWNER/NAME)",
                 param="model",
             )
         return self._details(row)
@@ -323,32 +338,27 @@ class ModelStore:
         self.db.delete_model(d.ref.name)
         remove_tree(self.root / d.ref.name)
 
-    def resolve(self, spec: str | os.PathLike | None, default: str | None = None, *, allow_paths: bool = True) -> ModelRef:
-        """The model a request means: `spec` (a folder path or a store name), else `default`, else the
-        only installed model. Raises `NotFound`/`InvalidRequest` with what to do instead.
+    def resolve(
+        self, spec: str | os.PathLike | None, default: str | None = None, *, allow_paths: bool = True,
+        download: bool | Downloads | None = None, cache_dir: str | os.PathLike | None = None,
+    ) -> ModelRef:  # fmt: skip
+        """The model a request means: `spec` (a store name, a folder path or a hub id), else
+        `default`, else the only installed model (`koe.service.resolve.resolve_model` has the
+        order). Raises `NotFound`/`InvalidRequest`/`Unavailable` with what to do instead.
 
         `allow_paths=False` (the server: a client names models, never this machine's folders)
-        refuses a folder path in `spec`; `default` is the operator's and may be one."""
-        if spec and not allow_paths:
-            s = str(spec)
-            if s.startswith((".", "~", "/")) or "\\" in s or s.count("/") > 2 or ".." in s:
-                raise InvalidRequest("model must be an installed model's name or a hub id, not a folder path", param="model")
-        spec = spec or default
-        if not spec:
-            installed = self.list()
-            if len(installed) == 1:
-                return installed[0].ref
-            raise InvalidRequest(
-                "no model given and no default set",
-                hint="pass --model PATH|NAME, or set models.default in koe.toml / KOE_MODELS__DEFAULT"
-                + (f"; installed: {', '.join(d.ref.name for d in installed)}" if installed else "; `koe demo` builds a test model"),
-                param="model",
-            )
-        s = str(spec)
-        looks_like_path = os.sep in s or s.startswith((".", "~")) or (os.altsep and os.altsep in s)
-        if looks_like_path or (Path(s).expanduser().is_dir() and self.db.get_model(s) is None):
-            return detect_model(s)
-        return self.get(s).ref
+        refuses a folder path in `spec`; `default` is the operator's and may be one. `download`:
+        None follows the settings (`downloads_for`), True/False allows or forbids a first-use
+        download. `cache_dir`: the Hugging Face cache to read instead of HF_HUB_CACHE's."""
+        from koe.service.resolve import Downloads, downloads_for, resolve_model
+
+        if download is None:
+            policy = downloads_for(self.settings, client=not allow_paths)
+        elif isinstance(download, Downloads):
+            policy = download
+        else:
+            policy = Downloads(download, "this call does not download", listed_only=not allow_paths)
+        return resolve_model(self, spec, default, allow_paths=allow_paths, downloads=policy, cache_dir=cache_dir, on_status=self.on_status)
 
     def _details(self, row: ModelRow) -> ModelDetails:
         path = self.root / row.name

@@ -24,6 +24,7 @@ from koe.service.encode import AudioFormat, get_format
 from koe.service.errors import InvalidRequest, ModelFailed, NotFound, PayloadTooLarge
 from koe.service.models import ModelDetails, ModelRef, ModelStore, inspect_model
 from koe.service.requests import SpeechRequest
+from koe.service.resolve import downloads_for
 from koe.service.settings import Settings
 from koe.service.tempo import check_speed
 from koe.service.voices import VoiceLibrary
@@ -101,6 +102,13 @@ class Planner:
         self.on_model_failed = on_model_failed
         self._details: dict[str, ModelDetails] = {}
 
+    def resolve_model(self, model: str | None) -> ModelRef:
+        """The model a request's `model` means (store name, folder path unless this planner serves
+        clients, hub id; None: the default), with the settings' download policy: `models.download`,
+        and for clients' requests also `server.pull_models` (then only releases a family lists)."""
+        downloads = downloads_for(self.settings, client=not self.allow_model_paths)
+        return self.models.resolve(model, self.settings.models.default, allow_paths=self.allow_model_paths, download=downloads)
+
     def details(self, ref: ModelRef) -> ModelDetails:
         """What the model's files say (capabilities, speakers, languages), cached per model key.
 
@@ -121,7 +129,7 @@ class Planner:
         s = self.settings.synthesis
         text = self._text(request.text)
         self._check_fields(request)
-        ref = self.models.resolve(request.model, self.settings.models.default, allow_paths=self.allow_model_paths)
+        ref = self.resolve_model(request.model)
         details = self.details(ref)
         if details.missing:
             raise InvalidRequest(f"model {ref.name!r} is incomplete: missing {', '.join(details.missing)}", param="model")

@@ -64,6 +64,9 @@ class ServerSettings(_Section):
     max_instructions_chars: int = Field(4096, ge=1, description="longest instructions (style / voice description) a request may give")
     max_transcript_chars: int = Field(2000, ge=1, description="longest transcript of a reference clip")
     max_description_chars: int = Field(1000, ge=1, description="longest description of a library voice")
+    pull_models: bool = Field(
+        False, description="a request may name a release koe lists that is not here yet, and the server downloads it (off: it never downloads)"
+    )
 
     @field_validator("allowed_hosts", "allowed_origins", mode="before")
     @classmethod
@@ -82,7 +85,8 @@ class ServerSettings(_Section):
 class ModelsSettings(_Section):
     """Which model to use and how many stay loaded."""
 
-    default: str | None = Field(None, description="model used when a request names none (store name or path)")
+    default: str | None = Field(None, description="model used when a request names none (store name, path or hub id)")
+    download: bool = Field(True, description="download a hub id on first use when neither the store nor the Hugging Face cache has it (false: stay offline)")
     resident_limit: int = Field(1, ge=1, description="most models held in memory at once (least recently used is unloaded)")
     idle_unload_seconds: float = Field(900.0, ge=0, description="unload a model unused this long (0 = never)")
     device: str | None = Field(None, description="cpu, cuda, cuda:1, mps; empty = best available")

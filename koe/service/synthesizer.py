@@ -180,7 +180,7 @@ class Synthesizer:
 
     def capabilities(self, model: str | None = None) -> dict[str, Any]:
         """What a loaded model can do (loads it): voice modes, speakers, languages, options, ..."""
-        ref = self.home.models.resolve(model, self.settings.models.default, allow_paths=self.planner.allow_model_paths)
+        ref = self.planner.resolve_model(model)
         with self.cache.use(ref) as entry:
             return entry.engine.capabilities.to_dict()
 
