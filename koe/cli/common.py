@@ -1,4 +1,4 @@
-"""What every command shares: the consoles, global options, opening KOE_HOME, and error reporting."""
+"""What every command shares: the consoles, global options, opening KOE_HOME, error reporting, and the root group."""
 
 import functools
 import logging
@@ -12,6 +12,7 @@ from typing import Any, NoReturn, TypeVar
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperGroup
 
 out = Console(highlight=False, soft_wrap=True)  # results (tables, listings)
 err = Console(stderr=True, highlight=False, soft_wrap=True)  # progress, notes, warnings, errors
@@ -134,3 +135,29 @@ def parse_options(pairs: list[str] | None) -> dict[str, Any]:
         except ValueError:
             options[key] = value
     return options
+
+
+class KoeGroup(TyperGroup):
+    """The root command group: before it runs, every flag in the tree is shown without a placeholder.
+
+    Typer 0.29 renders an option's value placeholder from `TyperOption.display_type_rich`, which
+    gives `<bool>` for plain flags (`--stream`, `--json`, `--save/--no-save`, `--help`), as if they
+    took a value. An explicit metavar wins there, so `plain_flags` gives each flag an empty one;
+    other placeholders (`<str>`, `<path>`, `KEY=VALUE`) are left as they are. It runs in `main`
+    because typer adds the completion options after the group is built, and it also reaches the
+    `--help` options, which click makes lazily per command.
+    """
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        plain_flags(self, self.context_settings.get("help_option_names") or ["--help"])
+        return super().main(*args, **kwargs)
+
+
+def plain_flags(cmd: Any, help_names: list[str]) -> None:
+    """Give every flag (and the `--help` option) of `cmd` and its subcommands an empty metavar."""
+    help_option = cmd.get_help_option(typer.Context(cmd, help_option_names=help_names)) if cmd.add_help_option else None
+    for param in [*cmd.params, *([help_option] if help_option is not None else [])]:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    for sub in getattr(cmd, "commands", {}).values():
+        plain_flags(sub, sub.context_settings.get("help_option_names") or help_names)

@@ -1,19 +1,20 @@
-"""The `koe` command: speak, voices, models, config, doctor, serve, demo, bench."""
+"""The `koe` command: speak, voices, models, config, history, doctor, serve, demo, bench."""
 
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from koe.cli import config, demo, doctor, models, serve, speak, voices
-from koe.cli.common import configure_logging, state
+from koe.cli import config, demo, doctor, history, models, serve, speak, voices
+from koe.cli.common import KoeGroup, configure_logging, state
 
 app = typer.Typer(
     name="koe",
+    cls=KoeGroup,  # flags shown without a <bool> placeholder
     help="koe (声): open text-to-speech models, natively in PyTorch.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    add_completion=True,  # koe --install-completion / --show-completion
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
@@ -42,7 +43,9 @@ def main(
 app.command("speak")(speak.speak)
 app.add_typer(voices.app, name="voices")
 app.add_typer(models.app, name="models")
+models.app.command("default")(config.models_default)  # a settings edit, so its code lives with `koe config`
 app.add_typer(config.app, name="config")
+app.add_typer(history.app, name="history")
 app.command("doctor")(doctor.doctor)
 app.command("serve")(serve.serve)
 app.command("demo")(demo.demo)

@@ -91,9 +91,11 @@ def speak(
     from koe.service.requests import SpeechRequest
     from koe.service.synthesizer import Synthesizer
 
+    to_stdout = (output is not None and str(output) == "-") or (stream and output is None)
+    if to_stdout:
+        refuse_terminal_stdout("--stream" if stream else "-o -")
     words = read_text(text, file)
     _check_arguments(voice=voice, speaker=speaker, instruct=instruct, design=design, ref_text=ref_text, language=language, model=model)
-    to_stdout = (output is not None and str(output) == "-") or (stream and output is None)
     if output is not None and not to_stdout:
         audio_format = format_for_path(output, fmt)
     else:
@@ -115,6 +117,20 @@ def speak(
     if stream:
         _stream(synth, plan, None if to_stdout else output)
         return
+    result = speak_plan(synth, plan)
+    write_result(result, output, to_stdout, time.perf_counter() - started)
+
+
+def refuse_terminal_stdout(flag: str) -> None:
+    """Exit 2 before anything is loaded when audio would go to stdout and stdout is a terminal:
+    binary audio there is noise (and can garble the terminal). A file or a pipe is what is meant."""
+    isatty = getattr(sys.stdout, "isatty", None)
+    if isatty is not None and isatty():
+        fail(f"{flag} writes binary audio to stdout, which is a terminal: give -o FILE, or pipe it (| ffplay -)", 2)
+
+
+def speak_plan(synth, plan):
+    """Speak a plan with a spinner (or, for long texts on a terminal, seconds of audio made) and print its warnings."""
     label = f"speaking {len(plan.text):,} characters with {plan.model.name}"
     if len(plan.text) > LONG_TEXT_CHARS and err.is_terminal:
         result = _speak_with_progress(synth, plan, label)
@@ -123,7 +139,11 @@ def speak(
             result = synth.speak(plan)
     for w in result.warnings:
         warn(w)
-    elapsed = time.perf_counter() - started
+    return result
+
+
+def write_result(result, output: Path | None, to_stdout: bool, elapsed: float) -> None:
+    """Write a finished utterance to stdout or `output` (atomically), or name its kept file; print one summary line."""
     if to_stdout:
         sys.stdout.buffer.write(result.audio)
         sys.stdout.buffer.flush()

@@ -203,7 +203,31 @@ class Database:
     def list_outputs(self, limit: int = 50) -> list[OutputRow]:
         """The most recent outputs first."""
         rows = self._connection().execute("SELECT * FROM outputs ORDER BY id DESC LIMIT ?", (int(limit),)).fetchall()
-        return [OutputRow(**{**dict(r), "metadata": json.loads(r["metadata"])}) for r in rows]
+        return [_output_row(r) for r in rows]
+
+    def get_output(self, output_id: int) -> OutputRow | None:
+        r = self._connection().execute("SELECT * FROM outputs WHERE id = ?", (int(output_id),)).fetchone()
+        return _output_row(r) if r else None
+
+    def count_outputs(self) -> int:
+        return int(self._connection().execute("SELECT COUNT(*) FROM outputs").fetchone()[0])
+
+    def delete_outputs(self, ids: list[int] | None = None) -> list[OutputRow]:
+        """Remove the history rows `ids` (None: every row) in one transaction; returns the rows removed."""
+        with self.transaction() as db:
+            if ids is None:
+                rows = db.execute("SELECT * FROM outputs ORDER BY id").fetchall()
+                db.execute("DELETE FROM outputs")
+            else:
+                marks = ", ".join("?" * len(ids))
+                rows = db.execute(f"SELECT * FROM outputs WHERE id IN ({marks}) ORDER BY id", [int(i) for i in ids]).fetchall() if ids else []
+                if rows:
+                    db.execute(f"DELETE FROM outputs WHERE id IN ({marks})", [int(i) for i in ids])
+        return [_output_row(r) for r in rows]
+
+
+def _output_row(r: sqlite3.Row) -> OutputRow:
+    return OutputRow(**{**dict(r), "metadata": json.loads(r["metadata"])})
 
 
 def _model_row(r: sqlite3.Row) -> ModelRow:

@@ -1,0 +1,151 @@
+"""`koe history ...`: what was spoken (the outputs rows in koe.db): list, show, replay, delete."""
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from koe.cli.common import command, err, fail, open_home, out, warn
+
+app = typer.Typer(help="What was spoken: list, show, replay or delete the outputs recorded in koe.db.", no_args_is_help=True)
+
+TEXT_WIDTH = 48  # characters of text shown per row in the list
+
+
+def _history():
+    from koe.service.history import History
+
+    return History(open_home())
+
+
+def _shorten(text: str, width: int = TEXT_WIDTH) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+@app.command("list")
+@command
+def list_(
+    limit: Annotated[int, typer.Option("--limit", "-n", help="How many of the newest to show.", min=1)] = 20,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON (the whole text).")] = False,
+) -> None:
+    """The newest outputs first: id, when, model, voice, seconds, text and the kept file."""
+    history = _history()
+    entries = history.list(limit)
+    if as_json:
+        out.print_json(json.dumps([e.summary() for e in entries]))
+        return
+    if not entries:
+        err.print("[dim]no outputs yet: `koe speak TEXT` records one[/]")
+        return
+    table = Table(box=None, pad_edge=False)
+    for name in ("id", "when", "model", "voice", "seconds"):
+        table.add_column(name, no_wrap=True, justify="right" if name in ("id", "seconds") else "left")
+    table.add_column("text", ratio=1)
+    table.add_column("file", overflow="fold")  # a path is worth more whole than on one line
+    for e in entries:
+        r = e.row
+        table.add_row(str(r.id), e.when(), escape(r.model), escape(r.voice or "-"), f"{r.duration_s:.2f}", escape(_shorten(r.text)), escape(str(e.file or "")))
+    out.print(table)
+    total = history.count()
+    if total > len(entries):
+        err.print(f"[dim]{len(entries)} of {total}; --limit N shows more[/]")
+
+
+@app.command("show")
+@command
+def show(
+    output_id: Annotated[int, typer.Argument(metavar="ID", help="The output's id (`koe history list`).", show_default=False)],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Everything recorded about one output: its text, model, voice, seed, options, file and the engine's metadata."""
+    entry = _history().get(output_id)
+    details = entry.details()
+    if as_json:
+        out.print_json(json.dumps(details, default=str))
+        return
+    table = Table(box=None, pad_edge=False, show_header=False)
+    table.add_column(style="bold")
+    table.add_column()
+    for key, value in details.items():
+        if key == "metadata":
+            continue
+        table.add_row(key, escape("" if value is None else str(value)))
+    for key, value in details["metadata"].items():
+        table.add_row(key, escape(value if isinstance(value, str) else json.dumps(value, default=str)))
+    out.print(table)
+
+
+@app.command("replay")
+@command
+def replay(
+    output_id: Annotated[int, typer.Argument(metavar="ID", help="The output to speak again (`koe history list`).", show_default=False)],
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Output file (format from its extension); '-' = stdout.")] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Another model than the recorded one (folder or store name).")] = None,
+    ref: Annotated[Path | None, typer.Option("--ref", help="The reference clip again, for an output cloned from a clip.")] = None,
+    ref_text: Annotated[str | None, typer.Option("--ref-text", help="Transcript of --ref.")] = None,
+    save: Annotated[bool | None, typer.Option("--save/--no-save", help="Also keep it under KOE_HOME/outputs.", show_default=False)] = None,
+) -> None:
+    """Speak output ID again: the same text, model, voice, seed, language, options, speed and format.
+
+    The new output is a new history row. Without -o it is kept under KOE_HOME/outputs, as `koe speak`
+    does. Device, dtype and precision come from this run's settings.
+    """
+    from koe.cli.speak import refuse_terminal_stdout, speak_plan, write_result
+    from koe.service.encode import format_for_path
+    from koe.service.errors import NotFound
+    from koe.service.synthesizer import Synthesizer
+
+    to_stdout = output is not None and str(output) == "-"
+    if to_stdout:
+        refuse_terminal_stdout("-o -")
+    history = _history()
+    recorded = history.get(output_id).row
+    request = history.replay_request(
+        output_id, model=model, ref_audio=str(ref) if ref is not None else None, ref_text=ref_text,
+        save=save if save is not None else (True if output is None else None),
+    )  # fmt: skip
+    if output is not None and not to_stdout and output.suffix:
+        request.format = format_for_path(output, None).name  # the file's extension decides, as in `koe speak -o`
+    synth = Synthesizer(history.home)
+    try:
+        plan = synth.plan(request)
+    except NotFound as e:
+        if e.param != "model" or model is not None:
+            raise
+        fail(f"output {output_id} was made with model {request.model!r}, which is not installed here: give --model NAME|FOLDER", 2)
+    started = time.perf_counter()
+    result = speak_plan(synth, plan)
+    was, now = recorded.metadata.get("precision"), result.metadata.get("precision")
+    if was and now and was != now:
+        warn(f"output {output_id} was made in {was}, this one in {now}: the audio may differ in its bits")
+    write_result(result, output, to_stdout, time.perf_counter() - started)
+
+
+@app.command("delete")
+@command
+def delete(
+    output_ids: Annotated[list[int] | None, typer.Argument(metavar="ID", help="The outputs to delete.", show_default=False)] = None,
+    all_: Annotated[bool, typer.Option("--all", help="Delete the whole history.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="With --all: do not ask.")] = False,
+) -> None:
+    """Delete history rows and their kept files under KOE_HOME/outputs (files elsewhere are never touched)."""
+    if bool(output_ids) == all_:
+        fail("give the ids to delete, or --all", 2)
+    history = _history()
+    if all_:
+        total = history.count()
+        if total and not yes:
+            if not sys.stdin.isatty():
+                fail("--all deletes the whole history: add --yes to confirm", 2)
+            if not typer.confirm(f"delete all {total} outputs and their kept files?", err=True):
+                raise typer.Exit(1)
+    done = history.delete(None if all_ else output_ids)
+    err.print(f"[green]deleted[/] {len(done.rows)} output{'s' if len(done.rows) != 1 else ''}, {len(done.files)} file{'s' if len(done.files) != 1 else ''}")
+    for left in done.left:
+        warn(f"left {left}")
