@@ -2,7 +2,8 @@
 
 Models load in the lifespan (the configured default) or on first use; all model work runs on the
 scheduler's threads, never on the event loop. See docs/server.md; the guards (Host and Origin,
-timeouts, connection cap, graceful drain) are in guards.py and docs/security.md.
+timeouts, connection cap, graceful drain) are in guards.py and docs/security.md; the API pages
+(`/docs`, `/redoc`, served from local assets so they work offline) in docs_page.py.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from koe.service.scheduler import Scheduler
 from koe.service.settings import ServerSettings, Settings
 from koe.service.synthesizer import Synthesizer
 from koe.server.auth import BearerAuth, check_binding
+from koe.server.docs_page import docs_router
 from koe.server.errors import install_error_handlers
 from koe.server.guards import AllowedOrigins, BodyDeadline, BrowserGuard, DrainGuard, HostNames, guarded_protocol, own_names
 from koe.server.limits import BodyLimit
@@ -83,12 +85,15 @@ def create_app(
         version=__version__,
         summary="Open text-to-speech models behind OpenAI's speech API",
         lifespan=lifespan,
+        docs_url=None,  # FastAPI's pages load from a CDN; docs_page serves them from local assets
+        redoc_url=None,
     )
     install_error_handlers(app)
     auth = [Depends(BearerAuth(token))]
     for router in (speech.router, voices.router, models.router):
         app.include_router(router, dependencies=auth)
     app.include_router(models.health_router)
+    app.include_router(docs_router(app.title, app.openapi_url or "/openapi.json"))  # no token: see docs_page
     json_limit = server.max_input_chars * 8 + 64 * 1024
 
     def limit_for(path: str) -> tuple[int, str]:
