@@ -3,10 +3,12 @@
 Each model card has a `status`: `loaded` (resident), `ready` (loads on first use) or `failed` (its
 last load failed with its files as they are now, or its files are missing or unreadable), with the
 reason in `error`. `/health` stays `ok` (the server is alive) and lists failed models.
+Sizes are shown as people write them (`0.6B`, `1.7B`), not as a config may tag them (`NbM`).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict
 
 from fastapi import APIRouter, Request
@@ -23,6 +25,20 @@ router = APIRouter(tags=["models"])
 health_router = APIRouter(tags=["health"])
 
 
+_SIZE_TAG = re.compile(r"(\d+)b(\d+)", re.I)  # a config's size tag "NbM": N.M billion parameters
+
+
+def size_label(size: str) -> str:
+    """A model size as people write it: a tag "NbM" -> "N.MB" (e.g. "3b2" -> "3.2B"), "2b" -> "2B";
+    anything else ("base", "0.5B") as it is."""
+    m = _SIZE_TAG.fullmatch(size.strip())
+    if m:
+        return f"{int(m.group(1))}.{m.group(2)}B"
+    if re.fullmatch(r"\d+(\.\d+)?b", size.strip(), re.I):
+        return size.strip().upper()
+    return size
+
+
 def _card(d: ModelDetails, state: ServerState, loaded: set[str], failure: LoadFailure | None) -> ModelCard:
     is_loaded = d.ref.name in loaded
     error = None
@@ -31,7 +47,7 @@ def _card(d: ModelDetails, state: ServerState, loaded: set[str], failure: LoadFa
     elif not is_loaded and d.missing:
         error = f"incomplete: missing {', '.join(d.missing)}"
     return ModelCard(
-        id=d.ref.name, created=int(d.added_at or 0), family=d.ref.family, variant=d.ref.variant, size=d.ref.size,
+        id=d.ref.name, created=int(d.added_at or 0), family=d.ref.family, variant=d.ref.variant, size=size_label(d.ref.size),
         speakers=d.speakers, languages=d.languages, loaded=is_loaded,
         default=d.ref.name == state.settings.models.default, uses=d.uses,
         status="loaded" if is_loaded else "failed" if error else "ready",
