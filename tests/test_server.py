@@ -184,7 +184,7 @@ def test_voice_upload_list_use_and_delete(client):
     assert said.status_code == 200, said.text
     assert decode(said.content)[:2] == ("flac", 24000) and said.headers["x-koe-voice"] == "Kim"
     assert client.get("/health").json()["models_loaded"] == ["base"]  # models.resident_limit = 1: cv made room
-    assert client.delete("/v1/audio/voices/kim").json() == {"id": "Kim", "object": "voice", "deleted": True}
+    assert client.delete("/v1/audio/voices/kim").json() == {"id": "Kim", "object": "audio.voice.deleted", "deleted": True}  # OpenAI's VoiceDeleted
     assert_error(speech(client, model="base", voice="kim"), 404, "unknown voice 'kim'")
     assert_error(client.delete("/v1/audio/voices/kim"), 404, "no voice named 'kim'")
 

@@ -85,19 +85,49 @@ class ModelCard(BaseModel):
     )
 
 
+VOICE_OBJECT = "audio.voice"  # OpenAI's object type of a voice (its SDKs' `Voice`)
+
+
 class VoiceCard(BaseModel):
-    """One library voice."""
+    """One library voice (OpenAI's fields, then koe's)."""
 
     id: str
-    object: Literal["voice"] = "voice"
+    object: Literal["audio.voice"] = VOICE_OBJECT
     name: str
     created_at: int
+    type: Literal["audio_sample", "prompt"] = Field(
+        "audio_sample", description="OpenAI's: how the voice was made (prompt: designed from a description, kept as a clip)"
+    )
+    kind: Literal["library"] = Field("library", description="library: a voice of koe's voice library (a reference clip it clones)")
+    models: list[str] = Field(default_factory=list, description="the models (store names) it works with: those that clone from a clip")
     source: str
     transcript: str | None
     description: str | None
     language: str | None
     duration_s: float
     sample_rate: int
+
+
+class PresetVoiceCard(BaseModel):
+    """A voice a model brings: a preset speaker (`kind` speaker) or an OpenAI voice name that means
+    something on some model (`kind` openai, with `means` saying what on each)."""
+
+    id: str
+    object: Literal["audio.voice"] = VOICE_OBJECT
+    name: str
+    created_at: int = Field(0, description="when the first of its models was installed (Unix seconds; 0: unknown)")
+    type: Literal["preset"] = "preset"
+    kind: Literal["speaker", "openai"]
+    models: list[str] = Field(description="the models (store names) it works with")
+    means: dict[str, str] | None = Field(None, description="openai: what the name means on each model (a speaker, a designed voice, the model's own)")
+
+
+class VoiceList(BaseModel):
+    """`GET /v1/audio/voices`: library voices, then preset speakers, then OpenAI voice names."""
+
+    object: Literal["list"] = "list"
+    data: list[VoiceCard | PresetVoiceCard]
+    default_model: str | None = Field(None, description="the model tts-1 / tts-1-hd / gpt-4o-mini-tts mean (None: no default set)")
 
 
 class ListOf(BaseModel):

@@ -1,16 +1,21 @@
-"""The voice library over HTTP: list, show, create from an uploaded clip (+ transcript), delete."""
+"""Voices over HTTP: the list of every voice a request may name (library voices, preset speakers,
+OpenAI's names, each with the models it works with), and the library's show, create from an
+uploaded clip (+ transcript) and delete."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from typing import Literal
+
+from fastapi import APIRouter, Query, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
-from koe.service.errors import InvalidRequest
+from koe.service.errors import InvalidRequest, KoeError
 from koe.service.names import check_name
 from koe.service.voices import Voice
-from koe.server.schemas import Deleted, ListOf, VoiceCard
-from koe.server.state import server_state
+from koe.server.openai_compat import CatalogEntry, catalog_models, library_voice_models, model_name, voice_catalog
+from koe.server.schemas import Deleted, PresetVoiceCard, VoiceCard, VoiceList
+from koe.server.state import ServerState, server_state
 
 router = APIRouter(tags=["voices"])
 
@@ -37,24 +42,64 @@ _UPLOAD_SCHEMA = {
 }
 
 
-def voice_card(v: Voice) -> VoiceCard:
+def voice_card(v: Voice, models: list[str]) -> VoiceCard:
     return VoiceCard(
-        id=v.name, name=v.name, created_at=int(v.created_at), source=v.source, transcript=v.ref_text,
-        description=v.description, language=v.language, duration_s=v.duration_s, sample_rate=v.sample_rate,
+        id=v.name, name=v.name, created_at=int(v.created_at), type="prompt" if v.source == "design" else "audio_sample",
+        models=models, source=v.source, transcript=v.ref_text, description=v.description, language=v.language,
+        duration_s=v.duration_s, sample_rate=v.sample_rate,
     )  # fmt: skip
 
 
-@router.get("/v1/audio/voices", response_model=ListOf)
-async def list_voices(request: Request) -> ListOf:
-    """The voices in the library."""
-    voices = await run_in_threadpool(server_state(request).home.voices.list)
-    return ListOf(data=[voice_card(v) for v in voices])
+def entry_card(e: CatalogEntry) -> VoiceCard | PresetVoiceCard:
+    if e.voice is not None:
+        return voice_card(e.voice, e.models)
+    return PresetVoiceCard(id=e.name, name=e.name, created_at=e.created_at, kind=e.kind, models=e.models, means=e.means or None)
+
+
+def _library_card(state: ServerState, v: Voice) -> VoiceCard:
+    """`v`'s card with the models it works with (blocking: reads the models' files)."""
+    return voice_card(v, library_voice_models(v, catalog_models(state.home, state.synthesizer.planner)))
+
+
+def _default_model(state: ServerState) -> str | None:
+    try:
+        return state.home.models.resolve(None, state.settings.models.default, download=False).name
+    except KoeError:
+        return None
+
+
+def _voice_list(state: ServerState, model: str | None, kind: str | None) -> VoiceList:
+    """The list (blocking: reads the library and the models' files); `model` / `kind` filter it."""
+    entries = voice_catalog(state.home, state.synthesizer.planner)
+    default = _default_model(state)
+    if model is not None:
+        wanted = model_name(model, state.home) or default  # tts-1 & co. mean the default model
+        entries = [e for e in entries if wanted in e.models]
+    if kind is not None:
+        entries = [e for e in entries if e.kind == kind]
+    return VoiceList(data=[entry_card(e) for e in entries], default_model=default)
+
+
+@router.get("/v1/audio/voices", response_model=VoiceList)
+async def list_voices(
+    request: Request,
+    model: str | None = Query(None, description="only the voices that work with this model (a store name; tts-1 & co.: the default)"),
+    kind: Literal["library", "speaker", "openai"] | None = Query(None, description="only library voices, preset speakers or OpenAI names"),
+) -> VoiceList:
+    """Every voice a speech request may name, each with `models`, the models it works with:
+    the library's voices (`kind` library; all of them, even one no installed model can clone),
+    the installed models' preset speakers (`speaker`), and OpenAI's voice names that mean something
+    on an installed model (`openai`, with `means`: what on each). Read from the models' files; no
+    model is loaded."""
+    return await run_in_threadpool(_voice_list, server_state(request), model, kind)
 
 
 @router.get("/v1/audio/voices/{name:path}", response_model=VoiceCard)
 async def get_voice(name: str, request: Request) -> VoiceCard:
     """One library voice."""
-    return voice_card(await run_in_threadpool(server_state(request).home.voices.get, name))
+    state = server_state(request)
+    voice = await run_in_threadpool(state.home.voices.get, name)
+    return await run_in_threadpool(_library_card, state, voice)
 
 
 @router.post("/v1/audio/voices", response_model=VoiceCard, status_code=201, openapi_extra=_UPLOAD_SCHEMA)
@@ -86,7 +131,7 @@ async def create_voice(request: Request) -> VoiceCard:
         if e.param == "ref_text":  # the library's name for it; say the field the form used
             e.param = transcript_field
         raise
-    return voice_card(voice)
+    return await run_in_threadpool(_library_card, state, voice)
 
 
 @router.delete("/v1/audio/voices/{name:path}", response_model=Deleted)
@@ -95,7 +140,7 @@ async def delete_voice(name: str, request: Request) -> Deleted:
     voices = server_state(request).home.voices
     voice = await run_in_threadpool(voices.get, name)
     await run_in_threadpool(voices.remove, voice.name)
-    return Deleted(id=voice.name, object="voice")
+    return Deleted(id=voice.name, object="audio.voice.deleted")
 
 
 def _text(value: object) -> str | None:
