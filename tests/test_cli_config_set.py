@@ -237,3 +237,13 @@ def test_models_default(koe, home, cv_model, tmp_path):
     koe("models", "default", rel if os.sep in rel else f".{os.sep}{rel}")
     assert load_settings(home, environ={}).models.default == str(cv_model.resolve())
     one_line_error(koe("models", "default", tmp_path / "missing", ok=False), "model folder not found")
+
+
+def test_models_default_takes_a_hub_id_that_is_not_here_yet(koe, home, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))  # empty: nothing cached
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # and nothing is fetched to check it
+    r = koe("models", "default", "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice")
+    assert "not downloaded yet" in r.stderr and "koe models pull Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice" in r.stderr
+    assert load_settings(home, environ={}).models.default == "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"
+    one_line_error(koe("models", "default", "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice/extra", ok=False), "hub id")
+    assert load_settings(home, environ={}).models.default == "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"

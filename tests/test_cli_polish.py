@@ -137,3 +137,11 @@ def test_a_file_or_a_pipe_still_works_with_a_terminal_around(tmp_path):
     assert code == 2 and "model folder not found" in err and "terminal" not in err
     code, err, _ = run_on_a_terminal("history", "replay", "1", "-o", "-", tmp_path=tmp_path)
     assert code == 2 and "stdout, which is a terminal" in err
+
+
+def test_install_completion_writes_the_script_where_bash_reads_it(tmp_path):
+    r = koe_process("--install-completion", env_extra={"SHELL": "/bin/bash", "HOME": str(tmp_path)})
+    assert r.returncode == 0, r.stderr.decode()
+    scripts = list(tmp_path.rglob("koe*"))
+    assert scripts and "_KOE_COMPLETE=complete_bash" in scripts[0].read_text()
+    assert str(scripts[0].relative_to(tmp_path)) in (tmp_path / ".bashrc").read_text()

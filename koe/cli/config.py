@@ -114,16 +114,20 @@ def models_default(
         out.print(escape(current.display))
         note(f"models.default: from {current.source}")
         return
-    home = open_home()
-    ref = home.models.resolve(name)  # an installed model, a folder koe runs (or a hub id, where the resolver knows them)
-    value = name if ref.installed else _model_value(name, ref)
-    _report(set_value(state.home, "models.default", value))
-
-
-def _model_value(name: str, ref) -> str:
-    """What koe.toml should name for a model that is not installed: a folder by its absolute path (koe.toml
-    is read from any working directory); anything else (a hub id) as given."""
     from pathlib import Path
 
+    from koe.service.errors import Unavailable
+    from koe.service.resolve import is_hub_id
+
+    home = open_home()
+    try:
+        ref = home.models.resolve(name, download=False)  # installed, a folder koe runs, or a hub id here (store or HF cache)
+    except Unavailable:
+        if not is_hub_id(name):
+            raise
+        ref = None  # a release koe runs that is not here yet: its first use downloads it
+        note(f"{name} is not downloaded yet: the first use downloads it (or run `koe models pull {name}` now)")
     folder = Path(name).expanduser()
-    return str(folder.resolve()) if folder.is_dir() else name
+    if ref is not None and not ref.installed and folder.is_dir():
+        name = str(folder.resolve())  # koe.toml is read from any working directory
+    _report(set_value(state.home, "models.default", name))
