@@ -4,9 +4,11 @@ Same constructor (`model`, `ckpt_file`, `vocab_file`, `ode_method`, `use_ema`,
 `vocoder_local_path`, `device`, `hf_cache_dir`), same `infer(...)` arguments and return value
 `(wav, sample_rate, spectrogram)`, the same samples: `seed=N` gives upstream's after
 `seed_everything(N)`, and like upstream a multi-batch `wav` is float64 (its cross-fade), a single
-batch float32. Released architectures only (`F5TTS_v1_Base`, `F5TTS_Base`); the checkpoint, its
-vocab and the Vocos vocoder come from local paths or the Hugging Face cache (koe never downloads
-here: `koe models pull` does). An empty `ref_text` is an error (upstream would run Whisper).
+batch float32. Released architectures only (`F5TTS_v1_Base`, `F5TTS_Base`). The checkpoint, its
+vocab and the Vocos vocoder come from local paths, or, for what is not given, from the release
+`SWivid/F5-TTS/<model>` through koe's resolver (`koe.service.resolve`): the store, the Hugging
+Face cache (`hf_cache_dir`; the checkpoint repo and `charactr/vocos-mel-24khz` assembled into a
+store folder), a download on first use. An empty `ref_text` is an error (upstream would run Whisper).
 """
 
 from __future__ import annotations
@@ -21,22 +23,30 @@ import torch
 
 from koe.engines.f5_tts.config import ARCHS, parse_config
 from koe.engines.f5_tts.engine import CrossFade, F5TTSEngine
-from koe.engines.f5_tts.spec import VOCODER_REPO
+from koe.engines.f5_tts.spec import VOCODER_FILES, VOCODER_REPO, checkpoint_files
 
 __all__ = ["F5TTS"]
 
-_RELEASE_FILES = {"F5TTS_v1_Base": ("F5-TTS", "F5TTS_v1_Base/model_1250000.safetensors"),
-                  "F5TTS_Base": ("F5-TTS", "F5TTS_Base/model_1200000.safetensors")}  # fmt: skip
+_RELEASES = ("F5TTS_v1_Base", "F5TTS_Base")  # upstream's `model` names koe runs: SWivid/F5-TTS/<name>
+_CHECKPOINT_REPO = "SWivid/F5-TTS"
 
 
-def _cached(repo: str, filename: str, cache_dir: str | None) -> str:
-    from huggingface_hub import hf_hub_download
+def _release_folder(model: str, cache_dir: str | None) -> Path:
+    """The koe folder of release `SWivid/F5-TTS/<model>` (checkpoint, vocab.txt, config.yaml, vocos/)."""
+    from koe.service.resolve import model_folder
 
-    try:
-        return hf_hub_download(repo, filename, cache_dir=cache_dir, local_files_only=True)
-    except Exception as e:  # noqa: BLE001 - any miss is the same advice
-        raise FileNotFoundError(f"{repo}/{filename} is not in the Hugging Face cache; download it first "
-                                f"(`koe models pull`, or `huggingface-cli download {repo} {filename}`) or pass a local path") from e
+    return model_folder(f"{_CHECKPOINT_REPO}/{model}", cache_dir=cache_dir)
+
+
+def _cached_vocoder(cache_dir: str | None) -> Path:
+    """The Vocos vocoder's folder in the Hugging Face cache (for a checkpoint given by path)."""
+    from koe.service.resolve import cached_repo, hub_cache_dir
+
+    hit = cached_repo(VOCODER_REPO, cache_dir, list(VOCODER_FILES))
+    if hit is None or not all((hit.folder / f).is_file() for f in VOCODER_FILES):
+        raise FileNotFoundError(f"{VOCODER_REPO} is not in the Hugging Face cache ({hub_cache_dir(cache_dir)}); download it first "
+                                f"(`huggingface-cli download {VOCODER_REPO}`), or pass vocoder_local_path=")  # fmt: skip
+    return hit.folder
 
 
 class F5TTS:
@@ -44,20 +54,23 @@ class F5TTS:
 
     def __init__(self, model: str = "F5TTS_v1_Base", ckpt_file: str = "", vocab_file: str = "", ode_method: str = "euler",
                  use_ema: bool = True, vocoder_local_path: str | None = None, device: str | None = None, hf_cache_dir: str | None = None) -> None:
-        if model not in _RELEASE_FILES:
-            known = ", ".join(_RELEASE_FILES)
+        if model not in _RELEASES:
+            known = ", ".join(_RELEASES)
             hint = " (E2-TTS's UNetT backbone is not supported yet)" if model.startswith("E2TTS") else ""
             raise ValueError(f"unknown or unsupported model {model!r}{hint}; koe's F5TTS runs: {known}")
         if ode_method != "euler":
             raise ValueError(f"ode_method={ode_method!r}: koe runs upstream's default Euler solver only")
         if not use_ema:
             raise ValueError("use_ema=False (the training weights) is not supported: released checkpoints are EMA weights")
-        repo, filename = _RELEASE_FILES[model]
-        ckpt = Path(ckpt_file or _cached(f"SWivid/{repo}", filename, hf_cache_dir))
+        release = None if ckpt_file else _release_folder(model, hf_cache_dir)
+        ckpt = Path(ckpt_file) if ckpt_file else checkpoint_files(release)[0]
         vocab = Path(vocab_file) if vocab_file else ckpt.parent / "vocab.txt"
         if not vocab.is_file():
             raise FileNotFoundError(f"no vocab file: pass vocab_file= (the release's vocab.txt; {vocab} does not exist)")
-        vocoder = Path(vocoder_local_path) if vocoder_local_path is not None else Path(_cached(VOCODER_REPO, "config.yaml", hf_cache_dir)).parent
+        if vocoder_local_path is not None:
+            vocoder = Path(vocoder_local_path)
+        else:
+            vocoder = release / "vocos" if release is not None else _cached_vocoder(hf_cache_dir)
         self.engine = F5TTSEngine.from_files(parse_config(ARCHS[model]), [ckpt], vocab, vocoder, device=device)
         self.mel_spec_type = "vocos"
         self.target_sample_rate = self.engine.sample_rate

@@ -47,13 +47,19 @@ class Qwen3TTSModel:
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path: str, **kwargs) -> Qwen3TTSModel:
-        """Load a local model folder. Accepts upstream's `device_map` and `dtype`/`torch_dtype`; other
-        transformers loading options (e.g. `attn_implementation`) are accepted and ignored."""
+        """Load a model folder, or a hub id ("Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice") or store name
+        through koe's resolver (`koe.service.resolve.model_folder`): the store, the Hugging Face
+        cache (upstream's `cache_dir=` is read), a download unless `local_files_only=True`.
+        Accepts upstream's `device_map` and `dtype`/`torch_dtype`; other transformers loading
+        options (e.g. `attn_implementation`) are accepted and ignored."""
+        from koe.service.resolve import model_folder
+
         device = kwargs.get("device_map") or kwargs.get("device")
         if isinstance(device, dict):
             device = next(iter(device.values()), None)
         dtype = kwargs.get("dtype", kwargs.get("torch_dtype"))
-        return cls(Qwen3TTSEngine.load(pretrained_model_name_or_path, device=device, dtype=dtype))
+        folder = model_folder(pretrained_model_name_or_path, cache_dir=kwargs.get("cache_dir"), local_files_only=bool(kwargs.get("local_files_only")))
+        return cls(Qwen3TTSEngine.load(folder, device=device, dtype=dtype))
 
     # -- upstream's helpers ------------------------------------------------------------------
     def get_supported_speakers(self) -> list[str] | None:

@@ -11,8 +11,8 @@ Not supported yet, and said so rather than ignored: the ZipEnhancer denoiser (`d
 fails; a model built with the denoiser enabled warns once), upstream's text normaliser
 (`normalize=True` fails), LoRA weights. `optimize` (torch.compile on CUDA) is accepted and has no
 effect; upstream's warm-up call is skipped (it only draws random numbers before a user seeds).
-`from_pretrained` reads the Hugging Face cache or a local folder (koe downloads with `koe models
-pull`).
+`from_pretrained` takes a local folder, a store name or a hub id (koe's resolver: the store, the
+Hugging Face cache, a download on first use).
 """
 
 from __future__ import annotations
@@ -66,20 +66,14 @@ class VoxCPM:
     def from_pretrained(cls, hf_model_id: str = "openbmb/VoxCPM2", load_denoiser: bool = True, zipenhancer_model_id: str = _DENOISER,
                         cache_dir: str | None = None, local_files_only: bool = False, optimize: bool = True, device: str | None = None,
                         lora_config=None, lora_weights_path: str | None = None, **kwargs) -> VoxCPM:
-        """A local folder, or a hub id read from the Hugging Face cache (`koe models pull ID` downloads)."""
+        """A local folder, or a hub id or store name through koe's resolver
+        (`koe.service.resolve.model_folder`): the store, the Hugging Face cache (`cache_dir`), a
+        download into the store unless `local_files_only` (or `models.download` is off)."""
+        from koe.service.resolve import model_folder
+
         if not hf_model_id:
             raise ValueError("You must provide hf_model_id")
-        if os.path.isdir(hf_model_id):
-            path = hf_model_id
-        else:
-            from huggingface_hub import snapshot_download
-
-            try:
-                path = snapshot_download(repo_id=hf_model_id, cache_dir=cache_dir, local_files_only=True)
-            except Exception as e:  # noqa: BLE001 - any miss is the same advice
-                raise FileNotFoundError(f"{hf_model_id} is not in the Hugging Face cache: download it there (`huggingface-cli download "
-                                        f"{hf_model_id}`), or pass a local folder, such as the one `koe models pull {hf_model_id}` installs "
-                                        "(`koe models list` shows where)") from e  # fmt: skip
+        path = str(model_folder(hf_model_id, cache_dir=cache_dir, local_files_only=local_files_only))
         return cls(path, zipenhancer_model_id if load_denoiser else None, load_denoiser, optimize, device, lora_config, lora_weights_path, **kwargs)
 
     def generate(self, *args, **kwargs) -> np.ndarray:
