@@ -154,3 +154,21 @@ def test_a_default_model_outside_the_store_is_listed_under_its_folder_name(tmp_p
         assert {k for k, _ in by_id(c.get("/v1/audio/voices", params={"model": "tts-1"}).json())} == {"speaker", "openai"}
         r = c.post("/v1/audio/speech", json={"model": "tts-1", "input": "Hi.", "voice": "ryan", "response_format": "wav", "seed": 1, **FRAMES})
         assert r.status_code == 200, r.text
+
+
+def test_the_official_client_creates_and_deletes_a_voice(tmp_path, session_tmp):
+    """openai's `audio.voices.create` (audio_sample + consent) and `delete` parse koe's answers as
+    their own types: `Voice` (object audio.voice) and `VoiceDeleted` (audio.voice.deleted)."""
+    from openai import OpenAI
+    from test_server_e2e import live_server
+
+    home = make_home(tmp_path / "home", session_tmp)
+    with live_server(create_app(home), home.settings.server) as server:
+        client = OpenAI(base_url=server.url + "/v1", api_key="unused")
+        voice = client.audio.voices.create(
+            name="sdk", audio_sample=("clip.wav", wav_clip(1.5), "audio/wav"), consent="cons_local", extra_body={"transcript": "Hello there."}
+        )  # fmt: skip
+        assert (type(voice).__name__, voice.id, voice.name, voice.object, voice.type) == ("Voice", "sdk", "sdk", "audio.voice", "audio_sample")
+        assert voice.model_extra["models"] == ["base"] and voice.model_extra["transcript"] == "Hello there."
+        gone = client.audio.voices.delete("sdk")
+        assert (type(gone).__name__, gone.id, gone.deleted, gone.object) == ("VoiceDeleted", "sdk", True, "audio.voice.deleted")
