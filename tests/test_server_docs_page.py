@@ -184,3 +184,17 @@ def test_an_incomplete_package_is_named_with_its_missing_files(tmp_path, monkeyp
     assets = find_assets()
     assert not assets.available
     assert "incomplete" in assets.problem and "swagger-ui-bundle.js" in assets.problem and "swagger-ui.css" not in assets.problem
+
+
+def test_with_a_token_the_schema_names_the_bearer_scheme_so_the_page_can_send_it(tmp_path):
+    with TestClient(make_app(tmp_path / "on", token="a-long-enough-secret-token")) as c:
+        spec = c.get("/openapi.json").json()
+        assert spec["components"]["securitySchemes"]["token"] == {
+            "type": "http", "scheme": "bearer", "description": "server.token, sent as 'Authorization: Bearer TOKEN'"
+        }  # fmt: skip
+        assert spec["paths"]["/v1/models"]["get"]["security"] == [{"token": []}]
+        assert "security" not in spec["paths"]["/health"]["get"]  # /health needs none
+        assert c.get("/v1/models", headers={"Authorization": "Bearer a-long-enough-secret-token"}).status_code == 200
+        assert c.get("/v1/models", headers={"Authorization": "Bearer wrong"}).status_code == 401
+    with TestClient(make_app(tmp_path / "off")) as c:
+        assert "securitySchemes" not in c.get("/openapi.json").json().get("components", {})

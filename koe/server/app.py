@@ -14,8 +14,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio
-from fastapi import Depends, FastAPI
+from fastapi import Depends, FastAPI, Security
 from fastapi.middleware.cors import CORSMiddleware
+from fastapi.security import HTTPBearer
 
 from koe import __version__
 from koe.service.errors import KoeError
@@ -90,6 +91,8 @@ def create_app(
     )
     install_error_handlers(app)
     auth = [Depends(BearerAuth(token))]
+    if token:  # only documents it: the schema names the Bearer scheme, so /docs offers "Authorize" for "Try it out"
+        auth.append(Security(HTTPBearer(auto_error=False, scheme_name="token", description="server.token, sent as 'Authorization: Bearer TOKEN'")))
     for router in (speech.router, voices.router, models.router):
         app.include_router(router, dependencies=auth)
     app.include_router(models.health_router)
