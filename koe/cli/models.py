@@ -1,6 +1,7 @@
 """`koe models ...`: the model store."""
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Annotated
@@ -11,7 +12,20 @@ from rich.table import Table
 
 from koe.cli.common import command, err, human_bytes, open_home, out
 
+LARGE_FOLDER_BYTES = 64 * 2**20  # an import this big gets a progress bar on a terminal
+
 app = typer.Typer(help="Models: list, import a folder, info, remove, pull from the Hugging Face hub.", no_args_is_help=True)
+
+
+def size_label(size: str | None) -> str:
+    """A model's size for a person: the specs' "<int>b<frac>" tags as 0.6B / 1.7B; other sizes ("2B", "tiny") as they are."""
+    m = re.fullmatch(r"(\d+)[bB](\d+)", size or "")
+    return f"{m[1]}.{m[2]}B" if m else (size or "")
+
+
+def short_origin(origin: str | None) -> str:
+    """An origin with its commit SHAs cut to 12 characters (hub:REPO@SHA + ...), for a table."""
+    return re.sub(r"@([0-9a-f]{12})[0-9a-f]{28}\b", r"@\1", origin or "")
 
 
 def details_dict(d) -> dict:
@@ -22,7 +36,18 @@ def details_dict(d) -> dict:
         "memory_float32_bytes": d.memory_bytes("float32"), "memory_bfloat16_bytes": d.memory_bytes("bfloat16"),
         "speakers": d.speakers, "languages": d.languages, "missing": d.missing, "origin": d.origin, "linked": d.linked,
         "added_at": d.added_at, "capabilities": d.capabilities.to_dict() if d.capabilities else None,
+        "revisions": hub_revisions(d.origin),
     }  # fmt: skip
+
+
+def hub_revisions(origin: str | None) -> list[dict]:
+    """The hub commits a pulled model came from: [{"repo", "subfolder", "sha"}] (empty for an import)."""
+    out = []
+    for part in (origin or "").split(" + "):
+        m = re.fullmatch(r"hub:([^/@\s]+/[^/@\s]+)(?:/([^@\s]+))?@(\S+)", part.strip())
+        if m:
+            out.append({"repo": m[1], "subfolder": m[2] or "", "sha": m[3]})
+    return out
 
 
 @app.command("list")
@@ -41,8 +66,8 @@ def list_models(as_json: Annotated[bool, typer.Option("--json", help="Print JSON
     table = Table("name", "variant", "size", "weights", "origin", box=None, pad_edge=False)
     for d in models:
         mark = " [green](default)[/]" if default and default.lower() == d.ref.name.lower() else ""
-        origin = ("→ " if d.linked else "") + (d.origin or "")
-        table.add_row(escape(d.ref.name) + mark, d.ref.variant, d.ref.size, human_bytes(d.weights_bytes), escape(origin))
+        origin = ("→ " if d.linked else "") + short_origin(d.origin)
+        table.add_row(escape(d.ref.name) + mark, d.ref.variant, size_label(d.ref.size), human_bytes(d.weights_bytes), escape(origin))
     out.print(table)
 
 
@@ -58,13 +83,22 @@ def import_model(
                                              show_default=False)] = None,
     vocoder: Annotated[Path | None, typer.Option("--vocoder", help="A vocoder folder to copy in, for a release that ships without "
                                                  "its vocoder (the error for such a folder says which one).", show_default=False)] = None,
+    progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="A bar of the bytes copied (default: on a terminal, "
+                                                  "for folders of 64 MB or more).", show_default=False)] = None,
 ) -> None:
     """Install a local model folder into the store (completed and validated first)."""
+    from koe.cli.progress import tree_bytes, wanted, watch_copy
+
     home = open_home()
-    with err.status(f"importing {path} …", spinner="dots"):
-        d = home.models.import_model(path, name, link=link, overwrite=overwrite, arch=arch, vocoder=vocoder)
+    total = 0 if link or not path.is_dir() else tree_bytes(path)
+    if total and (progress or (progress is None and total >= LARGE_FOLDER_BYTES and wanted(None))):  # a bar of the bytes copied
+        with watch_copy(home.models.root, total, f"copying {escape(path.name)}", show=True):
+            d = home.models.import_model(path, name, link=link, overwrite=overwrite, arch=arch, vocoder=vocoder)
+    else:
+        with err.status(f"importing {escape(str(path))} …", spinner="dots"):
+            d = home.models.import_model(path, name, link=link, overwrite=overwrite, arch=arch, vocoder=vocoder)
     how = "linked" if d.linked else "copied"
-    err.print(f"[green]installed[/] {escape(d.ref.name)}  [dim]({d.ref.variant} {d.ref.size}, {human_bytes(d.weights_bytes)}, {how})[/]")
+    err.print(f"[green]installed[/] {escape(d.ref.name)}  [dim]({d.ref.variant} {size_label(d.ref.size)}, {human_bytes(d.weights_bytes)}, {how})[/]")
 
 
 @app.command("info")
@@ -84,12 +118,13 @@ def info(
         out.print_json(json.dumps(data))
         return
     rows = [
-        ("name", d.ref.name), ("path", str(d.ref.path)), ("model", f"{d.ref.family} {d.ref.variant} ({d.ref.size})"),
+        ("name", d.ref.name), ("path", str(d.ref.path)), ("model", f"{d.ref.family} {d.ref.variant} ({size_label(d.ref.size)})"),
         ("use it for", d.uses), ("parameters", f"{d.parameters / 1e6:.1f} M"),
         ("weights", f"{human_bytes(d.weights_bytes)} on disk ({d.stored_dtype})"),
         ("needs", f"~{human_bytes(d.memory_bytes('float32'))} in float32 (CPU, exact), ~{human_bytes(d.memory_bytes('bfloat16'))} in bfloat16 (GPU)"),
         ("speakers", ", ".join(d.speakers) or "—"), ("languages", ", ".join(d.languages) or "—"),
         ("origin", (d.origin or "—") + (" (symlink)" if d.linked else "")),
+        *(("revision", f"{r['repo']}{'/' + r['subfolder'] if r['subfolder'] else ''} at commit {r['sha']}") for r in data["revisions"]),
         ("added", time.strftime("%Y-%m-%d %H:%M", time.localtime(d.added_at)) if d.added_at else "—"),
         ("status", "ok" if d.ok else "missing " + ", ".join(d.missing)),
     ]  # fmt: skip
@@ -125,15 +160,32 @@ def pull(
                                              "or the architecture of a checkpoint repo released without its config.",
                                              show_default=False)] = None,
     name: Annotated[str | None, typer.Option("--name", help="Store name (default: the release's name, else the id's last part).")] = None,
-    revision: Annotated[str | None, typer.Option("--revision", help="Branch, tag or commit.")] = None,
+    revision: Annotated[str | None, typer.Option("--revision", help="Branch, tag or commit of the repo (default: main); "
+                                                 "the commit it names is recorded in the model's origin.", show_default=False)] = None,
     token: Annotated[str | None, typer.Option("--token", envvar="HF_TOKEN", help="Hub token for gated/private repos.", show_default=False)] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
     timeout: Annotated[float, typer.Option("--connect-timeout", help="Seconds to wait for the hub before giving up.")] = 3.0,
+    progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="A progress bar (bytes, speed, time left) and each step "
+                                                  "(default: on a terminal; otherwise one summary line).", show_default=False)] = None,
 ) -> None:
-    """Download a model from the Hugging Face hub (resumable; checksums verified; a release's vocoder too)."""
+    """Download a model from the Hugging Face hub (resumable to the byte; checksums verified; a release's vocoder too)."""
+    home = open_home()
+    d, bar = pull_with_progress(home.models, repo_id, arch=arch, name=name, revision=revision, token=token, overwrite=overwrite,
+                                connect_timeout=timeout, progress=progress)  # fmt: skip
+    err.print(f"[green]installed[/] {escape(d.ref.name)}  [dim]({d.ref.variant} {size_label(d.ref.size)}, {human_bytes(d.weights_bytes)}) "
+              f"from {escape(d.origin or '')}[/]")  # fmt: skip
+    err.print(f"[dim]  downloaded {bar.summary()}[/]")
+
+
+def pull_with_progress(store, repo_id: str, *, progress: bool | None = None, talk: bool | None = None, **kwargs):
+    """`pull_model` with a byte bar on stderr (on a terminal, or as `progress` says) and its steps (with the bar,
+    with -v, or as `talk` says); (details, the bar)."""
+    from koe.cli.common import state
+    from koe.cli.progress import ByteProgress, wanted
     from koe.service.hub import pull_model
 
-    home = open_home()
-    d = pull_model(home.models, repo_id, arch=arch, name=name, revision=revision, token=token, overwrite=overwrite, connect_timeout=timeout,
-                   on_status=lambda msg: err.print(f"[dim]{escape(msg)}[/]"))  # fmt: skip
-    err.print(f"[green]installed[/] {escape(d.ref.name)}  [dim]({d.ref.variant} {d.ref.size}, {human_bytes(d.weights_bytes)})[/]")
+    show = wanted(progress)
+    talk = (show or state.verbose) if talk is None else talk
+    with ByteProgress(f"pulling {escape(repo_id)}", show) as bar:
+        d = pull_model(store, repo_id, on_status=(lambda msg: err.print(f"[dim]{escape(msg)}[/]")) if talk else None, on_progress=bar, **kwargs)
+    return d, bar

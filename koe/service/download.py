@@ -152,14 +152,18 @@ class Transfer:
         self.done = self.resumed = self.fetched = 0
         self.cancel = threading.Event()
         self._lock = threading.Lock()
+        self._present: dict[Path, int] | None = None  # bytes on disk per file when the run began, counted as done
 
-    def check_space(self) -> int:
-        """Bytes still to fetch; `OSError` (ENOSPC) when the disk has less room than that."""
-        need = 0
+    def prepare(self) -> int:
+        """Count the bytes already on disk (whole files, parts) as done; the bytes still to fetch. `OSError`
+        (ENOSPC) when the disk has less room than that."""
+        self._present = {}
         for j in self.jobs:
             part = j.parts / f"{j.file.key}.part"
             have = j.dest.stat().st_size if j.dest.is_file() else part.stat().st_size if part.is_file() else 0
-            need += max((j.file.size or 0) - have, 0)
+            self._present[j.dest] = have if j.file.size is None or have <= j.file.size else 0
+        self.done = self.resumed = sum(self._present.values())
+        need = sum(max((j.file.size or 0) - self._present[j.dest], 0) for j in self.jobs)
         if self.jobs:
             self.jobs[0].parts.mkdir(parents=True, exist_ok=True)
             free = shutil.disk_usage(self.jobs[0].parts).free
@@ -170,6 +174,8 @@ class Transfer:
     def run(self) -> None:
         """Fetch every file; a failed file does not stop the others (their bytes are kept for a rerun).
         The first failure is raised once all are done; an interrupt stops all at their next chunk."""
+        if self._present is None:
+            self.prepare()
         if self.on_progress:
             self.on_progress(self.done, self.total)
         if not self.jobs:
@@ -186,6 +192,7 @@ class Transfer:
                 raise fut.exception()
 
     def _count(self, n: int, resumed: bool = False) -> None:
+        """`n` more bytes done (fewer, when bytes counted as there turn out wrong)."""
         if not n:
             return
         with self._lock:
@@ -200,12 +207,13 @@ class Transfer:
 
     def _fetch(self, job: Job) -> None:
         f, dest = job.file, job.dest
+        credited = self._present.get(dest, 0)  # counted as done already
         if dest.is_file():  # complete from an earlier run: kept if its bytes are right
             h = _hasher(f)
             if f.size is None or dest.stat().st_size == f.size:
                 _hash_file(dest, h)
                 if _matches(f, h):
-                    self._count(dest.stat().st_size, resumed=True)
+                    self._count(dest.stat().st_size - credited, resumed=True)
                     return
             dest.unlink()
         job.parts.mkdir(parents=True, exist_ok=True)
@@ -214,7 +222,7 @@ class Transfer:
             part.path.unlink()
         if part.path.is_file():
             part.have = _hash_file(part.path, part.hash)
-        self._count(part.have, resumed=True)
+        self._count(part.have - credited, resumed=True)
         failures = 0
         while True:
             before = part.have
@@ -241,7 +249,7 @@ class Transfer:
         import httpx2
         from huggingface_hub.utils import get_session, hf_raise_for_status
 
-        headers = dict(self.headers)
+        headers = {**self.headers, "accept-encoding": "identity"}  # the bytes as stored: sizes, hashes and ranges hold
         if part.have:
             headers["range"] = f"bytes={part.have}-"
         timeout = httpx2.Timeout(self.timeouts[1], connect=self.timeouts[0])
@@ -255,7 +263,7 @@ class Transfer:
                 r.read()
                 hf_raise_for_status(r)
             with open(part.path, "ab") as out:
-                for chunk in r.iter_bytes(CHUNK):
+                for chunk in r.iter_raw():  # as they arrive: a cut loses none that came
                     if self.cancel.is_set():
                         raise Cancelled("download stopped")
                     out.write(chunk)

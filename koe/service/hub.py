@@ -181,7 +181,7 @@ def _download(jobs: list, fetched: list[_Fetched], token: str | None, connect_ti
     transfer = Transfer(jobs, hub_headers(token), connect_timeout=max(connect_timeout, 10.0), on_progress=on_progress)
     repos = ", ".join(dict.fromkeys(f.source.repo for f in fetched))
     try:
-        need = transfer.check_space()
+        need = transfer.prepare()
         kept = transfer.total - need
         status(f"downloading {_size(need)} from {repos}" + (f" ({_size(kept)} already here)" if kept > 0 else ""))
         started = time.monotonic()
@@ -195,7 +195,8 @@ def _download(jobs: list, fetched: list[_Fetched], token: str | None, connect_ti
         code = getattr(e.response, "status_code", None)
         if code in (401, 403, 404):
             raise NotFound(f"the hub refused a file of {repos} ({code}): {str(e).splitlines()[0]}", hint="does it need a token? (--token or HF_TOKEN)") from e
-        raise Unavailable(f"download from {repos} failed: {str(e).splitlines()[0]}", hint=_resume_hint(transfer)) from e
+        answer = f"{code} {getattr(e.response, 'reason_phrase', '')}".strip()
+        raise Unavailable(f"download from {repos} failed: the hub answered {answer}", hint=_resume_hint(transfer)) from e
     except OSError as e:
         if e.errno == 28:
             raise StorageError(f"{e.strerror}", hint="free some space (or set KOE_HOME to a bigger disk), then pull again") from e
