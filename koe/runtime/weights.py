@@ -8,7 +8,10 @@ containers only, never code; anything else in the pickle is refused.
 from __future__ import annotations
 
 import json
+import mmap
 import pickle
+import sys
+import warnings
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -83,6 +86,130 @@ def _flatten(obj: object, prefix: str = "") -> Iterator[tuple[str, torch.Tensor]
             yield from _flatten(v, f"{prefix}.{k}" if prefix else str(k))
 
 
+FLOAT_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}  # converted chunk by chunk
+CONVERT_CHUNK_BYTES = 16 << 20  # stored bytes converted per step: all that is ever resident beside the result
+
+
+class _Safetensors:
+    """One open safetensors file, read for `load_state`.
+
+    A tensor already in the wanted dtype is `safe_open`'s zero-copy view of the mapped file. One
+    that must change dtype (released bf16 weights for the exact float32 path) is converted into a
+    freshly allocated tensor, `CONVERT_CHUNK_BYTES` at a time, from a second read-only mapping whose
+    pages are handed back to the kernel (`MADV_DONTNEED`) as soon as they are converted: the stored
+    copy never stays resident beside the result, and nothing but the result is allocated. The
+    file's pages stay in the page cache (reclaimable, shared, not this process's memory), so the
+    next load reads memory, not the disk. The conversion is elementwise, so the bits are those of
+    `.to(dtype)` of the whole tensor (bf16 -> fp32 is exact), and the result is 64-byte aligned as
+    any tensor torch allocates, as upstream's own `.to(dtype)` copies are.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.file = safe_open(str(path), framework="pt", device="cpu").__enter__()
+        self._layout: dict[str, dict] | None = None
+        self._map: mmap.mmap | None = None
+        self._base = 0
+
+    def __enter__(self) -> _Safetensors:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._map is not None:
+            self._map.close()
+        self.file.__exit__(None, None, None)
+
+    def keys(self) -> list[str]:
+        return list(self.file.keys())
+
+    def shape(self, key: str) -> tuple[int, ...]:
+        return tuple(self.file.get_slice(key).get_shape())
+
+    def is_floating(self, key: str) -> bool:
+        name = self.file.get_slice(key).get_dtype()  # "BF16", "F32", "F8_E4M3", "I64", "BOOL", ...
+        return name.startswith("F") or name == "BF16"
+
+    def tensor(self, key: str, dtype: torch.dtype | None, device: torch.device) -> torch.Tensor:
+        """`key` as `dtype` (None: as stored) on `device`."""
+        stored = FLOAT_DTYPES.get(self.file.get_slice(key).get_dtype())
+        if dtype is None or dtype == stored:
+            return self.file.get_tensor(key).to(device)
+        if stored is None or not dtype.is_floating_point or device.type != "cpu" or sys.byteorder != "little":
+            return self.file.get_tensor(key).to(dtype).to(device)
+        return self._converted(key, stored, dtype)
+
+    def _converted(self, key: str, stored: torch.dtype, dtype: torch.dtype) -> torch.Tensor:
+        entry = self._entry(key)
+        begin, end = entry["data_offsets"]
+        out = torch.empty(entry["shape"], dtype=dtype)
+        count = out.numel()
+        if count == 0:
+            return out
+        start = self._base + begin
+        mapped = self._mapping()
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="The given buffer is not writable")  # read only: never written
+            source = torch.frombuffer(mapped, dtype=stored, count=count, offset=start)
+        flat, size, step = out.view(-1), source.element_size(), max(1, CONVERT_CHUNK_BYTES // source.element_size())
+        try:
+            for i in range(0, count, step):
+                j = min(i + step, count)
+                flat[i:j].copy_(source[i:j])
+                self._release(start + i * size, start + j * size)
+        finally:
+            del source  # the mapping is closed with the file: no view of it may outlive this
+        return out
+
+    def _entry(self, key: str) -> dict:
+        if self._layout is None:
+            with open(self.path, "rb") as f:
+                n = int.from_bytes(f.read(8), "little")
+                self._layout = json.loads(f.read(n))
+            self._base = 8 + n
+        return self._layout[key]
+
+    def _mapping(self) -> mmap.mmap:
+        if self._map is None:
+            with open(self.path, "rb") as f:
+                self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        return self._map
+
+    def _release(self, begin: int, end: int) -> None:
+        """Drop this mapping's pages of [begin, end) from the process (whole pages; the data stays in the page cache)."""
+        if not hasattr(self._map, "madvise"):
+            return
+        page = mmap.PAGESIZE
+        lo, hi = begin // page * page, min(-(-end // page) * page, len(self._map))
+        if hi > lo:
+            self._map.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+
+
+class _Pickled:
+    """A pickled checkpoint's flattened tensors (memory-mapped where the file allows), read for `load_state`."""
+
+    def __init__(self, path: Path) -> None:
+        self.tensors = dict(checkpoint_tensors(path))
+
+    def __enter__(self) -> _Pickled:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.tensors.clear()
+
+    def keys(self) -> list[str]:
+        return list(self.tensors)
+
+    def shape(self, key: str) -> tuple[int, ...]:
+        return tuple(self.tensors[key].shape)
+
+    def is_floating(self, key: str) -> bool:
+        return self.tensors[key].is_floating_point()
+
+    def tensor(self, key: str, dtype: torch.dtype | None, device: torch.device) -> torch.Tensor:
+        t = self.tensors[key]
+        return (t if dtype is None else t.to(dtype)).to(device)
+
+
 def load_state(
     module: nn.Module,
     files: list[Path],
@@ -99,25 +226,28 @@ def load_state(
     as transformers leaves them for upstream (CPU kernels can round differently with an operand's
     memory alignment, so a copy could change float bits). `rename` maps a checkpoint name to the
     module's name, or None to skip it. With `strict`, a missing or unexpected tensor or a wrong
-    shape raises a `WeightsError` that names it. Floating tensors are cast to `dtype` when given.
+    shape raises a `WeightsError` that names it. Floating tensors are cast to `dtype` when given
+    (else to the module's dtype); safetensors that change dtype on the CPU (released bf16 weights
+    for the float32 path) are converted without a second copy in memory (`_Safetensors`).
     """
     expected = module.state_dict(keep_vars=True)
+    dev = torch.device(device)
     loaded: dict[str, torch.Tensor] = {}
     unexpected: list[str] = []
     for path in files:
-        for key, tensor in checkpoint_tensors(path):
-            name = rename(key)
-            if name is None:
-                continue
-            target = expected.get(name)
-            if target is None:
-                unexpected.append(key)
-                continue
-            if tuple(tensor.shape) != tuple(target.shape):
-                raise WeightsError(f"{path.name}: tensor {key} has shape {tuple(tensor.shape)}, the model expects {tuple(target.shape)}")
-            if tensor.is_floating_point():
-                tensor = tensor.to(dtype or target.dtype)
-            loaded[name] = tensor.to(device)
+        with _Pickled(path) if Path(path).suffix in PICKLE_SUFFIXES else _Safetensors(Path(path)) as checkpoint:
+            for key in checkpoint.keys():
+                name = rename(key)
+                if name is None:
+                    continue
+                target = expected.get(name)
+                if target is None:
+                    unexpected.append(key)
+                    continue
+                shape = checkpoint.shape(key)
+                if shape != tuple(target.shape):
+                    raise WeightsError(f"{path.name}: tensor {key} has shape {shape}, the model expects {tuple(target.shape)}")
+                loaded[name] = checkpoint.tensor(key, (dtype or target.dtype) if checkpoint.is_floating(key) else None, dev)
     missing = sorted(set(expected) - set(loaded))
     if strict and (missing or unexpected):
         parts = []
