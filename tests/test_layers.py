@@ -17,7 +17,8 @@ ALLOWED = {
     "text": {"runtime", "text"},
     "audio": {"runtime", "audio"},
     "engines": {"runtime", "nn", "text", "audio", "engines"},
-    "compat": {"runtime", "nn", "text", "audio", "engines", "compat"},
+    # the drop-ins resolve hub ids and store names as koe.load does (koe.service.resolve)
+    "compat": {"runtime", "nn", "text", "audio", "engines", "service", "compat"},
     "service": {"runtime", "nn", "text", "audio", "engines", "service"},
     "server": {"runtime", "nn", "text", "audio", "engines", "service", "server"},
     "cli": {"runtime", "nn", "text", "audio", "engines", "service", "server", "cli", "bench"},
