@@ -42,3 +42,42 @@ def test_compare_without_upstream_venv_is_a_clear_error(tmp_path, monkeypatch, c
     monkeypatch.setenv("KOE_ORACLE_PYTHON", str(tmp_path / "missing" / "python"))
     assert main(["--quick", "--compare", "upstream", "--models", str(tmp_path)]) == 2
     assert "make oracle" in capsys.readouterr().err
+
+
+def test_bench_models_are_stored_as_released(tmp_path) -> None:
+    """The talker's weights in bfloat16 (torch_dtype "bfloat16"), the speech tokenizer's in float32, as
+    released; the exact path converts them to float32 (fresh tensors), the bf16 mode maps them as they are."""
+    import torch
+    from safetensors import safe_open
+
+    from koe.engines.qwen3_tts.engine import Qwen3TTSEngine
+
+    folder = bench_model("custom_voice", "tiny", tmp_path)
+    with safe_open(str(folder / "model.safetensors"), "pt") as f:
+        assert {f.get_slice(k).get_dtype() for k in f.keys()} == {"BF16"}
+    with safe_open(str(folder / "speech_tokenizer" / "model.safetensors"), "pt") as f:
+        assert {f.get_slice(k).get_dtype() for k in f.keys()} == {"F32"}
+    assert json.loads((folder / "config.json").read_text())["torch_dtype"] == "bfloat16"
+    for precision, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16), ("int8", torch.float32)):
+        engine = Qwen3TTSEngine.load(folder, device="cpu", precision=precision)
+        assert engine.network.talker.model.norm.weight.dtype == dtype, precision
+        result = engine.generate("Stored as released.", speaker="ryan", language="english", seed=0, max_new_tokens=4)
+        assert result.codes.shape[1] == 16 and result.metadata["precision"] == engine.precision
+
+
+def test_quick_bench_runs_the_opt_in_modes_from_bf16_files(tmp_path) -> None:
+    for precision, name in (("bf16", "bfloat16"), ("int8", "int8")):
+        out = tmp_path / f"bench-{precision}.json"
+        assert main(["--quick", "--threads", "1", "--case", "custom_voice", "--precision", precision, "--models", str(tmp_path / "models"), "--out", str(out)]) == 0
+        cv = json.loads(out.read_text())["sizes"]["tiny"]["cases"]["custom_voice"]["koe"]
+        assert cv["precision"] == name and cv["summary"]["load_s"]["median"] > 0
+
+
+def test_load_measurement_reports_time_and_memory(tmp_path) -> None:
+    from koe.bench.load import main as load_main
+
+    out = tmp_path / "load.json"
+    assert load_main(["--size", "tiny", "--runs", "1", "--threads", "1", "--models", str(tmp_path / "models"), "--out", str(out)]) == 0
+    r = json.loads(out.read_text())["tiny"]
+    assert r["precision"] == "float32" and r["median"]["load_s"] > 0 and r["median"]["peak_rss"] >= r["median"]["rss"] > 0
+    assert r["loaded_bytes"] > r["weights_on_disk"] / 2 and r["peak_rss_over_loaded"] > 0

@@ -1,7 +1,9 @@
 """Random-weight model folders for the benchmark, built once and cached.
 
 Speed does not depend on weight values, so the benchmark builds models at the released sizes
-(`koe.engines.qwen3_tts.fixtures`, `koe.engines.f5_tts.fixtures`) and keeps them under
+(`koe.engines.qwen3_tts.fixtures`, `koe.engines.f5_tts.fixtures`), stored as the releases store
+them (Qwen3-TTS: the talker's `model.safetensors` in bfloat16, so load time and memory are the
+release's; its speech tokenizer in float32), and keeps them under
 `$KOE_HOME/bench` (or `~/.cache/koe/bench`). A folder counts as built only once its `.complete` marker exists, so an
 interrupted build is redone rather than half used.
 """
@@ -15,7 +17,7 @@ from pathlib import Path
 
 MODEL_KINDS = ("custom_voice", "voice_design", "base")
 SIZES = ("tiny", "0.6b", "1.7b")
-FIXTURE_VERSION = 1
+FIXTURE_VERSION = 2  # 2: the talker's weights in bfloat16, as released
 F5_VARIANTS = ("F5TTS_v1_Base", "F5TTS_Base")
 F5_SIZES = ("tiny", "real")
 F5_FIXTURE_VERSION = 1
@@ -31,7 +33,9 @@ def cache_root() -> Path:
 
 
 def bench_model(kind: str, size: str, root: Path | None = None, seed: int = 0) -> Path:
-    """The folder of a random `kind` model at `size`, building it on first use."""
+    """The folder of a random `kind` model at `size`, building it on first use: the talker's
+    weights in bfloat16 with `torch_dtype` "bfloat16" in config.json, as released (the exact
+    float32 path converts them on load, as upstream does with dtype=float32)."""
     if kind not in MODEL_KINDS or size not in SIZES:
         raise ValueError(f"unknown model {kind!r}/{size!r}: kinds {MODEL_KINDS}, sizes {SIZES}")
 
@@ -39,9 +43,31 @@ def bench_model(kind: str, size: str, root: Path | None = None, seed: int = 0) -
         from koe.engines.qwen3_tts.fixtures import write_random_model
 
         write_random_model(tmp, kind, size, seed=seed)
+        store_as_released(tmp)
 
     folder = (root or cache_root()) / f"qwen3-tts-{size}-{kind}-seed{seed}"
     return _cached(folder, write, {"version": FIXTURE_VERSION, "kind": kind, "size": size, "seed": seed})
+
+
+def store_as_released(folder: Path, dtype: str = "bfloat16") -> None:
+    """Rewrite a Qwen3-TTS folder's `model.safetensors` (not the speech tokenizer's) in `dtype`, one tensor
+    at a time, and name it as config.json's `torch_dtype`, as the released folders do."""
+    import torch
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    folder = Path(folder)
+    path, tmp = folder / "model.safetensors", folder / "model.safetensors.tmp"
+    with safe_open(str(path), "pt") as f:
+        metadata = f.metadata()
+        state = {k: (t.to(getattr(torch, dtype)) if t.is_floating_point() else t) for k in f.keys() for t in [f.get_tensor(k)]}
+    save_file(state, str(tmp), metadata=metadata)
+    del state
+    tmp.replace(path)
+    cfg_path = folder / "config.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg["torch_dtype"] = dtype
+    cfg_path.write_text(json.dumps(cfg, indent=2))
 
 
 def f5_bench_model(variant: str = "F5TTS_v1_Base", size: str = "real", root: Path | None = None, seed: int = 0) -> Path:

@@ -1,0 +1,98 @@
+"""Load time and peak memory of a Qwen3-TTS model, each load in a fresh process.
+
+    python -m koe.bench.load --size 0.6b [--size 1.7b] [--precision fp32] [--threads 2] [--runs 3] [--models DIR] [--out load.json]
+
+The models are the benchmark's random-weight folders at the released sizes, stored as released
+(the talker in bfloat16, `koe.bench.models`). Each run is a new interpreter that imports koe, then
+times `Qwen3TTSEngine.load` (what `koe bench` reports as load_s) and reads its peak resident set
+(`VmHWM`), its resident set after the load, and the bytes of the loaded tensors (the float32
+weights, for fp32). The page cache is warm after the first run (the file was just written or read):
+that is the case of a server loading a model it has loaded before; the first run is reported too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from koe.bench import wire
+from koe.bench.models import bench_model, weights_bytes
+
+PRECISIONS = ("fp32", "bf16", "int8")
+
+
+def measure_in_this_process(folder: str, precision: str, threads: int) -> dict:
+    """One load here: seconds, peak and final RSS, RSS before, bytes of the loaded weights."""
+    import torch
+
+    from koe.engines.qwen3_tts.engine import Qwen3TTSEngine
+
+    wire.set_threads(threads)
+    before = wire.current_rss()
+    started = time.perf_counter()
+    engine = Qwen3TTSEngine.load(folder, device="cpu", precision=precision)
+    load_s = time.perf_counter() - started
+    seen: set[int] = set()
+    loaded = 0
+    for module in (engine.network, engine.codec.model):
+        for t in [*module.parameters(), *module.buffers()]:
+            storage = t.untyped_storage()
+            if storage.data_ptr() not in seen:
+                seen.add(storage.data_ptr())
+                loaded += storage.nbytes()
+    return {"load_s": load_s, "peak_rss": wire.peak_rss(), "rss": wire.current_rss(), "rss_before": before,
+            "loaded_bytes": loaded, "precision": engine.precision, "torch_threads": torch.get_num_threads()}  # fmt: skip
+
+
+def measure(folder: Path, precision: str, threads: int, runs: int) -> dict:
+    """`runs` loads of `folder`, each in a fresh interpreter; their samples and medians."""
+    samples = []
+    for _ in range(runs):
+        proc = subprocess.run([sys.executable, "-m", "koe.bench.load", "--child", str(folder), "--precision", precision, "--threads", str(threads)],
+                              capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS=str(threads)))  # fmt: skip
+        if proc.returncode != 0:
+            raise RuntimeError(f"load of {folder} failed:\n{proc.stderr[-4000:]}")
+        samples.append(json.loads(next(line[len(wire.PREFIX) :] for line in proc.stdout.splitlines() if line.startswith(wire.PREFIX))))
+    median = {k: statistics.median(s[k] for s in samples) for k in ("load_s", "peak_rss", "rss", "rss_before")}
+    loaded = samples[0]["loaded_bytes"]
+    return {"folder": str(folder), "precision": samples[0]["precision"], "threads": threads, "weights_on_disk": weights_bytes(folder),
+            "loaded_bytes": loaded, "median": median, "peak_rss_over_loaded": median["peak_rss"] / loaded, "runs": samples}  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m koe.bench.load", description=__doc__.split("\n\n")[0])
+    p.add_argument("--size", action="append", choices=["tiny", "0.6b", "1.7b"])
+    p.add_argument("--kind", default="custom_voice", choices=["custom_voice", "voice_design", "base"])
+    p.add_argument("--precision", default="fp32", choices=PRECISIONS)
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--models", type=Path, help="where random models are cached (default $KOE_HOME/bench or ~/.cache/koe/bench)")
+    p.add_argument("--out", type=Path)
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    if a.child:
+        print(wire.PREFIX + json.dumps(measure_in_this_process(a.child, a.precision, a.threads)), flush=True)
+        return 0
+    results = {}
+    for size in a.size or ["0.6b"]:
+        r = measure(bench_model(a.kind, size, a.models), a.precision, a.threads, a.runs)
+        results[size] = r
+        m = r["median"]
+        print(f"{size} {a.kind} {r['precision']}: load {m['load_s']:.2f} s, peak RSS {m['peak_rss'] / 1e9:.2f} GB "
+              f"({r['peak_rss_over_loaded']:.2f}x the {r['loaded_bytes'] / 1e9:.2f} GB loaded), RSS after {m['rss'] / 1e9:.2f} GB, "
+              f"first run {r['runs'][0]['load_s']:.2f} s", file=sys.stderr)  # fmt: skip
+    text = json.dumps(results, indent=1)
+    print(text)
+    if a.out:
+        a.out.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
