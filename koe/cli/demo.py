@@ -1,5 +1,14 @@
-"""`koe demo`: the whole path end to end, with a real model if one is set up, else a random-weight one."""
+"""`koe demo`: the whole path end to end, with real words where it can.
 
+The model: `--model`, else `models.default`, else the family's first released model (the 0.6B
+CustomVoice release of Qwen3-TTS) from the store or the Hugging Face cache (koe.service.resolve),
+else downloaded into the store when the hub is reachable (what, how big and where said first; a
+progress bar; resumable). Nothing global is set: the next run finds it in the store. With `--offline` / `KOE_DEMO_OFFLINE=1`, or when the download
+cannot happen (offline, hub unreachable, a failed pull), a tiny random-weight model of the same
+layout speaks instead, saying so and why.
+"""
+
+import os
 import time
 from pathlib import Path
 from typing import Annotated
@@ -10,6 +19,7 @@ from rich.markup import escape
 from koe.cli.common import command, err, open_home, warn
 
 DEMO_MODEL = "demo-random-tiny"
+OFFLINE_ENV = "KOE_DEMO_OFFLINE"  # set (1/true/yes/on): never download, use the random-weight model
 DEMO_TEXT = "Hello from koe. This sentence went from text to speech on this machine."
 
 
@@ -20,8 +30,11 @@ def demo(
     model: Annotated[str | None, typer.Option("--model", "-m", help="Use this model instead of the default / test model.")] = None,
     seed: Annotated[int, typer.Option("--seed", min=0)] = 0,
     max_new_tokens: Annotated[int | None, typer.Option("--max-new-tokens", help="Cap on frames (the test model rarely stops by itself).")] = None,
+    offline: Annotated[bool, typer.Option("--offline", envvar=OFFLINE_ENV, help="Download nothing: without a configured model, "
+                                          "use the tiny random-weight test model.", show_default=False)] = False,
 ) -> None:
-    """Speak a sentence and write it to out/demo.wav: the configured model, or a tiny random-weight test model."""
+    """Speak a sentence into out/demo.wav: the configured model, else the real 0.6B CustomVoice model (downloaded once,
+    when the hub is reachable), else a tiny random-weight test model."""
     from koe.service.encode import format_for_path
     from koe.service.fsio import atomic_write_bytes
     from koe.service.requests import SpeechRequest
@@ -29,10 +42,13 @@ def demo(
 
     home = open_home()
     spec = model or home.settings.models.default
+    why = None
+    if spec is None:
+        spec, why = _released_model(home, offline)
     random_weights = spec is None
     if random_weights:
         spec = _ensure_demo_model(home)
-        warn(f"no model configured: using {DEMO_MODEL}, a tiny model with RANDOM weights — the audio is noise-like, not speech. "
+        warn(f"{why}: using {DEMO_MODEL}, a tiny model with RANDOM weights — the audio is noise-like, not speech. "
              f"For real speech: koe models pull {_released_example()} (or import a folder) and set models.default.")  # fmt: skip
         if max_new_tokens is None:
             max_new_tokens = 40  # ~3 s: random weights seldom say "end of speech"
@@ -56,6 +72,33 @@ def demo(
         f"  voice {escape(str(result.voice))}, seed {result.seed}, {result.format.name} {result.sample_rate} Hz, {result.duration:.2f} s of audio "
         f"in {elapsed:.1f} s (RTF {elapsed / max(result.duration, 1e-9):.2f})"
     )
+
+
+def _released_model(home, offline: bool) -> tuple[str | None, str | None]:
+    """(model, None) for the demo's real model: from the store or the Hugging Face cache (the resolver's
+    order, nothing downloaded), else pulled now into the store; (None, why not) when it cannot be had."""
+    from koe.cli.models import pull_with_progress
+    from koe.service.errors import KoeError, Unavailable
+    from koe.service.resolve import Downloads, free_name, release_for, resolve_model
+
+    repo = _released_example()
+    try:
+        ref = resolve_model(home.models, repo, downloads=Downloads(False, "the demo downloads it itself"))
+        return (ref.name if ref.installed else str(ref.path)), None
+    except Unavailable:
+        pass  # not here: download it
+    if offline:
+        how = "--offline" if os.environ.get(OFFLINE_ENV) is None else f"{OFFLINE_ENV} is set"
+        return None, f"no model configured and {how}, so {repo} is not downloaded"
+    name = free_name(home.models, release_for(repo)[1])
+    err.print(f"no model configured: fetching the real {escape(repo)} into {escape(str(home.models.root / name))} "
+              f"once (skip with {OFFLINE_ENV}=1) …")  # fmt: skip
+    try:
+        d, bar = pull_with_progress(home.models, repo, name=name, talk=True)
+    except KoeError as e:
+        return None, f"no model configured and {repo} could not be downloaded ({e.message})"
+    err.print(f"[green]installed[/] {escape(d.ref.name)}[dim]: {bar.summary()}; `koe demo` uses it from now on[/]")
+    return d.ref.name, None
 
 
 def _ensure_demo_model(home) -> str:

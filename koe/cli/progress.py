@@ -79,8 +79,8 @@ class ByteProgress:
 
     def summary(self) -> str:
         took = max(self.ended - self.started, 1e-6)
-        kept = f", {human_rate(self.first)} already here" if self.first else ""
-        return f"{human_rate(self.fetched)} in {took:.1f} s ({human_rate(self.fetched / took)}/s){kept}"
+        kept = f"; {human_rate(self.first)} already here" if self.first else ""
+        return f"{human_rate(self.fetched)} in {took:.1f} s, {human_rate(self.fetched / took)}/s{kept}"
 
 
 def tree_bytes(folder: Path) -> int:

@@ -168,7 +168,7 @@ def _size(n: int) -> str:
     """Bytes for a person: 2.4 GB, 512 MB, 3 KB (decimal units, as the hub shows sizes)."""
     for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
         if n >= scale:
-            return f"{n / scale:.1f} {unit}" if n < 10 * scale else f"{n / scale:.0f} {unit}"
+            return f"{n / scale:.1f} {unit}"
     return f"{n} B"
 
 
@@ -206,7 +206,7 @@ def _download(jobs: list, fetched: list[_Fetched], token: str | None, connect_ti
             raise
         raise Unavailable(f"download from {repos} failed: {e}", hint=_resume_hint(transfer)) from e
     took = time.monotonic() - started
-    status(f"downloaded {_size(transfer.fetched)} in {took:.1f} s ({_size(transfer.fetched / max(took, 1e-6))}/s); checksums verified")
+    status(f"downloaded {_size(transfer.fetched)} in {took:.1f} s, {_size(transfer.fetched / max(took, 1e-6))}/s; checksums verified")
 
 
 def _resume_hint(transfer) -> str:
