@@ -254,8 +254,9 @@ def test_a_client_name_never_opens_a_folder(hf, store, custom_voice, tmp_path, m
 def test_the_server_downloads_only_with_pull_models_and_only_listed_releases(hf, custom_voice, online, tmp_path):
     hub = online({QWEN: folder_files(custom_voice), "someone/qwen-copy": folder_files(custom_voice)})
     closed = KoeHome(load_settings(tmp_path / "closed", environ={}))
-    with pytest.raises(Unavailable, match=r"server.pull_models = false"):
+    with pytest.raises(Unavailable, match=r"server.pull_models = false") as info:
         Synthesizer(closed, allow_model_paths=False).plan(SpeechRequest(text="Hello.", model=QWEN))
+    assert f"on the server, `koe models pull {QWEN}`" in info.value.hint and "--model DIR" not in info.value.hint  # the operator's move
     assert hub.hits == []
     home = KoeHome(load_settings(tmp_path / "open", flags={"server": {"pull_models": True}}, environ={}))
     synth = Synthesizer(home, allow_model_paths=False)

@@ -272,7 +272,7 @@ def _from_hub(store: ModelStore, ref: str, downloads: Downloads, cache_dir, on_s
                        "download a release koe lists", hint=f"koe lists: {', '.join(listed_ids())}", param="model")  # fmt: skip
     why = _why_not(downloads)
     if why:
-        raise _unavailable(release, cache, hit, why)
+        raise _unavailable(release, cache, hit, why, client=downloads.listed_only)
     with path_lock(store.root):  # one download at a time into this store
         found = pulled_from(store, release)
         if found is not None:
@@ -289,14 +289,16 @@ def _why_not(downloads: Downloads) -> str:
     return ""
 
 
-def _unavailable(release: ReleasedModel, cache: Path, missing: str, why: str) -> Unavailable:
+def _unavailable(release: ReleasedModel, cache: Path, missing: str, why: str, *, client: bool = False) -> Unavailable:
+    """The one message for a hub id that is nowhere here and is not downloaded now: what, where, why
+    not, and the command to run (for a client's request: what the server's operator can do)."""
     from koe.service.hub import offline_hint
 
-    return Unavailable(
-        f"{release.ref} is not in the model store nor in the Hugging Face cache ({cache}: {missing}), and {why}",
-        hint=f"run `koe models pull {release.ref}` where the hub is reachable; or, {offline_hint(release)}",
-        param="model",
-    )
+    if client:
+        hint = f"on the server, `koe models pull {release.ref}` installs it (or server.pull_models = true lets requests download it)"
+    else:
+        hint = f"run `koe models pull {release.ref}` where the hub is reachable; or, {offline_hint(release)}"
+    return Unavailable(f"{release.ref} is in neither the model store nor the Hugging Face cache ({cache}; {missing}), and {why}", hint=hint, param="model")
 
 
 def _download(store: ModelStore, release: ReleasedModel, cache: Path, missing: str, on_status) -> ModelRef:
