@@ -3,7 +3,8 @@
 A voice folder holds `reference.wav` (the clip as float32 mono at its own rate, so cloning from the
 library gives the same bits as cloning from the original file), `transcript.txt` when there is a
 transcript, `voice.json`, and `prompts/<model-key>/`: the voice prompt each model prepared from it,
-made the first time the voice is used with that model. Folders are written whole (temp folder +
+made the first time the voice is used with that model (`prompts/<model-key>+<option>=<value>/` for
+one prepared with a prompt-changing option, such as Qwen3-TTS's ref_pad_seconds: `prompt_key`). Folders are written whole (temp folder +
 rename) and indexed in koe.db; the folder is the truth and the database its index.
 
 Hardening, in short:
@@ -24,6 +25,7 @@ import io
 import json
 import logging
 import os
+import re
 import sqlite3
 import stat
 import tarfile
@@ -31,7 +33,7 @@ import threading
 import time
 import zipfile
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -66,6 +68,7 @@ MAX_UNPACKED_BYTES = 512 * 1024 * 1024  # all members of a tar together, skipped
 MAX_MEMBERS = 64
 SWAP_WAIT_S = 0.25  # how long `get` waits for a folder caught between two renames (no atomic exchange)
 _ARCHIVE_FILES = (REFERENCE, TRANSCRIPT, VOICE_JSON)
+_VARIANT_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}")  # an option name or value in a prompt folder's name
 
 
 @dataclass(frozen=True)
@@ -331,16 +334,20 @@ class VoiceLibrary:
         )  # fmt: skip
 
     # -- prepared prompts -----------------------------------------------------------------------
-    def prompt_for(self, name: str, model_key: str, prepare: Callable[[Voice], Any], load: Callable[[Path], Any]) -> Any:
-        """The voice prompt of voice `name` for model `model_key`: loaded from `prompts/<model_key>/`,
+    def prompt_for(
+        self, name: str, model_key: str, prepare: Callable[[Voice], Any], load: Callable[[Path], Any], *, variant: Mapping[str, Any] | None = None
+    ) -> Any:
+        """The voice prompt of voice `name` for model `model_key`: loaded from `prompts/<key>/`,
         or made with `prepare(voice)` (e.g. the engine's `prepare_voice`) and saved there first.
 
-        `load(folder)` reads a saved prompt (e.g. `VoicePrompt.load`); a damaged one is remade. A
-        prompt is not kept when the voice was overwritten (by another process) while it was made.
+        `variant`: the request options that change a prepared prompt (the engine's
+        `prompt_options`, e.g. {"ref_pad_seconds": 0.5}); they are part of the key (`prompt_key`),
+        so a padded and an unpadded prompt are never mixed up. `load(folder)` reads a saved prompt
+        (e.g. `VoicePrompt.load`); a damaged one is remade. A prompt is not kept when the voice was
+        overwritten (by another process) while it was made.
         """
-        check_name(model_key, "model key")
         voice = self.get(name)
-        folder = voice.prompt_dir(model_key)
+        folder = voice.prompt_dir(prompt_key(model_key, variant))
         with self._lock(voice.name):
             if folder.is_dir():
                 try:
@@ -464,6 +471,20 @@ class VoiceLibrary:
 
 
 # -- voice.json -------------------------------------------------------------------------------------
+def prompt_key(model_key: str, variant: Mapping[str, Any] | None = None) -> str:
+    """The folder name under `prompts/` of `model_key`'s prompt made with `variant` (options that
+    change a prepared prompt): the model key alone without any (as before variants existed), else
+    "<model key>+<option>=<value>..." in name order ("qwen-base+ref_pad_seconds=0.5")."""
+    check_name(model_key, "model key")
+    parts = []
+    for option, value in sorted((variant or {}).items()):
+        shown = repr(float(value)).removesuffix(".0") if isinstance(value, float) else str(value).lower() if isinstance(value, bool) else str(value)
+        if not _VARIANT_PART.fullmatch(option) or not _VARIANT_PART.fullmatch(shown):
+            raise InvalidRequest(f"cannot key a prepared prompt on {option}={value!r}", param=option)
+        parts.append(f"+{option}={shown}")
+    return model_key + "".join(parts)
+
+
 def parse_manifest(data: bytes) -> Any:
     """voice.json's bytes parsed as JSON (UTF-8, at most MAX_MANIFEST_BYTES); `InvalidRequest` if they are not."""
     if len(data) > MAX_MANIFEST_BYTES:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import gc
 import logging
+import math
 import time
 import warnings
 from collections.abc import Iterator
@@ -31,7 +32,7 @@ from koe.engines.qwen3_tts.model import Qwen3TTSNetwork
 from koe.engines.qwen3_tts.native import NativeAPI, SpeechResult, seeded, to_numpy
 from koe.engines.qwen3_tts.prompt import ClonePrompt, PromptItem, build_talker_inputs
 from koe.engines.qwen3_tts.streaming import CodecStream
-from koe.engines.qwen3_tts.voice import VoicePrompt, VoicePromptError, model_stamp, reference_audio, to_codec_rate
+from koe.engines.qwen3_tts.voice import VoicePrompt, VoicePromptError, model_stamp, pad_reference, reference_audio, to_codec_rate
 from koe.runtime.device import resolve_device, resolve_dtype
 from koe.runtime.sampling import SamplingConfig
 from koe.text.checks import text_problem
@@ -237,16 +238,33 @@ class Qwen3TTSEngine(NativeAPI):
             self._stamp = model_stamp(self.cfg, self.folder)
         return self._stamp
 
-    def prepare_voice(self, ref_audio, ref_text: str | None = None, x_vector_only: bool = False, *, trim: bool = False) -> VoicePrompt:
+    def prepare_voice(
+        self, ref_audio, ref_text: str | None = None, x_vector_only: bool = False, *, trim: bool = False, ref_pad_seconds: float = 0.0
+    ) -> VoicePrompt:
         """A reusable cloning prompt from a reference clip (path, bytes, or (samples, sample_rate)).
 
         ICL mode (default) needs the clip's transcript; `x_vector_only=True` uses the speaker
         embedding alone (no transcript needed; the voice is matched less closely). A
         `VoiceReference` (the contract's form) means ICL with its text, x-vector without.
+        `ref_pad_seconds` (opt-in, ICL only, at most 2): silence appended to the clip before it is
+        encoded, so its last phoneme does not bleed into the speech (0.5 as faster-qwen3-tts);
+        it changes the output, so 0 (upstream's way) is the default. The prompt records it.
         """
         if isinstance(ref_audio, VoiceReference):
             ref_audio, ref_text, x_vector_only, trim = ref_audio.audio, ref_audio.text, ref_audio.text is None, ref_audio.trim or trim
-        return self.prepare_voices([ref_audio], [ref_text], [x_vector_only], trim=trim)[0]
+        return self.prepare_voices([ref_audio], [ref_text], [x_vector_only], trim=trim, ref_pad_seconds=ref_pad_seconds)[0]
+
+    def prompt_options(self, options: dict | None) -> dict:
+        """The request options that change a prepared prompt (`ref_pad_seconds` when set above 0):
+        what `prepare_voice` takes and a cache of prepared prompts must key on. Checked."""
+        pad = (options or {}).get(spec.REF_PAD.name)
+        pad = self._ref_pad(pad) if pad is not None else 0.0
+        return {spec.REF_PAD.name: pad} if pad > 0 else {}
+
+    def _ref_pad(self, value) -> float:
+        if self.cfg.model_type != "base":
+            raise InvalidOption(f"{spec.REF_PAD.name} pads a reference clip: it applies to voice cloning (Base models), not to this {self.cfg.model_type} model", param=spec.REF_PAD.name)
+        return spec.REF_PAD.check(value)
 
     def load_voice(self, folder: str | Path) -> VoicePrompt:
         """A prompt saved by `VoicePrompt.save` (one of another family's is a `VoicePromptMismatch`)."""
@@ -256,13 +274,16 @@ class Qwen3TTSEngine(NativeAPI):
             raise VoicePromptMismatch(str(e), param="voice") from e
 
     @torch.inference_mode()
-    def prepare_voices(self, refs: list, ref_texts: list[str | None], x_vector_only: list[bool], *, trim: bool = False) -> list[VoicePrompt]:
+    def prepare_voices(
+        self, refs: list, ref_texts: list[str | None], x_vector_only: list[bool], *, trim: bool = False, ref_pad_seconds: float = 0.0
+    ) -> list[VoicePrompt]:
         """Batch form of `prepare_voice`; references with one sample rate are encoded together, as upstream does."""
         if self.cfg.model_type != "base":
             raise UnsupportedVoice(
                 f"this {self.cfg.model_type} model cannot clone a voice; use a Qwen3-TTS Base model "
                 "(e.g. Qwen3-TTS-12Hz-0.6B-Base) for cloning"
             )
+        pad = self._ref_pad(ref_pad_seconds)
         for i, (text, xvec) in enumerate(zip(ref_texts, x_vector_only, strict=True)):
             if not xvec and not (text and text.strip()):
                 raise UnsupportedVoice(
@@ -270,6 +291,9 @@ class Qwen3TTSEngine(NativeAPI):
                     "Without one, use x-vector mode (x_vector_only=True / --x-vector-only): the speaker embedding alone, which copies the voice less closely"
                 )
         audios = [reference_audio(r, trim=trim) for r in refs]
+        clip_seconds = [len(a) / sr for a, sr in audios]
+        # as faster-qwen3-tts: an ICL reference is padded, codes and speaker embedding alike; the x-vector alone is not
+        audios = [(a if xvec else pad_reference(a, sr, pad), sr) for (a, sr), xvec in zip(audios, x_vector_only, strict=True)]
         codes: list = [None] * len(audios)
         if not all(x_vector_only):
             rates = {sr for _, sr in audios}
@@ -280,11 +304,12 @@ class Qwen3TTSEngine(NativeAPI):
         from koe.engines.qwen3_tts.speaker import extract_speaker_embedding
 
         prompts = []
-        for (audio, sr), code, text, xvec in zip(audios, codes, ref_texts, x_vector_only, strict=True):
+        for (audio, sr), seconds, code, text, xvec in zip(audios, clip_seconds, codes, ref_texts, x_vector_only, strict=True):
             embedding = extract_speaker_embedding(self.network.speaker_encoder, to_codec_rate(audio, sr))
+            info = {"ref_seconds": round(seconds, 3), "ref_sample_rate": sr, **({"ref_pad_seconds": pad} if pad > 0 and not xvec else {})}
             prompts.append(VoicePrompt(
                 speaker_embedding=embedding.float().cpu(), ref_code=None if xvec else code.cpu(), ref_text=None if xvec else text,
-                x_vector_only=bool(xvec), model=self.stamp, info={"ref_seconds": round(len(audio) / sr, 3), "ref_sample_rate": sr},
+                x_vector_only=bool(xvec), model=self.stamp, info=info,
             ))  # fmt: skip
         return prompts
 
@@ -345,6 +370,12 @@ class Qwen3TTSEngine(NativeAPI):
         check_seed(seed)
         return super().generate(text, *args, seed=seed, **kwargs)
 
+    def _generate_batch(self, texts, language, speaker, instruct, voice, *args) -> list[SpeechResult]:
+        results = super()._generate_batch(texts, language, speaker, instruct, voice, *args)
+        for result, prompt in zip(results, _broadcast(voice, len(texts), "voice"), strict=True):
+            result.metadata.update(_voice_metadata(prompt))
+        return results
+
     # -- the contract: synthesize through the generic pipeline ---------------------------------------
     def synthesize(self, request: SynthesisRequest) -> Iterator[AudioChunk]:
         """Speak one request as audio chunks (see `koe.engines.pipeline.run`)."""
@@ -365,12 +396,18 @@ class Qwen3TTSEngine(NativeAPI):
         """Validate voice, language, instruction and options once per request (the pipeline's first step)."""
         options = dict(request.options or {})
         nsm = options.pop("non_streaming_mode", None)
+        pad = options.pop(spec.REF_PAD.name, None)
         if nsm is not None and not isinstance(nsm, bool):
             raise InvalidOption(f"non_streaming_mode={nsm!r}: must be true or false", param="non_streaming_mode")
         voice = request.voice
         if voice is not None and not isinstance(voice, (str, VoicePrompt)):
             raise UnsupportedVoice(f"voice must be a preset speaker's name or a prepared voice prompt, got {type(voice).__name__}")
         speaker, prompt = (voice, None) if isinstance(voice, str) else (None, voice)
+        if pad is not None:
+            _check_padding(prompt, self._ref_pad(pad))
+        unknown = sorted(k for k in options if k not in SAMPLING_KEYS)
+        if unknown:  # named against all of this model's options (ref_pad_seconds too, on Base models)
+            raise InvalidOption(f"unknown sampling option(s): {unknown}; valid options: {self.capabilities.options.names}", param=unknown[0])
         language = request.language if request.language is not None else "auto"
         settings = self.decode_settings(**{k: v for k, v in options.items() if v is not None})
         (item,) = self.prompt_items([request.text], [language], [speaker], [request.instruct], [prompt])
@@ -392,7 +429,7 @@ class Qwen3TTSEngine(NativeAPI):
             timings = {"generate_s": decoded_at - started, "codec_s": time.perf_counter() - decoded_at}
             n = int(codes.shape[0])
             yield Piece(to_numpy(wav), n, last=True, truncated=not bool(outcome.eos[0]), info=self._segment_info(n, budget),
-                        metadata={"codes": codes.cpu(), "decode_path": outcome.decode_path, "timings": timings})  # fmt: skip
+                        metadata={"codes": codes.cpu(), "decode_path": outcome.decode_path, "timings": timings, **_voice_metadata(c.voice)})  # fmt: skip
             return
         first, every = (max(1, round(s * FRAME_RATE)) for s in (segment.first_chunk_s, segment.chunk_s))
         with torch.inference_mode():
@@ -414,7 +451,7 @@ class Qwen3TTSEngine(NativeAPI):
         finally:
             frames.close()
         yield Piece(tail, made, last=True, truncated=not bool(outcome.eos[0]), info=self._segment_info(made, budget),
-                    metadata={"codes": codes, "decode_path": outcome.decode_path})  # fmt: skip
+                    metadata={"codes": codes, "decode_path": outcome.decode_path, **_voice_metadata(c.voice)})  # fmt: skip
 
     def _segment_info(self, frames: int, budget: int) -> dict:
         return {"frame_budget": budget, "seconds": frames / FRAME_RATE}
@@ -434,6 +471,21 @@ class _Checked:
     non_streaming: bool
     generator: torch.Generator | None
     cancel: CancelToken | None
+
+
+def _voice_metadata(voice) -> dict:
+    """What a result says about its cloned voice: the reference padding (a bit-changing option, named like `precision`)."""
+    return {spec.REF_PAD.name: voice.ref_pad_seconds} if isinstance(voice, VoicePrompt) else {}
+
+
+def _check_padding(prompt: VoicePrompt | None, pad: float) -> None:
+    """A request's `ref_pad_seconds` must be the padding its ICL voice prompt was prepared with (no re-encoding here)."""
+    if isinstance(prompt, VoicePrompt) and prompt.icl and not math.isclose(prompt.ref_pad_seconds, pad, abs_tol=1e-9):
+        raise VoicePromptMismatch(
+            f"{spec.REF_PAD.name}={pad:g} asks for a reference padded with {pad:g} s of silence, but this voice prompt was prepared "
+            f"with {prompt.ref_pad_seconds:g} s; prepare the voice with ref_pad_seconds={pad:g} (prepare_voice(..., ref_pad_seconds={pad:g}))",
+            param=spec.REF_PAD.name,
+        )
 
 
 def _icl_reference(item: PromptItem) -> torch.Tensor | None:

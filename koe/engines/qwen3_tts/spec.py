@@ -52,10 +52,22 @@ OPENAI_DESIGNS = {
 }
 
 
-def options_schema(defaults: dict) -> OptionsSchema:
-    """The sampling options, with this model's defaults. The talker draws each frame's first
-    codebook; the sub-talker (code predictor) the other 15."""
+MAX_REF_PAD_SECONDS = 2.0
+# Opt-in, Base models: silence appended to the reference clip before it is encoded, so the prompt's
+# last codec frames are silence and the clip's last phoneme does not bleed into the start of the
+# generated speech (faster-qwen3-tts appends 0.5 s). It changes the prompt, so the bits: off by default.
+REF_PAD = Option(
+    "ref_pad_seconds", "float", "cloning: seconds of silence appended to the reference before it is encoded "
+    "(0.5 keeps its last phoneme out of the speech; changes the output, so 0 = off, as upstream)", 0.0,
+    low=0, high=MAX_REF_PAD_SECONDS,
+)  # fmt: skip
+
+
+def options_schema(defaults: dict, variant: str | None = None) -> OptionsSchema:
+    """The sampling options, with this model's defaults (and, on Base models, `ref_pad_seconds`).
+    The talker draws each frame's first codebook; the sub-talker (code predictor) the other 15."""
     d = {**GENERATION_DEFAULTS, **{k: v for k, v in defaults.items() if k in GENERATION_DEFAULTS}}
+    clone = (REF_PAD,) if variant == "base" else ()
     return OptionsSchema((
         Option("do_sample", "bool", "talker: sample (true) or take the likeliest code (false)", d["do_sample"]),
         Option("temperature", "float", "talker sampling temperature", d["temperature"], low=0, low_open=True),
@@ -69,6 +81,7 @@ def options_schema(defaults: dict) -> OptionsSchema:
         Option("subtalker_top_p", "float", "code predictor top-p", d["subtalker_top_p"], low=0, high=1, low_open=True),
         Option("non_streaming_mode", "bool", "feed the whole text before the first frame (default: as upstream, "
                "true for CustomVoice/VoiceDesign, false for Base)", None),
+        *clone,
     ))  # fmt: skip
 
 
@@ -83,7 +96,7 @@ def capabilities(variant: str, size: str, speakers, languages, sample_rate: int,
         family=FAMILY, variant=variant, voice_modes=frozenset(VOICE_MODES.get(variant, set())),
         languages=tuple(languages), sample_rate=int(sample_rate), speakers=tuple(speakers),
         instruct=variant == "voice_design" or (variant == "custom_voice" and not drops_instruct(variant, size)),
-        stream_step_s=1 / FRAME_RATE, native_speed=False, batch=True, options=options_schema(defaults),
+        stream_step_s=1 / FRAME_RATE, native_speed=False, batch=True, options=options_schema(defaults, variant),
         training=(), min_reference_s=1.0,
     )  # fmt: skip
 

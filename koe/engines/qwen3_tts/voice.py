@@ -3,7 +3,8 @@
 A voice prompt is what the model needs from a reference clip: the speaker embedding (x-vector)
 and, for in-context cloning (ICL), the clip's codec frames and transcript. It is computed once and
 reused: saved as `prompt.safetensors` + `prompt.json` (never pickle), with the model it was made
-for, so a prompt is never silently fed to a model it does not fit.
+for, so a prompt is never silently fed to a model it does not fit. A prompt prepared from a padded
+reference (opt-in `ref_pad_seconds`: silence appended before encoding) says so in its info.
 """
 
 from __future__ import annotations
@@ -67,6 +68,11 @@ class VoicePrompt:
     def icl(self) -> bool:
         return not self.x_vector_only
 
+    @property
+    def ref_pad_seconds(self) -> float:
+        """Seconds of silence appended to the reference before it was encoded (0: none, upstream's way)."""
+        return float(self.info.get("ref_pad_seconds", 0.0))
+
     def save(self, folder: str | Path) -> Path:
         """Write `prompt.safetensors` + `prompt.json` atomically into `folder`."""
         tensors = {"speaker_embedding": self.speaker_embedding.float()}
@@ -119,6 +125,13 @@ def reference_audio(source, *, max_seconds: float = MAX_REF_SECONDS, trim: bool 
     if seconds < MIN_REF_SECONDS:
         raise AudioError(f"reference audio is {seconds:.2f} s long; give at least {MIN_REF_SECONDS:.0f} s of speech (3-10 s works best)")
     return audio, sr
+
+
+def pad_reference(audio: np.ndarray, sr: int, seconds: float) -> np.ndarray:
+    """`audio` with `seconds` of silence appended at its own rate (before resampling), as
+    faster-qwen3-tts pads its references; unchanged (the same array) for 0."""
+    n = int(seconds * sr)
+    return np.concatenate([audio, np.zeros(n, dtype=audio.dtype)]) if n > 0 else audio
 
 
 def to_codec_rate(audio: np.ndarray, sr: int) -> np.ndarray:
