@@ -281,6 +281,26 @@ def test_the_http_server_refuses_paths(tmp_path, session_tmp):
             assert_error(r, 400, param="model")
 
 
+def test_the_http_server_takes_hub_ids(hf, custom_voice, tmp_path, session_tmp):
+    """A cached hub id speaks (200); a listed release that is not here is the operator's 503 (no
+    download without server.pull_models); an id no family lists and no cache holds is a 404."""
+    from fastapi.testclient import TestClient
+    from test_server import assert_error, make_home
+
+    from koe.server import create_app
+
+    cache_repo(hf, QWEN, folder_files(custom_voice))
+    with TestClient(create_app(make_home(tmp_path / "home", session_tmp))) as client:
+        r = client.post("/v1/audio/speech", json={"model": QWEN, "input": "Hi.", "voice": "ryan", "max_new_tokens": 4, "seed": 0})
+        assert r.status_code == 200, r.text
+        assert len(r.content) > 0
+        r = client.post("/v1/audio/speech", json={"model": "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice", "input": "Hi.", "voice": "ryan"})
+        assert r.status_code == 503 and "server.pull_models" in r.json()["error"]["message"], r.text
+        assert str(hf) not in r.text  # the server's paths are redacted
+        r = client.post("/v1/audio/speech", json={"model": "someone/unknown-model", "input": "Hi.", "voice": "ryan"})
+        assert_error(r, 404, param="model")
+
+
 # -- koe.load ------------------------------------------------------------------------------------
 def test_koe_load_takes_a_store_name_and_a_hub_id(hf, custom_voice):
     home = KoeHome.open()

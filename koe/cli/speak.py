@@ -56,7 +56,7 @@ def _check_arguments(**arguments: str | None) -> None:
 def speak(
     text: Annotated[str | None, typer.Argument(help="Text to speak; '-' reads stdin.", show_default=False)] = None,
     file: Annotated[Path | None, typer.Option("--file", "-f", help="Read the text from a UTF-8 file.")] = None,
-    model: Annotated[str | None, typer.Option("--model", "-m", help="Model folder or store name (default: models.default).")] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Model: a store name (koe models list), a folder, or a hub id (OWNER/NAME, e.g. Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice): the store, then the Hugging Face cache, else downloaded on first use (default: models.default).")] = None,
     voice: Annotated[str | None, typer.Option("--voice", help="Library voice (cloned) or preset speaker.")] = None,
     speaker: Annotated[str | None, typer.Option("--speaker", "-s", help="Preset speaker of the model.")] = None,
     instruct: Annotated[str | None, typer.Option("--instruct", "-i", help="Style instruction (on voice-design models: the voice).")] = None,

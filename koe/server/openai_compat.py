@@ -41,11 +41,16 @@ OPENAI_VOICES = ("alloy", "ash", "ballad", "coral", "echo", "fable", "onyx", "no
 
 
 def model_name(requested: str, home: KoeHome) -> str | None:
-    """The store name a request's `model` means (None: the default); only installed names are
-    accepted, so a client can never make the server load an arbitrary folder."""
+    """The store name or hub id a request's `model` means (None: the default). Installed names and
+    hub ids only (the resolver applies the server's download policy to a hub id), so a client can
+    never make the server load an arbitrary folder."""
+    from koe.service.resolve import is_hub_id
+
     name = requested.strip()
     if name.lower() in OPENAI_MODELS or not name:
         return None
+    if is_hub_id(name):
+        return name
     if "/" in name or "\\" in name or name.startswith((".", "~")):
         raise InvalidRequest(f"model {requested!r}: give an installed model's name, not a path", param="model")
     try:
@@ -59,7 +64,7 @@ def speech_request(body: SpeechBody, home: KoeHome, planner: Planner) -> SpeechR
     """The service request for an OpenAI speech body, with the voice resolved as described above."""
     check_body_texts(body)
     model = model_name(body.model, home)
-    details = planner.details(home.models.resolve(model, home.settings.models.default, allow_paths=False))
+    details = planner.details(planner.resolve_model(model))
     request = SpeechRequest(
         text=body.input, model=model, instruct=body.instructions, language=body.language, seed=body.seed,
         options=_options(body, details), speed=body.speed, format=body.response_format, save=False,

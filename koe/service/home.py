@@ -27,7 +27,7 @@ class KoeHome:
             raise StorageError(f"cannot create KOE_HOME at {self.root}: {e.strerror}", hint="set KOE_HOME to a writable folder") from e
         _sweep_outputs(settings.outputs_dir)
         self.db = Database(settings.db_path)
-        self.models = ModelStore(settings.models_dir, self.db)
+        self.models = ModelStore(settings.models_dir, self.db, settings=settings)
         server = settings.server
         self.voices = VoiceLibrary(
             settings.voices_dir, self.db, max_reference_seconds=server.max_reference_seconds,
