@@ -11,6 +11,7 @@ sizes are shown as 0.6B; `koe models import --progress` draws a byte bar; no req
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -71,7 +72,7 @@ def test_the_fake_hub_serves_huggingface_hubs_own_client(hub, files, tmp_path, m
     info = HfApi(endpoint=hub.url).model_info(REPO, files_metadata=True)
     assert info.sha == hub.refs[REPO]["main"] and sorted(s.rfilename for s in info.siblings) == sorted(files)
     weights = next(s for s in info.siblings if s.rfilename == WEIGHTS)
-    assert weights.size == len(files[WEIGHTS]) and weights.lfs.sha256 == __import__("hashlib").sha256(files[WEIGHTS]).hexdigest()
+    assert weights.size == len(files[WEIGHTS]) and weights.lfs.sha256 == hashlib.sha256(files[WEIGHTS]).hexdigest()
     cached = hf_hub_download(REPO, WEIGHTS, cache_dir=tmp_path / "cache", endpoint=hub.url)
     assert open(cached, "rb").read() == files[WEIGHTS]
     snapshot_download(REPO, local_dir=tmp_path / "snap", endpoint=hub.url)
@@ -119,6 +120,27 @@ def test_an_interrupted_pull_resumes_on_the_rerun_from_the_bytes_on_disk(store, 
     assert hub.body_bytes(REPO, WEIGHTS) == size  # no byte of it sent twice
     assert seen[-1] == sum(len(v) for v in files.values())
     assert sorted(p.name for p in store.root.iterdir()) == ["qwen-copy"]  # the partial download is gone
+
+
+def test_a_pull_stopped_by_ctrl_c_resumes_from_its_bytes(store, hub, files):
+    """An interrupt (here raised from the progress callback once a third of the weights came, as a first use's
+    pull would be stopped) keeps what came; the next pull, by any caller, continues from there."""
+    size = len(files[WEIGHTS])
+    hub.throttle = 40e6  # bytes per second: the interrupt lands mid-file
+
+    def stop_at_a_third(done, total):
+        if done >= size // 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        pull_model(store, REPO, on_progress=stop_at_a_third)
+    assert store.list() == []
+    [part] = [p for p in part_files(store) if p.name == hashlib.sha256(files[WEIGHTS]).hexdigest() + ".part"]
+    kept = part.stat().st_size
+    assert 0 < kept < size
+    hub.throttle = None
+    assert pull_model(store, REPO).ok
+    assert hub.ranges(REPO, WEIGHTS)[-1] == f"bytes={kept}-"
 
 
 def test_the_cli_pull_is_quiet_in_a_pipe_then_resumes_and_says_what_it_did(koe, hub, files):

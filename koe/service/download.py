@@ -71,6 +71,15 @@ class Cancelled(Exception):
     """The transfer was stopped (Ctrl-C, or another file's failure that ends the pull)."""
 
 
+def http_client():
+    """The HTTP library of huggingface_hub's session (its errors, timeouts): httpx2 (huggingface_hub 2.x) or httpx (1.x)."""
+    import importlib
+
+    from huggingface_hub.utils import get_session
+
+    return importlib.import_module(type(get_session()).__module__.split(".")[0])
+
+
 def hub_headers(token: str | None) -> dict[str, str]:
     """koe's request headers: its user agent, and the token (given, or huggingface_hub's: HF_TOKEN, `hf auth login`)."""
     import huggingface_hub
@@ -86,7 +95,7 @@ def hub_headers(token: str | None) -> dict[str, str]:
 
 def list_repo(endpoint: str, repo: str, revision: str | None, token: str | None, timeout: float = 30.0) -> Listing:
     """The files of model repo `repo` at `revision` (default: its main branch). Raises huggingface_hub's
-    errors (RepositoryNotFoundError, RevisionNotFoundError, GatedRepoError, HfHubHTTPError) and httpx2's."""
+    errors (RepositoryNotFoundError, RevisionNotFoundError, GatedRepoError, HfHubHTTPError) and its HTTP library's (`http_client`)."""
     from huggingface_hub.hf_api import ModelInfo
     from huggingface_hub.utils import get_session, hf_raise_for_status
 
@@ -180,13 +189,15 @@ class Transfer:
             self.on_progress(self.done, self.total)
         if not self.jobs:
             return
-        with ThreadPoolExecutor(max_workers=min(WORKERS, len(self.jobs)), thread_name_prefix="koe-pull") as pool:
-            futures = [pool.submit(self._fetch, j) for j in self.jobs]
-            try:
-                wait(futures)
-            except BaseException:
-                self.cancel.set()
-                raise
+        pool = ThreadPoolExecutor(max_workers=min(WORKERS, len(self.jobs)), thread_name_prefix="koe-pull")
+        futures = [pool.submit(self._fetch, j) for j in self.jobs]
+        try:
+            wait(futures)
+        except BaseException:  # Ctrl-C: every file stops at its next chunk, its bytes kept
+            self.cancel.set()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown()
         for fut in futures:
             if fut.exception() is not None:
                 raise fut.exception()
@@ -246,19 +257,19 @@ class Transfer:
 
     def _stream(self, job: Job, part: _Part) -> None:
         """One GET of the rest of `job`'s file (from byte `part.have`), appended to the part file."""
-        import httpx2
         from huggingface_hub.utils import get_session, hf_raise_for_status
 
+        http = http_client()
         headers = {**self.headers, "accept-encoding": "identity"}  # the bytes as stored: sizes, hashes and ranges hold
         if part.have:
             headers["range"] = f"bytes={part.have}-"
-        timeout = httpx2.Timeout(self.timeouts[1], connect=self.timeouts[0])
+        timeout = http.Timeout(self.timeouts[1], connect=self.timeouts[0])
         with get_session().stream("GET", job.url, headers=headers, timeout=timeout, follow_redirects=True) as r:
             if r.status_code == 416 or (part.have and r.status_code == 200):  # the range was not served: the file anew
                 self._count(-part.have, resumed=True)
                 part.restart(_hasher(job.file))
                 if r.status_code == 416:
-                    raise httpx2.RemoteProtocolError("range not satisfiable; fetching the file anew")
+                    raise http.RemoteProtocolError("range not satisfiable; fetching the file anew")
             if r.status_code >= 400:
                 r.read()
                 hf_raise_for_status(r)
@@ -292,10 +303,9 @@ def _matches(f: RemoteFile, h) -> bool:
 
 def _transient(e: Exception) -> bool:
     """A failure worth retrying: the network (a cut, a timeout) or the hub's 5xx/429."""
-    import httpx2
     from huggingface_hub.errors import HfHubHTTPError
 
-    if isinstance(e, httpx2.TransportError):
+    if isinstance(e, http_client().TransportError):
         return True
     if isinstance(e, HfHubHTTPError):
         return getattr(e.response, "status_code", None) in TRANSIENT_STATUS

@@ -158,10 +158,11 @@ def _look_up(source, partial: Path, revision: str | None, token: str | None, hin
 
 
 def _network_error(e: Exception) -> bool:
-    import httpx2
     from huggingface_hub.errors import OfflineModeIsEnabled
 
-    return isinstance(e, (httpx2.TransportError, OfflineModeIsEnabled, OSError))
+    from koe.service.download import http_client
+
+    return isinstance(e, (http_client().TransportError, OfflineModeIsEnabled, OSError))
 
 
 def _size(n: int) -> str:
