@@ -179,6 +179,25 @@ def test_clone_an_ad_hoc_clip(synth):
         synth.plan(req(model="base", ref_audio=(clip[:12000], 24000)))
 
 
+def test_reference_padding_reaches_clips_and_library_voices(synth, home):
+    """`ref_pad_seconds` (opt-in, bit-changing) shapes the prompt of an ad-hoc clip and of a library
+    voice; the library keeps the padded prompt apart from the plain one; results name it."""
+    t = np.arange(36000) / 24000
+    clip = (0.3 * np.sin(2 * np.pi * (150 + 30 * np.sin(3 * t)) * t)).astype(np.float32)
+    plain = synth.speak(req(model="base", ref_audio=(clip, 24000), ref_text="Hello!", format="wav"))
+    padded = synth.speak(req(model="base", ref_audio=(clip, 24000), ref_text="Hello!", format="wav", options={"ref_pad_seconds": 0.5}))
+    assert plain.metadata["ref_pad_seconds"] == 0.0 and padded.metadata["ref_pad_seconds"] == 0.5
+    assert plain.samples.shape != padded.samples.shape or not np.array_equal(plain.samples, padded.samples)
+    home.voices.add("padme", (clip, 24000), "Hello!")
+    lib_plain = synth.speak(req(model="base", voice="padme", format="wav"))
+    lib_padded = synth.speak(req(model="base", voice="padme", format="wav", options={"ref_pad_seconds": 0.5}))
+    assert lib_padded.metadata["ref_pad_seconds"] == 0.5
+    np.testing.assert_array_equal(lib_plain.samples, plain.samples)  # the library's plain prompt = the clip's
+    np.testing.assert_array_equal(lib_padded.samples, padded.samples)
+    again = synth.speak(req(model="base", voice="padme", format="wav"))  # the plain prompt was not overwritten
+    np.testing.assert_array_equal(again.samples, plain.samples)
+
+
 def test_speak_batch_shares_one_generation(synth):
     outs = synth.speak_batch([req("One."), req("Two, longer.", format="mp3", speed=1.5)])
     assert [o.format.name for o in outs] == ["wav", "mp3"] and all(o.metadata["batch_size"] == 2 for o in outs)

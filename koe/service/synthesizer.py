@@ -217,16 +217,19 @@ class Synthesizer:
         once per model and kept). A prepared prompt that cannot be kept (a full disk: an `OSError`,
         or safetensors' own error) is used anyway; it is prepared again next time."""
         engine = entry.engine
+        # options that shape the prompt itself (Qwen3-TTS: ref_pad_seconds); a family without any has no prompt_options
+        prompt_options = getattr(engine, "prompt_options", None)
+        variant = prompt_options(plan.options) if prompt_options is not None else {}
         if plan.mode == "clone_clip":
-            return engine.prepare_voice(VoiceReference(plan.ref_audio, plan.ref_text))
+            return engine.prepare_voice(VoiceReference(plan.ref_audio, plan.ref_text), **variant)
         prepared: list[Any] = []
 
         def prepare(v: Voice) -> Any:
-            prepared.append(engine.prepare_voice(VoiceReference(str(v.reference_path), v.ref_text)))
+            prepared.append(engine.prepare_voice(VoiceReference(str(v.reference_path), v.ref_text), **variant))
             return prepared[-1]
 
         try:
-            return self.home.voices.prompt_for(plan.voice_name, plan.model.key, prepare=prepare, load=engine.load_voice)
+            return self.home.voices.prompt_for(plan.voice_name, plan.model.key, prepare=prepare, load=engine.load_voice, variant=variant)
         except Exception as e:
             if not prepared or isinstance(e, KoeError):
                 raise
@@ -252,12 +255,15 @@ class Synthesizer:
         )  # fmt: skip
 
     def _metadata(self, plan: SpeechPlan, meta: dict[str, Any], seed: int) -> dict[str, Any]:
-        return {
+        out = {
             **{k: v for k, v in meta.items() if k not in ("codes",)},
             "seed": seed, "mode": plan.mode, "language": plan.language, "speaker": plan.speaker,
             "instruct": plan.instruct, "voice": plan.voice_name, "speed": plan.speed, "format": plan.format.name,
             "options": plan.options, "model_name": plan.model.name, "model_key": plan.model.key,
         }  # fmt: skip
+        if not plan.model.installed:  # a folder or a Hugging Face cache snapshot: `koe history replay` finds it again
+            out["model_path"] = str(plan.model.path)
+        return out
 
     def _record(self, plan: SpeechPlan, duration: float, metadata: dict[str, Any], data: bytes | None) -> tuple[int | None, Any, list[str]]:
         """Write the history row and, when the plan asks, the output file: (row id, file path, warnings).
