@@ -109,11 +109,18 @@ def test_replay_speaks_the_same_bytes_again(koe, home, spoken, tmp_path):
     one_line_error(koe("history", "replay", "99", ok=False), "no output 99")
 
 
-def test_replay_of_a_folder_model_names_the_way_out(koe, home, cv_model, tmp_path):
-    koe("speak", "Hello.", "-m", cv_model, *FAST, "--seed", "4", "-o", tmp_path / "a.wav")  # a folder, never installed
-    one_line_error(koe("history", "replay", "1", "-o", tmp_path / "b.wav", ok=False), "give --model NAME|FOLDER")
-    koe("history", "replay", "1", "-m", cv_model, "-o", tmp_path / "b.wav")
+def test_replay_of_a_folder_model_finds_the_folder_or_names_the_way_out(koe, home, cv_model, tmp_path):
+    import shutil
+
+    folder = tmp_path / "cv-folder"
+    shutil.copytree(cv_model, folder)
+    koe("speak", "Hello.", "-m", folder, *FAST, "--seed", "4", "-o", tmp_path / "a.wav")  # a folder, never installed
+    koe("history", "replay", "1", "-o", tmp_path / "b.wav")  # the folder's path is in the history
     assert (tmp_path / "b.wav").read_bytes() == (tmp_path / "a.wav").read_bytes()
+    folder.rename(tmp_path / "moved")
+    one_line_error(koe("history", "replay", "1", "-o", tmp_path / "c.wav", ok=False), "give --model NAME|FOLDER")
+    koe("history", "replay", "1", "-m", tmp_path / "moved", "-o", tmp_path / "c.wav")
+    assert (tmp_path / "c.wav").read_bytes() == (tmp_path / "a.wav").read_bytes()
 
 
 def test_replay_of_a_cloned_clip_needs_the_clip(home, base_model, tmp_path):
