@@ -108,7 +108,7 @@ class SynthesisSettings(_Section):
     speaker: str | None = Field(None, description="preset speaker for CustomVoice models (empty = the model's first)")
     format: Literal["wav", "flac", "mp3", "opus", "aac", "m4a", "pcm"] = Field("wav", description="output format")
     speed: float = Field(1.0, ge=0.25, le=4.0, description="tempo change that keeps pitch")
-    seed: int | None = Field(None, description="random seed (empty = a fresh one per request)")
+    seed: int | None = Field(None, ge=0, lt=2**63, description="random seed (empty = a fresh one per request)")
     save_outputs: bool = Field(False, description="keep every output under KOE_HOME/outputs")
     max_new_tokens: int | None = Field(None, ge=1, description="default max_new_tokens, for models with that option (their length cap); empty = model's")
     options: dict[str, Any] = Field(
