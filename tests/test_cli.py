@@ -239,7 +239,8 @@ def test_serve_hands_the_settings_to_the_server(koe, home, monkeypatch):
     assert s.source_of("server.port") == "flag"
 
 
-def test_demo_builds_a_test_model_and_speaks(koe, home, tmp_path):
+def test_demo_builds_a_test_model_and_speaks(koe, home, tmp_path, monkeypatch):
+    monkeypatch.setenv("KOE_DEMO_OFFLINE", "1")  # on a machine that reaches the hub, the demo would pull the real model
     out = tmp_path / "out" / "demo.wav"
     r = koe("demo", "-o", out, "--max-new-tokens", "8")
     assert "RANDOM weights" in r.stderr and str(out.resolve()) in r.stderr.replace("\n", "")

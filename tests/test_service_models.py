@@ -121,59 +121,6 @@ def test_pull_checks_the_id(store):
         pull_model(store, "not-an-id")
 
 
-def test_pull_of_a_whole_repo_builds_the_folder_from_the_snapshot(store, custom_voice, monkeypatch):
-    """A repo no release lists is fetched whole (one snapshot), checked, validated and installed; a
-    rerun after a failure resumes, and a bad checksum installs nothing."""
-    import hashlib
-    from pathlib import Path
-    from types import SimpleNamespace
-
-    import huggingface_hub
-    from huggingface_hub.utils import filter_repo_objects
-
-    repo = "someone/qwen-copy"
-    files = {p.relative_to(custom_voice).as_posix(): p.read_bytes() for p in custom_voice.rglob("*") if p.is_file()}
-    files["README.md"] = b"# a copy"
-    calls, bad = [], set()
-
-    class Api:
-        def __init__(self, endpoint=None):
-            pass
-
-        def model_info(self, repo_id, revision=None, files_metadata=False, token=None, timeout=None):
-            assert repo_id == repo
-            lfs = lambda path, data: SimpleNamespace(sha256="0" * 64 if path in bad else hashlib.sha256(data).hexdigest())  # noqa: E731
-            return SimpleNamespace(sha="abc123" * 6, siblings=[SimpleNamespace(rfilename=p, lfs=lfs(p, d)) for p, d in files.items()])
-
-    def snapshot_download(repo_id, revision=None, local_dir=None, allow_patterns=None, **kw):
-        calls.append((repo_id, revision, allow_patterns))
-        for path in filter_repo_objects(list(files), allow_patterns=allow_patterns):
-            (Path(local_dir) / path).parent.mkdir(parents=True, exist_ok=True)
-            (Path(local_dir) / path).write_bytes(files[path])
-        (Path(local_dir) / ".cache" / "huggingface").mkdir(parents=True, exist_ok=True)
-        return local_dir
-
-    monkeypatch.setattr("koe.service.hub.check_hub_reachable", lambda *a, **k: None)
-    monkeypatch.setattr(huggingface_hub, "HfApi", Api)
-    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
-
-    bad.add("model.safetensors")
-    with pytest.raises(InvalidRequest, match="checksum mismatch for model.safetensors"):
-        pull_model(store, repo)
-    assert store.list() == [] and not (store.root / "qwen-copy").exists()
-    bad.clear()
-    d = pull_model(store, repo)
-    assert d.ok and d.ref.name == "qwen-copy" and d.ref.variant == "custom_voice" and calls[-1] == (repo, "abc123" * 6, None)
-    folder = store.root / "qwen-copy"
-    assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()) == sorted(files)  # no .cache
-    assert store.get("qwen-copy").origin == f"hub:{repo}@{'abc123' * 6}"
-    assert sorted(p.name for p in store.root.iterdir()) == ["qwen-copy"]
-    with pytest.raises(AlreadyExists):
-        pull_model(store, repo)
-    with pytest.raises(InvalidRequest, match="unknown architecture 'Nope'"):
-        pull_model(store, repo, arch="Nope")
-
-
 def test_import_refuses_arch_and_vocoder_a_family_does_not_take(store, custom_voice, voice_design):
     with pytest.raises(InvalidRequest, match="unknown architecture 'Nope'; koe knows:"):
         store.import_model(custom_voice, arch="Nope")

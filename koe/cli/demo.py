@@ -112,10 +112,15 @@ def _ensure_demo_model(home) -> str:
         pass
     from koe.engines.registry import write_fixture
     from koe.service.fsio import atomic_folder
+    from koe.text.qwen_vocab import VOCAB_PACKAGE, resolve_vocabulary
 
+    vocabulary = resolve_vocabulary("auto")
+    if vocabulary == "synthetic":
+        warn(f"{VOCAB_PACKAGE} (the real Qwen text vocabulary) is not installed: the test model gets a small synthetic "
+             "vocabulary instead; its random weights speak noise either way")  # fmt: skip
     with err.status("building a tiny random-weight test model (once) …", spinner="dots"):
         with atomic_folder(home.models.root / DEMO_MODEL, replace=True) as tmp:
-            write_fixture(tmp)
+            write_fixture(tmp, vocabulary=vocabulary)
         home.models.register(DEMO_MODEL, "koe demo (random weights)")
     return DEMO_MODEL
 

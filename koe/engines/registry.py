@@ -75,10 +75,13 @@ def engine_class(family: str) -> Any:
     return _import(spec(family).engine)
 
 
-def write_fixture(folder: str | Path, family: str = DEMO_FAMILY, variant: str | None = None, size: str = "tiny") -> Path:
-    """A small random-weight model of `family` in its released on-disk layout (tests, `koe demo`)."""
+def write_fixture(folder: str | Path, family: str = DEMO_FAMILY, variant: str | None = None, size: str = "tiny", **options: Any) -> Path:
+    """A small random-weight model of `family` in its released on-disk layout (tests, `koe demo`).
+
+    `options`: keywords of the family's fixture writer (Qwen3-TTS: `vocabulary=`, see
+    `koe.text.qwen_vocab`)."""
     s = spec(family)
-    return _import(s.fixture)(Path(folder), variant or s.fixture_variants[0], size)
+    return _import(s.fixture)(Path(folder), variant or s.fixture_variants[0], size, **options)
 
 
 def load_engine(folder: str | Path, device=None, dtype=None, precision=None):
