@@ -115,3 +115,18 @@ def test_demo_uses_the_release_from_the_hugging_face_cache_without_downloading(k
     r = koe("demo", "-o", tmp_path / "d.wav", *FAST)
     assert "fetching" not in r.stderr and "RANDOM" not in r.stderr and hub.body_bytes() == served
     assert str(snapshot) in r.stderr.replace("\n", "")
+
+
+def test_speak_with_a_hub_id_downloads_it_on_first_use_then_finds_it(koe, hub, release_files, tmp_path, monkeypatch):
+    """`koe speak -m OWNER/NAME`: not in the store nor the cache, the hub reachable → pulled into the
+    store with its steps on stderr and a summary line; the second run fetches nothing."""
+    r = koe("speak", "Hello.", "-m", RELEASE, "--speaker", "ryan", *FAST, "--seed", "0", "-o", tmp_path / "a.wav")
+    assert "downloaded" in r.stderr and RELEASE in r.stderr
+    assert folder_files(tmp_path / "home" / "models" / NAME) == release_files
+    fetched = hub.body_bytes()
+    r = koe("speak", "Hello.", "-m", RELEASE, "--speaker", "ryan", *FAST, "--seed", "0", "-o", tmp_path / "b.wav")
+    assert "downloaded" not in r.stderr and hub.body_bytes() == fetched
+    assert (tmp_path / "a.wav").read_bytes() == (tmp_path / "b.wav").read_bytes()
+    monkeypatch.setenv("KOE_MODELS__DOWNLOAD", "false")
+    r = koe("speak", "Hello.", "-m", "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice", "--speaker", "ryan", "-o", tmp_path / "c.wav", ok=False)
+    assert "koe models pull Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice" in r.stderr.replace("\n", " ")

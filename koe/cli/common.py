@@ -104,7 +104,19 @@ def open_home(**flags: Any):
     for source in (state.flags, flags):
         for section, values in source.items():
             merged.setdefault(section, {}).update({k: v for k, v in (values or {}).items() if v is not None})
-    return KoeHome(load_settings(state.home, merged))
+    home = KoeHome(load_settings(state.home, merged))
+    _announce_downloads(home)
+    return home
+
+
+def _announce_downloads(home) -> None:
+    """A hub id's first use downloads it (`models.download`): its steps on stderr and a byte bar on a terminal."""
+    from rich.markup import escape
+
+    from koe.cli.progress import FirstUseProgress, wanted
+
+    home.models.on_status = lambda msg: err.print(f"[dim]{escape(msg)}[/]")
+    home.models.on_progress = FirstUseProgress(wanted(None))
 
 
 def configure_logging(verbose: bool) -> None:

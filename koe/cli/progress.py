@@ -130,3 +130,22 @@ class watch_copy:
             if exc_type is None:
                 self.bar(self.total, self.total)
             self.bar.__exit__(exc_type, *exc)
+
+
+class FirstUseProgress:
+    """`on_progress(done, total)` for a download nobody announced (a hub id's first use in `koe speak`,
+    `koe.load` through the CLI, `koe serve`'s default): the bar starts at the first report, stops
+    when the bytes are all there, and prints the summary line when not drawn."""
+
+    def __init__(self, show: bool) -> None:
+        self.show = show
+        self._bar: ByteProgress | None = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if self._bar is None:
+            self._bar = ByteProgress("downloading", self.show).__enter__()
+        self._bar(done, total)
+        if total and done >= total:
+            bar, self._bar = self._bar, None
+            bar.__exit__(None, None, None)
+            err.print(f"[dim]  downloaded {bar.summary()}[/]")
