@@ -5,7 +5,8 @@
 The models are the benchmark's random-weight folders at the released sizes, stored as released
 (the talker in bfloat16, `koe.bench.models`). Each run is a new interpreter that imports koe, then
 times `Qwen3TTSEngine.load` (what `koe bench` reports as load_s) and reads its peak resident set
-(`VmHWM`), its resident set after the load, and the bytes of the loaded tensors (the float32
+(`VmHWM`), its resident set after the load, the CPU seconds the load used (user + system, all
+threads: less sensitive than the wall time to other work on a shared machine), and the bytes of the loaded tensors (the float32
 weights, for fp32). The page cache is warm after the first run (the file was just written or read):
 that is the case of a server loading a model it has loaded before; the first run is reported too.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -35,9 +37,12 @@ def measure_in_this_process(folder: str, precision: str, threads: int) -> dict:
 
     wire.set_threads(threads)
     before = wire.current_rss()
+    cpu = resource.getrusage(resource.RUSAGE_SELF)
     started = time.perf_counter()
     engine = Qwen3TTSEngine.load(folder, device="cpu", precision=precision)
     load_s = time.perf_counter() - started
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    cpu_s = used.ru_utime - cpu.ru_utime + used.ru_stime - cpu.ru_stime
     seen: set[int] = set()
     loaded = 0
     for module in (engine.network, engine.codec.model):
@@ -46,7 +51,7 @@ def measure_in_this_process(folder: str, precision: str, threads: int) -> dict:
             if storage.data_ptr() not in seen:
                 seen.add(storage.data_ptr())
                 loaded += storage.nbytes()
-    return {"load_s": load_s, "peak_rss": wire.peak_rss(), "rss": wire.current_rss(), "rss_before": before,
+    return {"load_s": load_s, "cpu_s": cpu_s, "loadavg": os.getloadavg()[0], "peak_rss": wire.peak_rss(), "rss": wire.current_rss(), "rss_before": before,
             "loaded_bytes": loaded, "precision": engine.precision, "torch_threads": torch.get_num_threads()}  # fmt: skip
 
 
@@ -59,7 +64,7 @@ def measure(folder: Path, precision: str, threads: int, runs: int) -> dict:
         if proc.returncode != 0:
             raise RuntimeError(f"load of {folder} failed:\n{proc.stderr[-4000:]}")
         samples.append(json.loads(next(line[len(wire.PREFIX) :] for line in proc.stdout.splitlines() if line.startswith(wire.PREFIX))))
-    median = {k: statistics.median(s[k] for s in samples) for k in ("load_s", "peak_rss", "rss", "rss_before")}
+    median = {k: statistics.median(s[k] for s in samples) for k in ("load_s", "cpu_s", "peak_rss", "rss", "rss_before")}
     loaded = samples[0]["loaded_bytes"]
     return {"folder": str(folder), "precision": samples[0]["precision"], "threads": threads, "weights_on_disk": weights_bytes(folder),
             "loaded_bytes": loaded, "median": median, "peak_rss_over_loaded": median["peak_rss"] / loaded, "runs": samples}  # fmt: skip
@@ -84,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         r = measure(bench_model(a.kind, size, a.models), a.precision, a.threads, a.runs)
         results[size] = r
         m = r["median"]
-        print(f"{size} {a.kind} {r['precision']}: load {m['load_s']:.2f} s, peak RSS {m['peak_rss'] / 1e9:.2f} GB "
+        print(f"{size} {a.kind} {r['precision']}: load {m['load_s']:.2f} s (min {min(x['load_s'] for x in r['runs']):.2f}; CPU {m['cpu_s']:.2f} s), peak RSS {m['peak_rss'] / 1e9:.2f} GB "
               f"({r['peak_rss_over_loaded']:.2f}x the {r['loaded_bytes'] / 1e9:.2f} GB loaded), RSS after {m['rss'] / 1e9:.2f} GB, "
               f"first run {r['runs'][0]['load_s']:.2f} s", file=sys.stderr)  # fmt: skip
     text = json.dumps(results, indent=1)
