@@ -201,3 +201,28 @@ def test_other_families_still_load(tmp_path) -> None:
     assert {p.dtype for p in f5.model.parameters()} == {torch.float32}
     vox = koe.load(write_vox(tmp_path / "vox", "VoxCPM2", "tiny", dtype=torch.bfloat16))
     assert {p.dtype for p in vox.vae.parameters()} == {torch.float32} and len({p.dtype for p in vox.model.parameters()}) == 1
+
+
+def test_the_meta_build_skips_random_init(tmp_path) -> None:
+    """Building on meta runs no `torch.nn.init` on meta tensors (the first meta `normal_`, as in
+    nn.Embedding, imports torch's compiler: about a second of every load); afterwards, and for real
+    tensors, `torch.nn.init` is torch's own. In a fresh process, so nothing imported it before."""
+    path = tmp_path / "model.safetensors"
+    save_file({"0.weight": torch.randn(10, 4).to(torch.bfloat16), "1.weight": torch.randn(3, 4).to(torch.bfloat16), "1.bias": torch.zeros(3, dtype=torch.bfloat16)}, str(path))
+    script = textwrap.dedent(f"""
+        import sys
+        import torch
+        from torch import nn
+        from koe.runtime.weights import build_from_weights
+
+        original = torch.nn.init.normal_
+        model = build_from_weights(lambda: nn.Sequential(nn.Embedding(10, 4), nn.Linear(4, 3)), [{str(path)!r}], dtype=torch.float32)
+        assert "torch._dynamo" not in sys.modules, "the meta build imported torch._dynamo"
+        assert torch.nn.init.normal_ is original and model[0].weight.dtype == torch.float32
+        torch.manual_seed(0)
+        fresh = nn.Embedding(10, 4)
+        torch.manual_seed(0)
+        assert torch.equal(fresh.weight, torch.randn(10, 4)), "real tensors are initialised as before"
+        print("ok")
+    """)
+    assert subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=300).stdout.strip() == "ok"

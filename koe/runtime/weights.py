@@ -11,9 +11,11 @@ import json
 import mmap
 import pickle
 import sys
+import threading
 import warnings
 import zipfile
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -260,6 +262,42 @@ def load_state(
     module.load_state_dict(loaded, strict=False, assign=True)
 
 
+_INIT_FUNCTIONS = ("uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_", "eye_", "dirac_", "xavier_uniform_",
+                   "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_", "sparse_")  # fmt: skip
+_init_lock = threading.Lock()
+_init_depth = 0
+_init_originals: dict[str, Callable] = {}
+
+
+def _skip_on_meta(original: Callable) -> Callable:
+    def init(tensor: torch.Tensor, *args, **kwargs):
+        return tensor if tensor.is_meta else original(tensor, *args, **kwargs)
+
+    return init
+
+
+@contextmanager
+def _no_init_on_meta() -> Iterator[None]:
+    """`torch.nn.init`'s initialisers leave meta tensors alone while any build is on (other threads'
+    real tensors are still initialised: only meta tensors, which hold no values, are skipped)."""
+    global _init_depth
+    with _init_lock:
+        if _init_depth == 0:
+            for name in _INIT_FUNCTIONS:
+                _init_originals[name] = getattr(torch.nn.init, name)
+                setattr(torch.nn.init, name, _skip_on_meta(_init_originals[name]))
+        _init_depth += 1
+    try:
+        yield
+    finally:
+        with _init_lock:
+            _init_depth -= 1
+            if _init_depth == 0:
+                for name, original in _init_originals.items():
+                    setattr(torch.nn.init, name, original)
+                _init_originals.clear()
+
+
 def build_from_weights(
     build: Callable[[], M],
     files: list[Path],
@@ -268,13 +306,15 @@ def build_from_weights(
     device: torch.device | str = "cpu",
     rename: Callable[[str], str | None] = lambda name: name,
 ) -> M:
-    """`build()` on the meta device (no random init, no memory), then every tensor from `files`
+    """`build()` on the meta device (no random init, no memory: `torch.nn.init` is skipped for meta
+    tensors, whose first `normal_` would otherwise import torch's compiler, about 1 s, for values
+    that are thrown away), then every tensor from `files`
     (strict, zero-copy where `load_state` can, names mapped by `rename`), on `device`.
 
     Non-persistent buffers are not in the weights: modules must build them on the CPU (as
     `koe.nn.rotary.inverse_frequencies` does); one left on meta is a `WeightsError` naming it.
     """
-    with torch.device("meta"):
+    with torch.device("meta"), _no_init_on_meta():
         module = build()
     load_state(module, files, rename=rename, dtype=dtype, device=device)
     stray = [n for n, t in [*module.named_parameters(), *module.named_buffers()] if t.is_meta]
