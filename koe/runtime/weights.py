@@ -147,6 +147,8 @@ class _Safetensors:
         count = out.numel()
         if count == 0:
             return out
+        if end - begin != count * torch.empty((), dtype=stored).element_size():
+            raise WeightsError(f"{self.path.name}: tensor {key} holds {end - begin} bytes, its shape and dtype need {count} elements")
         start = self._base + begin
         mapped = self._mapping()
         with warnings.catch_warnings():
