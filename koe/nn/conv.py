@@ -110,7 +110,7 @@ class ConvNeXtBlock(nn.Module):
         self.norm = nn.LayerNorm(dim, eps=eps)
         self.pwconv1 = nn.Linear(dim, hidden)
         self.pwconv2 = nn.Linear(hidden, dim)
-        self.gamma = None if layer_scale is None else nn.Parameter(layer_scale * torch.ones(dim))
+        self.gamma = None if layer_scale is None else nn.Parameter(torch.full((dim,), float(layer_scale)))  # no scalar x meta tensor: that imports torch._dynamo (~1 s of a load)
 
     def pointwise(self, h: torch.Tensor) -> torch.Tensor:
         """The block after its depthwise conv: dwconv output (B, C, T) -> residual branch (B, C, T)."""

@@ -86,7 +86,7 @@ class InverseSTFT(nn.Module):
         if padding not in ("same", "center"):
             raise ValueError(f"ISTFT padding must be 'same' or 'center', not {padding!r}")
         self.n_fft, self.hop_length, self.padding = n_fft, hop_length, padding
-        self.register_buffer("window", torch.hann_window(n_fft))
+        self.register_buffer("window", torch.hann_window(n_fft, device="cpu"))  # built on the CPU even under a meta build: a meta hann_window imports torch._dynamo
 
     def forward(self, spec: torch.Tensor) -> torch.Tensor:
         """Complex spectrogram (B, n_fft/2 + 1, T) -> audio (B, samples)."""
