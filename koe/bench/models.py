@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 
 MODEL_KINDS = ("custom_voice", "voice_design", "base")
@@ -39,14 +40,22 @@ def bench_model(kind: str, size: str, root: Path | None = None, seed: int = 0) -
     if kind not in MODEL_KINDS or size not in SIZES:
         raise ValueError(f"unknown model {kind!r}/{size!r}: kinds {MODEL_KINDS}, sizes {SIZES}")
 
+    from koe.text.qwen_vocab import VOCAB_PACKAGE, resolve_vocabulary
+
+    vocabulary = resolve_vocabulary("auto")  # the released vocabulary (dev extra) where installed
+
     def write(tmp: Path) -> None:
         from koe.engines.qwen3_tts.fixtures import write_random_model
 
-        write_random_model(tmp, kind, size, seed=seed)
+        if vocabulary == "synthetic":
+            print(f"note: {VOCAB_PACKAGE} (the real Qwen text vocabulary) is not installed: the benchmark model gets a synthetic "
+                  "one, so prompts have other token counts than real text (speed per frame is the same)", file=sys.stderr)  # fmt: skip
+        write_random_model(tmp, kind, size, seed=seed, vocabulary=vocabulary)
         store_as_released(tmp)
 
-    folder = (root or cache_root()) / f"qwen3-tts-{size}-{kind}-seed{seed}"
-    return _cached(folder, write, {"version": FIXTURE_VERSION, "kind": kind, "size": size, "seed": seed})
+    suffix = "" if vocabulary == "released" else f"-{vocabulary}-vocab"
+    folder = (root or cache_root()) / f"qwen3-tts-{size}-{kind}-seed{seed}{suffix}"
+    return _cached(folder, write, {"version": FIXTURE_VERSION, "kind": kind, "size": size, "seed": seed, "vocabulary": vocabulary})
 
 
 def store_as_released(folder: Path, dtype: str = "bfloat16") -> None:
