@@ -62,9 +62,9 @@ def clean_koe_home(tmp_path: Path, monkeypatch) -> Path:
     return home
 
 
-def run_koe(*args, ok: bool = True):
-    """`koe ARGS` in this process (CliRunner); with `ok`, it must exit 0. The click Result."""
-    result = CliRunner().invoke(app, [str(a) for a in args])
+def run_koe(*args, ok: bool = True, input: str | bytes | None = None):
+    """`koe ARGS` in this process (CliRunner), `input` on stdin; with `ok`, it must exit 0. The click Result."""
+    result = CliRunner().invoke(app, [str(a) for a in args], input=input)
     if ok:
         assert result.exit_code == 0, f"koe {' '.join(map(str, args))} -> {result.exit_code}\n{result.output}"
     return result

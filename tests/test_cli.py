@@ -9,9 +9,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 from fixtures_models import model_folder
-from typer.testing import CliRunner
-
-from koe.cli.main import app
+from product_helpers import clean_koe_home, run_koe
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*cut off:UserWarning")
 FAST = ["--max-new-tokens", "8", "--seed", "1"]
@@ -29,25 +27,12 @@ def vd_model(session_tmp):
 
 @pytest.fixture
 def home(tmp_path, monkeypatch):
-    h = tmp_path / "home"
-    monkeypatch.setenv("KOE_HOME", str(h))
-    for var in list(__import__("os").environ):
-        if var.startswith("KOE_") and var != "KOE_HOME":
-            monkeypatch.delenv(var)
-    return h
+    return clean_koe_home(tmp_path, monkeypatch)
 
 
 @pytest.fixture
 def koe():
-    runner = CliRunner()
-
-    def run(*args: str, input: str | bytes | None = None, ok: bool = True):
-        result = runner.invoke(app, [str(a) for a in args], input=input)
-        if ok:
-            assert result.exit_code == 0, f"koe {' '.join(map(str, args))} -> {result.exit_code}\n{result.output}"
-        return result
-
-    return run
+    return run_koe
 
 
 def assert_one_line_error(result, match: str) -> None:

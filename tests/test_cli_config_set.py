@@ -8,9 +8,8 @@ import threading
 
 import pytest
 from fixtures_models import model_folder
-from typer.testing import CliRunner
+from product_helpers import clean_koe_home, run_koe
 
-from koe.cli.main import app
 from koe.service import config_file
 from koe.service.errors import ConfigError, InvalidRequest, NotFound
 from koe.service.settings import load_settings
@@ -34,25 +33,12 @@ def cv_model(session_tmp):
 
 @pytest.fixture
 def home(tmp_path, monkeypatch):
-    h = tmp_path / "home"
-    monkeypatch.setenv("KOE_HOME", str(h))
-    for var in list(os.environ):
-        if var.startswith("KOE_") and var != "KOE_HOME":
-            monkeypatch.delenv(var)
-    return h
+    return clean_koe_home(tmp_path, monkeypatch)
 
 
 @pytest.fixture
 def koe():
-    runner = CliRunner()
-
-    def run(*args, ok: bool = True):
-        result = runner.invoke(app, [str(a) for a in args])
-        if ok:
-            assert result.exit_code == 0, f"koe {' '.join(map(str, args))} -> {result.exit_code}\n{result.output}"
-        return result
-
-    return run
+    return run_koe
 
 
 def toml(home) -> str:

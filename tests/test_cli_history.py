@@ -6,9 +6,8 @@ import os
 
 import pytest
 from fixtures_models import model_folder
-from typer.testing import CliRunner
+from product_helpers import clean_koe_home, run_koe
 
-from koe.cli.main import app
 from koe.service.errors import InvalidRequest, NotFound
 from koe.service.history import History
 from koe.service.home import KoeHome
@@ -29,25 +28,12 @@ def base_model(session_tmp):
 
 @pytest.fixture
 def home(tmp_path, monkeypatch):
-    h = tmp_path / "home"
-    monkeypatch.setenv("KOE_HOME", str(h))
-    for var in list(os.environ):
-        if var.startswith("KOE_") and var != "KOE_HOME":
-            monkeypatch.delenv(var)
-    return h
+    return clean_koe_home(tmp_path, monkeypatch)
 
 
 @pytest.fixture
 def koe():
-    runner = CliRunner()
-
-    def run(*args, ok: bool = True, input: str | None = None):
-        result = runner.invoke(app, [str(a) for a in args], input=input)
-        if ok:
-            assert result.exit_code == 0, f"koe {' '.join(map(str, args))} -> {result.exit_code}\n{result.output}"
-        return result
-
-    return run
+    return run_koe
 
 
 def one_line_error(result, match: str, code: int = 2) -> None:
