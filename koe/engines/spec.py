@@ -7,6 +7,7 @@ service plans requests, lists models and maps OpenAI voice names from these answ
 from __future__ import annotations
 
 import json
+import posixpath
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,6 +65,17 @@ class HubFiles:
     files: tuple[str, ...] = ()
     subfolder: str = ""
     dest: str = ""
+
+    @property
+    def key(self) -> str:
+        """"REPO[/SUBFOLDER]": how a store row's origin names this source ("hub:KEY@SHA")."""
+        return self.repo + (f"/{self.subfolder}" if self.subfolder else "")
+
+    def patterns(self) -> list[str] | None:
+        """The repo paths (or globs) to fetch, as huggingface_hub's `allow_patterns`; None: all of it."""
+        if self.files:
+            return [posixpath.join(self.subfolder, f) if self.subfolder else f for f in self.files]
+        return [f"{self.subfolder}/*"] if self.subfolder else None
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from urllib.parse import urlparse
 
 from koe.engines.spec import HubFiles
 from koe.service.errors import AlreadyExists, InvalidRequest, NotFound, StorageError, Unavailable
-from koe.service.fsio import atomic_folder, fsync_dir, remove_tree
+from koe.service.fsio import fsync_dir, remove_tree
 from koe.service.models import ModelDetails, ModelStore
 from koe.service.names import check_name, slug
 
@@ -112,12 +112,6 @@ class _Fetched:
     sha: str
 
 
-def _patterns(source) -> list[str] | None:
-    if source.files:
-        return [posixpath.join(source.subfolder, f) for f in source.files]
-    return [f"{source.subfolder}/*"] if source.subfolder else None
-
-
 def _look_up(source, partial: Path, revision: str | None, token: str | None, hint: str, status: Callable[[str], None]) -> tuple[_Fetched, list]:
     """What to download of one source: its files at the commit `revision` names (checked against what
     the release lists), and the jobs that fetch them into the partial folder."""
@@ -128,7 +122,7 @@ def _look_up(source, partial: Path, revision: str | None, token: str | None, hin
 
     where = source.repo + (f"/{source.subfolder}" if source.subfolder else "")
     at = f"@{revision}" if revision else ""
-    patterns = _patterns(source)
+    patterns = source.patterns()
     status(f"looking up {source.repo}{at} on {_endpoint()}")
     try:
         listing = list_repo(_endpoint(), source.repo, revision, token)
@@ -273,7 +267,7 @@ def pull_model(
     the folder is complete and valid; the downloads are kept (hidden) until then, so a rerun resumes,
     from the last byte of each file.
     """
-    from koe.service.models import apply_assembly, plan_assembly, spec_for, validate_folder
+    from koe.service.models import build_release_folder
 
     spec, release = _release((repo_id or "").strip(), arch)
     name = check_name(name, "model") if name else _default_name(release)
@@ -293,20 +287,11 @@ def pull_model(
     fetched = [f for f, _ in looked]
     _download([j for _, jobs in looked for j in jobs], fetched, token, connect_timeout, status, on_progress)
     status(f"assembling {name}")
-    tmp = None
     try:
-        with atomic_folder(dest, replace=overwrite) as tmp:
-            for f in fetched:
-                _place(f, tmp)
-            apply_assembly(tmp, plan_assembly(spec or spec_for(tmp), tmp, release.arch))
-            validate_folder(tmp, release.ref)
-    except InvalidRequest as e:
-        if tmp is not None:  # name the repo, not the temp folder
-            e.message = e.message.replace(str(tmp), release.ref)
-        raise
+        build_release_folder(dest, release, spec, lambda tmp: [_place(f, tmp) for f in fetched], replace=overwrite)
     except OSError as e:
         raise StorageError(f"cannot install {release.ref} as {name!r}: {e}") from e
     remove_tree(partial)
     fsync_dir(store.root)
-    origin = " + ".join(f"hub:{f.source.repo}{'/' + f.source.subfolder if f.source.subfolder else ''}@{f.sha}" for f in fetched)
+    origin = " + ".join(f"hub:{f.source.key}@{f.sha}" for f in fetched)
     return store.register(name, origin)

@@ -226,6 +226,23 @@ def validate_folder(folder: Path, name: str) -> ModelRef:
     return ref
 
 
+def build_release_folder(dest: Path, release, spec, place: Callable[[Path], None], *, replace: bool = False) -> None:
+    """Build the model folder `dest` of a hub `release`: `place(tmp)` puts its files into a hidden
+    temp folder, the family's spec completes it (`plan_assembly`: e.g. the config of the release's
+    architecture), it is validated and renamed into place. Nothing is left behind on failure; an
+    `InvalidRequest` names the release, not the temp folder."""
+    tmp = None
+    try:
+        with atomic_folder(dest, replace=replace) as tmp:
+            place(tmp)
+            apply_assembly(tmp, plan_assembly(spec or spec_for(tmp), tmp, release.arch))
+            validate_folder(tmp, release.ref)
+    except InvalidRequest as e:
+        if tmp is not None:
+            e.message = e.message.replace(str(tmp), release.ref)
+        raise
+
+
 class ModelStore:
     """Installed models: list, import, info, remove, pull, and resolving `--model` arguments.
 

@@ -154,17 +154,6 @@ def _listed_hint(ref: str) -> str | None:
     return f"koe runs: {', '.join(ids)}" if ids else None
 
 
-def source_key(source: HubFiles) -> str:
-    """"REPO[/SUBFOLDER]": how a store row's origin names one source of a release."""
-    return source.repo + (f"/{source.subfolder}" if source.subfolder else "")
-
-
-def _patterns(source: HubFiles) -> list[str] | None:
-    if source.files:
-        return [str(PurePosixPath(source.subfolder, f)) if source.subfolder else f for f in source.files]
-    return [f"{source.subfolder}/*"] if source.subfolder else None
-
-
 def _runs_as_is(release: ReleasedModel) -> bool:
     """A release whose one repo is a complete model folder (nothing to pick, move or write)."""
     (main, *rest) = release.sources
@@ -245,7 +234,7 @@ def _only_installed(store: ModelStore) -> ModelRef:
 def pulled_from(store: ModelStore, release: ReleasedModel) -> ModelRef | None:
     """The store model pulled (or assembled from the cache) from `release` earlier, if any: the
     one whose origin's first source is the release's first source."""
-    want = source_key(release.sources[0]).lower()
+    want = release.sources[0].key.lower()
     for row in store.db.list_models():
         first = (row.origin or "").split(" + ")[0]
         if first.startswith("hub:") and first[4:].rpartition("@")[0].lower() == want and (store.root / row.name).is_dir():
@@ -352,10 +341,10 @@ def _from_cache(store: ModelStore, spec, release: ReleasedModel, cache: Path) ->
         return ModelRef(release.name or release.repo_id.split("/")[-1], hit.folder, info.family, info.variant, info.size)
     parts, lacking = [], []
     for source in release.sources:
-        patterns = _patterns(source)
+        patterns = source.patterns()
         hit = cached_repo(source.repo, cache, patterns)
         if hit is None:
-            lacking.append(f"no {source_key(source)}")
+            lacking.append(f"no {source.key}")
             continue
         picked, absent = _pick(hit.files(), patterns)
         if absent:
@@ -383,28 +372,23 @@ def _pick(files: list[str], patterns: list[str] | None) -> tuple[list[str], list
 def _assemble(store: ModelStore, spec, release: ReleasedModel, plan: _Assemble) -> ModelRef:
     """Build the release's koe folder in the store from the cached files (hard links, else symbolic
     links to the blobs, else copies), completed by its family's spec, validated and registered."""
-    from koe.service.fsio import atomic_folder
-    from koe.service.models import apply_assembly, plan_assembly, spec_for, validate_folder
+    from koe.service.models import build_release_folder
 
     name = free_name(store, release)
-    tmp = None
+
+    def place(tmp: Path) -> None:
+        for source, hit, files in plan.parts:
+            for rfilename in files:
+                rel = PurePosixPath(rfilename)
+                if source.subfolder:
+                    rel = rel.relative_to(source.subfolder)
+                _link(hit.folder / rfilename, tmp / source.dest / rel)
+
     try:
-        with atomic_folder(store.root / name) as tmp:
-            for source, hit, files in plan.parts:
-                for rfilename in files:
-                    rel = PurePosixPath(rfilename)
-                    if source.subfolder:
-                        rel = rel.relative_to(source.subfolder)
-                    _link(hit.folder / rfilename, tmp / source.dest / rel)
-            apply_assembly(tmp, plan_assembly(spec or spec_for(tmp), tmp, release.arch))
-            validate_folder(tmp, release.ref)
-    except InvalidRequest as e:
-        if tmp is not None:  # name the release, not the temp folder
-            e.message = e.message.replace(str(tmp), release.ref)
-        raise
+        build_release_folder(store.root / name, release, spec, place)
     except OSError as e:
         raise StorageError(f"cannot install {release.ref} from the Hugging Face cache as {name!r}: {e}") from e
-    origin = " + ".join(f"hub:{source_key(source)}@{hit.sha}" for source, hit, _ in plan.parts)
+    origin = " + ".join(f"hub:{source.key}@{hit.sha}" for source, hit, _ in plan.parts)
     log.info("%s assembled from the Hugging Face cache into %s", release.ref, store.root / name)
     return store.register(name, origin).ref
 
