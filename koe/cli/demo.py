@@ -33,8 +33,7 @@ def demo(
     offline: Annotated[bool, typer.Option("--offline", envvar=OFFLINE_ENV, help="Download nothing: without a configured model, "
                                           "use the tiny random-weight test model.", show_default=False)] = False,
 ) -> None:
-    """Speak a sentence into out/demo.wav: the configured model, else the real 0.6B CustomVoice model (downloaded once,
-    when the hub is reachable), else a tiny random-weight test model."""
+    """Speak a sentence into out/demo.wav: the configured model, else the real 0.6B CustomVoice (downloaded once), else a random-weight one."""
     from koe.service.encode import format_for_path
     from koe.service.fsio import atomic_write_bytes
     from koe.service.requests import SpeechRequest
