@@ -93,8 +93,7 @@ def replay(
 ) -> None:
     """Speak output ID again: the same text, model, voice, seed, language, options, speed and format.
 
-    The new output is a new history row. Without -o it is kept under KOE_HOME/outputs, as `koe speak`
-    does. Device, dtype and precision come from this run's settings.
+    The new output is a new history row. Without -o it is kept under KOE_HOME/outputs, as `koe speak` does. Device, dtype and precision come from this run's settings.
     """
     from koe.cli.speak import refuse_terminal_stdout, speak_plan, write_result
     from koe.service.encode import format_for_path

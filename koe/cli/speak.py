@@ -83,8 +83,7 @@ def speak(
 ) -> None:
     """Speak TEXT (or stdin, or --file) and write the audio.
 
-    Without -o the file is kept under KOE_HOME/outputs and its path printed. Each model family has
-    its own options (`koe models info NAME` lists them): pass them as --opt KEY=VALUE.
+    Without -o the file is kept under KOE_HOME/outputs and its path printed. Each model family has its own options (`koe models info NAME` lists them): pass them as --opt KEY=VALUE.
     """
     from koe.cli.common import parse_options
     from koe.service.encode import format_for_path, get_format
