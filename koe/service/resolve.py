@@ -298,7 +298,11 @@ def _download(store: ModelStore, release: ReleasedModel, cache: Path, missing: s
     except Unavailable as e:
         raise _unavailable(release, cache, missing, f"the hub cannot be reached ({e.message})") from e
     name = free_name(store, release)
-    log.warning("%s is not in the model store or the Hugging Face cache: downloading it into %s", release.ref, store.root / name)
+    news = f"{release.ref} is not in the model store or the Hugging Face cache: downloading it into {store.root / name}"
+    if on_status is not None:
+        on_status(news)
+    else:
+        log.warning(news)  # nobody is told the steps: the log says a download happens
     return pull_model(store, release.ref, name=name, on_status=on_status, on_progress=store.on_progress).ref
 
 
