@@ -48,3 +48,16 @@ def test_prepare_without_transcript_explains_x_vector_mode(base_model, clip, tmp
     assert result.exit_code == 2
     assert "--x-vector-only" in result.stderr and "Traceback" not in result.output
     assert not (tmp_path / "v").exists()
+
+
+def test_prepare_with_reference_padding(base_model, clip, tmp_path):
+    out = tmp_path / "padded"
+    result = CliRunner().invoke(app, ["voices", "prepare", str(clip), "--model", str(base_model), "--ref-text", "A test clip.",
+                                      "--ref-pad-seconds", "0.5", "-o", str(out)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    prompt = koe.VoicePrompt.load(out)
+    direct = koe.load(base_model).prepare_voice(str(clip), "A test clip.", ref_pad_seconds=0.5)
+    assert prompt.ref_pad_seconds == 0.5 and torch.equal(prompt.ref_code, direct.ref_code)
+    bad = CliRunner().invoke(app, ["voices", "prepare", str(clip), "--model", str(base_model), "--ref-text", "A test clip.",
+                                   "--ref-pad-seconds", "3", "-o", str(tmp_path / "bad")])  # fmt: skip
+    assert bad.exit_code == 2 and "ref_pad_seconds" in bad.output and not (tmp_path / "bad").exists()

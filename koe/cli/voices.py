@@ -57,6 +57,7 @@ def prepare(
     ref_text_file: Annotated[Path | None, typer.Option("--ref-text-file", help="Read the transcript from a file.")] = None,
     x_vector_only: Annotated[bool, typer.Option("--x-vector-only", help="Clone from the clip alone, without its transcript (timbre only).")] = False,
     trim_ref: Annotated[bool, typer.Option("--trim-ref", help="Use the first 30 s of a longer clip.")] = False,
+    ref_pad_seconds: Annotated[float | None, typer.Option("--ref-pad-seconds", help="Pad the clip with this much silence before encoding (opt-in, changes bits; Qwen3-TTS Base).")] = None,
 ) -> None:
     """Prepare a reusable voice prompt from a clip with a cloning model (the engine's load_voice reads it back)."""
     import koe
@@ -78,7 +79,12 @@ def prepare(
         m = home.settings.models
         tts = koe.load(ref.path, device=m.device, dtype=m.dtype, precision=m.precision)
         try:
-            prompt = tts.prepare_voice(VoiceReference(str(clip), None if x_vector_only else text, trim=trim_ref))
+            variant = {}
+            if ref_pad_seconds is not None:
+                if not hasattr(tts, "prompt_options"):
+                    fail(f"{ref.name} takes no --ref-pad-seconds (its prompts have no options)", 2)
+                variant = tts.prompt_options({"ref_pad_seconds": ref_pad_seconds})
+            prompt = tts.prepare_voice(VoiceReference(str(clip), None if x_vector_only else text, trim=trim_ref), **variant)
             prompt.save(output)
         except RequestError as e:
             fail(str(e), 2)
