@@ -16,10 +16,16 @@ from koe.cli.main import app
 RUN_AS_KOE = "import sys; from koe.cli.main import app; sys.argv[0] = 'koe'; app(prog_name='koe')"
 
 
-def koe_process(*args, env_extra: dict | None = None, **kw) -> subprocess.CompletedProcess:
+def koe_process(*args, env_extra: dict | None = None, shell: str | None = None, **kw) -> subprocess.CompletedProcess:
+    """`koe ARGS` in a new process; with `shell`, as a child of that shell (typer finds the user's shell
+    from the parent processes, as `koe --install-completion` typed in it would see; under `make` the
+    nearest one would otherwise be make's /bin/sh)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KOE_", "_KOE"))}
     env.update(OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore", **(env_extra or {}))
-    return subprocess.run([sys.executable, "-c", RUN_AS_KOE, *map(str, args)], env=env, capture_output=True, timeout=60, **kw)
+    command = [sys.executable, "-c", RUN_AS_KOE, *map(str, args)]
+    if shell is not None:
+        command = [shell, "-c", '"$@"; exit $?', shell, *command]  # `; exit` keeps the shell from exec-ing into python
+    return subprocess.run(command, env=env, capture_output=True, timeout=60, **kw)
 
 
 def every_command(cmd=None, path=()):
@@ -58,7 +64,7 @@ def test_no_help_page_shows_a_bool_placeholder_and_the_others_stay():
 
 
 def test_show_completion_prints_a_script_for_the_shell():
-    r = koe_process("--show-completion", env_extra={"SHELL": "/bin/bash"})
+    r = koe_process("--show-completion", env_extra={"SHELL": "/bin/bash"}, shell="bash")
     assert r.returncode == 0, r.stderr.decode()
     script = r.stdout.decode()
     assert "_KOE_COMPLETE=complete_bash" in script and "complete" in script and "koe" in script
@@ -140,7 +146,7 @@ def test_a_file_or_a_pipe_still_works_with_a_terminal_around(tmp_path):
 
 
 def test_install_completion_writes_the_script_where_bash_reads_it(tmp_path):
-    r = koe_process("--install-completion", env_extra={"SHELL": "/bin/bash", "HOME": str(tmp_path)})
+    r = koe_process("--install-completion", env_extra={"SHELL": "/bin/bash", "HOME": str(tmp_path)}, shell="bash")
     assert r.returncode == 0, r.stderr.decode()
     scripts = list(tmp_path.rglob("koe*"))
     assert scripts and "_KOE_COMPLETE=complete_bash" in scripts[0].read_text()
