@@ -199,6 +199,21 @@ def test_download_when_not_cached_and_online(hf, store, custom_voice, online):
     assert store.resolve(QWEN).path == ref.path and len(hub.api_repos()) == listings  # found in the store next time, by its origin
 
 
+def test_koe_load_downloads_a_hub_id_with_a_byte_bar(hf, custom_voice, online, capsys, monkeypatch):
+    """The Python API's first use of a hub id downloads it into KOE_HOME's store with a byte bar on
+    stderr (as huggingface_hub draws its own; HF_HUB_DISABLE_PROGRESS_BARS=1 turns it off)."""
+    online({QWEN: folder_files(custom_voice)})
+    engine = koe.load(QWEN, device="cpu")
+    assert engine.capabilities.family == "qwen3_tts"
+    engine.close()
+    err = capsys.readouterr().err
+    total = sum(len(b) for b in folder_files(custom_voice).values())
+    assert "downloading" in err and f"{total / 1e6:.1f}M" in err.replace("MB", "M"), err[-500:]
+    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    koe.load(QWEN, device="cpu").close()  # from the store now: no download, no bar
+    assert "downloading" not in capsys.readouterr().err
+
+
 def test_offline_or_downloads_off_is_one_clear_message(hf, store, custom_voice, online, monkeypatch, tmp_path):
     hub = online({QWEN: folder_files(custom_voice)})
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

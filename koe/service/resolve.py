@@ -433,8 +433,36 @@ def model_folder(spec: str | os.PathLike, *, cache_dir: str | os.PathLike | None
     from koe.service.home import KoeHome
 
     home = KoeHome.open()
+    bar = _TqdmBytes()
+    home.models.on_progress = bar
     try:
         downloads = Downloads(False, "local_files_only=True was passed") if local_files_only else downloads_for(home.settings, client=False)
         return home.models.resolve(str(spec), download=downloads, cache_dir=cache_dir).path
     finally:
+        bar.close()
         home.close()
+
+
+class _TqdmBytes:
+    """`on_progress(done, total)` for a download the Python API starts (`koe.load("OWNER/NAME")`,
+    `from_pretrained`): a tqdm byte bar on stderr, as huggingface_hub draws its own
+    (`HF_HUB_DISABLE_PROGRESS_BARS=1` turns it off). tqdm comes with huggingface_hub."""
+
+    def __init__(self) -> None:
+        self._bar = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS", "").strip().lower() in _TRUE:
+            return
+        if self._bar is None:
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(total=total or None, initial=done, unit="B", unit_scale=True, unit_divisor=1000, desc="downloading")
+        if total and self._bar.total != total:
+            self._bar.total = total
+        self._bar.update(done - self._bar.n)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
