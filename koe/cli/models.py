@@ -17,10 +17,11 @@ LARGE_FOLDER_BYTES = 64 * 2**20  # an import this big gets a progress bar on a t
 app = typer.Typer(help="Models: list, import a folder, info, remove, pull from the Hugging Face hub.", no_args_is_help=True)
 
 
-def size_label(size: str | None) -> str:
-    """A model's size for a person: the specs' "<int>b<frac>" tags as 0.6B / 1.7B; other sizes ("2B", "tiny") as they are."""
-    m = re.fullmatch(r"(\d+)[bB](\d+)", size or "")
-    return f"{m[1]}.{m[2]}B" if m else (size or "")
+def _size(d) -> str:
+    """A model's size as 0.6B / 1.7B (imported here: `koe --help` loads no service module)."""
+    from koe.service.models import size_label
+
+    return size_label(d.ref.size)
 
 
 def short_origin(origin: str | None) -> str:
@@ -67,7 +68,7 @@ def list_models(as_json: Annotated[bool, typer.Option("--json", help="Print JSON
     for d in models:
         mark = " [green](default)[/]" if default and default.lower() == d.ref.name.lower() else ""
         origin = ("→ " if d.linked else "") + short_origin(d.origin)
-        table.add_row(escape(d.ref.name) + mark, d.ref.variant, size_label(d.ref.size), human_bytes(d.weights_bytes), escape(origin))
+        table.add_row(escape(d.ref.name) + mark, d.ref.variant, _size(d), human_bytes(d.weights_bytes), escape(origin))
     out.print(table)
 
 
@@ -98,7 +99,7 @@ def import_model(
         with err.status(f"importing {escape(str(path))} …", spinner="dots"):
             d = home.models.import_model(path, name, link=link, overwrite=overwrite, arch=arch, vocoder=vocoder)
     how = "linked" if d.linked else "copied"
-    err.print(f"[green]installed[/] {escape(d.ref.name)}  [dim]({d.ref.variant} {size_label(d.ref.size)}, {human_bytes(d.weights_bytes)}, {how})[/]")
+    err.print(f"[green]installed[/] {escape(d.ref.name)}  [dim]({d.ref.variant} {_size(d)}, {human_bytes(d.weights_bytes)}, {how})[/]")
 
 
 @app.command("info")
@@ -118,7 +119,7 @@ def info(
         out.print_json(json.dumps(data))
         return
     rows = [
-        ("name", d.ref.name), ("path", str(d.ref.path)), ("model", f"{d.ref.family} {d.ref.variant} ({size_label(d.ref.size)})"),
+        ("name", d.ref.name), ("path", str(d.ref.path)), ("model", f"{d.ref.family} {d.ref.variant} ({_size(d)})"),
         ("use it for", d.uses), ("parameters", f"{d.parameters / 1e6:.1f} M"),
         ("weights", f"{human_bytes(d.weights_bytes)} on disk ({d.stored_dtype})"),
         ("needs", f"~{human_bytes(d.memory_bytes('float32'))} in float32 (CPU, exact), ~{human_bytes(d.memory_bytes('bfloat16'))} in bfloat16 (GPU)"),
@@ -172,7 +173,7 @@ def pull(
     home = open_home()
     d, bar = pull_with_progress(home.models, repo_id, arch=arch, name=name, revision=revision, token=token, overwrite=overwrite,
                                 connect_timeout=timeout, progress=progress)  # fmt: skip
-    err.print(f"[green]installed[/] {escape(d.ref.name)}  [dim]({d.ref.variant} {size_label(d.ref.size)}, {human_bytes(d.weights_bytes)}) "
+    err.print(f"[green]installed[/] {escape(d.ref.name)}  [dim]({d.ref.variant} {_size(d)}, {human_bytes(d.weights_bytes)}) "
               f"from {escape(d.origin or '')}[/]")  # fmt: skip
     err.print(f"[dim]  downloaded {bar.summary()}[/]")
 

@@ -16,19 +16,12 @@ from pathlib import Path
 from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
 from koe.cli.common import err
+from koe.service.hub import byte_size
 
 
 def wanted(asked: bool | None) -> bool:
     """Whether to draw bars: as asked, else when stderr is a terminal."""
     return err.is_terminal if asked is None else asked
-
-
-def human_rate(n: float) -> str:
-    """Bytes (or bytes per second) for a person, in decimal units as the hub shows sizes: 2.4 GB, 512 MB."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n:.0f} B"
 
 
 class ByteProgress:
@@ -79,8 +72,8 @@ class ByteProgress:
 
     def summary(self) -> str:
         took = max(self.ended - self.started, 1e-6)
-        kept = f"; {human_rate(self.first)} already here" if self.first else ""
-        return f"{human_rate(self.fetched)} in {took:.1f} s, {human_rate(self.fetched / took)}/s{kept}"
+        kept = f"; {byte_size(self.first)} already here" if self.first else ""
+        return f"{byte_size(self.fetched)} in {took:.1f} s, {byte_size(self.fetched / took)}/s{kept}"
 
 
 def tree_bytes(folder: Path) -> int:

@@ -71,6 +71,12 @@ class HubFiles:
         """"REPO[/SUBFOLDER]": how a store row's origin names this source ("hub:KEY@SHA")."""
         return self.repo + (f"/{self.subfolder}" if self.subfolder else "")
 
+    def in_folder(self, rfilename: str) -> str:
+        """Where the repo file `rfilename` lands in the model folder: under `dest`, at its path
+        relative to `subfolder` (POSIX)."""
+        rel = posixpath.relpath(rfilename, self.subfolder) if self.subfolder else rfilename
+        return posixpath.join(self.dest, rel) if self.dest else rel
+
     def patterns(self) -> list[str] | None:
         """The repo paths (or globs) to fetch, as huggingface_hub's `allow_patterns`; None: all of it."""
         if self.files:

@@ -22,14 +22,15 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from urllib.parse import urlparse
 
 from koe.engines.spec import HubFiles
 from koe.service.errors import AlreadyExists, InvalidRequest, NotFound, StorageError, Unavailable
 from koe.service.fsio import fsync_dir, remove_tree
 from koe.service.models import ModelDetails, ModelStore
-from koe.service.names import check_name, slug
+from koe.service.names import check_name
+from koe.service.resolve import hub_offline, release_for, release_name
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ def _endpoint() -> str:
 def check_hub_reachable(timeout: float = 3.0, repo_id: str = "ID", hint: str | None = None) -> None:
     """Raise `Unavailable` (fast) when the hub cannot be reached: offline mode, no DNS, no route."""
     hint = hint or OFFLINE_HINT.format(repo=repo_id)
-    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+    if hub_offline():
         raise Unavailable("HF_HUB_OFFLINE is set, so the Hugging Face hub is not used", hint=hint)
     url = urlparse(_endpoint())
     host = url.hostname or "huggingface.co"
@@ -58,23 +59,6 @@ def check_hub_reachable(timeout: float = 3.0, repo_id: str = "ID", hint: str | N
     except OSError as e:
         reason = e.strerror or type(e).__name__
         raise Unavailable(f"cannot reach the Hugging Face hub at {host}:{port} ({reason}); are you offline?", hint=hint) from e
-
-
-def _release(repo_id: str, arch: str | None):
-    """(spec, release) that `koe models pull repo_id [--arch arch]` means; (None, whole repo) for a
-    repo no family lists."""
-    from koe.engines import registry
-    from koe.engines.spec import ReleasedModel, SpecError, find_release
-
-    try:
-        found = find_release(registry.specs(), repo_id, arch)
-    except SpecError as e:
-        raise InvalidRequest(str(e), param="arch" if arch else "model") from e
-    if found is not None:
-        return found
-    if not repo_id or repo_id.count("/") != 1 or any(not p for p in repo_id.split("/")):
-        raise InvalidRequest(f"hub id {repo_id!r} should look like OWNER/NAME, e.g. Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice")
-    return None, ReleasedModel(repo_id, "", "")
 
 
 def _download_command(source, local_dir: str) -> str:
@@ -147,7 +131,7 @@ def _look_up(source, partial: Path, revision: str | None, token: str | None, hin
     local = partial / source.repo.replace("/", "--")  # kept between runs: a rerun resumes
     jobs = [Job(file_url(_endpoint(), source.repo, listing.sha, p), listing.files[p], local / p, partial / ".parts") for p in wanted]
     size = sum(j.file.size or 0 for j in jobs)
-    status(f"{where}@{listing.sha[:12]}: {len(wanted)} file{'s' if len(wanted) != 1 else ''}, {_size(size)}")
+    status(f"{where}@{listing.sha[:12]}: {len(wanted)} file{'s' if len(wanted) != 1 else ''}, {byte_size(size)}")
     return _Fetched(source, local, wanted, listing.sha), jobs
 
 
@@ -159,12 +143,12 @@ def _network_error(e: Exception) -> bool:
     return isinstance(e, (http_client().TransportError, OfflineModeIsEnabled, OSError))
 
 
-def _size(n: int) -> str:
-    """Bytes for a person: 2.4 GB, 512 MB, 3 KB (decimal units, as the hub shows sizes)."""
+def byte_size(n: float) -> str:
+    """Bytes (or bytes per second) for a person: 2.4 GB, 512 MB, 3 KB (decimal units, as the hub shows sizes)."""
     for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
         if n >= scale:
             return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
+    return f"{n:.0f} B"
 
 
 def _download(jobs: list, fetched: list[_Fetched], token: str | None, connect_timeout: float, status, on_progress) -> None:
@@ -178,13 +162,13 @@ def _download(jobs: list, fetched: list[_Fetched], token: str | None, connect_ti
     try:
         need = transfer.prepare()
         kept = transfer.total - need
-        status(f"downloading {_size(need)} from {repos}" + (f" ({_size(kept)} already here)" if kept > 0 else ""))
+        status(f"downloading {byte_size(need)} from {repos}" + (f" ({byte_size(kept)} already here)" if kept > 0 else ""))
         started = time.monotonic()
         transfer.run()
     except ChecksumMismatch as e:
         raise InvalidRequest(f"{e}; run pull again to fetch it anew") from e
     except (Cancelled, KeyboardInterrupt):
-        status(f"stopped; {_size(transfer.done)} of {_size(transfer.total)} kept: run the same command again to resume")
+        status(f"stopped; {byte_size(transfer.done)} of {byte_size(transfer.total)} kept: run the same command again to resume")
         raise
     except HfHubHTTPError as e:
         code = getattr(e.response, "status_code", None)
@@ -201,30 +185,17 @@ def _download(jobs: list, fetched: list[_Fetched], token: str | None, connect_ti
             raise
         raise Unavailable(f"download from {repos} failed: {e}", hint=_resume_hint(transfer)) from e
     took = time.monotonic() - started
-    status(f"downloaded {_size(transfer.fetched)} in {took:.1f} s, {_size(transfer.fetched / max(took, 1e-6))}/s; checksums verified")
+    status(f"downloaded {byte_size(transfer.fetched)} in {took:.1f} s, {byte_size(transfer.fetched / max(took, 1e-6))}/s; checksums verified")
 
 
 def _resume_hint(transfer) -> str:
-    return f"run the same command again to resume ({_size(transfer.done)} of {_size(transfer.total)} are kept)"
-
-
-def _default_name(release) -> str:
-    return slug(release.name or release.ref.split("/")[-1])
-
-
-def default_name(repo_id: str, arch: str | None = None) -> str:
-    """The store name `pull_model(store, repo_id, arch=arch)` installs as, when given no name."""
-    return _default_name(_release((repo_id or "").strip(), arch)[1])
+    return f"run the same command again to resume ({byte_size(transfer.done)} of {byte_size(transfer.total)} are kept)"
 
 
 def _place(fetched: _Fetched, folder: Path) -> None:
     """Put a source's files into the model folder being built (hard links to the downloads)."""
-    source = fetched.source
     for rfilename in fetched.files:
-        rel = PurePosixPath(rfilename)
-        if source.subfolder:
-            rel = rel.relative_to(source.subfolder)
-        target = folder / source.dest / rel
+        target = folder / fetched.source.in_folder(rfilename)
         target.parent.mkdir(parents=True, exist_ok=True)
         if target.exists() or target.is_symlink():
             target.unlink()
@@ -269,8 +240,8 @@ def pull_model(
     """
     from koe.service.models import build_release_folder
 
-    spec, release = _release((repo_id or "").strip(), arch)
-    name = check_name(name, "model") if name else _default_name(release)
+    spec, release = release_for((repo_id or "").strip(), arch)
+    name = check_name(name, "model") if name else release_name(release)
     dest = store.root / name
     if (dest.exists() or store.db.get_model(name) is not None) and not overwrite:
         raise AlreadyExists(f"model {name!r} is already installed", hint="pass --overwrite or --name")

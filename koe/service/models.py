@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import re
 import shutil
 import time
 from dataclasses import dataclass, field, replace
@@ -31,7 +32,18 @@ if TYPE_CHECKING:
     from koe.service.settings import Settings
 
 _DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+_SIZE_TAG = re.compile(r"(\d+)b(\d+)", re.I)  # a config's size tag "NbM": N.M billion parameters
 _SIGNATURE_FILES = 2000  # a model folder holds a few dozen; cap the walk of an odd one
+
+
+def size_label(size: str | None) -> str:
+    """A model size as people write it: a spec's tag "NbM" -> "N.MB" ("3b2" -> "3.2B"), "2b" -> "2B";
+    anything else ("tiny", "0.5B") as it is."""
+    text = (size or "").strip()
+    m = _SIZE_TAG.fullmatch(text)
+    if m:
+        return f"{int(m.group(1))}.{m.group(2)}B"
+    return text.upper() if re.fullmatch(r"\d+(\.\d+)?b", text, re.I) else (size or "")
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from koe.service.errors import InvalidRequest, NotFound, StorageError, Unavailable
@@ -121,22 +121,30 @@ def cached_repo(repo: str, cache_dir: str | os.PathLike | None = None, patterns:
 
 
 # -- releases ----------------------------------------------------------------------------------------
-def release_for(ref: str) -> tuple[FamilySpec | None, ReleasedModel]:
-    """(spec, release) a hub id means: a release a family lists (`find_release`), else the whole
-    repo `OWNER/NAME` (spec None). `InvalidRequest` for a release koe does not run, a repo holding
-    several releases (naming their ids), or an id that is neither."""
+def release_for(ref: str, arch: str | None = None) -> tuple[FamilySpec | None, ReleasedModel]:
+    """(spec, release) a hub id means (with `arch`: `koe models pull ID --arch NAME`): a release a
+    family lists (`find_release`), else the whole repo `OWNER/NAME` (spec None). `InvalidRequest`
+    for a release koe does not run, a repo holding several releases (naming their ids), or an id
+    that is neither."""
     from koe.engines import registry
     from koe.engines.spec import ReleasedModel, SpecError, find_release
 
+    param = "arch" if arch else "model"
     try:
-        found = find_release(registry.specs(), ref)
+        found = find_release(registry.specs(), ref, arch)
     except SpecError as e:
-        raise InvalidRequest(str(e), hint=_listed_hint(ref), param="model") from e
+        raise InvalidRequest(str(e), hint=_listed_hint(ref), param=param) from e
     if found is not None:
         return found
-    if ref.count("/") != 1:
-        raise InvalidRequest(f"hub id {ref!r}: no model koe knows has that id, and a repo id looks like OWNER/NAME", hint=_listed_hint(ref), param="model")
+    if ref.count("/") != 1 or any(not part for part in ref.split("/")):
+        raise InvalidRequest(f"hub id {ref!r} is no release koe knows and should look like OWNER/NAME, "
+                             "e.g. Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice", hint=_listed_hint(ref), param=param)  # fmt: skip
     return None, ReleasedModel(ref, "", "")
+
+
+def release_name(release: ReleasedModel) -> str:
+    """The store name a release installs as by default: its own name, else the hub id's last part."""
+    return slug(release.name or release.ref.split("/")[-1])
 
 
 def listed_ids() -> list[str]:
@@ -202,20 +210,18 @@ def resolve_model(
     from koe.service.models import detect_model
 
     given = spec is not None and str(spec).strip() != ""
-    if given and not allow_paths:
-        s = os.fspath(spec).strip() if isinstance(spec, (str, os.PathLike)) else str(spec)
-        if not (_is_name(s) or is_hub_id(s)):
-            raise InvalidRequest("model must be an installed model's name or a hub id (OWNER/NAME), not a folder path", param="model")
-    spec = spec if given else default
-    if not spec:
+    s = str(os.fspath(spec) if given else (default or "")).strip()
+    if given and not allow_paths and not (_is_name(s) or is_hub_id(s)):
+        raise InvalidRequest("model must be an installed model's name or a hub id (OWNER/NAME), not a folder path", param="model")
+    if not s:
         return _only_installed(store)
-    s = os.fspath(spec).strip() if isinstance(spec, os.PathLike) else str(spec).strip()
-    paths = allow_paths or not given
+    paths = allow_paths or not given  # the operator's default may be a folder
     if paths and not (_is_name(s) and store.db.get_model(s) is not None):  # a store name wins over a same-named folder
         if Path(s).expanduser().is_dir() or (looks_like_path(s) and not is_hub_id(s)):
             return detect_model(s)  # NotFound names a folder that is not there
     if is_hub_id(s):
-        return _from_hub(store, s, downloads if given else Downloads(downloads.allowed, downloads.why_not), cache_dir, on_status)
+        operators = Downloads(downloads.allowed, downloads.why_not)  # the default is the operator's: any repo, not only listed ones
+        return _from_hub(store, s, downloads if given else operators, cache_dir, on_status)
     return store.get(s).ref
 
 
@@ -308,7 +314,7 @@ def _download(store: ModelStore, release: ReleasedModel, cache: Path, missing: s
 
 def free_name(store: ModelStore, release: ReleasedModel) -> str:
     """The store name for `release`: its own (the hub id's last part), with -2, -3, ... when taken."""
-    base = slug(release.name or release.ref.split("/")[-1])
+    base = release_name(release)
     name, n = base, 1
     while store.db.get_model(name) is not None or (store.root / name).exists() or (store.root / name).is_symlink():
         n += 1
@@ -383,10 +389,7 @@ def _assemble(store: ModelStore, spec, release: ReleasedModel, plan: _Assemble) 
     def place(tmp: Path) -> None:
         for source, hit, files in plan.parts:
             for rfilename in files:
-                rel = PurePosixPath(rfilename)
-                if source.subfolder:
-                    rel = rel.relative_to(source.subfolder)
-                _link(hit.folder / rfilename, tmp / source.dest / rel)
+                _link(hit.folder / rfilename, tmp / source.in_folder(rfilename))
 
     try:
         build_release_folder(store.root / name, release, spec, place)

@@ -8,35 +8,23 @@ Sizes are shown as people write them (`0.6B`, `1.7B`), not as a config may tag t
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict
 
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
 from koe import __version__
-from koe.service.cache import LoadFailure
-from koe.service.models import ModelDetails
 from koe.server.errors import client_text
 from koe.server.schemas import Health, ListOf, ModelCard
 from koe.server.state import ServerState, server_state
+from koe.service.cache import LoadFailure
+from koe.service.models import ModelDetails, size_label
 
 router = APIRouter(tags=["models"])
 health_router = APIRouter(tags=["health"])
 
 
-_SIZE_TAG = re.compile(r"(\d+)b(\d+)", re.I)  # a config's size tag "NbM": N.M billion parameters
 
-
-def size_label(size: str) -> str:
-    """A model size as people write it: a tag "NbM" -> "N.MB" (e.g. "3b2" -> "3.2B"), "2b" -> "2B";
-    anything else ("base", "0.5B") as it is."""
-    m = _SIZE_TAG.fullmatch(size.strip())
-    if m:
-        return f"{int(m.group(1))}.{m.group(2)}B"
-    if re.fullmatch(r"\d+(\.\d+)?b", size.strip(), re.I):
-        return size.strip().upper()
-    return size
 
 
 def _card(d: ModelDetails, state: ServerState, loaded: set[str], failure: LoadFailure | None) -> ModelCard:
