@@ -300,6 +300,14 @@ def _no_init_on_meta() -> Iterator[None]:
                 _init_originals.clear()
 
 
+def build_on_meta(build: Callable[[], M]) -> M:
+    """`build()` on the meta device: shapes without memory or random init (`torch.nn.init` skips
+    meta tensors, whose first `normal_` would otherwise import torch's compiler, about 1 s, for
+    values that are thrown away)."""
+    with torch.device("meta"), _no_init_on_meta():
+        return build()
+
+
 def build_from_weights(
     build: Callable[[], M],
     files: list[Path],
@@ -308,16 +316,13 @@ def build_from_weights(
     device: torch.device | str = "cpu",
     rename: Callable[[str], str | None] = lambda name: name,
 ) -> M:
-    """`build()` on the meta device (no random init, no memory: `torch.nn.init` is skipped for meta
-    tensors, whose first `normal_` would otherwise import torch's compiler, about 1 s, for values
-    that are thrown away), then every tensor from `files`
-    (strict, zero-copy where `load_state` can, names mapped by `rename`), on `device`.
+    """`build()` on the meta device (`build_on_meta`), then every tensor from `files` (strict,
+    zero-copy where `load_state` can, names mapped by `rename`), on `device`.
 
     Non-persistent buffers are not in the weights: modules must build them on the CPU (as
     `koe.nn.rotary.inverse_frequencies` does); one left on meta is a `WeightsError` naming it.
     """
-    with torch.device("meta"), _no_init_on_meta():
-        module = build()
+    module = build_on_meta(build)
     load_state(module, files, rename=rename, dtype=dtype, device=device)
     stray = [n for n, t in [*module.named_parameters(), *module.named_buffers()] if t.is_meta]
     if stray:

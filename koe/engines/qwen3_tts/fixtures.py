@@ -23,6 +23,7 @@ import torch
 from safetensors.torch import save_file
 
 from koe.engines.qwen3_tts.config import Qwen3TTSConfig
+from koe.runtime.weights import build_on_meta
 
 if TYPE_CHECKING:
     from koe.text.qwen_vocab import Vocabulary
@@ -139,8 +140,7 @@ def write_random_model(folder: Path, kind: str = "custom_voice", size: str = "ti
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     cfg_dict = model_config(kind, size)
-    with torch.device("meta"):
-        net = Qwen3TTSNetwork(Qwen3TTSConfig.from_dict(cfg_dict))
+    net = build_on_meta(lambda: Qwen3TTSNetwork(Qwen3TTSConfig.from_dict(cfg_dict)))
     state = random_state(net, seed)
     save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
     (folder / "config.json").write_text(json.dumps(cfg_dict, indent=2))

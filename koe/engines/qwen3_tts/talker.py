@@ -19,16 +19,6 @@ from koe.nn.rotary import inverse_frequencies, multimodal_cos_sin, rotary_cos_si
 from koe.runtime.kv_cache import ConcatCache
 
 
-def embedding(count: int, dim: int) -> nn.Embedding:
-    """`nn.Embedding(count, dim)`, without the random init on the meta device, where the weights
-    come from the checkpoint: the first `normal_` on a meta tensor imports torch's Python
-    reference ops, which took ~5 s of a 0.6B load (see docs/PERFORMANCE.md)."""
-    weight = torch.empty(count, dim)
-    if not weight.is_meta:
-        nn.init.normal_(weight)
-    return nn.Embedding(count, dim, _weight=weight)
-
-
 class TextProjection(nn.Module):
     """Two-layer MLP with biases mapping text embeddings into the talker's width."""
 
@@ -59,15 +49,15 @@ class DecoderStack(nn.Module):
 class TalkerBody(DecoderStack):
     def __init__(self, cfg: TalkerConfig) -> None:
         super().__init__(cfg)
-        self.codec_embedding = embedding(cfg.vocab_size, cfg.decoder.hidden_size)
-        self.text_embedding = embedding(cfg.text_vocab_size, cfg.text_hidden_size)
+        self.codec_embedding = nn.Embedding(cfg.vocab_size, cfg.decoder.hidden_size)
+        self.text_embedding = nn.Embedding(cfg.text_vocab_size, cfg.text_hidden_size)
 
 
 class CodePredictorBody(DecoderStack):
     def __init__(self, cfg: CodePredictorConfig, talker_hidden: int) -> None:
         super().__init__(cfg)
         self.codec_embedding = nn.ModuleList(
-            [embedding(cfg.vocab_size, talker_hidden) for _ in range(cfg.num_code_groups - 1)]
+            [nn.Embedding(cfg.vocab_size, talker_hidden) for _ in range(cfg.num_code_groups - 1)]
         )
 
 

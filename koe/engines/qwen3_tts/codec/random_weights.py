@@ -15,6 +15,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
+from koe.runtime.weights import build_on_meta
+
 from .config import SpeechTokenizerConfig
 from .tokenizer import SpeechTokenizerModel
 
@@ -107,8 +109,7 @@ def write_random_speech_tokenizer(folder: str | Path, *, size: str = "tiny", see
     folder.mkdir(parents=True, exist_ok=True)
     raw = speech_tokenizer_config_dict(size)
     config = SpeechTokenizerConfig.from_dict(raw)
-    with torch.device("meta"):
-        model = SpeechTokenizerModel(config)
+    model = build_on_meta(lambda: SpeechTokenizerModel(config))
     gen = torch.Generator().manual_seed(seed)
     tensors = {}
     for key, tensor in sorted(model.state_dict().items()):
