@@ -23,10 +23,6 @@ from koe.service.home import KoeHome
 from koe.service.requests import SpeechRequest
 from koe.service.storage import OutputRow
 
-# the request fields replay repeats; the runtime (device, dtype, precision) is this run's settings
-REPLAYED = ("model", "voice", "speaker", "instruct", "design", "language", "seed", "options", "speed", "format")
-
-
 @dataclass(frozen=True)
 class Entry:
     """One history row, with its kept file when that file is still there."""
@@ -93,10 +89,11 @@ class History:
         Every id must exist (else `NotFound`, nothing removed). A recorded path outside the outputs
         folder is never touched; a day folder left empty is removed."""
         if ids is not None:
-            missing = [i for i in dict.fromkeys(ids) if self.db.get_output(i) is None]
+            ids = list(dict.fromkeys(ids))
+            missing = [i for i in ids if self.db.get_output(i) is None]
             if missing:
                 raise NotFound(f"no output {', '.join(map(str, missing))} in the history", hint="`koe history list` shows the ids", param="id")
-        rows = self.db.delete_outputs(None if ids is None else list(dict.fromkeys(ids)))
+        rows = self.db.delete_outputs(ids)
         files: list[Path] = []
         left: list[str] = []
         for row in rows:
@@ -122,11 +119,11 @@ class History:
     def replay_request(self, output_id: int, *, model: str | None = None, ref_audio: str | None = None,
                        ref_text: str | None = None, save: bool | None = None) -> SpeechRequest:  # fmt: skip
         """The request that made output `output_id`, to speak again: same text, model, voice, seed,
-        language, options, speed and format (`REPLAYED`).
+        language, options, speed and format; the runtime (device, dtype, precision) is this run's.
 
-        `model` replaces the recorded one (a model folder that was never installed is recorded by
-        its folder's name only). A clip cloned ad hoc is not kept, so such a row needs `ref_audio`
-        (and `ref_text`) again."""
+        `model` replaces the recorded one (a model used from a folder or the Hugging Face cache is
+        recorded by its path, `model_path`, which may have moved since). A clip cloned ad hoc is not
+        kept, so such a row needs `ref_audio` (and `ref_text`) again."""
         row = self.get(output_id).row
         meta = row.metadata
         mode = meta.get("mode")
