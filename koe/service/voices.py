@@ -4,8 +4,9 @@ A voice folder holds `reference.wav` (the clip as float32 mono at its own rate, 
 library gives the same bits as cloning from the original file), `transcript.txt` when there is a
 transcript, `voice.json`, and `prompts/<model-key>/`: the voice prompt each model prepared from it,
 made the first time the voice is used with that model (`prompts/<model-key>+<option>=<value>/` for
-one prepared with a prompt-changing option, such as Qwen3-TTS's ref_pad_seconds: `prompt_key`). Folders are written whole (temp folder +
-rename) and indexed in koe.db; the folder is the truth and the database its index.
+one prepared with a prompt-changing option, such as Qwen3-TTS's ref_pad_seconds: `prompt_key`).
+Folders are written whole (temp folder + rename) and indexed in koe.db; the folder is the truth and
+the database its index.
 
 Hardening, in short:
 - Everything a voice carries (name, texts, numbers, archive members) is checked before anything is
