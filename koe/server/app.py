@@ -3,7 +3,8 @@
 Models load in the lifespan (the configured default) or on first use; all model work runs on the
 scheduler's threads, never on the event loop. See docs/server.md; the guards (Host and Origin,
 timeouts, connection cap, graceful drain) are in guards.py and docs/security.md; the API pages
-(`/docs`, `/redoc`, served from local assets so they work offline) in docs_page.py.
+(`/docs`, `/redoc`, served from local assets so they work offline) in docs_page.py; the web page at `/`
+in page.py (koe/server/web/).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from koe.server.docs_page import docs_router
 from koe.server.errors import install_error_handlers
 from koe.server.guards import AllowedOrigins, BodyDeadline, BrowserGuard, DrainGuard, HostNames, guarded_protocol, own_names
 from koe.server.limits import BodyLimit
+from koe.server.page import page_router
 from koe.server.routes import models, speech, voices
 from koe.server.state import Drain, ServerState
 
@@ -97,6 +99,7 @@ def create_app(
         app.include_router(router, dependencies=auth)
     app.include_router(models.health_router)
     app.include_router(docs_router(app.title, app.openapi_url or "/openapi.json"))  # no token: see docs_page
+    app.include_router(page_router(server.web_page))  # the web page at /; no token: see page.py
     json_limit = server.max_input_chars * 8 + 64 * 1024
 
     def limit_for(path: str) -> tuple[int, str]:

@@ -64,6 +64,7 @@ class ServerSettings(_Section):
     max_instructions_chars: int = Field(4096, ge=1, description="longest instructions (style / voice description) a request may give")
     max_transcript_chars: int = Field(2000, ge=1, description="longest transcript of a reference clip")
     max_description_chars: int = Field(1000, ge=1, description="longest description of a library voice")
+    web_page: bool = Field(True, description="serve the web page at / (speak, clone, design voices and stream from a browser)")
     pull_models: bool = Field(
         False, description="a request may name a release koe lists that is not here yet, and the server downloads it (off: it never downloads)"
     )
