@@ -159,22 +159,48 @@ class Synthesizer:
         overwrite: bool = False,
     ) -> Voice:
         """Speak `text` with a model that designs voices, in the voice `description` describes, and
-        keep the result as library voice `name` (its clone reference, with `text` as the transcript)."""
+        keep the result as library voice `name` (its clone reference, with `text` as the transcript).
+
+        The two halves are `design_request` and `keep_design`: the server speaks the request on its
+        scheduler's threads (queue limits, cancellation) in between."""
+        request = self.design_request(
+            name, description, model=model, text=text, language=language, seed=seed, options=options, overwrite=overwrite
+        )
+        return self.keep_design(name, request, self.speak(request), overwrite=overwrite)
+
+    def design_request(
+        self,
+        name: str,
+        description: str,
+        *,
+        model: str | None = None,
+        text: str | None = None,
+        language: str | None = None,
+        seed: int | None = None,
+        options: dict[str, Any] | None = None,
+        overwrite: bool = False,
+    ) -> SpeechRequest:
+        """The request that speaks a designed voice's sample (`text`, default DESIGN_SAMPLE_TEXT), after
+        every check the library would make when keeping it (name, taken name, texts), so nothing is
+        spoken that `keep_design` would then refuse."""
         check_name(name, "voice")
         if not overwrite and self.home.voices.exists(name):
             raise AlreadyExists(f"voice {name!r} already exists", hint="remove it first or pass overwrite")
         if not description or not description.strip():
-            raise InvalidRequest("the voice description is empty: describe the voice (age, gender, tone, pace, ...)")
+            raise InvalidRequest("the voice description is empty: describe the voice (age, gender, tone, pace, ...)", param="description")
         self.home.voices.check_fields(text, description, language)  # what the library would refuse, before any audio is made
-        request = SpeechRequest(
+        return SpeechRequest(
             text=text or DESIGN_SAMPLE_TEXT, model=model, design=description, language=language, seed=seed,
             options=dict(options or {}), format="wav", save=False,
         )  # fmt: skip
-        out = self.speak(request)
+
+    def keep_design(self, name: str, request: SpeechRequest, out: SpeechOutput, *, overwrite: bool = False) -> Voice:
+        """Keep `out`, the spoken `design_request`, as library voice `name` (source "design"; the
+        request's text is the transcript, its description the voice's)."""
         lang = out.metadata.get("language")
         with disk_full_as(f"cannot keep the designed voice {name!r}"):
             return self.home.voices.add(
-                name, (out.samples, out.engine_sample_rate), request.text, description=description.strip(),
+                name, (out.samples, out.engine_sample_rate), request.text, description=(request.design or "").strip(),
                 language=None if lang in (None, "auto") else lang, source="design", overwrite=overwrite,
             )  # fmt: skip
 
