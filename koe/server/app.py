@@ -103,7 +103,7 @@ def create_app(
     json_limit = server.max_input_chars * 8 + 64 * 1024
 
     def limit_for(path: str) -> tuple[int, str]:
-        if path.rstrip("/") == "/v1/audio/voices":
+        if path.rstrip("/") in ("/v1/audio/voices", "/v1/audio/voices/import"):  # a clip, or a voice archive
             return server.max_upload_bytes + _FORM_SLACK, "the upload (server.max_upload_bytes)"
         return json_limit, "the request body (server.max_input_chars)"
 

@@ -58,6 +58,26 @@ class SpeechBody(BaseModel):
         return dict(self.model_extra or {})
 
 
+class DesignBody(BaseModel):
+    """`POST /v1/audio/voices/design` (koe's): a library voice designed from a description.
+
+    The model speaks `input` in the voice `description` describes; that clip becomes the voice's
+    reference (and `input` its transcript), so every model that clones can then speak with it."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is a clear 400, not silently ignored
+
+    name: str = Field(..., description="the new voice's name: letters, digits, '.', '_' and '-' (no paths)")
+    description: str = Field(..., description="the voice in words (age, gender, tone, pace, ...); at most server.max_description_chars")
+    model: str | None = Field(
+        None, description="a model that designs voices (a store name or hub id); absent, tts-1, tts-1-hd and gpt-4o-mini-tts mean the default model"
+    )
+    input: str | None = Field(None, description="the sample text the voice speaks (its transcript); absent: a short standard passage")
+    language: str | None = Field(None, description="language of the sample text (auto, english, chinese, ...)")
+    seed: int | None = Field(None, ge=0, json_schema_extra={"maximum": 2**63 - 1}, description="random seed (0 <= seed < 2**63): the same seed designs the same voice")
+    options: dict[str, Any] | None = Field(None, description="the model family's options (GET /v1/models/{id} lists them)")
+    overwrite: bool = Field(False, description="replace a voice of that name (otherwise 409)")
+
+
 class ModelCard(BaseModel):
     """One model in `GET /v1/models` (OpenAI's fields, then koe's)."""
 
