@@ -153,7 +153,12 @@ class Option:
         """JSON-friendly form (for `koe models info` and `GET /v1/models/{id}`)."""
         d: dict[str, Any] = {"name": self.name, "type": self.type, "default": self.default, "help": self.help}
         if self.rule:
-            d["range"] = self.rule.removeprefix("must be ")
+            d["range"] = self.rule.removeprefix("must be ")  # in words; `min`/`max` for forms (the web page)
+        if self.low is not None:
+            d["min"] = self.low
+            d["min_exclusive"] = self.low_open
+        if self.high is not None:
+            d["max"] = self.high
         if self.choices:
             d["choices"] = list(self.choices)
         return d

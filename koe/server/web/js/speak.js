@@ -1,0 +1,278 @@
+// The Speak tab: pick a model (GET /v1/models) and a voice valid for it (GET /v1/audio/voices?model=),
+// set the family's options from its schema, speak (POST /v1/audio/speech), play while it streams,
+// show time to first audio and the real-time factor, download; Cancel aborts the request, which
+// the server sees as the client hanging up and stops generating.
+import { call, getJSON } from "./api.js";
+import { $, clearError, el, fileName, seconds, showError } from "./dom.js";
+import { addOutput } from "./history.js";
+import { fillOptions, renderOptions } from "./options.js";
+import { StreamPlayer, audioContext } from "./player.js";
+
+const LIVE_FORMATS = new Set(["wav", "pcm"]); // what the page can play as it arrives
+const EXTENSIONS = { wav: "wav", mp3: "mp3", opus: "ogg", aac: "aac", flac: "flac", pcm: "pcm", m4a: "m4a" };
+const LAST_MODEL = "koe.model";
+
+let models = [];
+let readOptions = () => ({});
+let running = null; // {controller, player}
+let lastSeed = null;
+let result = { url: null, download: null };
+
+export async function loadModels(preferred) {
+  const list = await getJSON("/v1/models");
+  models = list.data;
+  const select = $("speak-model");
+  select.replaceChildren(...models.map((m) => el("option", { value: m.id, text: modelLabel(m) })));
+  if (!models.length) {
+    $("speak-model-about").textContent = "No model is installed: run `koe models pull` on the server, then reload.";
+    $("speak-go").disabled = true;
+    return models;
+  }
+  $("speak-go").disabled = false;
+  const wanted = preferred || localStorage.getItem(LAST_MODEL);
+  const chosen = models.find((m) => m.id === wanted) || models.find((m) => m.default) || models[0];
+  select.value = chosen.id;
+  await modelChanged();
+  return models;
+}
+
+export function modelCards() {
+  return models;
+}
+
+export function currentModel() {
+  return models.find((m) => m.id === $("speak-model").value) || null;
+}
+
+function modelLabel(m) {
+  const state = m.status === "failed" ? " — failed" : m.loaded ? " — loaded" : "";
+  return `${m.id} (${familyName(m.family)} ${m.variant.replaceAll("_", " ")}${m.size ? " " + m.size : ""})${state}`;
+}
+
+export function familyName(family) {
+  return { qwen3_tts: "Qwen3-TTS", f5_tts: "F5-TTS", voxcpm: "VoxCPM" }[family] || family;
+}
+
+async function modelChanged(voice) {
+  const model = currentModel();
+  if (!model) return;
+  localStorage.setItem(LAST_MODEL, model.id);
+  const caps = model.capabilities || {};
+  const modes = model.voice_modes || [];
+  $("speak-model-about").textContent = [model.uses, model.error ? `Not usable now: ${model.error}` : ""].filter(Boolean).join(" · ");
+  const language = $("speak-language");
+  const languages = model.languages.length ? model.languages : ["auto"];
+  language.replaceChildren(...languages.map((l) => el("option", { value: l, text: l })));
+  const design = modes.includes("design");
+  const instruct = design || caps.instruct;
+  $("speak-instructions-field").hidden = !instruct;
+  $("speak-instructions-label").textContent = design ? "Voice description" : "Style instruction (optional)";
+  $("speak-instructions").placeholder = design ? "A warm, low voice of a man in his fifties, speaking slowly." : "Speak cheerfully, a little fast.";
+  readOptions = renderOptions($("speak-options"), model.options || []);
+  await refreshVoices(voice);
+}
+
+// Fill the voice picker with what works on the chosen model: library voices, preset speakers,
+// OpenAI voice names (with what each means there).
+export async function refreshVoices(wanted) {
+  const model = currentModel();
+  const select = $("speak-voice");
+  if (!model) return;
+  const previous = wanted || select.value;
+  const list = await getJSON(`/v1/audio/voices?model=${encodeURIComponent(model.id)}`);
+  const groups = { library: [], speaker: [], openai: [] };
+  for (const v of list.data) (groups[v.kind] || groups.openai).push(v);
+  const titles = { library: "Library voices", speaker: "Speakers", openai: "OpenAI voice names" };
+  select.replaceChildren();
+  for (const [kind, voices] of Object.entries(groups)) {
+    if (!voices.length) continue;
+    const group = el("optgroup", { label: titles[kind] });
+    for (const v of voices) {
+      const means = v.means && v.means[model.id] ? ` → ${v.means[model.id]}` : "";
+      group.append(el("option", { value: v.id, text: `${v.name}${means}` }));
+    }
+    select.append(group);
+  }
+  if (!select.options.length) select.append(el("option", { value: "", text: "no voice for this model: clone one under Voices" }));
+  const names = [...select.options].map((o) => o.value);
+  if (names.includes(previous)) select.value = previous;
+}
+
+// Choose `model` and `voice` (after cloning: use the new voice at once).
+export async function speakWith(model, voice) {
+  if (model && models.some((m) => m.id === model)) $("speak-model").value = model;
+  await modelChanged(voice);
+  if (voice) $("speak-voice").value = voice;
+}
+
+function requestBody() {
+  const body = {
+    model: $("speak-model").value,
+    input: $("speak-input").value,
+    voice: $("speak-voice").value,
+    response_format: $("speak-response-format").value,
+    speed: Number($("speak-speed").value || 1),
+  };
+  const language = $("speak-language").value;
+  if (language && language !== "auto") body.language = language;
+  const seed = $("speak-seed").value.trim();
+  if (seed !== "") body.seed = Number(seed);
+  const instructions = $("speak-instructions").value.trim();
+  if (!$("speak-instructions-field").hidden && instructions) body.instructions = instructions;
+  const options = readOptions();
+  if (Object.keys(options).length) body.options = options;
+  return body;
+}
+
+async function speak(event) {
+  event.preventDefault();
+  if (running) return;
+  const box = $("speak-error");
+  clearError(box, "speak");
+  const body = requestBody();
+  const live = $("speak-stream").checked && LIVE_FORMATS.has(body.response_format);
+  const streamed = $("speak-stream").checked;
+  const controller = new AbortController();
+  const player = live ? new StreamPlayer(body.response_format) : null;
+  if (live) audioContext(); // inside the click: the browser lets it play
+  running = { controller, player };
+  setBusy(true, "Speaking…");
+  const started = performance.now();
+  try {
+    const response = await call("/v1/audio/speech", {
+      method: "POST",
+      json: streamed ? { ...body, stream_format: "audio" } : body,
+      signal: controller.signal,
+    });
+    const seed = response.headers.get("X-Koe-Seed");
+    const chunks = [];
+    const reader = response.body.getReader();
+    let firstByte = null;
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      if (firstByte == null) firstByte = performance.now();
+      if (player) player.feed(value);
+      else chunks.push(value);
+    }
+    const wall = (performance.now() - started) / 1000;
+    const type = response.headers.get("Content-Type") || "application/octet-stream";
+    let playable;
+    let download;
+    let duration;
+    if (player) {
+      playable = player.wav();
+      download = body.response_format === "pcm" ? player.pcm() : playable;
+      duration = player.duration;
+    } else {
+      download = new Blob(chunks, { type });
+      playable = body.response_format === "pcm" ? pcmAsWav(chunks) : download;
+      duration = Number(response.headers.get("X-Koe-Duration")) || null;
+    }
+    const metrics = {
+      first_audio_s: player && player.firstAt != null ? (player.firstAt - started) / 1000 : null,
+      first_byte_s: firstByte != null ? (firstByte - started) / 1000 : null,
+      rtf: player ? player.realTimeFactor() : null,
+      wall_s: wall,
+      streamed,
+    };
+    lastSeed = seed;
+    const name = fileName(["koe", body.model, body.voice, seed], EXTENSIONS[body.response_format] || "bin");
+    duration = await showResult(playable, download, name, duration, metrics, seed, !live);
+    await addOutput({ body, seed: seed == null ? null : Number(seed), duration, metrics, name, audio: download, playable, created: Date.now() });
+    setBusy(false, null);
+  } catch (error) {
+    if (player) player.stop();
+    setBusy(false, error.name === "AbortError" ? "Cancelled." : "");
+    showError(box, error, "speak");
+  } finally {
+    running = null;
+  }
+}
+
+async function showResult(playable, download, name, duration, metrics, seed, autoplay) {
+  for (const url of [result.url, result.download]) if (url) URL.revokeObjectURL(url);
+  result.url = URL.createObjectURL(playable);
+  result.download = download === playable ? result.url : URL.createObjectURL(download);
+  const audio = $("speak-audio");
+  audio.src = result.url;
+  const link = $("speak-download");
+  link.href = result.download;
+  link.download = name;
+  link.textContent = `Download ${name}`;
+  $("speak-result").hidden = false;
+  if (!duration) {
+    await new Promise((resolve) => {
+      audio.addEventListener("loadedmetadata", resolve, { once: true });
+      audio.addEventListener("error", resolve, { once: true });
+    });
+    duration = Number.isFinite(audio.duration) ? audio.duration : 0;
+  }
+  $("speak-metrics").textContent = metricsText(duration, metrics, seed);
+  if (autoplay) audio.play().catch(() => {});
+  return duration;
+}
+
+export function metricsText(duration, m, seed) {
+  const parts = [];
+  if (m.first_audio_s != null) parts.push(`first audio after ${seconds(m.first_audio_s)}`);
+  else if (m.streamed && m.first_byte_s != null) parts.push(`first bytes after ${seconds(m.first_byte_s)}`);
+  if (m.rtf != null) parts.push(`real-time factor ${m.rtf.toFixed(2)}${m.rtf < 1 ? ` (${(1 / m.rtf).toFixed(1)}× faster than real time)` : ""}`);
+  else if (duration) parts.push(`real-time factor ${(m.wall_s / duration).toFixed(2)}`);
+  parts.push(`${seconds(duration || 0)} of audio in ${seconds(m.wall_s)}`);
+  if (seed != null) parts.push(`seed ${seed}`);
+  return parts.join(" · ");
+}
+
+function pcmAsWav(chunks) {
+  const bytes = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
+  let offset = 0;
+  for (const c of chunks) {
+    bytes.set(c, offset);
+    offset += c.length;
+  }
+  const player = new StreamPlayer("pcm", { play: false });
+  player.feed(bytes);
+  return player.wav();
+}
+
+function setBusy(busy, status) {
+  $("speak-go").disabled = busy;
+  $("speak-cancel").disabled = !busy;
+  $("speak-go").textContent = busy ? "Speaking…" : "Speak";
+  if (status == null) return;
+  $("speak-metrics").textContent = status;
+  if (status) $("speak-result").hidden = false;
+}
+
+function cancel() {
+  if (running) running.controller.abort();
+}
+
+// Put a past request back into the form (History's "Use again").
+export async function fillForm(body, seed) {
+  await speakWith(body.model, body.voice);
+  $("speak-input").value = body.input;
+  $("speak-response-format").value = body.response_format;
+  $("speak-speed").value = String(body.speed ?? 1);
+  $("speak-language").value = body.language || "auto";
+  $("speak-seed").value = seed == null ? "" : String(seed);
+  $("speak-instructions").value = body.instructions || "";
+  fillOptions(body.options);
+}
+
+export function setupSpeak() {
+  $("speak-form").addEventListener("submit", speak);
+  $("speak-cancel").addEventListener("click", cancel);
+  $("speak-model").addEventListener("change", () => modelChanged().catch((e) => showError($("speak-error"), e, "speak")));
+  $("speak-reuse-seed").addEventListener("click", () => {
+    if (lastSeed != null) $("speak-seed").value = lastSeed;
+  });
+  const input = $("speak-input");
+  input.addEventListener("input", () => {
+    $("speak-count").textContent = input.value ? `${input.value.length} characters` : "";
+  });
+  $("speak-input").addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) $("speak-form").requestSubmit();
+  });
+}
