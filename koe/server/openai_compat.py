@@ -86,12 +86,12 @@ def check_body_texts(body: SpeechBody) -> None:
     fields: dict[str, Any] = {"model": body.model, "input": body.input, "voice": body.voice_name, "instructions": body.instructions,
                               "language": body.language, **(body.options or {}), **body.flat_options}  # fmt: skip
     for param, value in fields.items():
-        bad = _first_bad_text(value)
+        bad = first_bad_text(value)
         if bad is not None:
             raise InvalidRequest(text_problem(bad, param).message, param=param)
 
 
-def _first_bad_text(value: Any) -> str | None:
+def first_bad_text(value: Any) -> str | None:
     """The first string (a dict's keys and values, a list's items, at any depth) holding a lone
     surrogate, or None. Iterative, so no nesting depth can exhaust the stack."""
     pending = [value]

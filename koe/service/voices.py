@@ -273,6 +273,17 @@ class VoiceLibrary:
                 self.db.delete_voice(row.name)
             remove_tree(folder)
 
+    def reference_bytes(self, name: str) -> tuple[Voice, bytes]:
+        """Voice `name` and its reference clip's bytes, read as the library reads its own files (a
+        regular file, never a device or FIFO put there; at most MAX_REFERENCE_BYTES), under the
+        voice's lock so an overwrite in this process never mixes versions."""
+        with self._lock(name):
+            voice = self.get(name)
+            try:
+                return voice, _read_regular(voice.reference_path, MAX_REFERENCE_BYTES)
+            except FileNotFoundError:  # removed by another process since `get`
+                raise self._not_found(name) from None
+
     def export(self, name: str, dest: str | Path) -> Path:
         """Write voice `name` (reference, transcript, voice.json; prompts are rebuilt on use) to a .zip,
         .tar, .tar.gz or .tgz archive at `dest` (a folder gets `<name>.zip`). Returns the archive's path."""

@@ -27,12 +27,12 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
-from koe.service.errors import InvalidRequest, KoeError, NotFound
+from koe.service.errors import InvalidRequest, KoeError
 from koe.service.names import check_name
 from koe.service.requests import SpeechRequest
 from koe.service.scheduler import SpeechJob
-from koe.service.voices import MAX_REFERENCE_BYTES, Voice, _read_regular
-from koe.server.openai_compat import CatalogEntry, _first_bad_text, catalog_models, library_voice_models, model_name, voice_catalog
+from koe.service.voices import Voice
+from koe.server.openai_compat import CatalogEntry, first_bad_text, catalog_models, library_voice_models, model_name, voice_catalog
 from koe.server.schemas import Deleted, DesignBody, PresetVoiceCard, VoiceCard, VoiceList
 from koe.server.state import ServerState, server_state
 from koe.server.streams import wait_for_output
@@ -266,13 +266,8 @@ def _flag(value: object) -> bool:
 
 
 def _reference(state: ServerState, name: str) -> tuple[Voice, bytes]:
-    """The voice and its reference clip's bytes (blocking), read as the library reads its own files:
-    a regular file (never a device or FIFO put there), within MAX_REFERENCE_BYTES."""
-    voice = state.home.voices.get(name)
-    try:
-        return voice, _read_regular(voice.reference_path, MAX_REFERENCE_BYTES)
-    except FileNotFoundError:  # removed since `get`
-        raise NotFound(f"no voice named {name!r}", param="voice") from None
+    """The voice and its reference clip's bytes (blocking; see VoiceLibrary.reference_bytes)."""
+    return state.home.voices.reference_bytes(name)
 
 
 def _export(state: ServerState, name: str, kind: str) -> tuple[str, BinaryIO, Path, int]:
@@ -306,7 +301,7 @@ def _submit_design(state: ServerState, body: DesignBody) -> tuple[SpeechRequest,
     and voice files): every bad input is a 4xx before anything is queued, a full queue a 429."""
     fields = {"name": body.name, "description": body.description, "model": body.model, "input": body.input, "language": body.language, **(body.options or {})}
     for param, value in fields.items():
-        bad = _first_bad_text(value)
+        bad = first_bad_text(value)
         if bad is not None:
             raise InvalidRequest(text_problem(bad, param).message, param=param)
     synth = state.synthesizer
