@@ -92,6 +92,7 @@ async function start() {
     show("speak");
   });
   await showServer();
+  document.addEventListener("koe:spoke", showServer); // a model may have loaded
   try {
     await loadModels();
     showDesignModels(modelCards());

@@ -181,6 +181,7 @@ async function speak(event) {
     duration = await showResult(playable, download, name, duration, metrics, seed, !live);
     await addOutput({ body, seed: seed == null ? null : Number(seed), duration, metrics, name, audio: download, playable, created: Date.now() });
     setBusy(false, null);
+    document.dispatchEvent(new Event("koe:spoke"));
   } catch (error) {
     if (player) player.stop();
     setBusy(false, error.name === "AbortError" ? "Cancelled." : "");
