@@ -15,11 +15,20 @@ the marker keeps pytest from warning that it cannot rewrite a plugin the test mo
 - `koe_serve` (module): a factory, `koe_serve(token=..., queue_size=..., ...)` -> `KoeServer`, each stopped at the end
   of the module; `server` (module) is `koe_serve()` with the defaults. A module defines its own `server` fixture to
   change the settings: the page fixtures open whatever fixture is named `server`.
-- `page`, `phone_page`, `dark_page` (function): a fresh browser context and page for `server`, watched (`PageWatch`):
-  console errors, uncaught page errors, Content-Security-Policy violations and any request to another origin (which
-  is aborted) fail the test at teardown. `open_page(server, phone=..., color_scheme=...)` makes more.
+- `page`, `phone_page`, `dark_page` (function): a fresh browser context and page for `server` (URLs relative to it:
+  `page.goto("/")`), watched (`PageWatch`): console errors, uncaught page errors, Content-Security-Policy violations
+  and any request to another origin (which is aborted) fail the test at teardown.
+  `open_page(server, phone=..., color_scheme=...)` makes more.
 - `expect_console_errors(page, r"...")` allows console errors a test provokes (a 4xx it asked for);
   `watch_of(page)` is the page's watch (what it saw, `check()` to fail now); `shot(page, name)` is a screenshot.
+
+Playwright's sync API handles the browser's events only while the test is inside one of its calls: to wait for the
+page, use its waits (`expect(...)`, `page.wait_for_function`, `page.wait_for_timeout`), not `time.sleep`. The page's
+requests to the server never wait for this process (only off-origin ones are routed here, to be refused).
+
+The fake microphone is what getUserMedia gets: the clip, looped, through Chromium's default processing (automatic
+gain control raises its level; ask for `{autoGainControl: false, echoCancellation: false, noiseSuppression: false}`
+to get it as it is). MediaRecorder records it as audio/webm (Opus).
 
 Chromium is not in pip: Debian's `chromium` package (`sudo apt-get install chromium`; `make browser` installs it when
 run as root). Playwright's own browser download (`playwright install`) is not used.
@@ -119,10 +128,6 @@ class KoeServer:
     token: str | None
     process: subprocess.Popen
     log_path: Path
-
-    @property
-    def origin(self) -> str:
-        return self.url
 
     def headers(self) -> dict[str, str]:
         """The Authorization header when the server has a token."""

@@ -6,10 +6,12 @@ must (a request to another host fails the test), screenshots are written, and th
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 from browser import shot, watch_of
@@ -47,6 +49,23 @@ def test_the_server_is_the_real_koe_serve(server):
     assert server.stats() == {} or server.stats()["running"] == 0
     assert server.process.poll() is None and (server.home / "koe.toml").is_file()
     assert f"Uvicorn running on {server.url}" in server.log()
+
+
+def test_settings_and_token_reach_the_server(koe_serve):
+    guarded = koe_serve(token="harness-token-0123456789", max_input_chars=20, models=("cv",), synthesis={"max_new_tokens": 6})
+    assert httpx.get(f"{guarded.url}/health").status_code == 200  # no token needed: the harness waits on it
+    assert httpx.get(f"{guarded.url}/v1/models").status_code == 401
+    models = httpx.get(f"{guarded.url}/v1/models", headers=guarded.headers()).json()["data"]
+    assert [m["id"] for m in models] == ["cv"] and models[0]["default"]
+    body = {"model": "cv", "voice": "serena", "response_format": "wav", "seed": 1}
+    too_long = httpx.post(f"{guarded.url}/v1/audio/speech", json={**body, "input": "x" * 21}, headers=guarded.headers())
+    assert too_long.status_code == 413 and "at most 20" in too_long.json()["error"]["message"]
+    said = httpx.post(f"{guarded.url}/v1/audio/speech", json={**body, "input": "Hello there."}, headers=guarded.headers(), timeout=60)
+    assert said.status_code == 200 and float(said.headers["x-koe-duration"]) <= 6 * 0.08  # synthesis.max_new_tokens
+    assert guarded.stats()["completed"] == 1
+    guarded.stop()
+    # drained, then uvicorn re-raises the SIGTERM it caught (exit status -15)
+    assert guarded.process.returncode in (0, -signal.SIGTERM) and "Application shutdown complete" in guarded.log(), guarded.log()
 
 
 def test_docs_page_loads_clean_and_offline(page, server):
