@@ -67,6 +67,7 @@ CHROMIUM_FLAGS = (
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
+    "--disable-dev-shm-usage",  # containers give /dev/shm 64 MB, too little for Chromium's shared memory
     "--autoplay-policy=no-user-gesture-required",  # <audio> plays without a click
     "--use-fake-device-for-media-stream",  # a fake microphone (and camera) ...
     "--use-fake-ui-for-media-stream",  # ... that getUserMedia gets without a prompt
