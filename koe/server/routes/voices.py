@@ -40,47 +40,26 @@ from koe.text.checks import text_problem
 
 router = APIRouter(tags=["voices"])
 
-_UPLOAD_SCHEMA = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "multipart/form-data": {
-                "schema": {
-                    "type": "object",
-                    "required": ["name", "file"],
-                    "properties": {
-                        "name": {"type": "string", "description": "letters, digits, '.', '_' and '-' (no paths)"},
-                        "file": {"type": "string", "format": "binary", "description": "the reference clip (wav, flac, mp3, ogg, ...); also accepted as audio_sample"},
-                        "transcript": {"type": "string", "description": "what the clip says (better cloning); also accepted as ref_text; at most server.max_transcript_chars"},
-                        "language": {"type": "string", "maxLength": 64},
-                        "description": {"type": "string", "description": "a note about the voice; at most server.max_description_chars"},
-                        "overwrite": {"type": "boolean", "default": False},
-                    },
-                }
-            }
-        },
-    }
-}
+def _form_schema(required: list[str], properties: dict) -> dict:
+    """The OpenAPI `requestBody` of a multipart form (FastAPI cannot infer it: the routes read the form themselves)."""
+    schema = {"type": "object", "required": required, "properties": properties}
+    return {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": schema}}}}
 
 
-_IMPORT_SCHEMA = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "multipart/form-data": {
-                "schema": {
-                    "type": "object",
-                    "required": ["file"],
-                    "properties": {
-                        "file": {"type": "string", "format": "binary", "description": "a voice archive as koe voices export (or GET .../export) writes it: .zip or .tar.gz"},
-                        "name": {"type": "string", "description": "the name to keep it under (default: the name it was exported with)"},
-                        "overwrite": {"type": "boolean", "default": False},
-                    },
-                }
-            }
-        },
-    }
-}
+_OVERWRITE = {"type": "boolean", "default": False}
+_UPLOAD_SCHEMA = _form_schema(["name", "file"], {
+    "name": {"type": "string", "description": "letters, digits, '.', '_' and '-' (no paths)"},
+    "file": {"type": "string", "format": "binary", "description": "the reference clip (wav, flac, mp3, ogg, ...); also accepted as audio_sample"},
+    "transcript": {"type": "string", "description": "what the clip says (better cloning); also accepted as ref_text; at most server.max_transcript_chars"},
+    "language": {"type": "string", "maxLength": 64},
+    "description": {"type": "string", "description": "a note about the voice; at most server.max_description_chars"},
+    "overwrite": _OVERWRITE,
+})  # fmt: skip
+_IMPORT_SCHEMA = _form_schema(["file"], {
+    "file": {"type": "string", "format": "binary", "description": "a voice archive as koe voices export (or GET .../export) writes it: .zip or .tar.gz"},
+    "name": {"type": "string", "description": "the name to keep it under (default: the name it was exported with)"},
+    "overwrite": _OVERWRITE,
+})  # fmt: skip
 _ARCHIVES = {"zip": "application/zip", "tar.gz": "application/gzip"}
 _EXPORT_CHUNK = 64 * 1024
 # the library's and the planner's names for a design's texts -> the body's fields
