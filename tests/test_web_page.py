@@ -373,3 +373,13 @@ def test_a_busy_server_says_when_to_try_again(koe_serve, open_page):
         for t in holders:
             t.join(30)
     wait_for(lambda: server.stats()["running"] == 0 and server.stats()["waiting"] == 0)
+
+
+def test_a_server_that_went_away_is_said_plainly(koe_serve, open_page):
+    server = koe_serve(models=("cv",))
+    page = ready(open_page(server))
+    expect_console_errors(page, r"ERR_CONNECTION_REFUSED")
+    server.stop()
+    speak(page, frames=8)
+    assert "the server did not answer: is koe serve still running?" in page.text_content("#speak-error")
+    assert page.is_enabled("#speak-go")

@@ -52,7 +52,13 @@ export async function call(path, { method = "GET", json, form, signal } = {}) {
     } else if (form) {
       body = form;
     }
-    const response = await fetch(path, { method, headers, body, signal, cache: "no-store", credentials: "omit" });
+    let response;
+    try {
+      response = await fetch(path, { method, headers, body, signal, cache: "no-store", credentials: "omit" });
+    } catch (error) {
+      if (error.name === "AbortError") throw error;
+      throw new ApiError(0, "the server did not answer: is koe serve still running?");
+    }
     if (response.status === 401 && askToken && attempt < 3) {
       const error = await errorOf(response);
       const answer = await askToken(token ? "That token was not accepted." : error.message);

@@ -174,7 +174,14 @@ async function speak(event) {
     const reader = response.body.getReader();
     let firstByte = null;
     for (;;) {
-      const { done, value } = await reader.read();
+      let next;
+      try {
+        next = await reader.read();
+      } catch (error) {
+        if (error.name === "AbortError") throw error;
+        throw new Error(`the stream broke off after ${player ? seconds(player.duration) + " of audio" : "its first bytes"} (the server's log says why)`);
+      }
+      const { done, value } = next;
       if (done) break;
       if (firstByte == null) firstByte = performance.now();
       if (player) player.feed(value);

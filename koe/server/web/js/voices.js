@@ -50,6 +50,11 @@ async function toggleRecording() {
     return;
   }
   clearError($("clone-error"), "clone");
+  if (!navigator.mediaDevices || !window.MediaRecorder) {
+    const why = window.isSecureContext ? "this browser cannot record" : "browsers allow the microphone only on https:// pages or on localhost";
+    showError($("clone-error"), new Error(`${why}; choose a file instead`), "clone");
+    return;
+  }
   let stream;
   try {
     stream = await navigator.mediaDevices.getUserMedia({ audio: { channelCount: 1, echoCancellation: false, noiseSuppression: false } });
