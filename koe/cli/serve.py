@@ -26,7 +26,7 @@ def serve(
         typer.Option("--allow-origin", metavar="ORIGIN", help="A web origin (scheme://host[:port]) that may make changes ('*' = any; repeatable).", show_default=False),
     ] = None,
 ) -> None:
-    """Serve /v1/audio/speech (OpenAI's API), /v1/models, voices and /health."""
+    """Serve /v1/audio/speech (OpenAI's API), /v1/models, voices, /health, and the web page at /."""
     from koe.service.errors import Unavailable
 
     settings = open_home(
