@@ -10,7 +10,7 @@ A test module loads the fixtures as a plugin and imports the helpers:
 F811 at every test that takes one: astral-sh/ruff#10662. PYTEST_DONT_REWRITE: this module has no bare asserts, and
 the marker keeps pytest from warning that it cannot rewrite a plugin the test module has already imported.)
 
-- `chromium` (session): the browser, on the system Chromium (`KOE_CHROMIUM`, else `chromium` on PATH), offline
+- `chromium` (module): the browser, on the system Chromium (`KOE_CHROMIUM`, else `chromium` on PATH), offline
   (no background calls to Google's hosts), with a fake microphone that plays `MIC_SECONDS` of a voiced-sounding clip.
 - `koe_serve` (module): a factory, `koe_serve(token=..., queue_size=..., ...)` -> `KoeServer`, each stopped at the end
   of the module; `server` (module) is `koe_serve()` with the defaults. A module defines its own `server` fixture to
@@ -87,11 +87,14 @@ def find_chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium(tmp_path_factory):
     """The Playwright browser on the system Chromium, headless, offline, with a fake microphone that plays
     `MIC_SECONDS` of `speechy` (harmonics at 140, 280 and 420 Hz with a syllable-like envelope), looped. Fails (never
-    skips) when Chromium or Playwright is missing: CI must run these tests."""
+    skips) when Chromium or Playwright is missing: CI must run these tests.
+
+    Module scope, not session: Playwright's sync API keeps an asyncio loop marked as running in the main thread
+    while it is started, so every later test that calls `asyncio.run` (tests/test_server_drain.py) would fail."""
     path = find_chromium()
     if path is None:
         pytest.fail(f"no Chromium found: {INSTALL_HINT}", pytrace=False)
