@@ -127,8 +127,8 @@ def test_streamed_bytes_arrive_before_synthesis_ends(live):
 
 def test_sse_events(live):
     with live.client().audio.speech.with_streaming_response.create(
-        model="tts-1", voice="nova", input=TEXT, response_format="wav", stream_format="sse", extra_body={"max_new_tokens": 12}
-    ) as resp:
+        model="tts-1", voice="nova", input=TEXT, response_format="wav", stream_format="sse", extra_body={"max_new_tokens": 12, "seed": 1}
+    ) as resp:  # seeded: unseeded, the random-weight model now and then ends the utterance early (0.56 s seen once)
         assert resp.headers["content-type"].startswith("text/event-stream")
         events = [json.loads(line[len("data: "):]) for line in resp.iter_lines() if line.startswith("data: ")]
     kinds = [e["type"] for e in events]
