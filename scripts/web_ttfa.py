@@ -1,0 +1,88 @@
+"""Time to first audio and real-time factor as the web page shows them, beside the API's own stream
+read by a Python client, interleaved, on one `koe serve`.
+
+    python scripts/web_ttfa.py [MODEL_FOLDER] [--runs N]
+
+MODEL_FOLDER: a CustomVoice folder (default: koe bench's real-size 0.6B random-weight model in
+~/.cache/koe/bench, made by `koe bench --size 0.6b`). Needs the dev extra (Playwright) and Chromium.
+"""
+
+import argparse, json, os, subprocess, sys, tempfile, time
+from pathlib import Path
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from playwright.sync_api import sync_playwright
+from browser import CHROMIUM_FLAGS, find_chromium, free_port
+
+parser = argparse.ArgumentParser()
+parser.add_argument("folder", nargs="?", default=str(Path.home() / ".cache/koe/bench/qwen3-tts-0.6b-custom_voice-seed0"))
+parser.add_argument("--runs", type=int, default=3)
+args = parser.parse_args()
+home = Path(tempfile.mkdtemp(prefix="koe-web-ttfa-"))
+env = {k: v for k, v in os.environ.items() if not k.startswith("KOE_")}
+env.update(KOE_HOME=str(home), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="2")
+koe = str(Path(sys.executable).parent / "koe")
+subprocess.run([koe, "models", "import", args.folder, "--name", "cv06", "--link"], env=env, check=True, capture_output=True)
+(home / "koe.toml").write_text('[models]\ndefault = "cv06"\n')
+port = free_port()
+proc = subprocess.Popen([koe, "serve", "--port", str(port)], env=env, stdout=open(home / "serve.log", "wb"), stderr=subprocess.STDOUT)
+url = f"http://127.0.0.1:{port}"
+for _ in range(600):
+    try:
+        if httpx.get(url + "/health", timeout=1).status_code == 200:
+            break
+    except httpx.TransportError:
+        pass
+    time.sleep(0.2)
+TEXT = "Hello there. This is a test of the web page, streaming speech as it is made."
+body = {
+    "model": "cv06",
+    "voice": "ryan",
+    "input": TEXT,
+    "response_format": "wav",
+    "seed": 1,
+    "max_new_tokens": 40,
+    "stream_format": "audio",
+}
+
+
+def api_run():
+    t0 = time.perf_counter()
+    first = None
+    n = 0
+    with httpx.Client(timeout=300) as c, c.stream("POST", url + "/v1/audio/speech", json=body) as r:
+        times = []
+        for chunk in r.iter_raw():
+            now = time.perf_counter()
+            if first is None and n + len(chunk) > 100:
+                first = now - t0
+            n += len(chunk)
+            times.append(now)
+    audio = (n - 80) / 2 / 24000
+    return first, (times[-1] - t0), audio
+
+
+results = {"api": [], "page": []}
+with sync_playwright() as p:
+    b = p.chromium.launch(executable_path=find_chromium(), args=list(CHROMIUM_FLAGS))
+    pg = b.new_page()
+    pg.goto(url + "/")
+    pg.wait_for_selector("body[data-ready=true]", timeout=120000)
+    api_run()  # warm-up
+    for i in range(args.runs):
+        first, wall, audio = api_run()
+        results["api"].append(f"first audio bytes after {first:.2f} s · {audio:.2f} s of audio in {wall:.1f} s")
+        pg.fill("#speak-input", TEXT)
+        pg.select_option("#speak-voice", "ryan")
+        pg.locator("#speak-options-box").evaluate("(d) => { d.open = true; }")
+        pg.fill("#speak-opt-max_new_tokens", "40")
+        pg.fill("#speak-seed", "1")
+        pg.click("#speak-go")
+        pg.wait_for_function("() => document.querySelector('#speak-cancel').disabled", timeout=300000)
+        results["page"].append(pg.text_content("#speak-metrics"))
+    b.close()
+proc.terminate()
+proc.wait(30)
+print(json.dumps(results, indent=1))
