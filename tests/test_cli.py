@@ -8,31 +8,11 @@ import av
 import numpy as np
 import pytest
 import soundfile as sf
-from fixtures_models import model_folder
-from product_helpers import clean_koe_home, run_koe
+
+pytest_plugins = ["cli_fixtures"]  # cv_model, vd_model, base_model, home, koe
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*cut off:UserWarning")
 FAST = ["--max-new-tokens", "8", "--seed", "1"]
-
-
-@pytest.fixture(scope="session")
-def cv_model(session_tmp):
-    return model_folder(session_tmp, "custom_voice")
-
-
-@pytest.fixture(scope="session")
-def vd_model(session_tmp):
-    return model_folder(session_tmp, "voice_design")
-
-
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    return clean_koe_home(tmp_path, monkeypatch)
-
-
-@pytest.fixture
-def koe():
-    return run_koe
 
 
 def assert_one_line_error(result, match: str) -> None:

@@ -7,12 +7,12 @@ import stat
 import threading
 
 import pytest
-from fixtures_models import model_folder
-from product_helpers import clean_koe_home, run_koe
 
 from koe.service import config_file
 from koe.service.errors import ConfigError, InvalidRequest, NotFound
 from koe.service.settings import load_settings
+
+pytest_plugins = ["cli_fixtures"]  # cv_model, vd_model, base_model, home, koe
 
 HAND_WRITTEN = """\
 # my koe settings
@@ -24,21 +24,6 @@ host = "127.0.0.1"
 [models]
 resident_limit = 2
 """
-
-
-@pytest.fixture(scope="session")
-def cv_model(session_tmp):
-    return model_folder(session_tmp, "custom_voice")
-
-
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    return clean_koe_home(tmp_path, monkeypatch)
-
-
-@pytest.fixture
-def koe():
-    return run_koe
 
 
 def toml(home) -> str:

@@ -5,35 +5,15 @@ import json
 import os
 
 import pytest
-from fixtures_models import model_folder
-from product_helpers import clean_koe_home, run_koe
 
 from koe.service.errors import InvalidRequest, NotFound
 from koe.service.history import History
 from koe.service.home import KoeHome
 
+pytest_plugins = ["cli_fixtures"]  # cv_model, vd_model, base_model, home, koe
+
 pytestmark = pytest.mark.filterwarnings("ignore:.*cut off:UserWarning")
 FAST = ["--max-new-tokens", "8"]
-
-
-@pytest.fixture(scope="session")
-def cv_model(session_tmp):
-    return model_folder(session_tmp, "custom_voice")
-
-
-@pytest.fixture(scope="session")
-def base_model(session_tmp):
-    return model_folder(session_tmp, "base")
-
-
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    return clean_koe_home(tmp_path, monkeypatch)
-
-
-@pytest.fixture
-def koe():
-    return run_koe
 
 
 def one_line_error(result, match: str, code: int = 2) -> None:
