@@ -14,6 +14,7 @@ import os
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import torch
 from safetensors.torch import load_file
 
@@ -59,3 +60,22 @@ def run_oracle(
     tensors = load_file(str(out / "tensors.safetensors")) if (out / "tensors.safetensors").exists() else {}
     info = json.loads((out / "info.json").read_text()) if (out / "info.json").exists() else {}
     return tensors, info
+
+
+# -- Qwen3-TTS generate oracle (tests/oracle/qwen_generate.py): its outputs and koe's against them
+def generated(tensors: dict, i: int):
+    """The oracle's outputs of call `i`: (codes, waveform) per utterance, as it saved them."""
+    j = 0
+    while f"wav_{i}_{j}" in tensors:
+        yield tensors[f"codes_{i}_{j}"], tensors[f"wav_{i}_{j}"].numpy()
+        j += 1
+
+
+def assert_same_outputs(results, expected, label: str) -> None:
+    """koe's (codes, waveform) pairs equal the oracle's bit for bit, one per utterance, at least one."""
+    expected = list(expected)
+    assert len(results) == len(expected) > 0, label
+    for j, ((codes, wav), (want_codes, want_wav)) in enumerate(zip(results, expected)):
+        assert want_codes.shape[0] > 0, f"{label}[{j}]: oracle produced no frames"
+        assert torch.equal(codes, want_codes), f"{label}[{j}]: codes differ"
+        assert wav.dtype == np.float32 and np.array_equal(wav, want_wav), f"{label}[{j}]: waveform differs"

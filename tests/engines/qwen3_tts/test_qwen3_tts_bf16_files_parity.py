@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 import torch
-from oracle_harness import run_oracle
+from oracle_harness import assert_same_outputs, generated, run_oracle
 from safetensors import safe_open
 from safetensors.torch import save_file
 
@@ -87,21 +87,6 @@ def _with_ref(call: dict, ref: str) -> dict:
     return {**call, "kwargs": {k: (ref if v == "REF" else v) for k, v in call["kwargs"].items()}}
 
 
-def _expected(tensors, i):
-    j = 0
-    while f"wav_{i}_{j}" in tensors:
-        yield tensors[f"codes_{i}_{j}"], tensors[f"wav_{i}_{j}"].numpy()
-        j += 1
-
-
-def _assert_same(results, expected, label):
-    expected = list(expected)
-    assert len(results) == len(expected) > 0, label
-    for j, ((codes, wav), (want_codes, want_wav)) in enumerate(zip(results, expected)):
-        assert want_codes.shape[0] > 0, f"{label}[{j}]: oracle produced no frames"
-        assert torch.equal(codes, want_codes), f"{label}[{j}]: codes differ"
-        assert wav.dtype == np.float32 and np.array_equal(wav, want_wav), f"{label}[{j}]: waveform differs"
-
 
 def test_upstream_loads_the_bf16_files_completely(case):
     *_, info = case
@@ -124,7 +109,7 @@ def test_koe_float32_path_on_bf16_files_equals_upstream(case):
             kwargs["voice"] = tts.prepare_voice(kwargs.pop("ref_audio"), ref_text=kwargs.pop("ref_text", None), x_vector_only=kwargs.pop("x_vector_only_mode", False))
         out = tts.generate(text, seed=call["seed"], **kwargs)
         out = out if isinstance(out, list) else [out]
-        _assert_same([(r.codes, r.audio) for r in out], _expected(tensors, i), f"{kind}/{name}")
+        assert_same_outputs([(r.codes, r.audio) for r in out], generated(tensors, i), f"{kind}/{name}")
 
 
 def test_drop_in_class_on_bf16_files_equals_upstream(case):
@@ -134,5 +119,5 @@ def test_drop_in_class_on_bf16_files_equals_upstream(case):
         torch.manual_seed(call["seed"])
         wavs, sr = getattr(tts, METHOD[kind])(**call["kwargs"])
         assert sr == 24000
-        _assert_same(list(zip(tts.last_codes, wavs)), _expected(tensors, i), f"compat {kind}/{name}")
+        assert_same_outputs(list(zip(tts.last_codes, wavs)), generated(tensors, i), f"compat {kind}/{name}")
 

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 
-import numpy as np
 import pytest
 import torch
 from fixtures_models import model_folder
-from oracle_harness import run_oracle
+from oracle_harness import assert_same_outputs, generated, run_oracle
 
 import koe
 from koe.compat.qwen_tts import Qwen3TTSModel
@@ -60,21 +59,6 @@ def test_oracle_loads_fixture_without_missing_or_unexpected_keys(case):
     assert info["attn"] == {"talker": "sdpa", "code_predictor": "sdpa"}
 
 
-def _expected(tensors, i):
-    j = 0
-    while f"wav_{i}_{j}" in tensors:
-        yield tensors[f"codes_{i}_{j}"], tensors[f"wav_{i}_{j}"].numpy()
-        j += 1
-
-
-def _assert_same(results, expected, label):
-    expected = list(expected)
-    assert len(results) == len(expected), label
-    for j, ((codes, wav), (want_codes, want_wav)) in enumerate(zip(results, expected)):
-        assert want_codes.shape[0] > 0, f"{label}[{j}]: oracle produced no frames"
-        assert torch.equal(codes, want_codes), f"{label}[{j}]: codes differ"
-        assert wav.dtype == np.float32 and np.array_equal(wav, want_wav), f"{label}[{j}]: waveform differs"
-
 
 def test_native_api_equals_upstream(case):
     kind, size, folder, names, tensors, _ = case
@@ -88,7 +72,7 @@ def test_native_api_equals_upstream(case):
         with pytest.warns(UserWarning, match="ignores instructions") if (name == "instruct" and size == "tiny") else nullcontext():
             out = tts.generate(text, seed=call["seed"], **kwargs)
         out = out if isinstance(out, list) else [out]
-        _assert_same([(r.codes, r.audio) for r in out], _expected(tensors, i), f"{kind}/{size}/{name}")
+        assert_same_outputs([(r.codes, r.audio) for r in out], generated(tensors, i), f"{kind}/{size}/{name}")
         assert all(r.sample_rate == 24000 for r in out)
 
 
@@ -101,4 +85,4 @@ def test_drop_in_class_equals_upstream(case):
         wavs, sr = getattr(tts, METHOD[kind])(**call["kwargs"])
         assert sr == 24000
         codes = tts.last_codes
-        _assert_same(list(zip(codes, wavs)), _expected(tensors, i), f"compat {kind}/{size}/{name}")
+        assert_same_outputs(list(zip(codes, wavs)), generated(tensors, i), f"compat {kind}/{size}/{name}")
