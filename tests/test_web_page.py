@@ -17,9 +17,9 @@ import httpx
 import numpy as np
 import pytest
 import soundfile as sf
-from product_helpers import decode, speechy, write_wav
-
 from browser import expect_console_errors, shot
+from product_helpers import decode, speechy, write_wav
+from test_server import wait_for
 
 pytest_plugins = ["browser"]
 pytestmark = pytest.mark.filterwarnings("ignore:speech was cut off")
@@ -66,13 +66,6 @@ def one_shot(server, **body) -> bytes:
     r = httpx.post(f"{server.url}/v1/audio/speech", json=body, headers=server.headers(), timeout=60)
     assert r.status_code == 200, r.text
     return r.content
-
-
-def wait_for(cond, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 # -- speak ----------------------------------------------------------------------------------------

@@ -98,9 +98,3 @@ export async function errorOf(response) {
   const retryAfter = after && /^\d+$/.test(after) ? Number(after) : null;
   return new ApiError(response.status, message, { param, code, retryAfter });
 }
-
-// Each request field's name on the page's forms, for marking the one an error names.
-export function fieldFor(param, prefix) {
-  if (!param) return null;
-  return document.getElementById(`${prefix}-${param.replaceAll("_", "-")}`) || document.getElementById(`${prefix}-opt-${param}`);
-}

@@ -1,5 +1,5 @@
 // Small DOM helpers: build elements, show an error where the user is, name downloads.
-import { ApiError, fieldFor } from "./api.js";
+import { ApiError } from "./api.js";
 
 export const $ = (id) => document.getElementById(id);
 
@@ -73,4 +73,10 @@ export function saveBlob(blob, name) {
 export function fileName(parts, extension) {
   const stem = parts.filter(Boolean).join("-").replace(/[^A-Za-z0-9._-]+/g, "_").slice(0, 80);
   return `${stem || "koe"}.${extension}`;
+}
+
+// Each request field's name on the page's forms, for marking the one an error names.
+function fieldFor(param, prefix) {
+  if (!param) return null;
+  return document.getElementById(`${prefix}-${param.replaceAll("_", "-")}`) || document.getElementById(`${prefix}-opt-${param}`);
 }
