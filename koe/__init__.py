@@ -46,6 +46,10 @@ def __getattr__(name: str):
         from koe.engines.qwen3_tts.voice import VoicePrompt
 
         return VoicePrompt
+    if name == "train":  # koe.train: fine-tuning (imports torch only when a run starts)
+        import importlib
+
+        return importlib.import_module("koe.train")
     if name in ("SynthesisRequest", "VoiceReference", "CancelToken"):
         from koe.engines import base
 

@@ -1,11 +1,11 @@
-"""The `koe` command: speak, voices, models, config, history, doctor, serve, demo, bench."""
+"""The `koe` command: speak, voices, models, train, config, history, doctor, serve, demo, bench."""
 
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from koe.cli import config, demo, doctor, history, models, serve, speak, voices
+from koe.cli import config, demo, doctor, history, models, serve, speak, train, voices
 from koe.cli.common import KoeGroup, configure_logging, state
 
 app = typer.Typer(
@@ -44,6 +44,7 @@ app.command("speak")(speak.speak)
 app.add_typer(voices.app, name="voices")
 app.add_typer(models.app, name="models")
 models.app.command("default")(config.models_default)  # a settings edit, so its code lives with `koe config`
+app.add_typer(train.app, name="train")
 app.add_typer(config.app, name="config")
 app.add_typer(history.app, name="history")
 app.command("doctor")(doctor.doctor)

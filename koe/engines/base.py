@@ -31,6 +31,16 @@ VOICE_MODES = (PRESET, CLONE, CLONE_WITHOUT_TRANSCRIPT, DESIGN, NO_VOICE)
 
 
 # -- errors --------------------------------------------------------------------------------------
+class TrainingError(ValueError):
+    """A training run that cannot start or go on as asked (bad data, a model the recipe cannot
+    train, settings a checkpoint was not made with). `message` says what is wrong (every problem
+    found), `hint` what to do; `param` the setting at fault where one is."""
+
+    def __init__(self, message: str, hint: str | None = None, param: str | None = None) -> None:
+        super().__init__(message)
+        self.message, self.hint, self.param = message, hint, param
+
+
 class RequestError(ValueError):
     """A request an engine cannot serve as asked; the message says what is valid.
 

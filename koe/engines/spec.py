@@ -133,7 +133,9 @@ class FamilySpec(Protocol):
     `archs`, the architecture names `assemble` can write a config for (default none);
     `assemble(folder, arch, vocoder) -> Assembly`, what a folder still needs to be complete
     (default: nothing, and `arch` / `vocoder` are refused); `custom_release(ref, arch)`, what a
-    pull of a repo not in `released` fetches when given one of `archs`.
+    pull of a repo not in `released` fetches when given one of `archs`; `trainers`, the training
+    methods the family runs, {"speaker": "module:function"} (default none; `koe.service.training`
+    calls the function as Qwen3-TTS's `finetune.run.train_speaker` is called).
     """
 
     family: str

@@ -97,7 +97,7 @@ def capabilities(variant: str, size: str, speakers, languages, sample_rate: int,
         languages=tuple(languages), sample_rate=int(sample_rate), speakers=tuple(speakers),
         instruct=variant == "voice_design" or (variant == "custom_voice" and not drops_instruct(variant, size)),
         stream_step_s=1 / FRAME_RATE, native_speed=False, batch=True, options=options_schema(defaults, variant),
-        training=(), min_reference_s=1.0,
+        training=("speaker",) if variant == "base" and size != "0b6" else (), min_reference_s=1.0,
     )  # fmt: skip
 
 
@@ -105,6 +105,7 @@ class QwenSpec:
     family = FAMILY
     title = "Qwen3-TTS 12 Hz"
     engine = "koe.engines.qwen3_tts.engine:Qwen3TTSEngine"
+    trainers = {"speaker": "koe.engines.qwen3_tts.finetune.run:train_speaker"}  # Base 1.7B (see finetune/run.py check_base)
     fixture = "koe.engines.qwen3_tts.fixtures:write_random_model"
     fixture_variants = VARIANTS
     released = tuple(

@@ -63,6 +63,7 @@ import numpy as np
 
 from koe.audio.errors import AudioError, AudioTooLong
 from koe.audio.io import load_audio
+from koe.engines.base import TrainingError
 from koe.engines.qwen3_tts.voice import MAX_REF_SECONDS, MIN_REF_SECONDS, SAMPLE_RATE, to_codec_rate
 
 __all__ = [
@@ -85,7 +86,7 @@ SHOWN_PROBLEMS = 50  # listed in the error's message; all of them are in `.probl
 Progress = Callable[[int, int], None]
 
 
-class DatasetError(ValueError):
+class DatasetError(TrainingError):
     """A dataset that cannot be trained on: `problems` lists every problem, each naming its row.
 
     `message` holds the problems (the first 50) so that a shell wrapping it as a KoeError
@@ -102,7 +103,7 @@ class DatasetError(ValueError):
         if n > SHOWN_PROBLEMS:
             lines.append(f"  ... and {n - SHOWN_PROBLEMS} more")
         self.message = "\n".join(lines)
-        super().__init__(self.message)
+        super().__init__(self.message, self.hint, "data")
 
     def __str__(self) -> str:
         return f"{self.message}\n({self.hint})"

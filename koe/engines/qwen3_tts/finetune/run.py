@@ -21,6 +21,16 @@ from koe.engines.qwen3_tts.finetune.export import export_speaker
 from koe.engines.qwen3_tts.finetune.trainer import SpeakerTrainer, StepReport, TrainingError, TrainSettings
 
 STAGES = ("prepare", "train", "export")
+RUN_FILE = "run.json"  # in OUT/training: the base model and speaker a run is for
+
+
+@dataclass
+class Reporter:
+    """What a shell shows while a run goes: notes, the prepare stage's progress, every batch."""
+
+    note: Callable[[str], None] = lambda message: None
+    prepare: Callable[[int, int], None] = lambda done, total: None
+    step: Callable[[StepReport], None] = lambda report: None
 
 
 def check_base(cfg: Qwen3TTSConfig, folder: Path) -> None:
@@ -63,11 +73,92 @@ class TrainResult:
     optimizer_steps: int
 
 
+def load_reference(path: Path):
+    """A reference as the recipe reads it (librosa at its own rate), at 24 kHz (see data.py)."""
+    from koe.audio.io import load_audio
+    from koe.engines.qwen3_tts.voice import to_codec_rate
+
+    return to_codec_rate(*load_audio(path))
+
+
+def train_speaker(base: Path, data: Path, speaker: str, out: Path, settings: TrainSettings, *, ref: Path | None = None,
+                  device: str | torch.device = "cpu", export_dtype: torch.dtype | None = None, stop_after: str | None = None,
+                  reporter: Reporter | None = None, should_stop: Callable[[], bool] | None = None) -> TrainResult | None:
+    """The whole run: check, prepare (`OUT/training/prepared.jsonl`), train, export to `OUT`.
+
+    Each stage reuses what an earlier run left (the same prepared data, the checkpoint), so running
+    the same command again after a stop goes on where it was. `stop_after`: "prepare" or "train"
+    (then None is returned, or the result without the export). Raises `DatasetError` (data.py)
+    or `TrainingError` before any training when something is wrong.
+    """
+    from koe.engines.qwen3_tts.finetune.data import load_dataset, prepare
+
+    r = reporter or Reporter()
+    base, data, out = Path(base).absolute(), Path(data).absolute(), Path(out).absolute()
+    if stop_after not in (None, *STAGES[:-1]):
+        raise TrainingError(f"stop_after must be one of {', '.join(STAGES[:-1])} (got {stop_after!r})")
+    cfg = Qwen3TTSConfig.from_folder(base)
+    check_base(cfg, base)
+    name = check_speaker(speaker)
+    if name != speaker.strip():
+        r.note(f"the speaker is saved as {name!r} (upstream looks presets up in lower case)")
+    settings.check()
+    work = claim_output(out, base, name)
+    checked = load_dataset(data, ref=ref)
+    for message in checked.notes:
+        r.note(message)
+    prepared = prepare(checked, base / "speech_tokenizer", work / "prepared.jsonl", device=str(device), progress=r.prepare)
+    if prepared.reused:
+        r.note(f"using the data prepared before ({prepared.jsonl})")
+    if stop_after == "prepare":
+        return None
+    rows = [json.loads(line) for line in prepared.jsonl.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return train_on_rows(base, rows, name, out, settings, load_reference=load_reference, device=device,
+                         export_dtype=export_dtype, on_step=r.step, should_stop=should_stop, export=stop_after is None)
+
+
+def claim_output(out: Path, base: Path, speaker: str) -> Path:
+    """`OUT/training`, made for this run; refuses an OUT that is the base model, holds another
+    model, or holds a run for another base model or speaker."""
+    work = out / "training"
+    if out == base or base in out.parents:
+        raise TrainingError(f"the output folder {out} is (inside) the base model's folder; choose another")
+    run_file = work / RUN_FILE
+    if run_file.exists():
+        run = json.loads(run_file.read_text(encoding="utf-8"))
+        if run.get("base") != str(base) or run.get("speaker") != speaker:
+            raise TrainingError(f"{out} holds a run for speaker {run.get('speaker')!r} from {run.get('base')}; "
+                                "use another output folder, or remove it to start again")
+        return work
+    if out.exists() and any(out.iterdir()):
+        raise TrainingError(f"{out} exists and is not a koe training run; give a new or empty folder")
+    work.mkdir(parents=True, exist_ok=True)
+    run_file.write_text(json.dumps({"base": str(base), "speaker": speaker}, indent=1), encoding="utf-8")
+    return work
+
+
+def export_checkpoint(out: Path, export_dtype: torch.dtype | None = None) -> Path:
+    """Export the run's latest checkpoint (`OUT/training/checkpoint`) to `OUT` without training on:
+    to listen to a run stopped early."""
+    from safetensors.torch import load_file
+
+    out = Path(out).absolute()
+    run_file, checkpoint = out / "training" / RUN_FILE, out / "training" / "checkpoint"
+    if not run_file.exists() or not (checkpoint / "talker.safetensors").exists():
+        raise TrainingError(f"{out} has no training checkpoint to export (train first: it is written after each epoch)")
+    run = json.loads(run_file.read_text(encoding="utf-8"))
+    extra = load_file(str(checkpoint / "trainer.safetensors"))
+    if "target_speaker_embedding" not in extra:
+        raise TrainingError(f"the checkpoint in {checkpoint} has no speaker embedding yet")
+    talker = load_file(str(checkpoint / "talker.safetensors"))
+    return export_speaker(Path(run["base"]), out, talker, run["speaker"], extra["target_speaker_embedding"], export_dtype)
+
+
 def train_on_rows(base: Path, rows: list[dict], speaker: str, out: Path, settings: TrainSettings, *,
                   load_reference: Callable[[Path], object], device: str | torch.device = "cpu",
                   export_dtype: torch.dtype | None = None, on_step: Callable[[StepReport], None] | None = None,
-                  should_stop: Callable[[], bool] | None = None) -> TrainResult:
-    """Train on prepared rows (`text`, `ref_audio`, `audio_codes`) and export to `out`."""
+                  should_stop: Callable[[], bool] | None = None, export: bool = True) -> TrainResult:
+    """Train on prepared rows (`text`, `ref_audio`, `audio_codes`) and export to `out` (with `export`)."""
     from koe.engines.qwen3_tts.model import Qwen3TTSNetwork
     from koe.text.qwen_tokenizer import QwenTokenizer
 
@@ -85,7 +176,7 @@ def train_on_rows(base: Path, rows: list[dict], speaker: str, out: Path, setting
     examples = SpeakerExamples(rows, QwenTokenizer.from_folder(base), load_reference)
     trainer = SpeakerTrainer(net, examples, settings, out / "training", fingerprint(base, rows), on_step)
     finished = trainer.run(should_stop)
-    if finished:
+    if finished and export:
         assert trainer.target is not None
         export_speaker(base, out, net.talker.state_dict(), name, trainer.target, export_dtype)
     return TrainResult(out, name, finished, list(trainer.state.losses), trainer.state.optimizer_steps)

@@ -36,15 +36,12 @@ from typing import Callable
 import torch
 from safetensors.torch import load_file, save_file
 
+from koe.engines.base import TrainingError
 from koe.engines.qwen3_tts.finetune.batch import Batch, SpeakerExamples, collate
 from koe.engines.qwen3_tts.finetune.objective import speaker_loss
 from koe.engines.qwen3_tts.model import Qwen3TTSNetwork
 
 PRECISIONS = ("float32", "bfloat16")
-
-
-class TrainingError(ValueError):
-    """Settings or a checkpoint that cannot be trained with (a message for the user)."""
 
 
 @dataclass(frozen=True)

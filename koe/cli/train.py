@@ -1,0 +1,135 @@
+"""`koe train ...`: fine-tune a model on a person's recordings (speaker fine-tuning first)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from koe.cli.common import command, err, fail, note, open_home, out
+from koe.cli.progress import wanted
+
+app = typer.Typer(help="Fine-tune: a new preset speaker from recordings (Qwen3-TTS 1.7B Base).", no_args_is_help=True)
+
+
+class TrainProgress:
+    """The run's reporter: notes, a bar for preparing, a bar per epoch with the loss (on a terminal);
+    a line per epoch otherwise. Every batch is in OUT/training/train.log either way."""
+
+    def __init__(self, show: bool) -> None:
+        self.show = show
+        self.progress: Progress | None = None
+        self.task = None
+        self.epoch: int | None = None
+        self.epoch_losses: list[float] = []
+
+    def note(self, message: str) -> None:
+        note(message)
+
+    def _bar(self, description: str, total: int) -> None:
+        self.close()
+        if self.show:
+            self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[loss]}"),
+                                     TimeElapsedColumn(), TimeRemainingColumn(), console=err, transient=False)
+            self.progress.start()
+            self.task = self.progress.add_task(description, total=total, loss="")
+
+    def prepare(self, done: int, total: int) -> None:
+        if done == 0:
+            err.print(f"[dim]preparing {total} clips (the codec's codes)...[/]") if not self.show else self._bar("prepare", total)
+        elif self.progress is not None:
+            self.progress.update(self.task, completed=done)
+
+    def step(self, r) -> None:
+        if r.epoch != self.epoch:
+            self.epoch, self.epoch_losses = r.epoch, []
+            self._bar(f"epoch {r.epoch + 1}/{r.epochs}", r.batches)
+        self.epoch_losses.append(r.loss)
+        if self.progress is not None:
+            self.progress.update(self.task, completed=r.batch, loss=f"loss {r.loss:.4f}")
+        if r.batch == r.batches and not self.show:
+            mean = sum(self.epoch_losses) / len(self.epoch_losses)
+            err.print(f"epoch {r.epoch + 1}/{r.epochs}: {r.batches} batches, mean loss {mean:.4f}, {r.optimizer_steps} optimizer steps so far")
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+
+
+def _model_folder(spec: str) -> Path:
+    from koe.service.resolve import downloads_for
+
+    home = open_home()
+    try:
+        return home.models.resolve(spec, download=downloads_for(home.settings, client=False)).path
+    finally:
+        home.close()
+
+
+@app.command("speaker")
+@command
+def speaker(
+    model: Annotated[str, typer.Option("--model", "-m", help="The Base model to start from: a store name, a folder, or a hub id (Qwen/Qwen3-TTS-12Hz-1.7B-Base).", show_default=False)],
+    data: Annotated[Path, typer.Option("--data", help="The recordings: upstream's JSONL (audio, text, ref_audio), a CSV with a header (audio, text[, ref_audio]), or a folder of NAME.wav + NAME.txt pairs.", show_default=False)],
+    name: Annotated[str, typer.Option("--speaker", help="The new preset's name (letters, digits, _ or -; saved in lower case).", show_default=False)],
+    out_dir: Annotated[Path, typer.Option("--out", help="The model folder to make (OUT/training/ keeps the run: prepared data, log, checkpoint).", show_default=False)],
+    ref: Annotated[Path | None, typer.Option("--ref", help="The reference clip for rows without ref_audio (default: the data's first).")] = None,
+    epochs: Annotated[int, typer.Option("--epochs", help="Passes over the data.")] = 3,
+    lr: Annotated[float, typer.Option("--lr", help="AdamW's learning rate (constant).")] = 2e-5,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Clips per batch.")] = 2,
+    grad_accum: Annotated[int, typer.Option("--grad-accum", help="Batches per optimizer step (upstream's accelerate set-up: 4).")] = 4,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the data order (the same seed: the same weights).")] = 0,
+    precision: Annotated[str, typer.Option("--precision", help="float32 (exact: upstream's bits on the CPU) or bfloat16 (upstream's own recipe: bf16 weights and autocast; half the memory).")] = "float32",
+    gradient_checkpointing: Annotated[bool, typer.Option("--gradient-checkpointing", help="Recompute activations in the backward pass: less memory, same results.")] = False,
+    offload_optimizer: Annotated[bool, typer.Option("--offload-optimizer", help="Keep AdamW's state on the CPU when training on a GPU.")] = False,
+    save_every: Annotated[int, typer.Option("--save-every", help="Also checkpoint every N optimizer steps (0: after each epoch only).")] = 0,
+    device: Annotated[str | None, typer.Option("--device", help="cpu, cuda or cuda:N (default: cuda when there is one).")] = None,
+    export_dtype: Annotated[str | None, typer.Option("--export-dtype", help="dtype of the exported weights: float32, bfloat16 or float16 (default: as trained).")] = None,
+    stop_after: Annotated[str | None, typer.Option("--stop-after", help="Stop after a stage: prepare or train (run again without it to go on).")] = None,
+    progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="Progress bars (default: on a terminal).", show_default=False)] = None,
+) -> None:
+    """Fine-tune a Base model into a model whose preset speaker is NAME, from their recordings.
+
+    Upstream Qwen3-TTS's recipe step for step: on the CPU in float32 the same seed gives its weights bit for bit. Three stages, each resumable: prepare (the codec's codes), train (a checkpoint after every epoch), export (a CustomVoice model folder in OUT). Run the same command again after a stop to go on where it was.
+    """
+    from koe.service.training import SpeakerJob, run_speaker
+
+    folder = _model_folder(model)
+    settings = dict(epochs=epochs, lr=lr, batch_size=batch_size, grad_accum=grad_accum, seed=seed, precision=precision,
+                    gradient_checkpointing=gradient_checkpointing, offload_optimizer=offload_optimizer, save_every=save_every)
+    job = SpeakerJob(folder, data, name, out_dir, ref=ref, device=device, export_dtype=export_dtype, stop_after=stop_after, settings=settings)
+    reporter = TrainProgress(wanted(progress))
+    try:
+        result = run_speaker(job, reporter)
+    except KeyboardInterrupt:
+        reporter.close()
+        fail(f"interrupted; run the same command again to go on from the last checkpoint (in {out_dir / 'training'})", 130)
+    finally:
+        reporter.close()
+    if result is None:
+        out.print(f"prepared: {escape(str(out_dir / 'training' / 'prepared.jsonl'))}")
+        return
+    if not result.finished or stop_after == "train":
+        out.print(f"trained {result.optimizer_steps} optimizer steps; checkpoint in {escape(str(out_dir / 'training' / 'checkpoint'))}")
+        return
+    out.print(f"[bold]{escape(str(result.out))}[/]: a CustomVoice model with the speaker [bold]{escape(result.speaker)}[/] "
+              f"({result.optimizer_steps} optimizer steps, last loss {result.losses[-1]:.4f})")
+    err.print(f"[dim]try it: koe speak --model {escape(str(result.out))} --speaker {escape(result.speaker)} \"Hello!\"  "
+              f"(or add it to the store: koe models import {escape(str(result.out))})[/]")
+
+
+@app.command("export")
+@command
+def export(
+    out_dir: Annotated[Path, typer.Option("--out", help="The run's folder (the --out of koe train speaker).", show_default=False)],
+    export_dtype: Annotated[str | None, typer.Option("--export-dtype", help="dtype of the exported weights: float32, bfloat16 or float16 (default: as trained).")] = None,
+) -> None:
+    """Export a run's latest checkpoint as the model in OUT (to listen to a run stopped early)."""
+    from koe.service.training import export_run
+
+    folder = export_run(out_dir, export_dtype)
+    out.print(f"exported the checkpoint to {escape(str(folder))}")

@@ -1,0 +1,104 @@
+"""Fine-tuning as the shells ask for it: which family trains a model, and a run with koe's errors.
+
+Torch-free at import, like the rest of `service/`: the family's trainer (`FamilySpec.trainers`,
+e.g. Qwen3-TTS's `koe.engines.qwen3_tts.finetune.run:train_speaker`) is imported when a run starts.
+Its own errors (a bad dataset, a model the recipe cannot train, settings a checkpoint was not
+made with) come back as `InvalidRequest`, so the CLI prints them as one clear message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from koe.service.errors import InvalidRequest
+
+METHODS = ("speaker",)
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+@dataclass(frozen=True)
+class SpeakerJob:
+    """`koe train speaker`: a Base model and recordings -> a model with NAME as its preset speaker."""
+
+    model: Path  # the base model's folder (resolved by the shell)
+    data: Path
+    speaker: str
+    out: Path
+    ref: Path | None = None
+    device: str | None = None  # None: cuda when there is one, else cpu
+    export_dtype: str | None = None  # None: as trained
+    stop_after: str | None = None  # "prepare" | "train"
+    settings: dict[str, Any] = field(default_factory=dict)  # the family's TrainSettings fields
+
+
+def trainer_for(folder: Path, method: str = "speaker"):
+    """The family function that runs `method` on the model in `folder`, or InvalidRequest saying
+    which models can."""
+    from koe.engines import registry
+
+    info = registry.detect(folder)
+    spec = registry.spec(info.family)
+    target = (getattr(spec, "trainers", None) or {}).get(method)
+    if target is None:
+        trainable = [s.title for s in registry.specs() if method in (getattr(s, "trainers", None) or {})]
+        raise InvalidRequest(f"{folder}: {spec.title} models have no {method} training in koe",
+                             hint=f"families that train: {', '.join(trainable) or 'none'}", param="model")
+    return registry._import(target)
+
+
+def registry_settings(folder: Path):
+    """The settings class of the family that trains `folder` (its trainer module's `TrainSettings`)."""
+    import sys
+
+    return sys.modules[trainer_for(folder).__module__].TrainSettings
+
+
+def run_speaker(job: SpeakerJob, reporter=None, should_stop=None):
+    """Run a speaker fine-tuning job (see the family's `train_speaker`); returns its result."""
+    import torch
+
+    from koe.engines.base import TrainingError
+
+    settings_type = registry_settings(Path(job.model))
+
+    known = {f.name for f in fields(settings_type)}
+    unknown = sorted(set(job.settings) - known)
+    if unknown:
+        raise InvalidRequest(f"unknown training settings: {', '.join(unknown)}", hint=f"known: {', '.join(sorted(known))}")
+    if job.export_dtype is not None and job.export_dtype not in DTYPES:
+        raise InvalidRequest(f"export dtype {job.export_dtype!r} is not one of {', '.join(DTYPES)}", param="export_dtype")
+    device = job.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise InvalidRequest(f"device {device!r}: no CUDA GPU is available here", param="device")
+    train = trainer_for(Path(job.model))
+    try:
+        return train(Path(job.model), Path(job.data), job.speaker, Path(job.out), settings_type(**job.settings), ref=job.ref,
+                     device=device, export_dtype=getattr(torch, job.export_dtype) if job.export_dtype else None,
+                     stop_after=job.stop_after, reporter=reporter, should_stop=should_stop)
+    except TrainingError as e:  # bad data (the data stage's DatasetError), a model or settings the recipe refuses
+        raise InvalidRequest(e.message, hint=e.hint, param=e.param) from e
+
+
+def export_run(out: Path, export_dtype: str | None = None) -> Path:
+    """Export a run's latest checkpoint to its folder (`koe train export`), with the trainer of
+    the family of the run's base model (named in `OUT/training/run.json`)."""
+    import json
+    import sys
+
+    import torch
+
+    from koe.engines.base import TrainingError
+
+    if export_dtype is not None and export_dtype not in DTYPES:
+        raise InvalidRequest(f"export dtype {export_dtype!r} is not one of {', '.join(DTYPES)}", param="export_dtype")
+    run_file = Path(out) / "training" / "run.json"
+    if not run_file.exists():
+        raise InvalidRequest(f"{out} is not a koe training run (no training/run.json)", hint="give the --out folder of `koe train speaker`")
+    base = Path(json.loads(run_file.read_text(encoding="utf-8"))["base"])
+    module = sys.modules[trainer_for(base).__module__]
+    try:
+        return module.export_checkpoint(Path(out), getattr(torch, export_dtype) if export_dtype else None)
+    except TrainingError as e:
+        raise InvalidRequest(e.message, hint=e.hint) from e

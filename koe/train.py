@@ -1,0 +1,73 @@
+"""Fine-tuning from Python: the same runs as `koe train`.
+
+    import koe.train
+    result = koe.train.speaker("Qwen/Qwen3-TTS-12Hz-1.7B-Base", data="clips/", speaker="alice", out="alice-voice")
+    tts = koe.load("alice-voice")
+    tts.generate("Hello!", speaker="alice")
+
+`speaker` runs three stages, each leaving an artefact in `OUT/training/` and each reused by a later
+call with the same arguments (so a stopped run goes on where it was): prepare (the codec's codes,
+in upstream's prepared JSONL), train (a checkpoint after every epoch), export (`OUT` becomes a
+CustomVoice model folder). docs/training.md has the data format, the settings and what is exact.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+__all__ = ["export", "prepare", "speaker"]
+
+
+def speaker(model: str | os.PathLike, data: str | os.PathLike, speaker: str, out: str | os.PathLike, *,
+            ref: str | os.PathLike | None = None, epochs: int = 3, lr: float = 2e-5, batch_size: int = 2, grad_accum: int = 4,
+            seed: int = 0, precision: str = "float32", gradient_checkpointing: bool = False, offload_optimizer: bool = False,
+            save_every: int = 0, device: str | None = None, export_dtype: str | None = None, stop_after: str | None = None,
+            on_step: Callable[[Any], None] | None = None, on_note: Callable[[str], None] | None = None,
+            should_stop: Callable[[], bool] | None = None):
+    """Fine-tune the Base `model` (a folder, store name or hub id) on `data` into a model whose preset
+    speaker is `speaker`, written to `out`. Defaults are upstream's recipe's (batch 2, lr 2e-5, 3
+    epochs, accumulation 4). `on_step(report)` is called after every batch (epoch, batch, loss, ...);
+    `should_stop()` is asked after each checkpoint. Returns the run's result (`out`, `speaker`,
+    `finished`, `losses`, `optimizer_steps`), or None with `stop_after="prepare"`. Raises
+    `koe.service.errors.InvalidRequest` for bad data or settings, before any training."""
+    from koe.engines.qwen3_tts.finetune.run import Reporter
+    from koe.service.resolve import model_folder
+    from koe.service.training import SpeakerJob, run_speaker
+
+    settings = dict(epochs=epochs, lr=lr, batch_size=batch_size, grad_accum=grad_accum, seed=seed, precision=precision,
+                    gradient_checkpointing=gradient_checkpointing, offload_optimizer=offload_optimizer, save_every=save_every)
+    job = SpeakerJob(model_folder(model), Path(data), speaker, Path(out), ref=Path(ref) if ref is not None else None, device=device,
+                     export_dtype=export_dtype, stop_after=stop_after, settings=settings)
+    reporter = Reporter()
+    if on_step is not None:
+        reporter.step = on_step
+    if on_note is not None:
+        reporter.note = on_note
+    return run_speaker(job, reporter, should_stop)
+
+
+def prepare(model: str | os.PathLike, data: str | os.PathLike, out: str | os.PathLike, *, ref: str | os.PathLike | None = None,
+            device: str | None = None) -> Path:
+    """Check `data` and write upstream's prepared JSONL (the codes of every clip) to `out`, with
+    `model`'s codec; returns `out`. A later `speaker(..., data=out)` trains on it as it is."""
+    from koe.engines.base import TrainingError
+    from koe.engines.qwen3_tts.finetune.data import load_dataset
+    from koe.engines.qwen3_tts.finetune.data import prepare as prepare_clips
+    from koe.service.errors import InvalidRequest
+    from koe.service.resolve import model_folder
+
+    folder = model_folder(model)
+    try:
+        checked = load_dataset(Path(data), ref=Path(ref) if ref is not None else None)
+    except TrainingError as e:
+        raise InvalidRequest(e.message, hint=e.hint, param="data") from e
+    return prepare_clips(checked, folder / "speech_tokenizer", Path(out), device=device or "cpu").jsonl
+
+
+def export(out: str | os.PathLike, *, export_dtype: str | None = None) -> Path:
+    """Export the latest checkpoint of the run in `out` as the model in `out` (a run stopped early)."""
+    from koe.service.training import export_run
+
+    return export_run(Path(out), export_dtype)

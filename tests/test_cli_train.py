@@ -1,0 +1,171 @@
+"""`koe train speaker` / `koe train export` and `koe.train` from Python, end to end on a tiny
+1.7B-like Base model: the run, its artefacts, resuming, the trained model in `koe speak`, the
+server's voice list and the drop-in, and every refusal as one clear message."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file
+
+from koe.engines.qwen3_tts.fixtures import write_random_model
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from finetune_data import write_dataset  # noqa: E402
+
+pytest_plugins = ["cli_fixtures"]
+
+
+@pytest.fixture(scope="module")
+def bases(tmp_path_factory):
+    root = tmp_path_factory.mktemp("train-cli")
+    return {"1.7b": write_random_model(root / "base-1b7", "base", "tiny-1b7"), "0.6b": write_random_model(root / "base-0b6", "base", "tiny"),
+            "cv": write_random_model(root / "cv", "custom_voice", "tiny-1b7"), "data": write_dataset(root / "data")}
+
+
+def train_args(bases, out: Path, *extra: str) -> list[str]:
+    return ["train", "speaker", "--model", str(bases["1.7b"]), "--data", str(bases["data"]["jsonl"]), "--speaker", "Alice",
+            "--out", str(out), "--epochs", "2", "--lr", "1e-3", *extra]
+
+
+@pytest.fixture(scope="module")
+def trained(bases, tmp_path_factory):
+    from product_helpers import run_koe
+
+    out = tmp_path_factory.mktemp("trained") / "alice"
+    result = run_koe(*train_args(bases, out))
+    assert result.exit_code == 0, result.output
+    return out, result
+
+
+def test_a_run_makes_a_custom_voice_model_and_keeps_its_artefacts(trained):
+    out, result = trained
+    assert "a CustomVoice model with the speaker alice (4 optimizer steps" in result.output
+    assert "the speaker is saved as 'alice'" in result.output
+    assert {p.name for p in (out / "training").iterdir()} >= {"prepared.jsonl", "prepared.summary.json", "train.log", "checkpoint", "run.json"}
+    assert len((out / "training" / "train.log").read_text().splitlines()) == 12
+    summary = json.loads((out / "training" / "prepared.summary.json").read_text())
+    assert summary["clips"] == 11 and summary["frames"] > 11
+    assert json.loads((out / "config.json").read_text())["talker_config"]["spk_id"] == {"alice": 3000}
+
+
+def test_the_trained_speaker_speaks_through_the_cli(trained, home, koe, tmp_path):
+    out, _ = trained
+    wav = tmp_path / "hello.wav"
+    r = koe("speak", "--model", str(out), "--speaker", "alice", "--seed", "1", "Hello there.", "-o", str(wav))
+    assert r.exit_code == 0, r.output
+    assert wav.stat().st_size > 1000
+    listed = koe("models", "import", str(out), "--name", "alice-voice")
+    assert listed.exit_code == 0, listed.output
+    info = koe("models", "info", "alice-voice", "--json")
+    assert json.loads(info.output)["speakers"] == ["alice"]
+
+
+def test_the_drop_in_and_the_server_know_the_speaker(trained, tmp_path):
+    from fastapi.testclient import TestClient
+
+    from koe.compat.qwen_tts import Qwen3TTSModel
+    from koe.server import create_app
+    from koe.service import KoeHome, load_settings
+
+    out, _ = trained
+    tts = Qwen3TTSModel.from_pretrained(str(out))
+    assert tts.get_supported_speakers() == ["alice"]
+    wavs, rate = tts.generate_custom_voice("Hi.", speaker="alice")
+    assert rate == 24000 and wavs[0].size > 0
+    home = KoeHome(load_settings(tmp_path / "home", flags={"models": {"default": "alice"}}, environ={}))
+    home.models.import_model(out, "alice", link=True)
+    with TestClient(create_app(home)) as client:
+        voices = client.get("/v1/audio/voices", params={"model": "alice"}).json()
+        assert "alice" in [v.get("id") or v.get("name") for v in voices["data"]], voices
+        speech = client.post("/v1/audio/speech", json={"model": "alice", "input": "Hello.", "voice": "alice", "response_format": "wav", "seed": 3})
+        assert speech.status_code == 200 and speech.content[:4] == b"RIFF", speech.text[:300]
+
+
+def test_running_again_reuses_the_data_and_goes_on_from_the_checkpoint(bases, home, koe, tmp_path):
+    out = tmp_path / "run"
+    first = koe(*train_args(bases, out, "--stop-after", "train"))
+    assert first.exit_code == 0 and "checkpoint in" in first.output, first.output
+    assert not (out / "model.safetensors").exists()
+    more = koe(*train_args(bases, out)[:-4], "--epochs", "3", "--lr", "1e-3")
+    assert more.exit_code == 0, more.output
+    assert "using the data prepared before" in more.output and "(6 optimizer steps" in more.output
+    assert len((out / "training" / "train.log").read_text().splitlines()) == 18
+
+
+def test_export_of_a_stopped_run(bases, home, koe, tmp_path):
+    out = tmp_path / "stopped"
+    assert koe(*train_args(bases, out, "--stop-after", "train")).exit_code == 0
+    r = koe("train", "export", "--out", str(out), "--export-dtype", "bfloat16")
+    assert r.exit_code == 0, r.output
+    weights = load_file(str(out / "model.safetensors"))
+    assert {t.dtype for t in weights.values()} == {__import__("torch").bfloat16}
+
+
+def test_stop_after_prepare(bases, home, koe, tmp_path):
+    out = tmp_path / "prep"
+    r = koe(*train_args(bases, out, "--stop-after", "prepare"))
+    assert r.exit_code == 0 and "prepared:" in r.output, r.output
+    assert not (out / "training" / "checkpoint").exists()
+
+
+@pytest.mark.parametrize("case, args, message", [
+    ("0.6b", None, "only works where the two widths match: the 1.7B Base model (2048 and 2048), not the 0.6B"),
+    ("cv", None, "is a custom_voice model; speaker fine-tuning starts from a Base model"),
+    ("name", ["--speaker", "a b"], "speaker name 'a b': use 1-64 letters"),
+    ("lr", ["--lr", "-1"], "lr must be a positive number"),
+    ("precision", ["--precision", "int8"], "precision must be one of float32, bfloat16"),
+    ("stage", ["--stop-after", "export"], "stop_after must be one of prepare, train"),
+    ("dtype", ["--export-dtype", "int8"], "export dtype 'int8' is not one of"),
+    ("data", ["--data", "/nonexistent/clips"], "no such file or folder"),
+])
+def test_refusals_are_one_clear_message_before_any_work(bases, home, koe, tmp_path, case, args, message):
+    out = tmp_path / "out"
+    full = train_args(bases, out)
+    if case in ("0.6b", "cv"):
+        full[full.index("--model") + 1] = str(bases[case])
+    for flag, value in zip((args or [])[::2], (args or [])[1::2]):
+        if flag in full:
+            full[full.index(flag) + 1] = value
+        else:
+            full += [flag, value]
+    r = koe(*full, ok=False)
+    assert r.exit_code == 2, r.output
+    assert message in " ".join(r.output.split()), r.output
+    assert not (out / "training" / "checkpoint").exists()
+
+
+def test_bad_rows_are_all_listed(bases, home, koe, tmp_path):
+    data = tmp_path / "bad.jsonl"
+    clip = str(bases["data"]["clips"] / "utt000.wav")
+    data.write_text(json.dumps({"audio": clip, "text": "  ", "ref_audio": clip}) + "\n"
+                    + json.dumps({"audio": str(tmp_path / "missing.wav"), "text": "hi", "ref_audio": clip}) + "\n")
+    r = koe("train", "speaker", "--model", str(bases["1.7b"]), "--data", str(data), "--speaker", "bob", "--out", str(tmp_path / "o"), ok=False)
+    assert r.exit_code == 2
+    assert "bad.jsonl:1" in r.output and "bad.jsonl:2" in r.output, r.output
+
+
+def test_an_output_folder_holding_something_else_is_refused(bases, home, koe, tmp_path):
+    out = tmp_path / "taken"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    r = koe(*train_args(bases, out), ok=False)
+    assert r.exit_code == 2 and "is not a koe training run" in r.output
+
+
+def test_from_python(bases, tmp_path):
+    import koe
+    import koe.train
+
+    steps = []
+    result = koe.train.speaker(bases["1.7b"], bases["data"]["pairs"], "carol", tmp_path / "carol", ref=bases["data"]["ref"], epochs=1,
+                               lr=1e-3, on_step=steps.append)
+    assert result.finished and result.speaker == "carol" and len(steps) == 6 and steps[-1].grad_norm is not None
+    tts = koe.load(tmp_path / "carol")
+    assert tts.capabilities.speakers == ("carol",)
+    shutil.rmtree(tmp_path / "carol" / "training")
+    assert koe.load(tmp_path / "carol").capabilities.speakers == ("carol",)
