@@ -164,9 +164,10 @@ class SpeakerTrainer:
                 loss = self.backward(collate([self.examples[i] for i in batches[st.next_batch]], self.cfg))
                 norm = self.step() if sync else None
                 st.next_batch += 1
-                st.losses.append(float(loss.total.detach()))
-                self.report(StepReport(st.epoch, s.epochs, st.next_batch, len(batches), st.optimizer_steps, float(loss.total),
-                                       float(loss.talker), float(loss.code_predictor), norm, time.perf_counter() - started))
+                total, talker, predictor = (float(x.detach()) for x in (loss.total, loss.talker, loss.code_predictor))
+                st.losses.append(total)
+                self.report(StepReport(st.epoch, s.epochs, st.next_batch, len(batches), st.optimizer_steps, total, talker, predictor,
+                                       norm, time.perf_counter() - started))
                 if sync and not last and s.save_every and st.optimizer_steps % s.save_every == 0:
                     self.save()
                     if should_stop is not None and should_stop():
