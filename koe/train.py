@@ -23,12 +23,13 @@ __all__ = ["export", "prepare", "speaker"]
 def speaker(model: str | os.PathLike, data: str | os.PathLike, speaker: str, out: str | os.PathLike, *,
             ref: str | os.PathLike | None = None, epochs: int = 3, lr: float = 2e-5, batch_size: int = 2, grad_accum: int = 4,
             seed: int = 0, precision: str = "float32", gradient_checkpointing: bool = False, offload_optimizer: bool = False,
-            save_every: int = 0, device: str | None = None, export_dtype: str | None = None, stop_after: str | None = None,
+            save_every: int = 0, lora_rank: int = 0, lora_alpha: float | None = None, device: str | None = None, export_dtype: str | None = None, stop_after: str | None = None,
             on_step: Callable[[Any], None] | None = None, on_note: Callable[[str], None] | None = None,
             should_stop: Callable[[], bool] | None = None):
     """Fine-tune the Base `model` (a folder, store name or hub id) on `data` into a model whose preset
     speaker is `speaker`, written to `out`. Defaults are upstream's recipe's (batch 2, lr 2e-5, 3
-    epochs, accumulation 4). `on_step(report)` is called after every batch (epoch, batch, loss, ...);
+    epochs, accumulation 4); `lora_rank=N` trains LoRA adapters instead (not upstream's recipe).
+    `on_step(report)` is called after every batch (epoch, batch, loss, ...);
     `should_stop()` is asked after each checkpoint. Returns the run's result (`out`, `speaker`,
     `finished`, `losses`, `optimizer_steps`), or None with `stop_after="prepare"`. Raises
     `koe.service.errors.InvalidRequest` for bad data or settings, before any training."""
@@ -37,7 +38,8 @@ def speaker(model: str | os.PathLike, data: str | os.PathLike, speaker: str, out
     from koe.service.training import SpeakerJob, run_speaker
 
     settings = dict(epochs=epochs, lr=lr, batch_size=batch_size, grad_accum=grad_accum, seed=seed, precision=precision,
-                    gradient_checkpointing=gradient_checkpointing, offload_optimizer=offload_optimizer, save_every=save_every)
+                    gradient_checkpointing=gradient_checkpointing, offload_optimizer=offload_optimizer, save_every=save_every,
+                    lora_rank=lora_rank, lora_alpha=lora_alpha)
     job = SpeakerJob(model_folder(model), Path(data), speaker, Path(out), ref=Path(ref) if ref is not None else None, device=device,
                      export_dtype=export_dtype, stop_after=stop_after, settings=settings)
     reporter = Reporter()

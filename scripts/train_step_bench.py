@@ -30,6 +30,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--threads", type=int, default=torch.get_num_threads())
     ap.add_argument("--gradient-checkpointing", action="store_true")
+    ap.add_argument("--lora-rank", type=int, default=0)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
@@ -62,7 +63,7 @@ def main() -> None:
             for _ in range(a.batch_size * a.steps)]
     examples = SpeakerExamples(rows, QwenTokenizer.from_folder(base), lambda _: ref)
     settings = TrainSettings(epochs=1, lr=2e-5, batch_size=a.batch_size, grad_accum=1, precision=a.precision,
-                             gradient_checkpointing=a.gradient_checkpointing)
+                             gradient_checkpointing=a.gradient_checkpointing, lora_rank=a.lora_rank)
     import tempfile
 
     times = []
@@ -70,11 +71,12 @@ def main() -> None:
         trainer = SpeakerTrainer(net, examples, settings, work, "bench", on_step=lambda r: times.append(r.seconds))
         trainer.save = lambda: None  # timing steps, not checkpoint writes
         trainer.run()
-    params = sum(p.numel() for p in net.talker.parameters())
+    params = sum(p.numel() for name, p in net.talker.named_parameters() if "lora_" not in name)
     result = {
         "size": a.size, "precision": a.precision, "batch_size": a.batch_size, "frames_per_clip": a.frames,
         "tokens_per_row": int(examples[0].text_ids.shape[1] + a.frames + 8), "threads": a.threads,
-        "gradient_checkpointing": a.gradient_checkpointing, "talker_parameters": params, "load_s": round(load_s, 2),
+        "gradient_checkpointing": a.gradient_checkpointing, "lora_rank": a.lora_rank, "talker_parameters": params,
+        "trained_parameters": trainer.trained_parameters, "load_s": round(load_s, 2),
         "step_s": [round(t, 2) for t in times], "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
         "machine": f"{platform.machine()} {platform.processor() or ''}".strip(), "torch": torch.__version__,
     }  # fmt: skip

@@ -122,6 +122,7 @@ def test_stop_after_prepare(bases, home, koe, tmp_path):
     ("stage", ["--stop-after", "export"], "stop_after must be one of prepare, train"),
     ("dtype", ["--export-dtype", "int8"], "export dtype 'int8' is not one of"),
     ("data", ["--data", "/nonexistent/clips"], "no such file or folder"),
+    ("lora", ["--lora-rank", "-1"], "lora_rank must be >= 0"),
 ])
 def test_refusals_are_one_clear_message_before_any_work(bases, home, koe, tmp_path, case, args, message):
     out = tmp_path / "out"
@@ -169,3 +170,12 @@ def test_from_python(bases, tmp_path):
     assert tts.capabilities.speakers == ("carol",)
     shutil.rmtree(tmp_path / "carol" / "training")
     assert koe.load(tmp_path / "carol").capabilities.speakers == ("carol",)
+
+
+def test_lora_from_the_command_line(bases, home, koe, tmp_path):
+    out = tmp_path / "lora"
+    r = koe(*train_args(bases, out, "--lora-rank", "4", "--lora-alpha", "4"))
+    assert "a CustomVoice model with the speaker alice" in r.output
+    settings = json.loads((out / "training" / "checkpoint" / "state.json").read_text())["settings"]
+    assert settings["lora_rank"] == 4 and settings["lora_alpha"] == 4.0
+    assert not [k for k in load_file(str(out / "model.safetensors")) if "lora" in k]

@@ -87,6 +87,8 @@ def speaker(
     gradient_checkpointing: Annotated[bool, typer.Option("--gradient-checkpointing", help="Recompute activations in the backward pass: less memory, same results.")] = False,
     offload_optimizer: Annotated[bool, typer.Option("--offload-optimizer", help="Keep AdamW's state on the CPU when training on a GPU.")] = False,
     save_every: Annotated[int, typer.Option("--save-every", help="Also checkpoint every N optimizer steps (0: after each epoch only).")] = 0,
+    lora_rank: Annotated[int, typer.Option("--lora-rank", help="Train rank-N LoRA adapters instead of every weight (not upstream's recipe; merged at export; 0: off).")] = 0,
+    lora_alpha: Annotated[float | None, typer.Option("--lora-alpha", help="The adapters' scale is alpha / rank (default: 2 x rank).", show_default=False)] = None,
     device: Annotated[str | None, typer.Option("--device", help="cpu, cuda or cuda:N (default: cuda when there is one).")] = None,
     export_dtype: Annotated[str | None, typer.Option("--export-dtype", help="dtype of the exported weights: float32, bfloat16 or float16 (default: as trained).")] = None,
     stop_after: Annotated[str | None, typer.Option("--stop-after", help="Stop after a stage: prepare or train (run again without it to go on).")] = None,
@@ -100,7 +102,8 @@ def speaker(
 
     folder = _model_folder(model)
     settings = dict(epochs=epochs, lr=lr, batch_size=batch_size, grad_accum=grad_accum, seed=seed, precision=precision,
-                    gradient_checkpointing=gradient_checkpointing, offload_optimizer=offload_optimizer, save_every=save_every)
+                    gradient_checkpointing=gradient_checkpointing, offload_optimizer=offload_optimizer, save_every=save_every,
+                    lora_rank=lora_rank, lora_alpha=lora_alpha)
     job = SpeakerJob(folder, data, name, out_dir, ref=ref, device=device, export_dtype=export_dtype, stop_after=stop_after, settings=settings)
     reporter = TrainProgress(wanted(progress))
     try:

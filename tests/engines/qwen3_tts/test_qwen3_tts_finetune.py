@@ -226,3 +226,63 @@ def test_export_is_a_custom_voice_folder_koe_speaks_with(setup, tmp_path):
     assert tts.capabilities.speakers == ("alice",)
     result = tts.generate("Hello there.", speaker="alice", seed=1)
     assert result.audio.size > 0 and result.sample_rate == 24000
+
+
+# ---------------------------------------------------------------------------- LoRA (opt-in)
+def test_lora_trains_adapters_only_and_exports_them_merged(setup, tmp_path):
+    from koe.engines.qwen3_tts.finetune.lora import TARGETS
+
+    _, base, _ = setup
+    full = train(setup, tmp_path / "full", epochs=1)
+    lora = train(setup, tmp_path / "lora", epochs=3, lr=1e-2, lora_rank=4)
+    assert lora.losses[0] == full.losses[0]  # B starts at zero: the first step is the base model's
+    per_epoch = [sum(lora.losses[i : i + 6]) / 6 for i in range(0, 18, 6)]
+    assert per_epoch[-1] < per_epoch[0] - 0.1, per_epoch
+    kept = load_file(str(tmp_path / "lora" / "training" / "checkpoint" / "talker.safetensors"))
+    assert kept and all(k.endswith((".lora_A", ".lora_B")) for k in kept)
+    assert {k.rsplit(".", 2)[-2] for k in kept} == set(TARGETS)
+    exported, original = weights(tmp_path / "lora"), load_file(str(base / "model.safetensors"))
+    changed = {k for k in exported if not torch.equal(exported[k], original[k])}
+    assert changed and all(k.endswith(tuple(f"{t}.weight" for t in TARGETS)) or k == "talker.model.codec_embedding.weight" for k in changed)
+    assert any(".code_predictor." in k for k in changed) and any(".model.layers." in k and ".code_predictor." not in k for k in changed)
+
+
+def test_lora_merge_computes_what_the_adapters_compute(setup):
+    from koe.engines.qwen3_tts.finetune.batch import SpeakerExamples
+    from koe.engines.qwen3_tts.finetune.lora import add_lora, merged_state
+    from koe.engines.qwen3_tts.finetune.objective import speaker_loss
+    from koe.engines.qwen3_tts.model import Qwen3TTSNetwork
+    from koe.text.qwen_tokenizer import QwenTokenizer
+
+    _, base, rows = setup
+    cfg = Qwen3TTSConfig.from_folder(base)
+    net = Qwen3TTSNetwork.from_folder(base, cfg)
+    add_lora(net, 4, 8.0, seed=0)
+    with torch.no_grad():
+        for name, p in net.named_parameters():
+            if name.endswith("lora_B"):
+                p.normal_(0, 0.05)  # a trained-looking adapter
+    batch = collate([SpeakerExamples(rows, QwenTokenizer.from_folder(base), read_24k)[i] for i in (0, 1)], cfg)
+    with torch.no_grad():
+        with_adapters = speaker_loss(net, batch).total
+        plain = Qwen3TTSNetwork.from_folder(base, cfg)
+        plain.talker.load_state_dict(merged_state(net.talker), strict=True)
+        merged = speaker_loss(plain, batch).total
+    assert torch.allclose(with_adapters, merged, rtol=1e-5), (float(with_adapters), float(merged))
+
+
+def test_lora_resume_and_export_of_a_stopped_run(setup, tmp_path):
+    from koe.engines.qwen3_tts.finetune.run import export_checkpoint
+
+    whole = train(setup, tmp_path / "whole", epochs=2, lr=1e-2, lora_rank=4)
+    part = train(setup, tmp_path / "part", epochs=2, lr=1e-2, lora_rank=4, save_every=1, should_stop=lambda: True)
+    assert not part.finished
+    rest = train(setup, tmp_path / "part", epochs=2, lr=1e-2, lora_rank=4, save_every=1)
+    assert rest.losses == whole.losses
+    assert_same_weights(weights(tmp_path / "whole"), weights(tmp_path / "part"))
+    (tmp_path / "part" / "training" / "run.json").write_text(json.dumps({"base": str(setup[1]), "speaker": "alice"}))
+    (tmp_path / "part" / "model.safetensors").unlink()
+    export_checkpoint(tmp_path / "part")  # from the adapters in the checkpoint, merged again
+    assert_same_weights(weights(tmp_path / "whole"), weights(tmp_path / "part"))
+    with pytest.raises(TrainingError, match=r"lora_rank 4 \(now 8\)"):
+        train(setup, tmp_path / "part", epochs=3, lr=1e-2, lora_rank=8)

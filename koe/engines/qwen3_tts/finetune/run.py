@@ -151,7 +151,18 @@ def export_checkpoint(out: Path, export_dtype: torch.dtype | None = None) -> Pat
     if "target_speaker_embedding" not in extra:
         raise TrainingError(f"the checkpoint in {checkpoint} has no speaker embedding yet")
     talker = load_file(str(checkpoint / "talker.safetensors"))
-    return export_speaker(Path(run["base"]), out, talker, run["speaker"], extra["target_speaker_embedding"], export_dtype)
+    settings = json.loads((checkpoint / "state.json").read_text(encoding="utf-8"))["settings"]
+    base = Path(run["base"])
+    if settings.get("lora_rank"):  # adapters only: merge them into the base model's weights
+        from koe.engines.qwen3_tts.finetune.lora import add_lora, merged_state
+        from koe.engines.qwen3_tts.model import Qwen3TTSNetwork
+
+        net = Qwen3TTSNetwork.from_folder(base, Qwen3TTSConfig.from_folder(base), dtype=next(iter(talker.values())).dtype)
+        s = TrainSettings(**settings)
+        add_lora(net, s.lora_rank, s.alpha, s.seed)
+        net.talker.load_state_dict(talker, strict=False)
+        talker = merged_state(net.talker)
+    return export_speaker(base, out, talker, run["speaker"], extra["target_speaker_embedding"], export_dtype)
 
 
 def train_on_rows(base: Path, rows: list[dict], speaker: str, out: Path, settings: TrainSettings, *,
@@ -178,5 +189,5 @@ def train_on_rows(base: Path, rows: list[dict], speaker: str, out: Path, setting
     finished = trainer.run(should_stop)
     if finished and export:
         assert trainer.target is not None
-        export_speaker(base, out, net.talker.state_dict(), name, trainer.target, export_dtype)
+        export_speaker(base, out, trainer.export_state(), name, trainer.target, export_dtype)
     return TrainResult(out, name, finished, list(trainer.state.losses), trainer.state.optimizer_steps)

@@ -60,6 +60,12 @@ class TrainSettings:
     gradient_checkpointing: bool = False
     offload_optimizer: bool = False
     save_every: int = 0  # optimizer steps between extra checkpoints; 0: only at the end of each epoch
+    lora_rank: int = 0  # > 0: train low-rank adapters instead of every weight (not upstream's recipe; lora.py)
+    lora_alpha: float | None = None  # the adapters' scale is alpha / rank; None: 2 x rank
+
+    @property
+    def alpha(self) -> float:
+        return float(self.lora_alpha) if self.lora_alpha is not None else 2.0 * self.lora_rank
 
     def check(self) -> None:
         problems = []
@@ -76,6 +82,10 @@ class TrainSettings:
             problems.append(f"precision must be one of {', '.join(PRECISIONS)} (got {self.precision!r})")
         if self.save_every < 0:
             problems.append(f"save_every must be >= 0 (got {self.save_every})")
+        if self.lora_rank < 0:
+            problems.append(f"lora_rank must be >= 0 (got {self.lora_rank}; 0 trains every weight)")
+        if self.lora_alpha is not None and not (math.isfinite(self.lora_alpha) and self.lora_alpha > 0):
+            problems.append(f"lora_alpha must be positive (got {self.lora_alpha})")
         if problems:
             raise TrainingError("; ".join(problems))
 
@@ -135,6 +145,11 @@ class SpeakerTrainer:
         self.on_step = on_step
         self.device = net.talker.codec_head.weight.device
         self.generator = torch.Generator().manual_seed(settings.seed)
+        self.trained_parameters = sum(p.numel() for p in net.parameters())
+        if settings.lora_rank:
+            from koe.engines.qwen3_tts.finetune.lora import add_lora
+
+            self.trained_parameters = add_lora(net, settings.lora_rank, settings.alpha, settings.seed)
         self.optimizer = make_optimizer(net, settings)
         self.state = RunState()
         self.target: torch.Tensor | None = None  # the new speaker's embedding (C,)
@@ -208,12 +223,28 @@ class SpeakerTrainer:
             self.on_step(r)
 
     # ------------------------------------------------------------------ checkpoints
+    def trained_state(self) -> dict[str, torch.Tensor]:
+        """What a checkpoint keeps of the talker: every weight, or with LoRA the adapters only."""
+        if self.settings.lora_rank:
+            from koe.engines.qwen3_tts.finetune.lora import adapters
+
+            return adapters(self.net.talker)
+        return self.net.talker.state_dict()
+
+    def export_state(self) -> dict[str, torch.Tensor]:
+        """The talker's weights in the released names (LoRA adapters merged)."""
+        if self.settings.lora_rank:
+            from koe.engines.qwen3_tts.finetune.lora import merged_state
+
+            return merged_state(self.net.talker)
+        return self.net.talker.state_dict()
+
     def save(self) -> None:
         """Write the checkpoint (weights, optimizer, generator, run state) atomically, replacing the last."""
         tmp = self.folder / "checkpoint.partial"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        save_file({k: v.detach().contiguous().cpu() for k, v in self.net.talker.state_dict().items()}, str(tmp / "talker.safetensors"))
+        save_file({k: v.detach().contiguous().cpu() for k, v in self.trained_state().items()}, str(tmp / "talker.safetensors"))
         torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
         extra = {"generator": self.generator.get_state()}
         if self.target is not None:
@@ -243,7 +274,14 @@ class SpeakerTrainer:
             raise TrainingError(f"{self.checkpoint} was trained with {diff}; pass the same settings to resume, "
                                 "or remove it to start again")
         weights = load_file(str(self.checkpoint / "talker.safetensors"), device=str(self.device))
-        self.net.talker.load_state_dict(weights, strict=True)
+        if self.settings.lora_rank:
+            from koe.engines.qwen3_tts.finetune.lora import adapters
+
+            if weights.keys() != adapters(self.net.talker).keys():
+                raise TrainingError(f"{self.checkpoint} does not hold this run's LoRA adapters; remove it to start again")
+            self.net.talker.load_state_dict(weights, strict=False)
+        else:
+            self.net.talker.load_state_dict(weights, strict=True)
         self.optimizer.load_state_dict(torch.load(self.checkpoint / "optimizer.pt", weights_only=True))
         extra = load_file(str(self.checkpoint / "trainer.safetensors"))
         self.generator.set_state(extra["generator"])
@@ -254,8 +292,9 @@ class SpeakerTrainer:
 
 
 def make_optimizer(net: Qwen3TTSNetwork, s: TrainSettings):
-    """AdamW over every parameter, as upstream's (parameters that get no gradient are left alone)."""
-    params = list(net.parameters())
+    """AdamW over every parameter, as upstream's (parameters that get no gradient are left alone);
+    with LoRA over the adapters."""
+    params = [p for p in net.parameters() if p.requires_grad] if s.lora_rank else list(net.parameters())
     if s.offload_optimizer and params[0].device.type != "cpu":
         return OffloadedAdamW(params, lr=s.lr, weight_decay=s.weight_decay)
     return torch.optim.AdamW(params, lr=s.lr, weight_decay=s.weight_decay)
