@@ -14,8 +14,9 @@ CustomVoice model folder). docs/training.md has the data format, the settings an
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 __all__ = ["export", "prepare", "speaker"]
 
@@ -37,9 +38,9 @@ def speaker(model: str | os.PathLike, data: str | os.PathLike, speaker: str, out
     from koe.service.resolve import model_folder
     from koe.service.training import SpeakerJob, run_speaker
 
-    settings = dict(epochs=epochs, lr=lr, batch_size=batch_size, grad_accum=grad_accum, seed=seed, precision=precision,
-                    gradient_checkpointing=gradient_checkpointing, offload_optimizer=offload_optimizer, save_every=save_every,
-                    lora_rank=lora_rank, lora_alpha=lora_alpha)
+    settings = {"epochs": epochs, "lr": lr, "batch_size": batch_size, "grad_accum": grad_accum, "seed": seed, "precision": precision,
+                    "gradient_checkpointing": gradient_checkpointing, "offload_optimizer": offload_optimizer, "save_every": save_every,
+                    "lora_rank": lora_rank, "lora_alpha": lora_alpha}
     job = SpeakerJob(model_folder(model), Path(data), speaker, Path(out), ref=Path(ref) if ref is not None else None, device=device,
                      export_dtype=export_dtype, stop_after=stop_after, settings=settings)
     reporter = Reporter()

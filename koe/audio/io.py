@@ -14,15 +14,22 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 from pathlib import Path
 from typing import Union
 
 import numpy as np
 import soundfile as sf
 
-from koe.audio.decode import EncodedAudio, array_frames, check_sample_rate, decode, frame_limit, to_mono
+from koe.audio.decode import (
+    EncodedAudio,
+    array_frames,
+    check_sample_rate,
+    decode,
+    frame_limit,
+    to_mono,
+)
 from koe.audio.errors import AudioError, AudioTooLong
+from koe.runtime.files import atomic_file
 
 __all__ = ["AudioSource", "load_audio", "write_wav"]
 
@@ -110,22 +117,8 @@ def write_wav(path: str | os.PathLike, samples: np.ndarray, sample_rate: int, su
         raise AudioError(f"write_wav needs (n,) or (n, channels) samples, got shape {samples.shape}")
     if int(sample_rate) <= 0:
         raise AudioError(f"sample rate must be positive, got {sample_rate}")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            sf.write(f, samples, int(sample_rate), format="WAV", subtype=subtype)
-            f.flush()
-            os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    with atomic_file(path) as f:
+        sf.write(f, samples, int(sample_rate), format="WAV", subtype=subtype)
     return path
 
 

@@ -7,7 +7,14 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from koe.cli.common import command, err, fail, note, open_home, out
 from koe.cli.progress import wanted
@@ -101,9 +108,9 @@ def speaker(
     from koe.service.training import SpeakerJob, run_speaker
 
     folder = _model_folder(model)
-    settings = dict(epochs=epochs, lr=lr, batch_size=batch_size, grad_accum=grad_accum, seed=seed, precision=precision,
-                    gradient_checkpointing=gradient_checkpointing, offload_optimizer=offload_optimizer, save_every=save_every,
-                    lora_rank=lora_rank, lora_alpha=lora_alpha)
+    settings = {"epochs": epochs, "lr": lr, "batch_size": batch_size, "grad_accum": grad_accum, "seed": seed, "precision": precision,
+                    "gradient_checkpointing": gradient_checkpointing, "offload_optimizer": offload_optimizer, "save_every": save_every,
+                    "lora_rank": lora_rank, "lora_alpha": lora_alpha}
     job = SpeakerJob(folder, data, name, out_dir, ref=ref, device=device, export_dtype=export_dtype, stop_after=stop_after, settings=settings)
     reporter = TrainProgress(wanted(progress))
     try:

@@ -14,14 +14,21 @@ import numpy as np
 import pytest
 import soundfile as sf
 import torch
-
 from finetune_data import TEXTS, random_codes_jsonl, voiced, write_dataset
-from koe.engines.qwen3_tts.finetune.data import (
-    BATCH_SIZE, DatasetError, check_dataset, encode_batch, load_dataset, prepare, read_dataset, summary_path,
-)  # fmt: skip
-from koe.engines.qwen3_tts.codec.tokenizer import SpeechTokenizer
-from koe.engines.qwen3_tts.fixtures import write_random_model
 from oracle_harness import run_oracle
+
+from koe.engines.qwen3_tts.codec.tokenizer import SpeechTokenizer
+from koe.engines.qwen3_tts.finetune.data import (
+    BATCH_SIZE,
+    DatasetError,
+    check_dataset,
+    encode_batch,
+    load_dataset,
+    prepare,
+    read_dataset,
+    summary_path,
+)  # fmt: skip
+from koe.engines.qwen3_tts.fixtures import write_random_model
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +62,7 @@ def _problems(path, **kwargs) -> list[str]:
 def _assert_problems(problems: list[str], expected: list[tuple[str, str]]) -> None:
     """Each (row, words) appears in one problem starting with that row, and nothing else is reported."""
     for where, words in expected:
-        assert any(p.startswith(where + ":") or p.startswith(where + " (") for p in problems if words in p), (where, words, problems)
+        assert any(p.startswith((where + ":", where + " (")) for p in problems if words in p), (where, words, problems)
     assert len(problems) == len(expected), problems
 
 

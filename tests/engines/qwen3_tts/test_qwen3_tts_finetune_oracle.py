@@ -10,6 +10,7 @@ steps, the parameters that never get a gradient, and upstream's lower-cased spea
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -116,7 +117,7 @@ def test_data_order_is_two_global_draws_per_epoch(which, run_a, run_c):
 
 
 def test_loss_is_talker_plus_0_3_sub_talker_and_goes_down(run_a):
-    tensors, info = run_a
+    tensors, _info = run_a
     assert torch.equal(tensors["loss"], tensors["talker_loss"] + 0.3 * tensors["sub_talker_loss"])
     per_epoch = tensors["loss"].view(EPOCHS, -1).mean(dim=1)
     assert per_epoch[-1] < per_epoch[0] - 0.3, per_epoch
@@ -148,7 +149,7 @@ def test_checkpoints_are_custom_voice_folders_with_the_speaker_at_3000(run_a, se
     previous = None
     for epoch, folder in enumerate(info["checkpoints"]):
         assert folder.endswith(f"checkpoint-epoch-{epoch}")
-        config = json.loads(open(f"{folder}/config.json", encoding="utf-8").read())
+        config = json.loads(Path(folder, "config.json").read_text(encoding="utf-8"))
         assert config["tts_model_type"] == "custom_voice"
         assert config["talker_config"]["spk_id"] == {SPEAKER: 3000} and config["talker_config"]["spk_is_dialect"] == {SPEAKER: False}
         w = weights(info, epoch)

@@ -53,18 +53,23 @@ import hashlib
 import json
 import math
 import os
-import tempfile
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
 from koe.audio.errors import AudioError, AudioTooLong
 from koe.audio.io import load_audio
 from koe.engines.base import TrainingError
-from koe.engines.qwen3_tts.voice import MAX_REF_SECONDS, MIN_REF_SECONDS, SAMPLE_RATE, to_codec_rate
+from koe.engines.qwen3_tts.voice import (
+    MAX_REF_SECONDS,
+    MIN_REF_SECONDS,
+    SAMPLE_RATE,
+    to_codec_rate,
+)
+from koe.runtime.files import atomic_file
 
 __all__ = [
     "AUDIO_SUFFIXES", "BATCH_SIZE", "MAX_CLIP_SECONDS", "AudioInfo", "CheckedDataset", "Clip", "Dataset",
@@ -634,22 +639,6 @@ def _reusable(out: Path, summary_file: Path, fingerprint: str) -> dict | None:
         return None
 
 
-@contextmanager
-def _atomic_text(path: Path) -> Iterator:
+def _atomic_text(path: Path):
     """A UTF-8 text file written to a temporary name in `path`'s folder, renamed to `path` when complete."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    return atomic_file(path, "w", encoding="utf-8")

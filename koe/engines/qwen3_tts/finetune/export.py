@@ -16,12 +16,13 @@ selected (`koe` tells the user when it lowers a name).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import save
+
+from koe.runtime.files import atomic_file
 
 SPEAKER_ID = 3000
 SKIP = ("model.safetensors", "model.safetensors.index.json", "config.json", "training")
@@ -59,12 +60,8 @@ def export_speaker(base: Path, out: Path, talker_state: dict[str, torch.Tensor],
     table[SPEAKER_ID] = embedding.detach().to("cpu").to(table.dtype)
     if dtype is not None:
         config["torch_dtype"] = str(dtype).removeprefix("torch.")
-    _atomic_write(out / "model.safetensors", lambda p: save_file({k: v.contiguous() for k, v in state.items()}, str(p), metadata={"format": "pt"}))
-    _atomic_write(out / "config.json", lambda p: p.write_text(json.dumps(config, indent=2, ensure_ascii=False), encoding="utf-8"))
+    with atomic_file(out / "model.safetensors") as f:
+        f.write(save({k: v.contiguous() for k, v in state.items()}, metadata={"format": "pt"}))
+    with atomic_file(out / "config.json", "w", encoding="utf-8") as f:
+        f.write(json.dumps(config, indent=2, ensure_ascii=False))
     return out
-
-
-def _atomic_write(path: Path, write) -> None:
-    tmp = path.with_name(path.name + ".partial")
-    write(tmp)
-    os.replace(tmp, path)

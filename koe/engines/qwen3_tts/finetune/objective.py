@@ -79,8 +79,9 @@ def talker_hidden(net: Qwen3TTSNetwork, embeds: torch.Tensor, attention_mask: to
     mask = causal_padding_mask(attention_mask, torch.arange(embeds.shape[1], device=embeds.device))
     if not checkpointing:
         return talker.forward_hidden(embeds, positions, None, mask)
-    from koe.nn.rotary import multimodal_cos_sin
     from torch.utils.checkpoint import checkpoint
+
+    from koe.nn.rotary import multimodal_cos_sin
 
     cos, sin = rotary_cos_sin(talker.inv_freq, positions, embeds.dtype)
     cos, sin = multimodal_cos_sin(cos, sin, list(talker.cfg.mrope_section), talker.cfg.mrope_interleaved)

@@ -9,16 +9,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 
 from koe.engines.qwen3_tts.config import Qwen3TTSConfig
 from koe.engines.qwen3_tts.finetune.batch import SpeakerExamples
 from koe.engines.qwen3_tts.finetune.export import export_speaker
-from koe.engines.qwen3_tts.finetune.trainer import SpeakerTrainer, StepReport, TrainingError, TrainSettings
+from koe.engines.qwen3_tts.finetune.trainer import (
+    SpeakerTrainer,
+    StepReport,
+    TrainingError,
+    TrainSettings,
+)
 
 STAGES = ("prepare", "train", "export")
 RUN_FILE = "run.json"  # in OUT/training: the base model and speaker a run is for
