@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 from koe.engines.qwen3_tts.fixtures import write_random_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from finetune_data import write_dataset  # noqa: E402
+from finetune_data import write_dataset
 
 pytest_plugins = ["cli_fixtures"]
 

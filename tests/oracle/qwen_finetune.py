@@ -203,7 +203,7 @@ def main():
     tts, loading = load_upstream_model(job["model"])
     config = AutoConfig.from_pretrained(job["model"])
     with open(job["train_jsonl"]) as f:
-        rows = [json.loads(line) for line in f.readlines()]
+        rows = [json.loads(line) for line in f]
     dataset, collate, asked = examples_for(job, rows, tts.processor, config)
     loader = torch.utils.data.DataLoader(dataset, batch_size=int(job["batch_size"]), shuffle=True, collate_fn=collate)
     optimizer = torch.optim.AdamW(tts.model.parameters(), lr=float(job["lr"]), weight_decay=0.01)

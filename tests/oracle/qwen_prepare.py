@@ -24,7 +24,7 @@ def main() -> None:
 
     tok, loading = _from_pretrained_with_info(Qwen3TTSTokenizer, job["folder"])
     with open(job["input_jsonl"], encoding="utf-8") as f:
-        rows = [json.loads(line.strip()) for line in f.readlines()]
+        rows = [json.loads(line.strip()) for line in f]
     batches = [rows[i : i + BATCH_INFER_NUM] for i in range(0, len(rows), BATCH_INFER_NUM)]
     tensors: dict[str, torch.Tensor] = {}
     done = []

@@ -19,11 +19,16 @@ from safetensors.torch import load_file
 from koe.engines.qwen3_tts.config import Qwen3TTSConfig
 from koe.engines.qwen3_tts.finetune.batch import Example, collate
 from koe.engines.qwen3_tts.finetune.run import check_base, check_speaker, train_on_rows
-from koe.engines.qwen3_tts.finetune.trainer import OffloadedAdamW, TrainingError, TrainSettings, epoch_order
+from koe.engines.qwen3_tts.finetune.trainer import (
+    OffloadedAdamW,
+    TrainingError,
+    TrainSettings,
+    epoch_order,
+)
 from koe.engines.qwen3_tts.fixtures import write_random_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from finetune_data import random_codes_jsonl, write_dataset  # noqa: E402
+from finetune_data import random_codes_jsonl, write_dataset
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
