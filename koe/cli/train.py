@@ -7,17 +7,8 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
 from koe.cli.common import command, err, fail, note, open_home, out
-from koe.cli.progress import wanted
 
 app = typer.Typer(help="Fine-tune: a new preset speaker from recordings (Qwen3-TTS 1.7B Base).", no_args_is_help=True)
 
@@ -28,7 +19,7 @@ class TrainProgress:
 
     def __init__(self, show: bool) -> None:
         self.show = show
-        self.progress: Progress | None = None
+        self.progress = None  # a rich Progress while a bar is drawn
         self.task = None
         self.epoch: int | None = None
         self.epoch_losses: list[float] = []
@@ -39,6 +30,15 @@ class TrainProgress:
     def _bar(self, description: str, total: int) -> None:
         self.close()
         if self.show:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
             self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[loss]}"),
                                      TimeElapsedColumn(), TimeRemainingColumn(), console=err, transient=False)
             self.progress.start()
@@ -105,6 +105,9 @@ def speaker(
 
     Upstream Qwen3-TTS's recipe step for step: on the CPU in float32 the same seed gives its weights bit for bit. Three stages, each resumable: prepare (the codec's codes), train (a checkpoint after every epoch), export (a CustomVoice model folder in OUT). Run the same command again after a stop to go on where it was.
     """
+    from koe.cli.progress import (
+        wanted,  # (imports numpy: not at module level, `koe --help` stays light)
+    )
     from koe.service.training import SpeakerJob, run_speaker
 
     folder = _model_folder(model)
