@@ -94,7 +94,8 @@ def test_running_again_reuses_the_data_and_goes_on_from_the_checkpoint(bases, ho
     more = koe(*train_args(bases, out)[:-4], "--epochs", "3", "--lr", "1e-3")
     assert more.exit_code == 0, more.output
     assert "using the data prepared before" in more.output and "(6 optimizer steps" in more.output
-    assert len((out / "training" / "train.log").read_text().splitlines()) == 18
+    log = (out / "training" / "train.log").read_text().splitlines()
+    assert len(log) == 19 and log[12] == "# resumed from the checkpoint: epoch 3, batch 1, 4 optimizer steps"
 
 
 def test_export_of_a_stopped_run(bases, home, koe, tmp_path):

@@ -144,7 +144,8 @@ def test_resume_gives_the_weights_of_an_uninterrupted_run(setup, tmp_path):
     assert rest.finished and rest.losses == whole.losses
     assert_same_weights(weights(tmp_path / "whole"), weights(tmp_path / "resumed"))
     log = (tmp_path / "resumed" / "training" / "train.log").read_text().splitlines()
-    assert len(log) == 18 and log[-1].startswith("epoch 3/3 batch 6/6 step 6 loss ")
+    assert log[10] == "# resumed from the checkpoint: epoch 2, batch 5, 3 optimizer steps"
+    assert len(log) == 19 and log[-1].startswith("epoch 3/3 batch 6/6 step 6 loss ")
 
 
 def test_more_epochs_continue_a_finished_run(setup, tmp_path):

@@ -289,6 +289,9 @@ class SpeakerTrainer:
         if self.target is not None:
             self.target = self.target.to(self.device)
         self.state = RunState(**meta["state"])
+        with (self.folder / "train.log").open("a", encoding="utf-8") as f:  # batches after the checkpoint may be logged twice
+            f.write(f"# resumed from the checkpoint: epoch {self.state.epoch + 1}, batch {self.state.next_batch + 1}, "
+                    f"{self.state.optimizer_steps} optimizer steps\n")
 
 
 def make_optimizer(net: Qwen3TTSNetwork, s: TrainSettings):
