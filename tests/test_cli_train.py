@@ -124,7 +124,8 @@ def test_stop_after_prepare(bases, home, koe, tmp_path):
     ("dtype", ["--export-dtype", "int8"], "export dtype 'int8' is not one of"),
     ("data", ["--data", "/nonexistent/clips"], "no such file or folder"),
     ("lora", ["--lora-rank", "-1"], "lora_rank must be >= 0"),
-])
+    ("device", ["--device", "mps"], "device 'mps': give cpu, cuda or cuda:N"),
+] + ([] if __import__("torch").cuda.is_available() else [("cuda", ["--device", "cuda"], "device 'cuda': no CUDA GPU is available here")]))
 def test_refusals_are_one_clear_message_before_any_work(bases, home, koe, tmp_path, case, args, message):
     out = tmp_path / "out"
     full = train_args(bases, out)

@@ -8,6 +8,7 @@ made with) come back as `InvalidRequest`, so the CLI prints them as one clear me
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,8 @@ def run_speaker(job: SpeakerJob, reporter=None, should_stop=None):
     if job.export_dtype is not None and job.export_dtype not in DTYPES:
         raise InvalidRequest(f"export dtype {job.export_dtype!r} is not one of {', '.join(DTYPES)}", param="export_dtype")
     device = job.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if not re.fullmatch(r"cpu|cuda(:\d+)?", device):
+        raise InvalidRequest(f"device {device!r}: give cpu, cuda or cuda:N", param="device")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise InvalidRequest(f"device {device!r}: no CUDA GPU is available here", param="device")
     train = trainer_for(Path(job.model))
