@@ -15,7 +15,6 @@ from typing import Any
 
 from koe.service.errors import InvalidRequest
 
-METHODS = ("speaker",)
 DTYPES = ("float32", "bfloat16", "float16")
 
 
@@ -49,59 +48,60 @@ def trainer_for(folder: Path, method: str = "speaker"):
     return registry._import(target)
 
 
-def registry_settings(folder: Path):
-    """The settings class of the family that trains `folder` (its trainer module's `TrainSettings`)."""
-    import sys
+def export_dtype(name: str | None):
+    """The torch dtype an `--export-dtype` names (None: as trained), or InvalidRequest."""
+    if name is None:
+        return None
+    if name not in DTYPES:
+        raise InvalidRequest(f"export dtype {name!r} is not one of {', '.join(DTYPES)}", param="export_dtype")
+    import torch
 
-    return sys.modules[trainer_for(folder).__module__].TrainSettings
+    return getattr(torch, name)
 
 
 def run_speaker(job: SpeakerJob, reporter=None, should_stop=None):
     """Run a speaker fine-tuning job (see the family's `train_speaker`); returns its result."""
+    import sys
+
     import torch
 
     from koe.engines.base import TrainingError
 
-    settings_type = registry_settings(Path(job.model))
-
+    train = trainer_for(Path(job.model))
+    settings_type = sys.modules[train.__module__].TrainSettings  # the family's settings, beside its trainer
     known = {f.name for f in fields(settings_type)}
     unknown = sorted(set(job.settings) - known)
     if unknown:
         raise InvalidRequest(f"unknown training settings: {', '.join(unknown)}", hint=f"known: {', '.join(sorted(known))}")
-    if job.export_dtype is not None and job.export_dtype not in DTYPES:
-        raise InvalidRequest(f"export dtype {job.export_dtype!r} is not one of {', '.join(DTYPES)}", param="export_dtype")
+    dtype = export_dtype(job.export_dtype)
     device = job.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if not re.fullmatch(r"cpu|cuda(:\d+)?", device):
         raise InvalidRequest(f"device {device!r}: give cpu, cuda or cuda:N", param="device")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise InvalidRequest(f"device {device!r}: no CUDA GPU is available here", param="device")
-    train = trainer_for(Path(job.model))
     try:
         return train(Path(job.model), Path(job.data), job.speaker, Path(job.out), settings_type(**job.settings), ref=job.ref,
-                     device=device, export_dtype=getattr(torch, job.export_dtype) if job.export_dtype else None,
+                     device=device, export_dtype=dtype,
                      stop_after=job.stop_after, reporter=reporter, should_stop=should_stop)
     except TrainingError as e:  # bad data (the data stage's DatasetError), a model or settings the recipe refuses
         raise InvalidRequest(e.message, hint=e.hint, param=e.param) from e
 
 
-def export_run(out: Path, export_dtype: str | None = None) -> Path:
+def export_run(out: Path, dtype_name: str | None = None) -> Path:
     """Export a run's latest checkpoint to its folder (`koe train export`), with the trainer of
     the family of the run's base model (named in `OUT/training/run.json`)."""
     import json
     import sys
 
-    import torch
-
     from koe.engines.base import TrainingError
 
-    if export_dtype is not None and export_dtype not in DTYPES:
-        raise InvalidRequest(f"export dtype {export_dtype!r} is not one of {', '.join(DTYPES)}", param="export_dtype")
+    dtype = export_dtype(dtype_name)
     run_file = Path(out) / "training" / "run.json"
     if not run_file.exists():
         raise InvalidRequest(f"{out} is not a koe training run (no training/run.json)", hint="give the --out folder of `koe train speaker`")
     base = Path(json.loads(run_file.read_text(encoding="utf-8"))["base"])
     module = sys.modules[trainer_for(base).__module__]
     try:
-        return module.export_checkpoint(Path(out), getattr(torch, export_dtype) if export_dtype else None)
+        return module.export_checkpoint(Path(out), dtype)
     except TrainingError as e:
         raise InvalidRequest(e.message, hint=e.hint) from e

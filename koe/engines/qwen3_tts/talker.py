@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from koe.engines.qwen3_tts.config import CodePredictorConfig, TalkerConfig
 from koe.nn.decoder import DecoderLayer
@@ -40,9 +41,15 @@ class DecoderStack(nn.Module):
         self.layers = nn.ModuleList([DecoderLayer(spec) for _ in range(spec.num_layers)])
         self.norm = RMSNorm(spec.hidden_size, eps=spec.rms_norm_eps)
 
-    def run(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: ConcatCache | None, mask: torch.Tensor | None) -> torch.Tensor:
+    def run(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: ConcatCache | None, mask: torch.Tensor | None,
+            checkpointed: bool = False) -> torch.Tensor:
+        """`checkpointed` (training, no cache): each layer's activations are recomputed in the
+        backward pass instead of kept (less memory, the same results)."""
         for i, layer in enumerate(self.layers):
-            x = layer(x, cos, sin, None if cache is None else cache.layers[i], mask)
+            if checkpointed:
+                x = checkpoint(layer, x, cos, sin, None, mask, use_reentrant=False)
+            else:
+                x = layer(x, cos, sin, None if cache is None else cache.layers[i], mask)
         return self.norm(x)
 
 
@@ -102,8 +109,9 @@ class Talker(nn.Module):
     def embed_codec(self, ids: torch.Tensor) -> torch.Tensor:
         return self.model.codec_embedding(ids)
 
-    def forward_hidden(self, embeds: torch.Tensor, positions: torch.Tensor, cache: ConcatCache, mask: torch.Tensor | None) -> torch.Tensor:
+    def forward_hidden(self, embeds: torch.Tensor, positions: torch.Tensor, cache: ConcatCache | None, mask: torch.Tensor | None,
+                       checkpointed: bool = False) -> torch.Tensor:
         """embeds (B, T, C) at multimodal `positions` (3, B, T) -> final-norm hidden states (B, T, C)."""
         cos, sin = rotary_cos_sin(self.inv_freq, positions, embeds.dtype)  # (3, B, T, D)
         cos, sin = multimodal_cos_sin(cos, sin, list(self.cfg.mrope_section), self.cfg.mrope_interleaved)
-        return self.model.run(embeds, cos, sin, cache, mask)
+        return self.model.run(embeds, cos, sin, cache, mask, checkpointed)

@@ -25,7 +25,7 @@ from safetensors.torch import save
 from koe.runtime.files import atomic_file
 
 SPEAKER_ID = 3000
-SKIP = ("model.safetensors", "model.safetensors.index.json", "config.json", "training")
+SKIP = ("model.safetensors.index.json", "config.json", "training")  # and every *.safetensors: the base's weights
 
 
 def export_speaker(base: Path, out: Path, talker_state: dict[str, torch.Tensor], speaker: str,

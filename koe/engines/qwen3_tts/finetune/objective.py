@@ -74,21 +74,9 @@ def input_embeddings(net: Qwen3TTSNetwork, batch: Batch, speaker: torch.Tensor) 
 
 def talker_hidden(net: Qwen3TTSNetwork, embeds: torch.Tensor, attention_mask: torch.Tensor, checkpointing: bool) -> torch.Tensor:
     """The talker over the whole (right-padded) batch, as one prefill: final-norm hidden (B, T, C)."""
-    talker = net.talker
     positions, _ = rope_positions(attention_mask)
     mask = causal_padding_mask(attention_mask, torch.arange(embeds.shape[1], device=embeds.device))
-    if not checkpointing:
-        return talker.forward_hidden(embeds, positions, None, mask)
-    from torch.utils.checkpoint import checkpoint
-
-    from koe.nn.rotary import multimodal_cos_sin
-
-    cos, sin = rotary_cos_sin(talker.inv_freq, positions, embeds.dtype)
-    cos, sin = multimodal_cos_sin(cos, sin, list(talker.cfg.mrope_section), talker.cfg.mrope_interleaved)
-    x = embeds
-    for layer in talker.model.layers:
-        x = checkpoint(layer, x, cos, sin, None, mask, use_reentrant=False)
-    return talker.model.norm(x)
+    return net.talker.forward_hidden(embeds, positions, None, mask, checkpointed=checkpointing)
 
 
 def code_predictor_loss(net: Qwen3TTSNetwork, hidden: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:

@@ -24,6 +24,7 @@ from koe.engines.qwen3_tts.finetune.trainer import (
     TrainingError,
     TrainSettings,
 )
+from koe.engines.qwen3_tts.voice import model_stamp
 
 STAGES = ("prepare", "train", "export")
 RUN_FILE = "run.json"  # in OUT/training: the base model and speaker a run is for
@@ -59,11 +60,10 @@ def check_speaker(name: str) -> str:
     return cleaned.lower()
 
 
-def fingerprint(base: Path, rows: list[dict]) -> str:
-    """What a checkpoint belongs to: the base model (config, weight sizes) and the prepared data."""
-    h = hashlib.sha256((base / "config.json").read_bytes())
-    for p in sorted(base.glob("*.safetensors")):
-        h.update(f"{p.name}:{p.stat().st_size}".encode())
+def fingerprint(cfg: Qwen3TTSConfig, base: Path, rows: list[dict]) -> str:
+    """What a checkpoint belongs to: the base model (its voice-prompt stamp: config, weight sizes)
+    and the prepared data."""
+    h = hashlib.sha256(model_stamp(cfg, base).fingerprint.encode())
     for row in rows:
         h.update(json.dumps([row["text"], str(row["ref_audio"]), row["audio_codes"]]).encode())
     return h.hexdigest()[:16]
@@ -190,7 +190,7 @@ def train_on_rows(base: Path, rows: list[dict], speaker: str, out: Path, setting
     for p in net.parameters():
         p.requires_grad_(True)
     examples = SpeakerExamples(rows, QwenTokenizer.from_folder(base), load_reference)
-    trainer = SpeakerTrainer(net, examples, settings, out / "training", fingerprint(base, rows), on_step)
+    trainer = SpeakerTrainer(net, examples, settings, out / "training", fingerprint(cfg, base, rows), on_step)
     finished = trainer.run(should_stop)
     if finished and export:
         assert trainer.target is not None

@@ -38,6 +38,7 @@ from safetensors.torch import load_file, save_file
 
 from koe.engines.base import TrainingError
 from koe.engines.qwen3_tts.finetune.batch import Batch, SpeakerExamples, collate
+from koe.engines.qwen3_tts.finetune.lora import adapters, add_lora, merged_state
 from koe.engines.qwen3_tts.finetune.objective import speaker_loss
 from koe.engines.qwen3_tts.model import Qwen3TTSNetwork
 
@@ -147,8 +148,6 @@ class SpeakerTrainer:
         self.generator = torch.Generator().manual_seed(settings.seed)
         self.trained_parameters = sum(p.numel() for p in net.parameters())
         if settings.lora_rank:
-            from koe.engines.qwen3_tts.finetune.lora import add_lora
-
             self.trained_parameters = add_lora(net, settings.lora_rank, settings.alpha, settings.seed)
         self.optimizer = make_optimizer(net, settings)
         self.state = RunState()
@@ -226,16 +225,12 @@ class SpeakerTrainer:
     def trained_state(self) -> dict[str, torch.Tensor]:
         """What a checkpoint keeps of the talker: every weight, or with LoRA the adapters only."""
         if self.settings.lora_rank:
-            from koe.engines.qwen3_tts.finetune.lora import adapters
-
             return adapters(self.net.talker)
         return self.net.talker.state_dict()
 
     def export_state(self) -> dict[str, torch.Tensor]:
         """The talker's weights in the released names (LoRA adapters merged)."""
         if self.settings.lora_rank:
-            from koe.engines.qwen3_tts.finetune.lora import merged_state
-
             return merged_state(self.net.talker)
         return self.net.talker.state_dict()
 
@@ -275,8 +270,6 @@ class SpeakerTrainer:
                                 "or remove it to start again")
         weights = load_file(str(self.checkpoint / "talker.safetensors"), device=str(self.device))
         if self.settings.lora_rank:
-            from koe.engines.qwen3_tts.finetune.lora import adapters
-
             if weights.keys() != adapters(self.net.talker).keys():
                 raise TrainingError(f"{self.checkpoint} does not hold this run's LoRA adapters; remove it to start again")
             self.net.talker.load_state_dict(weights, strict=False)
