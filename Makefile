@@ -8,11 +8,12 @@ VENV   := .venv
 ORACLE := .oracle
 ORACLE_F5 := .oracle-f5
 ORACLE_VOXCPM := .oracle-voxcpm
+PEER_MIZUOTO := .peer-mizuoto
 BIN    := $(VENV)/bin
 # A CPU build of torch where no NVIDIA GPU is present; the default (CUDA) build otherwise.
 TORCH_SPEC := $(shell if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then echo "torch"; else echo "torch==2.13.0"; fi)
 
-.PHONY: demo test screenshots browser venv venv-dev oracle oracle-qwen oracle-f5 oracle-voxcpm clean
+.PHONY: demo test screenshots browser venv venv-dev oracle oracle-qwen oracle-f5 oracle-voxcpm peer-mizuoto clean
 
 # The runtime and the server: what `make demo` needs (and what `pip install "koe[server]"` gives).
 venv: $(VENV)/.installed-server
@@ -67,6 +68,19 @@ $(ORACLE_VOXCPM)/.installed: $(ORACLE)/.installed tests/oracle_voxcpm/requiremen
 	rm -f $(ORACLE_VOXCPM_SITE)/torchaudio/lib/*.so
 	touch $@
 
+# mizuoto==0.2.16 (GPL-3.0), the peer runtime `koe bench --compare mizuoto` measures: only ever run
+# as a separate process from this virtualenv (scripts/bench_mizuoto_worker.py), never imported by
+# koe. Built like the F5 oracle: the Qwen oracle's torch and common packages through a .pth file,
+# mizuoto itself with --no-deps, and only what its Qwen3-TTS path imports (tests/peer_mizuoto/).
+PEER_MIZUOTO_SITE = $(PEER_MIZUOTO)/lib/python$(shell $(PYTHON) -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')/site-packages
+peer-mizuoto: $(PEER_MIZUOTO)/.installed
+$(PEER_MIZUOTO)/.installed: $(ORACLE)/.installed tests/peer_mizuoto/requirements.txt tests/peer_mizuoto/requirements-nodeps.txt
+	test -x $(PEER_MIZUOTO)/bin/python || $(PYTHON) -m venv $(PEER_MIZUOTO)
+	$(ORACLE)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > $(PEER_MIZUOTO_SITE)/_koe_shared_oracle.pth
+	$(PEER_MIZUOTO)/bin/pip install -q -r tests/peer_mizuoto/requirements.txt
+	$(PEER_MIZUOTO)/bin/pip install -q --no-deps -r tests/peer_mizuoto/requirements-nodeps.txt
+	touch $@
+
 # The browser the web page's tests drive (tests/browser.py): the system Chromium, through Playwright
 # (its own browser download needs the internet). KOE_CHROMIUM names another one; else `chromium`
 # (Debian) or `chromium-browser` on PATH; else, as root with apt-get, Debian's package is installed.
@@ -87,7 +101,7 @@ browser:
 demo: venv
 	$(BIN)/koe demo
 
-test: venv-dev oracle browser
+test: venv-dev oracle peer-mizuoto browser
 	KOE_ORACLE_PYTHON=$(CURDIR)/$(ORACLE)/bin/python KOE_ORACLE_F5_PYTHON=$(CURDIR)/$(ORACLE_F5)/bin/python \
 		KOE_ORACLE_VOXCPM_PYTHON=$(CURDIR)/$(ORACLE_VOXCPM)/bin/python \
 		$(BIN)/python -m pytest -q

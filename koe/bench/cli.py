@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 from koe.bench import wire
-from koe.bench.runner import BenchError, BenchOptions, run_bench
+from koe.bench.runner import BenchError, BenchOptions, compared, run_bench
 
 COLUMNS = (
-    ("load_s", "load s", 1), ("prompt_s", "prompt s", 1), ("prefill_s", "prefill s", 1),
+    ("load_s", "load s", 1), ("call_s", "call s", 1), ("prompt_s", "prompt s", 1), ("prefill_s", "prefill s", 1),
     ("ms_per_frame", "ms/frame", 1), ("talker_ms_per_frame", "talker", 1), ("predictor_ms_per_frame", "predictor", 1),
     ("codec_s_per_audio_s", "codec s/s", 1), ("ttfa_s", "TTFA s", 1), ("frames_per_s", "frames/s", 1), ("peak_rss", "peak RSS GB", 1e-9),
 )  # fmt: skip
@@ -21,6 +21,7 @@ F5_COLUMNS = (
     ("dit_gflops", "GFLOP/s", 1), ("peak_rss", "peak RSS GB", 1e-9),
 )  # fmt: skip
 DEFAULT_SIZE = {"qwen3_tts": "0.6b", "f5_tts": "real", "voxcpm": "real"}
+SIDE_NAMES = {"upstream": "up", "mizuoto": "peer"}  # the ratio rows: koe/up, koe/peer
 
 
 def parser() -> argparse.ArgumentParser:
@@ -43,8 +44,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=int, default=1, help="warm-up runs per case, excluded (default 1)")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads in every process (default: all cores)")
     p.add_argument("--precision", choices=["fp32", "bf16", "int8"], default="fp32", help="koe's precision (fp32 is exact)")
-    p.add_argument("--compare", choices=["upstream"], help="also run upstream (qwen-tts 0.1.1 or f5-tts 1.1.22, its own venv and process), interleaved, and print ratios")
-    p.add_argument("--upstream-precision", choices=["fp32", "bf16"], default="fp32")
+    p.add_argument("--compare", action="append", choices=["upstream", "mizuoto"],
+                   help="also run upstream (qwen-tts 0.1.1 or f5-tts 1.1.22) or, qwen3_tts only, the peer runtime mizuoto 0.2.16, each in its own venv "
+                        "and process, interleaved, and print ratios; repeatable: --compare upstream --compare mizuoto runs all three")
+    p.add_argument("--upstream-precision", choices=["fp32", "bf16"], default="fp32", help="upstream's precision (and mizuoto's, with --compare mizuoto)")
     prof = p.add_mutually_exclusive_group()
     prof.add_argument("--profile", action="store_true", help="one extra run per case under cProfile (top functions in the JSON)")
     prof.add_argument("--torch-profile", action="store_true", help="one extra run per case under torch.profiler (op table in the JSON)")
@@ -79,12 +82,14 @@ def parse_options(argv: list[str] | None = None) -> tuple[BenchOptions, argparse
         p.error("--family voxcpm: --precision fp32 (exact) or bf16, which upstream then runs too (its release config); no --upstream-precision")
     opts = BenchOptions(
         sizes=sizes, cases=cases, frames=a.frames, runs=a.runs,
-        warmup=a.warmup, threads=a.threads, precision=a.precision, compare=a.compare, upstream_precision=a.upstream_precision,
+        warmup=a.warmup, threads=a.threads, precision=a.precision, compare=list(dict.fromkeys(a.compare)) if a.compare else None, upstream_precision=a.upstream_precision,
         profile="cprofile" if a.profile else "torch" if a.torch_profile else None, seed=a.seed, models_root=a.models, out=a.out,
         family=a.family, variant=variant, warmup_nfe=a.warmup_nfe, patches=a.patches, timesteps=a.timesteps, nfe=a.nfe, exact_check=not a.no_exact_check,
     )  # fmt: skip
     if a.quick:
         opts.frames, opts.runs, opts.warmup, opts.bandwidth = (a.frames if a.frames != 24 else 4), 1, 1, False
+    if a.compare and "mizuoto" in a.compare and (f5 or vox):
+        p.error("--compare mizuoto compares Qwen3-TTS only (--family qwen3_tts)")
     if a.quick and vox:
         opts.patches = a.patches if a.patches != 16 else 4
         opts.timesteps = a.timesteps if a.timesteps != 10 else 2
@@ -107,11 +112,13 @@ def format_table(results: dict) -> str:
     m = results["machine"]
     bw = f", read {m['read_gbps']:.1f} GB/s, fp32 matvec {m['matvec_gbps']:.1f} GB/s" if "read_gbps" in m else ""
     lines.append(f"{m['cpu']} ({m['cores']} cores), torch {m['torch']}, {results['options']['threads']} threads{bw}")
-    header = ["size", "case", "side", "prec"] + [c[1] for c in COLUMNS] + ["GB/s"]
+    header = ["size", "case", "side", "prec"] + [c[1] for c in COLUMNS] + ["GB/s", "codes"]
     rows = [header]
+    notes = []
     for size, per in results["sizes"].items():
         for case, entry in per["cases"].items():
-            for side in ("koe", "upstream"):
+            same = entry.get("codes_equal_to") or ({"upstream": entry["codes_equal"]} if "codes_equal" in entry else {})
+            for side in ("koe", *SIDE_NAMES):
                 if side not in entry:
                     continue
                 s = entry[side]["summary"]
@@ -121,18 +128,35 @@ def format_table(results: dict) -> str:
                     cells.append("-" if v is None else f"{v['median'] * scale:.3g} ({v['min'] * scale:.3g})")
                 gbps = entry[side].get("achieved_gbps")
                 cells.append("-" if gbps is None else f"{gbps:.1f}")
+                cells.append("" if side == "koe" else "-" if side not in same else "= koe" if same[side] else "DIFFERENT")
                 rows.append(cells)
-            if "ratio" in entry:
-                r = entry["ratio"]
-                cells = [size, case, "koe/up", ""] + [("-" if key not in r else f"{r[key]:.2f}x") for key, _, _ in COLUMNS] + [""]
-                rows.append(cells)
+                if entry[side].get("unsupported"):
+                    notes.append(f"{size} {case}: {side}: unsupported ({entry[side]['unsupported']})")
+            for side, r in side_ratios(entry).items():
+                rows.append([size, case, f"koe/{SIDE_NAMES.get(side, side)}", ""] + [("-" if key not in r else f"{r[key]:.2f}x") for key, _, _ in COLUMNS] + ["", ""])
         if "batch8_speedup" in per:
             lines_extra = ", ".join(f"{side} {v:.2f}x" for side, v in per["batch8_speedup"].items())
             rows.append([size, "batch8/batch1 frames/s", lines_extra] + [""] * (len(header) - 3))
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     for r in rows:
         lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
-    return "\n".join(lines)
+    return "\n".join(lines + notes)
+
+
+def side_ratios(entry: dict) -> dict[str, dict]:
+    """koe / side of one case for each compared side (`ratios`; results from before it have only `ratio`, upstream's)."""
+    if "ratios" in entry:
+        return entry["ratios"]
+    return {"upstream": entry["ratio"]} if "ratio" in entry else {}
+
+
+def ratio_legend(family: str, compared: list[str]) -> str:
+    """The line under the table that says how to read its ratio rows."""
+    names = {"upstream": "upstream's", "mizuoto": "mizuoto's"}
+    rows = ", ".join(f"koe/{SIDE_NAMES[side]}" for side in compared)
+    over = " / ".join(names[side] for side in compared)
+    faster = {"f5_tts": ", except GFLOP/s where above 1 is faster", "voxcpm": ""}.get(family, ", except frames/s where above 1 is faster")
+    return f"{rows}: koe's median over {over}; below 1 is faster{faster}"
 
 
 def format_f5_table(results: dict) -> str:
@@ -185,16 +209,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(format_table(results))
     if opts.compare:
-        if opts.family == "f5_tts":
-            print("koe/up: koe's median over upstream's; below 1 is faster, except GFLOP/s where above 1 is faster")
-        elif opts.family == "voxcpm":
-            print("koe/up: koe's median over upstream's; below 1 is faster")
-        else:
-            print("koe/up: koe's median over upstream's; below 1 is faster, except frames/s where above 1 is faster")
+        print(ratio_legend(opts.family, compared(opts)))
     if a.print_profile:
         for size, per in results["sizes"].items():
             for case, entry in per["cases"].items():
-                for side in ("koe", "upstream"):
+                for side in ("koe", *SIDE_NAMES):
                     if entry.get(side, {}).get("profile"):
                         print(f"\n== {size} {case} {side} ==\n{entry[side]['profile']}")
     if opts.out:

@@ -1,10 +1,13 @@
 """Drives the benchmark: worker processes (koe and, with `--compare upstream`, qwen-tts or
-f5-tts), runs interleaved A/B, and the summary (median and min of the timed runs, ratios, achieved
-bandwidth or arithmetic rate).
+f5-tts; with `--compare mizuoto`, the peer runtime mizuoto 0.2.16, Qwen3-TTS only), runs
+interleaved, and the summary (median and min of the timed runs, ratios, achieved bandwidth or
+arithmetic rate).
 
 Strategy: each (size, model kind) gets fresh workers, so load time and peak memory are measured in
 a process that has held nothing else. Each case runs once as warm-up (excluded), then `runs` times,
-alternating which side goes first so slow drift of the machine hits both sides alike.
+alternating the order of the sides (koe, the compared ones, then the reverse) so slow drift of the
+machine hits every side alike. `call_s` is the whole call as the parent sees it (the `run` command's
+round trip: the voice prompt, generation and codec in the worker), the same measure for every side.
 
 Family `f5_tts` (`run_f5`): one model (`--variant`, size tiny or real), one pair of workers for
 all cases; a warm-up is the case's request at `warmup_nfe` steps (the same shapes and code, a
@@ -29,9 +32,10 @@ from koe.bench.models import bench_model, bytes_per_frame, weights_bytes
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 TIMED_KEYS = (
-    "load_s", "prompt_s", "prefill_s", "ms_per_frame", "talker_ms_per_frame", "predictor_ms_per_frame",
+    "load_s", "call_s", "prompt_s", "prefill_s", "ms_per_frame", "talker_ms_per_frame", "predictor_ms_per_frame",
     "codec_s_per_audio_s", "ttfa_s", "frames_per_s", "peak_rss",
 )  # fmt: skip
+PEERS = ("upstream", "mizuoto")  # what `--compare` takes (mizuoto: Qwen3-TTS only)
 F5_TIMED_KEYS = ("load_s", "prompt_s", "total_s", "rtf", "text_s", "dit_s", "ms_per_step", "vocoder_s", "other_s", "dit_gflops", "peak_rss")
 FAMILIES = ("qwen3_tts", "f5_tts", "voxcpm")
 
@@ -49,7 +53,7 @@ class BenchOptions:
     warmup: int = 1
     threads: int = os.cpu_count() or 1
     precision: str = "fp32"
-    compare: str | None = None  # "upstream"
+    compare: list[str] | str | None = None  # the compared sides: "upstream", "mizuoto" (a list, or one name)
     upstream_precision: str = "fp32"
     profile: str | None = None  # "cprofile" | "torch"
     seed: int = 0
@@ -84,6 +88,31 @@ def upstream_python(family: str = "qwen3_tts") -> str:
     return path
 
 
+def compared(opts: BenchOptions) -> list[str]:
+    """The sides `opts.compare` names, in order, each once (`None` or empty: none; one name: that one)."""
+    names = [opts.compare] if isinstance(opts.compare, str) else list(opts.compare or [])
+    wrong = [n for n in names if n not in PEERS]
+    if wrong:
+        raise BenchError(f"--compare takes {' or '.join(repr(p) for p in PEERS)} (got {wrong[0]!r})")
+    return list(dict.fromkeys(names))
+
+
+def peer_python() -> str:
+    """mizuoto's virtualenv: `KOE_PEER_MIZUOTO_PYTHON`, else `.peer-mizuoto/bin/python` (made by `make peer-mizuoto`)."""
+    path = os.environ.get("KOE_PEER_MIZUOTO_PYTHON") or str(ROOT / ".peer-mizuoto" / "bin" / "python")
+    if not Path(path).exists():
+        raise BenchError(f"--compare mizuoto needs mizuoto 0.2.16 in its own virtualenv, not found at {path}: run `make peer-mizuoto` or set KOE_PEER_MIZUOTO_PYTHON")
+    return path
+
+
+def peer_worker() -> Path:
+    """The mizuoto worker script (scripts/, beside the `make peer-mizuoto` venv; koe never imports mizuoto)."""
+    path = ROOT / "scripts" / "bench_mizuoto_worker.py"
+    if not path.exists():
+        raise BenchError(f"--compare mizuoto runs from a source checkout of koe: {path} not found")
+    return path
+
+
 def upstream_worker(family: str = "qwen3_tts") -> Path:
     """The upstream worker script; it lives in the source tree (scripts/), beside the `make oracle` venvs."""
     name = {"f5_tts": "bench_f5_upstream_worker.py", "voxcpm": "bench_voxcpm_upstream_worker.py"}.get(family, "bench_upstream_worker.py")
@@ -101,6 +130,9 @@ class Worker:
         if side == "koe":
             argv = [sys.executable, "-m", "koe.bench.koe_worker"] + ([family] if family in ("f5_tts", "voxcpm") else [])
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+        elif side == "mizuoto":  # its own settings are its host's defaults (the worker applies them before torch loads)
+            argv = [peer_python(), str(peer_worker())]
+            env.pop("PYTHONPATH", None)
         else:
             argv = [upstream_python(family), str(upstream_worker(family))]
             env.pop("PYTHONPATH", None)
@@ -159,13 +191,15 @@ def run_bench(opts: BenchOptions, progress=lambda msg: None) -> dict:
     for case in opts.cases:
         if case not in wire.CASES:
             raise BenchError(f"unknown case {case!r}; cases: {list(wire.CASES)}")
-    if opts.compare not in (None, "upstream"):
-        raise BenchError(f"--compare takes 'upstream' (got {opts.compare!r})")
-    if opts.compare:
+    peers = compared(opts)
+    if "upstream" in peers:
         upstream_python()
         upstream_worker()
+    if "mizuoto" in peers:
+        peer_python()
+        peer_worker()
     torch.set_num_threads(opts.threads)
-    sides = ["koe"] + (["upstream"] if opts.compare else [])
+    sides = ["koe"] + peers
     logs = Path(opts.out).parent if opts.out else Path(os.environ.get("TMPDIR", "/tmp"))
     logs.mkdir(parents=True, exist_ok=True)
     results: dict = {
@@ -204,10 +238,17 @@ def run_bench(opts: BenchOptions, progress=lambda msg: None) -> dict:
                         order = sides if r % 2 == 0 else sides[::-1]
                         for side in order:
                             progress(f"{size} {case}: run {r + 1}/{opts.runs} ({side})")
+                            started = time.perf_counter()
                             sample = workers[side].call(op="run", case=case, frames=opts.frames, seed=opts.seed)
+                            if "unsupported" not in sample:
+                                sample["call_s"] = time.perf_counter() - started  # the whole call, seen from here
                             sample["load_s"] = loads[side]["load_s"]
                             samples[side].append(sample)
                     entry = {side: {"summary": summarize(samples[side]), "runs": samples[side]} for side in sides}
+                    for side in sides:
+                        reason = next((s["unsupported"] for s in samples[side] if "unsupported" in s), None)
+                        if reason:
+                            entry[side]["unsupported"] = reason
                     if opts.profile:
                         for side in sides:
                             progress(f"{size} {case}: {opts.profile} profile ({side})")
@@ -221,11 +262,7 @@ def run_bench(opts: BenchOptions, progress=lambda msg: None) -> dict:
                             entry[side]["gb_per_frame"] = gb
                             entry[side]["achieved_gbps"] = gb / (mpf["median"] / 1e3)
                         entry[side]["precision"] = loads[side].get("precision")
-                    if opts.compare:
-                        entry["ratio"] = ratios(entry["koe"]["summary"], entry["upstream"]["summary"])
-                        hashes = {side: {s.get("codes_sha1") for s in samples[side]} for side in sides}
-                        if None not in hashes["koe"] | hashes["upstream"]:  # same seed, same codes? (expected with 1 thread in fp32)
-                            entry["codes_equal"] = hashes["koe"] == hashes["upstream"]
+                    compare_sides(entry, samples, peers)
                     per_size["cases"][case] = entry
             finally:
                 for w in workers.values():
@@ -243,6 +280,21 @@ def run_bench(opts: BenchOptions, progress=lambda msg: None) -> dict:
         Path(opts.out).parent.mkdir(parents=True, exist_ok=True)
         Path(opts.out).write_text(json.dumps(results, indent=1))
     return results
+
+
+def compare_sides(entry: dict, samples: dict[str, list[dict]], peers: list[str]) -> None:
+    """Ratios and same-codes verdicts of one case into `entry`: for upstream `ratio` and `codes_equal`
+    (the shape older results have), and for every compared side `ratios[side]` (koe / side) and
+    `codes_equal_to[side]` (its codes are koe's; absent where a side made none)."""
+    hashes = {side: {s.get("codes_sha1") for s in runs} for side, runs in samples.items()}
+    for side in peers:
+        entry.setdefault("ratios", {})[side] = ratios(entry["koe"]["summary"], entry[side]["summary"])
+        if None not in hashes["koe"] | hashes[side]:  # same seed, same codes? (expected in fp32)
+            entry.setdefault("codes_equal_to", {})[side] = hashes["koe"] == hashes[side]
+    if "upstream" in peers:
+        entry["ratio"] = entry["ratios"]["upstream"]
+        if "upstream" in entry.get("codes_equal_to", {}):
+            entry["codes_equal"] = entry["codes_equal_to"]["upstream"]
 
 
 def ratios(koe: dict, upstream: dict) -> dict:
@@ -265,9 +317,10 @@ def start_run(opts, family: str, title: str, cases, sizes) -> tuple[list[str], P
     for size in opts.sizes:
         if size not in sizes:
             raise BenchError(f"unknown {title} size {size!r}; sizes: {list(sizes)}")
-    if opts.compare not in (None, "upstream"):
-        raise BenchError(f"--compare takes 'upstream' (got {opts.compare!r})")
-    if opts.compare:
+    peers = compared(opts)
+    if peers not in ([], ["upstream"]):
+        raise BenchError(f"--family {family}: --compare takes 'upstream' only (mizuoto is compared on Qwen3-TTS)")
+    if peers:
         upstream_python(family)
         upstream_worker(family)
     torch.set_num_threads(opts.threads)
@@ -277,7 +330,7 @@ def start_run(opts, family: str, title: str, cases, sizes) -> tuple[list[str], P
         "family": family, "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items()},
         "machine": machine.describe(), "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "sizes": {},
     }  # fmt: skip
-    return ["koe"] + (["upstream"] if opts.compare else []), logs, results
+    return ["koe"] + peers, logs, results
 
 
 def run_f5(opts: BenchOptions, progress=lambda msg: None) -> dict:

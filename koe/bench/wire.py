@@ -126,7 +126,11 @@ def f5_result(total_s: float, prompt_s: float, samples, text_s: float, dit_s: fl
 
 
 def reference_clip(seconds: float = 3.0, sample_rate: int = 24000):
-    """A deterministic voiced-ish reference clip: a few harmonics under an envelope, plus a little noise."""
+    """A deterministic voiced-ish reference clip: a few harmonics under an envelope, plus a little noise.
+
+    Its samples lie on the 16-bit PCM grid (multiples of 1/32768), as a real reference clip's do: a
+    side that can only read a WAV file (the mizuoto peer: its host hands engines 16-bit WAVs) gets
+    from `write_reference_wav` exactly the samples the others take as an array."""
     import numpy as np
 
     t = np.arange(int(seconds * sample_rate)) / sample_rate
@@ -134,7 +138,7 @@ def reference_clip(seconds: float = 3.0, sample_rate: int = 24000):
     phase = 2 * np.pi * np.cumsum(f0) / sample_rate
     wav = sum(np.sin(k * phase) / k for k in range(1, 6)) * (0.5 + 0.5 * np.sin(2 * np.pi * 2.0 * t) ** 2)
     wav = wav + 0.01 * np.random.default_rng(0).standard_normal(len(t))
-    return (0.3 * wav / np.abs(wav).max()).astype(np.float32), sample_rate
+    return (np.round(0.3 * wav / np.abs(wav).max() * 32768) / 32768).astype(np.float32), sample_rate
 
 
 def peak_rss() -> int:
