@@ -111,4 +111,4 @@ screenshots: venv-dev browser
 	KOE_SCREENSHOTS=$(CURDIR)/docs/images/web $(BIN)/python -m pytest -q tests/test_web*.py
 
 clean:
-	rm -rf $(VENV) $(ORACLE) $(ORACLE_F5) $(ORACLE_VOXCPM) .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(ORACLE) $(ORACLE_F5) $(ORACLE_VOXCPM) $(PEER_MIZUOTO) .pytest_cache build *.egg-info
