@@ -43,7 +43,8 @@ def test_help_and_version(koe):
 def test_speak_precision_flag_is_recorded(koe, home, cv_model, tmp_path):
     koe("speak", "Hello.", "-m", cv_model, *FAST, "--precision", "int8", "-o", tmp_path / "x.wav")
     koe("speak", "Hello.", "-m", cv_model, *FAST, "--precision", "bf16", "-o", tmp_path / "y.wav")
-    assert_one_line_error(koe("speak", "Hello.", "-m", cv_model, "--precision", "int4", ok=False), "models.precision='int4'")
+    koe("speak", "Hello.", "-m", cv_model, *FAST, "--precision", "int4", "-o", tmp_path / "z.wav")
+    assert_one_line_error(koe("speak", "Hello.", "-m", cv_model, "--precision", "int2", ok=False), "models.precision='int2'")
 
 
 def test_speak_writes_each_format(koe, home, cv_model, tmp_path):

@@ -93,7 +93,7 @@ def test_unset_falls_back_to_the_default_and_drops_an_emptied_table(koe, home):
         ("server.port", "eighty", "unable to parse string as an integer"),
         ("synthesis.format", "ogg", "Input should be 'wav', 'flac', 'mp3', 'opus', 'aac', 'm4a' or 'pcm'"),
         ("synthesis.speed", "9", "less than or equal to 4"),
-        ("models.precision", "fp8", "Input should be 'fp32', 'bf16' or 'int8'"),
+        ("models.precision", "fp8", "Input should be 'fp32', 'bf16', 'int8' or 'int4'"),
         ("synthesis.save_outputs", "maybe", "valid boolean"),
         ("server.allowed_hosts", "[oops", "not a JSON list"),
         ("synthesis.options", "3", "give a table"),

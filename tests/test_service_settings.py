@@ -67,7 +67,7 @@ def test_process_environment_is_read(tmp_path, monkeypatch):
         ("[server]\nprot = 1\n", {}, r"unknown setting 'server\.prot' \(from koe\.toml\)"),
         ("[synthesis]\nformat = 'ogg3'\n", {}, r"synthesis\.format"),
         ("[server\n", {}, "not valid TOML"),
-        ("[models]\nprecision = 'int4'\n", {}, r"models\.precision='int4' \(from koe\.toml\)"),
+        ("[models]\nprecision = 'int2'\n", {}, r"models\.precision='int2' \(from koe\.toml\)"),
     ],
 )
 def test_bad_values_name_key_and_source(tmp_path, toml, env, match):

@@ -82,7 +82,7 @@ def measure(folder: Path, precision: str, frames: int, seed: int = 0) -> dict:
         wav_ref = exact.codec.decode([codes])[0].float()
         wav_mode = mode.codec.decode([codes])[0].float()
     return {
-        "precision": mode.precision, "frames": int(codes.shape[0]), "talker": compare(t_ref, t_mode),
+        "precision": mode.precision, "kernel": mode.kernel, "frames": int(codes.shape[0]), "talker": compare(t_ref, t_mode),
         "predictor": compare(p_ref, p_mode), "codec_snr_db": snr_db(wav_ref, wav_mode),
     }  # fmt: skip
 
@@ -90,7 +90,7 @@ def measure(folder: Path, precision: str, frames: int, seed: int = 0) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m koe.bench.accuracy", description=__doc__.split("\n\n")[0])
     p.add_argument("--size", default="0.6b", choices=["tiny", "0.6b", "1.7b"])
-    p.add_argument("--precision", required=True, choices=["bf16", "int8"])
+    p.add_argument("--precision", required=True, choices=["bf16", "int8", "int4"])
     p.add_argument("--frames", type=int, default=24)
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--models", type=Path)

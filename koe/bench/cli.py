@@ -43,7 +43,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", type=int, default=3, help="timed runs per case after warm-up (default 3)")
     p.add_argument("--warmup", type=int, default=1, help="warm-up runs per case, excluded (default 1)")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads in every process (default: all cores)")
-    p.add_argument("--precision", choices=["fp32", "bf16", "int8"], default="fp32", help="koe's precision (fp32 is exact)")
+    p.add_argument("--precision", choices=["fp32", "bf16", "int8", "int4"], default="fp32", help="koe's precision (fp32 is exact; int8 and int4 on koe's CPU kernels)")
     p.add_argument("--compare", action="append", choices=["upstream", "mizuoto"],
                    help="also run upstream (qwen-tts 0.1.1 or f5-tts 1.1.22) or, qwen3_tts only, the peer runtime mizuoto 0.2.16, each in its own venv "
                         "and process, interleaved, and print ratios; repeatable: --compare upstream --compare mizuoto runs all three")

@@ -33,7 +33,7 @@ class KoeWorker:
         started = time.perf_counter()
         self.engine = Qwen3TTSEngine.load(cmd["model"], device="cpu", precision=cmd.get("precision") or "fp32")
         load_s = time.perf_counter() - started
-        return {"load_s": load_s, "peak_rss": wire.peak_rss(), "rss": wire.current_rss(), "precision": self.engine.precision}
+        return {"load_s": load_s, "peak_rss": wire.peak_rss(), "rss": wire.current_rss(), "precision": self.engine.precision, "kernel": self.engine.kernel}
 
     def _voice(self, case: str):
         clip = wire.reference_clip()

@@ -26,7 +26,7 @@ from pathlib import Path
 from koe.bench import wire
 from koe.bench.models import bench_model, weights_bytes
 
-PRECISIONS = ("fp32", "bf16", "int8")
+PRECISIONS = ("fp32", "bf16", "int8", "int4")
 
 
 def measure_in_this_process(folder: str, precision: str, threads: int) -> dict:

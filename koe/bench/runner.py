@@ -210,7 +210,7 @@ def run_bench(opts: BenchOptions, progress=lambda msg: None) -> dict:
         progress("measuring the machine's read bandwidth")
         results["machine"]["read_gbps"] = machine.read_bandwidth()
         results["machine"]["matvec_gbps"] = machine.matvec_bandwidth()
-    bytes_per_weight = {"fp32": 4, "bf16": 2, "int8": 1}
+    bytes_per_weight = {"fp32": 4, "bf16": 2, "int8": 1, "int4": 0.5625}  # int4: 4 bits + a float32 scale per 64
     for size in opts.sizes:
         per_size: dict = {"cases": {}, "models": {}}
         by_kind: dict[str, list[str]] = {}
@@ -262,6 +262,8 @@ def run_bench(opts: BenchOptions, progress=lambda msg: None) -> dict:
                             entry[side]["gb_per_frame"] = gb
                             entry[side]["achieved_gbps"] = gb / (mpf["median"] / 1e3)
                         entry[side]["precision"] = loads[side].get("precision")
+                        if loads[side].get("kernel"):
+                            entry[side]["kernel"] = loads[side]["kernel"]  # int8 / int4: what ran the products
                     compare_sides(entry, samples, peers)
                     per_size["cases"][case] = entry
             finally:

@@ -1,16 +1,18 @@
-"""Opt-in int8 linear layers for the CPU (changes float bits; never on the exact path).
+"""Opt-in int8 and int4 linear layers for the CPU (they change float bits; never on the exact path).
 
-`Int8Linear` stores its weight as int8, one symmetric scale per output channel
-(`w ≈ scale[n] * q[n, k]`, `q` in [-127, 127]), packed once for fbgemm. Each call quantizes its
-input dynamically (per call, 8-bit affine, `reduce_range` so fbgemm's u8×s8 pair sums cannot
-saturate), multiplies in integers and rescales to float32: `torch.ops.quantized.linear_dynamic`.
+`Int8Linear`: int8 weights, one symmetric scale per output channel (`w ≈ scale[n] * q[n, k]`,
+`q` in [-127, 127]). `Int4Linear`: 4-bit weights, one scale per output row and group of 64
+inputs (`w ≈ scale[n, g] * q`, `q` in [-8, 7], the group's largest magnitude at -8). Both run on
+koe's own kernels (`koe.runtime.kernels`, C built for this CPU on first use): the input row is
+quantized to int8 at each call (int8: one scale per row; int4: one per group of 64 inputs) and multiplied in integers (AVX-512 VNNI where
+the CPU has it), the same bits on every path and thread count (see `qgemv.c` for the exact steps).
 
-Why this kernel: a frame of decoding is matrix-vector products that read every weight, so bytes
-read set the speed, and int8 weights read 4x fewer bytes than fp32. Of the CPU kernels in torch
-2.13, fbgemm's dynamic linear is the one that turns that into speed for one token; the weight-only
-`aten._weight_int8pack_mm` (float activations) measured ~7x slower than fp32 `F.linear` here, and
-bf16 `F.linear` reaches about half of fp32's bandwidth on this CPU, so halving the bytes gains
-nothing (see docs/PERFORMANCE.md).
+Why own kernels: a frame of decoding is matrix-vector products that read every weight, so bytes
+read set the speed. Of torch 2.13's CPU kernels, fbgemm's dynamic int8 linear reaches ~18 GB/s of
+int8 weights here and `aten._weight_int4pack_mm_for_cpu` is compute bound (int4 barely ahead of
+fbgemm's int8); the weight-only `aten._weight_int8pack_mm` is ~7x slower than fp32 `F.linear`.
+Where the kernels cannot be built (no C compiler), int8 falls back to fbgemm's dynamic linear
+(per-tensor 7-bit activations: other bits, named in `kernel`) and int4 is refused with the reason.
 """
 
 from __future__ import annotations
@@ -30,51 +32,196 @@ def quantize_per_channel(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
     return q, scale
 
 
-class Int8Linear(nn.Module):
-    """A drop-in for `nn.Linear` (float32 in and out) with int8 weights; see the module docstring.
+GROUP = 64  # inputs per int4 weight scale and per int4 activation scale (int8: one activation scale per row)
 
-    Given several linears that read the same input, it computes all of them in one product, their
-    outputs side by side (each is quantized on its own first: per-channel scales make that the same
-    as quantizing the concatenation, without copying the float weights)."""
 
-    def __init__(self, linear: nn.Linear | list[nn.Linear], reduce_range: bool = True) -> None:
+def quantize_groups_int4(weight: torch.Tensor, group: int = GROUP) -> tuple[torch.Tensor, torch.Tensor]:
+    """(N, K) float weight, K a multiple of `group` (itself of 64) -> (packed nibbles uint8 (N, K/2),
+    float32 scales (N, K/group)): per group the weight of largest magnitude maps to -8 exactly
+    (scale = -that / 8), the others to the nearest of [-8, 7]; stored as q + 8, in each 64-weight
+    block byte j holding weight j (low nibble) and weight j + 32 (high nibble)."""
+    w = weight.detach().to(torch.float32)
+    n, k = w.shape
+    wg = w.view(n, k // group, group)
+    extreme = wg.gather(-1, wg.abs().argmax(-1, keepdim=True)).squeeze(-1)
+    scale = torch.where(extreme == 0, torch.ones_like(extreme), extreme / -8.0)
+    q = (torch.round(wg / scale[..., None]).clamp_(-8, 7) + 8).to(torch.uint8).view(n, k // 64, 2, 32)
+    packed = (q[:, :, 0, :] | (q[:, :, 1, :] << 4)).reshape(n, k // 2).contiguous()
+    return packed, scale.contiguous()
+
+
+def dequantize_int4(packed: torch.Tensor, scale: torch.Tensor, group: int = GROUP) -> torch.Tensor:
+    """The float weight `Int4Linear` multiplies by (the inverse of `quantize_groups_int4`)."""
+    n, half = packed.shape
+    blocks = packed.view(n, half // 32, 1, 32)
+    q = torch.cat([blocks & 15, blocks >> 4], dim=2).view(n, half * 2).to(torch.float32) - 8
+    return (q.view(n, -1, group) * scale[..., None]).view(n, half * 2)
+
+
+def _padded(weight: torch.Tensor, multiple: int) -> torch.Tensor:
+    """The weight with zero input columns up to a multiple of `multiple` (tiny models' widths)."""
+    k = weight.shape[1]
+    pad = -k % multiple
+    return weight if pad == 0 else torch.nn.functional.pad(weight, (0, pad))
+
+
+class _KernelLinear(nn.Module):
+    """Shared by the int8 and int4 layers: several linears reading the same input become one
+    product with their outputs side by side (each quantized on its own first: per-row and per-group
+    scales make that the same as quantizing the concatenation, without copying float weights);
+    inputs are padded with zeros to a multiple of 64 where the width is not one."""
+
+    def __init__(self, linear: nn.Linear | list[nn.Linear]) -> None:
         super().__init__()
         parts = linear if isinstance(linear, list) else [linear]
         self.in_features, self.out_features = parts[0].in_features, sum(m.out_features for m in parts)
-        quantized = [quantize_per_channel(m.weight) for m in parts]
-        q = quantized[0][0] if len(parts) == 1 else torch.cat([qp for qp, _ in quantized])
-        scale = quantized[0][1] if len(parts) == 1 else torch.cat([sp for _, sp in quantized])
-        with warnings.catch_warnings():  # torch marks quantized tensors deprecated; fbgemm's packing still takes one
-            warnings.simplefilter("ignore", UserWarning)
-            qweight = torch._make_per_channel_quantized_tensor(q, scale.double(), torch.zeros_like(scale, dtype=torch.long), 0)
-        bias = None if parts[0].bias is None else torch.cat([m.bias.detach().to(torch.float32) for m in parts])
-        self._packed = torch.ops.quantized.linear_prepack(qweight, bias)
-        self.reduce_range = reduce_range
+        self.padded_in = self.in_features + (-self.in_features % GROUP)
+        self.bias = None if parts[0].bias is None else torch.cat([m.bias.detach().to(torch.float32) for m in parts])
+        self._parts = parts
+
+    def _row(self, x: torch.Tensor) -> torch.Tensor:
+        x2 = x.reshape(-1, x.shape[-1])
+        if x2.dtype != torch.float32:
+            x2 = x2.float()
+        if self.padded_in != self.in_features:
+            x2 = torch.nn.functional.pad(x2, (0, self.padded_in - self.in_features))
+        return x2 if x2.is_contiguous() else x2.contiguous()
+
+    def _bind(self, fn, group: int) -> None:
+        """Keep what every call passes the kernel `fn` but the input and output (a call costs a few
+        microseconds of Python; a frame makes hundreds). `group`: inputs per activation scale."""
+        self._fn = fn
+        self.group = group
+        self._consts = (self.q.data_ptr(), self.scale.data_ptr(), self.out_features, group, None if self.bias is None else self.bias.data_ptr())
+
+    def _product(self, x: torch.Tensor) -> torch.Tensor:
+        x2 = self._row(x)
+        rows = x2.shape[0]
+        y = torch.empty(rows, self.out_features)
+        w, s, n, group, bias = self._consts
+        self._fn(x2.data_ptr(), rows, self.padded_in, w, s, n, group, bias, y.data_ptr(), torch.get_num_threads())
+        return y.view(*x.shape[:-1], n)
+
+
+class Int8Linear(_KernelLinear):
+    """A drop-in for `nn.Linear` (float32 in and out) with int8 weights; see the module docstring.
+    `kernel` names what runs it: "koe" (koe's C kernel) or "fbgemm" (no C compiler here)."""
+
+    def __init__(self, linear: nn.Linear | list[nn.Linear], reduce_range: bool = True) -> None:
+        super().__init__(linear)
+        from koe.runtime import kernels
+
+        quantized = [quantize_per_channel(m.weight) for m in self._parts]
+        q = torch.cat([qp for qp, _ in quantized]) if len(quantized) > 1 else quantized[0][0]
+        scale = torch.cat([sp for _, sp in quantized]) if len(quantized) > 1 else quantized[0][1]
         self.weight_bytes = q.numel() + scale.numel() * 4
+        self._lib = kernels.library()
+        self.kernel = "koe" if self._lib is not None else "fbgemm"
+        if self._lib is not None:
+            self.q = (_padded(q, GROUP).to(torch.int16) + 128).to(torch.uint8).contiguous()  # the kernel's unsigned bytes
+            self.scale = scale.contiguous()
+            self._bind(self._lib.koe_q8_linear, self.padded_in)  # one scale per row: the integer sum runs the whole row
+        else:
+            with warnings.catch_warnings():  # torch marks quantized tensors deprecated; fbgemm's packing still takes one
+                warnings.simplefilter("ignore", UserWarning)
+                qweight = torch._make_per_channel_quantized_tensor(q, scale.double(), torch.zeros_like(scale, dtype=torch.long), 0)
+            self._packed = torch.ops.quantized.linear_prepack(qweight, self.bias)
+            self.reduce_range = reduce_range
+        del self._parts
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self._lib is not None:
+            return self._product(x)
         shape = x.shape
         y = torch.ops.quantized.linear_dynamic(x.reshape(-1, shape[-1]).to(torch.float32), self._packed, self.reduce_range)
         return y.view(*shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, int8 weights, dynamic int8 activations"
+        return f"in_features={self.in_features}, out_features={self.out_features}, int8 weights, int8 activations per row, kernel={self.kernel}"
+
+
+class Int4Linear(_KernelLinear):
+    """A drop-in for `nn.Linear` (float32 in and out) with 4-bit weights in groups of 64 inputs;
+    see the module docstring. Needs koe's C kernels (`KernelUnavailable` says why not)."""
+
+    kernel = "koe"
+
+    def __init__(self, linear: nn.Linear | list[nn.Linear]) -> None:
+        super().__init__(linear)
+        from koe.runtime import kernels
+
+        self._lib = kernels.library()
+        if self._lib is None:
+            raise kernels.KernelUnavailable(f"precision int4 runs on koe's CPU kernels, which cannot be used here: {kernels.unavailable_reason()}")
+        quantized = [quantize_groups_int4(_padded(m.weight, GROUP)) for m in self._parts]
+        self.q = torch.cat([qp for qp, _ in quantized]) if len(quantized) > 1 else quantized[0][0]
+        self.scale = torch.cat([sp for _, sp in quantized]) if len(quantized) > 1 else quantized[0][1]
+        self.weight_bytes = self.q.numel() + self.scale.numel() * 4
+        self._bind(self._lib.koe_q4_linear, GROUP)
+        del self._parts
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._product(x)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, int4 weights per {GROUP}, int8 activations per {GROUP}"
+
+
+LAYERS = {"int8": Int8Linear, "int4": Int4Linear}
+
+
+class KernelRMSNorm(nn.Module):
+    """`koe.nn.norm.RMSNorm` (float32) on koe's C kernel, for the int8 / int4 modes: one call instead
+    of six small torch ops (a frame has hundreds of norms). Its sum of squares adds in another
+    order than torch's mean, so the last bits differ from the exact path's norm."""
+
+    def __init__(self, norm: nn.Module, lib) -> None:
+        super().__init__()
+        self.weight = norm.weight.detach().to(torch.float32).contiguous()
+        self.eps = float(norm.eps)
+        self._fn = lib.koe_rmsnorm
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x2 = x.reshape(-1, x.shape[-1])
+        if x2.dtype != torch.float32:
+            x2 = x2.float()
+        if not x2.is_contiguous():
+            x2 = x2.contiguous()
+        y = torch.empty_like(x2)
+        self._fn(x2.data_ptr(), x2.shape[0], x2.shape[1], self.weight.data_ptr(), self.eps, y.data_ptr())
+        return y.view(x.shape)
+
+
+def kernel_norms(module: nn.Module, norm_type: type) -> int:
+    """Replace every `norm_type` (`koe.nn.norm.RMSNorm`: a float32 RMSNorm with `weight` and `eps`)
+    under `module` by `KernelRMSNorm`, in place, where koe's kernels are available; returns how
+    many were replaced."""
+    from koe.runtime import kernels
+
+    lib = kernels.library()
+    if lib is None:
+        return 0
+    plan = [(owner, name, child) for owner in module.modules() for name, child in owner.named_children() if type(child) is norm_type]
+    for owner, name, child in plan:
+        setattr(owner, name, KernelRMSNorm(child, lib))
+    return len(plan)
 
 
 FUSED = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")}
 
 
-def quantize_linears(module: nn.Module, skip: tuple[str, ...] = (), fuse: bool = True) -> int:
+def quantize_linears(module: nn.Module, skip: tuple[str, ...] = (), fuse: bool = True, mode: str = "int8") -> int:
     """Replace every `nn.Linear` under `module` (names not starting with a `skip` prefix) by
-    `Int8Linear`, in place; returns how many `nn.Linear` were replaced.
+    `Int8Linear` (`mode` "int8") or `Int4Linear` ("int4"), in place; returns how many `nn.Linear`
+    were replaced.
 
     With `fuse`, every attention gets one q|k|v product (`qkv_proj`) and every gated MLP one
     gate|up product (`gate_up_proj`) in place of the separate layers: a module takes part when it
     offers the empty slot (`qkv_proj = None` beside `q_proj`, `k_proj`, `v_proj`; `gate_up_proj =
     None` beside `gate_proj`, `up_proj`), as `koe.nn`'s attention and gated MLP do. In int8 this
-    changes nothing numerically (per-channel weight scales, and the activation is quantized once
-    per call from the same input either way) and halves the calls. fbgemm's packing runs on one
-    core per layer, so layers are packed on as many threads as torch uses."""
+    changes nothing numerically (per-row weight scales, and the activation is quantized from the
+    same input either way) and halves the calls. Quantizing runs on one core per layer, so layers
+    are quantized on as many threads as torch uses."""
     plan: list[tuple[nn.Module, str, tuple[str, ...], list[nn.Linear]]] = []  # (owner, new name, old names, linears)
     taken: set[int] = set()
     for name, m in module.named_modules():
@@ -89,7 +236,7 @@ def quantize_linears(module: nn.Module, skip: tuple[str, ...] = (), fuse: bool =
             if isinstance(child, nn.Linear) and id(child) not in taken and not f"{name}.{leaf}".lstrip(".").startswith(skip):
                 plan.append((m, leaf, (leaf,), [child]))
     with ThreadPoolExecutor(max(1, torch.get_num_threads())) as pool:
-        built = list(pool.map(lambda job: Int8Linear(job[3]), plan))
+        built = list(pool.map(lambda job: LAYERS[mode](job[3]), plan))
     for (owner, slot, parts, _), layer in zip(plan, built):
         for part in parts:
             if part != slot:  # a layer replaced under its own name keeps its place (Sequential order)

@@ -92,8 +92,8 @@ class ModelsSettings(_Section):
     idle_unload_seconds: float = Field(900.0, ge=0, description="unload a model unused this long (0 = never)")
     device: str | None = Field(None, description="cpu, cuda, cuda:1, mps; empty = best available")
     dtype: str | None = Field(None, description="float32, bfloat16, float16; empty = float32 on CPU, bfloat16 on CUDA")
-    precision: Literal["fp32", "bf16", "int8"] | None = Field(
-        None, description="opt-in speed mode that changes bits: bf16, int8 (CPU); empty or fp32 = exact (dtype decides)"
+    precision: Literal["fp32", "bf16", "int8", "int4"] | None = Field(
+        None, description="opt-in speed mode that changes bits: bf16, int8 or int4 (CPU); empty or fp32 = exact (dtype decides)"
     )
 
     @field_validator("device", "dtype", "default", "precision", mode="before")

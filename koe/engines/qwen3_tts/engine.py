@@ -67,8 +67,9 @@ class Qwen3TTSEngine(NativeAPI):
         """Load a model folder in the released layout (strict: a missing file or tensor is an error naming it).
 
         `precision` picks an opt-in mode that changes float bits: "bf16" (weights and compute in
-        bfloat16) or "int8" (int8 linear layers in the talker and code predictor, see
-        `koe.runtime.quant`); None or "fp32" keeps `dtype` (float32 on the CPU: upstream's bits).
+        bfloat16), "int8" or "int4" (int8 or 4-bit weights in the talker's and code predictor's
+        linear layers, on koe's CPU kernels, see `koe.runtime.quant`); None or "fp32" keeps `dtype`
+        (float32 on the CPU: upstream's bits).
         """
         from koe.engines.qwen3_tts.codec import SpeechTokenizer
         from koe.text import QwenTokenizer
@@ -78,7 +79,7 @@ class Qwen3TTSEngine(NativeAPI):
             raise FileNotFoundError(f"model folder not found: {folder}")
         dev = resolve_device(device)
         mode = _precision_mode(precision)
-        dt = torch.bfloat16 if mode == "bf16" else torch.float32 if mode in ("fp32", "int8") else resolve_dtype(dtype, dev)
+        dt = torch.bfloat16 if mode == "bf16" else torch.float32 if mode in ("fp32", "int8", "int4") else resolve_dtype(dtype, dev)
         cfg = Qwen3TTSConfig.from_folder(folder)
         defaults = GenerationDefaults.from_folder(folder)
         tokenizer = QwenTokenizer.from_folder(folder)
@@ -86,22 +87,32 @@ class Qwen3TTSEngine(NativeAPI):
             raise FileNotFoundError(f"{folder}: missing speech_tokenizer/ (the 12 Hz codec's config and weights)")
         network = Qwen3TTSNetwork.from_folder(folder, cfg, device=dev, dtype=dt)
         codec = SpeechTokenizer.from_folder(folder / "speech_tokenizer", device=dev, dtype=dt)
-        if mode == "int8":
+        kernel = None
+        if mode in ("int8", "int4"):
             if dev.type != "cpu":
-                raise ValueError("precision='int8' is a CPU mode (fbgemm kernels); on a GPU use bf16")
-            from koe.runtime.quant import quantize_linears
+                raise ValueError(f"precision={mode!r} is a CPU mode (koe's CPU kernels); on a GPU use bf16")
+            from koe.nn.norm import RMSNorm
+            from koe.runtime.quant import kernel_norms, quantize_linears
 
-            quantize_linears(network.talker, skip=("text_projection",))  # decoder layers, codec head, code predictor
+            quantize_linears(network.talker, skip=("text_projection",), mode=mode)  # decoder layers, codec head, code predictor
+            kernel_norms(network.talker, RMSNorm)
+            kernel = network.talker.codec_head.kernel
+            if kernel == "koe":
+                from koe.runtime import kernels
+
+                kernel = kernels.describe()
         engine = cls(folder, cfg, defaults, network, tokenizer, codec, dev, dt)
         engine._precision = mode
+        engine.kernel = kernel
         return engine
 
     _precision: str | None = None  # the opt-in mode `load` was given, if any
+    kernel: str | None = None  # int8 / int4: what runs the products ("koe-avx512vnni", "koe-portable", int8's "fbgemm" fallback)
 
     @property
     def precision(self) -> str:
-        """The numeric mode this engine runs in ("float32" = exact; "bfloat16", "int8" are opt-in)."""
-        return "int8" if self._precision == "int8" else str(self.dtype).removeprefix("torch.")
+        """The numeric mode this engine runs in ("float32" = exact; "bfloat16", "int8", "int4" are opt-in)."""
+        return self._precision if self._precision in ("int8", "int4") else str(self.dtype).removeprefix("torch.")
 
     cuda_graphs: bool = True  # on CUDA, decode with captured graphs (koe/engines/qwen3_tts/graphed.py)
 
@@ -457,7 +468,8 @@ class Qwen3TTSEngine(NativeAPI):
         return {"frame_budget": budget, "seconds": frames / FRAME_RATE}
 
     def result_metadata(self) -> dict:
-        return {"model": self.cfg.model_type, "size": self.cfg.model_size, "precision": self.precision, "device": str(self.device)}
+        meta = {"model": self.cfg.model_type, "size": self.cfg.model_size, "precision": self.precision, "device": str(self.device)}
+        return meta if self.kernel is None else {**meta, "kernel": self.kernel}
 
 @dataclass
 class _Checked:
@@ -495,9 +507,9 @@ def _icl_reference(item: PromptItem) -> torch.Tensor | None:
 def _precision_mode(precision: str | None) -> str | None:
     if precision is None:
         return None
-    mode = {"fp32": "fp32", "float32": "fp32", "bf16": "bf16", "bfloat16": "bf16", "int8": "int8"}.get(str(precision).lower())
+    mode = {"fp32": "fp32", "float32": "fp32", "bf16": "bf16", "bfloat16": "bf16", "int8": "int8", "int4": "int4"}.get(str(precision).lower())
     if mode is None:
-        raise ValueError(f"unknown precision {precision!r}; use fp32 (exact), bf16 or int8")
+        raise ValueError(f"unknown precision {precision!r}; use fp32 (exact), bf16, int8 or int4")
     return mode
 
 

@@ -57,3 +57,31 @@ def test_fused_projections_equal_separate_int8_layers() -> None:
     cos, sin = torch.ones(1, 1, 3, 16), torch.zeros(1, 1, 3, 16)
     # one activation quantization per call from the same input, per-channel weight scales: the same numbers
     assert torch.equal(separate(x, cos, sin, None, None), fused(x, cos, sin, None, None))
+
+
+def test_int4_and_int8_modes_are_named_with_their_kernel(session_tmp) -> None:
+    import warnings
+
+    from fixtures_models import model_folder
+
+    from koe.engines.qwen3_tts.engine import Qwen3TTSEngine
+    from koe.runtime import kernels
+    from koe.runtime.quant import Int4Linear
+
+    folder = model_folder(session_tmp, "custom_voice")
+    results = {}
+    for mode in ("int8", "int4"):
+        engine = Qwen3TTSEngine.load(folder, device="cpu", precision=mode)
+        assert engine.precision == mode and engine.kernel == kernels.describe()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            results[mode] = engine.generate("Hello there.", speaker="ryan", language="english", seed=0, max_new_tokens=6)
+        assert results[mode].metadata["precision"] == mode and results[mode].metadata["kernel"] == kernels.describe()
+        if mode == "int4":
+            assert isinstance(engine.network.talker.model.layers[0].mlp.gate_up_proj, Int4Linear)
+            assert isinstance(engine.network.talker.code_predictor.lm_head[0], Int4Linear)
+            # the text projection stays float32 in both modes
+            assert isinstance(engine.network.talker.text_projection.linear_fc1, torch.nn.Linear)
+    # the exact path names no kernel
+    exact = Qwen3TTSEngine.load(folder, device="cpu")
+    assert "kernel" not in exact.result_metadata() and exact.precision == "float32"

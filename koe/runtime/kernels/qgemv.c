@@ -1,0 +1,256 @@
+/* koe's CPU kernels for the opt-in low-precision modes: y = x W^T + b with int8 or int4 weights.
+
+   Built on first use by koe/runtime/kernels/__init__.py with the machine's C compiler
+   (-O3 -march=native -fopenmp) and called through ctypes. The library links libgomp.so.1, which
+   resolves to the copy torch has already loaded, so torch's OpenMP threads run these loops too
+   (the caller passes torch's thread count).
+
+   Why: a decoded frame is matrix-vector products over every weight, so the bytes read and the
+   work per byte set the speed. torch 2.13's CPU kernels for one row leave much of that unused
+   here (fbgemm's dynamic int8 linear, the int4 packed kernel). These quantize the row once per
+   call and multiply in integers with the CPU's 8-bit dot-product instruction where it has one
+   (AVX-512 VNNI), else in plain C (also when built with -DKOE_PORTABLE, which the tests use to
+   check that both paths give the same bits).
+
+   Numerics: the same bits on every path and for any thread count (each output is summed by one
+   thread, in one order; integer sums are exact; the float steps below are spelled out):
+   - The row x is quantized per group of `group` inputs (a multiple of 64; koe passes the whole row
+     for int8 and 64 for int4): xs[g] = max|x_g| / 127, xq = nearest(x * (127 / max|x_g|)) in
+     [-127, 127] (0 for an all-zero group).
+   - int8 weights w[n][k] in [-127, 127], one float scale per output channel ws[n], stored as the
+     byte w + 128.
+     int4 weights q in [-8, 7], one float scale per output row and group ws[n][g], stored as the
+     nibble q + 8; in each 64-weight block, byte j holds weight j (low nibble) and j + 32 (high).
+   - Integer products are summed in 16 lanes: lane l of a group holds the products at positions
+     64c + 4l + {0..3} of the group's 64-wide chunks c (for int4, in unpacked weight order).
+   - Per group, each lane: f[l] = fma((float)lane[l], s, f[l]) with s = xs[g] (int8) or
+     ws[n][g] * xs[g] (int4); f starts at 0.
+   - The 16 lanes are added as a tree: f[i] + f[i+8], then + [i+4], + [i+2], + [i+1]: r.
+   - y = r * ws[n] + b[n] (int8; two roundings) or y = r + b[n] (int4); without a bias, no add.
+*/
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && !defined(KOE_PORTABLE)
+#define KOE_VNNI 1
+#include <immintrin.h>
+#endif
+
+#ifndef PREFETCH_BYTES
+#define PREFETCH_BYTES 8192
+#endif
+
+int koe_qgemv_version(void) { return 4; }
+
+int koe_qgemv_has_vnni(void) {
+#ifdef KOE_VNNI
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+/* Input rows, quantized: xq, scale per group, and where each group's 16 lanes start: the weights
+   are stored offset to unsigned bytes, so -offset * (the lane's sum of xq) is taken off. */
+typedef struct {
+    int8_t *q;
+    float *s;
+    int32_t *init;
+} qrow;
+
+static void quantize_row(const float *x, int64_t K, int64_t group, int32_t offset, qrow r) {
+    for (int64_t g = 0; g < K / group; g++) {
+        const float *xg = x + g * group;
+        float amax = 0.0f;
+        for (int64_t k = 0; k < group; k++) {
+            float v = fabsf(xg[k]);
+            amax = v > amax ? v : amax;
+        }
+        float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+        int32_t *ls = r.init + g * 16;
+        for (int l = 0; l < 16; l++) ls[l] = 0;
+        for (int64_t k = 0; k < group; k++) {
+            int32_t q = (int32_t)nearbyintf(xg[k] * inv);
+            q = q > 127 ? 127 : q < -127 ? -127 : q;
+            r.q[g * group + k] = (int8_t)q;
+            ls[(k % 64) / 4] += q;
+        }
+        for (int l = 0; l < 16; l++) ls[l] *= -offset;
+        r.s[g] = amax / 127.0f;
+    }
+}
+
+static inline float tree16(const float *f) {
+    float a[8], b[4], c[2];
+    for (int i = 0; i < 8; i++) a[i] = f[i] + f[i + 8];
+    for (int i = 0; i < 4; i++) b[i] = a[i] + a[i + 4];
+    for (int i = 0; i < 2; i++) c[i] = b[i] + b[i + 2];
+    return c[0] + c[1];
+}
+
+static qrow quantize_rows(const float *x, int64_t M, int64_t K, int64_t group, int32_t offset) {
+    qrow r;
+    r.q = malloc((size_t)(M * K));
+    r.s = malloc((size_t)(M * (K / group)) * sizeof(float));
+    r.init = malloc((size_t)(M * (K / group) * 16) * sizeof(int32_t));
+    for (int64_t m = 0; m < M; m++) {
+        qrow o = {r.q + m * K, r.s + m * (K / group), r.init + m * (K / group) * 16};
+        quantize_row(x + m * K, K, group, offset, o);
+    }
+    return r;
+}
+
+static void free_rows(qrow r) {
+    free(r.q);
+    free(r.s);
+    free(r.init);
+}
+
+/* The weights of `rows` (<= 4) consecutive outputs against `ms` (<= 4) quantized input rows
+   x0, x0 + 1, ...: out[j][i]. `bits` 8: row bytes K, offset 128, scale per row (applied after the
+   tree). `bits` 4: row bytes K/2, offset 8, scale per row and group (inside the per-group step).
+   One weight load feeds all `ms` input rows (prefill and batches read the weights once per block). */
+static inline __attribute__((always_inline)) void block_dot(int bits, const uint8_t *w, int64_t row_bytes, const float *ws, int64_t G,
+                                                            int64_t group, int64_t K, qrow r, int64_t x0, int ms, int rows, float out[4][4]) {
+#ifdef KOE_VNNI
+    __m512 f[4][4];
+    for (int j = 0; j < 4; j++)
+        for (int i = 0; i < 4; i++) f[j][i] = _mm512_setzero_ps();
+    const __m256i low = _mm256_set1_epi8(15);
+    for (int64_t g = 0; g < G; g++) {
+        __m512i lane[4][4];
+        for (int j = 0; j < ms; j++) {
+            __m512i init = _mm512_loadu_si512((const void *)(r.init + ((x0 + j) * G + g) * 16));
+            for (int i = 0; i < 4; i++) lane[j][i] = init;
+        }
+        for (int64_t k = g * group; k < (g + 1) * group; k += 64) {
+            __m512i wv[4];
+            for (int i = 0; i < rows; i++) {
+                /* a few KB ahead in the weight stream (rows lie one after another) */
+                _mm_prefetch((const char *)(w + i * row_bytes + (bits == 8 ? k : k / 2) + PREFETCH_BYTES), _MM_HINT_T0);
+                if (bits == 8) {
+                    wv[i] = _mm512_loadu_si512((const void *)(w + i * row_bytes + k));
+                } else {
+                    __m256i packed = _mm256_loadu_si256((const __m256i *)(w + i * row_bytes + k / 2));
+                    __m256i lo = _mm256_and_si256(packed, low);
+                    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low);
+                    wv[i] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+                }
+            }
+            for (int j = 0; j < ms; j++) {
+                __m512i xv = _mm512_loadu_si512((const void *)(r.q + (x0 + j) * K + k));
+                for (int i = 0; i < rows; i++) lane[j][i] = _mm512_dpbusd_epi32(lane[j][i], wv[i], xv);
+            }
+        }
+        for (int j = 0; j < ms; j++) {
+            float xs = r.s[(x0 + j) * G + g];
+            for (int i = 0; i < rows; i++) {
+                float s = bits == 8 ? xs : ws[i * G + g] * xs;
+                f[j][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lane[j][i]), _mm512_set1_ps(s), f[j][i]);
+            }
+        }
+    }
+    for (int j = 0; j < ms; j++)
+        for (int i = 0; i < rows; i++) {
+            float v[16];
+            _mm512_storeu_ps(v, f[j][i]);
+            out[j][i] = tree16(v);
+        }
+#else
+    (void)K;
+    for (int j = 0; j < ms; j++) {
+        const int8_t *xq = r.q + (x0 + j) * K;
+        for (int i = 0; i < rows; i++) {
+            const uint8_t *wi = w + i * row_bytes;
+            float f[16] = {0};
+            for (int64_t g = 0; g < G; g++) {
+                int32_t lane[16];
+                for (int l = 0; l < 16; l++) lane[l] = r.init[((x0 + j) * G + g) * 16 + l];
+                for (int64_t k = g * group; k < (g + 1) * group; k += 64) {
+                    if (bits == 8) {
+                        for (int t = 0; t < 64; t++) lane[t / 4] += (int32_t)wi[k + t] * (int32_t)xq[k + t];
+                    } else {
+                        const uint8_t *p = wi + k / 2;
+                        for (int t = 0; t < 32; t++) {
+                            lane[t / 4] += (int32_t)(p[t] & 15) * (int32_t)xq[k + t];
+                            lane[8 + t / 4] += (int32_t)(p[t] >> 4) * (int32_t)xq[k + 32 + t];
+                        }
+                    }
+                }
+                float s = bits == 8 ? r.s[(x0 + j) * G + g] : ws[i * G + g] * r.s[(x0 + j) * G + g];
+                for (int l = 0; l < 16; l++) f[l] = fmaf((float)lane[l], s, f[l]);
+            }
+            out[j][i] = tree16(f);
+        }
+    }
+#endif
+}
+
+static void linear(int bits, const float *x, int64_t M, int64_t K, const uint8_t *w, const float *ws, int64_t N, int64_t group,
+                   const float *bias, float *y, int64_t threads) {
+    int64_t G = K / group;
+    int64_t row_bytes = bits == 8 ? K : K / 2;
+    qrow r = quantize_rows(x, M, K, group, bits == 8 ? 128 : 8);
+    int64_t blocks = (N + 3) / 4;
+#pragma omp parallel for schedule(static) num_threads((int)threads)
+    for (int64_t b = 0; b < blocks; b++) {
+        int64_t n0 = b * 4;
+        int rows = (int)(N - n0 < 4 ? N - n0 : 4);
+        const float *wsb = bits == 8 ? ws + n0 : ws + n0 * G;
+        const uint8_t *wb = w + n0 * row_bytes;
+        /* input rows in blocks of 4 (int8) or 2 (int4, whose per-group sums need more registers) */
+        for (int64_t m = 0; m < M;) {
+            float out[4][4];
+            int ms;
+            if (bits == 8 && M - m >= 4) {
+                ms = 4;
+                block_dot(8, wb, row_bytes, wsb, G, group, K, r, m, 4, rows, out);
+            } else if (M - m >= 2) {
+                ms = 2;
+                if (bits == 8) block_dot(8, wb, row_bytes, wsb, G, group, K, r, m, 2, rows, out);
+                else block_dot(4, wb, row_bytes, wsb, G, group, K, r, m, 2, rows, out);
+            } else {
+                ms = 1;
+                if (bits == 8) block_dot(8, wb, row_bytes, wsb, G, group, K, r, m, 1, rows, out);
+                else block_dot(4, wb, row_bytes, wsb, G, group, K, r, m, 1, rows, out);
+            }
+            for (int j = 0; j < ms; j++)
+                for (int i = 0; i < rows; i++) {
+                    float v = bits == 8 ? out[j][i] * wsb[i] : out[j][i];
+                    y[(m + j) * N + n0 + i] = bias ? v + bias[n0 + i] : v;
+                }
+            m += ms;
+        }
+    }
+    free_rows(r);
+}
+
+/* x (M, K) float32, w (N, K) int8 + 128 as bytes, ws (N,), bias (N,) or NULL, y (M, N); `threads` OpenMP threads. */
+void koe_q8_linear(const float *x, int64_t M, int64_t K, const uint8_t *w, const float *ws, int64_t N, int64_t group,
+                   const float *bias, float *y, int64_t threads) {
+    linear(8, x, M, K, w, ws, N, group, bias, y, threads);
+}
+
+/* x (M, K) float32, w (N, K/2) packed nibbles, ws (N, K/group), bias (N,) or NULL, y (M, N); `threads` as above. */
+void koe_q4_linear(const float *x, int64_t M, int64_t K, const uint8_t *w, const float *ws, int64_t N, int64_t group,
+                   const float *bias, float *y, int64_t threads) {
+    linear(4, x, M, K, w, ws, N, group, bias, y, threads);
+}
+
+/* RMSNorm of M rows of K floats (the int8 / int4 modes' norms): y = (x * (1 / sqrt(mean(x^2) + eps))) * w.
+   The sum of squares runs in 16 lanes (element k in lane k % 16), added as tree16; one thread
+   (the rows are short: a call costs less than waking a team). */
+void koe_rmsnorm(const float *x, int64_t M, int64_t K, const float *w, float eps, float *y) {
+    for (int64_t m = 0; m < M; m++) {
+        const float *xm = x + m * K;
+        float *ym = y + m * K;
+        float lane[16] = {0};
+        int64_t k = 0;
+        for (; k + 16 <= K; k += 16)
+            for (int l = 0; l < 16; l++) lane[l] = fmaf(xm[k + l], xm[k + l], lane[l]);
+        for (; k < K; k++) lane[k % 16] = fmaf(xm[k], xm[k], lane[k % 16]);
+        float inv = 1.0f / sqrtf(tree16(lane) / (float)K + eps);
+        for (k = 0; k < K; k++) ym[k] = (xm[k] * inv) * w[k];
+    }
+}
