@@ -27,7 +27,10 @@ def serve(
     ] = None,
 ) -> None:
     """Serve /v1/audio/speech (OpenAI's API), /v1/models, voices, /health, and the web page at /."""
+    from koe.runtime.process import prefer_huge_pages
     from koe.service.errors import Unavailable
+
+    prefer_huge_pages()  # before torch loads: weights on 2 MB pages (a long-lived process; koe.runtime.process)
 
     settings = open_home(
         server={"host": host, "port": port, "token": token, "allowed_hosts": allow_host or None, "allowed_origins": allow_origin or None},

@@ -1,0 +1,28 @@
+"""Process-wide settings koe's long-lived processes ask for before torch loads (standard library only).
+
+`prefer_huge_pages()`: torch puts its large CPU tensors (2 MB and up: a model's weights, once
+converted from the bf16 files as released, or quantized) on transparent huge pages when
+`THP_MEM_ALLOC_ENABLE=1` is in the environment as torch loads. A decoded frame reads every weight,
+and with 4 KB pages the page walks cost much of the read bandwidth on some machines: on the
+project's 2-core VM the exact 0.6B decode went from about 530 to 434 ms per frame and the machine's
+read probe from 20 to 27 GB/s (docs/PERFORMANCE.md). The price is load time: the kernel zeroes
+(and, in its `madvise` defrag mode, compacts memory for) each 2 MB page as the weights are written,
+2.1 s -> 7.1 s for the 0.6B there. So `koe serve`, which loads once and decodes for hours, asks for
+it; one-shot commands do not (`THP_MEM_ALLOC_ENABLE=1 koe speak ...` does). It changes where
+memory lives, never a computed bit. An environment that sets the variable itself is left alone.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+HUGE_PAGES = "THP_MEM_ALLOC_ENABLE"
+
+
+def prefer_huge_pages() -> bool:
+    """Ask torch for huge pages, unless the environment already says, or torch has loaded (then too
+    late for this process). True when the setting is in force for torch here."""
+    if HUGE_PAGES not in os.environ and "torch" not in sys.modules and sys.platform.startswith("linux"):
+        os.environ[HUGE_PAGES] = "1"
+    return os.environ.get(HUGE_PAGES) == "1"

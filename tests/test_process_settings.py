@@ -1,0 +1,42 @@
+"""`koe serve` asks torch for huge pages before torch loads; the environment's own word wins."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+PROBE = r"""
+import re, sys
+from koe.runtime.process import prefer_huge_pages
+import koe.cli.main, koe.cli.serve  # the command line itself must not have loaded torch
+assert "torch" not in sys.modules
+on = prefer_huge_pages()
+import torch
+t = torch.ones(32 * 2**20 // 4)
+start = t.untyped_storage().data_ptr(); end = start + t.untyped_storage().nbytes()
+huge = 0
+for block in re.split(r"\n(?=[0-9a-f]+-[0-9a-f]+ )", open("/proc/self/smaps").read()):
+    lo, hi = (int(x, 16) for x in block.split()[0].split("-"))
+    if lo < end and hi > start:
+        huge += int(re.search(r"AnonHugePages:\s+(\d+)", block).group(1))
+print(on, huge)
+"""
+
+
+def _probe(**env: str) -> tuple[str, int]:
+    base = {k: v for k, v in os.environ.items() if k != "THP_MEM_ALLOC_ENABLE"}
+    on, huge = subprocess.run([sys.executable, "-c", PROBE], env={**base, **env}, capture_output=True, text=True, check=True).stdout.split()
+    return on, int(huge)
+
+
+def test_huge_pages_for_torch_tensors_unless_the_environment_says_no() -> None:
+    mode = open("/sys/kernel/mm/transparent_hugepage/enabled").read() if os.path.exists("/sys/kernel/mm/transparent_hugepage/enabled") else "[never]"
+    on, huge = _probe()
+    assert on == "True"
+    if "[never]" not in mode:
+        assert huge >= 30 * 1024  # the 32 MB tensor on 2 MB pages
+    on, huge = _probe(THP_MEM_ALLOC_ENABLE="0")
+    assert on == "False"
+    if "[always]" not in mode:
+        assert huge == 0
