@@ -69,22 +69,36 @@ class BenchOptions:
     timesteps: int = 10  # VoxCPM: CFM steps per patch (upstream's default)
 
 
-def upstream_python(family: str = "qwen3_tts") -> str:
-    """Upstream's virtualenv: Qwen3-TTS `KOE_ORACLE_PYTHON`, else `.oracle/bin/python` (made by
-    `make oracle`); F5-TTS `KOE_ORACLE_F5_PYTHON`, else `.oracle-f5/bin/python` (`make oracle-f5`)."""
-    if family == "voxcpm":
-        path = os.environ.get("KOE_ORACLE_VOXCPM_PYTHON") or str(ROOT / ".oracle-voxcpm" / "bin" / "python")
-        if not Path(path).exists():
-            raise BenchError(f"--compare upstream needs voxcpm in its own virtualenv, not found at {path}: run `make oracle-voxcpm` or set KOE_ORACLE_VOXCPM_PYTHON")
-        return path
-    if family == "f5_tts":
-        path = os.environ.get("KOE_ORACLE_F5_PYTHON") or str(ROOT / ".oracle-f5" / "bin" / "python")
-        if not Path(path).exists():
-            raise BenchError(f"--compare upstream needs f5-tts in its own virtualenv, not found at {path}: run `make oracle-f5` or set KOE_ORACLE_F5_PYTHON")
-        return path
-    path = os.environ.get("KOE_ORACLE_PYTHON") or str(ROOT / ".oracle" / "bin" / "python")
+# Each compared side's virtualenv and worker script (scripts/, never imported by koe): upstream per
+# family, and the peer. key -> (environment variable, default venv folder, what it holds, make
+# target, worker script).
+SIDES = {
+    "qwen3_tts": ("KOE_ORACLE_PYTHON", ".oracle", "qwen-tts", "oracle", "bench_upstream_worker.py"),
+    "f5_tts": ("KOE_ORACLE_F5_PYTHON", ".oracle-f5", "f5-tts", "oracle-f5", "bench_f5_upstream_worker.py"),
+    "voxcpm": ("KOE_ORACLE_VOXCPM_PYTHON", ".oracle-voxcpm", "voxcpm", "oracle-voxcpm", "bench_voxcpm_upstream_worker.py"),
+    "mizuoto": ("KOE_PEER_MIZUOTO_PYTHON", ".peer-mizuoto", "mizuoto 0.2.16", "peer-mizuoto", "bench_mizuoto_worker.py"),
+}
+
+
+def _flag(key: str) -> str:
+    return "--compare mizuoto" if key == "mizuoto" else "--compare upstream"
+
+
+def side_python(key: str) -> str:
+    """The Python of a compared side's virtualenv (`key`: a family for upstream, or "mizuoto"): its
+    environment variable, else the folder its make target builds."""
+    variable, folder, holds, target, _ = SIDES[key]
+    path = os.environ.get(variable) or str(ROOT / folder / "bin" / "python")
     if not Path(path).exists():
-        raise BenchError(f"--compare upstream needs qwen-tts in its own virtualenv, not found at {path}: run `make oracle` or set KOE_ORACLE_PYTHON")
+        raise BenchError(f"{_flag(key)} needs {holds} in its own virtualenv, not found at {path}: run `make {target}` or set {variable}")
+    return path
+
+
+def side_worker(key: str) -> Path:
+    """A compared side's worker script; it lives in the source tree (scripts/), beside the venvs."""
+    path = ROOT / "scripts" / SIDES[key][4]
+    if not path.exists():
+        raise BenchError(f"{_flag(key)} runs from a source checkout of koe: {path} not found")
     return path
 
 
@@ -97,31 +111,6 @@ def compared(opts: BenchOptions) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def peer_python() -> str:
-    """mizuoto's virtualenv: `KOE_PEER_MIZUOTO_PYTHON`, else `.peer-mizuoto/bin/python` (made by `make peer-mizuoto`)."""
-    path = os.environ.get("KOE_PEER_MIZUOTO_PYTHON") or str(ROOT / ".peer-mizuoto" / "bin" / "python")
-    if not Path(path).exists():
-        raise BenchError(f"--compare mizuoto needs mizuoto 0.2.16 in its own virtualenv, not found at {path}: run `make peer-mizuoto` or set KOE_PEER_MIZUOTO_PYTHON")
-    return path
-
-
-def peer_worker() -> Path:
-    """The mizuoto worker script (scripts/, beside the `make peer-mizuoto` venv; koe never imports mizuoto)."""
-    path = ROOT / "scripts" / "bench_mizuoto_worker.py"
-    if not path.exists():
-        raise BenchError(f"--compare mizuoto runs from a source checkout of koe: {path} not found")
-    return path
-
-
-def upstream_worker(family: str = "qwen3_tts") -> Path:
-    """The upstream worker script; it lives in the source tree (scripts/), beside the `make oracle` venvs."""
-    name = {"f5_tts": "bench_f5_upstream_worker.py", "voxcpm": "bench_voxcpm_upstream_worker.py"}.get(family, "bench_upstream_worker.py")
-    path = ROOT / "scripts" / name
-    if not path.exists():
-        raise BenchError(f"--compare upstream runs from a source checkout of koe: {path} not found")
-    return path
-
-
 class Worker:
     """One benchmark worker process speaking `wire`'s line protocol; its stderr goes to a log file."""
 
@@ -130,11 +119,9 @@ class Worker:
         if side == "koe":
             argv = [sys.executable, "-m", "koe.bench.koe_worker"] + ([family] if family in ("f5_tts", "voxcpm") else [])
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-        elif side == "mizuoto":  # its own settings are its host's defaults (the worker applies them before torch loads)
-            argv = [peer_python(), str(peer_worker())]
-            env.pop("PYTHONPATH", None)
-        else:
-            argv = [upstream_python(family), str(upstream_worker(family))]
+        else:  # mizuoto's own settings are its host's defaults (its worker applies them before torch loads)
+            key = "mizuoto" if side == "mizuoto" else family
+            argv = [side_python(key), str(side_worker(key))]
             env.pop("PYTHONPATH", None)
         self.side = side
         self.log_path = log
@@ -192,12 +179,9 @@ def run_bench(opts: BenchOptions, progress=lambda msg: None) -> dict:
         if case not in wire.CASES:
             raise BenchError(f"unknown case {case!r}; cases: {list(wire.CASES)}")
     peers = compared(opts)
-    if "upstream" in peers:
-        upstream_python()
-        upstream_worker()
-    if "mizuoto" in peers:
-        peer_python()
-        peer_worker()
+    for key in ("qwen3_tts" if side == "upstream" else side for side in peers):
+        side_python(key)
+        side_worker(key)
     torch.set_num_threads(opts.threads)
     sides = ["koe"] + peers
     logs = Path(opts.out).parent if opts.out else Path(os.environ.get("TMPDIR", "/tmp"))
@@ -323,8 +307,8 @@ def start_run(opts, family: str, title: str, cases, sizes) -> tuple[list[str], P
     if peers not in ([], ["upstream"]):
         raise BenchError(f"--family {family}: --compare takes 'upstream' only (mizuoto is compared on Qwen3-TTS)")
     if peers:
-        upstream_python(family)
-        upstream_worker(family)
+        side_python(family)
+        side_worker(family)
     torch.set_num_threads(opts.threads)
     logs = Path(opts.out).parent if opts.out else Path(os.environ.get("TMPDIR", "/tmp"))
     logs.mkdir(parents=True, exist_ok=True)

@@ -65,19 +65,26 @@ def _padded(weight: torch.Tensor, multiple: int) -> torch.Tensor:
     return weight if pad == 0 else torch.nn.functional.pad(weight, (0, pad))
 
 
+def _joined(parts: list[nn.Linear], quantize) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each part's weight through `quantize` (-> (q, scale)), the results stacked along the outputs."""
+    quantized = [quantize(m.weight) for m in parts]
+    return torch.cat([q for q, _ in quantized]), torch.cat([s for _, s in quantized])
+
+
 class _KernelLinear(nn.Module):
     """Shared by the int8 and int4 layers: several linears reading the same input become one
     product with their outputs side by side (each quantized on its own first: per-row and per-group
     scales make that the same as quantizing the concatenation, without copying float weights);
-    inputs are padded with zeros to a multiple of 64 where the width is not one."""
+    inputs are padded with zeros to a multiple of 64 where the width is not one.
 
-    def __init__(self, linear: nn.Linear | list[nn.Linear]) -> None:
+    `kernel` names what runs the product: `koe.runtime.kernels.describe()` ("koe-avx512vnni",
+    "koe-portable") or, int8 without koe's kernels, "fbgemm"."""
+
+    def __init__(self, parts: list[nn.Linear]) -> None:
         super().__init__()
-        parts = linear if isinstance(linear, list) else [linear]
         self.in_features, self.out_features = parts[0].in_features, sum(m.out_features for m in parts)
         self.padded_in = self.in_features + (-self.in_features % GROUP)
         self.bias = None if parts[0].bias is None else torch.cat([m.bias.detach().to(torch.float32) for m in parts])
-        self._parts = parts
 
     def _row(self, x: torch.Tensor) -> torch.Tensor:
         x2 = x.reshape(-1, x.shape[-1])
@@ -87,11 +94,14 @@ class _KernelLinear(nn.Module):
             x2 = torch.nn.functional.pad(x2, (0, self.padded_in - self.in_features))
         return x2 if x2.is_contiguous() else x2.contiguous()
 
-    def _bind(self, fn, group: int) -> None:
-        """Keep what every call passes the kernel `fn` but the input and output (a call costs a few
-        microseconds of Python; a frame makes hundreds). `group`: inputs per activation scale."""
-        self._fn = fn
-        self.group = group
+    def _bind(self, fn, q: torch.Tensor, scale: torch.Tensor, group: int) -> None:
+        """Keep the weights and what every call passes the kernel `fn` but the input and output (a
+        call costs a few microseconds of Python; a frame makes hundreds). `group`: inputs per
+        activation scale."""
+        from koe.runtime import kernels
+
+        self.q, self.scale, self.group, self._fn, self.kernel = q.contiguous(), scale.contiguous(), group, fn, kernels.describe()
+        self.weight_bytes = self.q.numel() + self.scale.numel() * 4
         self._consts = (self.q.data_ptr(), self.scale.data_ptr(), self.out_features, group, None if self.bias is None else self.bias.data_ptr())
 
     def _product(self, x: torch.Tensor) -> torch.Tensor:
@@ -104,33 +114,27 @@ class _KernelLinear(nn.Module):
 
 
 class Int8Linear(_KernelLinear):
-    """A drop-in for `nn.Linear` (float32 in and out) with int8 weights; see the module docstring.
-    `kernel` names what runs it: "koe" (koe's C kernel) or "fbgemm" (no C compiler here)."""
+    """A drop-in for `nn.Linear` (float32 in and out) with int8 weights; see the module docstring."""
 
     def __init__(self, linear: nn.Linear | list[nn.Linear], reduce_range: bool = True) -> None:
-        super().__init__(linear)
         from koe.runtime import kernels
 
-        quantized = [quantize_per_channel(m.weight) for m in self._parts]
-        q = torch.cat([qp for qp, _ in quantized]) if len(quantized) > 1 else quantized[0][0]
-        scale = torch.cat([sp for _, sp in quantized]) if len(quantized) > 1 else quantized[0][1]
-        self.weight_bytes = q.numel() + scale.numel() * 4
-        self._lib = kernels.library()
-        self.kernel = "koe" if self._lib is not None else "fbgemm"
-        if self._lib is not None:
-            self.q = (_padded(q, GROUP).to(torch.int16) + 128).to(torch.uint8).contiguous()  # the kernel's unsigned bytes
-            self.scale = scale.contiguous()
-            self._bind(self._lib.koe_q8_linear, self.padded_in)  # one scale per row: the integer sum runs the whole row
-        else:
-            with warnings.catch_warnings():  # torch marks quantized tensors deprecated; fbgemm's packing still takes one
-                warnings.simplefilter("ignore", UserWarning)
-                qweight = torch._make_per_channel_quantized_tensor(q, scale.double(), torch.zeros_like(scale, dtype=torch.long), 0)
-            self._packed = torch.ops.quantized.linear_prepack(qweight, self.bias)
-            self.reduce_range = reduce_range
-        del self._parts
+        parts = linear if isinstance(linear, list) else [linear]
+        super().__init__(parts)
+        q, scale = _joined(parts, quantize_per_channel)
+        lib = kernels.library()
+        self._packed = None
+        if lib is not None:  # one activation scale per row: the integer sum runs the whole row
+            self._bind(lib.koe_q8_linear, (_padded(q, GROUP).to(torch.int16) + 128).to(torch.uint8), scale, self.padded_in)
+            return
+        with warnings.catch_warnings():  # torch marks quantized tensors deprecated; fbgemm's packing still takes one
+            warnings.simplefilter("ignore", UserWarning)
+            qweight = torch._make_per_channel_quantized_tensor(q, scale.double(), torch.zeros_like(scale, dtype=torch.long), 0)
+        self._packed = torch.ops.quantized.linear_prepack(qweight, self.bias)
+        self.reduce_range, self.kernel, self.weight_bytes = reduce_range, "fbgemm", q.numel() + scale.numel() * 4
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self._lib is not None:
+        if self._packed is None:
             return self._product(x)
         shape = x.shape
         y = torch.ops.quantized.linear_dynamic(x.reshape(-1, shape[-1]).to(torch.float32), self._packed, self.reduce_range)
@@ -144,21 +148,15 @@ class Int4Linear(_KernelLinear):
     """A drop-in for `nn.Linear` (float32 in and out) with 4-bit weights in groups of 64 inputs;
     see the module docstring. Needs koe's C kernels (`KernelUnavailable` says why not)."""
 
-    kernel = "koe"
-
     def __init__(self, linear: nn.Linear | list[nn.Linear]) -> None:
-        super().__init__(linear)
         from koe.runtime import kernels
 
-        self._lib = kernels.library()
-        if self._lib is None:
+        parts = linear if isinstance(linear, list) else [linear]
+        super().__init__(parts)
+        lib = kernels.library()
+        if lib is None:
             raise kernels.KernelUnavailable(f"precision int4 runs on koe's CPU kernels, which cannot be used here: {kernels.unavailable_reason()}")
-        quantized = [quantize_groups_int4(_padded(m.weight, GROUP)) for m in self._parts]
-        self.q = torch.cat([qp for qp, _ in quantized]) if len(quantized) > 1 else quantized[0][0]
-        self.scale = torch.cat([sp for _, sp in quantized]) if len(quantized) > 1 else quantized[0][1]
-        self.weight_bytes = self.q.numel() + self.scale.numel() * 4
-        self._bind(self._lib.koe_q4_linear, GROUP)
-        del self._parts
+        self._bind(lib.koe_q4_linear, *_joined(parts, lambda w: quantize_groups_int4(_padded(w, GROUP))), GROUP)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self._product(x)

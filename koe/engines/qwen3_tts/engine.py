@@ -97,10 +97,6 @@ class Qwen3TTSEngine(NativeAPI):
             quantize_linears(network.talker, skip=("text_projection",), mode=mode)  # decoder layers, codec head, code predictor
             kernel_norms(network.talker, RMSNorm)
             kernel = network.talker.codec_head.kernel
-            if kernel == "koe":
-                from koe.runtime import kernels
-
-                kernel = kernels.describe()
         engine = cls(folder, cfg, defaults, network, tokenizer, codec, dev, dt)
         engine._precision = mode
         engine.kernel = kernel

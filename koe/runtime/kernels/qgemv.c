@@ -41,8 +41,6 @@
 #define PREFETCH_BYTES 8192
 #endif
 
-int koe_qgemv_version(void) { return 4; }
-
 int koe_qgemv_has_vnni(void) {
 #ifdef KOE_VNNI
     return 1;
@@ -158,7 +156,6 @@ static inline __attribute__((always_inline)) void block_dot(int bits, const uint
             out[j][i] = tree16(v);
         }
 #else
-    (void)K;
     for (int j = 0; j < ms; j++) {
         const int8_t *xq = r.q + (x0 + j) * K;
         for (int i = 0; i < rows; i++) {
