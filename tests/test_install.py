@@ -172,7 +172,9 @@ def test_wheel_holds_the_package_license_and_metadata_only(fresh):
     assert "koe/cli/main.py" in names and not any("tests/" in n or "/test_" in n for n in names)
     web = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "koe/server/web").rglob("*") if p.is_file())
     assert web and set(web) <= set(names), sorted(set(web) - set(names))  # the web page ships in the wheel
-    assert "koe/runtime/kernels/qgemv.c" in names  # the int8 / int4 kernels' source, built on first use
+    kernel_sources = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "koe/runtime/kernels").glob("*.[ch]"))
+    assert "koe/runtime/kernels/decoder.c" in kernel_sources and "koe/runtime/kernels/qgemv.h" in kernel_sources
+    assert set(kernel_sources) <= set(names), sorted(set(kernel_sources) - set(names))  # the kernels' sources, built on first use
     assert "Apache License" in license_text and "Version 2.0, January 2004" in license_text
     assert "License-Expression: Apache-2.0" in metadata and "License-File: LICENSE" in metadata
     assert "Project-URL: Homepage," in metadata and "Classifier: Topic :: Multimedia :: Sound/Audio :: Speech" in metadata

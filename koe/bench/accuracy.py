@@ -28,7 +28,6 @@ def forced_logits(engine, items, codes: torch.Tensor) -> tuple[torch.Tensor, tor
     """Logits under teacher forcing with `codes` (T, G): talker (T, V) and predictor (T, G-1, V')."""
     from koe.engines.qwen3_tts.generate import frame_embedding, prefill, step_positions, trailing_input
     from koe.engines.qwen3_tts.prompt import build_talker_inputs
-    from koe.runtime.kv_cache import ConcatCache
 
     talker = engine.network.talker
     predictor = talker.code_predictor
@@ -41,7 +40,7 @@ def forced_logits(engine, items, codes: torch.Tensor) -> tuple[torch.Tensor, tor
         talker_logits.append(talker.codec_head(hidden[:, -1]).float()[0])
         frame = codes[step][None]  # (1, G)
         code0 = talker.embed_codec(frame[:, :1])  # (1, 1, C)
-        pcache = ConcatCache(len(predictor.model.layers))
+        pcache = predictor.model.new_cache(1, frame.shape[1] + 1)  # the mode's own cache (C step in int8 / int4)
         embeds = torch.cat((hidden[:, -1:], code0), dim=1)
         pos = torch.arange(2).expand(1, -1)
         rows = []

@@ -91,11 +91,13 @@ class Qwen3TTSEngine(NativeAPI):
         if mode in ("int8", "int4"):
             if dev.type != "cpu":
                 raise ValueError(f"precision={mode!r} is a CPU mode (koe's CPU kernels); on a GPU use bf16")
+            from koe.engines.qwen3_tts.talker import attach_kernel_steps
             from koe.nn.norm import RMSNorm
             from koe.runtime.quant import kernel_norms, quantize_linears
 
             quantize_linears(network.talker, skip=("text_projection",), mode=mode)  # decoder layers, codec head, code predictor
             kernel_norms(network.talker, RMSNorm)
+            attach_kernel_steps(network.talker)
             kernel = network.talker.codec_head.kernel
         engine = cls(folder, cfg, defaults, network, tokenizer, codec, dev, dt)
         engine._precision = mode

@@ -21,6 +21,7 @@ from koe.engines.base import CancelToken
 from koe.engines.qwen3_tts.prompt import TalkerInputs
 from koe.engines.qwen3_tts.talker import CodePredictor, Talker
 from koe.nn.attention import causal_padding_mask
+from koe.nn.kernel_stack import KernelCache
 from koe.runtime.kv_cache import ConcatCache
 from koe.runtime.sampling import SamplingConfig, draw, process_logits
 
@@ -55,6 +56,9 @@ class Frame:
     alive: torch.Tensor  # (B,) bool: False where a row has ended (its codes are not speech)
 
 
+FRAMES_AHEAD = 256  # positions a talker cache is made for beyond the prompt (a KernelCache grows past it)
+
+
 def rope_positions(attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Prefill positions (3, B, L) for a left-padded batch, and each row's offset for later steps."""
     positions = attention_mask.float().cumsum(-1) - 1
@@ -70,7 +74,7 @@ def rope_positions(attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Te
 class Prefill:
     """The talker run over the prompt: its cache, last hidden states and codebook-0 logits."""
 
-    cache: ConcatCache
+    cache: ConcatCache | KernelCache
     deltas: torch.Tensor  # (B, 1): each row's rotary offset for later steps
     hidden: torch.Tensor  # (B, L, C)
     logits: torch.Tensor  # (B, L, V)
@@ -78,8 +82,8 @@ class Prefill:
 
 def prefill(talker: Talker, inputs: TalkerInputs) -> Prefill:
     """Step 0: the talker over the (left-padded) prompt, as upstream's first forward."""
-    length = inputs.attention_mask.shape[1]
-    cache = ConcatCache(len(talker.model.layers))
+    batch, length = inputs.attention_mask.shape
+    cache = talker.model.new_cache(batch, length + FRAMES_AHEAD, inputs.attention_mask)
     positions, deltas = rope_positions(inputs.attention_mask)
     mask = causal_padding_mask(inputs.attention_mask, torch.arange(length, device=inputs.embeds.device))
     hidden = talker.forward_hidden(inputs.embeds, positions, cache, mask)
@@ -181,7 +185,7 @@ def predict_codebooks(
     batch = talker_hidden.shape[0]
     device = talker_hidden.device
     steps = predictor.cfg.num_code_groups - 1
-    cache = ConcatCache(len(predictor.model.layers))
+    cache = predictor.model.new_cache(batch, steps + 2)
     embeds = torch.cat((talker_hidden, code0_embed), dim=1)  # (B, 2, C)
     positions = torch.arange(2, device=device).expand(batch, -1)
     logits = predictor.forward_step(embeds, positions, cache, head=0)

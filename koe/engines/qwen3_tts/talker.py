@@ -14,7 +14,9 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from koe.engines.qwen3_tts.config import CodePredictorConfig, TalkerConfig
+from koe.nn import kernel_stack
 from koe.nn.decoder import DecoderLayer
+from koe.nn.kernel_stack import KernelCache, KernelStack
 from koe.nn.norm import RMSNorm
 from koe.nn.rotary import inverse_frequencies, multimodal_cos_sin, rotary_cos_sin
 from koe.runtime.kv_cache import ConcatCache
@@ -33,7 +35,12 @@ class TextProjection(nn.Module):
 
 
 class DecoderStack(nn.Module):
-    """Layers + final norm; runs a sequence through them with a cache and an optional mask."""
+    """Layers + final norm; runs a sequence through them with a cache and an optional mask.
+
+    In the int8 / int4 modes `kernel` is set (`koe.nn.kernel_stack`): `new_cache` then gives a
+    `KernelCache` and a run with one goes through koe's C step instead of the modules."""
+
+    kernel: KernelStack | None = None
 
     def __init__(self, cfg) -> None:
         super().__init__()
@@ -41,10 +48,26 @@ class DecoderStack(nn.Module):
         self.layers = nn.ModuleList([DecoderLayer(spec) for _ in range(spec.num_layers)])
         self.norm = RMSNorm(spec.hidden_size, eps=spec.rms_norm_eps)
 
-    def run(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: ConcatCache | None, mask: torch.Tensor | None,
-            checkpointed: bool = False) -> torch.Tensor:
+    def new_cache(self, batch: int, capacity: int, padding: torch.Tensor | None = None) -> ConcatCache | KernelCache:
+        """An empty cache for `batch` rows (`capacity`: positions expected; a `KernelCache` grows past
+        it). `padding` (B, L) is 1 for real positions and 0 for left padding; a `KernelCache` takes
+        it as each row's first real position (left padding only; anything else gets a ConcatCache)."""
+        if self.kernel is None:
+            return ConcatCache(len(self.layers))
+        start = None
+        if padding is not None:
+            start = padding.shape[1] - padding.sum(-1)
+            if not torch.equal(padding.bool(), torch.arange(padding.shape[1])[None, :] >= start[:, None]):
+                return ConcatCache(len(self.layers))
+        return self.kernel.new_cache(batch, capacity, start)
+
+    def run(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: ConcatCache | KernelCache | None,
+            mask: torch.Tensor | None, checkpointed: bool = False) -> torch.Tensor:
         """`checkpointed` (training, no cache): each layer's activations are recomputed in the
-        backward pass instead of kept (less memory, the same results)."""
+        backward pass instead of kept (less memory, the same results). With a `KernelCache` the
+        C step runs the stack (its padding is the cache's: `mask` is not read)."""
+        if isinstance(cache, KernelCache):
+            return cache.step(x, cos, sin)
         for i, layer in enumerate(self.layers):
             if checkpointed:
                 x = checkpoint(layer, x, cos, sin, None, mask, use_reentrant=False)
@@ -115,3 +138,10 @@ class Talker(nn.Module):
         cos, sin = rotary_cos_sin(self.inv_freq, positions, embeds.dtype)  # (3, B, T, D)
         cos, sin = multimodal_cos_sin(cos, sin, list(self.cfg.mrope_section), self.cfg.mrope_interleaved)
         return self.model.run(embeds, cos, sin, cache, mask, checkpointed)
+
+
+def attach_kernel_steps(talker: Talker) -> None:
+    """int8 / int4 modes: the talker's and code predictor's stacks step in C where they can
+    (`koe.nn.kernel_stack`; left as modules where not, e.g. int8 on fbgemm)."""
+    for stack in (talker.model, talker.code_predictor.model):
+        stack.kernel = kernel_stack.attach(stack)

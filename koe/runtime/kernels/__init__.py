@@ -1,5 +1,6 @@
 """koe's own CPU kernels (`qgemv.c`: int8 and int4 weight matrix-vector products and the RMSNorm of
-those modes), built once per machine with its C compiler and loaded with ctypes.
+those modes; `decoder.c`: a whole decoder stack's step on them), built once per machine with its C
+compiler into one library and loaded with ctypes.
 
 The library is compiled for this CPU (`-march=native`), so the cache key holds the compiler, the
 CPU's model and flags and the source; it lives in `$KOE_KERNEL_CACHE`, else
@@ -27,13 +28,16 @@ import torch  # noqa: F401  (first: its libgomp is the one the library binds to)
 
 logger = logging.getLogger(__name__)
 
-SOURCE = Path(__file__).with_name("qgemv.c")
+HERE = Path(__file__).parent
+SOURCES = (HERE / "qgemv.c", HERE / "decoder.c")  # compiled together; qgemv.h is what decoder.c uses of qgemv.c
+HEADERS = (HERE / "qgemv.h",)
 FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fopenmp", "-shared", "-fPIC")
 _P, _I = ctypes.c_void_p, ctypes.c_int64
 SIGNATURES = {
     "koe_q8_linear": [_P, _I, _I, _P, _P, _I, _I, _P, _P, _I],
     "koe_q4_linear": [_P, _I, _I, _P, _P, _I, _I, _P, _P, _I],
     "koe_rmsnorm": [_P, _I, _I, _P, ctypes.c_float, _P],
+    "koe_stack_step": [_P, _P, _I, _I, _P, _P, _P, _P, _I, _I, _P, _P, _I],
 }
 
 
@@ -74,7 +78,8 @@ def build(portable: bool = False) -> Path:
     `portable` builds the plain-C path only (`-DKOE_PORTABLE`: tests compare it with the fast one)."""
     cc = _compiler()
     flags = (*FLAGS, "-DKOE_PORTABLE") if portable else FLAGS
-    key = hashlib.sha256("\0".join([SOURCE.read_text(), " ".join(flags), _compiler_version(cc), _cpu_identity()]).encode()).hexdigest()[:16]
+    texts = [p.read_text() for p in (*SOURCES, *HEADERS)]
+    key = hashlib.sha256("\0".join([*texts, " ".join(flags), _compiler_version(cc), _cpu_identity()]).encode()).hexdigest()[:16]
     path = cache_dir() / f"libkoe_qgemv-{'portable-' if portable else ''}{key}.so"
     if path.exists():
         return path
@@ -82,12 +87,12 @@ def build(portable: bool = False) -> Path:
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".so.part")
     os.close(fd)
     try:
-        done = subprocess.run([*cc, *flags, "-o", tmp, str(SOURCE), "-lm"], capture_output=True, text=True, timeout=300)
+        done = subprocess.run([*cc, *flags, "-I", str(HERE), "-o", tmp, *map(str, SOURCES), "-lm"], capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
-            raise KernelUnavailable(f"{' '.join(cc)} could not build {SOURCE.name}: {done.stderr.strip()[-2000:]}")
+            raise KernelUnavailable(f"{' '.join(cc)} could not build {', '.join(p.name for p in SOURCES)}: {done.stderr.strip()[-2000:]}")
         os.replace(tmp, path)
     except (OSError, subprocess.SubprocessError) as e:
-        raise KernelUnavailable(f"building {SOURCE.name} failed: {e}") from e
+        raise KernelUnavailable(f"building the kernels failed: {e}") from e
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)

@@ -32,6 +32,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "qgemv.h"
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__) && !defined(KOE_PORTABLE)
 #define KOE_VNNI 1
 #include <immintrin.h>
@@ -184,7 +186,7 @@ static inline __attribute__((always_inline)) void block_dot(int bits, const uint
 #endif
 }
 
-static void linear(int bits, const float *x, int64_t M, int64_t K, const uint8_t *w, const float *ws, int64_t N, int64_t group,
+void koe_qlinear(int bits, const float *x, int64_t M, int64_t K, const uint8_t *w, const float *ws, int64_t N, int64_t group,
                    const float *bias, float *y, int64_t threads) {
     int64_t G = K / group;
     int64_t row_bytes = bits == 8 ? K : K / 2;
@@ -226,13 +228,13 @@ static void linear(int bits, const float *x, int64_t M, int64_t K, const uint8_t
 /* x (M, K) float32, w (N, K) int8 + 128 as bytes, ws (N,), bias (N,) or NULL, y (M, N); `threads` OpenMP threads. */
 void koe_q8_linear(const float *x, int64_t M, int64_t K, const uint8_t *w, const float *ws, int64_t N, int64_t group,
                    const float *bias, float *y, int64_t threads) {
-    linear(8, x, M, K, w, ws, N, group, bias, y, threads);
+    koe_qlinear(8, x, M, K, w, ws, N, group, bias, y, threads);
 }
 
 /* x (M, K) float32, w (N, K/2) packed nibbles, ws (N, K/group), bias (N,) or NULL, y (M, N); `threads` as above. */
 void koe_q4_linear(const float *x, int64_t M, int64_t K, const uint8_t *w, const float *ws, int64_t N, int64_t group,
                    const float *bias, float *y, int64_t threads) {
-    linear(4, x, M, K, w, ws, N, group, bias, y, threads);
+    koe_qlinear(4, x, M, K, w, ws, N, group, bias, y, threads);
 }
 
 /* RMSNorm of M rows of K floats (the int8 / int4 modes' norms): y = (x * (1 / sqrt(mean(x^2) + eps))) * w.

@@ -85,3 +85,55 @@ def test_int4_and_int8_modes_are_named_with_their_kernel(session_tmp) -> None:
     # the exact path names no kernel
     exact = Qwen3TTSEngine.load(folder, device="cpu")
     assert "kernel" not in exact.result_metadata() and exact.precision == "float32"
+
+
+def test_low_precision_modes_step_the_stacks_in_c(session_tmp) -> None:
+    """int8 / int4: the talker's and the code predictor's stacks run on koe's C step (koe.nn.kernel_stack),
+    teacher-forced logits equal the kernel-layer modules' within float rounding, and a greedy batch
+    of texts of different lengths (left padding) gives each text's codes alone."""
+    from dataclasses import replace
+
+    from fixtures_models import model_folder, talker_request
+
+    from koe.bench.accuracy import compare, forced_logits
+    from koe.engines.qwen3_tts.engine import Qwen3TTSEngine
+    from koe.nn.kernel_stack import KernelStack
+
+    for size in ("tiny", "tiny-proj"):  # tiny-proj: the 1.7B layout (a projection into the code predictor)
+        folder = model_folder(session_tmp, "custom_voice", size)
+        for mode in ("int8", "int4"):
+            engine = Qwen3TTSEngine.load(folder, device="cpu", precision=mode)
+            talker = engine.network.talker
+            assert isinstance(talker.model.kernel, KernelStack) and isinstance(talker.code_predictor.model.kernel, KernelStack)
+            items = engine.prompt_items(["Hello there, how are you?"], ["english"], ["ryan"], [None])
+            codes = torch.randint(0, 2048, (8, engine.cfg.talker.code_predictor.num_code_groups), generator=torch.Generator().manual_seed(3))
+            t_c, p_c = forced_logits(engine, items, codes)
+            stacks = talker.model.kernel, talker.code_predictor.model.kernel
+            talker.model.kernel = talker.code_predictor.model.kernel = None  # the kernel-layer modules
+            t_m, p_m = forced_logits(engine, items, codes)
+            talker.model.kernel, talker.code_predictor.model.kernel = stacks
+            for got, want in ((t_c, t_m), (p_c, p_m)):
+                # within float rounding, except where that rounding moves an activation across an
+                # 8-bit step (the kernels quantize every product's input): then one logit row moves
+                # by about a step's worth (seen: int4 tiny, max 0.03, cosine 0.99995)
+                assert compare(want, got)["cosine_min"] > 0.9999, (size, mode)
+                assert (got - want).abs().median() < 1e-5, (size, mode)
+
+            texts = ["Hi.", "A rather longer sentence than the first one."]
+            _, settings = talker_request(engine, texts, max_new_tokens=7, greedy=True)
+            settings = replace(settings, eos_id=settings.suppress_ids[-1])
+
+            with torch.inference_mode():
+                batch = _greedy_frames(engine, texts, settings)
+                assert all(torch.equal(batch[row], _greedy_frames(engine, [text], settings)[0]) for row, text in enumerate(texts)), (size, mode)
+
+
+def _greedy_frames(engine, texts: list[str], settings) -> torch.Tensor:
+    """Codes (B, T, G) of `texts` spoken by "ryan", the whole text in the prompt (so a shorter text is left padded)."""
+    from koe.engines.qwen3_tts.generate import decode_frames
+    from koe.engines.qwen3_tts.prompt import build_talker_inputs
+
+    items = engine.prompt_items(texts, ["english"] * len(texts), ["ryan"] * len(texts), [None] * len(texts))
+    inputs = build_talker_inputs(engine.network.talker, engine.cfg, items, True)
+    assert len(texts) == 1 or not bool(inputs.attention_mask.all())
+    return torch.stack([f.codes for f in decode_frames(engine.network.talker, inputs, settings)], dim=1)
