@@ -13,6 +13,7 @@ import functools
 import gc
 import logging
 import math
+import os
 import time
 import warnings
 from collections.abc import Iterator
@@ -25,6 +26,7 @@ from koe.engines import pipeline
 from koe.engines.base import AudioChunk, Capabilities, CancelToken, EmptyText, InvalidOption, RequestError, SynthesisRequest, UnsupportedLanguage, UnsupportedVoice, VoicePromptMismatch, VoiceReference, check_seed
 from koe.engines.pipeline import Piece, PipelineDefaults, Segment, steps_for
 from koe.engines.qwen3_tts import spec
+from koe.engines.qwen3_tts.codec.fast import FastCodec, fast_codec_for
 from koe.engines.qwen3_tts.config import GenerationDefaults, Qwen3TTSConfig
 from koe.engines.qwen3_tts.generate import DecodeOutcome, DecodeSettings, decode_frames
 from koe.engines.qwen3_tts.guard import FRAME_RATE, MAX_SEGMENT_CHARS, SEGMENT_PAUSE_S
@@ -102,10 +104,12 @@ class Qwen3TTSEngine(NativeAPI):
         engine = cls(folder, cfg, defaults, network, tokenizer, codec, dev, dt)
         engine._precision = mode
         engine.kernel = kernel
+        engine.fast_codec = fast_codec_for(codec, mode, os.environ.get("KOE_FAST_CODEC")) if dev.type == "cpu" else None
         return engine
 
     _precision: str | None = None  # the opt-in mode `load` was given, if any
     kernel: str | None = None  # int8 / int4: what runs the products ("koe-avx512vnni", "koe-portable", int8's "fbgemm" fallback)
+    fast_codec: FastCodec | None = None  # int8 / int4 (or KOE_FAST_CODEC): the fast codec (codec/fast.py); None: the exact one
 
     @property
     def precision(self) -> str:
@@ -131,7 +135,7 @@ class Qwen3TTSEngine(NativeAPI):
         if self._graphed is not None:
             self._graphed.release()
             self._graphed = None
-        self.network = self.codec = None
+        self.network = self.codec = self.fast_codec = None
         gc.collect()
         if self.device.type == "cuda" and torch.cuda.is_available():
             torch.cuda.empty_cache()
@@ -345,7 +349,7 @@ class Qwen3TTSEngine(NativeAPI):
         reference part cut off in proportion, as upstream does."""
         refs = [_icl_reference(it) for it in items]
         full = [c if r is None else torch.cat([r.to(c.device), c], dim=0) for c, r in zip(codes, refs, strict=True)]
-        wavs = self.codec.decode(full)
+        wavs = (self.fast_codec or self.codec).decode(full)
         out = []
         for wav, r, f in zip(wavs, refs, full, strict=True):
             if r is not None:
@@ -443,7 +447,7 @@ class Qwen3TTSEngine(NativeAPI):
         first, every = (max(1, round(s * FRAME_RATE)) for s in (segment.first_chunk_s, segment.chunk_s))
         with torch.inference_mode():
             inputs = build_talker_inputs(self.network.talker, self.cfg, items, c.non_streaming)
-        codec = CodecStream(self.codec, prefix=_icl_reference(items[0]))
+        codec = CodecStream(self.fast_codec or self.codec, prefix=_icl_reference(items[0]))
         frames = self.frames_core()(self.network.talker, inputs, c.settings, generator, row_limits=torch.tensor([budget], device=self.device), cancel=c.cancel, outcome=outcome)
         made, due = 0, first
         try:
@@ -466,7 +470,8 @@ class Qwen3TTSEngine(NativeAPI):
         return {"frame_budget": budget, "seconds": frames / FRAME_RATE}
 
     def result_metadata(self) -> dict:
-        meta = {"model": self.cfg.model_type, "size": self.cfg.model_size, "precision": self.precision, "device": str(self.device)}
+        meta = {"model": self.cfg.model_type, "size": self.cfg.model_size, "precision": self.precision, "device": str(self.device),
+                "codec": "exact" if self.fast_codec is None else self.fast_codec.name}  # fmt: skip
         return meta if self.kernel is None else {**meta, "kernel": self.kernel}
 
 @dataclass

@@ -14,21 +14,20 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from koe.engines.qwen3_tts.codec.incremental import IncrementalDecoder
-
 
 class CodecStream:
     """Incremental decoding of one utterance's frames.
 
-    `codec` is a `SpeechTokenizer`; `prefix` frames (T_p, G) (an ICL reference) are decoded as
-    context but never emitted.
+    `codec` is a `SpeechTokenizer` (or the opt-in modes' `FastCodec`, which offers the same
+    `incremental_decoder`); `prefix` frames (T_p, G) (an ICL reference) are decoded as context but
+    never emitted.
     """
 
     def __init__(self, codec, prefix: torch.Tensor | None = None) -> None:
         self.codec = codec
         self.samples_per_frame = int(codec.samples_per_frame)
         self.groups = int(codec.decoder.config.num_quantizers)
-        self.decoder = IncrementalDecoder(codec.decoder, prefix=None if prefix is None else prefix.to(codec.device))
+        self.decoder = codec.incremental_decoder(None if prefix is None else prefix.to(codec.device))
         self.frames: list[torch.Tensor] = []  # pushed, not yet drained: (G,) each
 
     @property

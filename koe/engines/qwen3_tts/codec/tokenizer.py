@@ -92,6 +92,13 @@ class SpeechTokenizer:
         wav, lengths = self.decode_padded(batch.to(self.device))
         return [w[: int(n)].float() for w, n in zip(wav, lengths)]
 
+    def incremental_decoder(self, prefix: torch.Tensor | None = None):
+        """An `IncrementalDecoder` of this codec (streaming): `push` frames (T, K), get their samples.
+        `prefix` frames (an ICL reference) are decoded as context and never emitted."""
+        from .incremental import IncrementalDecoder
+
+        return IncrementalDecoder(self.decoder, prefix=None if prefix is None else prefix.to(self.device))
+
     def decode_chunk(self, codes: torch.Tensor, left_context_frames: int) -> torch.Tensor:
         """codes (B, T, K), no padding: decode them all, return only the samples of frames after the
         first `left_context_frames` -> (B, (T - left_context_frames) * samples_per_frame).
