@@ -3,7 +3,8 @@
 Teacher forcing: the float32 engine decodes `frames` frames (end of speech disabled); then both
 engines are fed exactly those codes, and for every frame we compare the talker's codebook-0
 logits and the code predictor's logits of codebooks 1..15: cosine similarity and top-1 agreement.
-The codec is compared on the same codes: SNR of the mode's waveform against float32's.
+The codec is compared on the same codes: SNR of the mode's waveform (through the codec the mode
+decodes with: int8 and int4 use the fast codec, `metadata["codec"]`) against the exact float32 codec's.
 
     python -m koe.bench.accuracy --size 0.6b --precision int8 [--frames 24] [--out acc.json]
 """
@@ -79,9 +80,9 @@ def measure(folder: Path, precision: str, frames: int, seed: int = 0) -> dict:
     t_mode, p_mode = forced_logits(mode, items, codes)
     with torch.inference_mode():
         wav_ref = exact.codec.decode([codes])[0].float()
-        wav_mode = mode.codec.decode([codes])[0].float()
+        wav_mode = (mode.fast_codec or mode.codec).decode([codes])[0].float()
     return {
-        "precision": mode.precision, "kernel": mode.kernel, "frames": int(codes.shape[0]), "talker": compare(t_ref, t_mode),
+        "precision": mode.precision, "kernel": mode.kernel, "codec": mode.result_metadata()["codec"], "frames": int(codes.shape[0]), "talker": compare(t_ref, t_mode),
         "predictor": compare(p_ref, p_mode), "codec_snr_db": snr_db(wav_ref, wav_mode),
     }  # fmt: skip
 

@@ -28,7 +28,10 @@ codec is used; its `name` goes into results' `metadata["codec"]`.
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -326,20 +329,33 @@ def fast_codec_for(tokenizer, precision: str | None, setting: str | None = None)
     """The fast codec an engine in `precision` decodes with, or None for the exact codec.
 
     `setting` is `KOE_FAST_CODEC` ("0": exact codec in every mode, "1": the fast codec in every
-    mode, "bf16"/"fp32": that fast codec in every mode); unset, the int8 and int4 modes get
-    "fast-bf16" and the others (fp32, upstream's bits; bf16, upstream's bf16 bits) the exact codec.
+    mode, "bf16"/"fp32": that fast codec in every mode); unset, the int8 and int4 modes get the fast
+    codec (bf16 convolutions where the CPU has bf16 dot products, `cpu_has_bf16_dot`, else fp32) and
+    the others (fp32, upstream's bits; bf16, upstream's bf16 bits) the exact codec.
     The bf16 mode's codec is itself bfloat16 (upstream's bf16 path) and never gets the fast one.
     """
     setting = (setting or "").strip().lower()
+    if setting not in ("", "0", "exact", "off", "1", "fast", "on", *CONV_DTYPES):
+        raise ValueError(f"KOE_FAST_CODEC={setting!r}: use 0 (the exact codec), 1 (the fast codec), bf16 or fp32")
     if setting in ("0", "exact", "off") or precision == "bf16":
         return None
     if setting in CONV_DTYPES:
         return FastCodec(tokenizer, setting)
     if setting in ("1", "fast", "on") or precision in ("int8", "int4"):
-        return FastCodec(tokenizer, "bf16")
-    if setting:
-        raise ValueError(f"KOE_FAST_CODEC={setting!r}: use 0 (the exact codec), 1 (the fast codec), bf16 or fp32")
+        return FastCodec(tokenizer, "bf16" if cpu_has_bf16_dot() else "fp32")
     return None
+
+
+@functools.cache
+def cpu_has_bf16_dot() -> bool:
+    """Whether the CPU multiplies bfloat16 in hardware (AVX512-BF16 or AMX-BF16, from Linux's CPU
+    flags). There oneDNN's bf16 convolutions ran at about twice the float32 rate; elsewhere it emulates
+    bf16, which was not measured to gain, so the default fast codec keeps float32 convolutions."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return re.search(r"\b(avx512_bf16|amx_bf16)\b", flags) is not None
 
 
 __all__ = ["PIECE_FRAMES", "FastCodec", "FastIncrementalDecoder", "fast_codec_for"]
