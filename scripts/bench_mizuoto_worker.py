@@ -203,16 +203,11 @@ class MizuotoWorker:
     def _stream(self, task) -> dict:
         """The host's streamed request (`task.stream`): the time to the first non-empty chunk it hands on."""
         started = time.perf_counter()
-        first = None
-        count = 0
         _Decoder.made = 0
-        for chunk in self.handle.synthesize(task):
-            if first is None and len(chunk.samples):
-                first = time.perf_counter() - started
-            count += len(chunk.samples)
+        result = wire.timed_stream(self.handle.synthesize(task), started)
         if not _Decoder.made:
             raise RuntimeError("the peer's stream did not decode with its FrameDecoder: end of speech was not disabled")
-        return {"ttfa_s": first, "stream_total_s": time.perf_counter() - started, "audio_samples": count, "peak_rss": wire.peak_rss()}
+        return {**result, "peak_rss": wire.peak_rss()}
 
 
 class _Decoder:

@@ -1,7 +1,7 @@
 """Time to first audio and real-time factor as the web page shows them, beside the API's own stream
 read by a Python client, interleaved, on one `koe serve`.
 
-    python scripts/web_ttfa.py [MODEL_FOLDER] [--runs N]
+    python scripts/web_ttfa.py [MODEL_FOLDER] [--runs N] [--precision int8|int4|bf16]
 
 MODEL_FOLDER: a CustomVoice folder (default: koe bench's real-size 0.6B random-weight model in
 ~/.cache/koe/bench, made by `koe bench --size 0.6b`). Needs the dev extra (Playwright) and Chromium.
@@ -19,6 +19,7 @@ from browser import CHROMIUM_FLAGS, find_chromium, free_port
 parser = argparse.ArgumentParser()
 parser.add_argument("folder", nargs="?", default=str(Path.home() / ".cache/koe/bench/qwen3-tts-0.6b-custom_voice-seed0"))
 parser.add_argument("--runs", type=int, default=3)
+parser.add_argument("--precision", help="koe serve --precision (an opt-in mode); default: exact")
 args = parser.parse_args()
 home = Path(tempfile.mkdtemp(prefix="koe-web-ttfa-"))
 env = {k: v for k, v in os.environ.items() if not k.startswith("KOE_")}
@@ -27,7 +28,8 @@ koe = str(Path(sys.executable).parent / "koe")
 subprocess.run([koe, "models", "import", args.folder, "--name", "cv06", "--link"], env=env, check=True, capture_output=True)
 (home / "koe.toml").write_text('[models]\ndefault = "cv06"\n')
 port = free_port()
-proc = subprocess.Popen([koe, "serve", "--port", str(port)], env=env, stdout=open(home / "serve.log", "wb"), stderr=subprocess.STDOUT)
+precision = ["--precision", args.precision] if args.precision else []
+proc = subprocess.Popen([koe, "serve", "--port", str(port), *precision], env=env, stdout=open(home / "serve.log", "wb"), stderr=subprocess.STDOUT)
 url = f"http://127.0.0.1:{port}"
 for _ in range(600):
     try:
@@ -51,17 +53,19 @@ body = {
 def api_run():
     t0 = time.perf_counter()
     first = None
-    n = 0
+    n = at_first = 0
     with httpx.Client(timeout=300) as c, c.stream("POST", url + "/v1/audio/speech", json=body) as r:
         times = []
         for chunk in r.iter_raw():
             now = time.perf_counter()
             if first is None and n + len(chunk) > 100:
                 first = now - t0
+                at_first = n + len(chunk)
             n += len(chunk)
             times.append(now)
     audio = (n - 80) / 2 / 24000
-    return first, (times[-1] - t0), audio
+    rtf = (times[-1] - t0 - first) / ((n - at_first) / 2 / 24000)  # wall time after the first audio over the audio after it
+    return first, (times[-1] - t0), audio, rtf
 
 
 results = {"api": [], "page": []}
@@ -72,8 +76,8 @@ with sync_playwright() as p:
     pg.wait_for_selector("body[data-ready=true]", timeout=120000)
     api_run()  # warm-up
     for i in range(args.runs):
-        first, wall, audio = api_run()
-        results["api"].append(f"first audio bytes after {first:.2f} s · {audio:.2f} s of audio in {wall:.1f} s")
+        first, wall, audio, rtf = api_run()
+        results["api"].append(f"first audio bytes after {first:.2f} s · {audio:.2f} s of audio in {wall:.1f} s · RTF after the first {rtf:.2f}")
         pg.fill("#speak-input", TEXT)
         pg.select_option("#speak-voice", "ryan")
         pg.locator("#speak-options-box").evaluate("(d) => { d.open = true; }")

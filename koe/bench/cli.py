@@ -13,7 +13,7 @@ from koe.bench.runner import BenchError, BenchOptions, compared, run_bench
 COLUMNS = (
     ("load_s", "load s", 1), ("call_s", "call s", 1), ("prompt_s", "prompt s", 1), ("prefill_s", "prefill s", 1),
     ("ms_per_frame", "ms/frame", 1), ("talker_ms_per_frame", "talker", 1), ("predictor_ms_per_frame", "predictor", 1),
-    ("codec_s_per_audio_s", "codec s/s", 1), ("ttfa_s", "TTFA s", 1), ("frames_per_s", "frames/s", 1), ("peak_rss", "peak RSS GB", 1e-9),
+    ("codec_s_per_audio_s", "codec s/s", 1), ("ttfa_s", "TTFA s", 1), ("stream_rtf", "RTF", 1), ("frames_per_s", "frames/s", 1), ("peak_rss", "peak RSS GB", 1e-9),
 )  # fmt: skip
 F5_COLUMNS = (
     ("load_s", "load s", 1), ("prompt_s", "prompt s", 1), ("total_s", "total s", 1), ("rtf", "s/audio s", 1),

@@ -99,13 +99,8 @@ class KoeWorker:
     def _stream(self, frames: int, seed: int) -> dict:
         eng = self.engine
         started = time.perf_counter()
-        first = None
-        count = 0
-        for chunk in eng.stream(wire.TEXT, language=wire.LANGUAGE, speaker=wire.SPEAKER, seed=seed, max_frames=frames, max_new_tokens=frames + 1):
-            if first is None and len(chunk.samples):
-                first = time.perf_counter() - started
-            count += len(chunk.samples)
-        return {"ttfa_s": first, "stream_total_s": time.perf_counter() - started, "audio_samples": count, "peak_rss": wire.peak_rss()}
+        chunks = eng.stream(wire.TEXT, language=wire.LANGUAGE, speaker=wire.SPEAKER, seed=seed, max_frames=frames, max_new_tokens=frames + 1)
+        return {**wire.timed_stream(chunks, started), "peak_rss": wire.peak_rss()}
 
 
 class F5KoeWorker:

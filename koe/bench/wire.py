@@ -55,6 +55,26 @@ CASES = {
 # transcript, then the text. "short" is two sentences (one text batch, about 4.5 s of speech);
 # "long" is several sentences that upstream's byte budget cuts into more than one batch.
 F5_SAMPLE_RATE = 24000
+QWEN_SAMPLE_RATE = 24000
+
+
+def timed_stream(chunks, started: float, sample_rate: int = QWEN_SAMPLE_RATE) -> dict:
+    """Time a stream of chunks (each `.samples`, a sized array) as a listener feels it: the time to
+    the first non-empty chunk (`ttfa_s`) and the real-time factor after it (`stream_rtf`: wall time
+    from the first to the last chunk over the audio the later chunks hold; < 1 keeps ahead of playback)."""
+    first = last = None
+    first_samples = count = 0
+    for chunk in chunks:
+        n = len(chunk.samples)
+        if not n:
+            continue
+        last = time.perf_counter() - started
+        if first is None:
+            first, first_samples = last, n
+        count += n
+    later_s = (count - first_samples) / sample_rate
+    rtf = (last - first) / later_s if first is not None and later_s > 0 else None
+    return {"ttfa_s": first, "stream_rtf": rtf, "stream_total_s": time.perf_counter() - started, "audio_samples": count}
 F5_TEXTS = {
     "short": "The quick brown fox jumps over the lazy dog. Then it runs far away into the quiet green hills.",
     "long": (
