@@ -96,11 +96,13 @@ def test_int4_quantization_layout() -> None:
     # within half a step, except weights beyond +7 steps (the other sign's extreme): within one
     assert ((deq - w).abs() <= step / 2 + 1e-6)[unclamped].all()
     assert ((deq - w).abs() <= step + 1e-6).all()
-    # byte j of a 64-weight block: weight j in the low nibble, weight j + 32 in the high one
-    q = torch.round(groups / scale[..., None]).clamp(-8, 7).view(8, 128) + 8
-    assert int(packed[0, 0]) == int(q[0, 0]) | (int(q[0, 32]) << 4)
-    zero = quantize_groups_int4(torch.zeros(2, 64))
-    assert torch.equal(dequantize_int4(*zero), torch.zeros(2, 64))
+    # byte j of a 128-weight block: weight j in the low nibble, weight j + 64 in the high one
+    q = (torch.round(groups / scale[..., None]).clamp(-8, 7).view(8, 128) + 8).to(torch.uint8)
+    assert torch.equal(packed, q[:, :64] | (q[:, 64:] << 4))
+    zero = quantize_groups_int4(torch.zeros(2, 128))
+    assert torch.equal(dequantize_int4(*zero), torch.zeros(2, 128))
+    wide = torch.randn(3, 256, generator=torch.Generator().manual_seed(6))  # two blocks a row, each on its own
+    assert torch.equal(dequantize_int4(*quantize_groups_int4(wide))[:, 128:], dequantize_int4(*quantize_groups_int4(wide[:, 128:])))
 
 
 def test_fused_layers_equal_separate_ones_in_int4() -> None:

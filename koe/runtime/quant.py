@@ -33,19 +33,21 @@ def quantize_per_channel(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
 
 
 GROUP = 64  # inputs per int4 weight scale and per int4 activation scale (int8: one activation scale per row)
+BLOCK4 = 128  # inputs per int4 storage block: int4 rows are padded to a multiple of it
 
 
 def quantize_groups_int4(weight: torch.Tensor, group: int = GROUP) -> tuple[torch.Tensor, torch.Tensor]:
-    """(N, K) float weight, K a multiple of `group` (itself of 64) -> (packed nibbles uint8 (N, K/2),
+    """(N, K) float weight, K a multiple of 128 (and of `group`) -> (packed nibbles uint8 (N, K/2),
     float32 scales (N, K/group)): per group the weight of largest magnitude maps to -8 exactly
-    (scale = -that / 8), the others to the nearest of [-8, 7]; stored as q + 8, in each 64-weight
-    block byte j holding weight j (low nibble) and weight j + 32 (high nibble)."""
+    (scale = -that / 8), the others to the nearest of [-8, 7]; stored as q + 8, in each 128-weight
+    block byte j holding weight j (low nibble) and weight j + 64 (high nibble), so one 64-byte load
+    and two masks give the kernel two groups of 64 in order."""
     w = weight.detach().to(torch.float32)
     n, k = w.shape
     wg = w.view(n, k // group, group)
     extreme = wg.gather(-1, wg.abs().argmax(-1, keepdim=True)).squeeze(-1)
     scale = torch.where(extreme == 0, torch.ones_like(extreme), extreme / -8.0)
-    q = (torch.round(wg / scale[..., None]).clamp_(-8, 7) + 8).to(torch.uint8).view(n, k // 64, 2, 32)
+    q = (torch.round(wg / scale[..., None]).clamp_(-8, 7) + 8).to(torch.uint8).view(n, k // BLOCK4, 2, BLOCK4 // 2)
     packed = (q[:, :, 0, :] | (q[:, :, 1, :] << 4)).reshape(n, k // 2).contiguous()
     return packed, scale.contiguous()
 
@@ -53,7 +55,7 @@ def quantize_groups_int4(weight: torch.Tensor, group: int = GROUP) -> tuple[torc
 def dequantize_int4(packed: torch.Tensor, scale: torch.Tensor, group: int = GROUP) -> torch.Tensor:
     """The float weight `Int4Linear` multiplies by (the inverse of `quantize_groups_int4`)."""
     n, half = packed.shape
-    blocks = packed.view(n, half // 32, 1, 32)
+    blocks = packed.view(n, half // (BLOCK4 // 2), 1, BLOCK4 // 2)
     q = torch.cat([blocks & 15, blocks >> 4], dim=2).view(n, half * 2).to(torch.float32) - 8
     return (q.view(n, -1, group) * scale[..., None]).view(n, half * 2)
 
@@ -75,15 +77,17 @@ class _KernelLinear(nn.Module):
     """Shared by the int8 and int4 layers: several linears reading the same input become one
     product with their outputs side by side (each quantized on its own first: per-row and per-group
     scales make that the same as quantizing the concatenation, without copying float weights);
-    inputs are padded with zeros to a multiple of 64 where the width is not one.
+    inputs are padded with zeros to a multiple of `PAD` (64; int4: 128) where the width is not one.
 
     `kernel` names what runs the product: `koe.runtime.kernels.describe()` ("koe-avx512vnni",
     "koe-portable") or, int8 without koe's kernels, "fbgemm"."""
 
+    PAD = GROUP
+
     def __init__(self, parts: list[nn.Linear]) -> None:
         super().__init__()
         self.in_features, self.out_features = parts[0].in_features, sum(m.out_features for m in parts)
-        self.padded_in = self.in_features + (-self.in_features % GROUP)
+        self.padded_in = self.in_features + (-self.in_features % self.PAD)
         self.bias = None if parts[0].bias is None else torch.cat([m.bias.detach().to(torch.float32) for m in parts])
 
     def _row(self, x: torch.Tensor) -> torch.Tensor:
@@ -148,6 +152,8 @@ class Int4Linear(_KernelLinear):
     """A drop-in for `nn.Linear` (float32 in and out) with 4-bit weights in groups of 64 inputs;
     see the module docstring. Needs koe's C kernels (`KernelUnavailable` says why not)."""
 
+    PAD = BLOCK4
+
     def __init__(self, linear: nn.Linear | list[nn.Linear]) -> None:
         from koe.runtime import kernels
 
@@ -156,7 +162,7 @@ class Int4Linear(_KernelLinear):
         lib = kernels.library()
         if lib is None:
             raise kernels.KernelUnavailable(f"precision int4 runs on koe's CPU kernels, which cannot be used here: {kernels.unavailable_reason()}")
-        self._bind(lib.koe_q4_linear, *_joined(parts, lambda w: quantize_groups_int4(_padded(w, GROUP))), GROUP)
+        self._bind(lib.koe_q4_linear, *_joined(parts, lambda w: quantize_groups_int4(_padded(w, BLOCK4))), GROUP)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self._product(x)

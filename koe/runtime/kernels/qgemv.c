@@ -20,7 +20,8 @@
    - int8 weights w[n][k] in [-127, 127], one float scale per output channel ws[n], stored as the
      byte w + 128.
      int4 weights q in [-8, 7], one float scale per output row and group ws[n][g], stored as the
-     nibble q + 8; in each 64-weight block, byte j holds weight j (low nibble) and j + 32 (high).
+     nibble q + 8; in each 128-weight block (two groups), byte j holds weight j (low nibble) and
+     j + 64 (high), so the row length K is a multiple of 128 (koe pads it).
    - Integer products are summed in 16 lanes: lane l of a group holds the products at positions
      64c + 4l + {0..3} of the group's 64-wide chunks c (for int4, in unpacked weight order).
    - Per group, each lane: f[l] = fma((float)lane[l], s, f[l]) with s = xs[g] (int8) or
@@ -107,17 +108,15 @@ static void free_rows(qrow r) {
     free(r.init);
 }
 
-/* The weights of `rows` (<= 4) consecutive outputs against `ms` (<= 4) quantized input rows
-   x0, x0 + 1, ...: out[j][i]. `bits` 8: row bytes K, offset 128, scale per row (applied after the
-   tree). `bits` 4: row bytes K/2, offset 8, scale per row and group (inside the per-group step).
+/* int8: the weights of `rows` (<= 4) consecutive outputs (row bytes K, offset 128, one scale per
+   row, applied after the tree) against `ms` (<= 4) quantized input rows x0, x0 + 1, ...: out[j][i].
    One weight load feeds all `ms` input rows (prefill and batches read the weights once per block). */
-static inline __attribute__((always_inline)) void block_dot(int bits, const uint8_t *w, int64_t row_bytes, const float *ws, int64_t G,
-                                                            int64_t group, int64_t K, qrow r, int64_t x0, int ms, int rows, float out[4][4]) {
+static inline __attribute__((always_inline)) void block_dot8(const uint8_t *w, int64_t row_bytes, int64_t G, int64_t group, int64_t K,
+                                                             qrow r, int64_t x0, int ms, int rows, float out[4][4]) {
 #ifdef KOE_VNNI
     __m512 f[4][4];
     for (int j = 0; j < 4; j++)
         for (int i = 0; i < 4; i++) f[j][i] = _mm512_setzero_ps();
-    const __m256i low = _mm256_set1_epi8(15);
     for (int64_t g = 0; g < G; g++) {
         __m512i lane[4][4];
         for (int j = 0; j < ms; j++) {
@@ -128,15 +127,8 @@ static inline __attribute__((always_inline)) void block_dot(int bits, const uint
             __m512i wv[4];
             for (int i = 0; i < rows; i++) {
                 /* a few KB ahead in the weight stream (rows lie one after another) */
-                _mm_prefetch((const char *)(w + i * row_bytes + (bits == 8 ? k : k / 2) + PREFETCH_BYTES), _MM_HINT_T0);
-                if (bits == 8) {
-                    wv[i] = _mm512_loadu_si512((const void *)(w + i * row_bytes + k));
-                } else {
-                    __m256i packed = _mm256_loadu_si256((const __m256i *)(w + i * row_bytes + k / 2));
-                    __m256i lo = _mm256_and_si256(packed, low);
-                    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low);
-                    wv[i] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-                }
+                _mm_prefetch((const char *)(w + i * row_bytes + k + PREFETCH_BYTES), _MM_HINT_T0);
+                wv[i] = _mm512_loadu_si512((const void *)(w + i * row_bytes + k));
             }
             for (int j = 0; j < ms; j++) {
                 __m512i xv = _mm512_loadu_si512((const void *)(r.q + (x0 + j) * K + k));
@@ -144,11 +136,8 @@ static inline __attribute__((always_inline)) void block_dot(int bits, const uint
             }
         }
         for (int j = 0; j < ms; j++) {
-            float xs = r.s[(x0 + j) * G + g];
-            for (int i = 0; i < rows; i++) {
-                float s = bits == 8 ? xs : ws[i * G + g] * xs;
-                f[j][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lane[j][i]), _mm512_set1_ps(s), f[j][i]);
-            }
+            __m512 s = _mm512_set1_ps(r.s[(x0 + j) * G + g]);
+            for (int i = 0; i < rows; i++) f[j][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lane[j][i]), s, f[j][i]);
         }
     }
     for (int j = 0; j < ms; j++)
@@ -166,18 +155,67 @@ static inline __attribute__((always_inline)) void block_dot(int bits, const uint
             for (int64_t g = 0; g < G; g++) {
                 int32_t lane[16];
                 for (int l = 0; l < 16; l++) lane[l] = r.init[((x0 + j) * G + g) * 16 + l];
-                for (int64_t k = g * group; k < (g + 1) * group; k += 64) {
-                    if (bits == 8) {
-                        for (int t = 0; t < 64; t++) lane[t / 4] += (int32_t)wi[k + t] * (int32_t)xq[k + t];
-                    } else {
-                        const uint8_t *p = wi + k / 2;
-                        for (int t = 0; t < 32; t++) {
-                            lane[t / 4] += (int32_t)(p[t] & 15) * (int32_t)xq[k + t];
-                            lane[8 + t / 4] += (int32_t)(p[t] >> 4) * (int32_t)xq[k + 32 + t];
-                        }
-                    }
+                for (int64_t k = g * group; k < (g + 1) * group; k++) lane[(k % 64) / 4] += (int32_t)wi[k] * (int32_t)xq[k];
+                float s = r.s[(x0 + j) * G + g];
+                for (int l = 0; l < 16; l++) f[l] = fmaf((float)lane[l], s, f[l]);
+            }
+            out[j][i] = tree16(f);
+        }
+    }
+#endif
+}
+
+/* int4: the weights of `rows` (<= 4) consecutive outputs (row bytes K/2 in 128-weight blocks,
+   offset 8, one scale per row and group of 64, inside the per-group step) against `ms` (<= 2)
+   input rows: out[j][i]. One 64-byte load and two masks give two groups of 64 weights in order. */
+static inline __attribute__((always_inline)) void block_dot4(const uint8_t *w, int64_t row_bytes, const float *ws, int64_t G, int64_t K,
+                                                             qrow r, int64_t x0, int ms, int rows, float out[4][4]) {
+#ifdef KOE_VNNI
+    __m512 f[2][4];
+    for (int j = 0; j < 2; j++)
+        for (int i = 0; i < 4; i++) f[j][i] = _mm512_setzero_ps();
+    const __m512i low = _mm512_set1_epi8(15);
+    for (int64_t g = 0; g < G; g += 2) {
+        __m512i xv[2][2], init[2][2];
+        float xs[2][2];
+        for (int j = 0; j < ms; j++)
+            for (int h = 0; h < 2; h++) {
+                xv[j][h] = _mm512_loadu_si512((const void *)(r.q + (x0 + j) * K + (g + h) * 64));
+                init[j][h] = _mm512_loadu_si512((const void *)(r.init + ((x0 + j) * G + g + h) * 16));
+                xs[j][h] = r.s[(x0 + j) * G + g + h];
+            }
+        for (int i = 0; i < rows; i++) {
+            const uint8_t *p = w + i * row_bytes + g * 32;
+            _mm_prefetch((const char *)(p + PREFETCH_BYTES), _MM_HINT_T0);
+            __m512i packed = _mm512_loadu_si512((const void *)p);
+            __m512i wv[2] = {_mm512_and_si512(packed, low), _mm512_and_si512(_mm512_srli_epi16(packed, 4), low)};
+            for (int j = 0; j < ms; j++)
+                for (int h = 0; h < 2; h++) {
+                    __m512i lane = _mm512_dpbusd_epi32(init[j][h], wv[h], xv[j][h]);
+                    float s = ws[i * G + g + h] * xs[j][h];
+                    f[j][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lane), _mm512_set1_ps(s), f[j][i]);
                 }
-                float s = bits == 8 ? r.s[(x0 + j) * G + g] : ws[i * G + g] * r.s[(x0 + j) * G + g];
+        }
+    }
+    for (int j = 0; j < ms; j++)
+        for (int i = 0; i < rows; i++) {
+            float v[16];
+            _mm512_storeu_ps(v, f[j][i]);
+            out[j][i] = tree16(v);
+        }
+#else
+    for (int j = 0; j < ms; j++) {
+        const int8_t *xq = r.q + (x0 + j) * K;
+        for (int i = 0; i < rows; i++) {
+            const uint8_t *wi = w + i * row_bytes;
+            float f[16] = {0};
+            for (int64_t g = 0; g < G; g++) {
+                const uint8_t *p = wi + (g / 2) * 64;
+                int shift = (int)(g % 2) * 4;
+                int32_t lane[16];
+                for (int l = 0; l < 16; l++) lane[l] = r.init[((x0 + j) * G + g) * 16 + l];
+                for (int t = 0; t < 64; t++) lane[t / 4] += (int32_t)((p[t] >> shift) & 15) * (int32_t)xq[g * 64 + t];
+                float s = ws[i * G + g] * r.s[(x0 + j) * G + g];
                 for (int l = 0; l < 16; l++) f[l] = fmaf((float)lane[l], s, f[l]);
             }
             out[j][i] = tree16(f);
@@ -204,15 +242,15 @@ void koe_qlinear(int bits, const float *x, int64_t M, int64_t K, const uint8_t *
             int ms;
             if (bits == 8 && M - m >= 4) {
                 ms = 4;
-                block_dot(8, wb, row_bytes, wsb, G, group, K, r, m, 4, rows, out);
+                block_dot8(wb, row_bytes, G, group, K, r, m, 4, rows, out);
             } else if (M - m >= 2) {
                 ms = 2;
-                if (bits == 8) block_dot(8, wb, row_bytes, wsb, G, group, K, r, m, 2, rows, out);
-                else block_dot(4, wb, row_bytes, wsb, G, group, K, r, m, 2, rows, out);
+                if (bits == 8) block_dot8(wb, row_bytes, G, group, K, r, m, 2, rows, out);
+                else block_dot4(wb, row_bytes, wsb, G, K, r, m, 2, rows, out);
             } else {
                 ms = 1;
-                if (bits == 8) block_dot(8, wb, row_bytes, wsb, G, group, K, r, m, 1, rows, out);
-                else block_dot(4, wb, row_bytes, wsb, G, group, K, r, m, 1, rows, out);
+                if (bits == 8) block_dot8(wb, row_bytes, G, group, K, r, m, 1, rows, out);
+                else block_dot4(wb, row_bytes, wsb, G, K, r, m, 1, rows, out);
             }
             for (int j = 0; j < ms; j++)
                 for (int i = 0; i < rows; i++) {
