@@ -13,8 +13,9 @@ second the longer the utterance (page faults and cache misses, not arithmetic). 
 - SnakeBeta is one pass (`koe/runtime/kernels/snake.c`, else an in-place torch chain), reading
   float32 or bfloat16 and writing the convolutions' input type;
 - the convolutions of the upsampling blocks (and the one before them) take bfloat16 inputs and
-  weights: oneDNN runs them with this CPU's bf16 dot products (AVX512-BF16/AMX) at about twice the
-  float32 rate; sums accumulate in float32 inside the kernel;
+  weights ("fast-bf16", where the CPU has bf16 dot products: AVX512-BF16/AMX): oneDNN runs them at
+  about twice the float32 rate, summing in float32 inside the kernel. "fast-fp32" keeps them
+  float32 (the pieces and the one-pass SnakeBeta only: float32 rounding, about half the gain);
 - what decides the waveform's precision stays float32: the residual stream of every residual unit
   (float32 + a bfloat16 branch), the transposed convolutions' overlap-add and bias, the last
   SnakeBeta and the output convolution (one channel: a waveform rounded to bfloat16 would be
