@@ -1,4 +1,11 @@
+import os
 import sys
+
+# Before torch loads, here and in every process the tests start (oracles, CLI, servers): MKL's
+# products independent of memory alignment, which bit-for-bit comparisons need on some CPUs
+# (see koe/runtime/process.py reproducible_blas; koe's command line sets the same).
+os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
+
 from pathlib import Path
 
 import pytest

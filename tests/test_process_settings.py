@@ -40,3 +40,22 @@ def test_huge_pages_for_torch_tensors_unless_the_environment_says_no() -> None:
     assert on == "False"
     if "[always]" not in mode:
         assert huge == 0
+
+
+BLAS_PROBE = r"""
+import os, sys
+from typer.testing import CliRunner
+from koe.cli.main import app
+assert CliRunner().invoke(app, ["config", "--help"]).exit_code == 0
+assert "torch" not in sys.modules  # set before torch loads, so MKL reads it
+print(os.environ.get("MKL_CBWR"))
+"""
+
+
+def test_the_command_line_asks_mkl_for_alignment_independent_products_unless_told() -> None:
+    """koe.runtime.process.reproducible_blas: MKL_CBWR=AUTO,STRICT for every koe command (on some CPUs
+    MKL's results otherwise depend on memory alignment); the environment's own setting wins."""
+    base = {k: v for k, v in os.environ.items() if k != "MKL_CBWR"}
+    run = lambda env: subprocess.run([sys.executable, "-c", BLAS_PROBE], env=env, capture_output=True, text=True, check=True).stdout.strip()  # noqa: E731
+    assert run(base) == "AUTO,STRICT"
+    assert run({**base, "MKL_CBWR": "AVX2"}) == "AVX2"

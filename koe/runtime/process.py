@@ -10,6 +10,16 @@ read probe from 20 to 27 GB/s (docs/PERFORMANCE.md). The price is load time: the
 2.1 s -> 7.1 s for the 0.6B there. So `koe serve`, which loads once and decodes for hours, asks for
 it; one-shot commands do not (`THP_MEM_ALLOC_ENABLE=1 koe speak ...` does). It changes where
 memory lives, never a computed bit. An environment that sets the variable itself is left alone.
+
+`reproducible_blas()`: torch's CPU matrix products run on Intel MKL, whose kernels may choose their
+summation order by the memory alignment of the operands, so the same product of the same numbers
+can differ in the last bits from one allocation to the next. Seen on an AMD EPYC (AVX-512) VM with
+torch 2.13: VoxCPM's samples moved by ~1e-7 between two loads of the same weights in one process,
+and so did upstream's, which breaks "seed=N gives upstream's samples bit for bit" on both sides.
+MKL's strict conditional reproducibility (`MKL_CBWR=AUTO,STRICT`) makes each product depend on its
+inputs only (no measurable cost here: fp32 matrix-vector 19.8 vs 19.7 GB/s). koe's command line
+sets it before torch loads unless the environment says otherwise; in Python, set it yourself before
+importing torch, on both sides of a comparison.
 """
 
 from __future__ import annotations
@@ -18,6 +28,7 @@ import os
 import sys
 
 HUGE_PAGES = "THP_MEM_ALLOC_ENABLE"
+MKL_REPRODUCIBILITY = "MKL_CBWR"
 
 
 def prefer_huge_pages() -> bool:
@@ -26,3 +37,11 @@ def prefer_huge_pages() -> bool:
     if HUGE_PAGES not in os.environ and "torch" not in sys.modules and sys.platform.startswith("linux"):
         os.environ[HUGE_PAGES] = "1"
     return os.environ.get(HUGE_PAGES) == "1"
+
+
+def reproducible_blas() -> bool:
+    """Ask MKL for alignment-independent results (`MKL_CBWR=AUTO,STRICT`), unless the environment
+    already says or torch has loaded. True when a strict setting is in force for this process."""
+    if MKL_REPRODUCIBILITY not in os.environ and "torch" not in sys.modules:
+        os.environ[MKL_REPRODUCIBILITY] = "AUTO,STRICT"
+    return "STRICT" in os.environ.get(MKL_REPRODUCIBILITY, "")
