@@ -1,6 +1,7 @@
 """koe's own CPU kernels (`qgemv.c`: int8 and int4 weight matrix-vector products and the RMSNorm of
-those modes; `decoder.c`: a whole decoder stack's step on them), built once per machine with its C
-compiler into one library and loaded with ctypes.
+those modes; `decoder.c`: a whole decoder stack's step on them; `snake.c`: the fast codec's
+SnakeBeta, see `snake.py`), built once per machine with its C compiler into one library and loaded
+with ctypes.
 
 The library is compiled for this CPU (`-march=native`), so the cache key holds the compiler, the
 CPU's model and flags and the source; it lives in `$KOE_KERNEL_CACHE`, else
@@ -29,7 +30,7 @@ import torch  # noqa: F401  (first: its libgomp is the one the library binds to)
 logger = logging.getLogger(__name__)
 
 HERE = Path(__file__).parent
-SOURCES = (HERE / "qgemv.c", HERE / "decoder.c")  # compiled together; qgemv.h is what decoder.c uses of qgemv.c
+SOURCES = (HERE / "qgemv.c", HERE / "decoder.c", HERE / "snake.c")  # one library; qgemv.h is what decoder.c uses of qgemv.c
 HEADERS = (HERE / "qgemv.h",)
 FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fopenmp", "-shared", "-fPIC")
 _P, _I = ctypes.c_void_p, ctypes.c_int64
@@ -38,6 +39,7 @@ SIGNATURES = {
     "koe_q4_linear": [_P, _I, _I, _P, _P, _I, _I, _P, _P, _I],
     "koe_rmsnorm": [_P, _I, _I, _P, ctypes.c_float, _P],
     "koe_stack_step": [_P, _P, _I, _I, _P, _P, _P, _P, _I, _I, _P, _P, _I],
+    "koe_snake_beta": [_P, _P, _I, _I, _I, _P, _P, _I, _I],
 }
 
 
@@ -68,7 +70,7 @@ def _compiler() -> list[str]:
 
 def _compiler_version(cc: list[str]) -> str:
     try:
-        return subprocess.run([*cc, "--version"], capture_output=True, text=True, timeout=30).stdout
+        return subprocess.run([*cc, "--version"], check=False, capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError) as e:
         raise KernelUnavailable(f"no C compiler ({' '.join(cc)}: {e}); install one (gcc or clang) or set CC") from e
 
@@ -87,7 +89,7 @@ def build(portable: bool = False) -> Path:
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".so.part")
     os.close(fd)
     try:
-        done = subprocess.run([*cc, *flags, "-I", str(HERE), "-o", tmp, *map(str, SOURCES), "-lm"], capture_output=True, text=True, timeout=300)
+        done = subprocess.run([*cc, *flags, "-I", str(HERE), "-o", tmp, *map(str, SOURCES), "-lm"], check=False, capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
             raise KernelUnavailable(f"{' '.join(cc)} could not build {', '.join(p.name for p in SOURCES)}: {done.stderr.strip()[-2000:]}")
         os.replace(tmp, path)

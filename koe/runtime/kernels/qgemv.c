@@ -90,6 +90,14 @@ static inline float tree16(const float *f) {
     return c[0] + c[1];
 }
 
+#ifdef KOE_VNNI
+static inline float tree16_ps(__m512 f) {
+    float v[16];
+    _mm512_storeu_ps(v, f);
+    return tree16(v);
+}
+#endif
+
 static qrow quantize_rows(const float *x, int64_t M, int64_t K, int64_t group, int32_t offset) {
     qrow r;
     r.q = malloc((size_t)(M * K));
@@ -141,11 +149,7 @@ static inline __attribute__((always_inline)) void block_dot8(const uint8_t *w, i
         }
     }
     for (int j = 0; j < ms; j++)
-        for (int i = 0; i < rows; i++) {
-            float v[16];
-            _mm512_storeu_ps(v, f[j][i]);
-            out[j][i] = tree16(v);
-        }
+        for (int i = 0; i < rows; i++) out[j][i] = tree16_ps(f[j][i]);
 #else
     for (int j = 0; j < ms; j++) {
         const int8_t *xq = r.q + (x0 + j) * K;
@@ -198,11 +202,7 @@ static inline __attribute__((always_inline)) void block_dot4(const uint8_t *w, i
         }
     }
     for (int j = 0; j < ms; j++)
-        for (int i = 0; i < rows; i++) {
-            float v[16];
-            _mm512_storeu_ps(v, f[j][i]);
-            out[j][i] = tree16(v);
-        }
+        for (int i = 0; i < rows; i++) out[j][i] = tree16_ps(f[j][i]);
 #else
     for (int j = 0; j < ms; j++) {
         const int8_t *xq = r.q + (x0 + j) * K;

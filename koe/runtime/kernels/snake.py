@@ -1,77 +1,24 @@
 """SnakeBeta in one pass (`snake.c`), for the fast codec of the opt-in modes, with a torch fallback.
 
-The library is built like koe's other kernels (the machine's C compiler, `-march=native`, cached
-under `koe.runtime.kernels.cache_dir()`, keyed by source, flags, compiler and CPU), but on its own:
-the activation is elementwise and needs none of the matrix kernels. `KOE_KERNELS=0`, no compiler or
-a failed build leave `snake_beta` on a torch chain with the same formula as upstream's (torch's sin);
+`snake.c` is built into koe's kernel library (`koe.runtime.kernels`: the machine's C compiler,
+`-march=native`, cached by source, flags, compiler and CPU). `KOE_KERNELS=0`, no compiler or a
+failed build leave `snake_beta` on a torch chain with the same formula as upstream's (torch's sin);
 `describe()` names what runs ("koe-c" or "torch").
 """
 
 from __future__ import annotations
 
-import ctypes
-import functools
-import hashlib
-import logging
-import os
-import subprocess
-import tempfile
-from pathlib import Path
-
 import torch
 
-from koe.runtime.kernels import (
-    KernelUnavailable,
-    _compiler,
-    _compiler_version,
-    _cpu_identity,
-    cache_dir,
-)
+from koe.runtime import kernels
 
-logger = logging.getLogger(__name__)
-
-SOURCE = Path(__file__).with_name("snake.c")
-FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
-_P, _I = ctypes.c_void_p, ctypes.c_int64
 _DTYPES = {torch.float32: 0, torch.bfloat16: 1}
 
 
-def build() -> Path:
-    """The compiled library for this machine, built (atomic rename) when the cache has none."""
-    cc = _compiler()
-    key = hashlib.sha256("\0".join([SOURCE.read_text(), " ".join(FLAGS), _compiler_version(cc), _cpu_identity()]).encode()).hexdigest()[:16]
-    path = cache_dir() / f"libkoe_snake-{key}.so"
-    if path.exists():
-        return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".so.part")
-    os.close(fd)
-    try:
-        done = subprocess.run([*cc, *FLAGS, "-o", tmp, str(SOURCE), "-lm"], check=False, capture_output=True, text=True, timeout=300)
-        if done.returncode != 0:
-            raise KernelUnavailable(f"{' '.join(cc)} could not build {SOURCE.name}: {done.stderr.strip()[-2000:]}")
-        os.replace(tmp, path)
-    except (OSError, subprocess.SubprocessError) as e:
-        raise KernelUnavailable(f"building {SOURCE.name} failed: {e}") from e
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
-
-
-@functools.cache
-def library() -> ctypes.CDLL | None:
-    """The loaded kernel, or None (then `snake_beta` runs on torch; the log says why once)."""
-    if os.environ.get("KOE_KERNELS", "1").strip() == "0":
-        return None
-    try:
-        lib = ctypes.CDLL(str(build()))
-    except (KernelUnavailable, OSError) as e:
-        logger.warning("koe's SnakeBeta kernel is unavailable, the fast codec uses torch's ops: %s", e)
-        return None
-    lib.koe_snake_beta.argtypes = [_P, _P, _I, _I, _I, _P, _P, _I, _I]
-    lib.koe_snake_beta.restype = None
-    return lib
+def library():
+    """koe's kernel library (with `koe_snake_beta`), or None: then `snake_beta` runs on torch (the
+    kernels' log says why, once)."""
+    return kernels.library()
 
 
 def describe() -> str:
