@@ -33,3 +33,23 @@ def talker_request(engine, texts: list[str], max_new_tokens: int, greedy: bool =
     with torch.inference_mode():
         inputs = build_talker_inputs(engine.network.talker, engine.cfg, items, False)
     return inputs, settings
+
+
+def push_all(decoder, codes, sizes):
+    """Push `codes` (T, G) through a streaming codec decoder (`.push(codes) -> samples`) in pieces of
+    `sizes` frames, cycled; each piece must give its frames' samples (1920 a frame, float32). The
+    samples of all pieces, joined."""
+    import itertools
+
+    import torch
+
+    pieces, done = [], 0
+    for size in itertools.cycle(sizes):
+        if done >= codes.shape[0]:
+            break
+        piece = codes[done : done + size]
+        wav = decoder.push(piece)
+        assert wav.shape == (piece.shape[0] * 1920,) and wav.dtype == torch.float32
+        pieces.append(wav)
+        done += size
+    return torch.cat(pieces)

@@ -4,7 +4,6 @@ engines use it and what their results say, and that the exact path is untouched.
 
 from __future__ import annotations
 
-import itertools
 import math
 import warnings
 
@@ -12,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from fixtures_models import push_all
 
 from koe.engines.qwen3_tts.codec import SpeechTokenizer
 from koe.engines.qwen3_tts.codec.fast import (
@@ -53,19 +53,6 @@ def codec(tmp_path_factory) -> SpeechTokenizer:
 
 def _codes(frames: int, seed: int = 0) -> torch.Tensor:
     return torch.randint(0, 2048, (frames, 16), generator=torch.Generator().manual_seed(seed))
-
-
-def _push_all(decoder, codes: torch.Tensor, sizes) -> torch.Tensor:
-    pieces, done = [], 0
-    for size in itertools.cycle(sizes):
-        if done >= codes.shape[0]:
-            break
-        piece = codes[done : done + size]
-        wav = decoder.push(piece)
-        assert wav.shape == (piece.shape[0] * SPF,) and wav.dtype == torch.float32
-        pieces.append(wav)
-        done += size
-    return torch.cat(pieces)
 
 
 # ---------------------------------------------------------------- SnakeBeta in one pass
@@ -194,7 +181,7 @@ def test_streaming_agrees_with_one_shot(codec, kind, frames) -> None:
     fast = FastCodec(codec, kind)
     codes = _codes(frames, seed=frames)
     one_shot = fast.decode([codes])[0]
-    streamed = _push_all(fast.incremental_decoder(), codes, IRREGULAR)
+    streamed = push_all(fast.incremental_decoder(), codes, IRREGULAR)
     assert streamed.shape == one_shot.shape
     if kind == "fp32":
         assert (streamed - one_shot).abs().max() <= FP32_SAMPLE_BOUND
@@ -207,7 +194,7 @@ def test_streaming_agrees_with_one_shot(codec, kind, frames) -> None:
 def test_prefix_is_context_only(codec, prefix_frames, frames) -> None:
     fast = FastCodec(codec, "fp32")
     codes = _codes(prefix_frames + frames, seed=prefix_frames)
-    streamed = _push_all(fast.incremental_decoder(codes[:prefix_frames]), codes[prefix_frames:], IRREGULAR)
+    streamed = push_all(fast.incremental_decoder(codes[:prefix_frames]), codes[prefix_frames:], IRREGULAR)
     ref = fast.decode([codes])[0][prefix_frames * SPF :]
     assert streamed.shape == ref.shape
     assert (streamed - ref).abs().max() <= FP32_SAMPLE_BOUND

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 import torch
+from fixtures_models import push_all
 from torch import nn
 
 from koe.engines.qwen3_tts.codec import SpeechTokenizer
@@ -36,19 +35,6 @@ def _one_shot(decoder, codes: torch.Tensor, **plan) -> torch.Tensor:
         return decoder.chunked_decode(codes.T[None], **plan)[0, 0]  # (T * SPF,)
 
 
-def _push_all(inc: IncrementalDecoder, codes: torch.Tensor, sizes) -> torch.Tensor:
-    pieces, done = [], 0
-    for size in itertools.cycle(sizes):
-        if done >= codes.shape[0]:
-            break
-        piece = codes[done : done + size]
-        wav = inc.push(piece)
-        assert wav.shape == (piece.shape[0] * SPF,) and wav.dtype == torch.float32
-        pieces.append(wav)
-        done += size
-    return torch.cat(pieces)
-
-
 @pytest.mark.parametrize("frames, sizes", [
     (1, (1,)), (7, (1,)), (80, (1,)), (310, (1,)),
     (7, (3,)), (80, (3,)), (310, (3,)), (650, (3,)),
@@ -58,7 +44,7 @@ def _push_all(inc: IncrementalDecoder, codes: torch.Tensor, sizes) -> torch.Tens
 def test_incremental_equals_one_shot(decoder, frames, sizes):
     """Across the 72-frame attention window (80) and the 300-frame chunk boundaries (310, 650)."""
     codes = _codes(frames, seed=frames)
-    out = _push_all(IncrementalDecoder(decoder), codes, sizes)
+    out = push_all(IncrementalDecoder(decoder), codes, sizes)
     ref = _one_shot(decoder, codes)
     assert out.shape == ref.shape
     assert (out - ref).abs().max() <= SAMPLE_BOUND
@@ -69,7 +55,7 @@ def test_prefix_is_context_only(decoder, prefix_frames, frames):
     """A prefix (ICL reference) counts in the chunk plan but is not emitted."""
     codes = _codes(prefix_frames + frames, seed=prefix_frames)
     inc = IncrementalDecoder(decoder, prefix=codes[:prefix_frames])
-    out = _push_all(inc, codes[prefix_frames:], IRREGULAR)
+    out = push_all(inc, codes[prefix_frames:], IRREGULAR)
     ref = _one_shot(decoder, codes)[prefix_frames * SPF :]
     assert out.shape == ref.shape
     assert (out - ref).abs().max() <= SAMPLE_BOUND
