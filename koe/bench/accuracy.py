@@ -80,7 +80,7 @@ def measure(folder: Path, precision: str, frames: int, seed: int = 0) -> dict:
     t_mode, p_mode = forced_logits(mode, items, codes)
     with torch.inference_mode():
         wav_ref = exact.codec.decode([codes])[0].float()
-        wav_mode = (mode.fast_codec or mode.codec).decode([codes])[0].float()
+        wav_mode = mode.audio_codec.decode([codes])[0].float()
     return {
         "precision": mode.precision, "kernel": mode.kernel, "codec": mode.result_metadata()["codec"], "frames": int(codes.shape[0]), "talker": compare(t_ref, t_mode),
         "predictor": compare(p_ref, p_mode), "codec_snr_db": snr_db(wav_ref, wav_mode),

@@ -112,6 +112,11 @@ class Qwen3TTSEngine(NativeAPI):
     fast_codec: FastCodec | None = None  # int8 / int4 (or KOE_FAST_CODEC): the fast codec (codec/fast.py); None: the exact one
 
     @property
+    def audio_codec(self):
+        """The codec that turns this engine's codes into audio: the fast codec where on, else the exact one."""
+        return self.fast_codec or self.codec
+
+    @property
     def precision(self) -> str:
         """The numeric mode this engine runs in ("float32" = exact; "bfloat16", "int8", "int4" are opt-in)."""
         return self._precision if self._precision in ("int8", "int4") else str(self.dtype).removeprefix("torch.")
@@ -349,7 +354,7 @@ class Qwen3TTSEngine(NativeAPI):
         reference part cut off in proportion, as upstream does."""
         refs = [_icl_reference(it) for it in items]
         full = [c if r is None else torch.cat([r.to(c.device), c], dim=0) for c, r in zip(codes, refs, strict=True)]
-        wavs = (self.fast_codec or self.codec).decode(full)
+        wavs = self.audio_codec.decode(full)
         out = []
         for wav, r, f in zip(wavs, refs, full, strict=True):
             if r is not None:
@@ -447,7 +452,7 @@ class Qwen3TTSEngine(NativeAPI):
         first, every = (max(1, round(s * FRAME_RATE)) for s in (segment.first_chunk_s, segment.chunk_s))
         with torch.inference_mode():
             inputs = build_talker_inputs(self.network.talker, self.cfg, items, c.non_streaming)
-        codec = CodecStream(self.fast_codec or self.codec, prefix=_icl_reference(items[0]))
+        codec = CodecStream(self.audio_codec, prefix=_icl_reference(items[0]))
         frames = self.frames_core()(self.network.talker, inputs, c.settings, generator, row_limits=torch.tensor([budget], device=self.device), cancel=c.cancel, outcome=outcome)
         made, due = 0, first
         try:

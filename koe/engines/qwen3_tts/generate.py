@@ -136,7 +136,8 @@ def decode_frames(
     first = prefill(talker, inputs)
     cache, deltas, hidden, logits = first.cache, first.deltas, first.hidden, first.logits
     padding = inputs.attention_mask
-    padded = not bool(padding.all())  # read once: later steps then need no host read for the mask
+    # read once: later steps then need no host read for the mask (a KernelCache keeps each row's padding itself)
+    padded = not isinstance(cache, KernelCache) and not bool(padding.all())
     history = torch.zeros((batch, 0), dtype=torch.long, device=device)
     unfinished = torch.ones(batch, dtype=torch.long, device=device)
     outcome = outcome if outcome is not None else DecodeOutcome()
@@ -165,10 +166,12 @@ def decode_frames(
         yield Frame(index=step, codes=codes, alive=unfinished.bool())
 
         x = frame_embedding(talker, code0_embed, rest) + trailing_input(inputs, step)  # (B, 1, C)
-        padding = torch.cat([padding, padding.new_ones((batch, 1))], dim=-1)
         cache_position = length + step
         pos = step_positions(cache_position, deltas)
-        mask = causal_padding_mask(padding, torch.tensor([cache_position], device=device)) if padded else None
+        mask = None
+        if padded:
+            padding = torch.cat([padding, padding.new_ones((batch, 1))], dim=-1)
+            mask = causal_padding_mask(padding, torch.tensor([cache_position], device=device))
         hidden = talker.forward_hidden(x, pos, cache, mask)
         logits = talker.codec_head(hidden)
         step += 1

@@ -116,6 +116,34 @@ static void free_rows(qrow r) {
     free(r.init);
 }
 
+#ifndef KOE_VNNI
+/* The plain-C path of both widths, the reference the vector paths match bit for bit: input k of
+   weight row i is the byte w[k] (int8) or, in 128-weight blocks, nibble k % 64 of group k / 64
+   (int4); per group, integer lanes, then f = fma(lane, s, f) with s = xs (int8) or ws * xs (int4). */
+static void portable_dot(int bits, const uint8_t *w, int64_t row_bytes, const float *ws, int64_t G, int64_t group, int64_t K, qrow r,
+                         int64_t x0, int ms, int rows, float out[4][4]) {
+    for (int j = 0; j < ms; j++) {
+        const int8_t *xq = r.q + (x0 + j) * K;
+        for (int i = 0; i < rows; i++) {
+            const uint8_t *wi = w + i * row_bytes;
+            float f[16] = {0};
+            for (int64_t g = 0; g < G; g++) {
+                int32_t lane[16];
+                for (int l = 0; l < 16; l++) lane[l] = r.init[((x0 + j) * G + g) * 16 + l];
+                for (int64_t k = g * group; k < (g + 1) * group; k++) {
+                    int32_t wk = bits == 8 ? wi[k] : (wi[(g / 2) * 64 + k % 64] >> ((g % 2) * 4)) & 15;
+                    lane[(k % 64) / 4] += wk * (int32_t)xq[k];
+                }
+                float xs = r.s[(x0 + j) * G + g];
+                float s = bits == 8 ? xs : ws[i * G + g] * xs;
+                for (int l = 0; l < 16; l++) f[l] = fmaf((float)lane[l], s, f[l]);
+            }
+            out[j][i] = tree16(f);
+        }
+    }
+}
+#endif
+
 /* int8: the weights of `rows` (<= 4) consecutive outputs (row bytes K, offset 128, one scale per
    row, applied after the tree) against `ms` (<= 4) quantized input rows x0, x0 + 1, ...: out[j][i].
    One weight load feeds all `ms` input rows (prefill and batches read the weights once per block). */
@@ -151,21 +179,7 @@ static inline __attribute__((always_inline)) void block_dot8(const uint8_t *w, i
     for (int j = 0; j < ms; j++)
         for (int i = 0; i < rows; i++) out[j][i] = tree16_ps(f[j][i]);
 #else
-    for (int j = 0; j < ms; j++) {
-        const int8_t *xq = r.q + (x0 + j) * K;
-        for (int i = 0; i < rows; i++) {
-            const uint8_t *wi = w + i * row_bytes;
-            float f[16] = {0};
-            for (int64_t g = 0; g < G; g++) {
-                int32_t lane[16];
-                for (int l = 0; l < 16; l++) lane[l] = r.init[((x0 + j) * G + g) * 16 + l];
-                for (int64_t k = g * group; k < (g + 1) * group; k++) lane[(k % 64) / 4] += (int32_t)wi[k] * (int32_t)xq[k];
-                float s = r.s[(x0 + j) * G + g];
-                for (int l = 0; l < 16; l++) f[l] = fmaf((float)lane[l], s, f[l]);
-            }
-            out[j][i] = tree16(f);
-        }
-    }
+    portable_dot(8, w, row_bytes, NULL, G, group, K, r, x0, ms, rows, out);
 #endif
 }
 
@@ -204,23 +218,7 @@ static inline __attribute__((always_inline)) void block_dot4(const uint8_t *w, i
     for (int j = 0; j < ms; j++)
         for (int i = 0; i < rows; i++) out[j][i] = tree16_ps(f[j][i]);
 #else
-    for (int j = 0; j < ms; j++) {
-        const int8_t *xq = r.q + (x0 + j) * K;
-        for (int i = 0; i < rows; i++) {
-            const uint8_t *wi = w + i * row_bytes;
-            float f[16] = {0};
-            for (int64_t g = 0; g < G; g++) {
-                const uint8_t *p = wi + (g / 2) * 64;
-                int shift = (int)(g % 2) * 4;
-                int32_t lane[16];
-                for (int l = 0; l < 16; l++) lane[l] = r.init[((x0 + j) * G + g) * 16 + l];
-                for (int t = 0; t < 64; t++) lane[t / 4] += (int32_t)((p[t] >> shift) & 15) * (int32_t)xq[g * 64 + t];
-                float s = ws[i * G + g] * r.s[(x0 + j) * G + g];
-                for (int l = 0; l < 16; l++) f[l] = fmaf((float)lane[l], s, f[l]);
-            }
-            out[j][i] = tree16(f);
-        }
-    }
+    portable_dot(4, w, row_bytes, ws, G, 64, K, r, x0, ms, rows, out);
 #endif
 }
 
