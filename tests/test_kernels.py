@@ -41,8 +41,10 @@ def test_fast_and_portable_paths_give_the_same_bits() -> None:
     for cls in (Int8Linear, Int4Linear):
         for n, k, bias in ((96, 256, False), (130, 1024, True), (64, 100, True)):  # 100: padded to 128
             layer = cls(_linear(n, k, bias, seed=n + k))
-            x = torch.randn(5, k, generator=torch.Generator().manual_seed(k)) * 3
+            x = torch.randn(9, k, generator=torch.Generator().manual_seed(k)) * 3  # 9 rows: blocks of 4, 2 and 1
             x[1] = 0  # an all-zero row quantizes to zeros
+            x[2] = (torch.arange(k) % 9 - 4) + 0.5  # every value a rounding tie (scale 1 where the group's max is 127)
+            x[2, ::64] = 127
             want = _call(portable, layer, x, 1)
             for threads in (1, 2, 3):
                 assert torch.equal(_call(fast, layer, x, threads), want), (cls.__name__, n, k, threads)

@@ -127,6 +127,18 @@ static void attention(const koe_qstack *s, const float *qkv, int64_t qkv_width, 
     }
 }
 
+/* h += branch, then y = the norm of h (weight `norm`), row by row: the rows on `threads` threads
+   when there are several (each row's bits are the same on any thread). */
+static void residual_norm(float *h, const float *branch, int64_t M, int64_t C, const float *norm, float eps, float *y, int64_t threads) {
+#pragma omp parallel for schedule(static) num_threads((int)threads) if (M > 1)
+    for (int64_t r = 0; r < M; r++) {
+        float *hr = h + r * C;
+        const float *br = branch + r * C;
+        for (int64_t i = 0; i < C; i++) hr[i] = hr[i] + br[i];
+        koe_rmsnorm(hr, 1, C, norm, eps, y + r * C);
+    }
+}
+
 /* Largest input width of the stack's products (the padding buffer's row). */
 static int64_t widest(const koe_qstack *s) {
     int64_t w = s->hidden;
@@ -155,40 +167,40 @@ void koe_stack_step(const koe_qstack *s, const float *x, int64_t B, int64_t T, c
     float *act = malloc((size_t)(M * I) * sizeof(float));
     float *pad = malloc((size_t)(M * widest(s)) * sizeof(float));
     memcpy(h, x, (size_t)(M * C) * sizeof(float));
+    if (s->layers > 0) koe_rmsnorm(h, M, C, s->layer[0].input_norm, s->eps, normed);
+    else koe_rmsnorm(h, M, C, s->final_norm, s->eps, out);
     for (int64_t l = 0; l < s->layers; l++) {
         const koe_qlayer *L = s->layer + l;
         float *lk = keys + l * layer_cache, *lv = values + l * layer_cache;
-        koe_rmsnorm(h, M, C, L->input_norm, s->eps, normed);
         product(&L->qkv, normed, M, qkv, pad, threads);
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t t = 0; t < T; t++) {
-                int64_t row = b * T + t, pos = past + t;
-                float *q = qkv + row * qkv_width, *k = q + H * D, *v = k + Hkv * D;
-                for (int64_t i = 0; i < H; i++) {
-                    if (L->q_norm) koe_rmsnorm(q + i * D, 1, D, L->q_norm, s->eps, q + i * D);
-                    rotate(q + i * D, cos + row * D, sin + row * D, D);
-                }
-                for (int64_t i = 0; i < Hkv; i++) {
-                    if (L->k_norm) koe_rmsnorm(k + i * D, 1, D, L->k_norm, s->eps, k + i * D);
-                    rotate(k + i * D, cos + row * D, sin + row * D, D);
-                    memcpy(lk + ((b * Hkv + i) * cap + pos) * D, k + i * D, (size_t)D * sizeof(float));
-                    memcpy(lv + ((b * Hkv + i) * cap + pos) * D, v + i * D, (size_t)D * sizeof(float));
-                }
+#pragma omp parallel for schedule(static) num_threads((int)threads) if (M > 1)
+        for (int64_t row = 0; row < M; row++) { /* the rows' q/k norms and rotary, on the threads when there are several */
+            int64_t b = row / T, pos = past + row % T;
+            float *q = qkv + row * qkv_width, *k = q + H * D, *v = k + Hkv * D;
+            for (int64_t i = 0; i < H; i++) {
+                if (L->q_norm) koe_rmsnorm(q + i * D, 1, D, L->q_norm, s->eps, q + i * D);
+                rotate(q + i * D, cos + row * D, sin + row * D, D);
             }
+            for (int64_t i = 0; i < Hkv; i++) {
+                if (L->k_norm) koe_rmsnorm(k + i * D, 1, D, L->k_norm, s->eps, k + i * D);
+                rotate(k + i * D, cos + row * D, sin + row * D, D);
+                memcpy(lk + ((b * Hkv + i) * cap + pos) * D, k + i * D, (size_t)D * sizeof(float));
+                memcpy(lv + ((b * Hkv + i) * cap + pos) * D, v + i * D, (size_t)D * sizeof(float));
+            }
+        }
         attention(s, qkv, qkv_width, B, T, lk, lv, cap, past, start, att, threads);
         product(&L->o, att, M, branch, pad, threads);
-        for (int64_t i = 0; i < M * C; i++) h[i] = h[i] + branch[i];
-        koe_rmsnorm(h, M, C, L->post_norm, s->eps, normed);
+        residual_norm(h, branch, M, C, L->post_norm, s->eps, normed, threads);
         product(&L->gate_up, normed, M, gate_up, pad, threads);
+#pragma omp parallel for schedule(static) num_threads((int)threads) if (M > 1)
         for (int64_t r = 0; r < M; r++)
             for (int64_t i = 0; i < I; i++) {
                 float g = gate_up[r * 2 * I + i];
                 act[r * I + i] = (g / (1.0f + expf(-g))) * gate_up[r * 2 * I + I + i];
             }
         product(&L->down, act, M, branch, pad, threads);
-        for (int64_t i = 0; i < M * C; i++) h[i] = h[i] + branch[i];
+        residual_norm(h, branch, M, C, l + 1 < s->layers ? s->layer[l + 1].input_norm : s->final_norm, s->eps, l + 1 < s->layers ? normed : out, threads);
     }
-    koe_rmsnorm(h, M, C, s->final_norm, s->eps, out);
     free(h);
     free(normed);
     free(qkv);

@@ -43,6 +43,9 @@
 #ifndef PREFETCH_BYTES
 #define PREFETCH_BYTES 8192
 #endif
+#ifndef PREFETCH_HINT
+#define PREFETCH_HINT _MM_HINT_T0
+#endif
 
 int koe_qgemv_has_vnni(void) {
 #ifdef KOE_VNNI
@@ -61,6 +64,35 @@ typedef struct {
 } qrow;
 
 static void quantize_row(const float *x, int64_t K, int64_t group, int32_t offset, qrow r) {
+#ifdef KOE_VNNI
+    /* The same steps 16 floats at a time: max is exact in any order, the rounding is the default
+       mode's nearest-even (as nearbyintf), and each lane's sum is one dpbusd of ones with the bytes. */
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    const __m512i ones = _mm512_set1_epi8(1);
+    for (int64_t g = 0; g < K / group; g++) {
+        const float *xg = x + g * group;
+        __m512 m = _mm512_setzero_ps();
+        for (int64_t k = 0; k < group; k += 16) m = _mm512_max_ps(_mm512_andnot_ps(sign, _mm512_loadu_ps(xg + k)), m); /* NaN: keeps m, as the C loop */
+        float amax = _mm512_reduce_max_ps(m);
+        float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+        __m512 vinv = _mm512_set1_ps(inv);
+        __m512i sums = _mm512_setzero_si512();
+        for (int64_t k = 0; k < group; k += 64) {
+            __m512i q4[4];
+            for (int c = 0; c < 4; c++) {
+                __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xg + k + 16 * c), vinv));
+                q4[c] = _mm512_max_epi32(_mm512_min_epi32(q, _mm512_set1_epi32(127)), _mm512_set1_epi32(-127));
+            }
+            __m128i b[4];
+            for (int c = 0; c < 4; c++) b[c] = _mm512_cvtepi32_epi8(q4[c]);
+            __m512i bytes = _mm512_inserti64x2(_mm512_inserti64x2(_mm512_inserti64x2(_mm512_castsi128_si512(b[0]), b[1], 1), b[2], 2), b[3], 3);
+            _mm512_storeu_si512((void *)(r.q + g * group + k), bytes);
+            sums = _mm512_dpbusd_epi32(sums, ones, bytes);
+        }
+        _mm512_storeu_si512((void *)(r.init + g * 16), _mm512_mullo_epi32(sums, _mm512_set1_epi32(-offset)));
+        r.s[g] = amax / 127.0f;
+    }
+#else
     for (int64_t g = 0; g < K / group; g++) {
         const float *xg = x + g * group;
         float amax = 0.0f;
@@ -80,6 +112,7 @@ static void quantize_row(const float *x, int64_t K, int64_t group, int32_t offse
         for (int l = 0; l < 16; l++) ls[l] *= -offset;
         r.s[g] = amax / 127.0f;
     }
+#endif
 }
 
 static inline float tree16(const float *f) {
@@ -163,7 +196,7 @@ static inline __attribute__((always_inline)) void block_dot8(const uint8_t *w, i
             __m512i wv[4];
             for (int i = 0; i < rows; i++) {
                 /* a few KB ahead in the weight stream (rows lie one after another) */
-                _mm_prefetch((const char *)(w + i * row_bytes + k + PREFETCH_BYTES), _MM_HINT_T0);
+                _mm_prefetch((const char *)(w + i * row_bytes + k + PREFETCH_BYTES), PREFETCH_HINT);
                 wv[i] = _mm512_loadu_si512((const void *)(w + i * row_bytes + k));
             }
             for (int j = 0; j < ms; j++) {
@@ -182,6 +215,51 @@ static inline __attribute__((always_inline)) void block_dot8(const uint8_t *w, i
     portable_dot(8, w, row_bytes, NULL, G, group, K, r, x0, ms, rows, out);
 #endif
 }
+
+#ifdef KOE_VNNI
+/* block_dot8 for 4 weight rows and 4 input rows, the 16 sums as named variables (GCC kept the
+   array form's sums in registers only with a copy of each per step). Same steps, same bits. */
+static void block_dot8_4x4(const uint8_t *w, int64_t row_bytes, int64_t G, int64_t group, int64_t K, qrow r, int64_t x0, float out[4][4]) {
+    __m512 f[4][4];
+    for (int j = 0; j < 4; j++)
+        for (int i = 0; i < 4; i++) f[j][i] = _mm512_setzero_ps();
+    const uint8_t *w0 = w, *w1 = w + row_bytes, *w2 = w + 2 * row_bytes, *w3 = w + 3 * row_bytes;
+    for (int64_t g = 0; g < G; g++) {
+        const int8_t *x[4];
+        __m512i a[4][4];
+        for (int j = 0; j < 4; j++) {
+            x[j] = r.q + (x0 + j) * K;
+            __m512i init = _mm512_loadu_si512((const void *)(r.init + ((x0 + j) * G + g) * 16));
+            for (int i = 0; i < 4; i++) a[j][i] = init;
+        }
+        __m512i a00 = a[0][0], a01 = a[0][1], a02 = a[0][2], a03 = a[0][3], a10 = a[1][0], a11 = a[1][1], a12 = a[1][2], a13 = a[1][3];
+        __m512i a20 = a[2][0], a21 = a[2][1], a22 = a[2][2], a23 = a[2][3], a30 = a[3][0], a31 = a[3][1], a32 = a[3][2], a33 = a[3][3];
+        for (int64_t k = g * group; k < (g + 1) * group; k += 64) {
+            _mm_prefetch((const char *)(w0 + k + PREFETCH_BYTES), PREFETCH_HINT);
+            _mm_prefetch((const char *)(w1 + k + PREFETCH_BYTES), PREFETCH_HINT);
+            _mm_prefetch((const char *)(w2 + k + PREFETCH_BYTES), PREFETCH_HINT);
+            _mm_prefetch((const char *)(w3 + k + PREFETCH_BYTES), PREFETCH_HINT);
+            __m512i v0 = _mm512_loadu_si512((const void *)(w0 + k)), v1 = _mm512_loadu_si512((const void *)(w1 + k));
+            __m512i v2 = _mm512_loadu_si512((const void *)(w2 + k)), v3 = _mm512_loadu_si512((const void *)(w3 + k));
+            __m512i xv = _mm512_loadu_si512((const void *)(x[0] + k));
+            a00 = _mm512_dpbusd_epi32(a00, v0, xv), a01 = _mm512_dpbusd_epi32(a01, v1, xv), a02 = _mm512_dpbusd_epi32(a02, v2, xv), a03 = _mm512_dpbusd_epi32(a03, v3, xv);
+            xv = _mm512_loadu_si512((const void *)(x[1] + k));
+            a10 = _mm512_dpbusd_epi32(a10, v0, xv), a11 = _mm512_dpbusd_epi32(a11, v1, xv), a12 = _mm512_dpbusd_epi32(a12, v2, xv), a13 = _mm512_dpbusd_epi32(a13, v3, xv);
+            xv = _mm512_loadu_si512((const void *)(x[2] + k));
+            a20 = _mm512_dpbusd_epi32(a20, v0, xv), a21 = _mm512_dpbusd_epi32(a21, v1, xv), a22 = _mm512_dpbusd_epi32(a22, v2, xv), a23 = _mm512_dpbusd_epi32(a23, v3, xv);
+            xv = _mm512_loadu_si512((const void *)(x[3] + k));
+            a30 = _mm512_dpbusd_epi32(a30, v0, xv), a31 = _mm512_dpbusd_epi32(a31, v1, xv), a32 = _mm512_dpbusd_epi32(a32, v2, xv), a33 = _mm512_dpbusd_epi32(a33, v3, xv);
+        }
+        __m512i done[4][4] = {{a00, a01, a02, a03}, {a10, a11, a12, a13}, {a20, a21, a22, a23}, {a30, a31, a32, a33}};
+        for (int j = 0; j < 4; j++) {
+            __m512 sc = _mm512_set1_ps(r.s[(x0 + j) * G + g]);
+            for (int i = 0; i < 4; i++) f[j][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(done[j][i]), sc, f[j][i]);
+        }
+    }
+    for (int j = 0; j < 4; j++)
+        for (int i = 0; i < 4; i++) out[j][i] = tree16_ps(f[j][i]);
+}
+#endif
 
 /* int4: the weights of `rows` (<= 4) consecutive outputs (row bytes K/2 in 128-weight blocks,
    offset 8, one scale per row and group of 64, inside the per-group step) against `ms` (<= 2)
@@ -204,7 +282,7 @@ static inline __attribute__((always_inline)) void block_dot4(const uint8_t *w, i
             }
         for (int i = 0; i < rows; i++) {
             const uint8_t *p = w + i * row_bytes + g * 32;
-            _mm_prefetch((const char *)(p + PREFETCH_BYTES), _MM_HINT_T0);
+            _mm_prefetch((const char *)(p + PREFETCH_BYTES), PREFETCH_HINT);
             __m512i packed = _mm512_loadu_si512((const void *)p);
             __m512i wv[2] = {_mm512_and_si512(packed, low), _mm512_and_si512(_mm512_srli_epi16(packed, 4), low)};
             for (int j = 0; j < ms; j++)
@@ -222,6 +300,25 @@ static inline __attribute__((always_inline)) void block_dot4(const uint8_t *w, i
 #endif
 }
 
+/* One block of block_dot8 / block_dot4 with `ms` input rows a constant (inlined into each call site). */
+static inline __attribute__((always_inline)) void block_dot(int bits, const uint8_t *w, int64_t row_bytes, const float *ws, int64_t G,
+                                                            int64_t group, int64_t K, qrow r, int64_t x0, int ms, int rows, float out[4][4]) {
+    if (bits == 8) {
+        if (ms == 4) {
+#ifdef KOE_VNNI
+            if (rows == 4) {
+                block_dot8_4x4(w, row_bytes, G, group, K, r, x0, out);
+                return;
+            }
+#endif
+            block_dot8(w, row_bytes, G, group, K, r, x0, 4, rows, out);
+        }
+        else if (ms == 2) block_dot8(w, row_bytes, G, group, K, r, x0, 2, rows, out);
+        else block_dot8(w, row_bytes, G, group, K, r, x0, 1, rows, out);
+    } else if (ms == 2) block_dot4(w, row_bytes, ws, G, K, r, x0, 2, rows, out);
+    else block_dot4(w, row_bytes, ws, G, K, r, x0, 1, rows, out);
+}
+
 void koe_qlinear(int bits, const float *x, int64_t M, int64_t K, const uint8_t *w, const float *ws, int64_t N, int64_t group,
                    const float *bias, float *y, int64_t threads) {
     int64_t G = K / group;
@@ -237,19 +334,10 @@ void koe_qlinear(int bits, const float *x, int64_t M, int64_t K, const uint8_t *
         /* input rows in blocks of 4 (int8) or 2 (int4, whose per-group sums need more registers) */
         for (int64_t m = 0; m < M;) {
             float out[4][4];
-            int ms;
-            if (bits == 8 && M - m >= 4) {
-                ms = 4;
-                block_dot8(wb, row_bytes, G, group, K, r, m, 4, rows, out);
-            } else if (M - m >= 2) {
-                ms = 2;
-                if (bits == 8) block_dot8(wb, row_bytes, G, group, K, r, m, 2, rows, out);
-                else block_dot4(wb, row_bytes, wsb, G, K, r, m, 2, rows, out);
-            } else {
-                ms = 1;
-                if (bits == 8) block_dot8(wb, row_bytes, G, group, K, r, m, 1, rows, out);
-                else block_dot4(wb, row_bytes, wsb, G, K, r, m, 1, rows, out);
-            }
+            int ms = M - m >= 4 && bits == 8 ? 4 : M - m >= 2 ? 2 : 1;
+            /* every block but the last has 4 weight rows: compiled with that constant, the sums stay in registers */
+            if (rows == 4) block_dot(bits, wb, row_bytes, wsb, G, group, K, r, m, ms, 4, out);
+            else block_dot(bits, wb, row_bytes, wsb, G, group, K, r, m, ms, rows, out);
             for (int j = 0; j < ms; j++)
                 for (int i = 0; i < rows; i++) {
                     float v = bits == 8 ? out[j][i] * wsb[i] : out[j][i];
