@@ -6,6 +6,7 @@ import pytest
 from test_server import long_request, make_home, wait_for
 
 from koe.service import Busy, RequestCancelled, SpeechRequest, Synthesizer, Unavailable
+from koe.runtime import compute
 from koe.service.scheduler import Scheduler
 
 pytestmark = pytest.mark.filterwarnings("ignore:speech was cut off", "ignore:segment 0 was cut off")
@@ -92,3 +93,19 @@ def test_close_fails_waiting_jobs_and_refuses_new_ones(synth):
         blocker.future.result(10)
     with pytest.raises(Unavailable):
         sched.submit(short("late"))
+
+
+def test_generations_run_on_the_compute_thread(synth, monkeypatch):
+    """Every lane's generations (and the model loads inside them) run on the process's one compute
+    thread, so torch keeps one OpenMP team (koe.runtime.compute)."""
+    seen = []
+    speak, stream = synth.speak, synth.stream
+    monkeypatch.setattr(synth, "speak", lambda plan, **kw: (seen.append(compute.on_compute_thread()), speak(plan, **kw))[1])
+    monkeypatch.setattr(synth, "stream", lambda plan, *a, **kw: (seen.append(compute.on_compute_thread()), stream(plan, *a, **kw))[1])
+    sched = Scheduler(synth)
+    try:
+        assert sched.submit(short("Hi.", seed=1)).future.result(60).audio[:4] == b"RIFF"
+        assert list(sched.submit_stream(short("Hello.", 4, seed=1)))[-1].final
+        assert seen == [True, True]
+    finally:
+        sched.close()

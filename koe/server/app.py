@@ -20,6 +20,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.security import HTTPBearer
 
 from koe import __version__
+from koe.runtime import compute
 from koe.service.errors import KoeError
 from koe.service.home import KoeHome
 from koe.service.scheduler import Scheduler
@@ -74,7 +75,7 @@ def create_app(
         scheduler = Scheduler(synth, queue_size=server.queue_size, max_batch_size=server.max_batch_size, batch_window=batch_window)
         app.state.koe = ServerState(settings, home, synth, scheduler, owns, first_chunk_s, chunk_s, drain)
         synth.cache.start_reaper()
-        await anyio.to_thread.run_sync(_preload, synth)
+        await anyio.to_thread.run_sync(compute.run, _preload, synth)  # on a thread that ends with it (koe.runtime.compute)
         try:
             yield
         finally:

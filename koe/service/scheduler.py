@@ -2,7 +2,9 @@
 
 Strategy: one lane per model key, each with a waiting queue (at most `queue_size` jobs; one more
 is `Busy`, with a `retry_after` estimate) and one worker thread, because a model runs one
-generation at a time anyway. The worker takes the oldest job; a one-shot job then waits up to
+generation at a time anyway. Each generation runs on a thread of its own that ends with it
+(`koe.runtime.compute`: no long-lived thread keeps an OpenMP team, which keeps torch's parallel
+loops fast). The worker takes the oldest job; a one-shot job then waits up to
 `batch_window` seconds for more jobs that differ from it only in text, speed and format (same
 `SpeechPlan.batch_key`, no explicit seed) and runs them as one `Synthesizer.speak_batch`. While a
 generation runs, new requests pile up and form the next batch without any extra wait. Streamed
@@ -29,6 +31,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from koe.engines.base import Cancelled, CancelToken
+from koe.runtime import compute
 from koe.service.errors import Busy, KoeError, RequestCancelled, Unavailable
 from koe.service.plan import SpeechPlan
 from koe.service.requests import SpeechOutput, SpeechRequest, StreamChunk
@@ -193,7 +196,7 @@ class _Lane:
                 self.stats.waiting = len(self.waiting)
                 self.stats.running = len(batch)
             if batch:
-                self._run(batch)
+                compute.run(self._run, batch)  # on a thread that ends with it (koe.runtime.compute)
             with self.cond:
                 self.running = []
                 self.stats.running = 0
