@@ -257,6 +257,13 @@ def test_compatible_requests_are_batched(tmp_path, session_tmp):
         assert scheduler.stats()["cv"].largest_batch == 4
 
 
+def test_the_batch_window_comes_from_the_settings(tmp_path, session_tmp):
+    with TestClient(create_app(make_home(tmp_path / "a", session_tmp))) as c:
+        assert c.app.state.koe.scheduler.batch_window == 0.05  # server.batch_window_ms's default
+    with TestClient(create_app(make_home(tmp_path / "b", session_tmp, batch_window_ms=200))) as c:
+        assert c.app.state.koe.scheduler.batch_window == 0.2
+
+
 # -- safety -----------------------------------------------------------------------------------
 def test_auth_on_and_off(tmp_path, session_tmp):
     home = make_home(tmp_path / "home", session_tmp, token="s3cret")

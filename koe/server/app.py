@@ -37,7 +37,6 @@ from koe.server.state import Drain, ServerState
 
 log = logging.getLogger(__name__)
 
-BATCH_WINDOW_SECONDS = 0.005
 _FORM_SLACK = 64 * 1024  # multipart boundaries and the small text fields around an upload
 DRAIN_MARGIN_S = 3.0  # after the grace: time for cancelled requests to answer before uvicorn cancels them
 
@@ -46,7 +45,7 @@ def create_app(
     config: Settings | KoeHome,
     synthesizer: Synthesizer | None = None,
     *,
-    batch_window: float = BATCH_WINDOW_SECONDS,
+    batch_window: float | None = None,
     first_chunk_s: float | None = None,
     chunk_s: float | None = None,
 ) -> FastAPI:
@@ -55,8 +54,8 @@ def create_app(
     Streamed responses send about `first_chunk_s` seconds of audio first, then `chunk_s` at a time
     (None: each model's defaults).
 
-    Pass a `synthesizer` to share one (it is then not closed at shutdown). Limits and queue sizes
-    come from `settings.server`; the resident-model limit and idle unload from `settings.models`.
+    Pass a `synthesizer` to share one (it is then not closed at shutdown). Limits, queue sizes and
+    the batch window (`batch_window` in seconds overrides `server.batch_window_ms`) come from `settings.server`; the resident-model limit and idle unload from `settings.models`.
     Requests pass, outermost first: the drain (503 while shutting down), the Host and Origin guard,
     CORS (only for `server.allowed_origins`), the body deadline and the body size limit.
     `app.state.drain` is the `Drain` that `run` drives on SIGTERM.
@@ -72,7 +71,8 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        scheduler = Scheduler(synth, queue_size=server.queue_size, max_batch_size=server.max_batch_size, batch_window=batch_window)
+        window = server.batch_window_ms / 1000 if batch_window is None else batch_window
+        scheduler = Scheduler(synth, queue_size=server.queue_size, max_batch_size=server.max_batch_size, batch_window=window)
         app.state.koe = ServerState(settings, home, synth, scheduler, owns, first_chunk_s, chunk_s, drain)
         synth.cache.start_reaper()
         await anyio.to_thread.run_sync(compute.run, _preload, synth)  # on a thread that ends with it (koe.runtime.compute)

@@ -356,7 +356,7 @@ class Scheduler:
         *,
         queue_size: int = 16,
         max_batch_size: int = 8,
-        batch_window: float = 0.005,
+        batch_window: float = 0.05,
     ) -> None:
         self.synthesizer = synthesizer
         self.queue_size = max(1, int(queue_size))

@@ -49,6 +49,7 @@ class ServerSettings(_Section):
     max_reference_seconds: float = Field(30.0, gt=0, description="longest reference clip a voice may use")
     queue_size: int = Field(16, ge=1, description="requests waiting per loaded model before 429")
     max_batch_size: int = Field(8, ge=1, description="most requests batched into one generation")
+    batch_window_ms: float = Field(50.0, ge=0, le=10_000, description="how long a one-shot request waits for others to batch with it")
     allowed_hosts: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="Host names the server answers besides loopback names and its bound address (DNS-rebinding guard); '*' = any",
