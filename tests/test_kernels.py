@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from koe.runtime import kernels
-from koe.runtime.quant import Int4Linear, Int8Linear, dequantize_int4, quantize_groups_int4, quantize_linears, quantize_per_channel
+from koe.runtime.quant import Int4Linear, Int8Linear, dequantize_int4, kernel_quantized, quantize_groups_int4, quantize_linears, quantize_per_channel
 
 
 def _linear(n: int, k: int, bias: bool, seed: int) -> torch.nn.Linear:
@@ -165,3 +165,27 @@ def test_kernel_rmsnorm_matches_torch_within_rounding() -> None:
     assert torch.allclose(fast(strided), norm(strided), rtol=1e-5, atol=1e-5)
     model = torch.nn.Sequential(RMSNorm(64), torch.nn.Sequential(RMSNorm(64)))
     assert kernel_norms(model, RMSNorm) == 2 and isinstance(model[1][0], KernelRMSNorm)
+
+
+def test_the_c_quantizer_gives_the_torch_steps_bits() -> None:
+    """kernel_quantized (quantize.c) against quantize_per_channel / quantize_groups_int4 on the
+    zero-padded weight, from float32 and from bfloat16 as released (widened exactly), with ties."""
+    lib = kernels.library()
+    g = torch.Generator().manual_seed(0)
+    for n, k in ((7, 64), (5, 100), (12, 300)):
+        w32 = torch.randn(n, k, generator=g) * 0.05
+        w32[0, :64] = torch.tensor([0.5, -0.5] * 32)  # magnitude ties: the first one gives the sign
+        w32[1] = 0  # an all-zero row
+        w32[2] = ((torch.arange(k) % 9) - 4 + 0.5) * 0.25  # with the row's largest at 127 * 0.25 the scale is 0.25:
+        w32[2, 0] = 31.75  # every other weight a rounding tie in int8
+        for w in (w32, w32.to(torch.bfloat16)):
+            wf = w.to(torch.float32)
+            q, s = quantize_per_channel(wf)
+            padded = k + (-k % 64)
+            want = torch.nn.functional.pad(q.to(torch.int16) + 128, (0, padded - k), value=128).to(torch.uint8)
+            got_q, got_s = kernel_quantized(lib, 8, w, padded)
+            assert torch.equal(got_q, want) and torch.equal(got_s, s), (n, k, w.dtype)
+            padded4 = k + (-k % 128)
+            want4 = quantize_groups_int4(torch.nn.functional.pad(wf, (0, padded4 - k)))
+            got4 = kernel_quantized(lib, 4, w, padded4)
+            assert torch.equal(got4[0], want4[0]) and torch.equal(got4[1], want4[1]), (n, k, w.dtype)

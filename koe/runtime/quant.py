@@ -60,17 +60,28 @@ def dequantize_int4(packed: torch.Tensor, scale: torch.Tensor, group: int = GROU
     return (q.view(n, -1, group) * scale[..., None]).view(n, half * 2)
 
 
-def _padded(weight: torch.Tensor, multiple: int) -> torch.Tensor:
-    """The weight with zero input columns up to a multiple of `multiple` (tiny models' widths)."""
-    k = weight.shape[1]
-    pad = -k % multiple
-    return weight if pad == 0 else torch.nn.functional.pad(weight, (0, pad))
-
-
 def _joined(parts: list[nn.Linear], quantize) -> tuple[torch.Tensor, torch.Tensor]:
     """Each part's weight through `quantize` (-> (q, scale)), the results stacked along the outputs."""
     quantized = [quantize(m.weight) for m in parts]
     return torch.cat([q for q, _ in quantized]), torch.cat([s for _, s in quantized])
+
+
+def kernel_quantized(lib, bits: int, weight: torch.Tensor, padded: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """`weight` (N, K; float32 or bfloat16 as stored, others widened first) quantized by koe's C
+    kernel (`quantize.c`) in the layout the products read: int8 -> (bytes q + 128 (N, padded),
+    scales (N,)) as `quantize_per_channel` then padding; int4 -> (packed (N, padded / 2), scales
+    (N, padded / 64)) as `quantize_groups_int4` on the padded weight. Same bits as those, one pass
+    over the weight, no float32 copy of it."""
+    w = weight.detach()
+    if w.dtype not in (torch.float32, torch.bfloat16):
+        w = w.to(torch.float32)
+    w = w.contiguous()
+    n, k = w.shape
+    q = torch.empty(n, padded if bits == 8 else padded // 2, dtype=torch.uint8)
+    scale = torch.empty(n) if bits == 8 else torch.empty(n, padded // GROUP)
+    fn = lib.koe_quantize_int8 if bits == 8 else lib.koe_quantize_int4
+    fn(w.data_ptr(), int(w.dtype == torch.bfloat16), n, k, padded, q.data_ptr(), scale.data_ptr(), torch.get_num_threads())
+    return q, scale
 
 
 class _KernelLinear(nn.Module):
@@ -125,12 +136,12 @@ class Int8Linear(_KernelLinear):
 
         parts = linear if isinstance(linear, list) else [linear]
         super().__init__(parts)
-        q, scale = _joined(parts, quantize_per_channel)
         lib = kernels.library()
         self._packed = None
         if lib is not None:  # one activation scale per row: the integer sum runs the whole row
-            self._bind(lib.koe_q8_linear, (_padded(q, GROUP).to(torch.int16) + 128).to(torch.uint8), scale, self.padded_in)
+            self._bind(lib.koe_q8_linear, *_joined(parts, lambda w: kernel_quantized(lib, 8, w, self.padded_in)), self.padded_in)
             return
+        q, scale = _joined(parts, quantize_per_channel)
         with warnings.catch_warnings():  # torch marks quantized tensors deprecated; fbgemm's packing still takes one
             warnings.simplefilter("ignore", UserWarning)
             qweight = torch._make_per_channel_quantized_tensor(q, scale.double(), torch.zeros_like(scale, dtype=torch.long), 0)
@@ -162,7 +173,7 @@ class Int4Linear(_KernelLinear):
         lib = kernels.library()
         if lib is None:
             raise kernels.KernelUnavailable(f"precision int4 runs on koe's CPU kernels, which cannot be used here: {kernels.unavailable_reason()}")
-        self._bind(lib.koe_q4_linear, *_joined(parts, lambda w: quantize_groups_int4(_padded(w, BLOCK4))), GROUP)
+        self._bind(lib.koe_q4_linear, *_joined(parts, lambda w: kernel_quantized(lib, 4, w, self.padded_in)), GROUP)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self._product(x)
@@ -224,8 +235,8 @@ def quantize_linears(module: nn.Module, skip: tuple[str, ...] = (), fuse: bool =
     offers the empty slot (`qkv_proj = None` beside `q_proj`, `k_proj`, `v_proj`; `gate_up_proj =
     None` beside `gate_proj`, `up_proj`), as `koe.nn`'s attention and gated MLP do. In int8 this
     changes nothing numerically (per-row weight scales, and the activation is quantized from the
-    same input either way) and halves the calls. Quantizing runs on one core per layer, so layers
-    are quantized on as many threads as torch uses."""
+    same input either way) and halves the calls. koe's C quantizer splits each matrix's rows over
+    torch's threads; fbgemm's fallback quantizes with torch ops, one layer per thread."""
     plan: list[tuple[nn.Module, str, tuple[str, ...], list[nn.Linear]]] = []  # (owner, new name, old names, linears)
     taken: set[int] = set()
     for name, m in module.named_modules():
@@ -239,8 +250,13 @@ def quantize_linears(module: nn.Module, skip: tuple[str, ...] = (), fuse: bool =
         for leaf, child in m.named_children():
             if isinstance(child, nn.Linear) and id(child) not in taken and not f"{name}.{leaf}".lstrip(".").startswith(skip):
                 plan.append((m, leaf, (leaf,), [child]))
-    with ThreadPoolExecutor(max(1, torch.get_num_threads())) as pool:
-        built = list(pool.map(lambda job: LAYERS[mode](job[3]), plan))
+    from koe.runtime import kernels
+
+    if kernels.library() is not None:
+        built = [LAYERS[mode](job[3]) for job in plan]
+    else:
+        with ThreadPoolExecutor(max(1, torch.get_num_threads())) as pool:
+            built = list(pool.map(lambda job: LAYERS[mode](job[3]), plan))
     for (owner, slot, parts, _), layer in zip(plan, built):
         for part in parts:
             if part != slot:  # a layer replaced under its own name keeps its place (Sequential order)

@@ -222,6 +222,7 @@ def load_state(
     dtype: torch.dtype | None = None,
     device: torch.device | str = "cpu",
     strict: bool = True,
+    as_stored: bool = False,
 ) -> None:
     """Put tensors from `files` into `module`'s parameters and persistent buffers.
 
@@ -231,8 +232,9 @@ def load_state(
     memory alignment, so a copy could change float bits). `rename` maps a checkpoint name to the
     module's name, or None to skip it. With `strict`, a missing or unexpected tensor or a wrong
     shape raises a `WeightsError` that names it. Floating tensors are cast to `dtype` when given
-    (else to the module's dtype); safetensors that change dtype on the CPU (released bf16 weights
-    for the float32 path) are converted without a second copy in memory (`_Safetensors`).
+    (else to the module's dtype), or with `as_stored` kept as the file has them; safetensors that
+    change dtype on the CPU (released bf16 weights for the float32 path) are converted without a
+    second copy in memory (`_Safetensors`).
     """
     expected = module.state_dict(keep_vars=True)
     dev = torch.device(device)
@@ -251,7 +253,8 @@ def load_state(
                 shape = checkpoint.shape(key)
                 if shape != tuple(target.shape):
                     raise WeightsError(f"{path.name}: tensor {key} has shape {shape}, the model expects {tuple(target.shape)}")
-                loaded[name] = checkpoint.tensor(key, (dtype or target.dtype) if checkpoint.is_floating(key) else None, dev)
+                wanted = None if as_stored or not checkpoint.is_floating(key) else dtype or target.dtype
+                loaded[name] = checkpoint.tensor(key, wanted, dev)
     missing = sorted(set(expected) - set(loaded))
     if strict and (missing or unexpected):
         parts = []
@@ -315,15 +318,17 @@ def build_from_weights(
     dtype: torch.dtype | None = None,
     device: torch.device | str = "cpu",
     rename: Callable[[str], str | None] = lambda name: name,
+    as_stored: bool = False,
 ) -> M:
     """`build()` on the meta device (`build_on_meta`), then every tensor from `files` (strict,
-    zero-copy where `load_state` can, names mapped by `rename`), on `device`.
+    zero-copy where `load_state` can, names mapped by `rename`; floating ones as `dtype`, or as
+    stored with `as_stored`), on `device`.
 
     Non-persistent buffers are not in the weights: modules must build them on the CPU (as
     `koe.nn.rotary.inverse_frequencies` does); one left on meta is a `WeightsError` naming it.
     """
     module = build_on_meta(build)
-    load_state(module, files, rename=rename, dtype=dtype, device=device)
+    load_state(module, files, rename=rename, dtype=dtype, device=device, as_stored=as_stored)
     stray = [n for n, t in [*module.named_parameters(), *module.named_buffers()] if t.is_meta]
     if stray:
         raise WeightsError(f"tensors left unloaded after loading: {', '.join(stray[:5])}{' ...' if len(stray) > 5 else ''}")

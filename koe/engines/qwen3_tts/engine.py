@@ -87,17 +87,21 @@ class Qwen3TTSEngine(NativeAPI):
         tokenizer = QwenTokenizer.from_folder(folder)
         if not (folder / "speech_tokenizer").is_dir():
             raise FileNotFoundError(f"{folder}: missing speech_tokenizer/ (the 12 Hz codec's config and weights)")
-        network = Qwen3TTSNetwork.from_folder(folder, cfg, device=dev, dtype=dt)
+        quantized = mode in ("int8", "int4")
+        if quantized and dev.type != "cpu":
+            raise ValueError(f"precision={mode!r} is a CPU mode (koe's CPU kernels); on a GPU use bf16")
+        # int8 / int4: the weights as stored (bf16 as released: no float32 copy of the layers about to be
+        # quantized), then what stays float made float32, which the conversion at load would have given exactly
+        network = Qwen3TTSNetwork.from_folder(folder, cfg, device=dev, dtype=None if quantized else dt)
         codec = SpeechTokenizer.from_folder(folder / "speech_tokenizer", device=dev, dtype=dt)
         kernel = None
-        if mode in ("int8", "int4"):
-            if dev.type != "cpu":
-                raise ValueError(f"precision={mode!r} is a CPU mode (koe's CPU kernels); on a GPU use bf16")
+        if quantized:
             from koe.engines.qwen3_tts.talker import attach_kernel_steps
             from koe.nn.norm import RMSNorm
             from koe.runtime.quant import kernel_norms, quantize_linears
 
             quantize_linears(network.talker, skip=("text_projection",), mode=mode)  # decoder layers, codec head, code predictor
+            network.float()
             kernel_norms(network.talker, RMSNorm)
             attach_kernel_steps(network.talker)
             kernel = network.talker.codec_head.kernel

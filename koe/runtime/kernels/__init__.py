@@ -1,7 +1,7 @@
 """koe's own CPU kernels (`qgemv.c`: int8 and int4 weight matrix-vector products and the RMSNorm of
-those modes; `decoder.c`: a whole decoder stack's step on them; `snake.c`: the fast codec's
-SnakeBeta, see `snake.py`), built once per machine with its C compiler into one library and loaded
-with ctypes.
+those modes; `decoder.c`: a whole decoder stack's step on them; `quantize.c`: the weights quantized
+for them at load; `snake.c`: the fast codec's SnakeBeta, see `snake.py`), built once per machine
+with its C compiler into one library and loaded with ctypes.
 
 The library is compiled for this CPU (`-march=native`), so the cache key holds the compiler, the
 CPU's model and flags and the source; it lives in `$KOE_KERNEL_CACHE`, else
@@ -30,7 +30,7 @@ import torch  # noqa: F401  (first: its libgomp is the one the library binds to)
 logger = logging.getLogger(__name__)
 
 HERE = Path(__file__).parent
-SOURCES = (HERE / "qgemv.c", HERE / "decoder.c", HERE / "snake.c")  # one library; qgemv.h is what decoder.c uses of qgemv.c
+SOURCES = (HERE / "qgemv.c", HERE / "decoder.c", HERE / "snake.c", HERE / "quantize.c")  # one library; qgemv.h is what decoder.c uses of qgemv.c
 HEADERS = (HERE / "qgemv.h",)
 FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fopenmp", "-shared", "-fPIC")
 _P, _I = ctypes.c_void_p, ctypes.c_int64
@@ -40,6 +40,8 @@ SIGNATURES = {
     "koe_rmsnorm": [_P, _I, _I, _P, ctypes.c_float, _P],
     "koe_stack_step": [_P, _P, _I, _I, _P, _P, _P, _P, _I, _I, _P, _P, _I],
     "koe_snake_beta": [_P, _P, _I, _I, _I, _P, _P, _I, _I],
+    "koe_quantize_int8": [_P, _I, _I, _I, _I, _P, _P, _I],
+    "koe_quantize_int4": [_P, _I, _I, _I, _I, _P, _P, _I],
 }
 
 
