@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from test_server import long_request, make_home, wait_for
 
@@ -107,5 +109,21 @@ def test_generations_run_on_the_compute_thread(synth, monkeypatch):
         assert sched.submit(short("Hi.", seed=1)).future.result(60).audio[:4] == b"RIFF"
         assert list(sched.submit_stream(short("Hello.", 4, seed=1)))[-1].final
         assert seen == [True, True]
+    finally:
+        sched.close()
+
+
+def test_a_burst_arriving_over_several_windows_is_one_batch(synth):
+    """Requests that keep arriving (each within a window of the last) join the batch, up to
+    BURST_WINDOWS windows after the first; one that comes later waits for the next batch."""
+    window = 0.3
+    sched = Scheduler(synth, batch_window=window)
+    try:
+        jobs = []
+        for i, text in enumerate(["One.", "Two words.", "Three words here.", "And a fourth."]):
+            if i:
+                time.sleep(window / 2)  # the last joins 1.5 windows after the first: past a fixed window
+            jobs.append(sched.submit(short(text, 4)))
+        assert [j.future.result(60).metadata["batch_size"] for j in jobs] == [4, 4, 4, 4]
     finally:
         sched.close()

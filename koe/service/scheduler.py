@@ -6,7 +6,8 @@ generation at a time anyway. Each generation runs on a thread of its own that en
 (`koe.runtime.compute`: no long-lived thread keeps an OpenMP team, which keeps torch's parallel
 loops fast). The worker takes the oldest job; a one-shot job then waits up to
 `batch_window` seconds for more jobs that differ from it only in text, speed and format (same
-`SpeechPlan.batch_key`, no explicit seed) and runs them as one `Synthesizer.speak_batch`. While a
+`SpeechPlan.batch_key`, no explicit seed), a window past the latest that joined while they keep
+coming (at most `BURST_WINDOWS` windows in all), and runs them as one `Synthesizer.speak_batch`. While a
 generation runs, new requests pile up and form the next batch without any extra wait. Streamed
 jobs run alone and hand their chunks over a thread-safe queue.
 
@@ -40,6 +41,7 @@ from koe.service.synthesizer import Synthesizer
 log = logging.getLogger(__name__)
 
 _END = object()  # closes a stream job's chunk queue
+BURST_WINDOWS = 4  # a batch that keeps growing waits at most this many batch windows for more
 
 
 @dataclass
@@ -216,14 +218,19 @@ class _Lane:
         if isinstance(job, StreamJob) or not job.batchable or self.scheduler.max_batch_size < 2:
             return batch
         key = job.batch_key
-        deadline = time.monotonic() + self.scheduler.batch_window
+        window = self.scheduler.batch_window
+        start = time.monotonic()
+        deadline = start + window
         while len(batch) < self.scheduler.max_batch_size:
+            size = len(batch)
             for other in list(self.waiting):
                 if len(batch) >= self.scheduler.max_batch_size:
                     break
                 if type(other) is SpeechJob and other.batchable and not other.cancelled and other.batch_key == key:
                     self.waiting.remove(other)
                     batch.append(other)
+            if len(batch) > size:  # a burst still arriving: wait a window past its latest job, at most BURST_WINDOWS in all
+                deadline = min(time.monotonic() + window, start + BURST_WINDOWS * window)
             remaining = deadline - time.monotonic()
             if remaining <= 0 or len(batch) >= self.scheduler.max_batch_size or self.closed:
                 break
