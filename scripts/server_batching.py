@@ -12,20 +12,12 @@ wall time over its audio (< 1: faster than real time). Prints JSON.
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
-import sys
-import tempfile
 import threading
 import time
-from pathlib import Path
 
 import httpx
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-from browser import free_port  # noqa: E402
+from served_model import BENCH_06, serve
 
 FRAME_RATE = 12.5
 TEXTS = [
@@ -40,30 +32,14 @@ TEXTS = [
 ]
 
 parser = argparse.ArgumentParser()
-parser.add_argument("folder", nargs="?", default=str(Path.home() / ".cache/koe/bench/qwen3-tts-0.6b-custom_voice-seed0"))
+parser.add_argument("folder", nargs="?", default=BENCH_06)
 parser.add_argument("--precision", help="koe serve --precision (an opt-in mode); default: exact")
 parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 8])
 parser.add_argument("--rounds", type=int, default=2)
 parser.add_argument("--frames", type=int, default=40, help="max_new_tokens of each request")
 args = parser.parse_args()
 
-home = Path(tempfile.mkdtemp(prefix="koe-batching-"))
-env = {k: v for k, v in os.environ.items() if not k.startswith("KOE_")}
-env.update(KOE_HOME=str(home), HF_HUB_OFFLINE="1")
-koe = str(Path(sys.executable).parent / "koe")
-subprocess.run([koe, "models", "import", args.folder, "--name", "cv06", "--link"], env=env, check=True, capture_output=True)
-(home / "koe.toml").write_text('[models]\ndefault = "cv06"\n')
-port = free_port()
-precision = ["--precision", args.precision] if args.precision else []
-proc = subprocess.Popen([koe, "serve", "--port", str(port), *precision], env=env, stdout=open(home / "serve.log", "wb"), stderr=subprocess.STDOUT)
-url = f"http://127.0.0.1:{port}"
-for _ in range(600):
-    try:
-        if httpx.get(url + "/health", timeout=1).status_code == 200:
-            break
-    except httpx.TransportError:
-        pass
-    time.sleep(0.2)
+url, proc, home = serve(args.folder, args.precision)
 
 
 def one(text: str, out: list) -> None:

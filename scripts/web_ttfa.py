@@ -7,37 +7,22 @@ MODEL_FOLDER: a CustomVoice folder (default: koe bench's real-size 0.6B random-w
 ~/.cache/koe/bench, made by `koe bench --size 0.6b`). Needs the dev extra (Playwright) and Chromium.
 """
 
-import argparse, json, os, subprocess, sys, tempfile, time
+import argparse, json, sys, time
 from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from playwright.sync_api import sync_playwright
-from browser import CHROMIUM_FLAGS, find_chromium, free_port
+from browser import CHROMIUM_FLAGS, find_chromium
+from served_model import BENCH_06, serve
 
 parser = argparse.ArgumentParser()
-parser.add_argument("folder", nargs="?", default=str(Path.home() / ".cache/koe/bench/qwen3-tts-0.6b-custom_voice-seed0"))
+parser.add_argument("folder", nargs="?", default=BENCH_06)
 parser.add_argument("--runs", type=int, default=3)
 parser.add_argument("--precision", help="koe serve --precision (an opt-in mode); default: exact")
 args = parser.parse_args()
-home = Path(tempfile.mkdtemp(prefix="koe-web-ttfa-"))
-env = {k: v for k, v in os.environ.items() if not k.startswith("KOE_")}
-env.update(KOE_HOME=str(home), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="2")
-koe = str(Path(sys.executable).parent / "koe")
-subprocess.run([koe, "models", "import", args.folder, "--name", "cv06", "--link"], env=env, check=True, capture_output=True)
-(home / "koe.toml").write_text('[models]\ndefault = "cv06"\n')
-port = free_port()
-precision = ["--precision", args.precision] if args.precision else []
-proc = subprocess.Popen([koe, "serve", "--port", str(port), *precision], env=env, stdout=open(home / "serve.log", "wb"), stderr=subprocess.STDOUT)
-url = f"http://127.0.0.1:{port}"
-for _ in range(600):
-    try:
-        if httpx.get(url + "/health", timeout=1).status_code == 200:
-            break
-    except httpx.TransportError:
-        pass
-    time.sleep(0.2)
+url, proc, home = serve(args.folder, args.precision, {"OMP_NUM_THREADS": "2"})
 TEXT = "Hello there. This is a test of the web page, streaming speech as it is made."
 body = {
     "model": "cv06",
