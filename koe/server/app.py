@@ -55,7 +55,8 @@ def create_app(
     (None: each model's defaults).
 
     Pass a `synthesizer` to share one (it is then not closed at shutdown). Limits, queue sizes and
-    the batch window (`batch_window` in seconds overrides `server.batch_window_ms`) come from `settings.server`; the resident-model limit and idle unload from `settings.models`.
+    the batch window (`batch_window`, in seconds, overrides `server.batch_window_ms`) come from
+    `settings.server`; the resident-model limit and idle unload from `settings.models`.
     Requests pass, outermost first: the drain (503 while shutting down), the Host and Origin guard,
     CORS (only for `server.allowed_origins`), the body deadline and the body size limit.
     `app.state.drain` is the `Drain` that `run` drives on SIGTERM.

@@ -43,9 +43,6 @@
 #ifndef PREFETCH_BYTES
 #define PREFETCH_BYTES 8192
 #endif
-#ifndef PREFETCH_HINT
-#define PREFETCH_HINT _MM_HINT_T0
-#endif
 
 int koe_qgemv_has_vnni(void) {
 #ifdef KOE_VNNI
@@ -196,7 +193,7 @@ static inline __attribute__((always_inline)) void block_dot8(const uint8_t *w, i
             __m512i wv[4];
             for (int i = 0; i < rows; i++) {
                 /* a few KB ahead in the weight stream (rows lie one after another) */
-                _mm_prefetch((const char *)(w + i * row_bytes + k + PREFETCH_BYTES), PREFETCH_HINT);
+                _mm_prefetch((const char *)(w + i * row_bytes + k + PREFETCH_BYTES), _MM_HINT_T0);
                 wv[i] = _mm512_loadu_si512((const void *)(w + i * row_bytes + k));
             }
             for (int j = 0; j < ms; j++) {
@@ -226,19 +223,18 @@ static void block_dot8_4x4(const uint8_t *w, int64_t row_bytes, int64_t G, int64
     const uint8_t *w0 = w, *w1 = w + row_bytes, *w2 = w + 2 * row_bytes, *w3 = w + 3 * row_bytes;
     for (int64_t g = 0; g < G; g++) {
         const int8_t *x[4];
-        __m512i a[4][4];
+        __m512i init[4];
         for (int j = 0; j < 4; j++) {
             x[j] = r.q + (x0 + j) * K;
-            __m512i init = _mm512_loadu_si512((const void *)(r.init + ((x0 + j) * G + g) * 16));
-            for (int i = 0; i < 4; i++) a[j][i] = init;
+            init[j] = _mm512_loadu_si512((const void *)(r.init + ((x0 + j) * G + g) * 16));
         }
-        __m512i a00 = a[0][0], a01 = a[0][1], a02 = a[0][2], a03 = a[0][3], a10 = a[1][0], a11 = a[1][1], a12 = a[1][2], a13 = a[1][3];
-        __m512i a20 = a[2][0], a21 = a[2][1], a22 = a[2][2], a23 = a[2][3], a30 = a[3][0], a31 = a[3][1], a32 = a[3][2], a33 = a[3][3];
+        __m512i a00 = init[0], a01 = init[0], a02 = init[0], a03 = init[0], a10 = init[1], a11 = init[1], a12 = init[1], a13 = init[1];
+        __m512i a20 = init[2], a21 = init[2], a22 = init[2], a23 = init[2], a30 = init[3], a31 = init[3], a32 = init[3], a33 = init[3];
         for (int64_t k = g * group; k < (g + 1) * group; k += 64) {
-            _mm_prefetch((const char *)(w0 + k + PREFETCH_BYTES), PREFETCH_HINT);
-            _mm_prefetch((const char *)(w1 + k + PREFETCH_BYTES), PREFETCH_HINT);
-            _mm_prefetch((const char *)(w2 + k + PREFETCH_BYTES), PREFETCH_HINT);
-            _mm_prefetch((const char *)(w3 + k + PREFETCH_BYTES), PREFETCH_HINT);
+            _mm_prefetch((const char *)(w0 + k + PREFETCH_BYTES), _MM_HINT_T0);
+            _mm_prefetch((const char *)(w1 + k + PREFETCH_BYTES), _MM_HINT_T0);
+            _mm_prefetch((const char *)(w2 + k + PREFETCH_BYTES), _MM_HINT_T0);
+            _mm_prefetch((const char *)(w3 + k + PREFETCH_BYTES), _MM_HINT_T0);
             __m512i v0 = _mm512_loadu_si512((const void *)(w0 + k)), v1 = _mm512_loadu_si512((const void *)(w1 + k));
             __m512i v2 = _mm512_loadu_si512((const void *)(w2 + k)), v3 = _mm512_loadu_si512((const void *)(w3 + k));
             __m512i xv = _mm512_loadu_si512((const void *)(x[0] + k));
@@ -282,7 +278,7 @@ static inline __attribute__((always_inline)) void block_dot4(const uint8_t *w, i
             }
         for (int i = 0; i < rows; i++) {
             const uint8_t *p = w + i * row_bytes + g * 32;
-            _mm_prefetch((const char *)(p + PREFETCH_BYTES), PREFETCH_HINT);
+            _mm_prefetch((const char *)(p + PREFETCH_BYTES), _MM_HINT_T0);
             __m512i packed = _mm512_loadu_si512((const void *)p);
             __m512i wv[2] = {_mm512_and_si512(packed, low), _mm512_and_si512(_mm512_srli_epi16(packed, 4), low)};
             for (int j = 0; j < ms; j++)
