@@ -350,6 +350,28 @@ def test_a_poisoned_request_in_a_real_batch_fails_alone(synth):
     assert [r.audio[:4] for i, r in enumerate(results) if i != 1] == [b"RIFF"] * 3
 
 
+def test_a_poisoned_stream_in_a_real_stream_batch_fails_alone(synth):
+    """Streams batch too: the poisoned text fails its own stream (before any chunk), the other
+    three are streamed one at a time and end well."""
+    good = [plan(synth, text=t, options={"max_new_tokens": 3}) for t in ("One.", "Two.", "Three.")]
+    poisoned = replace(good[0], text="Fo\ud800ur.")
+    sched = Scheduler(synth, batch_window=0.2)
+    try:
+        jobs = [sched.submit_stream(p) for p in (good[0], poisoned, good[2], good[1])]
+        results = []
+        for job in jobs:
+            try:
+                results.append(list(job))
+            except Exception as e:  # noqa: BLE001 - the poisoned one
+                results.append(e)
+        largest = sched.stats()["cv"].largest_batch
+    finally:
+        sched.close()
+    assert largest == 4, "the four did not form one batch"
+    assert isinstance(results[1], InvalidRequest) and results[1].param == "input"
+    assert all(r[-1].final and b"".join(c.data for c in r)[:4] == b"RIFF" for i, r in enumerate(results) if i != 1)
+
+
 # -- koe speak ---------------------------------------------------------------------------------------
 @pytest.fixture
 def cli(tmp_path, monkeypatch):

@@ -7,6 +7,7 @@ The end-to-end tests against a real socket and the official client are in test_s
 from __future__ import annotations
 
 import io
+import threading
 import time
 from pathlib import Path
 
@@ -255,6 +256,37 @@ def test_compatible_requests_are_batched(tmp_path, session_tmp):
         assert [o.metadata["batch_size"] for o in outputs] == [4, 4, 4, 4]
         assert odd.future.result(60).metadata.get("batch_size", 1) == 1  # another speaker: its own generation
         assert scheduler.stats()["cv"].largest_batch == 4
+
+
+def test_concurrent_streamed_requests_are_batched(tmp_path, session_tmp):
+    """Streamed HTTP requests that wait together share one generation; each response is its own
+    complete stream."""
+    home = make_home(tmp_path / "home", session_tmp)
+    with TestClient(create_app(home, batch_window=0.05)) as c:
+        scheduler = c.app.state.koe.scheduler
+        blocker = scheduler.submit(long_request())
+        wait_for(lambda: scheduler.stats()["cv"].running == 1)
+        texts = ["Hi.", "Hello there.", "Good morning to you."]
+        bodies: dict[int, bytes] = {}
+
+        def client(i: int) -> None:
+            body = {"model": "cv", "input": texts[i], "voice": "ryan", "response_format": "wav", "stream_format": "audio", "max_new_tokens": 10}
+            with c.stream("POST", "/v1/audio/speech", json=body) as r:
+                assert r.status_code == 200
+                bodies[i] = b"".join(r.iter_bytes())
+
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(len(texts))]
+        for t in threads:
+            t.start()
+        wait_for(lambda: scheduler.stats()["cv"].waiting == len(texts))
+        blocker.cancel()
+        for t in threads:
+            t.join(60)
+        wait_for(lambda: scheduler.stats()["cv"].batches == 2)  # counted just after the streams end
+        assert scheduler.stats()["cv"].largest_batch == len(texts)
+        for i in range(len(texts)):
+            codec, rate, seconds = decode(bodies[i])
+            assert codec == "pcm_s16le" and seconds == pytest.approx(9 * 0.08, abs=0.01)  # max_new_tokens=10: 9 frames
 
 
 def test_the_batch_window_comes_from_the_settings(tmp_path, session_tmp):

@@ -127,3 +127,56 @@ def test_a_burst_arriving_over_several_windows_is_one_batch(synth):
         assert [j.future.result(60).metadata["batch_size"] for j in jobs] == [4, 4, 4, 4]
     finally:
         sched.close()
+
+
+def _wav_stream_ok(chunks) -> bool:
+    data = b"".join(c.data for c in chunks)
+    return chunks[-1].final and data[:4] == b"RIFF" and all(not c.final for c in chunks[:-1])
+
+
+def test_streams_arriving_together_share_one_batched_generation(synth):
+    """Streams without a seed that wait together run as one batch, each with its own chunks (and
+    chunk sizes); a seeded stream runs alone; a stream cancelled in the batch ends cancelled."""
+    sched = Scheduler(synth, batch_window=0.05)
+    try:
+        blocker = sched.submit(long_request())
+        wait_for(lambda: sched.stats()["cv"].running == 1)
+        sizes = [(0.16, 0.24), (0.08, 0.16), (None, None)]
+        frames = 60  # long enough that the batch is still running when `gone` leaves after its first chunk
+        streams = [sched.submit_stream(short(t, frames), first_chunk_s=f, chunk_s=c) for t, (f, c) in zip(["First stream.", "The second stream.", "Third."], sizes)]
+        gone = sched.submit_stream(short("Its client leaves.", frames))
+        seeded = sched.submit_stream(short("A seeded stream.", 6, seed=4))
+        blocker.cancel()
+        gone.next_chunk(60)
+        gone.cancel()
+        assert sched.stats()["cv"].running == 4
+        outs = [list(s) for s in streams]
+        for chunks, (first, _) in zip(outs, sizes):
+            assert _wav_stream_ok(chunks) and chunks[-1].metadata["batch_size"] == 4
+            if first is not None:
+                assert len(chunks[0].samples) == round(first * 12.5) * 1920  # its own first chunk size
+        with pytest.raises(RequestCancelled):
+            list(gone)
+        alone = list(seeded)
+        assert _wav_stream_ok(alone) and "batch_size" not in alone[-1].metadata
+        stats = sched.stats()["cv"]
+        assert stats.largest_batch == 4 and stats.cancelled >= 2  # the blocker and the stream that left
+    finally:
+        sched.close()
+
+
+def test_a_stream_batch_that_fails_before_any_chunk_streams_each_alone(synth, monkeypatch):
+    def poisoned(*args, **kwargs):
+        raise RuntimeError("one text the tokenizer cannot take")
+
+    monkeypatch.setattr(synth, "stream_batch", poisoned)
+    sched = Scheduler(synth, batch_window=0.05)
+    try:
+        blocker = sched.submit(long_request())
+        wait_for(lambda: sched.stats()["cv"].running == 1)
+        streams = [sched.submit_stream(short(t, 6)) for t in ("One stream.", "Another stream.")]
+        blocker.cancel()
+        assert all(_wav_stream_ok(list(s)) for s in streams)
+        assert sched.stats()["cv"].largest_batch == 2
+    finally:
+        sched.close()

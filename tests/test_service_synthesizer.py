@@ -205,6 +205,42 @@ def test_speak_batch_shares_one_generation(synth):
         synth.speak_batch([req("One."), req("Two.", speaker="ryan")])
 
 
+def test_stream_batch_gives_each_request_its_stream(synth, home):
+    requests = [req("One stream.", format="wav", options={"max_new_tokens": 12}), req("A second one.", format="mp3", speed=1.5, options={"max_new_tokens": 12})]
+    pairs = list(synth.stream_batch(requests, first_chunk_s=[0.16, 0.08], chunk_s=0.32))
+    rows = [[c for i, c in pairs if i == row] for row in range(2)]
+    for chunks, fmt, first in zip(rows, ("pcm_s16le", "mp3float"), (0.16, 0.08)):
+        assert chunks[-1].final and not any(c.final for c in chunks[:-1]) and len(chunks[0].samples) > 0
+        codec, rate, seconds = decode(b"".join(c.data for c in chunks))
+        assert codec == fmt and chunks[-1].metadata["batch_size"] == 2 and chunks[-1].output_id is not None
+    assert len(rows[0][0].samples) == 2 * 1920 and len(rows[1][0].samples) == 1920  # each its own first chunk
+    assert [home.db.get_output(rows[i][-1].output_id).text for i in range(2)] == ["One stream.", "A second one."]
+    with pytest.raises(InvalidRequest, match="differ only in their text"):
+        synth.stream_batch([req("One."), req("Two.", speaker="ryan")])
+    with pytest.raises(InvalidRequest, match="2 requests but 3 values"):
+        synth.stream_batch([req("One."), req("Two.")], chunk_s=[0.1, 0.2, 0.3])
+    with pytest.raises(InvalidRequest, match="first_chunk_s must be > 0"):
+        synth.stream_batch([req("One."), req("Two.")], first_chunk_s=[0.1, 0])
+
+
+def test_stream_batch_cancel_one_then_all(synth):
+    cancels = [CancelToken(), CancelToken()]
+    seen = [0, 0]
+    for i, chunk in synth.stream_batch([req("Stays.", options={"max_new_tokens": 10}), req("Leaves.", options={"max_new_tokens": 10})], cancels, first_chunk_s=0.08, chunk_s=0.08):
+        seen[i] += 1
+        if i == 1:
+            cancels[1].cancel()
+    assert seen[1] == 1 and seen[0] >= 9
+    cancels = [CancelToken(), CancelToken()]
+    it = synth.stream_batch([req("One.", options={"max_new_tokens": 40}), req("Two.", options={"max_new_tokens": 40})], cancels, first_chunk_s=0.08, chunk_s=0.08)
+    next(it)
+    for c in cancels:
+        c.cancel()
+    with pytest.raises(RequestCancelled):
+        list(it)
+    assert synth.speak(req()).duration > 0  # the engine is free again
+
+
 # -- model cache ----------------------------------------------------------------------------------
 def fake_ref(name: str, tmp_path) -> ModelRef:
     folder = tmp_path / name

@@ -210,6 +210,8 @@ class Capabilities:
     first where the model detects it). `instruct`: style instructions are honoured. `stream_step_s`:
     the granularity of streaming, seconds of audio per step (None: whole segments only).
     `native_speed`: the model itself can speak faster or slower (else koe changes the tempo).
+    `batch`: one-shot requests that share voice and options can run as one batch (`BatchEngine`);
+    `batch_stream`: streamed ones too (`StreamBatchEngine`).
     `stream_is_one_shot`: streamed audio has the one-shot samples (False where upstream's own
     streaming decodes differently, as VoxCPM's does: then each mode equals upstream's same mode).
     """
@@ -224,6 +226,7 @@ class Capabilities:
     stream_step_s: float | None = None
     native_speed: bool = False
     batch: bool = False
+    batch_stream: bool = False
     options: OptionsSchema = field(default_factory=OptionsSchema)
     training: tuple[str, ...] = ()
     min_reference_s: float = 1.0
@@ -239,7 +242,7 @@ class Capabilities:
             "family": self.family, "variant": self.variant, "voice_modes": sorted(self.voice_modes),
             "speakers": list(self.speakers), "languages": list(self.languages), "sample_rate": self.sample_rate,
             "instruct": self.instruct, "streaming": self.streaming, "stream_step_s": self.stream_step_s,
-            "native_speed": self.native_speed, "batch": self.batch, "options": self.options.describe(),
+            "native_speed": self.native_speed, "batch": self.batch, "batch_stream": self.batch_stream, "options": self.options.describe(),
             "training": list(self.training), "min_reference_s": self.min_reference_s,
             "stream_is_one_shot": self.stream_is_one_shot,
         }  # fmt: skip
@@ -280,6 +283,19 @@ class CancelToken:
     def raise_if_cancelled(self) -> None:
         if self.cancelled:
             raise Cancelled("generation cancelled")
+
+
+class BatchCancel(CancelToken):
+    """A batch's cancel handle: set when it is cancelled itself or when every member's is (a member
+    that is None never is)."""
+
+    def __init__(self, members: list[CancelToken | None]) -> None:
+        super().__init__()
+        self._members = list(members)
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set() or (bool(self._members) and all(m is not None and m.cancelled for m in self._members))
 
 
 @dataclass
@@ -401,6 +417,18 @@ class BatchEngine(Engine, Protocol):
     """An engine that speaks several one-shot requests (same voice and options) as one batch."""
 
     def synthesize_batch(self, requests: list[SynthesisRequest]) -> list[list[AudioChunk]]: ...
+
+
+@runtime_checkable
+class StreamBatchEngine(Engine, Protocol):
+    """An engine that streams several requests (same voice and options) from one batched generation."""
+
+    def synthesize_streams(self, requests: list[SynthesisRequest]) -> Iterator[tuple[int, AudioChunk]]:
+        """`(request index, chunk)` pairs as the audio is made; each request's chunks are what
+        `synthesize` would stream it, and its last has `final=True`. A request whose `cancel` is set
+        gets no more chunks; the generation stops once every request's is set, or when the iterator
+        is closed."""
+        ...
 
 
 @dataclass

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from koe.engines.base import AudioChunk, EmptyText, RequestError, SynthesisRequest
+from koe.engines.base import AudioChunk, BatchCancel, CancelToken, EmptyText, RequestError, SynthesisRequest
 from koe.text.segment import segment_text
 
 _WORD = re.compile(r"[^\W\d_\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]+|\d+", re.UNICODE)
@@ -99,6 +99,15 @@ class SegmentSpeaker(Protocol):
         ...
 
 
+class BatchSegmentSpeaker(SegmentSpeaker, Protocol):
+    """A family that can also speak several one-segment jobs as one batch (`run_batch`)."""
+
+    def speak_segments(self, segments: list[Segment], checked: Any, cancel: CancelToken) -> Iterator[tuple[int, Piece]]:
+        """Each job's pieces as `(job index, piece)`, as `speak_segment` would give them one by one;
+        `checked` is the first job's request's, `cancel` stops the whole batch."""
+        ...
+
+
 def truncation_warning(seconds: float, segment: int, segments: int) -> str:
     """The one wording of the runaway guard's warning."""
     where = f" (segment {segment + 1} of {segments})" if segments > 1 else ""
@@ -114,51 +123,119 @@ def run(speaker: SegmentSpeaker, request: SynthesisRequest) -> Iterator[AudioChu
     Truncated segments raise a `UserWarning` (and are listed in `metadata["warnings"]`). Closing
     the iterator closes the segment speaker's generator, which stops its decoding.
     """
-    if not isinstance(request.text, str):
-        raise RequestError("text must be a string", param="input")
-    d = speaker.pipeline_defaults
-    max_chars = request.max_segment_chars or d.max_segment_chars
-    segments = segment_text(request.text, max_chars, request.language)  # the language picks the splitter's abbreviations
-    if not segments:
-        raise EmptyText("text is empty: give at least one word to speak")
-    first_s, chunk_s = _chunk_sizes(request, d)
-    pause_s = d.pause_s if request.pause_s is None else float(request.pause_s)
-    if pause_s < 0:
-        raise RequestError(f"pause_s must be >= 0, got {pause_s}", param="pause_s")
+    segments = _segments(speaker, request)
+    utterance = _Utterance(speaker, request, len(segments))
     checked = speaker.check_request(request)
-    sr = speaker.sample_rate
-    pause = np.zeros(int(round(pause_s * sr)), dtype=np.float32)
-    started = time.perf_counter()
-    offset, frames_before, seen = 0, 0, []
     for i, text in enumerate(segments):
-        budget = guard_seconds(text) if request.max_segment_s is None else float(request.max_segment_s)
-        seed = None if request.seed is None else int(request.seed) + i
-        job = Segment(text, i, seed, budget, first_s if i == 0 else chunk_s, chunk_s)
-        head = pause if i > 0 and len(pause) else None
+        job = utterance.segment(i, text, request.seed)
         pieces = speaker.speak_segment(job, checked)
         try:
             for piece in pieces:
-                samples = np.asarray(piece.samples, dtype=np.float32)
-                if head is not None and (len(samples) or piece.last):
-                    samples, head = np.concatenate([head, samples]), None
-                final = piece.last and i == len(segments) - 1
-                meta = {**piece.metadata, "frames": frames_before + piece.frames, "elapsed_s": time.perf_counter() - started, "segment": i}
-                if piece.last:
-                    seen.append(_segment_record(job, piece, sr, len(segments)))
-                    meta["truncated"] = piece.truncated
-                    if piece.truncated:
-                        warnings.warn(seen[-1]["warning"], stacklevel=2)
-                        meta["warnings"] = [seen[-1]["warning"]]
-                    frames_before += piece.frames
-                if final:
-                    meta.update(_result_metadata(speaker, request, seen))
-                if len(samples) or final:
-                    yield AudioChunk(samples, sr, offset, final, meta)
-                    offset += len(samples)
+                chunk = utterance.chunk(job, piece)
+                if chunk is not None:
+                    yield chunk
         finally:
             close = getattr(pieces, "close", None)
             if close is not None:
                 close()
+
+
+def run_batch(speaker: BatchSegmentSpeaker, requests: list[SynthesisRequest]) -> Iterator[tuple[int, AudioChunk]]:
+    """Speak requests that share voice, language and options as one batched generation, as
+    `(request index, chunk)` pairs in the order they are made; each request's chunks are what `run`
+    would give it (its own chunk sizes and frame budget, its metadata on its final chunk), from one
+    decode that draws with the first request's seed.
+
+    A request whose text needs more than one segment is spoken after the batch, alone, through
+    `run`. A request whose `cancel` is set gets no more chunks; the decode stops when every
+    request's is set (or the first request's `cancel` is the batch's own). Closing the iterator
+    stops decoding.
+    """
+    plans = [(i, r, _segments(speaker, r)) for i, r in enumerate(requests)]
+    together = [(i, r, segments[0]) for i, r, segments in plans if len(segments) == 1]
+    alone = [(i, r) for i, r, segments in plans if len(segments) > 1]
+    if len(together) == 1:  # nothing to share a batch with
+        alone, together = sorted(alone + [together[0][:2]]), []
+    if together:
+        utterances = [_Utterance(speaker, r, 1) for _, r, _ in together]
+        checked = [speaker.check_request(r) for _, r, _ in together]  # each text checked; voice and options are the first's
+        seed = together[0][1].seed
+        jobs = [u.segment(0, text, seed) for u, (_, _, text) in zip(utterances, together, strict=True)]
+        cancel = BatchCancel([r.cancel for _, r, _ in together])
+        pieces = speaker.speak_segments(jobs, checked[0], cancel)
+        try:
+            for row, piece in pieces:
+                index, request, _ = together[row]
+                if request.cancel is not None and request.cancel.cancelled:
+                    continue
+                chunk = utterances[row].chunk(jobs[row], piece)
+                if chunk is not None:
+                    yield index, chunk
+        finally:
+            close = getattr(pieces, "close", None)
+            if close is not None:
+                close()
+    for index, request in alone:
+        if request.cancel is not None and request.cancel.cancelled:
+            continue
+        for chunk in run(speaker, request):
+            yield index, chunk
+
+
+def _segments(speaker: SegmentSpeaker, request: SynthesisRequest) -> list[str]:
+    if not isinstance(request.text, str):
+        raise RequestError("text must be a string", param="input")
+    max_chars = request.max_segment_chars or speaker.pipeline_defaults.max_segment_chars
+    segments = segment_text(request.text, max_chars, request.language)  # the language picks the splitter's abbreviations
+    if not segments:
+        raise EmptyText("text is empty: give at least one word to speak")
+    return segments
+
+
+class _Utterance:
+    """One request's way through the pipeline: its segments' jobs, and its pieces turned into
+    chunks (offsets, the pause between segments, the frame count, the final metadata)."""
+
+    def __init__(self, speaker: SegmentSpeaker, request: SynthesisRequest, count: int) -> None:
+        d = speaker.pipeline_defaults
+        self.speaker, self.request, self.count = speaker, request, count
+        self.first_s, self.chunk_s = _chunk_sizes(request, d)
+        pause_s = d.pause_s if request.pause_s is None else float(request.pause_s)
+        if pause_s < 0:
+            raise RequestError(f"pause_s must be >= 0, got {pause_s}", param="pause_s")
+        self.pause = np.zeros(int(round(pause_s * speaker.sample_rate)), dtype=np.float32)
+        self.started = time.perf_counter()
+        self.offset, self.frames_before, self.seen = 0, 0, []
+        self.head: np.ndarray | None = None  # the pause still to put in front of the next samples
+
+    def segment(self, i: int, text: str, seed: int | None) -> Segment:
+        """Segment `i`'s job (seed + i, the guard's budget or the request's cap, its chunk sizes)."""
+        r = self.request
+        budget = guard_seconds(text) if r.max_segment_s is None else float(r.max_segment_s)
+        self.head = self.pause if i > 0 and len(self.pause) else None
+        return Segment(text, i, None if seed is None else int(seed) + i, budget, self.first_s if i == 0 else self.chunk_s, self.chunk_s)
+
+    def chunk(self, job: Segment, piece: Piece) -> AudioChunk | None:
+        """The chunk that carries `piece` (None when it holds no samples and ends nothing)."""
+        samples = np.asarray(piece.samples, dtype=np.float32)
+        if self.head is not None and (len(samples) or piece.last):
+            samples, self.head = np.concatenate([self.head, samples]), None
+        final = piece.last and job.index == self.count - 1
+        meta = {**piece.metadata, "frames": self.frames_before + piece.frames, "elapsed_s": time.perf_counter() - self.started, "segment": job.index}
+        if piece.last:
+            self.seen.append(_segment_record(job, piece, self.speaker.sample_rate, self.count))
+            meta["truncated"] = piece.truncated
+            if piece.truncated:
+                warnings.warn(self.seen[-1]["warning"], stacklevel=3)
+                meta["warnings"] = [self.seen[-1]["warning"]]
+            self.frames_before += piece.frames
+        if final:
+            meta.update(_result_metadata(self.speaker, self.request, self.seen))
+        if not (len(samples) or final):
+            return None
+        chunk = AudioChunk(samples, self.speaker.sample_rate, self.offset, final, meta)
+        self.offset += len(samples)
+        return chunk
 
 
 def _chunk_sizes(request: SynthesisRequest, d: PipelineDefaults) -> tuple[float | None, float | None]:

@@ -69,6 +69,7 @@ class SpeechPlan:
     warnings: tuple[str, ...] = ()
     description: str | None = field(default=None)
     batchable: bool = True  # the model can batch one-shot requests
+    stream_batchable: bool = False  # ... and streamed ones
 
     @property
     def voice_label(self) -> str | None:
@@ -161,7 +162,7 @@ class Planner:
             speed=speed,
             format=get_format(request.format or s.format),
             save=s.save_outputs if request.save is None else bool(request.save),
-            warnings=tuple(warnings), description=description, batchable=caps.batch,
+            warnings=tuple(warnings), description=description, batchable=caps.batch, stream_batchable=caps.batch_stream,
         )  # fmt: skip
 
     # -- parts ----------------------------------------------------------------------------------

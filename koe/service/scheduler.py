@@ -4,16 +4,18 @@ Strategy: one lane per model key, each with a waiting queue (at most `queue_size
 is `Busy`, with a `retry_after` estimate) and one worker thread, because a model runs one
 generation at a time anyway. Each generation runs on a thread of its own that ends with it
 (`koe.runtime.compute`: no long-lived thread keeps an OpenMP team, which keeps torch's parallel
-loops fast). The worker takes the oldest job; a one-shot job then waits up to
-`batch_window` seconds for more jobs that differ from it only in text, speed and format (same
-`SpeechPlan.batch_key`, no explicit seed), a window past the latest that joined while they keep
-coming (at most `BURST_WINDOWS` windows in all), and runs them as one `Synthesizer.speak_batch`. While a
-generation runs, new requests pile up and form the next batch without any extra wait. Streamed
-jobs run alone and hand their chunks over a thread-safe queue.
+loops fast). The worker takes the oldest job, then waits up to `batch_window` seconds
+for more jobs of its kind (one-shot or streamed) that differ from it only in text, speed and
+format (same `SpeechPlan.batch_key`, no explicit seed), a window past the latest that joined
+while they keep coming (at most `BURST_WINDOWS` windows in all), and runs them as one generation:
+`Synthesizer.speak_batch` for one-shot jobs, `Synthesizer.stream_batch` for streams (where the
+model can batch streams), whose chunks go to each job's thread-safe queue as they are made. While
+a generation runs, new requests pile up and form the next batch without any extra wait.
 
 Every job carries a `CancelToken`: a job cancelled while waiting is dropped; a running job stops
-within a frame; a batch stops when all of its jobs are cancelled. A batch that fails in a way one
-request could cause is spoken again one request at a time, so a poisoned request fails alone.
+within a frame; a batch stops when all of its jobs are cancelled (a stream cancelled in a batch
+gets no more chunks at once). A batch that fails in a way one request could cause (before any
+stream got a chunk) is spoken again one request at a time, so a poisoned request fails alone.
 Thread-based and asyncio-free so any caller can use it; the HTTP server awaits `SpeechJob.future`
 with `asyncio.wrap_future`.
 """
@@ -31,7 +33,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from koe.engines.base import Cancelled, CancelToken
+from koe.engines.base import BatchCancel, Cancelled, CancelToken
 from koe.runtime import compute
 from koe.service.errors import Busy, KoeError, RequestCancelled, Unavailable
 from koe.service.plan import SpeechPlan
@@ -93,22 +95,6 @@ class StreamJob(SpeechJob):
     def __iter__(self) -> Iterator[StreamChunk]:
         while (chunk := self.next_chunk()) is not None:
             yield chunk
-
-
-class _AllCancelled(CancelToken):
-    """A batch's token: set when it is cancelled itself or when every job in the batch is."""
-
-    def __init__(self, members: list[CancelToken]) -> None:
-        super().__init__()
-        self._members = members
-
-    @property
-    def cancelled(self) -> bool:
-        return self._event.is_set() or all(m.cancelled for m in self._members)
-
-    def raise_if_cancelled(self) -> None:
-        if self.cancelled:
-            raise Cancelled("generation cancelled")
 
 
 @dataclass
@@ -215,8 +201,9 @@ class _Lane:
         else:
             return []
         batch = [job]
-        if isinstance(job, StreamJob) or not job.batchable or self.scheduler.max_batch_size < 2:
+        if not job.batchable or self.scheduler.max_batch_size < 2:
             return batch
+        kind = type(job)  # streams batch with streams, one-shot jobs with one-shot jobs
         key = job.batch_key
         window = self.scheduler.batch_window
         start = time.monotonic()
@@ -226,7 +213,7 @@ class _Lane:
             for other in list(self.waiting):
                 if len(batch) >= self.scheduler.max_batch_size:
                     break
-                if type(other) is SpeechJob and other.batchable and not other.cancelled and other.batch_key == key:
+                if type(other) is kind and other.batchable and not other.cancelled and other.batch_key == key:
                     self.waiting.remove(other)
                     batch.append(other)
             if len(batch) > size:  # a burst still arriving: wait a window past its latest job, at most BURST_WINDOWS in all
@@ -248,7 +235,7 @@ class _Lane:
             return
         try:
             if isinstance(batch[0], StreamJob):
-                self._run_stream(batch[0])
+                self._run_streams(batch) if len(batch) > 1 else self._run_stream(batch[0])
             else:
                 self._run_speak(batch)
         except KoeError as e:
@@ -278,7 +265,7 @@ class _Lane:
             _finish(batch[0], synth.speak(batch[0].plan, cancel=batch[0].cancel_token))
             return
         log.debug("batching %d requests on %s", len(batch), self.name)
-        token = _AllCancelled([j.cancel_token for j in batch])
+        token = BatchCancel([j.cancel_token for j in batch])
         try:
             outputs = synth.speak_batch([j.plan for j in batch], cancel=token)
         except Exception as e:
@@ -292,17 +279,48 @@ class _Lane:
             _finish(job, out)
 
     def _run_alone(self, job: SpeechJob) -> None:
-        """Speak `job` by itself; its failure is its own (set on its future, never raised)."""
+        """Speak (or stream) `job` by itself; its failure is its own (set on its future, never raised)."""
         if job.cancelled:
             _fail(job, RequestCancelled("the request was cancelled"))
             return
         try:
-            _finish(job, self.scheduler.synthesizer.speak(job.plan, cancel=job.cancel_token))
+            if isinstance(job, StreamJob):
+                self._run_stream(job)
+            else:
+                _finish(job, self.scheduler.synthesizer.speak(job.plan, cancel=job.cancel_token))
         except KoeError as e:
             _fail(job, e)
         except Exception as e:
             log.exception("generation failed on model %s", self.name)
             _fail(job, e)
+
+    def _run_streams(self, batch: list[StreamJob]) -> None:
+        """Streams as one batched generation, each job's chunks handed to it as they come. A job
+        cancelled on the way gets no more chunks (and ends cancelled); the others go on. A batch
+        that fails before any chunk in a way one request could cause is streamed again one job at a
+        time, as `_run_speak` does; after a chunk, every unfinished job gets the error."""
+        log.debug("batching %d streams on %s", len(batch), self.name)
+        delivered = False
+        try:
+            pairs = self.scheduler.synthesizer.stream_batch(
+                [j.plan for j in batch], [j.cancel_token for j in batch],
+                first_chunk_s=[j.first_chunk_s for j in batch], chunk_s=[j.chunk_s for j in batch],
+            )  # fmt: skip
+            with contextlib.closing(pairs):
+                for i, chunk in pairs:
+                    job, delivered = batch[i], True
+                    job.chunks.put(chunk)
+                    if chunk.final:
+                        _end(job)
+        except Exception as e:
+            if delivered or not one_requests_fault(e):
+                raise
+            log.warning("a batch of %d streams on %s failed (%s: %s); streaming them one at a time", len(batch), self.name, type(e).__name__, e)
+            for job in batch:
+                self._run_alone(job)
+            return
+        for job in batch:  # cancelled on the way
+            _fail(job, RequestCancelled("the request was cancelled"))
 
     def _run_stream(self, job: StreamJob) -> None:
         synth = self.scheduler.synthesizer
@@ -312,9 +330,7 @@ class _Lane:
                 job.chunks.put(chunk)
                 if job.cancelled and not chunk.final:
                     raise RequestCancelled("the request was cancelled")
-        job.chunks.put(_END)
-        if not job.future.done():
-            job.future.set_result(None)
+        _end(job)
 
 
 def one_requests_fault(error: BaseException) -> bool:
@@ -342,9 +358,18 @@ def _outcome(job: SpeechJob) -> str:
     return "cancelled" if isinstance(error, RequestCancelled) else "failed"
 
 
-def _fail(job: SpeechJob, error: BaseException) -> None:
+def _end(job: StreamJob) -> None:
+    """A stream whose last chunk is out: its reader sees the end, its future resolves."""
     if not job.future.done():
-        job.future.set_exception(error)
+        job.chunks.put(_END)
+        job.future.set_result(None)
+
+
+def _fail(job: SpeechJob, error: BaseException) -> None:
+    """`error` for a job not yet finished (a stream's reader gets it after the chunks it has)."""
+    if job.future.done():
+        return
+    job.future.set_exception(error)
     if isinstance(job, StreamJob):
         job.chunks.put(error)
         job.chunks.put(_END)
@@ -386,9 +411,11 @@ class Scheduler:
     def submit_stream(self, request: SpeechRequest | SpeechPlan, *, first_chunk_s: float | None = None, chunk_s: float | None = None) -> StreamJob:
         """Queue a streamed request; read its chunks with `job.next_chunk()` or by iterating it.
 
-        Chunks carry about `first_chunk_s`, then `chunk_s` seconds of audio (None: the model's defaults)."""
-        plan, _ = self._plan(request)
-        job = StreamJob(plan, batchable=False, first_chunk_s=first_chunk_s, chunk_s=chunk_s)
+        Chunks carry about `first_chunk_s`, then `chunk_s` seconds of audio (None: the model's
+        defaults). Streams without an explicit seed that arrive together share one batched
+        generation where the model can batch streams."""
+        plan, explicit_seed = self._plan(request)
+        job = StreamJob(plan, batchable=plan.stream_batchable and not explicit_seed, first_chunk_s=first_chunk_s, chunk_s=chunk_s)
         self._lane(plan).put(job)
         return job
 

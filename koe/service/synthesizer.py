@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from koe.audio.errors import AudioError
-from koe.engines.base import AudioChunk, BatchEngine, Cancelled, CancelToken, RequestError, SynthesisRequest, VoiceReference, collect
+from koe.engines.base import AudioChunk, BatchEngine, Cancelled, CancelToken, RequestError, StreamBatchEngine, SynthesisRequest, VoiceReference, collect
 from koe.service.cache import LoadedModel, ModelCache
 from koe.service.encode import StreamEncoder, encode_audio
 from koe.service.errors import AlreadyExists, InvalidRequest, KoeError, RequestCancelled, StorageError, disk_full_error, is_disk_full
@@ -322,43 +322,155 @@ class Synthesizer:
         return output_id, path, []
 
     def _stream(self, plan: SpeechPlan, cancel: CancelToken, first_chunk_s: float | None, chunk_s: float | None) -> Iterator[StreamChunk]:
-        encoder: StreamEncoder | None = None
-        kept: list[bytes] = []
         notes: list[str] = []
-        finished = False
+        out: _StreamWriter | None = None
         with self.cache.use(plan.model) as entry, entry.lock:
             with engine_errors():
                 job = self._synthesis_request(plan, entry, cancel, stream=True, first_chunk_s=first_chunk_s, chunk_s=chunk_s, notes=notes)
                 chunks = entry.engine.synthesize(job)
+            out = _StreamWriter(self, plan, notes)
             try:
                 with engine_errors():
                     for chunk in chunks:
                         if cancel.cancelled:
                             raise RequestCancelled("the request was cancelled")
-                        if encoder is None:
-                            encoder = StreamEncoder(plan.format, chunk.sample_rate, speed=plan.speed)
-                        data = encoder.feed(chunk.samples)
-                        if not chunk.final:
-                            if plan.save:
-                                kept.append(data)
-                            yield StreamChunk(data, chunk.samples, chunk.sample_rate)
-                            continue
-                        data += encoder.finish()
-                        finished = True
-                        meta = chunk.metadata  # the final chunk carries the utterance's warnings and truncation
-                        metadata = self._metadata(plan, meta, plan.seed)
-                        output_id, path, unkept = self._record(plan, encoder.duration, metadata, b"".join(kept) + data if plan.save else None)
-                        warnings = [*result_warnings(plan, meta), *notes, *unkept]
-                        yield StreamChunk(data, chunk.samples, chunk.sample_rate, True, warnings, metadata, output_id, path)
-                        return
+                        yield out.write(chunk)
+                        if out.finished:
+                            return
             finally:
-                if not finished:
+                if not out.finished:
                     cancel.cancel()
-                    if encoder is not None:
-                        encoder.close()
+                    out.abandon()
                 close = getattr(chunks, "close", None)
                 if close is not None:
                     close()
+
+    def stream_batch(
+        self,
+        requests: list[SpeechRequest | SpeechPlan],
+        cancels: list[CancelToken] | None = None,
+        *,
+        first_chunk_s: float | list[float | None] | None = None,
+        chunk_s: float | list[float | None] | None = None,
+    ) -> Iterator[tuple[int, StreamChunk]]:
+        """Stream requests that differ only in text (and speed, format, chunk sizes) from one batched
+        generation: `(request index, StreamChunk)` pairs as the audio is made, each request's chunks
+        what `stream` would give it (the batch draws with the first request's seed).
+
+        Validates now (`InvalidRequest` if the requests do not share model, voice, language and
+        options, see `SpeechPlan.batch_key`). `cancels[i]` set stops request i's chunks (nothing of
+        it is kept); the generation stops when every request is cancelled or the iterator is closed.
+        `first_chunk_s` / `chunk_s`: one value for all requests or one per request (None: the
+        model's defaults). A model that cannot batch streams speaks the requests in turn.
+        """
+        plans = [r if isinstance(r, SpeechPlan) else self.plan(r) for r in requests]
+        n = len(plans)
+        cancels = list(cancels) if cancels is not None else [CancelToken() for _ in plans]
+        if len(cancels) != n:
+            raise InvalidRequest(f"{n} requests but {len(cancels)} cancel handles")
+        if plans and len({p.batch_key() for p in plans}) != 1:
+            raise InvalidRequest("requests in a batch must differ only in their text, speed and format")
+        sizes = [_per_request(name, value, n) for name, value in (("first_chunk_s", first_chunk_s), ("chunk_s", chunk_s))]
+        for name, values in zip(("first_chunk_s", "chunk_s"), sizes, strict=True):
+            for value in values:
+                if value is not None and not value > 0:
+                    raise InvalidRequest(f"{name} must be > 0 seconds, got {value}", param=name)
+        return self._stream_batch(plans, cancels, *sizes)
+
+    def _stream_batch(self, plans: list[SpeechPlan], cancels: list[CancelToken], firsts: list, everys: list) -> Iterator[tuple[int, StreamChunk]]:
+        if not plans:
+            return
+        first = plans[0]
+        notes: list[str] = []
+        writers: list[_StreamWriter] = []
+        with self.cache.use(first.model) as entry, entry.lock:
+            engine = entry.engine
+            with engine_errors():
+                job = self._synthesis_request(first, entry, None, stream=True, notes=notes)
+                jobs = [replace(job, text=p.text, cancel=c, first_chunk_s=f, chunk_s=e) for p, c, f, e in zip(plans, cancels, firsts, everys, strict=True)]
+                if isinstance(engine, StreamBatchEngine) and first.stream_batchable and len(jobs) > 1:
+                    chunks = engine.synthesize_streams(jobs)
+                else:
+                    chunks = _in_turn(engine, jobs)
+            writers = [_StreamWriter(self, p, notes, seed=first.seed, batch_size=len(plans)) for p in plans]
+            try:
+                with engine_errors():
+                    for i, chunk in chunks:
+                        if cancels[i].cancelled:
+                            writers[i].abandon()
+                            continue
+                        yield i, writers[i].write(chunk)
+            finally:
+                for writer, cancel in zip(writers, cancels, strict=True):
+                    if not writer.finished:
+                        cancel.cancel()
+                        writer.abandon()
+                close = getattr(chunks, "close", None)
+                if close is not None:
+                    close()
+
+
+class _StreamWriter:
+    """One streamed utterance's output side: its encoder, the bytes to keep, its history row."""
+
+    def __init__(self, synth: Synthesizer, plan: SpeechPlan, notes: list[str], *, seed: int | None = None, batch_size: int | None = None) -> None:
+        self.synth, self.plan, self.notes = synth, plan, notes
+        self.seed = plan.seed if seed is None else seed
+        self.batch_size = batch_size
+        self.encoder: StreamEncoder | None = None
+        self.kept: list[bytes] = []
+        self.finished = False
+
+    def write(self, chunk: AudioChunk) -> StreamChunk:
+        """The encoded `StreamChunk` of an engine chunk; the final one is recorded (and saved when asked)."""
+        plan = self.plan
+        if self.encoder is None:
+            self.encoder = StreamEncoder(plan.format, chunk.sample_rate, speed=plan.speed)
+        data = self.encoder.feed(chunk.samples)
+        if not chunk.final:
+            if plan.save:
+                self.kept.append(data)
+            return StreamChunk(data, chunk.samples, chunk.sample_rate)
+        data += self.encoder.finish()
+        self.finished = True
+        meta = chunk.metadata  # the final chunk carries the utterance's warnings and truncation
+        if self.batch_size is not None:
+            meta = dict(meta, batch_size=self.batch_size)
+        metadata = self.synth._metadata(plan, meta, self.seed)
+        output_id, path, unkept = self.synth._record(plan, self.encoder.duration, metadata, b"".join(self.kept) + data if plan.save else None)
+        warnings = [*result_warnings(plan, meta), *self.notes, *unkept]
+        return StreamChunk(data, chunk.samples, chunk.sample_rate, True, warnings, metadata, output_id, path)
+
+    def abandon(self) -> None:
+        """Drop what was not finished (the encoder's resources; nothing is recorded)."""
+        if self.encoder is not None and not self.finished:
+            self.encoder.close()
+            self.encoder = None
+        self.kept = []
+
+
+def _in_turn(engine: Any, jobs: list[SynthesisRequest]) -> Iterator[tuple[int, AudioChunk]]:
+    """Streams one after another, for a model that cannot batch them (a cancelled one is skipped)."""
+    for i, job in enumerate(jobs):
+        if job.cancel is not None and job.cancel.cancelled:
+            continue
+        chunks = engine.synthesize(job)
+        try:
+            for chunk in chunks:
+                yield i, chunk
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()
+
+
+def _per_request(name: str, value: Any, n: int) -> list:
+    """A chunk size for each of `n` requests: one value for all, or a list of n."""
+    if isinstance(value, (list, tuple)):
+        if len(value) != n:
+            raise InvalidRequest(f"{name}: {n} requests but {len(value)} values", param=name)
+        return list(value)
+    return [value] * n
 
 
 def _collect(chunks: Iterator[AudioChunk], on_progress: Callable[[float], None] | None = None) -> tuple[np.ndarray, int, dict[str, Any]]:

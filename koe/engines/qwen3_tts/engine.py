@@ -403,6 +403,11 @@ class Qwen3TTSEngine(NativeAPI):
         """Speak one request as audio chunks (see `koe.engines.pipeline.run`)."""
         return pipeline.run(self, request)
 
+    def synthesize_streams(self, requests: list[SynthesisRequest]) -> Iterator[tuple[int, AudioChunk]]:
+        """Streamed requests that share voice, language and options, from one batched decode (the
+        first one's seed): `(request index, chunk)` pairs (see `koe.engines.pipeline.run_batch`)."""
+        return pipeline.run_batch(self, requests)
+
     def synthesize_batch(self, requests: list[SynthesisRequest]) -> list[list[AudioChunk]]:
         """One-shot requests that share voice, language and options (the first one's seed), as one batch."""
         first = requests[0]
@@ -439,41 +444,64 @@ class Qwen3TTSEngine(NativeAPI):
 
     def speak_segment(self, segment: Segment, c: _Checked) -> Iterator[Piece]:
         """One segment: whole (the exact one-shot path) or in pieces as the talker makes frames."""
+        if segment.streamed:
+            for _, piece in self.speak_segments([segment], c, c.cancel):
+                yield piece
+            return
         items = self.prompt_items([segment.text], [c.language], [c.speaker], [c.instruct], [c.voice])
         budget = self._budget(segment.budget_s, c.settings)
         generator = seeded(segment.seed, c.generator)
         outcome = DecodeOutcome()
         started = time.perf_counter()
-        if not segment.streamed:
-            (codes,) = self.generate_codes(items, c.settings, non_streaming_mode=c.non_streaming, generator=generator, budgets=[budget], cancel=c.cancel, outcome=outcome)
-            decoded_at = time.perf_counter()
-            (wav,) = self.decode_waveforms([codes], items)
-            timings = {"generate_s": decoded_at - started, "codec_s": time.perf_counter() - decoded_at}
-            n = int(codes.shape[0])
-            yield Piece(to_numpy(wav), n, last=True, truncated=not bool(outcome.eos[0]), info=self._segment_info(n, budget),
-                        metadata={"codes": codes.cpu(), "decode_path": outcome.decode_path, "timings": timings, **_voice_metadata(c.voice)})  # fmt: skip
-            return
-        first, every = (max(1, round(s * FRAME_RATE)) for s in (segment.first_chunk_s, segment.chunk_s))
+        (codes,) = self.generate_codes(items, c.settings, non_streaming_mode=c.non_streaming, generator=generator, budgets=[budget], cancel=c.cancel, outcome=outcome)
+        decoded_at = time.perf_counter()
+        (wav,) = self.decode_waveforms([codes], items)
+        timings = {"generate_s": decoded_at - started, "codec_s": time.perf_counter() - decoded_at}
+        n = int(codes.shape[0])
+        yield Piece(to_numpy(wav), n, last=True, truncated=not bool(outcome.eos[0]), info=self._segment_info(n, budget),
+                    metadata={"codes": codes.cpu(), "decode_path": outcome.decode_path, "timings": timings, **_voice_metadata(c.voice)})  # fmt: skip
+
+    def speak_segments(self, segments: list[Segment], c: _Checked, cancel: CancelToken | None) -> Iterator[tuple[int, Piece]]:
+        """Streamed segments as one batched decode (one: `speak_segment`; several: `pipeline.run_batch`),
+        each row with its own chunk sizes, frame budget and codec stream. A row that ends (end of
+        speech, or its budget) gets its last piece at once; the others go on."""
+        n = len(segments)
+        items = self.prompt_items([s.text for s in segments], [c.language] * n, [c.speaker] * n, [c.instruct] * n, [c.voice] * n)
+        budgets = [self._budget(s.budget_s, c.settings) for s in segments]
+        schedule = [tuple(max(1, round(x * FRAME_RATE)) for x in (s.first_chunk_s, s.chunk_s)) for s in segments]
+        outcome = DecodeOutcome()
         with torch.inference_mode():
             inputs = build_talker_inputs(self.network.talker, self.cfg, items, c.non_streaming)
-        codec = CodecStream(self.audio_codec, prefix=_icl_reference(items[0]))
-        frames = self.frames_core()(self.network.talker, inputs, c.settings, generator, row_limits=torch.tensor([budget], device=self.device), cancel=c.cancel, outcome=outcome)
-        made, due = 0, first
+        codecs = [CodecStream(self.audio_codec, prefix=_icl_reference(item)) for item in items]
+        frames = self.frames_core()(self.network.talker, inputs, c.settings, seeded(segments[0].seed, c.generator),
+                                    row_limits=torch.tensor(budgets, device=self.device), cancel=cancel, outcome=outcome)  # fmt: skip
+        made, due, open_rows = [0] * n, [first for first, _ in schedule], set(range(n))
+        batch = {"batch_size": n} if n > 1 else {}
+
+        def last(row: int) -> Piece:
+            codes = codecs[row].pending_codes()
+            return Piece(to_numpy(codecs[row].drain()), made[row], last=True, truncated=not bool(outcome.eos[row]), info=self._segment_info(made[row], budgets[row]),
+                         metadata={"codes": codes, "decode_path": outcome.decode_path, **batch, **_voice_metadata(c.voice)})  # fmt: skip
+
         try:
             with torch.inference_mode():
                 for frame in frames:
-                    codec.push(frame.codes[0])
-                    made += 1
-                    if codec.pending >= due:
-                        codes = codec.pending_codes()
-                        yield Piece(to_numpy(codec.drain()), made, metadata={"codes": codes})
-                        due = every
-                codes = codec.pending_codes()
-                tail = to_numpy(codec.drain())
+                    alive = frame.alive.tolist()
+                    for row in sorted(open_rows):
+                        if not alive[row]:
+                            open_rows.discard(row)
+                            yield row, last(row)
+                            continue
+                        codecs[row].push(frame.codes[row])
+                        made[row] += 1
+                        if codecs[row].pending >= due[row]:
+                            codes = codecs[row].pending_codes()
+                            yield row, Piece(to_numpy(codecs[row].drain()), made[row], metadata={"codes": codes})
+                            due[row] = schedule[row][1]
+                for row in sorted(open_rows):
+                    yield row, last(row)
         finally:
             frames.close()
-        yield Piece(tail, made, last=True, truncated=not bool(outcome.eos[0]), info=self._segment_info(made, budget),
-                    metadata={"codes": codes, "decode_path": outcome.decode_path, **_voice_metadata(c.voice)})  # fmt: skip
 
     def _segment_info(self, frames: int, budget: int) -> dict:
         return {"frame_budget": budget, "seconds": frames / FRAME_RATE}

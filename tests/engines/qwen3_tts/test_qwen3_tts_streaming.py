@@ -8,7 +8,9 @@ import torch
 from fixtures_models import model_folder
 
 import koe
-from koe.engines.base import CancelToken, Cancelled
+from dataclasses import replace
+
+from koe.engines.base import CancelToken, Cancelled, SynthesisRequest
 from koe.engines.qwen3_tts import generate as core
 from koe.engines.qwen3_tts.guard import frame_budget
 
@@ -155,3 +157,85 @@ def test_cancel_in_one_shot_generation(engines):
     cancel.cancel()
     with pytest.raises(Cancelled):
         tts.generate("Never spoken.", speaker="ryan", cancel=cancel)
+
+
+# -- several streams from one batched decode (engine.synthesize_streams) --------------------------
+BATCH_TEXTS = ["A first stream of the batch.", "The second.", "A third and somewhat longer stream in the same batch."]
+
+
+def _batch_requests(case, voice, **kw):
+    return [SynthesisRequest(t, language="english", voice=voice, seed=5, **kw) for t in BATCH_TEXTS]
+
+
+def _by_request(pairs, n):
+    rows = [[] for _ in range(n)]
+    for i, chunk in pairs:
+        rows[i].append(chunk)
+    return rows
+
+
+@pytest.mark.parametrize("case", ["custom_voice", "icl"])
+def test_batched_streams_equal_the_batched_one_shot(engines, case):
+    """Each stream of a batch has its row's codes from the one-shot batch (same seed) and, within
+    float32 rounding, its samples; a row that reaches its own budget ends first, alone."""
+    tts, kwargs = _cases(engines)[case]
+    voice = kwargs.get("speaker") or kwargs.get("voice")
+    one = [c for (c,) in tts.synthesize_batch(_batch_requests(case, voice, max_segment_s=1.0))]  # 13 frames each
+    assert [c.metadata["frames"] for c in one] == [13] * 3
+    budgets = (1.0, 0.4, 0.7)  # 13, 5 and 9 frames: the row caps change no other row
+    streamed = [replace(r, max_segment_s=s, first_chunk_s=0.16, chunk_s=0.32) for r, s in zip(_batch_requests(case, voice), budgets)]
+    with pytest.warns(UserWarning, match="cut off"):
+        pairs = list(tts.synthesize_streams(streamed))
+    rows = _by_request(pairs, 3)
+    finals = [next(k for k, (i, c) in enumerate(pairs) if i == row and c.final) for row in range(3)]
+    assert finals[1] < finals[2] < finals[0]  # the shortest row's last chunk comes first
+    for row, (chunks, frames) in enumerate(zip(rows, (13, 5, 9))):
+        assert chunks[-1].final and not any(c.final for c in chunks[:-1])
+        assert [c.metadata["frames"] for c in chunks[:-1]] == list(range(2, frames, 4))  # 2 frames, then every 4
+        meta = chunks[-1].metadata
+        assert meta["frames"] == frames and meta["truncated"] is True and meta["batch_size"] == 3 and meta["seed"] == 5
+        codes = np.concatenate([c.metadata["codes"] for c in chunks])
+        assert np.array_equal(codes, one[row].metadata["codes"][:frames].numpy())
+        audio = np.concatenate([c.samples for c in chunks])
+        assert [c.offset for c in chunks] == list(np.cumsum([0] + [len(c.samples) for c in chunks[:-1]]))
+        extra = len(one[row].samples) - 13 * SAMPLES_PER_FRAME  # ICL: upstream's proportional cut may keep a sample
+        assert extra in ((0, 1) if case == "icl" else (0,))
+        reference = one[row].samples[extra:][: len(audio)]
+        assert len(audio) == frames * SAMPLES_PER_FRAME and np.abs(audio - reference).max() <= SAMPLE_BOUND
+
+
+def test_a_cancelled_stream_of_a_batch_stops_alone(engines):
+    tts = engines["custom_voice"]
+    cancels = [CancelToken() for _ in BATCH_TEXTS]
+    requests = [replace(r, cancel=c, max_segment_s=1.0, first_chunk_s=0.08, chunk_s=0.08) for r, c in zip(_batch_requests("custom_voice", "ryan"), cancels)]
+    seen = [0, 0, 0]
+    with pytest.warns(UserWarning, match="cut off"):
+        for i, chunk in tts.synthesize_streams(requests):
+            seen[i] += 1
+            if i == 1 and seen[1] == 3:
+                cancels[1].cancel()  # its client went away: no more chunks for it, the others go on
+    assert seen == [14, 3, 14]  # 13 one-frame chunks and the final (empty) one
+    cancels = [CancelToken() for _ in BATCH_TEXTS]
+    stream = tts.synthesize_streams([replace(r, cancel=c, first_chunk_s=0.08) for r, c in zip(_batch_requests("custom_voice", "ryan"), cancels)])
+    next(stream)
+    for c in cancels:
+        c.cancel()
+    with pytest.raises(Cancelled):  # every stream gone: the decode stops
+        list(stream)
+
+
+def test_a_long_text_in_a_stream_batch_is_spoken_after_it_alone(engines):
+    tts = engines["custom_voice"]
+    long_text = "First sentence is here. Second one follows it."
+    requests = [replace(r, max_segment_s=0.4, chunk_s=0.32) for r in _batch_requests("custom_voice", "ryan")]
+    requests[1] = replace(requests[1], text=long_text, max_segment_chars=30)  # two segments
+    with pytest.warns(UserWarning, match="cut off"):
+        pairs = list(tts.synthesize_streams(requests))
+    order = [i for i, _ in pairs]
+    assert order.index(1) > max(k for k, i in enumerate(order) if i in (0, 2))  # after the batch of the other two
+    rows = _by_request(pairs, 3)
+    assert rows[1][-1].metadata["frames"] == 10 and len(rows[1][-1].metadata["segments"]) == 2
+    assert "batch_size" not in rows[1][-1].metadata and rows[0][-1].metadata["batch_size"] == 2
+    with pytest.warns(UserWarning, match="cut off"):
+        alone = list(tts.synthesize(requests[1]))
+    assert np.array_equal(np.concatenate([c.samples for c in rows[1]]), np.concatenate([c.samples for c in alone]))
