@@ -1,13 +1,16 @@
 """Many requests at once through `koe serve`'s micro-batching: aggregate frames per second and each
 request's real-time factor, for 1, 4 and 8 concurrent clients, against one request alone.
 
-    python scripts/server_batching.py [MODEL_FOLDER] [--precision int8|int4|bf16] [--clients 1 4 8] [--rounds 2]
+    python scripts/server_batching.py [MODEL_FOLDER] [--precision int8|int4|bf16] [--clients 1 4 8] [--rounds 2] [--stream]
 
 MODEL_FOLDER: a CustomVoice folder (default: koe bench's real-size 0.6B random-weight model in
 ~/.cache/koe/bench, made by `koe bench --size 0.6b`). The requests are one-shot WAVs with the same
 voice and different texts and no seed, so the server may batch them; each says how much audio it
 made (`x-koe-duration`), which at 12.5 frames per second gives the frames. A request's RTF is its
-wall time over its audio (< 1: faster than real time). Prints JSON.
+wall time over its audio (< 1: faster than real time). With `--stream` the requests are streamed
+16-bit PCM (`stream_format: audio`): each stream's time to its first audio bytes (`ttfa_s`) and
+its RTF after them (wall time from the first audio to the last over the audio after the first
+chunk), as a listener feels it. Prints JSON.
 """
 
 import argparse
@@ -37,6 +40,7 @@ parser.add_argument("--precision", help="koe serve --precision (an opt-in mode);
 parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 8])
 parser.add_argument("--rounds", type=int, default=2)
 parser.add_argument("--frames", type=int, default=40, help="max_new_tokens of each request")
+parser.add_argument("--stream", action="store_true", help="streamed requests (PCM as it is made) instead of one-shot WAVs")
 args = parser.parse_args()
 
 url, proc, home = serve(args.folder, args.precision)
@@ -51,9 +55,26 @@ def one(text: str, out: list) -> None:
     out.append({"wall_s": wall, "audio_s": float(r.headers["x-koe-duration"])})
 
 
+def streamed(text: str, out: list) -> None:
+    body = {"model": "cv06", "voice": "ryan", "input": text, "response_format": "pcm", "stream_format": "audio", "max_new_tokens": args.frames}
+    t0 = time.perf_counter()
+    first = last = None
+    n = at_first = 0
+    with httpx.Client(timeout=600) as c, c.stream("POST", url + "/v1/audio/speech", json=body) as r:
+        r.raise_for_status()
+        for chunk in r.iter_bytes():
+            last = time.perf_counter()
+            if first is None and chunk:
+                first, at_first = last - t0, len(chunk)
+            n += len(chunk)
+    audio = n / 2 / 24000
+    after = (n - at_first) / 2 / 24000
+    out.append({"wall_s": last - t0, "audio_s": audio, "ttfa_s": first, "rtf_after_first": (last - t0 - first) / after if after else None})
+
+
 def burst(n: int) -> dict:
     out: list = []
-    threads = [threading.Thread(target=one, args=(TEXTS[i % len(TEXTS)], out)) for i in range(n)]
+    threads = [threading.Thread(target=streamed if args.stream else one, args=(TEXTS[i % len(TEXTS)], out)) for i in range(n)]
     t0 = time.perf_counter()
     for t in threads:
         t.start()
@@ -61,7 +82,11 @@ def burst(n: int) -> dict:
         t.join()
     wall = time.perf_counter() - t0
     frames = sum(o["audio_s"] for o in out) * FRAME_RATE
-    return {"clients": n, "wall_s": wall, "frames_per_s": frames / wall, "rtf": [o["wall_s"] / o["audio_s"] for o in out]}
+    result = {"clients": n, "wall_s": wall, "frames_per_s": frames / wall, "rtf": [o["wall_s"] / o["audio_s"] for o in out]}
+    if args.stream:
+        result["ttfa_s"] = [o["ttfa_s"] for o in out]
+        result["rtf_after_first"] = [o["rtf_after_first"] for o in out]
+    return result
 
 
 try:
@@ -81,7 +106,13 @@ summary = {
         "vs_first": round(statistics.median(r["frames_per_s"] for r in rs) / single, 2),
         "rtf_worst": round(max(max(r["rtf"]) for r in rs), 2),
         "rtf_median": round(statistics.median(x for r in rs for x in r["rtf"]), 2),
+        **({
+            "ttfa_median": round(statistics.median(x for r in rs for x in r["ttfa_s"]), 3),
+            "ttfa_worst": round(max(max(r["ttfa_s"]) for r in rs), 3),
+            "rtf_after_first_median": round(statistics.median(x for r in rs for x in r["rtf_after_first"]), 2),
+            "rtf_after_first_worst": round(max(max(r["rtf_after_first"]) for r in rs), 2),
+        } if args.stream else {}),
     }
     for n, rs in runs.items()
 }
-print(json.dumps({"precision": args.precision or "fp32", "frames": args.frames, "largest_batch": largest, "summary": summary, "runs": runs}, indent=1))
+print(json.dumps({"precision": args.precision or "fp32", "frames": args.frames, "stream": args.stream, "largest_batch": largest, "summary": summary, "runs": runs}, indent=1))
