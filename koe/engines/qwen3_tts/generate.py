@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F
 
 from koe.engines.base import CancelToken
 from koe.engines.qwen3_tts.prompt import TalkerInputs
@@ -93,7 +94,7 @@ def prefill(talker: Talker, inputs: TalkerInputs) -> Prefill:
 def frame_embedding(talker: Talker, code0_embed: torch.Tensor, rest: torch.Tensor) -> torch.Tensor:
     """The sum (B, 1, C) of a frame's G code embeddings: codebook 0 (already embedded) and `rest` (B, G-1)."""
     tables = talker.code_predictor.model.codec_embedding
-    embeds = torch.cat([code0_embed] + [tables[i](rest[..., i : i + 1]) for i in range(len(tables))], dim=1)
+    embeds = torch.cat([code0_embed] + [F.embedding(rest[..., i : i + 1], tables[i].weight) for i in range(len(tables))], dim=1)
     return embeds.sum(1, keepdim=True)
 
 
@@ -190,16 +191,14 @@ def predict_codebooks(
     steps = predictor.cfg.num_code_groups - 1
     cache = predictor.model.new_cache(batch, steps + 2)
     embeds = torch.cat((talker_hidden, code0_embed), dim=1)  # (B, 2, C)
-    positions = torch.arange(2, device=device).expand(batch, -1)
-    logits = predictor.forward_step(embeds, positions, cache, head=0)
-    history = torch.zeros((batch, 0), dtype=torch.long, device=device)
+    logits = predictor.forward_step(embeds, 0, cache, head=0)  # positions 0, 1 (then 2 + i) for every row
+    codes = torch.empty((batch, steps), dtype=torch.long, device=device)
     for i in range(steps):
-        scores = process_logits(logits[:, -1, :].to(copy=True, dtype=torch.float32), history, sampling)
+        scores = process_logits(logits[:, -1, :].to(copy=True, dtype=torch.float32), codes[:, :i], sampling)
         token = draw(scores, sampling, generator)
-        history = torch.cat([history, token[:, None]], dim=-1)
+        codes[:, i] = token
         if i + 1 == steps:
             break
-        embeds = predictor.model.codec_embedding[i](token[:, None])
-        positions = torch.full((batch, 1), 2 + i, device=device, dtype=torch.long)
-        logits = predictor.forward_step(embeds, positions, cache, head=i + 1)
-    return history
+        embeds = F.embedding(token[:, None], predictor.model.codec_embedding[i].weight)
+        logits = predictor.forward_step(embeds, 2 + i, cache, head=i + 1)
+    return codes

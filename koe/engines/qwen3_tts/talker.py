@@ -107,12 +107,28 @@ class CodePredictor(nn.Module):
             self.small_to_mtp_projection = nn.Identity()
         self.register_buffer("inv_freq", inverse_frequencies(cfg.decoder.head_dim, cfg.decoder.rope_theta), persistent=False)
 
-    def forward_step(self, embeds: torch.Tensor, positions: torch.Tensor, cache: ConcatCache, head: int) -> torch.Tensor:
-        """embeds (B, T, C_talker) at `positions` (B, T) -> logits (B, T, V) of lm_head[head]."""
+    def forward_step(self, embeds: torch.Tensor, positions: torch.Tensor | int, cache: ConcatCache, head: int) -> torch.Tensor:
+        """embeds (B, T, C_talker) at `positions` (B, T), or at `start`..`start + T` for every row
+        when an int -> logits (B, T, V) of lm_head[head]."""
         x = self.small_to_mtp_projection(embeds)
-        cos, sin = rotary_cos_sin(self.inv_freq, positions, x.dtype)
+        if isinstance(positions, int):  # a frame's steps sit at positions 0..G for every row: one table per model
+            cos, sin = (t[:, positions : positions + x.shape[1]] for t in self._rotary_table(x.dtype, x.device))
+        else:
+            cos, sin = rotary_cos_sin(self.inv_freq, positions, x.dtype)
         hidden = self.model.run(x, cos.unsqueeze(1), sin.unsqueeze(1), cache, None)
         return self.lm_head[head](hidden)
+
+    def _rotary_table(self, dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos/sin (1, G + 1, D) of positions 0..G, made once (each position's values are those
+        `rotary_cos_sin` gives it alone: elementwise functions of the position)."""
+        key = (dtype, device, self.inv_freq.device)
+        table = self.__dict__.get("_rotary", {}).get(key)
+        if table is None:
+            with torch.inference_mode(False), torch.no_grad():  # plain tensors: usable in and out of inference mode
+                positions = torch.arange(self.cfg.num_code_groups + 1, device=self.inv_freq.device)[None]
+                table = tuple(t.to(device) for t in rotary_cos_sin(self.inv_freq, positions, dtype))
+            self.__dict__.setdefault("_rotary", {})[key] = table
+        return table
 
 
 class Talker(nn.Module):
