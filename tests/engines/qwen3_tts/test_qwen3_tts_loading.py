@@ -75,3 +75,18 @@ def test_dtype_override_is_reported(tmp_path_factory):
     tts = koe.load(model_folder(tmp_path_factory.getbasetemp(), "custom_voice", "tiny"), dtype="bfloat16")
     r = tts.generate("Brain float.", speaker="ryan", seed=0, max_new_tokens=4)
     assert r.metadata["precision"] == "bfloat16" and r.audio.dtype == np.float32
+
+
+def test_code_predictor_rotary_table_equals_each_positions_own(tmp_path_factory):
+    """The code predictor's steps read cos/sin from one table of positions 0..G (made once): each
+    position's values are bit for bit those computed for it alone, for a row or a batch."""
+    from koe.nn.rotary import rotary_cos_sin
+
+    predictor = koe.load(model_folder(tmp_path_factory.getbasetemp(), "custom_voice", "tiny")).network.talker.code_predictor
+    for dtype in (torch.float32, torch.bfloat16):
+        cos, sin = predictor._rotary_table(dtype, torch.device("cpu"))
+        assert cos.shape[1] == predictor.cfg.num_code_groups + 1
+        for p in range(cos.shape[1]):
+            for rows in (1, 3):
+                own_cos, own_sin = rotary_cos_sin(predictor.inv_freq, torch.full((rows, 1), p), dtype)
+                assert torch.equal(own_cos, cos[:, p : p + 1].expand(rows, -1, -1)) and torch.equal(own_sin, sin[:, p : p + 1].expand(rows, -1, -1))
