@@ -180,3 +180,40 @@ def test_a_stream_batch_that_fails_before_any_chunk_streams_each_alone(synth, mo
         assert sched.stats()["cv"].largest_batch == 2
     finally:
         sched.close()
+
+
+@pytest.fixture(scope="module")
+def synth_int8(tmp_path_factory, session_tmp):
+    """The tiny model in int8 on koe's kernels: its stream batches take rows while they run."""
+    from fixtures_models import model_folder
+
+    from koe.service import KoeHome, load_settings
+
+    home = KoeHome(load_settings(tmp_path_factory.mktemp("home8"), flags={"models": {"default": "cv", "precision": "int8"}}, environ={}))
+    home.models.import_model(model_folder(session_tmp, "custom_voice"), "cv", link=True)
+    s = Synthesizer(home)
+    yield s
+    s.close()
+
+
+def test_a_stream_that_arrives_while_a_batch_runs_joins_it(synth_int8):
+    """int8: a stream that comes while a stream batch runs joins it at the next frame (its first
+    audio comes long before the batch ends); a one-shot request waiting at the head of the queue
+    stops further joins, so it waits for no more than that batch."""
+    sched = Scheduler(synth_int8, batch_window=0.0)
+    try:
+        first = sched.submit_stream(short("The first stream runs for a while.", 80), first_chunk_s=0.08, chunk_s=0.08)
+        first.next_chunk(60)
+        late = sched.submit_stream(short("A late one.", 80), first_chunk_s=0.08, chunk_s=0.08)
+        assert late.next_chunk(60) is not None  # it joined: the first stream (79 frames) is still running
+        assert sched.stats()["cv"].running == 2 and not first.future.done()
+        one_shot = sched.submit(short("One shot.", 4))
+        after = sched.submit_stream(short("Behind the one-shot request.", 6))
+        first_chunks, late_chunks = list(first), list(late)
+        assert first_chunks[-1].final and late_chunks[-1].final and late_chunks[-1].metadata["batch_size"] == 2
+        assert one_shot.future.result(60).audio[:4] == b"RIFF"
+        assert list(after)[-1].final
+        wait_for(lambda: sched.stats()["cv"].batches == 3)  # the batch of two, then the one-shot, then the last stream
+        assert sched.stats()["cv"].largest_batch == 2
+    finally:
+        sched.close()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import numbers
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -293,6 +293,10 @@ class BatchCancel(CancelToken):
         super().__init__()
         self._members = list(members)
 
+    def add(self, member: CancelToken | None) -> None:
+        """A member that joined the batch."""
+        self._members.append(member)
+
     @property
     def cancelled(self) -> bool:
         return self._event.is_set() or (bool(self._members) and all(m is not None and m.cancelled for m in self._members))
@@ -423,11 +427,15 @@ class BatchEngine(Engine, Protocol):
 class StreamBatchEngine(Engine, Protocol):
     """An engine that streams several requests (same voice and options) from one batched generation."""
 
-    def synthesize_streams(self, requests: list[SynthesisRequest]) -> Iterator[tuple[int, AudioChunk]]:
+    def synthesize_streams(
+        self, requests: list[SynthesisRequest], admit: Callable[[], list[SynthesisRequest]] | None = None
+    ) -> Iterator[tuple[int, AudioChunk | RequestError]]:
         """`(request index, chunk)` pairs as the audio is made; each request's chunks are what
         `synthesize` would stream it, and its last has `final=True`. A request whose `cancel` is set
         gets no more chunks; the generation stops once every request's is set, or when the iterator
-        is closed."""
+        is closed. `admit`, where the engine can take rows into a running batch, is asked between
+        steps for more requests (numbered on from the given ones); one of those that cannot be
+        spoken comes out as `(index, RequestError)` instead of failing the others."""
         ...
 
 

@@ -13,7 +13,7 @@ import math
 import re
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -99,10 +99,26 @@ class SegmentSpeaker(Protocol):
         ...
 
 
-class BatchSegmentSpeaker(SegmentSpeaker, Protocol):
-    """A family that can also speak several one-segment jobs as one batch (`run_batch`)."""
+class RowFeed(Protocol):
+    """What a batch that takes rows while it runs asks between steps (`BatchSegmentSpeaker.speak_segments`)."""
 
-    def speak_segments(self, segments: list[Segment], checked: Any, cancel: CancelToken) -> Iterator[tuple[int, Piece]]:
+    def more(self) -> list[Segment]:
+        """Segments to start now (jobs numbered on from the ones given so far)."""
+        ...
+
+    def gone(self, job: int) -> bool:
+        """Whether job `job`'s listener went away (its row can be dropped)."""
+        ...
+
+
+class BatchSegmentSpeaker(SegmentSpeaker, Protocol):
+    """A family that can also speak several one-segment jobs as one batch (`run_batch`).
+
+    `joins_rows`: its batches take new rows between steps (then `speak_segments` gets a `feed`)."""
+
+    joins_rows: bool
+
+    def speak_segments(self, segments: list[Segment], checked: Any, cancel: CancelToken, feed: RowFeed | None = None) -> Iterator[tuple[int, Piece]]:
         """Each job's pieces as `(job index, piece)`, as `speak_segment` would give them one by one;
         `checked` is the first job's request's, `cancel` stops the whole batch."""
         ...
@@ -140,17 +156,24 @@ def run(speaker: SegmentSpeaker, request: SynthesisRequest) -> Iterator[AudioChu
                 close()
 
 
-def run_batch(speaker: BatchSegmentSpeaker, requests: list[SynthesisRequest]) -> Iterator[tuple[int, AudioChunk]]:
+def run_batch(
+    speaker: BatchSegmentSpeaker, requests: list[SynthesisRequest], admit: Callable[[], list[SynthesisRequest]] | None = None
+) -> Iterator[tuple[int, AudioChunk | RequestError]]:
     """Speak requests that share voice, language and options as one batched generation, as
     `(request index, chunk)` pairs in the order they are made; each request's chunks are what `run`
     would give it (its own chunk sizes and frame budget, its metadata on its final chunk), from one
     decode that draws with the first request's seed.
 
-    A request whose text needs more than one segment is spoken after the batch, alone, through
-    `run`. A request whose `cancel` is set gets no more chunks; the decode stops when every
-    request's is set (or the first request's `cancel` is the batch's own). Closing the iterator
-    stops decoding.
+    Where the speaker's batches take rows while they run (`joins_rows`), a long text's segments
+    follow one another in their row's place, and `admit` is asked between steps for more requests
+    (numbered on from these); one of those that cannot be spoken comes out as `(index, error)`.
+    Elsewhere a request whose text needs more than one segment is spoken after the batch, alone,
+    through `run`. A request whose `cancel` is set gets no more chunks (and its row is dropped where
+    rows can leave); the decode stops when every request's is set. Closing the iterator stops decoding.
     """
+    if getattr(speaker, "joins_rows", False):
+        yield from _run_rows(speaker, requests, admit)
+        return
     plans = [(i, r, _segments(speaker, r)) for i, r in enumerate(requests)]
     together = [(i, r, segments[0]) for i, r, segments in plans if len(segments) == 1]
     alone = [(i, r) for i, r, segments in plans if len(segments) > 1]
@@ -180,6 +203,93 @@ def run_batch(speaker: BatchSegmentSpeaker, requests: list[SynthesisRequest]) ->
             continue
         for chunk in run(speaker, request):
             yield index, chunk
+
+
+def _run_rows(speaker: BatchSegmentSpeaker, requests: list[SynthesisRequest], admit) -> Iterator[tuple[int, AudioChunk | RequestError]]:
+    feed = _Feed(speaker, requests[0].seed, admit)
+    checked = [feed.add(r, strict=True) for r in requests][0]  # every text checked; voice and options are the first's
+    pieces = speaker.speak_segments(feed.take(), checked, feed.cancel, feed)
+    try:
+        for job, piece in pieces:
+            yield from feed.failures()
+            index, segment = feed.jobs[job]
+            if feed.gone(job):
+                continue
+            utterance = feed.utterances[index]
+            if piece.last:  # a segment's row ended: the most rows any of the request's segments shared a step with
+                feed.shared[index] = max(feed.shared.get(index, 1), piece.metadata.get("batch_size", 1))
+            chunk = utterance.chunk(segment, piece)
+            if piece.last and segment.index + 1 < utterance.count:
+                feed.queued.append((index, segment.index + 1))  # its next segment takes the row's place at the next step
+            if chunk is not None:
+                if chunk.final:
+                    chunk.metadata["batch_size"] = feed.shared[index]
+                yield index, chunk
+        yield from feed.failures()
+    finally:
+        close = getattr(pieces, "close", None)
+        if close is not None:
+            close()
+
+
+class _Feed:
+    """A running batch's requests (those it began with and those that joined) and its jobs (one per
+    segment started), for `_run_rows`; it is the speaker's `RowFeed`."""
+
+    def __init__(self, speaker: BatchSegmentSpeaker, seed: int | None, admit) -> None:
+        self.speaker, self.seed, self.admit = speaker, seed, admit
+        self.requests: list[SynthesisRequest] = []
+        self.texts: list[list[str]] = []
+        self.utterances: list[_Utterance | None] = []
+        self.jobs: list[tuple[int, Segment]] = []  # job number -> (request index, segment)
+        self.queued: list[tuple[int, int]] = []  # (request index, segment index) to start at the next step
+        self.failed: list[tuple[int, RequestError]] = []
+        self.shared: dict[int, int] = {}
+        self.cancel = BatchCancel([])
+
+    def add(self, request: SynthesisRequest, strict: bool) -> Any:
+        """Take a request (its first segment is queued); returns its `check_request`. A request that
+        cannot be spoken raises when `strict`, else is kept as a failure for `failures`."""
+        index = len(self.requests)
+        self.requests.append(request)
+        self.texts.append([])
+        self.utterances.append(None)
+        try:
+            texts = _segments(self.speaker, request)
+            utterance = _Utterance(self.speaker, request, len(texts))
+            checked = self.speaker.check_request(request)
+        except RequestError as e:
+            if strict:
+                raise
+            self.failed.append((index, e))
+            return None
+        self.texts[index], self.utterances[index] = texts, utterance
+        self.cancel.add(request.cancel)
+        self.queued.append((index, 0))
+        return checked
+
+    def take(self) -> list[Segment]:
+        """The queued segments' jobs, numbered on."""
+        out = []
+        for index, i in self.queued:
+            segment = self.utterances[index].segment(i, self.texts[index][i], self.seed)
+            self.jobs.append((index, segment))
+            out.append(segment)
+        self.queued = []
+        return out
+
+    def more(self) -> list[Segment]:
+        for request in self.admit() if self.admit is not None else []:
+            self.add(request, strict=False)
+        return self.take()
+
+    def gone(self, job: int) -> bool:
+        cancel = self.requests[self.jobs[job][0]].cancel
+        return cancel is not None and cancel.cancelled
+
+    def failures(self) -> Iterator[tuple[int, RequestError]]:
+        while self.failed:
+            yield self.failed.pop(0)
 
 
 def _segments(speaker: SegmentSpeaker, request: SynthesisRequest) -> list[str]:

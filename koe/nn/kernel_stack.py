@@ -128,6 +128,25 @@ class KernelCache:
             values[..., : self.length, :] = self.values[..., : self.length, :]
         self.keys, self.values, self.capacity = keys, values, capacity
 
+    @classmethod
+    def gather(cls, rows: list[tuple[KernelCache, int]], ahead: int = 1) -> KernelCache:
+        """A cache of rows taken from other caches of one stack (`(cache, row)` each), in that order:
+        each row's real positions (from its start to its cache's length) copied right-aligned, so
+        the rows can step on together (a row's start then marks where its own positions begin),
+        with room for `ahead` more positions before the capacity doubles. The copies change no
+        value: a row attends to the same keys and values as before."""
+        stack = rows[0][0].stack
+        used = [c.length - (0 if c.start is None else int(c.start[r])) for c, r in rows]
+        length = max(used)
+        out = cls(stack, len(rows), length + max(1, ahead), torch.tensor([length - u for u in used]))
+        for i, ((c, r), u) in enumerate(zip(rows, used)):
+            if c.stack is not stack:
+                raise ValueError("rows of caches of different decoder stacks cannot be gathered")
+            out.keys[:, i, :, length - u : length] = c.keys[:, r, :, c.length - u : c.length]
+            out.values[:, i, :, length - u : length] = c.values[:, r, :, c.length - u : c.length]
+        out.length = length
+        return out
+
     def step(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """x (B, T, C) -> the stack's final-norm output (B, T, C) for the next T positions; cos, sin:
         rotary tables broadcastable to (B, 1, T, D)."""

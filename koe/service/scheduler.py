@@ -233,9 +233,10 @@ class _Lane:
         batch = [job for job in batch if job.future.set_running_or_notify_cancel()]  # drops futures cancelled by their owner
         if not batch:
             return
+        size = len(batch)  # streams that join it later count in largest_batch as they join
         try:
             if isinstance(batch[0], StreamJob):
-                self._run_streams(batch) if len(batch) > 1 else self._run_stream(batch[0])
+                self._run_streams(batch) if batch[0].batchable else self._run_stream(batch[0])  # a batchable stream may be joined
             else:
                 self._run_speak(batch)
         except KoeError as e:
@@ -250,7 +251,7 @@ class _Lane:
             s = self.stats
             s.seconds_per_run = elapsed if not s.seconds_per_run else 0.7 * s.seconds_per_run + 0.3 * elapsed
             s.batches += 1
-            s.largest_batch = max(s.largest_batch, len(batch))
+            s.largest_batch = max(s.largest_batch, size)
             for job in batch:
                 outcome = _outcome(job)
                 setattr(s, outcome, getattr(s, outcome) + 1)
@@ -305,10 +306,14 @@ class _Lane:
             pairs = self.scheduler.synthesizer.stream_batch(
                 [j.plan for j in batch], [j.cancel_token for j in batch],
                 first_chunk_s=[j.first_chunk_s for j in batch], chunk_s=[j.chunk_s for j in batch],
+                admit=lambda: self._join(batch),
             )  # fmt: skip
             with contextlib.closing(pairs):
                 for i, chunk in pairs:
                     job, delivered = batch[i], True
+                    if isinstance(chunk, BaseException):  # a stream that joined and cannot be spoken: its own failure
+                        _fail(job, chunk)
+                        continue
                     job.chunks.put(chunk)
                     if chunk.final:
                         _end(job)
@@ -321,6 +326,32 @@ class _Lane:
             return
         for job in batch:  # cancelled on the way
             _fail(job, RequestCancelled("the request was cancelled"))
+
+    def _join(self, batch: list[StreamJob]) -> list[tuple]:
+        """Streams that join `batch` while it runs (where the model takes rows then): the waiting
+        streams at the head of the queue that it could have started with, while it has room. Only
+        from the head, so a request of another kind waits for no more than this batch's end."""
+        taken: list[StreamJob] = []
+        with self.cond:
+            room = self.scheduler.max_batch_size - sum(1 for j in batch if not j.future.done())
+            while room > 0 and self.waiting and not self.closed:
+                job = self.waiting[0]
+                if job.cancelled:
+                    self._count_cancelled(self.waiting.popleft())
+                    continue
+                if type(job) is not StreamJob or not job.batchable or job.batch_key != batch[0].batch_key:
+                    break
+                self.waiting.popleft()
+                if job.future.set_running_or_notify_cancel():
+                    taken.append(job)
+                    room -= 1
+            if taken:
+                batch.extend(taken)
+                self.running.extend(taken)
+                s = self.stats
+                s.waiting, s.running = len(self.waiting), sum(1 for j in self.running if not j.future.done())
+                s.largest_batch = max(s.largest_batch, s.running)
+        return [(j.plan, j.cancel_token, j.first_chunk_s, j.chunk_s) for j in taken]
 
     def _run_stream(self, job: StreamJob) -> None:
         synth = self.scheduler.synthesizer

@@ -352,7 +352,8 @@ class Synthesizer:
         *,
         first_chunk_s: float | list[float | None] | None = None,
         chunk_s: float | list[float | None] | None = None,
-    ) -> Iterator[tuple[int, StreamChunk]]:
+        admit: Callable[[], list[tuple[SpeechPlan, CancelToken, float | None, float | None]]] | None = None,
+    ) -> Iterator[tuple[int, StreamChunk | KoeError]]:
         """Stream requests that differ only in text (and speed, format, chunk sizes) from one batched
         generation: `(request index, StreamChunk)` pairs as the audio is made, each request's chunks
         what `stream` would give it (the batch draws with the first request's seed).
@@ -362,6 +363,11 @@ class Synthesizer:
         it is kept); the generation stops when every request is cancelled or the iterator is closed.
         `first_chunk_s` / `chunk_s`: one value for all requests or one per request (None: the
         model's defaults). A model that cannot batch streams speaks the requests in turn.
+
+        `admit`, where the model takes rows into a running batch (int8 / int4 Qwen3-TTS), is asked
+        between steps for more streams, as `(plan, cancel, first_chunk_s, chunk_s)` tuples of plans
+        with this batch's `batch_key`; they are numbered on from these. One of them that cannot be
+        spoken comes out as `(index, KoeError)`, the others go on.
         """
         plans = [r if isinstance(r, SpeechPlan) else self.plan(r) for r in requests]
         n = len(plans)
@@ -375,9 +381,9 @@ class Synthesizer:
             for value in values:
                 if value is not None and not value > 0:
                     raise InvalidRequest(f"{name} must be > 0 seconds, got {value}", param=name)
-        return self._stream_batch(plans, cancels, *sizes)
+        return self._stream_batch(plans, cancels, *sizes, admit=admit)
 
-    def _stream_batch(self, plans: list[SpeechPlan], cancels: list[CancelToken], firsts: list, everys: list) -> Iterator[tuple[int, StreamChunk]]:
+    def _stream_batch(self, plans: list[SpeechPlan], cancels: list[CancelToken], firsts: list, everys: list, admit=None) -> Iterator[tuple[int, StreamChunk | KoeError]]:
         if not plans:
             return
         first = plans[0]
@@ -388,14 +394,32 @@ class Synthesizer:
             with engine_errors():
                 job = self._synthesis_request(first, entry, None, stream=True, notes=notes)
                 jobs = [replace(job, text=p.text, cancel=c, first_chunk_s=f, chunk_s=e) for p, c, f, e in zip(plans, cancels, firsts, everys, strict=True)]
-                if isinstance(engine, StreamBatchEngine) and first.stream_batchable and len(jobs) > 1:
-                    chunks = engine.synthesize_streams(jobs)
+            writers = [_StreamWriter(self, p, notes, seed=first.seed, batch_size=len(plans) if len(plans) > 1 else None) for p in plans]
+            key = first.batch_key()
+
+            def joining() -> list[SynthesisRequest]:
+                out = []
+                for plan, cancel, f, e in admit():
+                    if plan.batch_key() != key:
+                        raise ValueError("a stream that joins a batch must have the batch's batch_key")
+                    plans.append(plan)
+                    cancels.append(cancel)
+                    writers.append(_StreamWriter(self, plan, notes, seed=first.seed))
+                    out.append(replace(job, text=plan.text, cancel=cancel, first_chunk_s=f, chunk_s=e))
+                return out
+
+            with engine_errors():
+                if isinstance(engine, StreamBatchEngine) and first.stream_batchable and (len(jobs) > 1 or admit is not None):
+                    chunks = engine.synthesize_streams(jobs, joining if admit is not None else None)
                 else:
                     chunks = _in_turn(engine, jobs)
-            writers = [_StreamWriter(self, p, notes, seed=first.seed, batch_size=len(plans)) for p in plans]
             try:
                 with engine_errors():
                     for i, chunk in chunks:
+                        if isinstance(chunk, Exception):  # a stream that joined and cannot be spoken
+                            writers[i].finished = True
+                            yield i, _koe_error(chunk)
+                            continue
                         if cancels[i].cancelled:
                             writers[i].abandon()
                             continue
@@ -434,7 +458,7 @@ class _StreamWriter:
         data += self.encoder.finish()
         self.finished = True
         meta = chunk.metadata  # the final chunk carries the utterance's warnings and truncation
-        if self.batch_size is not None:
+        if self.batch_size is not None and "batch_size" not in meta:  # the engine's count where it keeps one (rows that joined)
             meta = dict(meta, batch_size=self.batch_size)
         metadata = self.synth._metadata(plan, meta, self.seed)
         output_id, path, unkept = self.synth._record(plan, self.encoder.duration, metadata, b"".join(self.kept) + data if plan.save else None)
@@ -447,6 +471,15 @@ class _StreamWriter:
             self.encoder.close()
             self.encoder = None
         self.kept = []
+
+
+def _koe_error(error: Exception) -> KoeError:
+    """An engine's error for one request as the `KoeError` `engine_errors` would raise."""
+    try:
+        with engine_errors():
+            raise error
+    except KoeError as e:
+        return e
 
 
 def _in_turn(engine: Any, jobs: list[SynthesisRequest]) -> Iterator[tuple[int, AudioChunk]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import itertools
 import logging
 import math
 import os
@@ -24,7 +25,7 @@ import torch
 
 from koe.engines import pipeline
 from koe.engines.base import AudioChunk, Capabilities, CancelToken, EmptyText, InvalidOption, RequestError, SynthesisRequest, UnsupportedLanguage, UnsupportedVoice, VoicePromptMismatch, VoiceReference, check_seed
-from koe.engines.pipeline import Piece, PipelineDefaults, Segment, steps_for
+from koe.engines.pipeline import Piece, PipelineDefaults, RowFeed, Segment, steps_for
 from koe.engines.qwen3_tts import spec
 from koe.engines.qwen3_tts.codec.fast import FastCodec, fast_codec_for
 from koe.engines.qwen3_tts.config import GenerationDefaults, Qwen3TTSConfig
@@ -33,6 +34,7 @@ from koe.engines.qwen3_tts.guard import FRAME_RATE, MAX_SEGMENT_CHARS, SEGMENT_P
 from koe.engines.qwen3_tts.model import Qwen3TTSNetwork
 from koe.engines.qwen3_tts.native import NativeAPI, SpeechResult, seeded, to_numpy
 from koe.engines.qwen3_tts.prompt import ClonePrompt, PromptItem, build_talker_inputs
+from koe.engines.qwen3_tts.rows import RowDecoder
 from koe.engines.qwen3_tts.streaming import CodecStream
 from koe.engines.qwen3_tts.voice import VoicePrompt, VoicePromptError, model_stamp, pad_reference, reference_audio, to_codec_rate
 from koe.runtime.device import resolve_device, resolve_dtype
@@ -403,10 +405,11 @@ class Qwen3TTSEngine(NativeAPI):
         """Speak one request as audio chunks (see `koe.engines.pipeline.run`)."""
         return pipeline.run(self, request)
 
-    def synthesize_streams(self, requests: list[SynthesisRequest]) -> Iterator[tuple[int, AudioChunk]]:
+    def synthesize_streams(self, requests: list[SynthesisRequest], admit=None) -> Iterator[tuple[int, AudioChunk | RequestError]]:
         """Streamed requests that share voice, language and options, from one batched decode (the
-        first one's seed): `(request index, chunk)` pairs (see `koe.engines.pipeline.run_batch`)."""
-        return pipeline.run_batch(self, requests)
+        first one's seed): `(request index, chunk)` pairs (see `koe.engines.pipeline.run_batch`).
+        In int8 / int4 on koe's kernels rows join and leave while it runs (`admit`, `joins_rows`)."""
+        return pipeline.run_batch(self, requests, admit)
 
     def synthesize_batch(self, requests: list[SynthesisRequest]) -> list[list[AudioChunk]]:
         """One-shot requests that share voice, language and options (the first one's seed), as one batch."""
@@ -461,28 +464,31 @@ class Qwen3TTSEngine(NativeAPI):
         yield Piece(to_numpy(wav), n, last=True, truncated=not bool(outcome.eos[0]), info=self._segment_info(n, budget),
                     metadata={"codes": codes.cpu(), "decode_path": outcome.decode_path, "timings": timings, **_voice_metadata(c.voice)})  # fmt: skip
 
-    def speak_segments(self, segments: list[Segment], c: _Checked, cancel: CancelToken | None) -> Iterator[tuple[int, Piece]]:
+    @property
+    def joins_rows(self) -> bool:
+        """Whether a running batch of streams can take new rows (`speak_segments` with a feed): where
+        the talker steps in C (int8 / int4 on koe's kernels, `rows.RowDecoder`)."""
+        return RowDecoder.supports(self.network.talker)
+
+    def speak_segments(self, segments: list[Segment], c: _Checked, cancel: CancelToken | None, feed: RowFeed | None = None) -> Iterator[tuple[int, Piece]]:
         """Streamed segments as one batched decode (one: `speak_segment`; several: `pipeline.run_batch`),
         each row with its own chunk sizes, frame budget and codec stream. A row that ends (end of
-        speech, or its budget) gets its last piece at once; the others go on."""
+        speech, or its budget) gets its last piece at once; the others go on. With a `feed` and
+        where rows can join (`joins_rows`), segments the feed gives later join at the next frame
+        and a row whose listener went away is dropped; jobs are numbered in the order they came."""
+        if feed is not None and self.joins_rows:
+            yield from self._speak_rows(segments, c, cancel, feed)
+            return
         n = len(segments)
         items = self.prompt_items([s.text for s in segments], [c.language] * n, [c.speaker] * n, [c.instruct] * n, [c.voice] * n)
-        budgets = [self._budget(s.budget_s, c.settings) for s in segments]
-        schedule = [tuple(max(1, round(x * FRAME_RATE)) for x in (s.first_chunk_s, s.chunk_s)) for s in segments]
         outcome = DecodeOutcome()
         with torch.inference_mode():
             inputs = build_talker_inputs(self.network.talker, self.cfg, items, c.non_streaming)
-        codecs = [CodecStream(self.audio_codec, prefix=_icl_reference(item)) for item in items]
+        rows = [self._row_stream(s, item, c) for s, item in zip(segments, items, strict=True)]
         frames = self.frames_core()(self.network.talker, inputs, c.settings, seeded(segments[0].seed, c.generator),
-                                    row_limits=torch.tensor(budgets, device=self.device), cancel=cancel, outcome=outcome)  # fmt: skip
-        made, due, open_rows = [0] * n, [first for first, _ in schedule], set(range(n))
-        batch = {"batch_size": n} if n > 1 else {}
-
-        def last(row: int) -> Piece:
-            codes = codecs[row].pending_codes()
-            return Piece(to_numpy(codecs[row].drain()), made[row], last=True, truncated=not bool(outcome.eos[row]), info=self._segment_info(made[row], budgets[row]),
-                         metadata={"codes": codes, "decode_path": outcome.decode_path, **batch, **_voice_metadata(c.voice)})  # fmt: skip
-
+                                    row_limits=torch.tensor([r.budget for r in rows], device=self.device), cancel=cancel, outcome=outcome)  # fmt: skip
+        meta = {"decode_path": outcome.decode_path, **({"batch_size": n} if n > 1 else {}), **_voice_metadata(c.voice)}
+        open_rows = set(range(n))
         try:
             with torch.inference_mode():
                 for frame in frames:
@@ -490,21 +496,58 @@ class Qwen3TTSEngine(NativeAPI):
                     for row in sorted(open_rows):
                         if not alive[row]:
                             open_rows.discard(row)
-                            yield row, last(row)
-                            continue
-                        codecs[row].push(frame.codes[row])
-                        made[row] += 1
-                        if codecs[row].pending >= due[row]:
-                            codes = codecs[row].pending_codes()
-                            yield row, Piece(to_numpy(codecs[row].drain()), made[row], metadata={"codes": codes})
-                            due[row] = schedule[row][1]
+                            yield row, rows[row].last(bool(outcome.eos[row]), meta)
+                        elif (piece := rows[row].push(frame.codes[row])) is not None:
+                            yield row, piece
                 for row in sorted(open_rows):
-                    yield row, last(row)
+                    yield row, rows[row].last(bool(outcome.eos[row]), meta)
         finally:
             frames.close()
 
+    def _speak_rows(self, segments: list[Segment], c: _Checked, cancel: CancelToken | None, feed: RowFeed) -> Iterator[tuple[int, Piece]]:
+        """`speak_segments` on a `RowDecoder`: rows join and leave between frames."""
+        decoder = RowDecoder(self.network.talker, c.settings, seeded(segments[0].seed, c.generator))
+        rows: dict[int, _RowStream] = {}
+        numbers = itertools.count()  # jobs in the order they came
+        meta = {"decode_path": {"decode_path": "rows"}, **_voice_metadata(c.voice)}
+
+        def start(new: list[Segment]) -> None:
+            for segment in new:
+                (item,) = self.prompt_items([segment.text], [c.language], [c.speaker], [c.instruct], [c.voice])
+                with torch.inference_mode():
+                    inputs = build_talker_inputs(self.network.talker, self.cfg, [item], c.non_streaming)
+                job = next(numbers)
+                rows[job] = self._row_stream(segment, item, c)
+                decoder.add(job, inputs, rows[job].budget)
+
+        start(segments)
+        with torch.inference_mode():
+            while True:
+                if cancel is not None:
+                    cancel.raise_if_cancelled()  # every listener gone
+                if not len(decoder):
+                    break
+                step = decoder.step()
+                shared = len(step)
+                for frame in step:
+                    row = rows[frame.key]
+                    row.shared = max(row.shared, shared)
+                    if frame.codes is None:
+                        del rows[frame.key]
+                        yield frame.key, row.last(frame.eos, {**meta, "batch_size": row.shared})
+                    elif (piece := row.push(frame.codes)) is not None:
+                        yield frame.key, piece
+                for job in [j for j in rows if feed.gone(j)]:
+                    decoder.remove(job)
+                    del rows[job]
+                start(feed.more())
+
+    def _row_stream(self, segment: Segment, item: PromptItem, c: _Checked) -> _RowStream:
+        first, every = (max(1, round(x * FRAME_RATE)) for x in (segment.first_chunk_s, segment.chunk_s))
+        return _RowStream(CodecStream(self.audio_codec, prefix=_icl_reference(item)), first, every, self._budget(segment.budget_s, c.settings))
+
     def _segment_info(self, frames: int, budget: int) -> dict:
-        return {"frame_budget": budget, "seconds": frames / FRAME_RATE}
+        return segment_info(frames, budget)
 
     def result_metadata(self) -> dict:
         meta = {"model": self.cfg.model_type, "size": self.cfg.model_size, "precision": self.precision, "device": str(self.device),
@@ -523,6 +566,36 @@ class _Checked:
     non_streaming: bool
     generator: torch.Generator | None
     cancel: CancelToken | None
+
+
+def segment_info(frames: int, budget: int) -> dict:
+    """What a segment's record says besides the pipeline's: its frame budget and its seconds of audio."""
+    return {"frame_budget": budget, "seconds": frames / FRAME_RATE}
+
+
+class _RowStream:
+    """One streamed row's output side: its codec stream, chunk schedule (`first` frames, then every
+    `every`) and frame budget; `push` a frame's codes, get a piece when one is due."""
+
+    def __init__(self, codec: CodecStream, first: int, every: int, budget: int) -> None:
+        self.codec, self.due, self.every, self.budget = codec, first, every, budget
+        self.frames = 0
+        self.shared = 1  # the most rows it shared a step with
+
+    def push(self, codes: torch.Tensor) -> Piece | None:
+        self.codec.push(codes)
+        self.frames += 1
+        if self.codec.pending < self.due:
+            return None
+        self.due = self.every
+        pending = self.codec.pending_codes()
+        return Piece(to_numpy(self.codec.drain()), self.frames, metadata={"codes": pending})
+
+    def last(self, eos: bool, metadata: dict) -> Piece:
+        """Its last piece (what is pending), `truncated` unless it ended by drawing end-of-speech."""
+        pending = self.codec.pending_codes()
+        info = segment_info(self.frames, self.budget)
+        return Piece(to_numpy(self.codec.drain()), self.frames, last=True, truncated=not eos, info=info, metadata={"codes": pending, **metadata})
 
 
 def _voice_metadata(voice) -> dict:
