@@ -24,7 +24,14 @@ from dataclasses import dataclass, field
 
 import torch
 
-from koe.engines.qwen3_tts.generate import FRAMES_AHEAD, DecodeSettings, frame_embedding, predict_codebooks, prefill, trailing_input
+from koe.engines.qwen3_tts.generate import (
+    FRAMES_AHEAD,
+    DecodeSettings,
+    frame_embedding,
+    predict_codebooks,
+    prefill,
+    trailing_input,
+)
 from koe.engines.qwen3_tts.prompt import TalkerInputs
 from koe.engines.qwen3_tts.talker import Talker
 from koe.nn.kernel_stack import KernelCache
@@ -87,7 +94,7 @@ class RowDecoder:
             raise ValueError(f"a row is one prompt; got {inputs.embeds.shape[0]}")
         first = prefill(self.talker, inputs)
         if not isinstance(first.cache, KernelCache):
-            raise ValueError("this talker did not give a KernelCache for the prompt")
+            raise TypeError("this talker did not give a KernelCache for the prompt")
         length = inputs.embeds.shape[1]
         row = _Row(key, inputs, int(limit), first.logits[:, -1, :], first.hidden[:, -1:, :], length)
         self._joining.append((row, first.cache))

@@ -161,13 +161,13 @@ def test_a_cancelled_row_is_dropped_and_all_cancelled_stops(engine):
     cancels = [CancelToken(), CancelToken()]
     requests = [_request("Stays.", cancel=cancels[0], first_chunk_s=0.08, chunk_s=0.08), _request("Leaves.", cancel=cancels[1], first_chunk_s=0.08, chunk_s=0.08)]
     seen = [0, 0]
-    for i, _ in engine.synthesize_streams(requests, lambda: []):
+    for i, _ in engine.synthesize_streams(requests, list):
         seen[i] += 1
         if i == 1:
             cancels[1].cancel()
     assert seen[1] == 1 and seen[0] == 11  # 10 frames (0.8 s) and the final chunk
     cancels = [CancelToken()]
-    stream = engine.synthesize_streams([_request("Gone.", cancel=cancels[0], first_chunk_s=0.08)], lambda: [])
+    stream = engine.synthesize_streams([_request("Gone.", cancel=cancels[0], first_chunk_s=0.08)], list)
     next(stream)
     cancels[0].cancel()
     with pytest.raises(Cancelled):
