@@ -1,7 +1,7 @@
 """Many requests at once through `koe serve`'s micro-batching: aggregate frames per second and each
 request's real-time factor, for 1, 4 and 8 concurrent clients, against one request alone.
 
-    python scripts/server_batching.py [MODEL_FOLDER] [--precision int8|int4|bf16] [--clients 1 4 8] [--rounds 2] [--stream]
+    python scripts/server_batching.py [MODEL_FOLDER] [--precision int8|int4|bf16] [--clients 1 4 8] [--rounds 2] [--stream] [--stagger S]
 
 MODEL_FOLDER: a CustomVoice folder (default: koe bench's real-size 0.6B random-weight model in
 ~/.cache/koe/bench, made by `koe bench --size 0.6b`). The requests are one-shot WAVs with the same
@@ -10,7 +10,8 @@ made (`x-koe-duration`), which at 12.5 frames per second gives the frames. A req
 wall time over its audio (< 1: faster than real time). With `--stream` the requests are streamed
 16-bit PCM (`stream_format: audio`): each stream's time to its first audio bytes (`ttfa_s`) and
 its RTF after them (wall time from the first audio to the last over the audio after the first
-chunk), as a listener feels it. Prints JSON.
+chunk), as a listener feels it. `--stagger S` starts client i S * i seconds after the first
+(listeners who arrive one after another rather than at once). Prints JSON.
 """
 
 import argparse
@@ -41,6 +42,7 @@ parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 8])
 parser.add_argument("--rounds", type=int, default=2)
 parser.add_argument("--frames", type=int, default=40, help="max_new_tokens of each request")
 parser.add_argument("--stream", action="store_true", help="streamed requests (PCM as it is made) instead of one-shot WAVs")
+parser.add_argument("--stagger", type=float, default=0.0, help="seconds between the clients' starts")
 args = parser.parse_args()
 
 url, proc, home = serve(args.folder, args.precision)
@@ -76,7 +78,9 @@ def burst(n: int) -> dict:
     out: list = []
     threads = [threading.Thread(target=streamed if args.stream else one, args=(TEXTS[i % len(TEXTS)], out)) for i in range(n)]
     t0 = time.perf_counter()
-    for t in threads:
+    for i, t in enumerate(threads):
+        if args.stagger:
+            time.sleep(max(0.0, t0 + i * args.stagger - time.perf_counter()))
         t.start()
     for t in threads:
         t.join()
@@ -115,4 +119,4 @@ summary = {
     }
     for n, rs in runs.items()
 }
-print(json.dumps({"precision": args.precision or "fp32", "frames": args.frames, "stream": args.stream, "largest_batch": largest, "summary": summary, "runs": runs}, indent=1))
+print(json.dumps({"precision": args.precision or "fp32", "frames": args.frames, "stream": args.stream, "stagger_s": args.stagger, "largest_batch": largest, "summary": summary, "runs": runs}, indent=1))
