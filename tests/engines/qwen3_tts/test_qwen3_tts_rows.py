@@ -115,21 +115,32 @@ def _request(text, **kw):
     return SynthesisRequest(text, language="english", voice="ryan", seed=1, stream=True, options=dict(GREEDY), **kw)
 
 
+def _admit_at(call: int, requests: list) -> callable:
+    """An `admit` that gives `requests` when it is asked for the `call`-th time, else nothing."""
+    asked = []
+
+    def admit():
+        asked.append(1)
+        return requests if len(asked) == call else []
+
+    return admit
+
+
+def _streams(engine, requests, admit) -> list:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return list(engine.synthesize_streams(requests, admit))
+
+
 def test_streams_that_join_get_their_own_audio(engine):
     """A request admitted while the batch runs starts at the next frame (its first chunk comes
     before the first rows end), a long text's segments follow in its row, and with greedy settings
     each request's audio is the audio it gets alone."""
     first = [_request("One two."), _request("Three four five.")]
     late = _request("A late one. It has two sentences.", max_segment_s=0.4, max_segment_chars=15)
-    asked = []
-
-    def admit():
-        asked.append(1)
-        return [late] if len(asked) == 3 else []
-
+    pairs = _streams(engine, first, _admit_at(3, [late]))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        pairs = list(engine.synthesize_streams(first, admit))
         alone = [list(engine.synthesize(r)) for r in (*first, late)]
     order = [i for i, _ in pairs]
     assert order.index(2) < max(k for k, i in enumerate(order) if i == 0)  # it joined while the others ran
@@ -142,16 +153,7 @@ def test_streams_that_join_get_their_own_audio(engine):
 
 
 def test_a_joining_request_that_cannot_be_spoken_fails_alone(engine):
-    bad = replace(_request("Fine."), voice="nobody")
-    calls = []
-
-    def admit():
-        calls.append(1)
-        return [bad] if len(calls) == 1 else []
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        pairs = list(engine.synthesize_streams([_request("Still spoken.")], admit))
+    pairs = _streams(engine, [_request("Still spoken.")], _admit_at(1, [replace(_request("Fine."), voice="nobody")]))
     errors = [(i, c) for i, c in pairs if isinstance(c, Exception)]
     assert len(errors) == 1 and errors[0][0] == 1 and isinstance(errors[0][1], RequestError) and errors[0][1].param == "voice"
     assert [c for i, c in pairs if i == 0][-1].final
