@@ -10,7 +10,9 @@ format (same `SpeechPlan.batch_key`, no explicit seed), a window past the latest
 while they keep coming (at most `BURST_WINDOWS` windows in all), and runs them as one generation:
 `Synthesizer.speak_batch` for one-shot jobs, `Synthesizer.stream_batch` for streams (where the
 model can batch streams), whose chunks go to each job's thread-safe queue as they are made. While
-a generation runs, new requests pile up and form the next batch without any extra wait.
+a generation runs, new requests pile up and form the next batch without any extra wait; where the
+model's batches take rows while they run (Qwen3-TTS in int8 / int4), the streams at the head of
+the queue that share a running stream batch's key join it at its next frame instead (`_join`).
 
 Every job carries a `CancelToken`: a job cancelled while waiting is dropped; a running job stops
 within a frame; a batch stops when all of its jobs are cancelled (a stream cancelled in a batch
@@ -444,7 +446,8 @@ class Scheduler:
 
         Chunks carry about `first_chunk_s`, then `chunk_s` seconds of audio (None: the model's
         defaults). Streams without an explicit seed that arrive together share one batched
-        generation where the model can batch streams."""
+        generation where the model can batch streams (and join a running one where its batches
+        take rows while they run)."""
         plan, explicit_seed = self._plan(request)
         job = StreamJob(plan, batchable=plan.stream_batchable and not explicit_seed, first_chunk_s=first_chunk_s, chunk_s=chunk_s)
         self._lane(plan).put(job)
