@@ -141,9 +141,8 @@ class Synthesizer:
         and raises `RequestCancelled` from the iterator (closing just ends it).
         """
         plan = request if isinstance(request, SpeechPlan) else self.plan(request)
-        for name, value in (("first_chunk_s", first_chunk_s), ("chunk_s", chunk_s)):
-            if value is not None and not value > 0:
-                raise InvalidRequest(f"{name} must be > 0 seconds, got {value}", param=name)
+        _check_chunk_size("first_chunk_s", first_chunk_s)
+        _check_chunk_size("chunk_s", chunk_s)
         return self._stream(plan, cancel or CancelToken(), first_chunk_s, chunk_s)
 
     def design_voice(
@@ -379,8 +378,7 @@ class Synthesizer:
         sizes = [_per_request(name, value, n) for name, value in (("first_chunk_s", first_chunk_s), ("chunk_s", chunk_s))]
         for name, values in zip(("first_chunk_s", "chunk_s"), sizes, strict=True):
             for value in values:
-                if value is not None and not value > 0:
-                    raise InvalidRequest(f"{name} must be > 0 seconds, got {value}", param=name)
+                _check_chunk_size(name, value)
         return self._stream_batch(plans, cancels, *sizes, admit=admit)
 
     def _stream_batch(self, plans: list[SpeechPlan], cancels: list[CancelToken], firsts: list, everys: list, admit=None) -> Iterator[tuple[int, StreamChunk | KoeError]]:
@@ -495,6 +493,11 @@ def _in_turn(engine: Any, jobs: list[SynthesisRequest]) -> Iterator[tuple[int, A
             close = getattr(chunks, "close", None)
             if close is not None:
                 close()
+
+
+def _check_chunk_size(name: str, value: float | None) -> None:
+    if value is not None and not value > 0:
+        raise InvalidRequest(f"{name} must be > 0 seconds, got {value}", param=name)
 
 
 def _per_request(name: str, value: Any, n: int) -> list:

@@ -487,7 +487,7 @@ class Qwen3TTSEngine(NativeAPI):
         rows = [self._row_stream(s, item, c) for s, item in zip(segments, items, strict=True)]
         frames = self.frames_core()(self.network.talker, inputs, c.settings, seeded(segments[0].seed, c.generator),
                                     row_limits=torch.tensor([r.budget for r in rows], device=self.device), cancel=cancel, outcome=outcome)  # fmt: skip
-        meta = {"decode_path": outcome.decode_path, **({"batch_size": n} if n > 1 else {}), **_voice_metadata(c.voice)}
+        meta = {**({"batch_size": n} if n > 1 else {}), **_voice_metadata(c.voice)}  # and the decode path, known once it ran
         open_rows = set(range(n))
         try:
             with torch.inference_mode():
@@ -496,11 +496,11 @@ class Qwen3TTSEngine(NativeAPI):
                     for row in sorted(open_rows):
                         if not alive[row]:
                             open_rows.discard(row)
-                            yield row, rows[row].last(bool(outcome.eos[row]), meta)
+                            yield row, rows[row].last(bool(outcome.eos[row]), {**meta, "decode_path": outcome.decode_path})
                         elif (piece := rows[row].push(frame.codes[row])) is not None:
                             yield row, piece
                 for row in sorted(open_rows):
-                    yield row, rows[row].last(bool(outcome.eos[row]), meta)
+                    yield row, rows[row].last(bool(outcome.eos[row]), {**meta, "decode_path": outcome.decode_path})
         finally:
             frames.close()
 

@@ -118,9 +118,9 @@ class RowDecoder:
             scores = process_logits(row.logits.to(copy=True, dtype=torch.float32), row.history, s.talker, eos_ids=self.eos, suppress_mask=self.suppress)
             token = draw(scores, s.talker, self.generator)
             row.history = torch.cat([row.history, token[:, None]], dim=-1)
-            made = row.history.shape[1]
-            if int(token) == s.eos_id or made > row.limit or made >= s.max_new_tokens:
-                out.append(RowFrame(row.key, None, eos=int(token) == s.eos_id))
+            made, eos = row.history.shape[1], int(token) == s.eos_id
+            if eos or made > row.limit or made >= s.max_new_tokens:
+                out.append(RowFrame(row.key, None, eos=eos))
                 continue
             going.append(row)
             tokens.append(token)
