@@ -51,8 +51,10 @@ def measure_in_this_process(folder: str, precision: str, threads: int) -> dict:
             if storage.data_ptr() not in seen:
                 seen.add(storage.data_ptr())
                 loaded += storage.nbytes()
+    packed = sum(getattr(m, "weight_bytes", 0) for m in engine.network.modules())  # kernel layers' own storage (exact strips, int8 / int4)
     return {"load_s": load_s, "cpu_s": cpu_s, "loadavg": os.getloadavg()[0], "peak_rss": wire.peak_rss(), "rss": wire.current_rss(), "rss_before": before,
-            "loaded_bytes": loaded, "precision": engine.precision, "torch_threads": torch.get_num_threads()}  # fmt: skip
+            "loaded_bytes": loaded + packed, "packed_bytes": packed, "precision": engine.precision, "kernel": engine.kernel,
+            "torch_threads": torch.get_num_threads()}  # fmt: skip
 
 
 def measure(folder: Path, precision: str, threads: int, runs: int) -> dict:

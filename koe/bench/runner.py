@@ -240,6 +240,8 @@ def run_bench(opts: BenchOptions, progress=lambda msg: None) -> dict:
                             entry[side]["profile"] = prof.get("profile")
                     for side in sides:
                         bpw = bytes_per_weight.get(opts.precision if side == "koe" else opts.upstream_precision, 4)
+                        if loads[side].get("kernel") == "koe-exact-bf16":
+                            bpw = 2  # exact products read the weights as bf16 (the values the float32 path widens)
                         mpf = entry[side]["summary"].get("ms_per_frame")
                         if mpf and wire.CASES[case][1] == 1:
                             gb = bytes_per_frame(folder, bpw) / 1e9

@@ -37,6 +37,7 @@ from koe.engines.qwen3_tts.prompt import ClonePrompt, PromptItem, build_talker_i
 from koe.engines.qwen3_tts.rows import RowDecoder
 from koe.engines.qwen3_tts.streaming import CodecStream
 from koe.engines.qwen3_tts.voice import VoicePrompt, VoicePromptError, model_stamp, pad_reference, reference_audio, to_codec_rate
+from koe.runtime import exact
 from koe.runtime.device import resolve_device, resolve_dtype
 from koe.runtime.sampling import SamplingConfig
 from koe.text.checks import text_problem
@@ -92,11 +93,17 @@ class Qwen3TTSEngine(NativeAPI):
         quantized = mode in ("int8", "int4")
         if quantized and dev.type != "cpu":
             raise ValueError(f"precision={mode!r} is a CPU mode (koe's CPU kernels); on a GPU use bf16")
-        # int8 / int4: the weights as stored (bf16 as released: no float32 copy of the layers about to be
-        # quantized), then what stays float made float32, which the conversion at load would have given exactly
-        network = Qwen3TTSNetwork.from_folder(folder, cfg, device=dev, dtype=None if quantized else dt)
+        packed = dev.type == "cpu" and dt == torch.float32 and not quantized and exact.summation_block() is not None
+        # int8 / int4 and the exact path's packed products: the weights as stored (bf16 as released: no
+        # float32 copy of the layers about to be quantized or packed), then what stays float made
+        # float32, which the conversion at load would have given exactly
+        network = Qwen3TTSNetwork.from_folder(folder, cfg, device=dev, dtype=None if quantized or packed else dt)
         codec = SpeechTokenizer.from_folder(folder / "speech_tokenizer", device=dev, dtype=dt)
         kernel = None
+        if packed:  # the same bits as torch's products, from packed (bf16 where they are bf16) weights
+            exact.exact_linears(network.talker)
+            kernel = exact.describe(network.talker)
+            network.float()
         if quantized:
             from koe.engines.qwen3_tts.talker import attach_kernel_steps
             from koe.nn.norm import RMSNorm
@@ -114,7 +121,7 @@ class Qwen3TTSEngine(NativeAPI):
         return engine
 
     _precision: str | None = None  # the opt-in mode `load` was given, if any
-    kernel: str | None = None  # int8 / int4: what runs the products ("koe-avx512vnni", "koe-portable", int8's "fbgemm" fallback)
+    kernel: str | None = None  # what runs the products: int8 / int4 "koe-avx512vnni", "koe-portable", int8's "fbgemm" fallback; exact float32 on the CPU "koe-exact-bf16" / "-fp32" (torch's bits, koe.runtime.exact), None where torch's own
     fast_codec: FastCodec | None = None  # int8 / int4 (or KOE_FAST_CODEC): the fast codec (codec/fast.py); None: the exact one
 
     @property

@@ -41,10 +41,12 @@ SIZES = {
     "tiny-proj": dict(talker=(96, 2, 4, 2, 32, 128, [6, 5, 5]), predictor=(64, 2, 4, 2, 32, 96), text_hidden=32, speaker=[32, 32, 32, 32, 96], speaker_att=16),
     # 1.7B-like: the text embedding as wide as the talker (what upstream's fine-tuning recipe needs)
     "tiny-1b7": dict(talker=(96, 2, 4, 2, 32, 128, [6, 5, 5]), predictor=(64, 2, 4, 2, 32, 96), text_hidden=96, speaker=[32, 32, 32, 32, 96], speaker_att=16),
+    # wide enough that products sum over several of MKL's 384-input blocks (koe.runtime.exact)
+    "tiny-wide": dict(talker=(512, 1, 4, 2, 128, 800, [24, 20, 20]), predictor=(512, 1, 4, 2, 128, 800), text_hidden=32, speaker=[32, 32, 32, 32, 96], speaker_att=16),
     "0.6b": dict(talker=(1024, 28, 16, 8, 128, 3072, [24, 20, 20]), predictor=(1024, 5, 16, 8, 128, 3072), text_hidden=2048, speaker=[512, 512, 512, 512, 1536], speaker_att=128),
     "1.7b": dict(talker=(2048, 28, 16, 8, 128, 6144, [24, 20, 20]), predictor=(1024, 5, 16, 8, 128, 3072), text_hidden=2048, speaker=[512, 512, 512, 512, 1536], speaker_att=128),
 }
-SIZE_TAG = {"tiny": "0b6", "tiny-proj": "1b7", "tiny-1b7": "1b7", "0.6b": "0b6", "1.7b": "1b7"}
+SIZE_TAG = {"tiny": "0b6", "tiny-proj": "1b7", "tiny-1b7": "1b7", "tiny-wide": "0b6", "0.6b": "0b6", "1.7b": "1b7"}
 
 
 def model_config(kind: str, size: str = "tiny") -> dict:

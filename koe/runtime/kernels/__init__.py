@@ -1,6 +1,7 @@
 """koe's own CPU kernels (`qgemv.c`: int8 and int4 weight matrix-vector products and the RMSNorm of
 those modes; `decoder.c`: a whole decoder stack's step on them; `quantize.c`: the weights quantized
-for them at load; `snake.c`: the fast codec's SnakeBeta, see `snake.py`), built once per machine
+for them at load; `snake.c`: the fast codec's SnakeBeta, see `snake.py`; `exact.c`: the exact
+path's float32 products with torch's bits, see `koe.runtime.exact`), built once per machine
 with its C compiler into one library and loaded with ctypes.
 
 The library is compiled for this CPU (`-march=native`), so the cache key holds the compiler, the
@@ -30,7 +31,7 @@ import torch  # noqa: F401  (first: its libgomp is the one the library binds to)
 logger = logging.getLogger(__name__)
 
 HERE = Path(__file__).parent
-SOURCES = (HERE / "qgemv.c", HERE / "decoder.c", HERE / "snake.c", HERE / "quantize.c")  # one library; qgemv.h is what decoder.c uses of qgemv.c
+SOURCES = (HERE / "qgemv.c", HERE / "decoder.c", HERE / "snake.c", HERE / "quantize.c", HERE / "exact.c")  # one library; qgemv.h is what decoder.c uses of qgemv.c
 HEADERS = (HERE / "qgemv.h",)
 FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fopenmp", "-shared", "-fPIC")
 _P, _I = ctypes.c_void_p, ctypes.c_int64
@@ -42,7 +43,12 @@ SIGNATURES = {
     "koe_snake_beta": [_P, _P, _I, _I, _I, _P, _P, _I, _I],
     "koe_quantize_int8": [_P, _I, _I, _I, _I, _P, _P, _I],
     "koe_quantize_int4": [_P, _I, _I, _I, _I, _P, _P, _I],
+    "koe_exact_count_not_bf16": [_P, _I, _I],
+    "koe_exact_pack": [_P, ctypes.c_int, _I, _I, ctypes.c_int, _P, _I],
+    "koe_exact_linear": [_P, _I, _I, _P, ctypes.c_int, _I, _I, _P, _P, _I, ctypes.c_int],
+    "koe_exact_vectorized": [],
 }
+RESULTS = {"koe_exact_count_not_bf16": _I, "koe_exact_vectorized": ctypes.c_int}  # the rest return nothing
 
 
 class KernelUnavailable(RuntimeError):
@@ -108,7 +114,7 @@ def load(path: Path) -> ctypes.CDLL:
     lib = ctypes.CDLL(str(path))
     for name, args in SIGNATURES.items():
         fn = getattr(lib, name)
-        fn.argtypes, fn.restype = args, None
+        fn.argtypes, fn.restype = args, RESULTS.get(name)
     return lib
 
 
@@ -119,7 +125,7 @@ def _load() -> ctypes.CDLL | str:
     try:
         lib = load(build())
     except KernelUnavailable as e:
-        logger.warning("koe's CPU kernels are unavailable: %s", e)
+        logger.warning("koe's CPU kernels are unavailable (the exact path keeps torch's products, int8 falls back to fbgemm, int4 is refused): %s", e)
         return str(e)
     except OSError as e:
         logger.warning("koe's CPU kernels could not be loaded: %s", e)

@@ -21,6 +21,7 @@ import koe
 from koe.bench.models import store_as_released
 from koe.compat.qwen_tts import Qwen3TTSModel
 from koe.engines.qwen3_tts.fixtures import write_random_model
+from koe.runtime import exact
 
 pytestmark = pytest.mark.oracle
 
@@ -42,7 +43,7 @@ CALLS = {
 }
 METHOD = {"custom_voice": "generate_custom_voice", "voice_design": "generate_voice_design", "base": "generate_voice_clone"}
 # (kind, size, codec in bf16 too)
-FOLDERS = [("custom_voice", "tiny", False), ("custom_voice", "tiny-proj", False), ("custom_voice", "tiny", True), ("voice_design", "tiny", False), ("base", "tiny", False)]
+FOLDERS = [("custom_voice", "tiny", False), ("custom_voice", "tiny-proj", False), ("custom_voice", "tiny-wide", False), ("custom_voice", "tiny", True), ("voice_design", "tiny", False), ("base", "tiny", False)]
 
 
 def rewrite_bf16(path) -> None:
@@ -98,6 +99,8 @@ def test_koe_float32_path_on_bf16_files_equals_upstream(case):
     kind, folder, calls, tensors, _ = case
     tts = koe.load(folder)
     assert tts.precision == "float32"
+    # where koe's exact kernel gives torch's bits here, it runs the products, reading the weights as bf16
+    assert tts.kernel == (None if exact.summation_block() is None else "koe-exact-bf16")
     assert {p.dtype for p in tts.network.parameters()} == {torch.float32}
     assert {p.dtype for p in tts.codec.model.parameters()} == {torch.float32}
     for i, (name, call) in enumerate(calls.items()):

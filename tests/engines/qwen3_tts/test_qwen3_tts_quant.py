@@ -82,9 +82,16 @@ def test_int4_and_int8_modes_are_named_with_their_kernel(session_tmp) -> None:
             assert isinstance(engine.network.talker.code_predictor.lm_head[0], Int4Linear)
             # the text projection stays float32 in both modes
             assert isinstance(engine.network.talker.text_projection.linear_fc1, torch.nn.Linear)
-    # the exact path names no kernel
+    # the exact path names koe's exact kernel where it runs the products (torch's bits), else none
+    from koe.runtime import exact as exact_products
+
     exact = Qwen3TTSEngine.load(folder, device="cpu")
-    assert "kernel" not in exact.result_metadata() and exact.precision == "float32"
+    assert exact.precision == "float32"
+    if exact_products.summation_block() is None:
+        assert "kernel" not in exact.result_metadata()
+    else:
+        assert exact.result_metadata()["kernel"] == exact_products.describe(exact.network.talker) == "koe-exact-fp32"  # float32 random weights
+        assert isinstance(exact.network.talker.code_predictor.lm_head[0], exact_products.ExactLinear)
 
 
 def test_low_precision_modes_step_the_stacks_in_c(session_tmp) -> None:

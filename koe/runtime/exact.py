@@ -1,0 +1,151 @@
+"""The exact path's float32 linear layers on koe's CPU kernel (`kernels/exact.c`), with torch's bits.
+
+A decoded frame reads every weight of the talker and the code predictor once, and the exact
+path must give upstream's bits, i.e. those of torch's float32 product. Under MKL's strict
+conditional reproducibility (`MKL_CBWR=AUTO,STRICT`, which every `koe` command and the test
+suite set before torch loads) that product sums each output in one order: the inputs in blocks
+of a fixed size (384 on the AVX-512 machines measured), within a block one fused multiply-add per
+input in order, the blocks added in order. `ExactLinear` runs that order on weights packed at
+load for one linear stream per 64 outputs, in bfloat16 where every weight is a bfloat16 value
+(released checkpoints: the float32 path widens bf16 exactly, so half the bytes give the same
+products), else in float32.
+
+Nothing here is assumed about the machine: `summation_block()` finds the block size by comparing
+the kernel with torch's own product in this process, and each layer shape is checked the same way
+before a layer is replaced (`verified`). Where they differ (another BLAS, MKL without
+`MKL_CBWR`, a CPU without AVX-512, `KOE_EXACT_KERNEL=0`), the layers stay torch's `nn.Linear`.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+BLOCKS = (384, 256, 512, 128, 192, 320, 448, 640, 768, 1024)  # candidate block sizes, the measured one first
+STRIP = 64  # output rows per packed strip (exact.c)
+
+
+def _library():
+    if os.environ.get("KOE_EXACT_KERNEL", "1").strip() == "0":
+        return None
+    from koe.runtime import kernels
+
+    lib = kernels.library()
+    return lib if lib is not None and lib.koe_exact_vectorized() else None
+
+
+def pack(lib, weight: torch.Tensor) -> tuple[torch.Tensor, bool]:
+    """(N, K) float32 or bfloat16 weight -> (its strips, whether they hold bfloat16)."""
+    w = weight.detach()
+    if w.dtype not in (torch.float32, torch.bfloat16):
+        w = w.to(torch.float32)
+    w = w.contiguous()
+    n, k = w.shape
+    threads = torch.get_num_threads()
+    bf16 = w.dtype == torch.bfloat16 or lib.koe_exact_count_not_bf16(w.data_ptr(), w.numel(), threads) == 0
+    strips = -(-n // STRIP)
+    packed = torch.empty(strips * k * STRIP, dtype=torch.int16 if bf16 else torch.float32)
+    lib.koe_exact_pack(w.data_ptr(), int(w.dtype == torch.bfloat16), n, k, int(bf16), packed.data_ptr(), threads)
+    return packed, bf16
+
+
+def product(lib, x: torch.Tensor, packed: torch.Tensor, bf16: bool, n: int, block: int, bias: torch.Tensor | None = None, portable: bool = False) -> torch.Tensor:
+    """x (M, K) float32, contiguous -> x W^T (+ bias), (M, n), on the packed weight."""
+    rows, k = x.shape
+    y = torch.empty(rows, n)
+    lib.koe_exact_linear(x.data_ptr(), rows, k, packed.data_ptr(), int(bf16), n, block, None if bias is None else bias.data_ptr(), y.data_ptr(), torch.get_num_threads(), int(portable))
+    return y
+
+
+def _agrees(lib, block: int, n: int, k: int, bias: bool, seed: int = 0) -> bool:
+    """Does the kernel give torch's bits for an (n, k) layer (bf16 and float32 weights, 1 and 5 rows)?
+    Random operands from a generator of its own (the process's torch generator is not touched)."""
+    g = torch.Generator().manual_seed(seed)
+    b = torch.randn(n, generator=g) if bias else None
+    x = torch.randn(5, k, generator=g)
+    for weight in (torch.randn(n, k, generator=g).to(torch.bfloat16).float(), torch.randn(n, k, generator=g)):
+        packed, bf16 = pack(lib, weight)
+        for rows in (x[:1], x):
+            if not torch.equal(product(lib, rows, packed, bf16, n, block, b), F.linear(rows, weight, b)):
+                return False
+    return True
+
+
+@functools.cache
+def summation_block() -> int | None:
+    """The block size in which this process's torch float32 products sum, when the kernel gives their
+    bits with it (checked here, on layers with and without bias, inputs across several blocks);
+    None: the exact path keeps torch's products (see the module docstring)."""
+    lib = _library()
+    if lib is None:
+        return None
+    for block in BLOCKS:
+        if _agrees(lib, block, 200, 1000, False) and _agrees(lib, block, 70, 2100, True, seed=1):
+            return block
+    return None
+
+
+@functools.cache
+def verified(n: int, k: int, bias: bool) -> bool:
+    """Does the kernel give torch's bits for this layer shape (see `_agrees`)?"""
+    block, lib = summation_block(), _library()
+    return block is not None and _agrees(lib, block, n, k, bias, seed=n * 7919 + k)
+
+
+class ExactLinear(nn.Module):
+    """A drop-in for a float32 `nn.Linear` on the CPU: the same output bits, from packed weights
+    (bfloat16 where the weights are bfloat16 values). Built by `exact_linears`."""
+
+    def __init__(self, linear: nn.Linear, lib, block: int) -> None:
+        super().__init__()
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.packed, self.bf16 = pack(lib, linear.weight)
+        self.bias = None if linear.bias is None else linear.bias.detach().to(torch.float32).contiguous()
+        self.block, self.weight_bytes = block, self.packed.numel() * self.packed.element_size()
+        self._fn = lib.koe_exact_linear
+        self._consts = (self.packed.data_ptr(), int(self.bf16), self.out_features, block, None if self.bias is None else self.bias.data_ptr())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x2 = x.reshape(-1, self.in_features)
+        if x2.dtype != torch.float32:
+            raise TypeError(f"ExactLinear takes float32 input, got {x2.dtype}")
+        if not x2.is_contiguous():
+            x2 = x2.contiguous()
+        rows = x2.shape[0]
+        y = torch.empty(rows, self.out_features)
+        w, bf16, n, block, bias = self._consts
+        self._fn(x2.data_ptr(), rows, self.in_features, w, bf16, n, block, bias, y.data_ptr(), torch.get_num_threads(), 0)
+        return y.view(*x.shape[:-1], n)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, {'bf16' if self.bf16 else 'float32'} strips, blocks of {self.block}"
+
+
+def describe(module: nn.Module) -> str | None:
+    """The name results carry for the products under `module`: "koe-exact-bf16" (every `ExactLinear`
+    reads bf16 strips), "koe-exact-fp32" (float32 strips), "koe-exact" (both); None: none there."""
+    kinds = {layer.bf16 for layer in module.modules() if isinstance(layer, ExactLinear)}
+    return None if not kinds else "koe-exact" if len(kinds) == 2 else "koe-exact-bf16" if True in kinds else "koe-exact-fp32"
+
+
+def exact_linears(module: nn.Module, skip: tuple[str, ...] = ()) -> int:
+    """Replace every `nn.Linear` under `module` (names not starting with a `skip` prefix) whose shape
+    the kernel verifiably computes with torch's bits by `ExactLinear`, in place; returns how many.
+    0 where the kernel does not apply here (`summation_block()` is None)."""
+    block, lib = summation_block(), _library()
+    if block is None:
+        return 0
+    plan = [
+        (owner, leaf, child)
+        for name, owner in module.named_modules()
+        for leaf, child in owner.named_children()
+        if type(child) is nn.Linear and not (skip and f"{name}.{leaf}".lstrip(".").startswith(skip))
+        and verified(child.out_features, child.in_features, child.bias is not None)
+    ]
+    for owner, leaf, child in plan:
+        setattr(owner, leaf, ExactLinear(child, lib, block))
+    return len(plan)

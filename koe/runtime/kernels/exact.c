@@ -1,0 +1,192 @@
+/* koe's exact float32 products: y = x W^T (+ b) with the bits of torch's own CPU product.
+
+   Why: a decoded frame reads every weight once, so the bytes read set the speed, and the exact
+   path must give upstream's bits, which come from torch's float32 product (MKL's sgemm). Under
+   MKL's strict conditional reproducibility (MKL_CBWR=AUTO,STRICT, which every koe command sets)
+   that product sums each output in one fixed order on this CPU: the inputs in blocks of `kc`
+   (384 on the AVX-512 machines measured), within a block one fused multiply-add per input in
+   order starting from +0, and the blocks' sums added to the output in order (the first block's
+   sum stored as it is, or added to the bias). Nothing in that order depends on how the weights are
+   stored, so koe stores them its own way at load:
+
+   - panels of 16 output rows, 4 panels side by side per input position (a strip of 64 rows read
+     as one linear stream), rows past N zero;
+   - as bfloat16 where every weight is one (the released checkpoints hold bf16 weights, which the
+     float32 path widens exactly), else as float32: a bf16 weight widened in a register is the
+     float32 weight, so the products are the same, from half the bytes.
+
+   Which `kc` this process's torch uses, and whether its products follow this order at all, is
+   not assumed: koe.runtime.exact checks the kernel against torch's product on this machine
+   before it is used (anything else, e.g. MKL without MKL_CBWR, keeps torch's product).
+
+   The fast path needs AVX-512F; the portable C path (also with -DKOE_PORTABLE, which the tests
+   compare) does the same operations one output at a time with fmaf. Each output is summed by
+   one thread, so the bits do not depend on the thread count or on the other rows of x. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__AVX512F__) && !defined(KOE_PORTABLE)
+#define KOE_EXACT_AVX512 1
+#include <immintrin.h>
+#endif
+
+#define LANES 16
+#define PANELS 4
+#define STRIP (LANES * PANELS) /* output rows per strip */
+#define ROWS 4                 /* input rows per pass when x has several */
+
+int koe_exact_vectorized(void) {
+#ifdef KOE_EXACT_AVX512
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+/* How many of the `count` float32 values are not bfloat16 values (low 16 bits set). */
+int64_t koe_exact_count_not_bf16(const float *w, int64_t count, int64_t threads) {
+    const uint32_t *u = (const uint32_t *)w;
+    int64_t bad = 0;
+#pragma omp parallel for schedule(static) reduction(+ : bad) num_threads((int)threads)
+    for (int64_t i = 0; i < count; i++) bad += (u[i] & 0xFFFFu) != 0;
+    return bad;
+}
+
+static inline float widen(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* W (N, K) row-major, float32 (src_bf16 = 0) or bfloat16 bits (1), into strips:
+   out[(s * K + k) * STRIP + j] = W[s * STRIP + j][k] (0 past N), bfloat16 (dst_bf16 = 1: the
+   values must be bf16 ones, i.e. the float32 source counted none by koe_exact_count_not_bf16) or
+   float32. */
+void koe_exact_pack(const void *w, int src_bf16, int64_t N, int64_t K, int dst_bf16, void *out, int64_t threads) {
+    int64_t strips = (N + STRIP - 1) / STRIP;
+#pragma omp parallel for schedule(static) num_threads((int)threads)
+    for (int64_t s = 0; s < strips; s++) {
+        for (int64_t j = 0; j < STRIP; j++) {
+            int64_t n = s * STRIP + j;
+            for (int64_t k = 0; k < K; k++) {
+                float v = 0.0f;
+                if (n < N) v = src_bf16 ? widen(((const uint16_t *)w)[n * K + k]) : ((const float *)w)[n * K + k];
+                int64_t at = (s * K + k) * STRIP + j;
+                if (dst_bf16) {
+                    uint32_t u;
+                    memcpy(&u, &v, 4);
+                    ((uint16_t *)out)[at] = (uint16_t)(u >> 16);
+                } else {
+                    ((float *)out)[at] = v;
+                }
+            }
+        }
+    }
+}
+
+/* One output's block sum joins the output: stored (first block, no bias) or added. */
+static inline float join(float c, float a, int first) { return first ? a : c + a; }
+
+static void portable_strip(const void *w, int bf16, int64_t K, int64_t kc, const float *x, int64_t M, const float *bias, float *y, int64_t N,
+                           int64_t s) {
+    int64_t n0 = s * STRIP, rows = N - n0 < STRIP ? N - n0 : STRIP;
+    for (int64_t m = 0; m < M; m++) {
+        for (int64_t j = 0; j < rows; j++) {
+            float c = bias ? bias[n0 + j] : 0.0f;
+            int first = bias == NULL;
+            for (int64_t b0 = 0; b0 < K; b0 += kc) {
+                int64_t b1 = b0 + kc < K ? b0 + kc : K;
+                float a = 0.0f;
+                for (int64_t k = b0; k < b1; k++) {
+                    int64_t at = (s * K + k) * STRIP + j;
+                    float wv = bf16 ? widen(((const uint16_t *)w)[at]) : ((const float *)w)[at];
+                    a = fmaf(wv, x[m * K + k], a);
+                }
+                c = join(c, a, first);
+                first = 0;
+            }
+            y[m * N + n0 + j] = c;
+        }
+    }
+}
+
+#ifdef KOE_EXACT_AVX512
+static inline __m512 load16(const void *w, int bf16, int64_t at) {
+    if (bf16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)w + at))), 16));
+    return _mm512_loadu_ps((const float *)w + at);
+}
+
+/* The strip's 64 outputs for R input rows: c[r][p] joined block by block. `w` is the strip (bf16 or
+   float32); the weights of a block are read once and used for the R rows. */
+static inline __attribute__((always_inline)) void strip_rows(const void *w, int bf16, int64_t K, int64_t kc, const float *x, int R, const float *bias,
+                                                             float *y, int64_t N, int64_t n0) {
+    __m512 c[ROWS][PANELS];
+    int first = bias == NULL;
+    if (bias) {
+        float b[STRIP] = {0};
+        memcpy(b, bias + n0, (N - n0 < STRIP ? N - n0 : STRIP) * sizeof(float));
+        for (int r = 0; r < R; r++)
+            for (int p = 0; p < PANELS; p++) c[r][p] = _mm512_loadu_ps(b + LANES * p);
+    }
+    const int64_t bytes = bf16 ? 2 : 4, ahead = 4096 / (STRIP * bytes); /* prefetch ~4 KB ahead: across pages too */
+    for (int64_t b0 = 0; b0 < K; b0 += kc) {
+        int64_t b1 = b0 + kc < K ? b0 + kc : K;
+        __m512 a[ROWS][PANELS];
+        for (int r = 0; r < R; r++)
+            for (int p = 0; p < PANELS; p++) a[r][p] = _mm512_setzero_ps();
+        for (int64_t k = b0; k < b1; k++) {
+            const char *next = (const char *)w + (k + ahead) * STRIP * bytes;
+            for (int64_t line = 0; line < STRIP * bytes; line += 64) _mm_prefetch(next + line, _MM_HINT_T0);
+            __m512 xb[ROWS];
+            for (int r = 0; r < R; r++) xb[r] = _mm512_set1_ps(x[r * K + k]);
+            for (int p = 0; p < PANELS; p++) {
+                __m512 wv = load16(w, bf16, k * STRIP + LANES * p);
+                for (int r = 0; r < R; r++) a[r][p] = _mm512_fmadd_ps(wv, xb[r], a[r][p]);
+            }
+        }
+        for (int r = 0; r < R; r++)
+            for (int p = 0; p < PANELS; p++) c[r][p] = first ? a[r][p] : _mm512_add_ps(c[r][p], a[r][p]);
+        first = 0;
+    }
+    int64_t rows = N - n0 < STRIP ? N - n0 : STRIP;
+    for (int r = 0; r < R; r++) {
+        float out[STRIP];
+        for (int p = 0; p < PANELS; p++) _mm512_storeu_ps(out + LANES * p, c[r][p]);
+        memcpy(y + r * N + n0, out, rows * sizeof(float));
+    }
+}
+
+static void vector_strip(const void *w, int bf16, int64_t K, int64_t kc, const float *x, int64_t M, const float *bias, float *y, int64_t N, int64_t s) {
+    const char *ws = (const char *)w + s * K * STRIP * (bf16 ? 2 : 4);
+    int64_t n0 = s * STRIP, m = 0;
+    /* compiled with each constant R, so the sums stay in registers */
+    for (; m + 4 <= M; m += 4) strip_rows(ws, bf16, K, kc, x + m * K, 4, bias, y + m * N, N, n0);
+    switch (M - m) {
+    case 3: strip_rows(ws, bf16, K, kc, x + m * K, 3, bias, y + m * N, N, n0); break;
+    case 2: strip_rows(ws, bf16, K, kc, x + m * K, 2, bias, y + m * N, N, n0); break;
+    case 1: strip_rows(ws, bf16, K, kc, x + m * K, 1, bias, y + m * N, N, n0); break;
+    default: break;
+    }
+}
+#endif
+
+/* y (M, N) = x (M, K) W^T (+ bias (N) or NULL), W packed by koe_exact_pack (bf16 = its dst_bf16),
+   inputs summed in blocks of kc. `portable` forces the plain C path (tests). */
+void koe_exact_linear(const float *x, int64_t M, int64_t K, const void *w, int bf16, int64_t N, int64_t kc, const float *bias, float *y,
+                      int64_t threads, int portable) {
+    int64_t strips = (N + STRIP - 1) / STRIP;
+#pragma omp parallel for schedule(static) num_threads((int)threads)
+    for (int64_t s = 0; s < strips; s++) {
+#ifdef KOE_EXACT_AVX512
+        if (!portable) {
+            vector_strip(w, bf16, K, kc, x, M, bias, y, N, s);
+            continue;
+        }
+#endif
+        portable_strip(w, bf16, K, kc, x, M, bias, y, N, s);
+    }
+    (void)portable;
+}

@@ -1,0 +1,128 @@
+"""The exact path's float32 products on koe's kernel (koe/runtime/kernels/exact.c, koe/runtime/exact.py):
+the kernel does the summation order it documents, its fast and plain-C paths agree, and a layer is
+replaced only where this process's torch gives the same bits (so the exact path's bits never move:
+the parity tests against upstream run through it)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from koe.runtime import exact, kernels
+
+
+def _operands(m: int, n: int, k: int, bias: bool, bf16: bool, seed: int):
+    g = torch.Generator().manual_seed(seed)
+    w = torch.randn(n, k, generator=g)
+    if bf16:
+        w = w.to(torch.bfloat16).float()
+    return torch.randn(m, k, generator=g), w, torch.randn(n, generator=g) if bias else None
+
+
+def _documented_order(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, block: int) -> np.ndarray:
+    """exact.c's order spelled out in numpy: per output, inputs in blocks of `block`, one fused
+    multiply-add per input from +0 (a float32 product is exact in float64, so one float64 add then
+    one rounding to float32 is the fused step but for rare double roundings, absent from these
+    operands), the blocks' sums added in order to the bias or, without one, the first stored."""
+    xs, ws = x.double().numpy(), w.double().numpy()
+    c = None if bias is None else bias.numpy().copy()[None, :].repeat(len(xs), 0)
+    for b0 in range(0, w.shape[1], block):
+        a = np.zeros((len(xs), len(ws)), dtype=np.float32)
+        for k in range(b0, min(b0 + block, w.shape[1])):
+            a = (a.astype(np.float64) + xs[:, k : k + 1] * ws[None, :, k]).astype(np.float32)
+        c = a if c is None else (c + a).astype(np.float32)
+    return c
+
+
+def _lib():
+    lib = kernels.library()
+    assert lib is not None, kernels.unavailable_reason()
+    return lib
+
+
+@pytest.mark.parametrize(("m", "n", "k", "bias", "bf16", "block"), [(1, 70, 1000, False, True, 384), (5, 130, 800, True, False, 384), (3, 64, 300, True, True, 128), (1, 17, 50, False, False, 384)])
+def test_the_kernel_sums_in_the_documented_order(m, n, k, bias, bf16, block) -> None:
+    lib = _lib()
+    x, w, b = _operands(m, n, k, bias, bf16, seed=m + n + k)
+    packed, packed_bf16 = exact.pack(lib, w)
+    assert packed_bf16 == bf16  # bf16 strips exactly where every weight is a bf16 value
+    want = _documented_order(x, w, b, block)
+    assert np.array_equal(exact.product(lib, x, packed, packed_bf16, n, block, b, portable=True).numpy(), want)
+    if lib.koe_exact_vectorized():
+        assert np.array_equal(exact.product(lib, x, packed, packed_bf16, n, block, b).numpy(), want)
+
+
+def test_fast_and_portable_paths_agree_for_any_threads_and_rows() -> None:
+    lib = _lib()
+    x, w, b = _operands(11, 200, 1500, True, True, seed=3)  # 11 rows: passes of 4, 4 and 3; 200 outputs: a partial strip
+    for weight in (w, w + 1e-3):  # bf16 strips, float32 strips
+        packed, bf16 = exact.pack(lib, weight)
+        want = exact.product(lib, x, packed, bf16, 200, 384, b, portable=True)
+        if lib.koe_exact_vectorized():
+            assert torch.equal(exact.product(lib, x, packed, bf16, 200, 384, b), want)
+        for threads in (1, 3):
+            torch.set_num_threads(threads)
+            try:
+                assert torch.equal(exact.product(lib, x, packed, bf16, 200, 384, b), want)
+                assert torch.equal(exact.product(lib, x[4:5], packed, bf16, 200, 384, b), want[4:5])  # a row alone = in a batch
+            finally:
+                torch.set_num_threads(2)
+
+
+def test_packing_from_bf16_storage_equals_packing_the_widened_weight() -> None:
+    lib = _lib()
+    w = torch.randn(100, 300, generator=torch.Generator().manual_seed(5)).to(torch.bfloat16)
+    a, a16 = exact.pack(lib, w)
+    b, b16 = exact.pack(lib, w.float())
+    assert a16 and b16 and torch.equal(a, b)
+
+
+def test_layers_are_replaced_only_with_torch_bits(monkeypatch) -> None:
+    """Here (the suite sets MKL_CBWR=AUTO,STRICT) the kernel gives torch's bits or is not used at all;
+    a replaced layer equals F.linear bit for bit on real-size shapes, decode rows and prefill rows."""
+    block = exact.summation_block()
+    net = torch.nn.Sequential(torch.nn.Linear(1024, 3072, bias=False), torch.nn.Linear(3072, 1024, bias=True))
+    with torch.no_grad():
+        for layer in net:
+            layer.weight.copy_(layer.weight.to(torch.bfloat16).float())
+    x = torch.randn(40, 1024, generator=torch.Generator().manual_seed(1))
+    want = [net(x[:1]), net(x)]
+    replaced = exact.exact_linears(net)
+    if block is None:  # another BLAS or order here: torch's layers stay
+        assert replaced == 0 and all(type(layer) is torch.nn.Linear for layer in net)
+        return
+    assert replaced == 2 and all(isinstance(layer, exact.ExactLinear) for layer in net)
+    assert net[0].bf16 and net[1].bf16  # bf16 values: half the bytes (the bias stays float32)
+    assert torch.equal(net(x[:1]), want[0]) and torch.equal(net(x), want[1])
+
+
+def test_the_kernel_can_be_turned_off(monkeypatch) -> None:
+    monkeypatch.setenv("KOE_EXACT_KERNEL", "0")
+    exact.summation_block.cache_clear()
+    try:
+        assert exact.summation_block() is None
+        net = torch.nn.Sequential(torch.nn.Linear(64, 64))
+        assert exact.exact_linears(net) == 0 and type(net[0]) is torch.nn.Linear
+    finally:
+        monkeypatch.delenv("KOE_EXACT_KERNEL")
+        exact.summation_block.cache_clear()
+
+
+def test_without_mkl_strict_mode_nothing_changes_bits() -> None:
+    """A process without MKL_CBWR (torch's products sum in another order on some CPUs): the kernel is
+    used only where it still agrees, so products equal torch's either way."""
+    code = (
+        "import torch\nfrom koe.runtime import exact\n"
+        "net = torch.nn.Linear(1024, 2048)\nx = torch.randn(3, 1024)\nwant = net(x)\n"
+        "seq = torch.nn.Sequential(net)\nreplaced = exact.exact_linears(seq)\n"
+        "assert torch.equal(seq(x), want), 'bits moved'\nprint(exact.summation_block(), replaced)\n"
+    )
+    env = {key: value for key, value in os.environ.items() if key != "MKL_CBWR"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
