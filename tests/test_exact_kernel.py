@@ -66,13 +66,14 @@ def test_fast_and_portable_paths_agree_for_any_threads_and_rows() -> None:
         want = exact.product(lib, x, packed, bf16, 200, 384, b, portable=True)
         if lib.koe_exact_vectorized():
             assert torch.equal(exact.product(lib, x, packed, bf16, 200, 384, b), want)
+        before = torch.get_num_threads()
         for threads in (1, 3):
             torch.set_num_threads(threads)
             try:
                 assert torch.equal(exact.product(lib, x, packed, bf16, 200, 384, b), want)
                 assert torch.equal(exact.product(lib, x[4:5], packed, bf16, 200, 384, b), want[4:5])  # a row alone = in a batch
             finally:
-                torch.set_num_threads(2)
+                torch.set_num_threads(before)  # the suite's thread count (the parity tests depend on it)
 
 
 def test_packing_from_bf16_storage_equals_packing_the_widened_weight() -> None:

@@ -11,8 +11,8 @@ load for one linear stream per 64 outputs, in bfloat16 where every weight is a b
 products), else in float32.
 
 Nothing here is assumed about the machine: `summation_block()` finds the block size by comparing
-the kernel with torch's own product in this process, and each layer shape is checked the same way
-before a layer is replaced (`verified`). Where they differ (another BLAS, MKL without
+the kernel with torch's own product in this process, and each layer shape is checked the same way,
+on its first layer's own weights, before layers of that shape are replaced (`exact_linears`). Where they differ (another BLAS, MKL without
 `MKL_CBWR`, a CPU without AVX-512, `KOE_EXACT_KERNEL=0`), the layers stay torch's `nn.Linear`.
 """
 
@@ -89,13 +89,6 @@ def summation_block() -> int | None:
     return None
 
 
-@functools.cache
-def verified(n: int, k: int, bias: bool) -> bool:
-    """Does the kernel give torch's bits for this layer shape (see `_agrees`)?"""
-    block, lib = summation_block(), _library()
-    return block is not None and _agrees(lib, block, n, k, bias, seed=n * 7919 + k)
-
-
 class ExactLinear(nn.Module):
     """A drop-in for a float32 `nn.Linear` on the CPU: the same output bits, from packed weights
     (bfloat16 where the weights are bfloat16 values). Built by `exact_linears`."""
@@ -132,10 +125,52 @@ def describe(module: nn.Module) -> str | None:
     return None if not kinds else "koe-exact" if len(kinds) == 2 else "koe-exact-bf16" if True in kinds else "koe-exact-fp32"
 
 
+def _file_backed() -> list[tuple[int, int]]:
+    """This process's file-backed mappings (address ranges), from /proc/self/maps; [] elsewhere."""
+    try:
+        lines = open("/proc/self/maps").read().splitlines()
+    except OSError:
+        return []
+    ranges = []
+    for line in lines:
+        fields = line.split()
+        if len(fields) >= 6 and fields[4] != "0":  # an inode: a file's pages
+            lo, hi = (int(a, 16) for a in fields[0].split("-"))
+            ranges.append((lo, hi))
+    return ranges
+
+
+def _release(tensor: torch.Tensor, mapped: list[tuple[int, int]]) -> None:
+    """Hand the pages of a tensor that views a mapped weights file back to the kernel once it is packed
+    (MADV_DONTNEED: the file's pages stay in the page cache, and a later read maps them again): the
+    stored copy does not stay resident beside the packed one. Heap memory is never touched."""
+    import ctypes
+    import mmap
+
+    begin = tensor.data_ptr()
+    end = begin + tensor.numel() * tensor.element_size()
+    if not any(a <= begin and end <= b for a, b in mapped):
+        return
+    lo, hi = -(-begin // mmap.PAGESIZE) * mmap.PAGESIZE, end // mmap.PAGESIZE * mmap.PAGESIZE  # whole pages inside the tensor
+    if hi > lo:
+        ctypes.CDLL(None).madvise(ctypes.c_void_p(lo), ctypes.c_size_t(hi - lo), 4)  # MADV_DONTNEED
+
+
+def _agrees_with(layer: ExactLinear, linear: nn.Linear) -> bool:
+    """Does `layer` give `linear`'s float32 product bit for bit (1 and 5 random rows)?"""
+    g = torch.Generator().manual_seed(layer.out_features * 7919 + layer.in_features)
+    x = torch.randn(5, layer.in_features, generator=g)
+    weight = linear.weight.detach().to(torch.float32)
+    bias = None if linear.bias is None else linear.bias.detach().to(torch.float32)
+    return all(torch.equal(layer(rows), F.linear(rows, weight, bias)) for rows in (x[:1], x))
+
+
 def exact_linears(module: nn.Module, skip: tuple[str, ...] = ()) -> int:
-    """Replace every `nn.Linear` under `module` (names not starting with a `skip` prefix) whose shape
-    the kernel verifiably computes with torch's bits by `ExactLinear`, in place; returns how many.
-    0 where the kernel does not apply here (`summation_block()` is None)."""
+    """Replace every `nn.Linear` under `module` (names not starting with a `skip` prefix) by
+    `ExactLinear`, in place, where the kernel gives torch's bits (checked on the first layer of each
+    shape, with its own weights); returns how many. 0 where the kernel does not apply here
+    (`summation_block()` is None). Stored weights that view a mapped file are released from memory
+    as they are packed."""
     block, lib = summation_block(), _library()
     if block is None:
         return 0
@@ -144,8 +179,15 @@ def exact_linears(module: nn.Module, skip: tuple[str, ...] = ()) -> int:
         for name, owner in module.named_modules()
         for leaf, child in owner.named_children()
         if type(child) is nn.Linear and not (skip and f"{name}.{leaf}".lstrip(".").startswith(skip))
-        and verified(child.out_features, child.in_features, child.bias is not None)
     ]
+    mapped, verdicts, replaced = _file_backed(), {}, 0
     for owner, leaf, child in plan:
-        setattr(owner, leaf, ExactLinear(child, lib, block))
-    return len(plan)
+        layer = ExactLinear(child, lib, block)
+        key = (child.out_features, child.in_features, child.bias is not None, layer.bf16)
+        if key not in verdicts:
+            verdicts[key] = _agrees_with(layer, child)
+        if verdicts[key]:
+            setattr(owner, leaf, layer)
+            _release(child.weight, mapped)
+            replaced += 1
+    return replaced

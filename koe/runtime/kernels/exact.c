@@ -67,20 +67,29 @@ static inline float widen(uint16_t h) {
    float32. */
 void koe_exact_pack(const void *w, int src_bf16, int64_t N, int64_t K, int dst_bf16, void *out, int64_t threads) {
     int64_t strips = (N + STRIP - 1) / STRIP;
+    /* written in order; the 64 rows' reads stay in L1 across consecutive k */
 #pragma omp parallel for schedule(static) num_threads((int)threads)
     for (int64_t s = 0; s < strips; s++) {
-        for (int64_t j = 0; j < STRIP; j++) {
-            int64_t n = s * STRIP + j;
-            for (int64_t k = 0; k < K; k++) {
+        int64_t rows = N - s * STRIP < STRIP ? N - s * STRIP : STRIP;
+        for (int64_t k = 0; k < K; k++) {
+            int64_t at = (s * K + k) * STRIP;
+            if (src_bf16 && dst_bf16) {
+                const uint16_t *src = (const uint16_t *)w + s * STRIP * K + k;
+                uint16_t *dst = (uint16_t *)out + at;
+                for (int64_t j = 0; j < rows; j++) dst[j] = src[j * K];
+                for (int64_t j = rows; j < STRIP; j++) dst[j] = 0;
+                continue;
+            }
+            for (int64_t j = 0; j < STRIP; j++) {
+                int64_t n = s * STRIP + j;
                 float v = 0.0f;
-                if (n < N) v = src_bf16 ? widen(((const uint16_t *)w)[n * K + k]) : ((const float *)w)[n * K + k];
-                int64_t at = (s * K + k) * STRIP + j;
+                if (j < rows) v = src_bf16 ? widen(((const uint16_t *)w)[n * K + k]) : ((const float *)w)[n * K + k];
                 if (dst_bf16) {
                     uint32_t u;
                     memcpy(&u, &v, 4);
-                    ((uint16_t *)out)[at] = (uint16_t)(u >> 16);
+                    ((uint16_t *)out)[at + j] = (uint16_t)(u >> 16);
                 } else {
-                    ((float *)out)[at] = v;
+                    ((float *)out)[at + j] = v;
                 }
             }
         }
