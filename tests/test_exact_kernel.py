@@ -12,9 +12,9 @@ import sys
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 
 from koe.runtime import exact, kernels
+from koe.service.doctor import check_exact_products
 
 
 def _operands(m: int, n: int, k: int, bias: bool, bf16: bool, seed: int):
@@ -88,6 +88,8 @@ def test_layers_are_replaced_only_with_torch_bits(monkeypatch) -> None:
     """Here (the suite sets MKL_CBWR=AUTO,STRICT) the kernel gives torch's bits or is not used at all;
     a replaced layer equals F.linear bit for bit on real-size shapes, decode rows and prefill rows."""
     block = exact.summation_block()
+    assert (exact.unused_reason() is None) == (block is not None)
+    assert check_exact_products().status == ("ok" if block else "warn")
     net = torch.nn.Sequential(torch.nn.Linear(1024, 3072, bias=False), torch.nn.Linear(3072, 1024, bias=True))
     with torch.no_grad():
         for layer in net:
@@ -110,6 +112,9 @@ def test_the_kernel_can_be_turned_off(monkeypatch) -> None:
         assert exact.summation_block() is None
         net = torch.nn.Sequential(torch.nn.Linear(64, 64))
         assert exact.exact_linears(net) == 0 and type(net[0]) is torch.nn.Linear
+        assert "KOE_EXACT_KERNEL=0" in exact.unused_reason()
+        check = check_exact_products()  # what `koe doctor` says
+        assert check.status == "warn" and "KOE_EXACT_KERNEL=0" in check.detail
     finally:
         monkeypatch.delenv("KOE_EXACT_KERNEL")
         exact.summation_block.cache_clear()
@@ -125,5 +130,5 @@ def test_without_mkl_strict_mode_nothing_changes_bits() -> None:
         "assert torch.equal(seq(x), want), 'bits moved'\nprint(exact.summation_block(), replaced)\n"
     )
     env = {key: value for key, value in os.environ.items() if key != "MKL_CBWR"}
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -4,11 +4,11 @@ A decoded frame reads every weight of the talker and the code predictor once, an
 path must give upstream's bits, i.e. those of torch's float32 product. Under MKL's strict
 conditional reproducibility (`MKL_CBWR=AUTO,STRICT`, which every `koe` command and the test
 suite set before torch loads) that product sums each output in one order: the inputs in blocks
-of a fixed size (384 on the AVX-512 machines measured), within a block one fused multiply-add per
-input in order, the blocks added in order. `ExactLinear` runs that order on weights packed at
-load for one linear stream per 64 outputs, in bfloat16 where every weight is a bfloat16 value
-(released checkpoints: the float32 path widens bf16 exactly, so half the bytes give the same
-products), else in float32.
+of a fixed size (384 on the Intel Xeon measured; found at run time), within a block one fused
+multiply-add per input in order, the blocks added in order. `ExactLinear` runs that order on
+weights packed at load for one linear stream per 64 outputs, in bfloat16 where every weight is a
+bfloat16 value (released checkpoints: the float32 path widens bf16 exactly, so half the bytes give
+the same products), else in float32.
 
 Nothing here is assumed about the machine: `summation_block()` finds the block size by comparing
 the kernel with torch's own product in this process, and each layer shape is checked the same way,
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import os
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -75,6 +76,23 @@ def _agrees(lib, block: int, n: int, k: int, bias: bool, seed: int = 0) -> bool:
     return True
 
 
+def unused_reason() -> str | None:
+    """Why the exact path keeps torch's products in this process (None: koe's kernel runs them)."""
+    if summation_block() is not None:
+        return None
+    if os.environ.get("KOE_EXACT_KERNEL", "1").strip() == "0":
+        return "KOE_EXACT_KERNEL=0 turns it off"
+    from koe.runtime import kernels
+
+    if kernels.library() is None:
+        return f"koe's CPU kernels are unavailable: {kernels.unavailable_reason()}"
+    if not kernels.library().koe_exact_vectorized():
+        return "this CPU has no AVX-512"
+    if "STRICT" not in os.environ.get("MKL_CBWR", ""):
+        return "torch's products sum in another order here: set MKL_CBWR=AUTO,STRICT before torch loads (the koe command does)"
+    return "torch's products sum in an order the kernel does not reproduce on this machine"
+
+
 @functools.cache
 def summation_block() -> int | None:
     """The block size in which this process's torch float32 products sum, when the kernel gives their
@@ -128,7 +146,7 @@ def describe(module: nn.Module) -> str | None:
 def _file_backed() -> list[tuple[int, int]]:
     """This process's file-backed mappings (address ranges), from /proc/self/maps; [] elsewhere."""
     try:
-        lines = open("/proc/self/maps").read().splitlines()
+        lines = Path("/proc/self/maps").read_text().splitlines()
     except OSError:
         return []
     ranges = []

@@ -164,6 +164,16 @@ def check_hub(settings: Settings) -> Check:
     return Check("hub cache", "ok", f"Hugging Face cache {cache}{'' if cache.is_dir() else ' (empty)'}; {how}")
 
 
+def check_exact_products() -> Check:
+    """Whether the exact float32 path runs its products on koe's kernel here (same bits, ~3x faster)."""
+    from koe.runtime import exact
+
+    reason = exact.unused_reason()
+    if reason is None:
+        return Check("exact products", "ok", f"koe's kernel: torch's summation order (blocks of {exact.summation_block()}), weights read as bf16 where they are bf16")
+    return Check("exact products", "warn", f"torch's own (same output, about 3x slower on the CPU): {reason}")
+
+
 def run_checks(settings: Settings) -> list[Check]:
     """All checks, in the order `koe doctor` prints them."""
     from koe import __version__
@@ -171,6 +181,7 @@ def run_checks(settings: Settings) -> list[Check]:
     checks = [Check("koe", "ok", f"koe {__version__}, Python {platform.python_version()} on {platform.system()} {platform.machine()}")]
     torch_checks, _ = check_torch()
     checks.extend(torch_checks)
+    checks.append(check_exact_products())
     checks.append(check_codecs())
     checks.extend(check_home(settings))
     return checks
