@@ -12,8 +12,9 @@ the same products), else in float32.
 
 Nothing here is assumed about the machine: `summation_block()` finds the block size by comparing
 the kernel with torch's own product in this process, and each layer shape is checked the same way,
-on its first layer's own weights, before layers of that shape are replaced (`exact_linears`). Where they differ (another BLAS, MKL without
-`MKL_CBWR`, a CPU without AVX-512, `KOE_EXACT_KERNEL=0`), the layers stay torch's `nn.Linear`.
+on its first layer's own weights, before layers of that shape are replaced (`exact_linears`).
+Where they differ (another BLAS, MKL without `MKL_CBWR`, a CPU without AVX-512,
+`KOE_EXACT_KERNEL=0`), the layers stay torch's `nn.Linear`.
 """
 
 from __future__ import annotations
@@ -30,8 +31,12 @@ BLOCKS = (384, 256, 512, 128, 192, 320, 448, 640, 768, 1024)  # candidate block 
 STRIP = 64  # output rows per packed strip (exact.c)
 
 
+def _turned_off() -> bool:
+    return os.environ.get("KOE_EXACT_KERNEL", "1").strip() == "0"
+
+
 def _library():
-    if os.environ.get("KOE_EXACT_KERNEL", "1").strip() == "0":
+    if _turned_off():
         return None
     from koe.runtime import kernels
 
@@ -63,16 +68,15 @@ def product(lib, x: torch.Tensor, packed: torch.Tensor, bf16: bool, n: int, bloc
 
 
 def _agrees(lib, block: int, n: int, k: int, bias: bool, seed: int = 0) -> bool:
-    """Does the kernel give torch's bits for an (n, k) layer (bf16 and float32 weights, 1 and 5 rows)?
-    Random operands from a generator of its own (the process's torch generator is not touched)."""
+    """Does the kernel give torch's bits for a random (n, k) layer, with bf16-valued and with float32
+    weights (`_agrees_with`)? From a generator of its own (the process's torch generator is untouched)."""
     g = torch.Generator().manual_seed(seed)
-    b = torch.randn(n, generator=g) if bias else None
-    x = torch.randn(5, k, generator=g)
+    linear = nn.Linear(k, n, bias=bias, device="meta")
+    b = nn.Parameter(torch.randn(n, generator=g)) if bias else None
     for weight in (torch.randn(n, k, generator=g).to(torch.bfloat16).float(), torch.randn(n, k, generator=g)):
-        packed, bf16 = pack(lib, weight)
-        for rows in (x[:1], x):
-            if not torch.equal(product(lib, rows, packed, bf16, n, block, b), F.linear(rows, weight, b)):
-                return False
+        linear.weight, linear.bias = nn.Parameter(weight), b
+        if not _agrees_with(ExactLinear(linear, lib, block), linear):
+            return False
     return True
 
 
@@ -80,7 +84,7 @@ def unused_reason() -> str | None:
     """Why the exact path keeps torch's products in this process (None: koe's kernel runs them)."""
     if summation_block() is not None:
         return None
-    if os.environ.get("KOE_EXACT_KERNEL", "1").strip() == "0":
+    if _turned_off():
         return "KOE_EXACT_KERNEL=0 turns it off"
     from koe.runtime import kernels
 
@@ -139,8 +143,10 @@ class ExactLinear(nn.Module):
 def describe(module: nn.Module) -> str | None:
     """The name results carry for the products under `module`: "koe-exact-bf16" (every `ExactLinear`
     reads bf16 strips), "koe-exact-fp32" (float32 strips), "koe-exact" (both); None: none there."""
-    kinds = {layer.bf16 for layer in module.modules() if isinstance(layer, ExactLinear)}
-    return None if not kinds else "koe-exact" if len(kinds) == 2 else "koe-exact-bf16" if True in kinds else "koe-exact-fp32"
+    kinds = {"bf16" if layer.bf16 else "fp32" for layer in module.modules() if isinstance(layer, ExactLinear)}
+    if not kinds:
+        return None
+    return f"koe-exact-{kinds.pop()}" if len(kinds) == 1 else "koe-exact"
 
 
 def _file_backed() -> list[tuple[int, int]]:
