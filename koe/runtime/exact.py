@@ -117,9 +117,13 @@ class ExactLinear(nn.Module):
 
     def __init__(self, linear: nn.Linear, lib, block: int) -> None:
         super().__init__()
-        self.in_features, self.out_features = linear.in_features, linear.out_features
-        self.packed, self.bf16 = pack(lib, linear.weight)
-        self.bias = None if linear.bias is None else linear.bias.detach().to(torch.float32).contiguous()
+        packed, bf16 = pack(lib, linear.weight)
+        self._set(packed, bf16, linear.in_features, linear.out_features, linear.bias, lib, block)
+
+    def _set(self, packed: torch.Tensor, bf16: bool, in_features: int, out_features: int, bias: torch.Tensor | None, lib, block: int) -> None:
+        self.in_features, self.out_features = in_features, out_features
+        self.packed, self.bf16 = packed, bf16
+        self.bias = None if bias is None else bias.detach().to(torch.float32).contiguous()
         self.block, self.weight_bytes = block, self.packed.numel() * self.packed.element_size()
         self._fn = lib.koe_exact_linear
         self._consts = (self.packed.data_ptr(), int(self.bf16), self.out_features, block, None if self.bias is None else self.bias.data_ptr())
@@ -193,25 +197,59 @@ def exact_linears(module: nn.Module, skip: tuple[str, ...] = ()) -> int:
     """Replace every `nn.Linear` under `module` (names not starting with a `skip` prefix) by
     `ExactLinear`, in place, where the kernel gives torch's bits (checked on the first layer of each
     shape, with its own weights); returns how many. 0 where the kernel does not apply here
-    (`summation_block()` is None). Stored weights that view a mapped file are released from memory
-    as they are packed."""
+    (`summation_block()` is None). Where a module offers the slot (`qkv_proj = None` beside
+    `q_proj`, `k_proj`, `v_proj`; `gate_up_proj = None` beside `gate_proj`, `up_proj`, as `koe.nn`'s
+    attention and gated MLP do), the layers that read the same input become one (`_Joined`): one
+    call instead of three or two, the same bits. Stored weights that view a mapped file are
+    released from memory as they are packed."""
     block, lib = summation_block(), _library()
     if block is None:
         return 0
-    plan = [
-        (owner, leaf, child)
-        for name, owner in module.named_modules()
-        for leaf, child in owner.named_children()
-        if type(child) is nn.Linear and not (skip and f"{name}.{leaf}".lstrip(".").startswith(skip))
-    ]
+    from koe.runtime.quant import FUSED
+
+    plan: list[tuple[nn.Module, str, tuple[str, ...], list[nn.Linear]]] = []  # (owner, new name, old names, linears)
+    for name, owner in module.named_modules():
+        if skip and name.startswith(skip):
+            continue
+        taken: set[str] = set()
+        for slot, parts in FUSED.items():
+            linears = [getattr(owner, part, None) for part in parts]
+            if slot in owner.__dict__ and getattr(owner, slot) is None and _joinable(linears):
+                plan.append((owner, slot, parts, linears))
+                taken.update(parts)
+        for leaf, child in owner.named_children():
+            if type(child) is nn.Linear and leaf not in taken and not (skip and f"{name}.{leaf}".lstrip(".").startswith(skip)):
+                plan.append((owner, leaf, (leaf,), [child]))
     mapped, verdicts, replaced = _file_backed(), {}, 0
-    for owner, leaf, child in plan:
-        layer = ExactLinear(child, lib, block)
-        key = (child.out_features, child.in_features, child.bias is not None, layer.bf16)
+    for owner, slot, parts, linears in plan:
+        linear = linears[0] if len(linears) == 1 else _Joined(linears)
+        layer = ExactLinear(linear, lib, block)
+        key = (tuple((x.out_features, x.bias is not None) for x in linears), linear.in_features, layer.bf16)
         if key not in verdicts:
-            verdicts[key] = _agrees_with(layer, child)
+            verdicts[key] = _agrees_with(layer, linear)
         if verdicts[key]:
-            setattr(owner, leaf, layer)
-            _release(child.weight, mapped)
-            replaced += 1
+            for part in parts:
+                if part != slot:
+                    delattr(owner, part)
+            setattr(owner, slot, layer)
+            for x in linears:
+                _release(x.weight, mapped)
+            replaced += len(linears)
     return replaced
+
+
+def _joinable(linears: list) -> bool:
+    """Layers that can be one product: `nn.Linear`s on the same input width, all with a bias or none."""
+    return all(type(x) is nn.Linear for x in linears) and len({(x.in_features, x.bias is None, x.weight.dtype) for x in linears}) == 1
+
+
+class _Joined:
+    """Several linear layers that read the same input (q|k|v, gate|up) as one: their weights (and
+    biases) stacked, outputs end to end. Each output is the same sum as in its own layer, so one
+    `ExactLinear` made from it gives every part's bits from one call."""
+
+    def __init__(self, linears: list[nn.Linear]) -> None:
+        self.in_features = linears[0].in_features
+        self.out_features = sum(x.out_features for x in linears)
+        self.weight = torch.cat([x.weight.detach() for x in linears])
+        self.bias = None if linears[0].bias is None else torch.cat([x.bias.detach() for x in linears])

@@ -140,7 +140,7 @@ static inline __attribute__((always_inline)) void strip_rows(const void *w, int 
         for (int r = 0; r < R; r++)
             for (int p = 0; p < PANELS; p++) c[r][p] = _mm512_loadu_ps(b + LANES * p);
     }
-    const int64_t bytes = bf16 ? 2 : 4, ahead = 4096 / (STRIP * bytes); /* prefetch ~4 KB ahead: across pages too */
+    const int64_t bytes = bf16 ? 2 : 4, ahead = 1024 / (STRIP * bytes); /* prefetch 1 KB ahead (measured: 4 KB ahead made the products of a decoded frame ~25% slower, none ~10%) */
     for (int64_t b0 = 0; b0 < K; b0 += kc) {
         int64_t b1 = b0 + kc < K ? b0 + kc : K;
         __m512 a[ROWS][PANELS];
