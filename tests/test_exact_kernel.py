@@ -105,6 +105,46 @@ def test_layers_are_replaced_only_with_torch_bits(monkeypatch) -> None:
     assert torch.equal(net(x[:1]), want[0]) and torch.equal(net(x), want[1])
 
 
+@pytest.mark.parametrize("inputs", [100, 384, 385, 401, 512, 640, 767, 768, 1000, 1153])
+def test_a_layer_sums_its_inputs_in_the_blocks_torch_uses_for_its_width(inputs) -> None:
+    """One block up to 384 inputs, two near-equal halves below 768 (512 -> 256 + 256), then 384s:
+    `input_block` gives torch's bits for each width (bias or not)."""
+    block = exact.summation_block()
+    if block is None:
+        pytest.skip(f"the exact kernel does not apply here: {exact.unused_reason()}")
+    layer = torch.nn.Linear(inputs, 96, bias=inputs % 2 == 0)
+    assert exact.input_block(inputs, block) == (inputs if inputs <= block else (inputs + 1) // 2 if inputs < 2 * block else block)
+    assert exact._agrees_with(exact.ExactLinear(layer, exact._library(), block), layer)
+
+
+def test_layers_that_read_one_input_become_one_product_with_the_same_bits() -> None:
+    """q|k|v and gate|up (koe.nn's attention and gated MLP offer the slots) are packed as one layer
+    each; the attention and the MLP give the bits they gave with torch's separate layers, for any
+    output counts (800 is not a whole number of 64-output strips) and with biases."""
+    from koe.nn.attention import Attention
+    from koe.nn.mlp import GatedMLP
+
+    if exact.summation_block() is None:
+        pytest.skip(f"the exact kernel does not apply here: {exact.unused_reason()}")
+    g = torch.Generator().manual_seed(3)
+    attention = Attention(512, 4, 2, 128, qk_norm_eps=1e-6, qkv_bias=True)
+    mlp = GatedMLP(512, 800)
+    with torch.no_grad():
+        for p in (*attention.parameters(), *mlp.parameters()):
+            p.copy_(torch.randn(p.shape, generator=g).to(torch.bfloat16).float())
+    x = torch.randn(1, 5, 512, generator=g)
+    positions = torch.arange(5)[None]
+    from koe.nn.rotary import RotaryEmbedding
+
+    cos, sin = RotaryEmbedding(128, 10000.0)(positions, torch.float32)
+    want = attention(x, cos, sin), mlp(x), attention(x[:, :1], cos[:, :, :1], sin[:, :, :1])
+    assert exact.exact_linears(attention) == 4 and exact.exact_linears(mlp) == 3
+    assert isinstance(attention.qkv_proj, exact.ExactLinear) and not hasattr(attention, "q_proj")
+    assert isinstance(mlp.gate_up_proj, exact.ExactLinear) and mlp.gate_up_proj.out_features == 1600
+    got = attention(x, cos, sin), mlp(x), attention(x[:, :1], cos[:, :, :1], sin[:, :, :1])
+    assert all(torch.equal(a, b) for a, b in zip(got, want))
+
+
 def test_the_kernel_can_be_turned_off(monkeypatch) -> None:
     monkeypatch.setenv("KOE_EXACT_KERNEL", "0")
     exact.summation_block.cache_clear()

@@ -4,8 +4,9 @@ A decoded frame reads every weight of the talker and the code predictor once, an
 path must give upstream's bits, i.e. those of torch's float32 product. Under MKL's strict
 conditional reproducibility (`MKL_CBWR=AUTO,STRICT`, which every `koe` command and the test
 suite set before torch loads) that product sums each output in one order: the inputs in blocks
-of a fixed size (384 on the Intel Xeon measured; found at run time), within a block one fused
-multiply-add per input in order, the blocks added in order. `ExactLinear` runs that order on
+of a fixed size (384 on the Intel Xeon measured; found at run time; two near-equal halves when
+there are fewer than twice that, `input_block`), within a block one fused multiply-add per input
+in order, the blocks added in order. `ExactLinear` runs that order on
 weights packed at load for one linear stream per 64 outputs, in bfloat16 where every weight is a
 bfloat16 value (released checkpoints: the float32 path widens bf16 exactly, so half the bytes give
 the same products), else in float32.
@@ -97,6 +98,17 @@ def unused_reason() -> str | None:
     return "torch's products sum in an order the kernel does not reproduce on this machine"
 
 
+def input_block(inputs: int, block: int) -> int:
+    """The block in which a product over `inputs` inputs sums, given the process's `summation_block()`:
+    all of them in one up to `block`; between `block` and twice it, two near-equal halves (the first
+    one input longer when the count is odd: 512 -> 256 + 256, 401 -> 201 + 200); else `block` each,
+    the last one shorter (measured on the Intel Xeon for every count from 1 to 3,000 tried; each
+    layer shape is still checked against torch before it is used)."""
+    if inputs <= block:
+        return max(inputs, 1)
+    return (inputs + 1) // 2 if inputs < 2 * block else block
+
+
 @functools.cache
 def summation_block() -> int | None:
     """The block size in which this process's torch float32 products sum, when the kernel gives their
@@ -117,16 +129,12 @@ class ExactLinear(nn.Module):
 
     def __init__(self, linear: nn.Linear, lib, block: int) -> None:
         super().__init__()
-        packed, bf16 = pack(lib, linear.weight)
-        self._set(packed, bf16, linear.in_features, linear.out_features, linear.bias, lib, block)
-
-    def _set(self, packed: torch.Tensor, bf16: bool, in_features: int, out_features: int, bias: torch.Tensor | None, lib, block: int) -> None:
-        self.in_features, self.out_features = in_features, out_features
-        self.packed, self.bf16 = packed, bf16
-        self.bias = None if bias is None else bias.detach().to(torch.float32).contiguous()
-        self.block, self.weight_bytes = block, self.packed.numel() * self.packed.element_size()
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.packed, self.bf16 = pack(lib, linear.weight)
+        self.bias = None if linear.bias is None else linear.bias.detach().to(torch.float32).contiguous()
+        self.block, self.weight_bytes = input_block(self.in_features, block), self.packed.numel() * self.packed.element_size()
         self._fn = lib.koe_exact_linear
-        self._consts = (self.packed.data_ptr(), int(self.bf16), self.out_features, block, None if self.bias is None else self.bias.data_ptr())
+        self._consts = (self.packed.data_ptr(), int(self.bf16), self.out_features, self.block, None if self.bias is None else self.bias.data_ptr())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x2 = x.reshape(-1, self.in_features)

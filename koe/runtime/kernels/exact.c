@@ -4,7 +4,8 @@
    path must give upstream's bits, which come from torch's float32 product (MKL's sgemm). Under
    MKL's strict conditional reproducibility (MKL_CBWR=AUTO,STRICT, which every koe command sets)
    that product sums each output in one fixed order on this CPU: the inputs in blocks of `kc`
-   (384 on the Intel Xeon measured; found at run time), within a block one fused multiply-add
+   (384 on the Intel Xeon measured, two near-equal halves below 768; chosen per layer by
+   koe.runtime.exact, found at run time), within a block one fused multiply-add
    per input in order starting from +0, and the blocks' sums added to the output in order (the first block's
    sum stored as it is, or added to the bias). Nothing in that order depends on how the weights are
    stored, so koe stores them its own way at load:
