@@ -59,3 +59,31 @@ def test_the_command_line_asks_mkl_for_alignment_independent_products_unless_tol
     run = lambda env: subprocess.run([sys.executable, "-c", BLAS_PROBE], env=env, capture_output=True, text=True, check=True).stdout.strip()  # noqa: E731
     assert run(base) == "AUTO,STRICT"
     assert run({**base, "MKL_CBWR": "AVX2"}) == "AVX2"
+
+
+MALLOC_PROBE = r"""
+import resource, sys
+from typer.testing import CliRunner
+from koe.cli.main import app
+if sys.argv[1] == "cli":
+    assert CliRunner().invoke(app, ["config", "--help"]).exit_code == 0  # every command's set-up runs
+import torch
+x = torch.randn(2 << 20)  # 8 MB, like the codec's activations
+def faults_of_a_step():  # a codec step: several 8 MB activations alive at once, then all freed
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    kept = [x * float(i) for i in range(6)]
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+print(min(faults_of_a_step() for _ in range(6)))
+"""
+
+
+def test_the_command_line_has_malloc_reuse_freed_tensors_pages_unless_told() -> None:
+    """koe.runtime.process.keep_freed_memory: after koe's set-up, a step that makes six 8 MB tensors
+    at once reuses the pages the last step freed (no page faults; glibc's default hands them back
+    and faults them in again: ~12,000 a step); an environment with its own MALLOC_*_ tunables is
+    left alone."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
+    run = lambda mode, env: int(subprocess.run([sys.executable, "-c", MALLOC_PROBE, mode], env=env, capture_output=True, text=True, check=True).stdout)  # noqa: E731
+    assert run("cli", base) < 100
+    assert run("plain", base) > 1000
+    assert run("cli", {**base, "MALLOC_ARENA_TEST_": "8"}) > 1000

@@ -222,6 +222,9 @@ class VoxKoeWorker:
 def main(argv: list[str] | None = None) -> None:
     import sys
 
+    from koe.runtime.process import keep_freed_memory
+
+    keep_freed_memory()  # as every koe command does (koe.cli.main)
     family = (argv if argv is not None else sys.argv[1:])[:1] or ["qwen3_tts"]
     worker = {"f5_tts": F5KoeWorker, "voxcpm": VoxKoeWorker}.get(family[0], KoeWorker)()
     wire.serve({"load": worker.load, "run": worker.run})

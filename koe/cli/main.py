@@ -34,9 +34,10 @@ def main(
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")] = False,
 ) -> None:
     """koe (声): open text-to-speech models, natively in PyTorch."""
-    from koe.runtime.process import reproducible_blas
+    from koe.runtime.process import keep_freed_memory, reproducible_blas
 
     reproducible_blas()  # before torch loads: MKL's products independent of memory alignment (koe.runtime.process)
+    keep_freed_memory()  # malloc reuses freed tensors' pages instead of faulting new ones in (koe.runtime.process)
     state.home = str(home) if home else None
     state.verbose = verbose
     state.flags = {}

@@ -20,6 +20,15 @@ MKL's strict conditional reproducibility (`MKL_CBWR=AUTO,STRICT`) makes each pro
 inputs only (no measurable cost here: fp32 matrix-vector 19.8 vs 19.7 GB/s). koe's command line
 sets it before torch loads unless the environment says otherwise; in Python, set it yourself before
 importing torch, on both sides of a comparison.
+
+`keep_freed_memory()`: glibc's malloc hands large freed blocks back to the kernel (each tensor over
+its threshold is a fresh mapping), so the next tensor of that size faults its pages in again, one
+per 4 KB, at about a microsecond each on the project's VM. The codec's activations are megabytes
+(96 channels x 1,920 samples a frame): a streamed chunk of 4 frames took ~30,000 page faults and
+12 frames ~50,000, 10-20% of the codec's time. koe's commands ask malloc to serve blocks up to
+32 MB (its maximum) from its heap and to keep up to 512 MB freed there for reuse (`mallopt`); an
+environment with its own `MALLOC_*_` settings is left alone. Never a computed bit; the price is
+memory that stays with the process after a peak (at most the trim threshold).
 """
 
 from __future__ import annotations
@@ -45,3 +54,22 @@ def reproducible_blas() -> bool:
     if MKL_REPRODUCIBILITY not in os.environ and "torch" not in sys.modules:
         os.environ[MKL_REPRODUCIBILITY] = "AUTO,STRICT"
     return "STRICT" in os.environ.get(MKL_REPRODUCIBILITY, "")
+
+
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
+KEEP_BLOCKS_UP_TO = 32 << 20  # glibc's largest mmap threshold on 64-bit
+KEEP_FREED_UP_TO = 512 << 20
+
+
+def keep_freed_memory() -> bool:
+    """Ask glibc's malloc to reuse freed tensors' memory instead of returning it (see the module
+    docstring), unless the environment sets malloc's own tunables. True when in force."""
+    if not sys.platform.startswith("linux") or any(k.startswith("MALLOC_") and k.endswith("_") for k in os.environ) or "GLIBC_TUNABLES" in os.environ:
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None)
+        return bool(libc.mallopt(M_MMAP_THRESHOLD, KEEP_BLOCKS_UP_TO)) and bool(libc.mallopt(M_TRIM_THRESHOLD, KEEP_FREED_UP_TO))
+    except (OSError, AttributeError):  # not glibc
+        return False
