@@ -83,7 +83,7 @@ def test_the_command_line_has_malloc_reuse_freed_tensors_pages_unless_told() -> 
     and faults them in again: ~12,000 a step); an environment with its own MALLOC_*_ tunables is
     left alone."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
-    run = lambda mode, env: int(subprocess.run([sys.executable, "-c", MALLOC_PROBE, mode], env=env, capture_output=True, text=True, check=True).stdout)  # noqa: E731
+    run = lambda mode, env: int(subprocess.run([sys.executable, "-c", MALLOC_PROBE, mode], env=env, capture_output=True, text=True, check=True).stdout)
     assert run("cli", base) < 100
     assert run("plain", base) > 1000
     assert run("cli", {**base, "MALLOC_ARENA_TEST_": "8"}) > 1000
