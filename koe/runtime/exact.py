@@ -45,18 +45,24 @@ def _library():
     return lib if lib is not None and lib.koe_exact_vectorized() else None
 
 
-def pack(lib, weight: torch.Tensor) -> tuple[torch.Tensor, bool]:
-    """(N, K) float32 or bfloat16 weight -> (its strips, whether they hold bfloat16)."""
-    w = weight.detach()
-    if w.dtype not in (torch.float32, torch.bfloat16):
-        w = w.to(torch.float32)
-    w = w.contiguous()
-    n, k = w.shape
-    threads = torch.get_num_threads()
-    bf16 = w.dtype == torch.bfloat16 or lib.koe_exact_count_not_bf16(w.data_ptr(), w.numel(), threads) == 0
-    strips = -(-n // STRIP)
-    packed = torch.empty(strips * k * STRIP, dtype=torch.int16 if bf16 else torch.float32)
-    lib.koe_exact_pack(w.data_ptr(), int(w.dtype == torch.bfloat16), n, k, int(bf16), packed.data_ptr(), threads)
+def pack(lib, weights: torch.Tensor | list[torch.Tensor]) -> tuple[torch.Tensor, bool]:
+    """(N, K) float32 or bfloat16 weight, or several stacked (N_i, K) ones, -> (the strips of their
+    rows end to end, whether they hold bfloat16). Stacked weights are packed one after another where
+    each but the last fills whole strips (no copy of them is made), else joined first."""
+    parts = [w.detach() for w in (weights if isinstance(weights, list) else [weights])]
+    if any(w.dtype not in (torch.float32, torch.bfloat16) for w in parts) or len({w.dtype for w in parts}) > 1:
+        parts = [w.to(torch.float32) for w in parts]
+    if any(w.shape[0] % STRIP for w in parts[:-1]):
+        parts = [torch.cat(parts)]
+    parts = [w.contiguous() for w in parts]
+    k, threads = parts[0].shape[1], torch.get_num_threads()
+    bf16 = all(w.dtype == torch.bfloat16 or lib.koe_exact_count_not_bf16(w.data_ptr(), w.numel(), threads) == 0 for w in parts)
+    strips = [-(-w.shape[0] // STRIP) for w in parts]
+    packed = torch.empty(sum(strips) * k * STRIP, dtype=torch.int16 if bf16 else torch.float32)
+    at = 0
+    for w, count in zip(parts, strips):
+        lib.koe_exact_pack(w.data_ptr(), int(w.dtype == torch.bfloat16), w.shape[0], k, int(bf16), packed[at:].data_ptr(), threads)
+        at += count * k * STRIP
     return packed, bf16
 
 
@@ -130,7 +136,7 @@ class ExactLinear(nn.Module):
     def __init__(self, linear: nn.Linear, lib, block: int) -> None:
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
-        self.packed, self.bf16 = pack(lib, linear.weight)
+        self.packed, self.bf16 = pack(lib, linear.weights if isinstance(linear, _Joined) else linear.weight)
         self.bias = None if linear.bias is None else linear.bias.detach().to(torch.float32).contiguous()
         self.block, self.weight_bytes = input_block(self.in_features, block), self.packed.numel() * self.packed.element_size()
         self._fn = lib.koe_exact_linear
@@ -254,10 +260,15 @@ def _joinable(linears: list) -> bool:
 class _Joined:
     """Several linear layers that read the same input (q|k|v, gate|up) as one: their weights (and
     biases) stacked, outputs end to end. Each output is the same sum as in its own layer, so one
-    `ExactLinear` made from it gives every part's bits from one call."""
+    `ExactLinear` made from it gives every part's bits from one call. `weight` (the stacked copy)
+    is made only if asked for: the packing reads the parts."""
 
     def __init__(self, linears: list[nn.Linear]) -> None:
         self.in_features = linears[0].in_features
         self.out_features = sum(x.out_features for x in linears)
-        self.weight = torch.cat([x.weight.detach() for x in linears])
+        self.weights = [x.weight for x in linears]
         self.bias = None if linears[0].bias is None else torch.cat([x.bias.detach() for x in linears])
+
+    @property
+    def weight(self) -> torch.Tensor:
+        return torch.cat([w.detach() for w in self.weights])
