@@ -24,6 +24,9 @@ def test_quick_bench_writes_results(tmp_path) -> None:
     assert cv["achieved_gbps"] > 0
     stream = per["cases"]["streaming"]["koe"]["summary"]
     assert stream["ttfa_s"]["median"] > 0
+    (run,) = per["cases"]["streaming"]["koe"]["runs"]  # where the time to first audio went, in order
+    parts = [run[f"ttfa_{part}_s"] for part in ("before_prefill", "prefill", "frames", "codec")]
+    assert all(p > 0 for p in parts) and sum(parts) <= run["ttfa_s"]
     assert per["models"]["custom_voice"]["weights_bytes"] > 0
 
 

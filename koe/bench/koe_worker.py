@@ -97,10 +97,40 @@ class KoeWorker:
         return result
 
     def _stream(self, frames: int, seed: int) -> dict:
+        """The stream as a listener gets it, and where the time to its first audio goes: up to the
+        talker's prefill (text and prompt), the prefill, the frames of the first chunk, its codec."""
+        from koe.engines.qwen3_tts import generate as core
+        from koe.engines.qwen3_tts.streaming import CodecStream
+
         eng = self.engine
-        started = time.perf_counter()
-        chunks = eng.stream(wire.TEXT, language=wire.LANGUAGE, speaker=wire.SPEAKER, seed=seed, max_frames=frames, max_new_tokens=frames + 1)
-        return {**wire.timed_stream(chunks, started), "peak_rss": wire.peak_rss()}
+        marks: dict[str, float] = {}
+        prefill, drain = core.prefill, CodecStream.drain
+
+        def timed_prefill(*args, **kwargs):
+            marks.setdefault("prefill_start", time.perf_counter())
+            out = prefill(*args, **kwargs)
+            marks.setdefault("prefill_end", time.perf_counter())
+            return out
+
+        def timed_drain(stream):
+            marks.setdefault("codec_start", time.perf_counter())
+            out = drain(stream)
+            marks.setdefault("codec_end", time.perf_counter())
+            return out
+
+        core.prefill, CodecStream.drain = timed_prefill, timed_drain
+        try:
+            started = time.perf_counter()
+            chunks = eng.stream(wire.TEXT, language=wire.LANGUAGE, speaker=wire.SPEAKER, seed=seed, max_frames=frames, max_new_tokens=frames + 1)
+            result = wire.timed_stream(chunks, started)
+        finally:
+            core.prefill, CodecStream.drain = prefill, drain
+        if len(marks) == 4:
+            result.update({
+                "ttfa_before_prefill_s": marks["prefill_start"] - started, "ttfa_prefill_s": marks["prefill_end"] - marks["prefill_start"],
+                "ttfa_frames_s": marks["codec_start"] - marks["prefill_end"], "ttfa_codec_s": marks["codec_end"] - marks["codec_start"],
+            })  # fmt: skip
+        return {**result, "peak_rss": wire.peak_rss()}
 
 
 class F5KoeWorker:

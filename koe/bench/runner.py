@@ -34,6 +34,7 @@ ROOT = HERE.parent.parent
 TIMED_KEYS = (
     "load_s", "call_s", "prompt_s", "prefill_s", "ms_per_frame", "talker_ms_per_frame", "predictor_ms_per_frame",
     "codec_s_per_audio_s", "ttfa_s", "stream_rtf", "frames_per_s", "peak_rss",
+    "ttfa_before_prefill_s", "ttfa_prefill_s", "ttfa_frames_s", "ttfa_codec_s",  # koe's streaming case: where its TTFA goes
 )  # fmt: skip
 PEERS = ("upstream", "mizuoto")  # what `--compare` takes (mizuoto: Qwen3-TTS only)
 F5_TIMED_KEYS = ("load_s", "prompt_s", "total_s", "rtf", "text_s", "dit_s", "ms_per_step", "vocoder_s", "other_s", "dit_gflops", "peak_rss")
