@@ -272,3 +272,86 @@ class _Joined:
     @property
     def weight(self) -> torch.Tensor:
         return torch.cat([w.detach() for w in self.weights])
+
+
+NORM_LANES = (8, 16)  # candidate vector widths of torch's float32 sum (8 measured on the Intel Xeon, AVX-512 or not)
+
+
+@functools.cache
+def norm_lanes() -> int | None:
+    """The vector width with which koe's RMSNorm (`kernels/exact.c`, `koe_exact_rmsnorm`) gives the
+    bits of `koe.nn.norm.RMSNorm` in this process (checked here on random rows of several widths and
+    scales); None: the exact path keeps torch's norms."""
+    from koe.runtime import kernels
+
+    lib = None if _turned_off() else kernels.library()
+    if lib is None:
+        return None
+    from koe.nn.norm import RMSNorm
+
+    g = torch.Generator().manual_seed(5)
+    for lanes in NORM_LANES:
+        agree = True
+        for n in (128, 1000, 2048):
+            norm = RMSNorm(n, eps=1e-6)
+            with torch.no_grad():
+                norm.weight.copy_(torch.randn(n, generator=g))
+            agree = agree and _norm_agrees_with(ExactRMSNorm(norm, lib, lanes), norm)
+        if agree:
+            return lanes
+    return None
+
+
+class ExactRMSNorm(nn.Module):
+    """A drop-in for `koe.nn.norm.RMSNorm` on float32 CPU tensors: the same output bits from one C
+    call instead of torch's six ops (built by `exact_norms`)."""
+
+    def __init__(self, norm: nn.Module, lib, lanes: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(norm.weight.detach().to(torch.float32).contiguous(), requires_grad=False)
+        self.eps, self.lanes, self.size = float(norm.eps), lanes, norm.weight.shape[0]
+        self._fn = lib.koe_exact_rmsnorm
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype != torch.float32:
+            raise TypeError(f"ExactRMSNorm takes float32 input, got {x.dtype}")
+        rows = x.reshape(-1, self.size)
+        if not rows.is_contiguous():
+            rows = rows.contiguous()
+        y = torch.empty(rows.shape)
+        self._fn(rows.data_ptr(), rows.shape[0], self.size, self.size, self.weight.data_ptr(), self.eps, self.lanes, y.data_ptr())
+        return y.view(x.shape)
+
+    def extra_repr(self) -> str:
+        return f"{self.size}, eps={self.eps}, sums in {self.lanes}-float vectors"
+
+
+def _norm_agrees_with(layer: ExactRMSNorm, norm: nn.Module) -> bool:
+    """Does `layer` give `norm`'s bits on random rows (one token, several, scales 1e-3 to 1e3)?"""
+    g = torch.Generator().manual_seed(layer.size)
+    x = torch.randn(2, 7, layer.size, generator=g) * torch.logspace(-3, 3, 7)[None, :, None]
+    with torch.no_grad():
+        return all(torch.equal(layer(rows), norm(rows)) for rows in (x[:1, :1], x))
+
+
+def exact_norms(module: nn.Module) -> int:
+    """Replace every `koe.nn.norm.RMSNorm` under `module` by `ExactRMSNorm`, in place, where it gives
+    the norm's bits (`norm_lanes()`, then each width and eps checked on its first norm's own
+    weight); returns how many. 0 where it does not apply here."""
+    from koe.nn.norm import RMSNorm
+    from koe.runtime import kernels
+
+    lanes = norm_lanes()
+    if lanes is None:
+        return 0
+    lib, verdicts, replaced = kernels.library(), {}, 0
+    plan = [(owner, name, child) for owner in module.modules() for name, child in owner.named_children() if type(child) is RMSNorm]
+    for owner, name, child in plan:
+        layer = ExactRMSNorm(child, lib, lanes)
+        key = (layer.size, layer.eps)
+        if key not in verdicts:
+            verdicts[key] = _norm_agrees_with(layer, child)
+        if verdicts[key]:
+            setattr(owner, name, layer)
+            replaced += 1
+    return replaced

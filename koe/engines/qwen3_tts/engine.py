@@ -104,6 +104,7 @@ class Qwen3TTSEngine(NativeAPI):
             exact.exact_linears(network.talker)
             kernel = exact.describe(network.talker)
             network.float()
+            exact.exact_norms(network.talker)  # the norms too: one C call each, the same bits
         if quantized:
             from koe.engines.qwen3_tts.talker import attach_kernel_steps
             from koe.nn.norm import RMSNorm

@@ -200,3 +200,78 @@ void koe_exact_linear(const float *x, int64_t M, int64_t K, const void *w, int b
     }
     (void)portable;
 }
+
+/* The exact path's RMSNorm: y = w * (x * (1 / sqrt(mean(x * x) + eps))) per row of n, with the
+   bits of torch's float32 ops (koe.nn.norm.RMSNorm: pow, mean, add, rsqrt, mul, mul). Each step
+   rounds as torch's does; the one with an order is mean's sum, which torch's CPU reduction does
+   as a cascade over vectors of `lanes` floats (16 with AVX-512, 8 with AVX2): the row's whole
+   vectors are read 4 at a time into 4 vector sums, flushed up a ladder of 4 levels every
+   2^p rows of 4 (p = max(4, ceil(log2(rows)) / 4)), the levels and then the 4 sums added in
+   order, the leftover vectors into the first; then, in one float, the leftover elements in order
+   and then the lanes of that vector in order. mean = that sum / n. koe.runtime.exact checks this
+   against torch on random rows of each width before any norm uses it. */
+static int64_t ceil_log2(int64_t v) {
+    int64_t p = 0;
+    while (((int64_t)1 << p) < v) p++;
+    return p;
+}
+
+static float torch_sum_of_squares(const float *x, int64_t n, int64_t lanes) {
+    enum { LEVELS = 4, ILP = 4, MAXL = 16 };
+    float acc[LEVELS][ILP][MAXL];
+    memset(acc, 0, sizeof(acc));
+    int64_t vectors = n / lanes, rows = vectors / ILP;
+    int64_t power = ceil_log2(rows) / LEVELS;
+    if (power < 4) power = 4;
+    int64_t step = (int64_t)1 << power, mask = step - 1, i = 0;
+    for (; i + step <= rows;) {
+        for (int64_t j = 0; j < step; j++, i++)
+            for (int64_t k = 0; k < ILP; k++)
+                for (int64_t l = 0; l < lanes; l++) {
+                    float v = x[(i * ILP + k) * lanes + l];
+                    acc[0][k][l] += v * v;
+                }
+        for (int64_t j = 1; j < LEVELS; j++) {
+            for (int64_t k = 0; k < ILP; k++)
+                for (int64_t l = 0; l < lanes; l++) {
+                    acc[j][k][l] += acc[j - 1][k][l];
+                    acc[j - 1][k][l] = 0.0f;
+                }
+            if ((i & (mask << (j * power))) != 0) break;
+        }
+    }
+    for (; i < rows; i++)
+        for (int64_t k = 0; k < ILP; k++)
+            for (int64_t l = 0; l < lanes; l++) {
+                float v = x[(i * ILP + k) * lanes + l];
+                acc[0][k][l] += v * v;
+            }
+    for (int64_t j = 1; j < LEVELS; j++)
+        for (int64_t k = 0; k < ILP; k++)
+            for (int64_t l = 0; l < lanes; l++) acc[0][k][l] += acc[j][k][l];
+    for (int64_t v = rows * ILP; v < vectors; v++)
+        for (int64_t l = 0; l < lanes; l++) {
+            float e = x[v * lanes + l];
+            acc[0][0][l] += e * e;
+        }
+    for (int64_t k = 1; k < ILP; k++)
+        for (int64_t l = 0; l < lanes; l++) acc[0][0][l] += acc[0][k][l];
+    float total = 0.0f;
+    for (int64_t e = vectors * lanes; e < n; e++) total += x[e] * x[e];
+    for (int64_t l = 0; l < lanes; l++) total += acc[0][0][l];
+    return total;
+}
+
+/* x: `rows` rows of n floats, row r at x + r * stride; y: rows * n, contiguous. */
+void koe_exact_rmsnorm(const float *x, int64_t rows, int64_t n, int64_t stride, const float *w, float eps, int64_t lanes, float *y) {
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * stride;
+        float *yr = y + r * n;
+        float variance = torch_sum_of_squares(xr, n, lanes) / (float)n;
+        float inv = 1.0f / sqrtf(variance + eps);
+        for (int64_t i = 0; i < n; i++) {
+            float scaled = xr[i] * inv;
+            yr[i] = w[i] * scaled;
+        }
+    }
+}
