@@ -152,7 +152,7 @@ def test_the_norm_gives_torch_rmsnorm_bits_for_rows_of_any_width_and_layout(size
     view that is not contiguous (q's heads out of a joined q|k|v product)."""
     from koe.nn.norm import RMSNorm
 
-    if exact.norm_lanes() is None:
+    if exact.norm_lanes(RMSNorm) is None:
         pytest.skip("the exact norm does not apply here")
     g = torch.Generator().manual_seed(size)
     norms = torch.nn.Sequential(RMSNorm(size, eps=1e-6), RMSNorm(size, eps=1e-5))
@@ -162,7 +162,7 @@ def test_the_norm_gives_torch_rmsnorm_bits_for_rows_of_any_width_and_layout(size
     joined = torch.randn(3, 5, 4 * size, generator=g) * torch.logspace(-4, 4, 5)[None, :, None]
     inputs = [joined[..., :size], joined[:1, :1, :size], joined[..., size : 3 * size].reshape(3, 5, 2, size)]
     want = [[norm(x) for x in inputs] for norm in norms]
-    assert exact.exact_norms(norms) == 2 and all(isinstance(n, exact.ExactRMSNorm) for n in norms)
+    assert exact.exact_norms(norms, RMSNorm) == 2 and all(isinstance(n, exact.ExactRMSNorm) for n in norms)
     for norm, expected in zip(norms, want):
         assert all(torch.equal(norm(x), e) for x, e in zip(inputs, expected))
 
@@ -174,10 +174,10 @@ def test_the_kernel_can_be_turned_off(monkeypatch) -> None:
     exact.summation_block.cache_clear()
     exact.norm_lanes.cache_clear()
     try:
-        assert exact.summation_block() is None and exact.norm_lanes() is None
+        assert exact.summation_block() is None and exact.norm_lanes(RMSNorm) is None
         net = torch.nn.Sequential(torch.nn.Linear(64, 64), RMSNorm(64))
         assert exact.exact_linears(net) == 0 and type(net[0]) is torch.nn.Linear
-        assert exact.exact_norms(net) == 0 and type(net[1]) is RMSNorm
+        assert exact.exact_norms(net, RMSNorm) == 0 and type(net[1]) is RMSNorm
         assert "KOE_EXACT_KERNEL=0" in exact.unused_reason()
         check = check_exact_products()  # what `koe doctor` says
         assert check.status == "warn" and "KOE_EXACT_KERNEL=0" in check.detail

@@ -278,22 +278,21 @@ NORM_LANES = (8, 16)  # candidate vector widths of torch's float32 sum (8 measur
 
 
 @functools.cache
-def norm_lanes() -> int | None:
+def norm_lanes(norm_type: type[nn.Module]) -> int | None:
     """The vector width with which koe's RMSNorm (`kernels/exact.c`, `koe_exact_rmsnorm`) gives the
-    bits of `koe.nn.norm.RMSNorm` in this process (checked here on random rows of several widths and
-    scales); None: the exact path keeps torch's norms."""
+    bits of `norm_type` (koe.nn.norm.RMSNorm: `norm_type(size, eps=)` with a `weight`) in this
+    process, checked here on random rows of several widths and scales; None: the exact path keeps
+    torch's norms."""
     from koe.runtime import kernels
 
     lib = None if _turned_off() else kernels.library()
     if lib is None:
         return None
-    from koe.nn.norm import RMSNorm
-
     g = torch.Generator().manual_seed(5)
     for lanes in NORM_LANES:
         agree = True
         for n in (128, 1000, 2048):
-            norm = RMSNorm(n, eps=1e-6)
+            norm = norm_type(n, eps=1e-6)
             with torch.no_grad():
                 norm.weight.copy_(torch.randn(n, generator=g))
             agree = agree and _norm_agrees_with(ExactRMSNorm(norm, lib, lanes), norm)
@@ -303,7 +302,7 @@ def norm_lanes() -> int | None:
 
 
 class ExactRMSNorm(nn.Module):
-    """A drop-in for `koe.nn.norm.RMSNorm` on float32 CPU tensors: the same output bits from one C
+    """A drop-in for an RMSNorm (koe.nn.norm's) on float32 CPU tensors: the same output bits from one C
     call instead of torch's six ops (built by `exact_norms`)."""
 
     def __init__(self, norm: nn.Module, lib, lanes: int) -> None:
@@ -334,18 +333,17 @@ def _norm_agrees_with(layer: ExactRMSNorm, norm: nn.Module) -> bool:
         return all(torch.equal(layer(rows), norm(rows)) for rows in (x[:1, :1], x))
 
 
-def exact_norms(module: nn.Module) -> int:
-    """Replace every `koe.nn.norm.RMSNorm` under `module` by `ExactRMSNorm`, in place, where it gives
-    the norm's bits (`norm_lanes()`, then each width and eps checked on its first norm's own
-    weight); returns how many. 0 where it does not apply here."""
-    from koe.nn.norm import RMSNorm
+def exact_norms(module: nn.Module, norm_type: type[nn.Module]) -> int:
+    """Replace every `norm_type` (koe.nn.norm.RMSNorm) under `module` by `ExactRMSNorm`, in place,
+    where it gives the norm's bits (`norm_lanes`, then each width and eps checked on its first
+    norm's own weight); returns how many. 0 where it does not apply here."""
     from koe.runtime import kernels
 
-    lanes = norm_lanes()
+    lanes = norm_lanes(norm_type)
     if lanes is None:
         return 0
     lib, verdicts, replaced = kernels.library(), {}, 0
-    plan = [(owner, name, child) for owner in module.modules() for name, child in owner.named_children() if type(child) is RMSNorm]
+    plan = [(owner, name, child) for owner in module.modules() for name, child in owner.named_children() if type(child) is norm_type]
     for owner, name, child in plan:
         layer = ExactRMSNorm(child, lib, lanes)
         key = (layer.size, layer.eps)

@@ -101,10 +101,12 @@ class Qwen3TTSEngine(NativeAPI):
         codec = SpeechTokenizer.from_folder(folder / "speech_tokenizer", device=dev, dtype=dt)
         kernel = None
         if packed:  # the same bits as torch's products, from packed (bf16 where they are bf16) weights
+            from koe.nn.norm import RMSNorm
+
             exact.exact_linears(network.talker)
             kernel = exact.describe(network.talker)
             network.float()
-            exact.exact_norms(network.talker)  # the norms too: one C call each, the same bits
+            exact.exact_norms(network.talker, RMSNorm)  # the norms too: one C call each, the same bits
         if quantized:
             from koe.engines.qwen3_tts.talker import attach_kernel_steps
             from koe.nn.norm import RMSNorm
