@@ -314,11 +314,11 @@ class ExactRMSNorm(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dtype != torch.float32:
             raise TypeError(f"ExactRMSNorm takes float32 input, got {x.dtype}")
-        rows = x.reshape(-1, self.size)
-        if not rows.is_contiguous():
+        rows = x.reshape(-1, self.size)  # a view where x's rows are evenly spaced (q's or k's heads out of q|k|v)
+        if rows.stride(-1) != 1:
             rows = rows.contiguous()
         y = torch.empty(rows.shape)
-        self._fn(rows.data_ptr(), rows.shape[0], self.size, self.size, self.weight.data_ptr(), self.eps, self.lanes, y.data_ptr())
+        self._fn(rows.data_ptr(), rows.shape[0], self.size, rows.stride(0), self.weight.data_ptr(), self.eps, self.lanes, y.data_ptr())
         return y.view(x.shape)
 
     def extra_repr(self) -> str:

@@ -37,6 +37,7 @@ from koe.engines.qwen3_tts.prompt import ClonePrompt, PromptItem, build_talker_i
 from koe.engines.qwen3_tts.rows import RowDecoder
 from koe.engines.qwen3_tts.streaming import CodecStream
 from koe.engines.qwen3_tts.voice import VoicePrompt, VoicePromptError, model_stamp, pad_reference, reference_audio, to_codec_rate
+from koe.nn.norm import RMSNorm
 from koe.runtime import exact
 from koe.runtime.device import resolve_device, resolve_dtype
 from koe.runtime.sampling import SamplingConfig
@@ -101,15 +102,12 @@ class Qwen3TTSEngine(NativeAPI):
         codec = SpeechTokenizer.from_folder(folder / "speech_tokenizer", device=dev, dtype=dt)
         kernel = None
         if packed:  # the same bits as torch's products, from packed (bf16 where they are bf16) weights
-            from koe.nn.norm import RMSNorm
-
             exact.exact_linears(network.talker)
             kernel = exact.describe(network.talker)
             network.float()
             exact.exact_norms(network.talker, RMSNorm)  # the norms too: one C call each, the same bits
         if quantized:
             from koe.engines.qwen3_tts.talker import attach_kernel_steps
-            from koe.nn.norm import RMSNorm
             from koe.runtime.quant import kernel_norms, quantize_linears
 
             quantize_linears(network.talker, skip=("text_projection",), mode=mode)  # decoder layers, codec head, code predictor

@@ -204,7 +204,7 @@ void koe_exact_linear(const float *x, int64_t M, int64_t K, const void *w, int b
 /* The exact path's RMSNorm: y = w * (x * (1 / sqrt(mean(x * x) + eps))) per row of n, with the
    bits of torch's float32 ops (koe.nn.norm.RMSNorm: pow, mean, add, rsqrt, mul, mul). Each step
    rounds as torch's does; the one with an order is mean's sum, which torch's CPU reduction does
-   as a cascade over vectors of `lanes` floats (16 with AVX-512, 8 with AVX2): the row's whole
+   as a cascade over vectors of `lanes` floats (8 on the Intel Xeon measured, AVX-512 or not): the row's whole
    vectors are read 4 at a time into 4 vector sums, flushed up a ladder of 4 levels every
    2^p rows of 4 (p = max(4, ceil(log2(rows)) / 4)), the levels and then the 4 sums added in
    order, the leftover vectors into the first; then, in one float, the leftover elements in order
