@@ -40,6 +40,24 @@ def _documented_order(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | Non
     return c
 
 
+def _documented_lanes(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, lead: bool) -> np.ndarray:
+    """exact.c's LANES orders in numpy: products rounded to float32, input k into partial sum
+    (k - start) % 4 (with `lead`, the first product starts sum 0 and start = 1), whole groups of 4
+    only, then (s0 + s2) + (s1 + s3), then the rest in order, then the bias."""
+    p = (x.double().numpy()[:, None, :] * w.double().numpy()[None, :, :]).astype(np.float32)  # (M, N, K)
+    k, start = w.shape[1], int(lead and w.shape[1] > 0)
+    sums = [np.zeros(p.shape[:2], dtype=np.float32) for _ in range(4)]
+    if start:
+        sums[0] = p[..., 0].copy()
+    whole = start + (k - start) // 4 * 4
+    for i in range(start, whole):
+        sums[(i - start) % 4] = sums[(i - start) % 4] + p[..., i]
+    total = (sums[0] + sums[2]) + (sums[1] + sums[3])
+    for i in range(whole, k):
+        total = total + p[..., i]
+    return total if bias is None else total + bias.numpy()
+
+
 def _lib():
     lib = kernels.library()
     assert lib is not None, kernels.unavailable_reason()
@@ -58,20 +76,34 @@ def test_the_kernel_sums_in_the_documented_order(m, n, k, bias, bf16, block) -> 
         assert np.array_equal(exact.product(lib, x, packed, packed_bf16, n, block, b).numpy(), want)
 
 
-def test_fast_and_portable_paths_agree_for_any_threads_and_rows() -> None:
+@pytest.mark.parametrize(("m", "n", "k", "bias", "bf16"), [(1, 70, 1000, False, True), (2, 130, 801, True, False), (3, 64, 9, True, True), (1, 17, 1, False, False), (1, 64, 4, True, False), (2, 20, 5, False, True)])
+@pytest.mark.parametrize("order", [exact.LANES_LEAD, exact.LANES])
+def test_the_kernel_sums_in_the_documented_interleaved_orders(order, m, n, k, bias, bf16) -> None:
+    """The LANES orders (MKL's on an AMD EPYC for 1 row, and for 2 or 3 rows), widths around the groups of 4 included."""
+    lib = _lib()
+    x, w, b = _operands(m, n, k, bias, bf16, seed=m + n + k)
+    packed, packed_bf16 = exact.pack(lib, w)
+    want = _documented_lanes(x, w, b, lead=order == exact.LANES_LEAD)
+    assert np.array_equal(exact.product(lib, x, packed, packed_bf16, n, 0, b, portable=True, order=order).numpy(), want)
+    if lib.koe_exact_vectorized():
+        assert np.array_equal(exact.product(lib, x, packed, packed_bf16, n, 0, b, order=order).numpy(), want)
+
+
+@pytest.mark.parametrize("order", [exact.CHAIN, exact.LANES_LEAD, exact.LANES])
+def test_fast_and_portable_paths_agree_for_any_threads_and_rows(order) -> None:
     lib = _lib()
     x, w, b = _operands(11, 200, 1500, True, True, seed=3)  # 11 rows: passes of 4, 4 and 3; 200 outputs: a partial strip
     for weight in (w, w + 1e-3):  # bf16 strips, float32 strips
         packed, bf16 = exact.pack(lib, weight)
-        want = exact.product(lib, x, packed, bf16, 200, 384, b, portable=True)
+        want = exact.product(lib, x, packed, bf16, 200, 384, b, portable=True, order=order)
         if lib.koe_exact_vectorized():
-            assert torch.equal(exact.product(lib, x, packed, bf16, 200, 384, b), want)
+            assert torch.equal(exact.product(lib, x, packed, bf16, 200, 384, b, order=order), want)
         before = torch.get_num_threads()
         for threads in (1, 3):
             torch.set_num_threads(threads)
             try:
-                assert torch.equal(exact.product(lib, x, packed, bf16, 200, 384, b), want)
-                assert torch.equal(exact.product(lib, x[4:5], packed, bf16, 200, 384, b), want[4:5])  # a row alone = in a batch
+                assert torch.equal(exact.product(lib, x, packed, bf16, 200, 384, b, order=order), want)
+                assert torch.equal(exact.product(lib, x[4:5], packed, bf16, 200, 384, b, order=order), want[4:5])  # a row alone = in a batch
             finally:
                 torch.set_num_threads(before)  # the suite's thread count (the parity tests depend on it)
 
@@ -86,35 +118,40 @@ def test_packing_from_bf16_storage_equals_packing_the_widened_weight() -> None:
 
 def test_layers_are_replaced_only_with_torch_bits(monkeypatch) -> None:
     """Here (the suite sets MKL_CBWR=AUTO,STRICT) the kernel gives torch's bits or is not used at all;
-    a replaced layer equals F.linear bit for bit on real-size shapes, decode rows and prefill rows."""
-    block = exact.summation_block()
-    assert (exact.unused_reason() is None) == (block is not None)
-    assert check_exact_products().status == ("ok" if block else "warn")
+    a replaced layer equals F.linear bit for bit on real-size shapes, decode rows (1, and 2 or 3 in a
+    small batch) and prefill rows."""
+    orders = exact.summation_orders()
+    assert (exact.unused_reason() is None) == (orders is not None)
+    assert check_exact_products().status == ("ok" if orders else "warn")
     net = torch.nn.Sequential(torch.nn.Linear(1024, 3072, bias=False), torch.nn.Linear(3072, 1024, bias=True))
     with torch.no_grad():
         for layer in net:
             layer.weight.copy_(layer.weight.to(torch.bfloat16).float())
     x = torch.randn(40, 1024, generator=torch.Generator().manual_seed(1))
-    want = [net(x[:1]), net(x)]
+    want = [net(x[:m]) for m in (1, 2, 3, 40)]
     replaced = exact.exact_linears(net)
-    if block is None:  # another BLAS or order here: torch's layers stay
+    if orders is None:  # another BLAS or order here: torch's layers stay
         assert replaced == 0 and all(type(layer) is torch.nn.Linear for layer in net)
         return
     assert replaced == 2 and all(isinstance(layer, exact.ExactLinear) for layer in net)
     assert net[0].bf16 and net[1].bf16  # bf16 values: half the bytes (the bias stays float32)
-    assert torch.equal(net(x[:1]), want[0]) and torch.equal(net(x), want[1])
+    assert all(torch.equal(net(x[:m]), w) for m, w in zip((1, 2, 3, 40), want))
 
 
 @pytest.mark.parametrize("inputs", [100, 384, 385, 401, 512, 640, 767, 768, 1000, 1153])
 def test_a_layer_sums_its_inputs_in_the_blocks_torch_uses_for_its_width(inputs) -> None:
-    """One block up to 384 inputs, two near-equal halves below 768 (512 -> 256 + 256), then 384s:
-    `input_block` gives torch's bits for each width (bias or not)."""
-    block = exact.summation_block()
-    if block is None:
+    """In a CHAIN order of blocks of B (384 on the Intel Xeon measured, 192 on the AMD EPYC for 4+ rows):
+    one block up to B inputs, two near-equal halves below 2B (512 -> 256 + 256 for 384), then Bs:
+    `input_block` gives torch's bits for each width (bias or not), for every number of rows."""
+    orders = exact.summation_orders()
+    if orders is None:
         pytest.skip(f"the exact kernel does not apply here: {exact.unused_reason()}")
+    for order in orders:
+        if order.kind == exact.CHAIN:
+            block = order.block
+            assert exact.input_block(inputs, block) == (inputs if inputs <= block else (inputs + 1) // 2 if inputs < 2 * block else block)
     layer = torch.nn.Linear(inputs, 96, bias=inputs % 2 == 0)
-    assert exact.input_block(inputs, block) == (inputs if inputs <= block else (inputs + 1) // 2 if inputs < 2 * block else block)
-    assert exact._agrees_with(exact.ExactLinear(layer, exact._library(), block), layer)
+    assert exact._agrees_with(exact.ExactLinear(layer, exact._library(), orders), layer)
 
 
 def test_layers_that_read_one_input_become_one_product_with_the_same_bits() -> None:
@@ -124,7 +161,7 @@ def test_layers_that_read_one_input_become_one_product_with_the_same_bits() -> N
     from koe.nn.attention import Attention
     from koe.nn.mlp import GatedMLP
 
-    if exact.summation_block() is None:
+    if exact.summation_orders() is None:
         pytest.skip(f"the exact kernel does not apply here: {exact.unused_reason()}")
     g = torch.Generator().manual_seed(3)
     attention = Attention(512, 4, 2, 128, qk_norm_eps=1e-6, qkv_bias=True)
@@ -171,10 +208,10 @@ def test_the_kernel_can_be_turned_off(monkeypatch) -> None:
     from koe.nn.norm import RMSNorm
 
     monkeypatch.setenv("KOE_EXACT_KERNEL", "0")
-    exact.summation_block.cache_clear()
+    exact.summation_orders.cache_clear()
     exact.norm_lanes.cache_clear()
     try:
-        assert exact.summation_block() is None and exact.norm_lanes(RMSNorm) is None
+        assert exact.summation_orders() is None and exact.norm_lanes(RMSNorm) is None
         net = torch.nn.Sequential(torch.nn.Linear(64, 64), RMSNorm(64))
         assert exact.exact_linears(net) == 0 and type(net[0]) is torch.nn.Linear
         assert exact.exact_norms(net, RMSNorm) == 0 and type(net[1]) is RMSNorm
@@ -183,7 +220,7 @@ def test_the_kernel_can_be_turned_off(monkeypatch) -> None:
         assert check.status == "warn" and "KOE_EXACT_KERNEL=0" in check.detail
     finally:
         monkeypatch.delenv("KOE_EXACT_KERNEL")
-        exact.summation_block.cache_clear()
+        exact.summation_orders.cache_clear()
         exact.norm_lanes.cache_clear()
 
 
@@ -194,7 +231,7 @@ def test_without_mkl_strict_mode_nothing_changes_bits() -> None:
         "import torch\nfrom koe.runtime import exact\n"
         "net = torch.nn.Linear(1024, 2048)\nx = torch.randn(3, 1024)\nwant = net(x)\n"
         "seq = torch.nn.Sequential(net)\nreplaced = exact.exact_linears(seq)\n"
-        "assert torch.equal(seq(x), want), 'bits moved'\nprint(exact.summation_block(), replaced)\n"
+        "assert torch.equal(seq(x), want), 'bits moved'\nprint(exact.summation_orders(), replaced)\n"
     )
     env = {key: value for key, value in os.environ.items() if key != "MKL_CBWR"}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300, check=False)

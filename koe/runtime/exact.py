@@ -3,18 +3,19 @@
 A decoded frame reads every weight of the talker and the code predictor once, and the exact
 path must give upstream's bits, i.e. those of torch's float32 product. Under MKL's strict
 conditional reproducibility (`MKL_CBWR=AUTO,STRICT`, which every `koe` command and the test
-suite set before torch loads) that product sums each output in one order: the inputs in blocks
-of a fixed size (384 on the Intel Xeon measured; found at run time; two near-equal halves when
-there are fewer than twice that, `input_block`), within a block one fused multiply-add per input
-in order, the blocks added in order. `ExactLinear` runs that order on
-weights packed at load for one linear stream per 64 outputs, in bfloat16 where every weight is a
-bfloat16 value (released checkpoints: the float32 path widens bf16 exactly, so half the bytes give
-the same products), else in float32.
+suite set before torch loads) that product sums each output in one order on a given CPU, which may
+depend on how many input rows the product has (`Order`; measured: on an Intel Xeon, blocks of 384
+inputs, within a block one fused multiply-add per input in order, the blocks added in order, for
+any rows; on an AMD EPYC, MKL's matrix-vector product for one row sums four interleaved partial
+sums of rounded products, two or three rows the same without the leading product, four or more
+rows blocks of 192). `ExactLinear` runs that order on weights packed at load for one linear stream
+per 64 outputs, in bfloat16 where every weight is a bfloat16 value (released checkpoints: the
+float32 path widens bf16 exactly, so half the bytes give the same products), else in float32.
 
-Nothing here is assumed about the machine: `summation_block()` finds the block size by comparing
-the kernel with torch's own product in this process, and each layer shape is checked the same way,
-on its first layer's own weights, before layers of that shape are replaced (`exact_linears`).
-Where they differ (another BLAS, MKL without `MKL_CBWR`, a CPU without AVX-512,
+Nothing here is assumed about the machine: `summation_orders()` finds the order for each number of
+rows by comparing the kernel with torch's own product in this process, and each layer shape is
+checked the same way, on its first layer's own weights, before layers of that shape are replaced
+(`exact_linears`). Where they differ (another BLAS, MKL without `MKL_CBWR`, a CPU without AVX-512,
 `KOE_EXACT_KERNEL=0`), the layers stay torch's `nn.Linear`.
 """
 
@@ -22,14 +23,39 @@ from __future__ import annotations
 
 import functools
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-BLOCKS = (384, 256, 512, 128, 192, 320, 448, 640, 768, 1024)  # candidate block sizes, the measured one first
+BLOCKS = (384, 192, 256, 512, 128, 320, 448, 640, 768, 1024)  # candidate block sizes, the measured ones first
 STRIP = 64  # output rows per packed strip (exact.c)
+CHAIN, LANES_LEAD, LANES = 0, 1, 2  # exact.c's summation orders (KOE_ORDER_*)
+ROW_CLASSES = ((1, 1), (2, 3), (4, None))  # numbers of input rows (first, last; None: any more) that share one order, each checked apart
+
+
+@dataclass(frozen=True)
+class Order:
+    """How torch's float32 product sums each output over its inputs (`kernels/exact.c`): `CHAIN`, in
+    blocks of `block` inputs (see `input_block`), or four interleaved partial sums of rounded
+    products, the first product leading (`LANES_LEAD`) or not (`LANES`)."""
+
+    kind: int
+    block: int = 0
+
+    def for_inputs(self, inputs: int) -> tuple[int, int]:
+        """(kind, block) for a layer of `inputs` inputs, as the kernel takes them."""
+        return self.kind, input_block(inputs, self.block) if self.kind == CHAIN else 0
+
+    def __str__(self) -> str:
+        if self.kind == CHAIN:
+            return f"blocks of {self.block}"
+        return "4 interleaved sums" + (", the first product leading" if self.kind == LANES_LEAD else "")
+
+
+CANDIDATES = (*(Order(CHAIN, b) for b in BLOCKS), Order(LANES_LEAD), Order(LANES))
 
 
 def _turned_off() -> bool:
@@ -66,30 +92,36 @@ def pack(lib, weights: torch.Tensor | list[torch.Tensor]) -> tuple[torch.Tensor,
     return packed, bf16
 
 
-def product(lib, x: torch.Tensor, packed: torch.Tensor, bf16: bool, n: int, block: int, bias: torch.Tensor | None = None, portable: bool = False) -> torch.Tensor:
-    """x (M, K) float32, contiguous -> x W^T (+ bias), (M, n), on the packed weight."""
+def product(lib, x: torch.Tensor, packed: torch.Tensor, bf16: bool, n: int, block: int, bias: torch.Tensor | None = None, portable: bool = False,
+            order: int = CHAIN) -> torch.Tensor:
+    """x (M, K) float32, contiguous -> x W^T (+ bias), (M, n), on the packed weight, summed in `order`
+    (CHAIN: in blocks of `block`)."""
     rows, k = x.shape
     y = torch.empty(rows, n)
-    lib.koe_exact_linear(x.data_ptr(), rows, k, packed.data_ptr(), int(bf16), n, block, None if bias is None else bias.data_ptr(), y.data_ptr(), torch.get_num_threads(), int(portable))
+    lib.koe_exact_linear(x.data_ptr(), rows, k, packed.data_ptr(), int(bf16), n, block, order, None if bias is None else bias.data_ptr(), y.data_ptr(), torch.get_num_threads(),
+                         int(portable))  # fmt: skip
     return y
 
 
-def _agrees(lib, block: int, n: int, k: int, bias: bool, seed: int = 0) -> bool:
-    """Does the kernel give torch's bits for a random (n, k) layer, with bf16-valued and with float32
-    weights (`_agrees_with`)? From a generator of its own (the process's torch generator is untouched)."""
+def _agrees(lib, order: Order, rows: tuple[int, ...], n: int, k: int, bias: bool, seed: int = 0) -> bool:
+    """Does the kernel in `order` give torch's bits for a random (n, k) layer on random inputs of each
+    of `rows` rows, with bf16-valued and with float32 weights? From a generator of its own (the
+    process's torch generator is untouched)."""
     g = torch.Generator().manual_seed(seed)
-    linear = nn.Linear(k, n, bias=bias, device="meta")
-    b = nn.Parameter(torch.randn(n, generator=g)) if bias else None
+    b = torch.randn(n, generator=g) if bias else None
+    x = torch.randn(max(rows), k, generator=g)
     for weight in (torch.randn(n, k, generator=g).to(torch.bfloat16).float(), torch.randn(n, k, generator=g)):
-        linear.weight, linear.bias = nn.Parameter(weight), b
-        if not _agrees_with(ExactLinear(linear, lib, block), linear):
-            return False
+        packed, bf16 = pack(lib, weight)
+        kind, block = order.for_inputs(k)
+        for m in rows:
+            if not torch.equal(product(lib, x[:m], packed, bf16, n, block, b, order=kind), F.linear(x[:m], weight, b)):
+                return False
     return True
 
 
 def unused_reason() -> str | None:
     """Why the exact path keeps torch's products in this process (None: koe's kernel runs them)."""
-    if summation_block() is not None:
+    if summation_orders() is not None:
         return None
     if _turned_off():
         return "KOE_EXACT_KERNEL=0 turns it off"
@@ -105,42 +137,62 @@ def unused_reason() -> str | None:
 
 
 def input_block(inputs: int, block: int) -> int:
-    """The block in which a product over `inputs` inputs sums, given the process's `summation_block()`:
+    """The block in which a product over `inputs` inputs sums in blocks of `block` (a `CHAIN` order):
     all of them in one up to `block`; between `block` and twice it, two near-equal halves (the first
     one input longer when the count is odd: 512 -> 256 + 256, 401 -> 201 + 200); else `block` each,
-    the last one shorter (measured on the Intel Xeon for every count from 1 to 3,000 tried; each
-    layer shape is still checked against torch before it is used)."""
+    the last one shorter (measured on the Intel Xeon for every count from 1 to 3,000 tried, and on
+    the AMD EPYC; each layer shape is still checked against torch before it is used)."""
     if inputs <= block:
         return max(inputs, 1)
     return (inputs + 1) // 2 if inputs < 2 * block else block
 
 
 @functools.cache
-def summation_block() -> int | None:
-    """The block size in which this process's torch float32 products sum, when the kernel gives their
-    bits with it (checked here, on layers with and without bias, inputs across several blocks);
-    None: the exact path keeps torch's products (see the module docstring)."""
+def summation_orders() -> tuple[Order, ...] | None:
+    """The order in which this process's torch float32 products sum, one per `ROW_CLASSES` entry, when
+    the kernel gives their bits with it (checked here for each class's numbers of rows, on layers
+    with and without bias whose inputs span several blocks, and whose outputs split evenly across
+    threads: MKL's matrix-vector product on AMD sums the last few outputs of a thread's share
+    otherwise); None: the exact path keeps torch's products (see the module docstring)."""
     lib = _library()
     if lib is None:
         return None
-    for block in BLOCKS:
-        if _agrees(lib, block, 200, 1000, False) and _agrees(lib, block, 70, 2100, True, seed=1):
-            return block
-    return None
+    orders = []
+    for first, last in ROW_CLASSES:
+        rows = (first,) if last == first else (first, last) if last else (first, first + 1)
+        found = next((o for o in CANDIDATES if _agrees(lib, o, rows, 192, 1000, False) and _agrees(lib, o, rows, 128, 2100, True, seed=1)), None)
+        if found is None:
+            return None
+        orders.append(found)
+    return tuple(orders)
+
+
+def row_class(rows: int) -> int:
+    """Which `ROW_CLASSES` entry a product of `rows` input rows falls in."""
+    return 0 if rows <= 1 else 1 if rows < ROW_CLASSES[2][0] else 2
+
+
+def describe_orders(orders: tuple[Order, ...]) -> str:
+    """The orders in words, for `koe doctor`: "blocks of 384" where all rows share one."""
+    if len(set(orders)) == 1:
+        return str(orders[0])
+    names = ("1 row", "2-3 rows", "4+ rows")
+    return "; ".join(f"{name}: {order}" for name, order in zip(names, orders, strict=True))
 
 
 class ExactLinear(nn.Module):
     """A drop-in for a float32 `nn.Linear` on the CPU: the same output bits, from packed weights
     (bfloat16 where the weights are bfloat16 values). Built by `exact_linears`."""
 
-    def __init__(self, linear: nn.Linear, lib, block: int) -> None:
+    def __init__(self, linear: nn.Linear, lib, orders: tuple[Order, ...]) -> None:
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.packed, self.bf16 = pack(lib, linear.weights if isinstance(linear, _Joined) else linear.weight)
         self.bias = None if linear.bias is None else linear.bias.detach().to(torch.float32).contiguous()
-        self.block, self.weight_bytes = input_block(self.in_features, block), self.packed.numel() * self.packed.element_size()
+        self.orders, self.weight_bytes = orders, self.packed.numel() * self.packed.element_size()
+        self._sums = tuple(o.for_inputs(self.in_features) for o in orders)  # (kind, block) per row class
         self._fn = lib.koe_exact_linear
-        self._consts = (self.packed.data_ptr(), int(self.bf16), self.out_features, self.block, None if self.bias is None else self.bias.data_ptr())
+        self._consts = (self.packed.data_ptr(), int(self.bf16), self.out_features, None if self.bias is None else self.bias.data_ptr())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x2 = x.reshape(-1, self.in_features)
@@ -150,12 +202,13 @@ class ExactLinear(nn.Module):
             x2 = x2.contiguous()
         rows = x2.shape[0]
         y = torch.empty(rows, self.out_features)
-        w, bf16, n, block, bias = self._consts
-        self._fn(x2.data_ptr(), rows, self.in_features, w, bf16, n, block, bias, y.data_ptr(), torch.get_num_threads(), 0)
+        w, bf16, n, bias = self._consts
+        kind, block = self._sums[row_class(rows)]
+        self._fn(x2.data_ptr(), rows, self.in_features, w, bf16, n, block, kind, bias, y.data_ptr(), torch.get_num_threads(), 0)
         return y.view(*x.shape[:-1], n)
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, {'bf16' if self.bf16 else 'float32'} strips, blocks of {self.block}"
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, {'bf16' if self.bf16 else 'float32'} strips, {describe_orders(self.orders)}"
 
 
 def describe(module: nn.Module) -> str | None:
@@ -199,25 +252,25 @@ def _release(tensor: torch.Tensor, mapped: list[tuple[int, int]]) -> None:
 
 
 def _agrees_with(layer: ExactLinear, linear: nn.Linear) -> bool:
-    """Does `layer` give `linear`'s float32 product bit for bit (1 and 5 random rows)?"""
+    """Does `layer` give `linear`'s float32 product bit for bit (1, 2, 3 and 5 random rows: each row class)?"""
     g = torch.Generator().manual_seed(layer.out_features * 7919 + layer.in_features)
     x = torch.randn(5, layer.in_features, generator=g)
     weight = linear.weight.detach().to(torch.float32)
     bias = None if linear.bias is None else linear.bias.detach().to(torch.float32)
-    return all(torch.equal(layer(rows), F.linear(rows, weight, bias)) for rows in (x[:1], x))
+    return all(torch.equal(layer(x[:m]), F.linear(x[:m], weight, bias)) for m in (1, 2, 3, 5))
 
 
 def exact_linears(module: nn.Module, skip: tuple[str, ...] = ()) -> int:
     """Replace every `nn.Linear` under `module` (names not starting with a `skip` prefix) by
     `ExactLinear`, in place, where the kernel gives torch's bits (checked on the first layer of each
     shape, with its own weights); returns how many. 0 where the kernel does not apply here
-    (`summation_block()` is None). Where a module offers the slot (`qkv_proj = None` beside
+    (`summation_orders()` is None). Where a module offers the slot (`qkv_proj = None` beside
     `q_proj`, `k_proj`, `v_proj`; `gate_up_proj = None` beside `gate_proj`, `up_proj`, as `koe.nn`'s
     attention and gated MLP do), the layers that read the same input become one (`_Joined`): one
     call instead of three or two, the same bits. Stored weights that view a mapped file are
     released from memory as they are packed."""
-    block, lib = summation_block(), _library()
-    if block is None:
+    orders, lib = summation_orders(), _library()
+    if orders is None:
         return 0
     from koe.runtime.quant import FUSED
 
@@ -237,7 +290,7 @@ def exact_linears(module: nn.Module, skip: tuple[str, ...] = ()) -> int:
     mapped, verdicts, replaced = _file_backed(), {}, 0
     for owner, slot, parts, linears in plan:
         linear = linears[0] if len(linears) == 1 else _Joined(linears)
-        layer = ExactLinear(linear, lib, block)
+        layer = ExactLinear(linear, lib, orders)
         key = (tuple((x.out_features, x.bias is not None) for x in linears), linear.in_features, layer.bf16)
         if key not in verdicts:
             verdicts[key] = _agrees_with(layer, linear)

@@ -170,7 +170,7 @@ def check_exact_products() -> Check:
 
     reason = exact.unused_reason()
     if reason is None:
-        return Check("exact products", "ok", f"koe's kernel: torch's summation order (blocks of {exact.summation_block()}), weights read as bf16 where they are bf16")
+        return Check("exact products", "ok", f"koe's kernel: torch's summation order ({exact.describe_orders(exact.summation_orders())}), weights read as bf16 where they are bf16")
     return Check("exact products", "warn", f"torch's own (same output, about 3x slower on the CPU): {reason}")
 
 

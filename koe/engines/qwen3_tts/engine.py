@@ -94,7 +94,7 @@ class Qwen3TTSEngine(NativeAPI):
         quantized = mode in ("int8", "int4")
         if quantized and dev.type != "cpu":
             raise ValueError(f"precision={mode!r} is a CPU mode (koe's CPU kernels); on a GPU use bf16")
-        packed = dev.type == "cpu" and dt == torch.float32 and not quantized and exact.summation_block() is not None
+        packed = dev.type == "cpu" and dt == torch.float32 and not quantized and exact.summation_orders() is not None
         # int8 / int4 and the exact path's packed products: the weights as stored (bf16 as released: no
         # float32 copy of the layers about to be quantized or packed), then what stays float made
         # float32, which the conversion at load would have given exactly

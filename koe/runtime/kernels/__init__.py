@@ -45,7 +45,7 @@ SIGNATURES = {
     "koe_quantize_int4": [_P, _I, _I, _I, _I, _P, _P, _I],
     "koe_exact_count_not_bf16": [_P, _I, _I],
     "koe_exact_pack": [_P, ctypes.c_int, _I, _I, ctypes.c_int, _P, _I],
-    "koe_exact_linear": [_P, _I, _I, _P, ctypes.c_int, _I, _I, _P, _P, _I, ctypes.c_int],
+    "koe_exact_linear": [_P, _I, _I, _P, ctypes.c_int, _I, _I, ctypes.c_int, _P, _P, _I, ctypes.c_int],
     "koe_exact_vectorized": [],
     "koe_exact_rmsnorm": [_P, _I, _I, _I, _P, ctypes.c_float, _I, _P],
 }

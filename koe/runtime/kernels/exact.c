@@ -1,14 +1,25 @@
 /* koe's exact float32 products: y = x W^T (+ b) with the bits of torch's own CPU product.
 
    Why: a decoded frame reads every weight once, so the bytes read set the speed, and the exact
-   path must give upstream's bits, which come from torch's float32 product (MKL's sgemm). Under
-   MKL's strict conditional reproducibility (MKL_CBWR=AUTO,STRICT, which every koe command sets)
-   that product sums each output in one fixed order on this CPU: the inputs in blocks of `kc`
-   (384 on the Intel Xeon measured, two near-equal halves below 768; chosen per layer by
-   koe.runtime.exact, found at run time), within a block one fused multiply-add
-   per input in order starting from +0, and the blocks' sums added to the output in order (the first block's
-   sum stored as it is, or added to the bias). Nothing in that order depends on how the weights are
-   stored, so koe stores them its own way at load:
+   path must give upstream's bits, which come from torch's float32 product (MKL's sgemm / sgemv).
+   Under MKL's strict conditional reproducibility (MKL_CBWR=AUTO,STRICT, which every koe command
+   sets) that product sums each output in one fixed order on a given CPU, which may depend on how
+   many input rows there are. The orders measured so far, each one `order` here:
+
+   - KOE_ORDER_CHAIN: the inputs in blocks of `kc` (384 on an Intel Xeon, 192 on an AMD EPYC for
+     4 rows or more; two near-equal halves below twice that; chosen per layer by
+     koe.runtime.exact), within a block one fused multiply-add per input in order starting from
+     +0, and the blocks' sums added to the output in order (the first block's sum stored as it
+     is, or added to the bias). MKL on Intel CPUs for any rows; on AMD for 4 rows or more.
+   - KOE_ORDER_LANES / KOE_ORDER_LANES_LEAD: four interleaved partial sums, input k into sum
+     (k - start) % 4, each product rounded and then added (no fused multiply-add); with LEAD the
+     first input's product starts sum 0 and the interleaving starts at input 1 (MKL's matrix-vector
+     product on AMD, one row), without it all four start from +0 at input 0 (2 or 3 rows on AMD);
+     the whole groups of 4 only, then (s0 + s2) + (s1 + s3), then each remaining input's rounded
+     product added in order, then the bias.
+
+   Nothing in those orders depends on how the weights are stored, so koe stores them its own way
+   at load:
 
    - panels of 16 output rows, 4 panels side by side per input position (a strip of 64 rows read
      as one linear stream), rows past N zero;
@@ -16,13 +27,14 @@
      float32 path widens exactly), else as float32: a bf16 weight widened in a register is the
      float32 weight, so the products are the same, from half the bytes.
 
-   Which `kc` this process's torch uses, and whether its products follow this order at all, is
-   not assumed: koe.runtime.exact checks the kernel against torch's product on this machine
-   before it is used (anything else, e.g. MKL without MKL_CBWR, keeps torch's product).
+   Which order this process's torch uses for each number of rows, and whether its products follow
+   one of these at all, is not assumed: koe.runtime.exact checks the kernel against torch's product
+   on this machine before it is used (anything else, e.g. MKL without MKL_CBWR, keeps torch's
+   product).
 
    The fast path needs AVX-512F; the portable C path (also with -DKOE_PORTABLE, which the tests
-   compare) does the same operations one output at a time with fmaf. Each output is summed by
-   one thread, so the bits do not depend on the thread count or on the other rows of x. */
+   compare) does the same operations one output at a time. Each output is summed by one thread,
+   so the bits do not depend on the thread count or on the other rows of x. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -37,6 +49,9 @@
 #define PANELS 4
 #define STRIP (LANES * PANELS) /* output rows per strip */
 #define ROWS 4                 /* input rows per pass when x has several */
+
+enum { KOE_ORDER_CHAIN = 0, KOE_ORDER_LANES_LEAD = 1, KOE_ORDER_LANES = 2 };
+#define SUMS 4 /* partial sums of the LANES orders */
 
 int koe_exact_vectorized(void) {
 #ifdef KOE_EXACT_AVX512
@@ -100,21 +115,47 @@ void koe_exact_pack(const void *w, int src_bf16, int64_t N, int64_t K, int dst_b
 /* One output's block sum joins the output: stored (first block, no bias) or added. */
 static inline float join(float c, float a, int first) { return first ? a : c + a; }
 
-static void portable_strip(const void *w, int bf16, int64_t K, int64_t kc, const float *x, int64_t M, const float *bias, float *y, int64_t N,
+static inline float weight_at(const void *w, int bf16, int64_t at) { return bf16 ? widen(((const uint16_t *)w)[at]) : ((const float *)w)[at]; }
+
+/* One output in a LANES order (lead: the first product starts sum 0). The products are rounded
+   before they are added (the library is built with -ffp-contract=off: no fma is formed). */
+static float lanes_sum(const void *w, int bf16, int64_t K, int64_t s, int64_t j, const float *x, int lead) {
+    float sum[SUMS] = {0};
+    int64_t k = 0;
+    if (lead && K > 0) {
+        float p = weight_at(w, bf16, s * K * STRIP + j) * x[0];
+        sum[0] = p;
+        k = 1;
+    }
+    int64_t start = k, whole = start + (K - start) / SUMS * SUMS;
+    for (; k < whole; k++) {
+        float p = weight_at(w, bf16, (s * K + k) * STRIP + j) * x[k];
+        sum[(k - start) % SUMS] += p;
+    }
+    float total = (sum[0] + sum[2]) + (sum[1] + sum[3]);
+    for (; k < K; k++) {
+        float p = weight_at(w, bf16, (s * K + k) * STRIP + j) * x[k];
+        total += p;
+    }
+    return total;
+}
+
+static void portable_strip(const void *w, int bf16, int64_t K, int64_t kc, int order, const float *x, int64_t M, const float *bias, float *y, int64_t N,
                            int64_t s) {
     int64_t n0 = s * STRIP, rows = N - n0 < STRIP ? N - n0 : STRIP;
     for (int64_t m = 0; m < M; m++) {
         for (int64_t j = 0; j < rows; j++) {
+            if (order != KOE_ORDER_CHAIN) {
+                float c = lanes_sum(w, bf16, K, s, j, x + m * K, order == KOE_ORDER_LANES_LEAD);
+                y[m * N + n0 + j] = bias ? c + bias[n0 + j] : c;
+                continue;
+            }
             float c = bias ? bias[n0 + j] : 0.0f;
             int first = bias == NULL;
             for (int64_t b0 = 0; b0 < K; b0 += kc) {
                 int64_t b1 = b0 + kc < K ? b0 + kc : K;
                 float a = 0.0f;
-                for (int64_t k = b0; k < b1; k++) {
-                    int64_t at = (s * K + k) * STRIP + j;
-                    float wv = bf16 ? widen(((const uint16_t *)w)[at]) : ((const float *)w)[at];
-                    a = fmaf(wv, x[m * K + k], a);
-                }
+                for (int64_t k = b0; k < b1; k++) a = fmaf(weight_at(w, bf16, (s * K + k) * STRIP + j), x[m * K + k], a);
                 c = join(c, a, first);
                 first = 0;
             }
@@ -169,9 +210,49 @@ static inline __attribute__((always_inline)) void strip_rows(const void *w, int 
     }
 }
 
-static void vector_strip(const void *w, int bf16, int64_t K, int64_t kc, const float *x, int64_t M, const float *bias, float *y, int64_t N, int64_t s) {
+/* The strip's 64 outputs for one input row in a LANES order: SUMS partial sums per panel, each
+   product rounded (mul) and then added. */
+static void strip_lanes(const void *w, int bf16, int64_t K, int lead, const float *x, const float *bias, float *y, int64_t N, int64_t n0) {
+    __m512 sum[PANELS][SUMS];
+    for (int p = 0; p < PANELS; p++)
+        for (int l = 0; l < SUMS; l++) sum[p][l] = _mm512_setzero_ps();
+    int64_t k = 0;
+    if (lead && K > 0) {
+        __m512 xb = _mm512_set1_ps(x[0]);
+        for (int p = 0; p < PANELS; p++) sum[p][0] = _mm512_mul_ps(load16(w, bf16, LANES * p), xb);
+        k = 1;
+    }
+    const int64_t bytes = bf16 ? 2 : 4, ahead = 1024 / (STRIP * bytes);
+    int64_t whole = k + (K - k) / SUMS * SUMS;
+    for (; k < whole; k += SUMS) {
+        for (int l = 0; l < SUMS; l++) {
+            const char *next = (const char *)w + (k + l + ahead) * STRIP * bytes;
+            for (int64_t line = 0; line < STRIP * bytes; line += 64) _mm_prefetch(next + line, _MM_HINT_T0);
+            __m512 xb = _mm512_set1_ps(x[k + l]);
+            for (int p = 0; p < PANELS; p++) sum[p][l] = _mm512_add_ps(sum[p][l], _mm512_mul_ps(load16(w, bf16, (k + l) * STRIP + LANES * p), xb));
+        }
+    }
+    __m512 total[PANELS];
+    for (int p = 0; p < PANELS; p++) total[p] = _mm512_add_ps(_mm512_add_ps(sum[p][0], sum[p][2]), _mm512_add_ps(sum[p][1], sum[p][3]));
+    for (; k < K; k++) {
+        __m512 xb = _mm512_set1_ps(x[k]);
+        for (int p = 0; p < PANELS; p++) total[p] = _mm512_add_ps(total[p], _mm512_mul_ps(load16(w, bf16, k * STRIP + LANES * p), xb));
+    }
+    int64_t rows = N - n0 < STRIP ? N - n0 : STRIP;
+    float out[STRIP], b[STRIP] = {0};
+    if (bias) memcpy(b, bias + n0, rows * sizeof(float));
+    for (int p = 0; p < PANELS; p++) _mm512_storeu_ps(out + LANES * p, bias ? _mm512_add_ps(total[p], _mm512_loadu_ps(b + LANES * p)) : total[p]);
+    memcpy(y + n0, out, rows * sizeof(float));
+}
+
+static void vector_strip(const void *w, int bf16, int64_t K, int64_t kc, int order, const float *x, int64_t M, const float *bias, float *y, int64_t N,
+                         int64_t s) {
     const char *ws = (const char *)w + s * K * STRIP * (bf16 ? 2 : 4);
     int64_t n0 = s * STRIP, m = 0;
+    if (order != KOE_ORDER_CHAIN) { /* one row at a time: 16 sums per row fill the registers */
+        for (; m < M; m++) strip_lanes(ws, bf16, K, order == KOE_ORDER_LANES_LEAD, x + m * K, bias, y + m * N, N, n0);
+        return;
+    }
     /* compiled with each constant R, so the sums stay in registers */
     for (; m + 4 <= M; m += 4) strip_rows(ws, bf16, K, kc, x + m * K, 4, bias, y + m * N, N, n0);
     switch (M - m) {
@@ -184,19 +265,20 @@ static void vector_strip(const void *w, int bf16, int64_t K, int64_t kc, const f
 #endif
 
 /* y (M, N) = x (M, K) W^T (+ bias (N) or NULL), W packed by koe_exact_pack (bf16 = its dst_bf16),
-   inputs summed in blocks of kc. `portable` forces the plain C path (tests). */
-void koe_exact_linear(const float *x, int64_t M, int64_t K, const void *w, int bf16, int64_t N, int64_t kc, const float *bias, float *y,
+   inputs summed in `order` (KOE_ORDER_*; CHAIN: in blocks of kc). `portable` forces the plain C
+   path (tests). */
+void koe_exact_linear(const float *x, int64_t M, int64_t K, const void *w, int bf16, int64_t N, int64_t kc, int order, const float *bias, float *y,
                       int64_t threads, int portable) {
     int64_t strips = (N + STRIP - 1) / STRIP;
 #pragma omp parallel for schedule(static) num_threads((int)threads)
     for (int64_t s = 0; s < strips; s++) {
 #ifdef KOE_EXACT_AVX512
         if (!portable) {
-            vector_strip(w, bf16, K, kc, x, M, bias, y, N, s);
+            vector_strip(w, bf16, K, kc, order, x, M, bias, y, N, s);
             continue;
         }
 #endif
-        portable_strip(w, bf16, K, kc, x, M, bias, y, N, s);
+        portable_strip(w, bf16, K, kc, order, x, M, bias, y, N, s);
     }
     (void)portable;
 }

@@ -87,7 +87,7 @@ def test_int4_and_int8_modes_are_named_with_their_kernel(session_tmp) -> None:
 
     exact = Qwen3TTSEngine.load(folder, device="cpu")
     assert exact.precision == "float32"
-    if exact_products.summation_block() is None:
+    if exact_products.summation_orders() is None:
         assert "kernel" not in exact.result_metadata()
     else:
         assert exact.result_metadata()["kernel"] == exact_products.describe(exact.network.talker) == "koe-exact-fp32"  # float32 random weights
