@@ -236,3 +236,19 @@ def test_without_mkl_strict_mode_nothing_changes_bits() -> None:
     env = {key: value for key, value in os.environ.items() if key != "MKL_CBWR"}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_a_bf16_embedding_widened_on_lookup_gives_the_converted_tables_rows() -> None:
+    """The text embedding stays bf16 as stored: the rows it gives equal those of the table converted
+    to float32 whole (what upstream's float32 load does), `Module.float()` leaves its table alone,
+    and anything but a plain bf16 embedding is left as it is."""
+    table = torch.nn.Embedding(1000, 48, dtype=torch.bfloat16)
+    owner = torch.nn.Module()
+    owner.emb, owner.plain = table, torch.nn.Embedding(10, 4)
+    ids = torch.tensor([[0, 999, 5, 5], [17, 3, 0, 2]])
+    want = torch.nn.functional.embedding(ids, table.weight.detach().float())
+    assert exact.widen_on_lookup(owner, "emb") and not exact.widen_on_lookup(owner, "plain")
+    owner.float()
+    assert owner.emb.bits.dtype == torch.int16 and type(owner.plain) is torch.nn.Embedding
+    got = owner.emb(ids)
+    assert got.dtype == torch.float32 and torch.equal(got, want)

@@ -101,6 +101,8 @@ class Qwen3TTSEngine(NativeAPI):
         network = Qwen3TTSNetwork.from_folder(folder, cfg, device=dev, dtype=None if quantized or packed else dt)
         codec = SpeechTokenizer.from_folder(folder / "speech_tokenizer", device=dev, dtype=dt)
         kernel = None
+        if packed or quantized:  # the text embedding (1.2 GB in float32) stays bf16 as stored, its rows widened as looked up: the same values
+            exact.widen_on_lookup(network.talker.model, "text_embedding")
         if packed:  # the same bits as torch's products, from packed (bf16 where they are bf16) weights
             exact.exact_linears(network.talker)
             kernel = exact.describe(network.talker)
