@@ -33,7 +33,7 @@ from torch import nn
 BLOCKS = (384, 192, 256, 512, 128, 320, 448, 640, 768, 1024)  # candidate block sizes, the measured ones first
 STRIP = 64  # output rows per packed strip (exact.c)
 CHAIN, LANES_LEAD, LANES = 0, 1, 2  # exact.c's summation orders (KOE_ORDER_*)
-ROW_CLASSES = ((1, 1), (2, 3), (4, None))  # numbers of input rows (first, last; None: any more) that share one order, each checked apart
+ROW_CLASSES = ((1,), (2, 3), (4, 5))  # input rows that share one order (the last class: 4 or more), each checked on these counts
 
 
 @dataclass(frozen=True)
@@ -110,9 +110,9 @@ def _agrees(lib, order: Order, rows: tuple[int, ...], n: int, k: int, bias: bool
     g = torch.Generator().manual_seed(seed)
     b = torch.randn(n, generator=g) if bias else None
     x = torch.randn(max(rows), k, generator=g)
+    kind, block = order.for_inputs(k)
     for weight in (torch.randn(n, k, generator=g).to(torch.bfloat16).float(), torch.randn(n, k, generator=g)):
         packed, bf16 = pack(lib, weight)
-        kind, block = order.for_inputs(k)
         for m in rows:
             if not torch.equal(product(lib, x[:m], packed, bf16, n, block, b, order=kind), F.linear(x[:m], weight, b)):
                 return False
@@ -158,8 +158,7 @@ def summation_orders() -> tuple[Order, ...] | None:
     if lib is None:
         return None
     orders = []
-    for first, last in ROW_CLASSES:
-        rows = (first,) if last == first else (first, last) if last else (first, first + 1)
+    for rows in ROW_CLASSES:
         found = next((o for o in CANDIDATES if _agrees(lib, o, rows, 192, 1000, False) and _agrees(lib, o, rows, 128, 2100, True, seed=1)), None)
         if found is None:
             return None
@@ -169,7 +168,7 @@ def summation_orders() -> tuple[Order, ...] | None:
 
 def row_class(rows: int) -> int:
     """Which `ROW_CLASSES` entry a product of `rows` input rows falls in."""
-    return 0 if rows <= 1 else 1 if rows < ROW_CLASSES[2][0] else 2
+    return 0 if rows <= ROW_CLASSES[0][-1] else 1 if rows <= ROW_CLASSES[1][-1] else 2
 
 
 def describe_orders(orders: tuple[Order, ...]) -> str:
@@ -252,12 +251,12 @@ def _release(tensor: torch.Tensor, mapped: list[tuple[int, int]]) -> None:
 
 
 def _agrees_with(layer: ExactLinear, linear: nn.Linear) -> bool:
-    """Does `layer` give `linear`'s float32 product bit for bit (1, 2, 3 and 5 random rows: each row class)?"""
+    """Does `layer` give `linear`'s float32 product bit for bit (random inputs of each `ROW_CLASSES` row count)?"""
     g = torch.Generator().manual_seed(layer.out_features * 7919 + layer.in_features)
-    x = torch.randn(5, layer.in_features, generator=g)
+    x = torch.randn(ROW_CLASSES[-1][-1], layer.in_features, generator=g)
     weight = linear.weight.detach().to(torch.float32)
     bias = None if linear.bias is None else linear.bias.detach().to(torch.float32)
-    return all(torch.equal(layer(x[:m]), F.linear(x[:m], weight, bias)) for m in (1, 2, 3, 5))
+    return all(torch.equal(layer(x[:m]), F.linear(x[:m], weight, bias)) for rows in ROW_CLASSES for m in rows)
 
 
 def exact_linears(module: nn.Module, skip: tuple[str, ...] = ()) -> int:
