@@ -217,6 +217,7 @@ def test_the_planner_leaves_valid_text_as_it_is(synth):
 class FakePlan:
     text: str
     batchable: bool = True
+    seed_given: bool = False
     model: object = field(default_factory=lambda: type("Ref", (), {"key": "m", "name": "m"})())
 
     def batch_key(self) -> tuple:

@@ -260,17 +260,19 @@ def test_compatible_requests_are_batched(tmp_path, session_tmp):
 
 def test_concurrent_streamed_requests_are_batched(tmp_path, session_tmp):
     """Streamed HTTP requests that wait together share one generation; each response is its own
-    complete stream."""
+    complete stream. One with its own seed runs alone (kept reproducible), after them."""
     home = make_home(tmp_path / "home", session_tmp)
     with TestClient(create_app(home, batch_window=0.05)) as c:
         scheduler = c.app.state.koe.scheduler
         blocker = scheduler.submit(long_request())
         wait_for(lambda: scheduler.stats()["cv"].running == 1)
-        texts = ["Hi.", "Hello there.", "Good morning to you."]
+        texts = ["Hi.", "Hello there.", "Good morning to you.", "A seeded stream."]
         bodies: dict[int, bytes] = {}
 
         def client(i: int) -> None:
             body = {"model": "cv", "input": texts[i], "voice": "ryan", "response_format": "wav", "stream_format": "audio", "max_new_tokens": 10}
+            if i == len(texts) - 1:
+                body["seed"] = 11
             with c.stream("POST", "/v1/audio/speech", json=body) as r:
                 assert r.status_code == 200
                 bodies[i] = b"".join(r.iter_bytes())
@@ -282,8 +284,8 @@ def test_concurrent_streamed_requests_are_batched(tmp_path, session_tmp):
         blocker.cancel()
         for t in threads:
             t.join(60)
-        wait_for(lambda: scheduler.stats()["cv"].batches == 2)  # counted just after the streams end
-        assert scheduler.stats()["cv"].largest_batch == len(texts)
+        wait_for(lambda: scheduler.stats()["cv"].batches == 3)  # counted just after the streams end
+        assert scheduler.stats()["cv"].largest_batch == len(texts) - 1  # the seeded stream was not in the batch
         for i in range(len(texts)):
             codec, rate, seconds = decode(bodies[i])
             assert codec == "pcm_s16le" and seconds == pytest.approx(9 * 0.08, abs=0.01)  # max_new_tokens=10: 9 frames

@@ -70,6 +70,7 @@ class SpeechPlan:
     description: str | None = field(default=None)
     batchable: bool = True  # the model can batch one-shot requests
     stream_batchable: bool = False  # ... and streamed ones
+    seed_given: bool = False  # the request fixed its seed: it runs alone, so that it stays reproducible
 
     @property
     def voice_label(self) -> str | None:
@@ -163,6 +164,7 @@ class Planner:
             format=get_format(request.format or s.format),
             save=s.save_outputs if request.save is None else bool(request.save),
             warnings=tuple(warnings), description=description, batchable=caps.batch, stream_batchable=caps.batch_stream,
+            seed_given=request.seed is not None,
         )  # fmt: skip
 
     # -- parts ----------------------------------------------------------------------------------

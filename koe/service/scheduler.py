@@ -436,8 +436,8 @@ class Scheduler:
 
         A request with an explicit seed runs alone (a batch shares one seed), unless `batchable`.
         """
-        plan, explicit_seed = self._plan(request)
-        job = SpeechJob(plan, batchable=plan.batchable and (not explicit_seed if batchable is None else batchable))
+        plan = self._plan(request)
+        job = SpeechJob(plan, batchable=plan.batchable and (not plan.seed_given if batchable is None else batchable))
         self._lane(plan).put(job)
         return job
 
@@ -448,8 +448,8 @@ class Scheduler:
         defaults). Streams without an explicit seed that arrive together share one batched
         generation where the model can batch streams (and join a running one where its batches
         take rows while they run)."""
-        plan, explicit_seed = self._plan(request)
-        job = StreamJob(plan, batchable=plan.stream_batchable and not explicit_seed, first_chunk_s=first_chunk_s, chunk_s=chunk_s)
+        plan = self._plan(request)
+        job = StreamJob(plan, batchable=plan.stream_batchable and not plan.seed_given, first_chunk_s=first_chunk_s, chunk_s=chunk_s)
         self._lane(plan).put(job)
         return job
 
@@ -482,10 +482,8 @@ class Scheduler:
         for lane in lanes:
             lane.thread.join(timeout)
 
-    def _plan(self, request: SpeechRequest | SpeechPlan) -> tuple[SpeechPlan, bool]:
-        if isinstance(request, SpeechPlan):
-            return request, False
-        return self.synthesizer.plan(request), request.seed is not None
+    def _plan(self, request: SpeechRequest | SpeechPlan) -> SpeechPlan:
+        return request if isinstance(request, SpeechPlan) else self.synthesizer.plan(request)
 
     def _lane(self, plan: SpeechPlan) -> _Lane:
         key = plan.model.key

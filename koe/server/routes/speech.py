@@ -23,7 +23,7 @@ async def create_speech(body: SpeechBody, request: Request) -> Response:
     `stream_format=audio` the bytes are sent as they are made; with `sse`, as base64 events."""
     state = server_state(request)
     if body.stream_format is None:
-        job = await run_in_threadpool(lambda: state.scheduler.submit(state.plan_speech(body), batchable=body.seed is None))
+        job = await run_in_threadpool(lambda: state.scheduler.submit(state.plan_speech(body)))
         output = await wait_for_output(job, request, state.drain)
         return Response(output.audio, media_type=output.format.media_type, headers=_output_headers(job.plan, output))
     job = await run_in_threadpool(

@@ -293,4 +293,4 @@ def _submit_design(state: ServerState, body: DesignBody) -> tuple[SpeechRequest,
     except KoeError as e:
         e.param = _DESIGN_PARAMS.get(e.param or "", e.param)
         raise
-    return speech, state.scheduler.submit(plan, batchable=body.seed is None)
+    return speech, state.scheduler.submit(plan)
