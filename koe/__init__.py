@@ -7,6 +7,10 @@ from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
+from koe.runtime.process import reproducible_blas as _reproducible_blas
+
+_reproducible_blas()  # MKL's products in one fixed order, the one koe's exact kernel reproduces (koe.runtime.process)
+
 if TYPE_CHECKING:
     import torch
 

@@ -88,3 +88,31 @@ def test_the_command_line_has_malloc_reuse_freed_tensors_pages_unless_told() -> 
     assert run("cli", base) < 100
     glibc_initial = {"MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
     assert run("cli", {**base, **glibc_initial}) > 1000
+
+
+IMPORT_PROBE = r"""
+import os, sys
+order = sys.argv[1]
+if order == "koe first":
+    import koe, torch
+else:
+    import torch
+    if order == "after a product":
+        torch.randn(3, 1024) @ torch.randn(1024, 256)  # MKL runs: its mode is fixed from here on
+    import koe
+from koe.runtime import process
+print(os.environ.get("MKL_CBWR"), process.mkl_branch(), process.strict_blas_refused())
+"""
+
+
+def test_importing_koe_asks_mkl_for_its_strict_order_while_it_still_can() -> None:
+    """`import koe` sets MKL_CBWR=AUTO,STRICT before torch loads, or through MKL itself after torch
+    has loaded but before MKL has run (the order koe's exact kernel reproduces: without it the exact
+    path keeps torch's products, ~3x slower); once MKL has run it is refused and said so; the
+    environment's own setting wins."""
+    base = {k: v for k, v in os.environ.items() if k != "MKL_CBWR"}
+    run = lambda order, env=base: subprocess.run([sys.executable, "-c", IMPORT_PROBE, order], env=env, capture_output=True, text=True, check=True).stdout.split()  # noqa: E731
+    assert run("koe first") == ["AUTO,STRICT", "2", "False"]  # MKL_CBWR_AUTO
+    assert run("torch first") == ["AUTO,STRICT", "2", "False"]
+    assert run("after a product") == ["None", "1", "True"]  # MKL_CBWR_OFF: kept, and the exact path says why
+    assert run("koe first", {**base, "MKL_CBWR": "COMPATIBLE"}) == ["COMPATIBLE", "3", "False"]

@@ -2,8 +2,8 @@
 
 A decoded frame reads every weight of the talker and the code predictor once, and the exact
 path must give upstream's bits, i.e. those of torch's float32 product. Under MKL's strict
-conditional reproducibility (`MKL_CBWR=AUTO,STRICT`, which every `koe` command and the test
-suite set before torch loads) that product sums each output in one order on a given CPU, which may
+conditional reproducibility (`MKL_CBWR=AUTO,STRICT`, which every `koe` command, `import koe`
+and the test suite ask for before MKL runs: koe.runtime.process) that product sums each output in one order on a given CPU, which may
 depend on how many input rows the product has (`Order`; measured: on an Intel Xeon, blocks of 384
 inputs, within a block one fused multiply-add per input in order, the blocks added in order, for
 any rows; on an AMD EPYC, MKL's matrix-vector product for one row sums four interleaved partial
@@ -29,6 +29,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from koe.runtime import process
 
 BLOCKS = (384, 192, 256, 512, 128, 320, 448, 640, 768, 1024)  # candidate block sizes, the measured ones first
 STRIP = 64  # output rows per packed strip (exact.c)
@@ -131,8 +133,10 @@ def unused_reason() -> str | None:
         return f"koe's CPU kernels are unavailable: {kernels.unavailable_reason()}"
     if not kernels.library().koe_exact_vectorized():
         return "this CPU has no AVX-512"
+    if process.strict_blas_refused():
+        return "MKL had already run when koe was imported, so its products keep an order that depends on memory alignment: import koe before any torch product, or set MKL_CBWR=AUTO,STRICT"
     if "STRICT" not in os.environ.get("MKL_CBWR", ""):
-        return "torch's products sum in another order here: set MKL_CBWR=AUTO,STRICT before torch loads (the koe command does)"
+        return f"torch's products sum in another order here (MKL_CBWR={os.environ.get('MKL_CBWR', '')!r}; the kernel follows MKL's AUTO,STRICT order)"
     return "torch's products sum in an order the kernel does not reproduce on this machine"
 
 

@@ -17,9 +17,12 @@ can differ in the last bits from one allocation to the next. Seen on an AMD EPYC
 torch 2.13: VoxCPM's samples moved by ~1e-7 between two loads of the same weights in one process,
 and so did upstream's, which breaks "seed=N gives upstream's samples bit for bit" on both sides.
 MKL's strict conditional reproducibility (`MKL_CBWR=AUTO,STRICT`) makes each product depend on its
-inputs only (no measurable cost here: fp32 matrix-vector 19.8 vs 19.7 GB/s). koe's command line
-sets it before torch loads unless the environment says otherwise; in Python, set it yourself before
-importing torch, on both sides of a comparison.
+inputs only (no measurable cost here: fp32 matrix-vector 19.8 vs 19.7 GB/s), and it is the order
+koe's exact kernel reproduces (koe.runtime.exact). koe's command line sets it before torch loads,
+and so does `import koe` (through the environment before torch loads; through MKL's own
+`mkl_cbwr_set` when torch has loaded but MKL has not run yet), unless the environment says
+otherwise. Once MKL has run, its mode is fixed for the process: set the variable before anything
+multiplies, on both sides of a comparison.
 
 `keep_freed_memory()`: glibc's malloc hands large freed blocks back to the kernel (each tensor over
 its threshold is a fresh mapping), so the next tensor of that size faults its pages in again, one
@@ -50,10 +53,52 @@ def prefer_huge_pages() -> bool:
 
 def reproducible_blas() -> bool:
     """Ask MKL for alignment-independent results (`MKL_CBWR=AUTO,STRICT`), unless the environment
-    already says or torch has loaded. True when a strict setting is in force for this process."""
-    if MKL_REPRODUCIBILITY not in os.environ and "torch" not in sys.modules:
-        os.environ[MKL_REPRODUCIBILITY] = "AUTO,STRICT"
+    already says: in the environment before torch loads; after, through MKL itself while it has
+    not run yet (see the module docstring). True when a strict setting is in force for this process
+    (as far as the environment says: where MKL had run, `strict_blas_refused()` tells)."""
+    if MKL_REPRODUCIBILITY not in os.environ and ("torch" not in sys.modules or _set_mkl_strict()):
+        os.environ[MKL_REPRODUCIBILITY] = "AUTO,STRICT"  # read by MKL as torch loads, and by the processes this one starts
     return "STRICT" in os.environ.get(MKL_REPRODUCIBILITY, "")
+
+
+MKL_CBWR_BRANCH, MKL_CBWR_AUTO, MKL_CBWR_STRICT = 1, 2, 0x10000  # mkl_cbwr_get / mkl_cbwr_set's values
+_refused = False
+
+
+def _mkl():
+    """torch's own MKL (linked into libtorch_cpu, its functions under their `mkl_serv_` names), or None."""
+    import ctypes
+
+    torch = sys.modules.get("torch")
+    path = os.path.join(os.path.dirname(getattr(torch, "__file__", None) or ""), "lib", "libtorch_cpu.so")
+    try:
+        lib = ctypes.CDLL(path)
+        return lib if hasattr(lib, "mkl_serv_cbwr_set") and hasattr(lib, "mkl_serv_cbwr_get") else None
+    except OSError:  # another platform's build (no MKL: nothing to set)
+        return None
+
+
+def _set_mkl_strict() -> bool:
+    """MKL's strict mode set at run time (torch loaded). MKL refuses once it has run."""
+    global _refused
+    lib = _mkl()
+    if lib is None:
+        return False
+    ok = lib.mkl_serv_cbwr_set(MKL_CBWR_AUTO | MKL_CBWR_STRICT) == 0
+    _refused = not ok
+    return ok
+
+
+def mkl_branch() -> int | None:
+    """MKL's reproducibility branch in force in this process (1: off, 2: auto, ...), None without
+    torch's MKL. Asking does not start MKL; call it after torch has loaded."""
+    lib = _mkl()
+    return None if lib is None else int(lib.mkl_serv_cbwr_get(MKL_CBWR_BRANCH))
+
+
+def strict_blas_refused() -> bool:
+    """Whether `reproducible_blas` found MKL already run (its mode then fixed without strictness)."""
+    return _refused
 
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
