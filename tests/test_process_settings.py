@@ -111,7 +111,7 @@ def test_importing_koe_asks_mkl_for_its_strict_order_while_it_still_can() -> Non
     path keeps torch's products, ~3x slower); once MKL has run it is refused and said so; the
     environment's own setting wins."""
     base = {k: v for k, v in os.environ.items() if k != "MKL_CBWR"}
-    run = lambda order, env=base: subprocess.run([sys.executable, "-c", IMPORT_PROBE, order], env=env, capture_output=True, text=True, check=True).stdout.split()  # noqa: E731
+    run = lambda order, env=base: subprocess.run([sys.executable, "-c", IMPORT_PROBE, order], env=env, capture_output=True, text=True, check=True).stdout.split()
     assert run("koe first") == ["AUTO,STRICT", "2", "False"]  # MKL_CBWR_AUTO
     assert run("torch first") == ["AUTO,STRICT", "2", "False"]
     assert run("after a product") == ["None", "1", "True"]  # MKL_CBWR_OFF: kept, and the exact path says why
