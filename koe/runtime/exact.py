@@ -2,9 +2,9 @@
 
 A decoded frame reads every weight of the talker and the code predictor once, and the exact
 path must give upstream's bits, i.e. those of torch's float32 product. Under MKL's strict
-conditional reproducibility (`MKL_CBWR=AUTO,STRICT`, which every `koe` command, `import koe`
-and the test suite ask for before MKL runs: koe.runtime.process) that product sums each output in one order on a given CPU, which may
-depend on how many input rows the product has (`Order`; measured: on an Intel Xeon, blocks of 384
+conditional reproducibility (`MKL_CBWR=AUTO,STRICT`, which every `koe` command, `import koe` and
+the test suite ask for before MKL runs: koe.runtime.process) that product sums each output in one
+order on a given CPU, which may depend on how many input rows the product has (`Order`; measured: on an Intel Xeon, blocks of 384
 inputs, within a block one fused multiply-add per input in order, the blocks added in order, for
 any rows; on an AMD EPYC, MKL's matrix-vector product for one row sums four interleaved partial
 sums of rounded products, two or three rows the same without the leading product, four or more
