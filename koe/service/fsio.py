@@ -25,6 +25,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from koe.runtime.files import fsync_dir, fsync_tree
+
 try:
     import fcntl
 except ImportError:  # not POSIX: no advisory locks, the pid alone decides
@@ -33,20 +35,6 @@ except ImportError:  # not POSIX: no advisory locks, the pid alone decides
 _OWNED_TMP = re.compile(r"^\..+\.(\d+)\.[A-Za-z0-9_]+\.tmp$")
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
-
-
-def fsync_dir(path: Path) -> None:
-    """Make a rename inside `path` durable (a no-op where directories cannot be opened)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _umask_mode(mode: int) -> int:
@@ -96,17 +84,6 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def _fsync_tree(root: Path) -> None:
-    for dirpath, _dirs, files in os.walk(root):
-        for name in files:
-            p = Path(dirpath) / name
-            if p.is_symlink():
-                continue
-            with open(p, "rb") as f:
-                os.fsync(f.fileno())
-        fsync_dir(Path(dirpath))
-
-
 @contextlib.contextmanager
 def atomic_folder(final: str | os.PathLike, *, replace: bool = False) -> Iterator[Path]:
     """Build a folder in a hidden temp folder beside `final`, then rename it into place.
@@ -126,7 +103,7 @@ def atomic_folder(final: str | os.PathLike, *, replace: bool = False) -> Iterato
     held = _hold(tmp)
     try:
         yield tmp
-        _fsync_tree(tmp)
+        fsync_tree(tmp)
         old = None
         if final.exists() or final.is_symlink():
             if not replace:
