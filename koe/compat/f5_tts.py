@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import random
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -115,8 +114,7 @@ class F5TTS:
         voice = self.engine.prepare_voice(ref_file, ref_text=ref_text)
         options = {"nfe_step": nfe_step, "cfg_strength": cfg_strength, "sway_sampling_coef": sway_sampling_coef, "speed": speed,
                    "fix_duration": fix_duration, "target_rms": target_rms, "cross_fade_duration": cross_fade_duration}  # fmt: skip
-        settings = self.engine.settings(options)
-        settings = replace(settings, sway_sampling_coef=sway_sampling_coef)  # None (no sway) passes, as upstream
+        settings = self.engine.settings(options)  # sway_sampling_coef=None: no sway, as upstream
         generator = torch.Generator(device=self.engine.device).manual_seed(seed % (1 << 64))
         waves, mels = [], []
         for batch in self.engine.batches(gen_text, voice, settings, generator=generator):

@@ -111,7 +111,9 @@ class Option:
     """One family option: its type ("bool", "int", "float", "str"), default, range and help.
 
     `default=None` means "the model's own default" (e.g. from its generation config).
-    `low`/`high` bound the value (`low_open`: the bound itself is excluded).
+    `low`/`high` bound the value (`low_open`: the bound itself is excluded). `null`: what an explicit
+    None (JSON null) means, for an option whose upstream gives None a meaning of its own (F5-TTS's
+    `sway_sampling_coef=None`: no sway); without it, None is "not given" and the default applies.
     """
 
     name: str
@@ -122,12 +124,16 @@ class Option:
     high: float | None = None
     low_open: bool = False
     choices: tuple[str, ...] = ()
+    null: str = ""
 
     def check(self, value: Any) -> Any:
         """The value, coerced to this option's type; `InvalidOption` naming the rule otherwise."""
+        if value is None and self.null:
+            return None
+        null = f", or null ({self.null})" if self.null else ""  # e.g. --opt sway_sampling_coef=null
         if self.type == "bool":
             if not isinstance(value, bool):
-                raise InvalidOption(f"{self.name}={value!r}: must be true or false", param=self.name)
+                raise InvalidOption(f"{self.name}={value!r}: must be true or false{null}", param=self.name)
             return value
         if self.type == "str":
             if not isinstance(value, str) or (self.choices and value not in self.choices):
@@ -135,7 +141,7 @@ class Option:
                 raise InvalidOption(f"{self.name}={value!r}: must be {rule}", param=self.name)
             return value
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(float(value)):
-            raise InvalidOption(f"{self.name}={value!r}: must be a {'whole number' if self.type == 'int' else 'number'}", param=self.name)
+            raise InvalidOption(f"{self.name}={value!r}: must be a {'whole number' if self.type == 'int' else 'number'}{null}", param=self.name)
         if self.type == "int":
             if not float(value).is_integer():
                 raise InvalidOption(f"{self.name}={value!r}: must be a whole number", param=self.name)
@@ -171,6 +177,8 @@ class Option:
             d["max"] = self.high
         if self.choices:
             d["choices"] = list(self.choices)
+        if self.null:
+            d["null"] = self.null
         return d
 
 
@@ -188,14 +196,15 @@ class OptionsSchema:
         return next((o for o in self.options if o.name == name), None)
 
     def validate(self, values: Mapping[str, Any] | None) -> dict[str, Any]:
-        """The options that are set (None values dropped), checked; `InvalidOption` names the valid ones."""
+        """The options that are set, checked; `InvalidOption` names the valid ones. A None is dropped (not
+        given: the default applies) unless the option gives null a meaning (`Option.null`): it is kept."""
         values = dict(values or {})
         unknown = sorted(k for k in values if self.get(k) is None)
         if unknown:
             raise InvalidOption(
                 f"unknown option(s) {', '.join(map(repr, unknown))}; valid: {', '.join(self.names) or '(none)'}", param=unknown[0]
             )
-        return {k: self.get(k).check(v) for k, v in values.items() if v is not None}
+        return {k: self.get(k).check(v) for k, v in values.items() if v is not None or self.get(k).null}
 
     def describe(self) -> list[dict[str, Any]]:
         return [o.describe() for o in self.options]

@@ -14,12 +14,13 @@ class NativeAPI:
     """The native methods of `F5TTSEngine` (a mixin over its contract path)."""
 
     def _native_request(self, text, voice, seed, cancel, options, **kw) -> SynthesisRequest:
-        return SynthesisRequest(text=text, voice=voice, seed=seed, cancel=cancel, options={k: v for k, v in options.items() if v is not None}, **kw)
+        return SynthesisRequest(text=text, voice=voice, seed=seed, cancel=cancel, options=options, **kw)
 
     def generate(self, text: str, *, voice, seed: int | None = None, cancel: CancelToken | None = None, **options) -> SpeechResult:
         """Speak `text` in `voice` (from `prepare_voice`). Options are upstream's `infer` arguments:
         nfe_step, cfg_strength, sway_sampling_coef, speed, fix_duration, target_rms,
-        cross_fade_duration. `seed=N` gives upstream's samples after `seed_everything(N)`."""
+        cross_fade_duration; None means what it means upstream (`sway_sampling_coef=None`: no sway; for the
+        others, the default). `seed=N` gives upstream's samples after `seed_everything(N)`."""
         out = collect(self.synthesize(self._native_request(text, voice, seed, cancel, options)))
         return SpeechResult(out.samples, out.sample_rate, out.metadata)
 

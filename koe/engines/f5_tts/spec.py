@@ -15,7 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from koe.engines.base import CLONE, Capabilities, Option, OptionsSchema
-from koe.engines.spec import Assembly, HubFiles, ModelDescription, ModelInfo, ReleasedModel, SpecError, VoiceAlias, safetensors_dtype, safetensors_header
+from koe.engines.spec import (Assembly, HubFiles, ModelDescription, ModelInfo, ReleasedModel, SpecError, VoiceAlias, has_random_weights,
+                              safetensors_dtype, safetensors_header)  # fmt: skip
 
 FAMILY = "f5_tts"
 SAMPLE_RATE = 24000
@@ -43,7 +44,8 @@ def options_schema() -> OptionsSchema:
     return OptionsSchema((
         Option("nfe_step", "int", "flow-matching steps (DiT evaluations); fewer is faster, 16 and 32 are the usual", d["nfe_step"], low=1, high=1024),
         Option("cfg_strength", "float", "classifier-free guidance strength (0: no guidance, one DiT pass per step)", d["cfg_strength"], low=0),
-        Option("sway_sampling_coef", "float", "sway sampling of the step times (-1 front-loads steps; 0 is a uniform grid)", d["sway_sampling_coef"]),
+        Option("sway_sampling_coef", "float", "sway sampling of the step times (-1 front-loads steps; 0 is a uniform grid)", d["sway_sampling_coef"],
+               null="no sway: a uniform time grid, as upstream's sway_sampling_coef=None"),
         Option("speed", "float", "speaking rate of the model itself (scales the duration estimate)", d["speed"], low=0, low_open=True, high=10),
         Option("fix_duration", "float", "total seconds of reference + speech (instead of the estimate from the reference's rate)", None, low=0, low_open=True, high=600),
         Option("target_rms", "float", "loudness a quieter reference is raised to (the output is scaled back)", d["target_rms"], low=0, low_open=True, high=1),
@@ -188,7 +190,7 @@ class F5Spec:
             info=ModelInfo(FAMILY, variant, "base"), capabilities=capabilities(variant), required_files=REQUIRED_FILES,
             missing=tuple(missing), weight_files=weights + ((vocoder,) if vocoder.is_file() else ()), stored_dtype=stored,
             uses="voice cloning from a reference clip and its transcript (--voice NAME or --ref clip.wav --ref-text ...)",
-            extra={"arch": arch, "vocoder": "vocos"},
+            extra={"arch": arch, "vocoder": "vocos"}, random_weights=has_random_weights(folder),
         )  # fmt: skip
 
     def openai_voice(self, name: str, capabilities: Capabilities) -> VoiceAlias | None:

@@ -23,6 +23,7 @@ LONG = ("I don't really care what you call me. I've been a silent spectator, wat
 CASES = [
     ("one", "A single batch of text.", 5, {"nfe_step": 8}),
     ("many", LONG, 6, {"nfe_step": 7, "cfg_strength": 1.5}),
+    ("swaynone", "No sway: None is a value.", 7, {"nfe_step": 8, "cfg_strength": 0.0, "speed": 1.3, "sway_sampling_coef": None}),
 ]
 
 

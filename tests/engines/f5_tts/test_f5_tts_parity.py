@@ -75,6 +75,7 @@ CASES = [
     ("long", "long", EN_REF, "The reference was long and got clipped.", 13, {"nfe_step": 8}),
     ("quiet", "quiet", EN_REF, "A quiet reference is raised, then lowered.", 14, {"nfe_step": 8}),
     ("rms", "en24", EN_REF, "A loudness target above the clip's.", 15, {"nfe_step": 8, "target_rms": 0.5}),
+    ("swaynone", "en24", EN_REF, "No sway: None is a value.", 16, {"nfe_step": 8, "cfg_strength": 0.0, "speed": 1.3, "sway_sampling_coef": None}),
 ]
 
 
