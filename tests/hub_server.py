@@ -17,7 +17,8 @@ hub does, enough for koe's pull and for huggingface_hub's own `model_info`, `hf_
 Knobs for tests: `cut(repo, path, after=N)` drops the connection once N bytes of that file have
 been sent (`then_down=True`: and the hub answers 503 to everything until `up()`), `throttle`
 (bytes per second per response), `bad_sha` ("repo/path" listed with a wrong checksum), `down`
-(503 to everything), `broken` (repos whose files answer 500).
+(503 to everything), `broken` (repos whose files answer 500), `listing` (a hostile hub: a function
+that rewrites the listing's JSON body before it is sent).
 Counters: `hits` (every request: method, path, Range, status, bytes sent), `fetched` (each
 "repo/path" whose body was sent to its last byte), `ranges(repo, path)`, `body_bytes(repo, path)`.
 
@@ -80,6 +81,7 @@ class HubServer:
         self.throttle: float | None = None  # bytes per second per response
         self.down = False
         self.broken: set[str] = set()  # repos whose files answer 500 (their listing still works)
+        self.listing = None  # body -> body: rewrites `/api/models/...` listings (a hostile hub)
         self.cuts: dict[tuple[str, str], Cut] = {}
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -247,6 +249,8 @@ def _handler(hub: HubServer):
                 siblings = [hub._entry(repo, p, d) if blobs else {"rfilename": p} for p, d in sorted(files.items())]
                 body = {"_id": hashlib.md5(repo.encode()).hexdigest()[:24], "id": repo, "modelId": repo, "author": repo.split("/")[0],
                         "sha": sha, "private": False, "disabled": False, "gated": False, "tags": [], "siblings": siblings}  # fmt: skip
+                if hub.listing is not None:
+                    body = hub.listing(body)
             else:
                 prefix = "/".join(rest[2:])
                 body = []

@@ -7,6 +7,9 @@ request in the same pull, and a pull that failed mid-file resumes on the rerun f
 (the hub's counters show no byte sent twice); checksums (LFS SHA-256 and git blob ids) are checked;
 `--revision` is honoured and its commit recorded and shown; the token goes to the hub, not to its CDN;
 sizes are shown as 0.6B; `koe models import --progress` draws a byte bar; no request leaves loopback.
+A hostile hub (or mirror) cannot make a pull touch a file outside the store: a listing with a path that
+leaves the download folder, a checksum or commit that is not hex, or a body that is no listing is
+refused before any byte is fetched or any file written or removed.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import pytest
 from fixtures_models import model_folder
 from product_helpers import folder_files, install_fake_hub, koe_command, tree
 
+from koe.service.download import UnsafeListing, check_repo_path, inside
 from koe.service.errors import AlreadyExists, InvalidRequest, NotFound, Unavailable
 from koe.service.hub import pull_model
 from koe.service.models import ModelStore
@@ -257,3 +261,100 @@ def test_import_draws_a_byte_bar_when_asked(koe, custom_voice):
     assert "copying" in r.stderr and "installed cv" in r.stderr
     r = koe("models", "import", custom_voice, "--name", "cv2")
     assert "copying" not in r.stderr  # not a terminal, small: no bar
+
+
+# -- a hostile hub ---------------------------------------------------------------------------------
+VICTIM = b"a file of the user's, outside the store"
+
+
+def outside_files(tmp_path, store) -> dict:
+    """Every file under the test's folder that is not the store's or its database's: (path, bytes)."""
+    return {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and store.root not in p.parents and not p.name.startswith("koe.db")}
+
+
+HOSTILE_NAMES = [
+    "../../../victim.txt",  # from models/.qwen-copy.partial/someone--qwen-copy to the test's folder
+    "weights/../../../../victim.txt",
+    "ABSOLUTE",  # the victim's absolute path
+    "..\\..\\..\\victim.txt",
+    "victim.txt\x00.safetensors",
+    "ansi\x1b[2J.txt",
+    "bell\x07.txt",
+    "line\nbreak.txt",
+    "./config.json",
+    "a//b.txt",
+    "C:/victim.txt",
+]
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES)
+def test_a_listing_entry_that_leaves_the_store_is_refused_before_any_file_is_touched(store, hub, files, tmp_path, name):
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(VICTIM)
+    name = str(victim) if name == "ABSOLUTE" else name
+    hub.repos[REPO] = {**files, name: b"the hub's bytes"}
+    before = outside_files(tmp_path, store)
+    with pytest.raises(Unavailable, match="refused the listing of someone/qwen-copy") as info:
+        pull_model(store, REPO)
+    assert "no file was written or removed" in str(info.value) and info.value.hint
+    assert outside_files(tmp_path, store) == before and victim.read_bytes() == VICTIM
+    assert hub.body_hits() == [] and store.list() == []  # not one file was fetched
+
+
+@pytest.mark.parametrize(
+    "damage, why",
+    [
+        (lambda e: e.get("lfs") and e["lfs"].update(sha256="../../../../victim"), "LFS sha256 that is not 64 hex digits"),
+        (lambda e: e.get("lfs") and e["lfs"].update(sha256="A" * 64), "LFS sha256 that is not 64 hex digits"),
+        (lambda e: not e.get("lfs") and e.update(blobId="../x"), "blob id that is not 40 hex digits"),
+        (lambda e: not e.get("lfs") and e.update(size=-5), "size that is not one"),
+    ],
+)
+def test_a_checksum_or_size_that_is_not_one_is_refused(store, hub, tmp_path, damage, why):
+    def hostile(body):
+        for entry in body["siblings"]:
+            damage(entry)
+        return body
+
+    hub.listing = hostile
+    before = outside_files(tmp_path, store)
+    with pytest.raises(Unavailable, match=why):
+        pull_model(store, REPO)
+    assert hub.body_hits() == [] and outside_files(tmp_path, store) == before and not list(store.root.glob(".*.partial/.parts/*"))
+
+
+@pytest.mark.parametrize(
+    "hostile, why",
+    [
+        (lambda body: {**body, "sha": "../../main"}, "commit '../../main' is not 40 hex digits"),
+        (lambda body: [body], "not a JSON object"),
+        (lambda body: {**body, "siblings": [{"size": 3}]}, "not one the hub writes"),
+        (lambda body: {**body, "siblings": [{"rfilename": 7}]}, "not a name"),
+    ],
+)
+def test_a_listing_that_is_no_listing_is_refused(store, hub, hostile, why):
+    hub.listing = hostile
+    with pytest.raises(Unavailable, match=why):
+        pull_model(store, REPO)
+    assert hub.body_hits() == [] and store.list() == []
+
+
+def test_the_cli_says_the_listing_was_refused_in_one_line(koe, hub, files):
+    hub.repos[REPO] = {**files, "../../../../../evil.txt": b"x"}
+    r = koe("models", "pull", REPO, ok=False)
+    assert r.exit_code != 0 and "refused the listing" in r.stderr and "Traceback" not in r.stderr
+    assert not (koe.home.parent / "evil.txt").exists()
+
+
+def test_repo_paths_are_checked_once_more_where_they_are_joined(tmp_path):
+    """`inside` (used where a repo path meets a folder) refuses a path that a symbolic link inside the
+    folder leads out of, beside everything `check_repo_path` refuses."""
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "folder" / "sub").symlink_to(tmp_path)
+    with pytest.raises(UnsafeListing, match="resolves outside"):
+        inside(tmp_path / "folder", "sub/victim.txt")
+    assert inside(tmp_path / "folder", "a/b.bin") == tmp_path / "folder" / "a" / "b.bin"
+    assert check_repo_path("speech_tokenizer/model.safetensors") == "speech_tokenizer/model.safetensors"
+    for bad in ("", "/etc/passwd", "..", "a/..", "a\\b", "a\x7fb", "a\u0085b", "C:x"):
+        with pytest.raises(UnsafeListing):
+            check_repo_path(bad)

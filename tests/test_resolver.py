@@ -21,7 +21,7 @@ import koe
 from koe.engines.f5_tts import config as f5_config
 from koe.engines.f5_tts.fixtures import write_random_model as write_f5
 from koe.service import KoeHome, SpeechRequest, load_settings
-from koe.service.errors import InvalidRequest, NotFound, Unavailable
+from koe.service.errors import InvalidRequest, NotFound, StorageError, Unavailable
 from koe.service.models import ModelStore
 from koe.service.resolve import cached_repo, hub_cache_dir, is_hub_id
 from koe.service.storage import Database
@@ -184,6 +184,28 @@ def test_a_release_over_two_repos_is_assembled_from_the_cache(hf, store, f5_fold
     assert store.resolve(F5).path == ref.path and [d.ref.name for d in store.list()] == ["F5TTS_v1_Base"]  # found by origin next time
     with pytest.raises(InvalidRequest, match="holds several models"):
         store.resolve("SWivid/F5-TTS")
+
+
+def test_a_cache_link_that_points_outside_the_cache_is_never_read_linked_or_copied(hf, store, custom_voice, f5_folder, tiny_f5_arch, tmp_path):
+    """A snapshot whose file links to a file outside the repo's cache folder (a hostile or damaged
+    cache): the release is refused, used in place or assembled, and the outside file is not in the store."""
+    victim = tmp_path / "secret.bin"
+    victim.write_bytes(b"the user's own file")
+
+    def redirect(snapshot, path):
+        (snapshot / path).unlink()
+        (snapshot / path).symlink_to(victim)
+
+    redirect(cache_repo(hf, QWEN, folder_files(custom_voice)), "config.json")
+    with pytest.raises(StorageError, match="config.json linking outside the cache") as info:
+        store.resolve(QWEN)
+    assert info.value.hint
+    cache_f5(hf, f5_folder)
+    redirect(cached_repo(VOCOS).folder, "pytorch_model.bin")
+    with pytest.raises(StorageError, match="pytorch_model.bin linking outside the cache"):
+        store.resolve(F5)
+    assert store.list() == [] and not [p for p in store.root.rglob("*") if p.is_file() and os.path.samefile(p, victim)]
+    assert victim.read_bytes() == b"the user's own file"
 
 
 # -- downloads -------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import threading
 import time
@@ -59,6 +60,59 @@ class Listing:
     files: dict[str, RemoteFile]
 
 
+class UnsafeListing(ValueError):
+    """A listing koe will not act on: an entry whose path could land outside the download folder, a
+    checksum or commit that is not in its hex form, or a body that is no listing at all. Raised by
+    `list_repo`, before any file is touched."""
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_SHA1 = re.compile(r"[0-9a-f]{40}")
+
+
+def check_repo_path(path: object) -> str:
+    """`path` if it is a plain relative POSIX path of a repo file (what the hub lists); else
+    `UnsafeListing` saying why: absolute, a `..` or `.` or empty part, a backslash, a NUL or other
+    control character, a drive letter."""
+    if not isinstance(path, str) or not path:
+        raise UnsafeListing(f"a file name that is not a name: {path!r}")
+    why = (
+        "is absolute" if path.startswith("/") else
+        "has a backslash" if "\\" in path else
+        "has a control character" if any(ord(c) < 32 or 0x7F <= ord(c) < 0xA0 for c in path) else
+        "names a drive" if re.match(r"[A-Za-z]:", path) else
+        "has a '..', '.' or empty part" if any(part in ("", ".", "..") for part in path.split("/")) else ""
+    )  # fmt: skip
+    if why:
+        raise UnsafeListing(f"the file name {path!r} {why}")
+    return path
+
+
+def inside(root: Path, path: str) -> Path:
+    """`root / path` for a repo path that `check_repo_path` passed, checked once more to resolve
+    inside `root` (symbolic links followed); `UnsafeListing` otherwise."""
+    target = root / check_repo_path(path)
+    if not target.resolve().is_relative_to(root.resolve()):
+        raise UnsafeListing(f"the file name {path!r} resolves outside {root}")
+    return target
+
+
+def _remote_file(sibling) -> RemoteFile:
+    """The checked `RemoteFile` of a listing entry (huggingface_hub's `RepoSibling`)."""
+    path = check_repo_path(sibling.rfilename)
+    lfs = sibling.lfs
+    size = lfs.size if lfs else sibling.size
+    sha256 = lfs.sha256 if lfs else None
+    blob_id = None if lfs else sibling.blob_id
+    if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 0):
+        raise UnsafeListing(f"{path!r} has a size that is not one: {size!r}")
+    if lfs and not (isinstance(sha256, str) and _SHA256.fullmatch(sha256)):
+        raise UnsafeListing(f"{path!r} has an LFS sha256 that is not 64 hex digits: {sha256!r}")
+    if blob_id is not None and not (isinstance(blob_id, str) and _SHA1.fullmatch(blob_id)):
+        raise UnsafeListing(f"{path!r} has a blob id that is not 40 hex digits: {blob_id!r}")
+    return RemoteFile(path, size, sha256, blob_id)
+
+
 class ChecksumMismatch(ValueError):
     """A downloaded file whose bytes are not those the hub lists (the file is removed)."""
 
@@ -95,18 +149,28 @@ def hub_headers(token: str | None) -> dict[str, str]:
 
 def list_repo(endpoint: str, repo: str, revision: str | None, token: str | None, timeout: float = 30.0) -> Listing:
     """The files of model repo `repo` at `revision` (default: its main branch). Raises huggingface_hub's
-    errors (RepositoryNotFoundError, RevisionNotFoundError, GatedRepoError, HfHubHTTPError) and its HTTP library's (`http_client`)."""
+    errors (RepositoryNotFoundError, RevisionNotFoundError, GatedRepoError, HfHubHTTPError) and its HTTP
+    library's (`http_client`); `UnsafeListing` when any entry is unsafe (`check_repo_path`, the hex forms
+    of checksums and the commit): a hostile endpoint or mirror must not place a file outside the store."""
     from huggingface_hub.hf_api import ModelInfo
     from huggingface_hub.utils import get_session, hf_raise_for_status
 
     url = f"{endpoint}/api/models/{repo}" + (f"/revision/{quote(revision, safe='')}" if revision else "")
     response = get_session().get(url, params={"blobs": True}, headers=hub_headers(token), timeout=timeout)
     hf_raise_for_status(response)
-    info = ModelInfo(**response.json())
-    files = {
-        s.rfilename: RemoteFile(s.rfilename, s.lfs.size if s.lfs else s.size, s.lfs.sha256 if s.lfs else None, None if s.lfs else s.blob_id)
-        for s in info.siblings or []
-    }  # fmt: skip
+    try:
+        body = response.json()
+        info = ModelInfo(**body) if isinstance(body, dict) else None
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        raise UnsafeListing(f"the listing is not one the hub writes ({type(e).__name__})") from e
+    if info is None:
+        raise UnsafeListing("the listing is not one the hub writes (not a JSON object)")
+    if info.sha is not None and not (isinstance(info.sha, str) and _SHA1.fullmatch(info.sha)):
+        raise UnsafeListing(f"the commit {info.sha!r} is not 40 hex digits")
+    files: dict[str, RemoteFile] = {}
+    for sibling in info.siblings or []:
+        f = _remote_file(sibling)
+        files[f.path] = f
     return Listing(repo, info.sha or revision or "main", files)
 
 

@@ -102,7 +102,7 @@ def _look_up(source, partial: Path, revision: str | None, token: str | None, hin
     from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
     from huggingface_hub.utils import filter_repo_objects
 
-    from koe.service.download import Job, file_url, list_repo
+    from koe.service.download import Job, UnsafeListing, file_url, inside, list_repo
 
     where = source.repo + (f"/{source.subfolder}" if source.subfolder else "")
     at = f"@{revision}" if revision else ""
@@ -118,6 +118,8 @@ def _look_up(source, partial: Path, revision: str | None, token: str | None, hin
         raise NotFound(f"no model {source.repo!r}{at} on the hub (or it needs a token)") from e
     except HfHubHTTPError as e:
         raise Unavailable(f"the hub refused the listing of {source.repo}: {e}", hint=hint) from e
+    except UnsafeListing as e:
+        raise _unsafe(source.repo, e) from e
     except Exception as e:
         if not _network_error(e):
             raise
@@ -129,10 +131,19 @@ def _look_up(source, partial: Path, revision: str | None, token: str | None, hin
         raise NotFound(f"{source.repo}{at} has no {', '.join(absent) or where + ' files'} on the hub",
                        hint="is the hub id right? (`koe models pull --help`)")  # fmt: skip
     local = partial / source.repo.replace("/", "--")  # kept between runs: a rerun resumes
-    jobs = [Job(file_url(_endpoint(), source.repo, listing.sha, p), listing.files[p], local / p, partial / ".parts") for p in wanted]
+    try:
+        jobs = [Job(file_url(_endpoint(), source.repo, listing.sha, p), listing.files[p], inside(local, p), partial / ".parts") for p in wanted]
+    except UnsafeListing as e:
+        raise _unsafe(source.repo, e) from e
     size = sum(j.file.size or 0 for j in jobs)
     status(f"{where}@{listing.sha[:12]}: {len(wanted)} file{'s' if len(wanted) != 1 else ''}, {byte_size(size)}")
     return _Fetched(source, local, wanted, listing.sha), jobs
+
+
+def _unsafe(repo: str, e: Exception) -> Unavailable:
+    """The error for a listing koe refuses (koe.service.download.UnsafeListing): nothing was written."""
+    return Unavailable(f"refused the listing of {repo} from {_endpoint()}: {e}; no file was written or removed",
+                       hint="a hub or mirror you trust? check HF_ENDPOINT (unset: huggingface.co)")  # fmt: skip
 
 
 def _network_error(e: Exception) -> bool:
@@ -193,16 +204,19 @@ def _resume_hint(transfer) -> str:
 
 
 def _place(fetched: _Fetched, folder: Path) -> None:
-    """Put a source's files into the model folder being built (hard links to the downloads)."""
+    """Put a source's files into the model folder being built (hard links to the downloads); every
+    path is checked to stay inside its folder (koe.service.download.inside)."""
+    from koe.service.download import inside
+
     for rfilename in fetched.files:
-        target = folder / fetched.source.in_folder(rfilename)
+        source, target = inside(fetched.local, rfilename), inside(folder, fetched.source.in_folder(rfilename))
         target.parent.mkdir(parents=True, exist_ok=True)
         if target.exists() or target.is_symlink():
             target.unlink()
         try:
-            os.link(fetched.local / rfilename, target)
+            os.link(source, target)
         except OSError:
-            shutil.copy2(fetched.local / rfilename, target)
+            shutil.copy2(source, target)
 
 
 def pull_model(
@@ -258,8 +272,12 @@ def pull_model(
     fetched = [f for f, _ in looked]
     _download([j for _, jobs in looked for j in jobs], fetched, token, connect_timeout, status, on_progress)
     status(f"assembling {name}")
+    from koe.service.download import UnsafeListing
+
     try:
         build_release_folder(dest, release, spec, lambda tmp: [_place(f, tmp) for f in fetched], replace=overwrite)
+    except UnsafeListing as e:
+        raise _unsafe(release.repo_id, e) from e
     except OSError as e:
         raise StorageError(f"cannot install {release.ref} as {name!r}: {e}") from e
     remove_tree(partial)

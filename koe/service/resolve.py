@@ -99,6 +99,17 @@ class CachedRepo:
         """Repo paths (POSIX) of the snapshot's files whose blobs are there (a dangling link is not a file)."""
         return sorted(p.relative_to(self.folder).as_posix() for p in self.folder.rglob("*") if p.is_file())
 
+    def blob(self, path: str) -> Path:
+        """The file the snapshot's `path` is (its links followed), which must lie in the repo's own
+        cache folder (`models--OWNER--NAME`, where huggingface_hub keeps its blobs): a link that points
+        anywhere else is `StorageError`, so nothing outside the cache is read, linked or copied."""
+        storage = self.folder.parent.parent.resolve()
+        target = (self.folder / path).resolve()
+        if not target.is_relative_to(storage):
+            raise StorageError(f"the Hugging Face cache's copy of {self.repo} has {path} linking outside the cache ({target}); not used",
+                               hint=f"remove that snapshot ({self.folder}) or the whole repo from the cache, then fetch it again")  # fmt: skip
+        return target
+
 
 def cached_repo(repo: str, cache_dir: str | os.PathLike | None = None, patterns: list[str] | None = None) -> CachedRepo | None:
     """`repo`'s snapshot at `main` in the Hugging Face cache, as `snapshot_download(...,
@@ -117,7 +128,10 @@ def cached_repo(repo: str, cache_dir: str | os.PathLike | None = None, patterns:
         return None
     if not folder.is_dir() or folder.parent.name != "snapshots":
         return None
-    return CachedRepo(repo, folder, folder.name)
+    hit = CachedRepo(repo, folder, folder.name)
+    for path in hit.files():
+        hit.blob(path)  # every file's link stays in the repo's own cache folder
+    return hit
 
 
 # -- releases ----------------------------------------------------------------------------------------
@@ -389,7 +403,7 @@ def _assemble(store: ModelStore, spec, release: ReleasedModel, plan: _Assemble) 
     def place(tmp: Path) -> None:
         for source, hit, files in plan.parts:
             for rfilename in files:
-                _link(hit.folder / rfilename, tmp / source.in_folder(rfilename))
+                _link(hit.blob(rfilename), tmp / source.in_folder(rfilename))
 
     try:
         build_release_folder(store.root / name, release, spec, place)
@@ -400,9 +414,8 @@ def _assemble(store: ModelStore, spec, release: ReleasedModel, plan: _Assemble) 
     return store.register(name, origin).ref
 
 
-def _link(cached: Path, target: Path) -> None:
-    """`target` as a hard link to the cached file's blob; a symbolic link or a copy where that fails."""
-    blob = cached.resolve()
+def _link(blob: Path, target: Path) -> None:
+    """`target` as a hard link to a cached file's blob (`CachedRepo.blob`); a symbolic link or a copy where that fails."""
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
         os.link(blob, target)
