@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Iterable
 
 from koe.service.errors import InvalidRequest
 
@@ -41,3 +43,17 @@ def slug(text: str, fallback: str = "model") -> str:
         return check_name(s)
     except InvalidRequest:
         return fallback
+
+
+def close_matches(word: str, known: Iterable[str], n: int = 3, cutoff: float = 0.6) -> list[str]:
+    """The entries of `known` that `word` is likely a typo of, best first (case ignored; `word` itself never)."""
+    by_lower: dict[str, str] = {}
+    for k in known:
+        if k != word:
+            by_lower.setdefault(k.lower(), k)
+    return [by_lower[m] for m in difflib.get_close_matches(word.lower(), list(by_lower), n=n, cutoff=cutoff)]
+
+
+def did_you_mean(close: list[str]) -> str | None:
+    """The hint for a name not found: "did you mean A, B?" (None when nothing is close)."""
+    return f"did you mean {', '.join(close)}?" if close else None

@@ -19,7 +19,8 @@ For a string `spec`, in this order:
       reachable; never when `HF_HUB_OFFLINE` is set. A client's request (`allow_paths=False`)
       may only download a release a family lists, never an arbitrary repo;
    d. else `Unavailable`: one message saying what was looked for, where, why nothing was
-      downloaded, and the command to run.
+      downloaded, and the command to run; for an id no family lists that is close to one that
+      is listed (a typo), `NotFound` naming that release instead.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from koe.service.errors import InvalidRequest, NotFound, StorageError, Unavailable
-from koe.service.names import MAX_NAME_LENGTH, check_name, slug
+from koe.service.names import MAX_NAME_LENGTH, check_name, close_matches, did_you_mean, slug
 
 if TYPE_CHECKING:
     from koe.engines.spec import FamilySpec, HubFiles, ReleasedModel
@@ -168,6 +169,18 @@ def listed_ids() -> list[str]:
     return [r.ref for s in registry.specs() for r in s.released if not r.unsupported]
 
 
+def close_release(ref: str) -> str | None:
+    """The release id koe runs that `ref`, an id no family lists, is most likely a typo of (None when none is close)."""
+    close = close_matches(ref, listed_ids(), n=1, cutoff=0.9)
+    return close[0] if close else None
+
+
+def _not_a_release(ref: str, close: str) -> NotFound:
+    """The short answer for a hub id that is nowhere here and is close to a release koe runs: that
+    release, not the hub's state nor a pull of the typo."""
+    return NotFound(f"no model {ref!r} here, and it is no release koe knows", hint=did_you_mean([close]), param="model")
+
+
 def _listed_hint(ref: str) -> str | None:
     from koe.engines import registry
 
@@ -236,7 +249,13 @@ def resolve_model(
     if is_hub_id(s):
         operators = Downloads(downloads.allowed, downloads.why_not)  # the default is the operator's: any repo, not only listed ones
         return _from_hub(store, s, downloads if given else operators, cache_dir, on_status)
-    return store.get(s).ref
+    try:
+        return store.get(s).ref
+    except NotFound as e:
+        hint = did_you_mean(close_matches(s, [row.name for row in store.db.list_models()]))
+        if hint is None:
+            raise
+        raise NotFound(e.message, hint=hint, param="model") from None
 
 
 def _only_installed(store: ModelStore) -> ModelRef:
@@ -276,17 +295,20 @@ def _from_hub(store: ModelStore, ref: str, downloads: Downloads, cache_dir, on_s
             return pulled_from(store, release) or _assemble(store, spec, release, hit)
     if not isinstance(hit, str):
         return hit
+    close = close_release(ref) if spec is None else None
     if downloads.listed_only and spec is None:
+        if close:
+            raise _not_a_release(ref, close)
         raise NotFound(f"no model {ref!r} here (not in the store nor in the Hugging Face cache), and a request may only "
                        "download a release koe lists", hint=f"koe lists: {', '.join(listed_ids())}", param="model")  # fmt: skip
     why = _why_not(downloads)
     if why:
-        raise _unavailable(release, cache, hit, why, client=downloads.listed_only)
+        raise _not_a_release(ref, close) if close else _unavailable(release, cache, hit, why, client=downloads.listed_only)
     with path_lock(store.root):  # one download at a time into this store
         found = pulled_from(store, release)
         if found is not None:
             return found
-        return _download(store, release, cache, hit, on_status)
+        return _download(store, release, cache, hit, on_status, close)
 
 
 def _why_not(downloads: Downloads) -> str:
@@ -310,20 +332,27 @@ def _unavailable(release: ReleasedModel, cache: Path, missing: str, why: str, *,
     return Unavailable(f"{release.ref} is in neither the model store nor the Hugging Face cache ({cache}; {missing}), and {why}", hint=hint, param="model")
 
 
-def _download(store: ModelStore, release: ReleasedModel, cache: Path, missing: str, on_status) -> ModelRef:
+def _download(store: ModelStore, release: ReleasedModel, cache: Path, missing: str, on_status, close: str | None = None) -> ModelRef:
+    """Pull `release` into the store. `close`: the release koe runs that an unlisted id is near, named
+    instead when the hub cannot be reached or has no such repo (the typo, not the hub, is the news)."""
     from koe.service.hub import check_hub_reachable, pull_model
 
     try:
         check_hub_reachable(3.0, release.repo_id)
     except Unavailable as e:
-        raise _unavailable(release, cache, missing, f"the hub cannot be reached ({e.message})") from e
+        raise (_not_a_release(release.ref, close) if close else _unavailable(release, cache, missing, f"the hub cannot be reached ({e.message})")) from e
     name = free_name(store, release)
     news = f"{release.ref} is not in the model store or the Hugging Face cache: downloading it into {store.root / name}"
     if on_status is not None:
         on_status(news)
     else:
         log.warning(news)  # nobody is told the steps: the log says a download happens
-    return pull_model(store, release.ref, name=name, on_status=on_status, on_progress=store.on_progress).ref
+    try:
+        return pull_model(store, release.ref, name=name, on_status=on_status, on_progress=store.on_progress).ref
+    except NotFound as e:
+        if close:
+            raise _not_a_release(release.ref, close) from e
+        raise
 
 
 def free_name(store: ModelStore, release: ReleasedModel) -> str:
