@@ -119,8 +119,35 @@ def _announce_downloads(home) -> None:
     home.models.on_progress = FirstUseProgress(wanted(None))
 
 
-def configure_logging(verbose: bool) -> None:
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
+
+
+def configure_logging(verbose: bool, server: bool = False) -> None:
+    """Log to stderr: INFO with -v, else WARNING, through `log_handler`."""
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[log_handler(verbose, server)])
+
+
+def log_handler(verbose: bool, server: bool = False) -> logging.Handler:
+    """A terminal is its user's: without -v a record is one line, no traceback, and a record whose error the command
+    gets too (`koe.service.cache.RAISED`) is left to the command's one `error:` line. A server's log (`server`) is its
+    operator's, and -v asks for the whole story: every record whole, tracebacks included."""
+    handler = logging.StreamHandler(sys.stderr)
+    if verbose or server:
+        handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    else:
+        handler.setFormatter(_OneLine(LOG_FORMAT))
+        handler.addFilter(lambda record: not getattr(record, "raised", False))
+    return handler
+
+
+class _OneLine(logging.Formatter):
+    """A record's message without its traceback or stack."""
+
+    def formatException(self, ei) -> str:
+        return ""
+
+    def formatStack(self, stack_info: str) -> str:
+        return ""
 
 
 def human_bytes(n: int | float) -> str:

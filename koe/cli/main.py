@@ -29,6 +29,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main(
+    ctx: typer.Context,
     home: Annotated[Path | None, typer.Option("--home", help="KOE_HOME for this run (models, voices, outputs, koe.toml).", show_default=False)] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress and show tracebacks.")] = False,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")] = False,
@@ -41,7 +42,7 @@ def main(
     state.home = str(home) if home else None
     state.verbose = verbose
     state.flags = {}
-    configure_logging(verbose)
+    configure_logging(verbose, server=ctx.invoked_subcommand == "serve")  # a server's log keeps its tracebacks for the operator
 
 
 app.command("speak")(speak.speak)

@@ -29,6 +29,7 @@ from koe.service.errors import KoeError, ModelFailed
 from koe.service.models import ModelRef
 
 log = logging.getLogger(__name__)
+RAISED = {"raised": True}  # a log record's `extra`: its error is raised to the caller too, who reports it (the CLI prints it once, as its error)
 
 RETRY_FAILED_AFTER_S = 60.0
 _REASON_CHARS = 500
@@ -191,7 +192,7 @@ class ModelCache:
             )  # fmt: skip
             self._failures[ref.key] = failed
         if log_it:
-            log.error("model %s failed to load: %s", ref.name, failed.reason, exc_info=error)
+            log.error("model %s failed to load: %s", ref.name, failed.reason, exc_info=error, extra=RAISED)
         return failed.error(now)
 
     def failure(self, ref: ModelRef) -> LoadFailure | None:
@@ -312,8 +313,8 @@ class ModelCache:
         if close is not None:
             try:
                 close()
-            except Exception:  # noqa: BLE001 - unloading goes on; the engine is dropped regardless
-                log.exception("closing model %s failed", entry.ref.name)
+            except Exception as e:  # noqa: BLE001 - unloading goes on; the engine is dropped regardless
+                log.error("closing model %s failed (%s: %s)", entry.ref.name, type(e).__name__, e, exc_info=e)
         del engine
         _release_memory()
 

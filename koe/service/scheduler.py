@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 from koe.engines.base import BatchCancel, Cancelled, CancelToken
 from koe.runtime import compute
+from koe.service.cache import RAISED
 from koe.service.errors import Busy, KoeError, RequestCancelled, Unavailable
 from koe.service.plan import SpeechPlan
 from koe.service.requests import SpeechOutput, SpeechRequest, StreamChunk
@@ -245,7 +246,7 @@ class _Lane:
             for job in batch:
                 _fail(job, e)
         except Exception as e:  # an engine bug must not kill the lane; the client gets a 500
-            log.exception("generation failed on model %s", self.name)
+            log.exception("generation failed on model %s", self.name, extra=RAISED)  # the job's future raises it
             for job in batch:
                 _fail(job, e)
         with self.cond:
@@ -294,7 +295,7 @@ class _Lane:
         except KoeError as e:
             _fail(job, e)
         except Exception as e:
-            log.exception("generation failed on model %s", self.name)
+            log.exception("generation failed on model %s", self.name, extra=RAISED)  # the job's future raises it
             _fail(job, e)
 
     def _run_streams(self, batch: list[StreamJob]) -> None:
