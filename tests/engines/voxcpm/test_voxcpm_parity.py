@@ -63,6 +63,8 @@ def _cases(v2: bool, clips: dict) -> list[dict]:
         # retries: a tiny ratio makes every run a "bad case"; the draws go on without a reseed
         {"text": "Hello.", "seed": 8, "retry_badcase": True, "retry_badcase_ratio_threshold": 0.8, "retry_badcase_max_times": 3},
         {"text": EN, "seed": 9, "retry_badcase": True},  # upstream's own length cap (6 per token + 10)
+        # retry_badcase=None: upstream tests the flag's truth, so no retries (its default is True)
+        {"text": "Hello.", "seed": 14, "retry_badcase": None, "retry_badcase_ratio_threshold": 0.9, "retry_badcase_max_times": 3},
     ]
     if v2:
         cases += [
@@ -135,6 +137,8 @@ def test_koe_load_gives_upstreams_samples_with_a_seed(model):
         assert got.metadata["seed"] == case["seed"] and got.metadata["precision"] == "float32" and len(expected) > 0
         if case.get("retry_badcase_ratio_threshold") == 0.8:
             assert got.metadata["segments"][0]["runs"] == 3  # every run was a "bad case": made three times
+        if "retry_badcase" in case and case["retry_badcase"] is None:
+            assert got.metadata["segments"][0]["runs"] == 1  # None: no retries, as upstream
         if case.get("streaming"):
             assert info["cases"][i]["chunks"] >= 2
     engine.close()
