@@ -248,12 +248,14 @@ def test_revision_is_honoured_recorded_and_shown(koe, hub, files):
     assert f"origin: hub:{REPO}@{first}" in info and f"revision: {REPO} at commit {first}" in info
 
 
-def test_sizes_are_shown_as_people_write_them(koe, custom_voice):
+def test_sizes_come_from_the_parameter_count_and_random_weights_are_said(koe, custom_voice):
+    """The tiny fixture keeps the 0.6B release's tag ("0b6") in its config: its size is its own parameter count."""
     r = koe("models", "import", custom_voice, "--name", "cv")
-    assert "custom_voice 0.6B" in r.stderr
-    assert " 0.6B " in koe("models", "list").stdout
-    assert "(0.6B)" in koe("models", "info", "cv").stdout
-    assert json.loads(koe("models", "list", "--json").stdout)[0]["size"] == "0" + "b6"  # the data keeps the spec's tag
+    assert "custom_voice 11M, random weights" in r.stderr
+    assert " 11M, random weights " in koe("models", "list").stdout
+    assert "(11M, random weights)" in koe("models", "info", "cv").stdout
+    listed = json.loads(koe("models", "list", "--json").stdout)[0]
+    assert listed["size"] == "0" + "b6" and listed["random_weights"] is True  # the data keeps the spec's tag
 
 
 def test_import_draws_a_byte_bar_when_asked(koe, custom_voice):

@@ -134,11 +134,29 @@ def test_shadowed_names_and_other_families(tmp_path, session_tmp):
         assert r.status_code == 400 and r.json()["error"]["param"] == "model"  # the library voice, which cv cannot clone
 
 
-def test_models_show_sizes_as_people_write_them(client):
+def test_models_show_sizes_from_the_parameter_count_and_flag_random_weights(client):
     cards = {m["id"]: m for m in client.get("/v1/models").json()["data"]}
     assert set(cards) == {"cv", "base"}  # ids unchanged
-    assert cards["cv"]["size"] == "0.6B" and cards["base"]["size"] == "0.6B"  # the config says "0b6"
-    assert client.get("/v1/models/cv").json()["size"] == "0.6B"
+    # the tiny fixtures keep the 0.6B release's tag ("0b6") in their config; their size is their own parameter count
+    assert cards["cv"]["size"] == "11M" and 10_000_000 < cards["cv"]["parameters"] < 12_000_000
+    assert cards["base"]["size"] == "11M" and cards["cv"]["random_weights"] is True and cards["base"]["random_weights"] is True
+    card = client.get("/v1/models/cv").json()
+    assert card["size"] == "11M" and card["random_weights"] is True
+
+
+def test_a_model_without_the_marker_is_not_random(tmp_path, session_tmp):
+    """A folder made from a real release has no marker: `random_weights` is false (the fixture's files, less the marker)."""
+    import shutil
+
+    from koe.engines.spec import RANDOM_WEIGHTS_FILE
+
+    folder = shutil.copytree(model_folder(session_tmp, "custom_voice"), tmp_path / "release")
+    (folder / RANDOM_WEIGHTS_FILE).unlink()
+    home = KoeHome(load_settings(tmp_path / "home", environ={}))
+    home.models.import_model(folder, "real", link=True)
+    with TestClient(create_app(home)) as c:
+        card = c.get("/v1/models/real").json()
+    assert card["random_weights"] is False and card["size"] == "11M"
 
 
 def test_a_default_model_outside_the_store_is_listed_under_its_folder_name(tmp_path, session_tmp):

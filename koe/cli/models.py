@@ -18,10 +18,8 @@ app = typer.Typer(help="Models: list, import a folder, info, remove, pull from t
 
 
 def _size(d) -> str:
-    """A model's size as 0.6B / 1.7B (imported here: `koe --help` loads no service module)."""
-    from koe.service.models import size_label
-
-    return size_label(d.ref.size)
+    """A model's size from its parameter count (11M, 0.9B), and "random weights" for a test model."""
+    return d.size + (", random weights" if d.random_weights else "")
 
 
 def short_origin(origin: str | None) -> str:
@@ -33,7 +31,7 @@ def details_dict(d) -> dict:
     """A model's details as plain JSON-able data."""
     return {
         "name": d.ref.name, "path": str(d.ref.path), "family": d.ref.family, "variant": d.ref.variant, "size": d.ref.size,
-        "uses": d.uses, "parameters": d.parameters, "weights_bytes": d.weights_bytes, "stored_dtype": d.stored_dtype,
+        "uses": d.uses, "random_weights": d.random_weights, "parameters": d.parameters, "weights_bytes": d.weights_bytes, "stored_dtype": d.stored_dtype,
         "memory_float32_bytes": d.memory_bytes("float32"), "memory_bfloat16_bytes": d.memory_bytes("bfloat16"),
         "speakers": d.speakers, "languages": d.languages, "missing": d.missing, "origin": d.origin, "linked": d.linked,
         "added_at": d.added_at, "capabilities": d.capabilities.to_dict() if d.capabilities else None,

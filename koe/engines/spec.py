@@ -7,6 +7,7 @@ service plans requests, lists models and maps OpenAI voice names from these answ
 from __future__ import annotations
 
 import json
+import math
 import posixpath
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -30,7 +31,8 @@ class ModelDescription:
     """A model folder as its family reads it: capabilities, files it needs, files it lacks.
 
     `weight_files` are the checkpoint files (for sizes and parameter counts); `uses` says in one
-    line what the model is for; `extra` holds family facts worth showing (`koe models info`).
+    line what the model is for; `extra` holds family facts worth showing (`koe models info`);
+    `random_weights`: the folder carries koe's random-weights marker (`has_random_weights`).
     """
 
     info: ModelInfo
@@ -41,6 +43,12 @@ class ModelDescription:
     stored_dtype: str
     uses: str
     extra: dict[str, Any] | None = None
+    random_weights: bool = False
+
+    @property
+    def parameters(self) -> int:
+        """The weights' element count, from the safetensors headers (pickled files are not counted)."""
+        return sum(safetensors_parameters(p) for p in self.weight_files if p.suffix == ".safetensors")
 
 
 @dataclass(frozen=True)
@@ -271,6 +279,15 @@ def safetensors_dtype(path: Path) -> str | None:
     return names.get(max(counts, key=counts.get)) if counts else None
 
 
+def safetensors_parameters(path: Path) -> int:
+    """Element count of a safetensors file, from its JSON header alone (0 if unreadable)."""
+    total = 0
+    for k, v in safetensors_header(path).items():
+        if k != "__metadata__" and isinstance(v, dict):
+            total += math.prod(int(d) for d in v.get("shape", []))
+    return total
+
+
 def safetensors_header(path: Path) -> dict[str, Any]:
     """The JSON header of a safetensors file ({} if unreadable)."""
     try:
@@ -281,3 +298,25 @@ def safetensors_header(path: Path) -> dict[str, Any]:
             return json.loads(f.read(n))
     except (OSError, ValueError):
         return {}
+
+
+# -- random weights ------------------------------------------------------------------------------------
+
+RANDOM_WEIGHTS_FILE = "RANDOM_WEIGHTS.txt"  # koe's marker in a folder its fixture writers made: the weights are random
+
+
+def mark_random_weights(folder: Path, writer: str) -> None:
+    """Mark `folder` as holding random weights (what each family's fixture writer, `writer`, calls last).
+
+    A file of its own, not a config key: upstream's loaders read these folders strictly and never
+    look at it, and a folder made from a real release never has it."""
+    (Path(folder) / RANDOM_WEIGHTS_FILE).write_text(
+        f"The weights in this folder are random: {writer} wrote them for tests, benchmarks and trying koe offline.\n"
+        "It speaks noise, not speech. For real speech, pull or import a released model (`koe models pull --help`).\n",
+        encoding="utf-8",
+    )
+
+
+def has_random_weights(folder: Path) -> bool:
+    """Whether `folder` carries koe's random-weights marker (`mark_random_weights`)."""
+    return (Path(folder) / RANDOM_WEIGHTS_FILE).is_file()

@@ -87,7 +87,9 @@ class ModelCard(BaseModel):
     owned_by: str = "koe"
     family: str
     variant: str
-    size: str
+    size: str = Field(description="the size from the weights' parameter count: 11M, 0.9B, 2.4B (empty when they cannot be counted)")
+    parameters: int = Field(0, description="the weights' parameter count (from the safetensors headers)")
+    random_weights: bool = Field(False, description="a test model with random weights (koe's fixture writers made it): it speaks noise, not speech")
     speakers: list[str]
     languages: list[str]
     loaded: bool

@@ -112,8 +112,9 @@ def check_home(settings: Settings) -> list[Check]:
 
 
 def check_models(home, settings: Settings) -> list[Check]:
-    """Each installed model: complete? what does it need, and does this machine have it?"""
-    from koe.service.models import inspect_model
+    """Each installed model: complete? what does it need, and does this machine have it? A random-weight
+    test model is a warning: it speaks noise, and a `koe speak` without --model may pick it."""
+    from koe.service.models import RANDOM_WEIGHTS_NOTE, inspect_model
 
     _, facts = check_torch() if "torch" in sys.modules else ([], {})
     ram = system_memory_bytes()
@@ -135,13 +136,19 @@ def check_models(home, settings: Settings) -> list[Check]:
         elif gpu is not None and need16 > 0.9 * gpu:
             status = "warn"
             where += f"; the GPU has {_gb(gpu)}"
-        out.append(Check(f"model {d.ref.name}", status, f"{d.ref.variant} {d.ref.size}, {d.parameters / 1e6:.0f} M parameters; {where}; for {d.uses}"))
+        what = f"{d.ref.variant}, {d.size or 'unknown'} parameters"
+        if d.random_weights:
+            status, what = "warn", f"{RANDOM_WEIGHTS_NOTE} ({what})"
+        out.append(Check(f"model {d.ref.name}", status, f"{what}; {where}; for {d.uses}"))
     default = settings.models.default
     if default:
         try:
             ref = home.models.resolve(default, download=False)  # a check never downloads
-            bad = inspect_model(ref).missing
-            out.append(Check("default model", "fail" if bad else "ok", f"{default} -> {ref.path}" + (f" (missing {', '.join(bad)})" if bad else "")))
+            d = inspect_model(ref)
+            bad = d.missing
+            status = "fail" if bad else "warn" if d.random_weights else "ok"
+            detail = f" (missing {', '.join(bad)})" if bad else f" ({RANDOM_WEIGHTS_NOTE})" if d.random_weights else ""
+            out.append(Check("default model", status, f"{default} -> {ref.path}{detail}"))
         except Unavailable as e:
             later = settings.models.download and not hub_offline()
             out.append(Check("default model", "warn" if later else "fail",

@@ -9,9 +9,7 @@ the Hugging Face cache, a download).
 from __future__ import annotations
 
 import hashlib
-import math
 import os
-import re
 import shutil
 import time
 from dataclasses import dataclass, field, replace
@@ -19,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from koe.engines.base import Capabilities
-from koe.engines.spec import safetensors_header
 from koe.service.errors import AlreadyExists, InvalidRequest, ModelFailed, NotFound, StorageError
 from koe.service.fsio import atomic_folder, remove_tree, sweep_leftovers
 from koe.service.names import check_name, slug
@@ -32,18 +29,24 @@ if TYPE_CHECKING:
     from koe.service.settings import Settings
 
 _DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
-_SIZE_TAG = re.compile(r"(\d+)b(\d+)", re.I)  # a config's size tag "NbM": N.M billion parameters
 _SIGNATURE_FILES = 2000  # a model folder holds a few dozen; cap the walk of an odd one
+RANDOM_WEIGHTS_NOTE = "RANDOM weights: a test model, it speaks noise, not speech"  # how every listing says it
 
 
-def size_label(size: str | None) -> str:
-    """A model size as people write it: a spec's tag "NbM" -> "N.MB" ("3b2" -> "3.2B"), "2b" -> "2B";
-    anything else ("tiny", "0.5B") as it is."""
-    text = (size or "").strip()
-    m = _SIZE_TAG.fullmatch(text)
-    if m:
-        return f"{int(m.group(1))}.{m.group(2)}B"
-    return text.upper() if re.fullmatch(r"\d+(\.\d+)?b", text, re.I) else (size or "")
+def size_label(parameters: int) -> str:
+    """A parameter count as people write a model's size: "11M", "0.9B", "1.9B", "2.4B" ("" when not known).
+
+    From the count itself, never a config's size tag: a tiny random-weight folder in a release's layout
+    keeps the release's tag but not its size."""
+    if parameters <= 0:
+        return ""
+    if parameters >= 500_000_000:
+        return f"{parameters / 1e9:.1f}".removesuffix(".0") + "B"
+    if parameters >= 1_000_000:
+        return f"{round(parameters / 1e6)}M"
+    if parameters >= 1_000:
+        return f"{round(parameters / 1e3)}K"
+    return str(parameters)
 
 
 @dataclass(frozen=True)
@@ -95,7 +98,9 @@ class ModelRef:
 
 @dataclass(frozen=True)
 class ModelDetails:
-    """What a model folder holds and needs, read from its files (`capabilities`: its family's answer)."""
+    """What a model folder holds and needs, read from its files (`capabilities`: its family's answer).
+
+    `random_weights`: the folder is one of koe's random-weight test models (its marker file)."""
 
     ref: ModelRef
     weights_bytes: int
@@ -110,10 +115,16 @@ class ModelDetails:
     extra: dict[str, Any] = field(default_factory=dict)
     capabilities: Capabilities | None = None
     uses: str = ""
+    random_weights: bool = False
 
     @property
     def ok(self) -> bool:
         return not self.missing
+
+    @property
+    def size(self) -> str:
+        """The model's size from its parameter count ("11M", "0.9B"; "" when no weights could be counted)."""
+        return size_label(self.parameters)
 
     def memory_bytes(self, dtype: str) -> int:
         """Bytes the weights take in memory at `dtype` (float32 / bfloat16 / float16)."""
@@ -155,19 +166,9 @@ def inspect_model(ref: ModelRef) -> ModelDetails:
     caps = d.capabilities
     return ModelDetails(
         ref=ref, weights_bytes=sum(p.stat().st_size for p in d.weight_files if p.is_file()),
-        parameters=sum(_safetensors_parameters(p) for p in d.weight_files if p.suffix == ".safetensors"),
-        stored_dtype=d.stored_dtype, speakers=list(caps.speakers), languages=list(caps.languages), missing=list(d.missing),
-        extra=dict(d.extra or {}), capabilities=caps, uses=d.uses,
+        parameters=d.parameters, stored_dtype=d.stored_dtype, speakers=list(caps.speakers), languages=list(caps.languages),
+        missing=list(d.missing), extra=dict(d.extra or {}), capabilities=caps, uses=d.uses, random_weights=d.random_weights,
     )  # fmt: skip
-
-
-def _safetensors_parameters(path: Path) -> int:
-    """Element count of a safetensors file, from its JSON header alone."""
-    total = 0
-    for k, v in safetensors_header(path).items():
-        if k != "__metadata__":
-            total += math.prod(int(d) for d in v.get("shape", []))
-    return total
 
 
 def import_hint() -> str | None:

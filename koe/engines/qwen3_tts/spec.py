@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from koe.engines.base import CLONE, CLONE_WITHOUT_TRANSCRIPT, DESIGN, PRESET, Capabilities, Option, OptionsSchema
-from koe.engines.spec import ModelDescription, ModelInfo, ReleasedModel, SpecError, VoiceAlias, read_json, safetensors_dtype
+from koe.engines.spec import ModelDescription, ModelInfo, ReleasedModel, SpecError, VoiceAlias, has_random_weights, read_json, safetensors_dtype
 
 FAMILY = "qwen3_tts"
 FRAME_RATE = 12.5  # codec frames per second of audio
@@ -151,6 +151,7 @@ class QwenSpec:
             required_files=REQUIRED_FILES, missing=tuple(missing),
             weight_files=weights + tuple(sorted((folder / "speech_tokenizer").glob("*.safetensors"))),
             stored_dtype=stored, uses=USES.get(info.variant, info.variant), extra={"size": info.size},
+            random_weights=has_random_weights(folder),
         )  # fmt: skip
 
     def openai_voice(self, name: str, capabilities: Capabilities) -> VoiceAlias | None:

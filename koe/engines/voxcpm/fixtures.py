@@ -5,7 +5,8 @@
 has the released sizes (VoxCPM2 ~2B, VoxCPM 1.5 ~0.8B) for the benchmark, stored in bfloat16 as
 the releases are (`dtype=` to override). The config says float32 for tiny models: upstream runs
 in the config's dtype on the CPU, and the parity tests compare float32. Upstream loads these
-folders with no missing or unexpected keys (its oracle checks).
+folders with no missing or unexpected keys (its oracle checks); koe's random-weights marker
+(`koe.engines.spec.mark_random_weights`, a file of its own) is beside them.
 
 The "real" sizes are the released `config.json` values (random weights; only shapes matter):
 
@@ -41,6 +42,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
+from koe.engines.spec import mark_random_weights
 from koe.engines.voxcpm.audio_vae import AudioVAE, VAEConfig
 from koe.engines.voxcpm.config import parse_config
 from koe.engines.voxcpm.fixture_tokenizer import write_tokenizer
@@ -151,4 +153,5 @@ def write_random_model(folder: Path, variant: str = "VoxCPM2", size: str = "tiny
     _randomise(vae, generator)
     save_file({k: v.to(torch.float32).contiguous() for k, v in vae.state_dict().items()}, str(folder / "audiovae.safetensors"))
     write_tokenizer(folder)
+    mark_random_weights(folder, __name__)
     return folder

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 from koe.engines.base import CLONE, CLONE_WITHOUT_TRANSCRIPT, DESIGN, NO_VOICE, Capabilities, Option, OptionsSchema
-from koe.engines.spec import ModelDescription, ModelInfo, ReleasedModel, SpecError, VoiceAlias, safetensors_dtype
+from koe.engines.spec import ModelDescription, ModelInfo, ReleasedModel, SpecError, VoiceAlias, has_random_weights, safetensors_dtype
 
 FAMILY = "voxcpm"
 LANGUAGES = ("auto",)  # the text's own language, no tag (VoxCPM2: 30 languages; 1.5: Chinese and English)
@@ -152,6 +152,7 @@ class VoxCPMSpec:
             required_files=("config.json", *TOKENIZER_FILES, "model.safetensors|pytorch_model.bin", "audiovae.safetensors|audiovae.pth"),
             missing=tuple(missing), weight_files=tuple(p for p in (weights, vae) if p is not None), stored_dtype=stored, uses=uses,
             extra={"architecture": cfg.architecture, "patch_size": cfg.patch_size, "config_dtype": cfg.dtype},
+            random_weights=has_random_weights(folder),
         )  # fmt: skip
 
     def openai_voice(self, name: str, capabilities: Capabilities) -> VoiceAlias | None:

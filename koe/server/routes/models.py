@@ -3,7 +3,9 @@
 Each model card has a `status`: `loaded` (resident), `ready` (loads on first use) or `failed` (its
 last load failed with its files as they are now, or its files are missing or unreadable), with the
 reason in `error`. `/health` stays `ok` (the server is alive) and lists failed models.
-Sizes are shown as people write them (`0.6B`, `1.7B`), not as a config may tag them (`NbM`).
+`size` comes from the weights' parameter count (`11M`, `0.9B`), never from a config's size tag (a
+tiny random-weight folder in a release's layout keeps the release's tag); `random_weights` marks koe's
+test models, which speak noise.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from koe.server.errors import client_text
 from koe.server.schemas import Health, ListOf, ModelCard
 from koe.server.state import ServerState, server_state
 from koe.service.cache import LoadFailure
-from koe.service.models import ModelDetails, size_label
+from koe.service.models import ModelDetails
 
 router = APIRouter(tags=["models"])
 health_router = APIRouter(tags=["health"])
@@ -35,7 +37,8 @@ def _card(d: ModelDetails, state: ServerState, loaded: set[str], failure: LoadFa
     elif not is_loaded and d.missing:
         error = f"incomplete: missing {', '.join(d.missing)}"
     return ModelCard(
-        id=d.ref.name, created=int(d.added_at or 0), family=d.ref.family, variant=d.ref.variant, size=size_label(d.ref.size),
+        id=d.ref.name, created=int(d.added_at or 0), family=d.ref.family, variant=d.ref.variant, size=d.size,
+        parameters=d.parameters, random_weights=d.random_weights,
         speakers=d.speakers, languages=d.languages, loaded=is_loaded,
         default=d.ref.name == state.settings.models.default, uses=d.uses,
         status="loaded" if is_loaded else "failed" if error else "ready",
