@@ -8,6 +8,8 @@ import csv
 import json
 import os
 import shutil
+import threading
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +22,8 @@ from oracle_harness import run_oracle
 from koe.engines.qwen3_tts.codec.tokenizer import SpeechTokenizer
 from koe.engines.qwen3_tts.finetune.data import (
     BATCH_SIZE,
+    MAX_LINE_BYTES,
+    MAX_TRANSCRIPT_BYTES,
     DatasetError,
     check_dataset,
     encode_batch,
@@ -239,6 +243,94 @@ def test_pairs_folder(data, tmp_path):
     problems = _problems(folder, ref=folder / "ref.wav")  # the reference given is not a clip without a transcript
     _assert_problems(problems, [("lonely.wav", "no transcript lonely.txt"), ("orphan.txt", "no audio file orphan.wav"),
                                 ("utt001.flac", "more than one audio file for utt001.txt")])  # fmt: skip
+
+
+# ---------------------------------------------------------------------------- bounded reading
+# /dev/zero and files over the 2 GiB cap are refused through `koe train` in a memory-capped
+# subprocess (tests/test_cli_train.py); here what can run in this process whatever the code does.
+def _refused_in_seconds(path, *, fifo: Path | None = None, **kwargs) -> tuple[DatasetError, float]:
+    """`load_dataset(path)` in a thread: the DatasetError it must raise within 10 s, and Python's peak
+    allocations meanwhile in MiB. A reader blocked on `fifo` (the bug this guards against) is let go."""
+    outcome: dict = {}
+
+    def read():
+        try:
+            load_dataset(path, **kwargs)
+        except DatasetError as e:
+            outcome["error"] = e
+
+    tracemalloc.start()
+    try:
+        worker = threading.Thread(target=read, daemon=True)
+        worker.start()
+        worker.join(10)
+        peak = tracemalloc.get_traced_memory()[1] / (1 << 20)
+    finally:
+        tracemalloc.stop()
+    if worker.is_alive() and fifo is not None:
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # EOF for the blocked reader
+        worker.join(10)
+    assert "error" in outcome, f"{path}: not refused within 10 s"
+    return outcome["error"], peak
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+def test_a_fifo_is_refused_not_read(tmp_path):
+    os.mkfifo(fifo := tmp_path / "train.jsonl")
+    err, _ = _refused_in_seconds(fifo, fifo=fifo)
+    assert err.problems == ["train.jsonl: a FIFO (named pipe), not a regular file"]
+    assert "give a JSONL or CSV file" in err.hint
+
+
+def test_a_line_over_the_cap_is_refused_at_once_in_bounded_memory(data, tmp_path):
+    flat = tmp_path / "flat.jsonl"  # 64 MiB and no newline (sparse: no disk)
+    with flat.open("wb") as f:
+        f.truncate(64 << 20)
+    err, peak = _refused_in_seconds(flat)
+    assert err.problems == ["flat.jsonl:1: a line longer than 1 MiB"] and peak < 8, peak
+    good = json.dumps({"audio": str(data["clips"] / "utt000.wav"), "text": "hi", "ref_audio": str(data["ref"])})
+    late = tmp_path / "late.csv"
+    late.write_bytes(b"audio,text\r\n" + good.encode() + b"\r\n" + b"x" * (MAX_LINE_BYTES + 1))
+    err, _ = _refused_in_seconds(late)
+    assert err.problems == ["late.csv:3: a line longer than 1 MiB"]
+
+
+def test_line_ends_and_numbers_are_as_python_reads_text(data, tmp_path):
+    row = json.dumps({"audio": str(data["clips"] / "utt000.wav"), "text": "one\u2028line", "ref_audio": str(data["ref"])})
+    mixed = tmp_path / "mixed.jsonl"  # CRLF, a lone CR (a line end too), U+2028 inside a line (not one)
+    mixed.write_bytes(b"\xef\xbb\xbf" + row.encode() + b"\r\n\r\nnot json\r" + row.replace("utt000", "utt001").encode())
+    dataset = read_dataset(mixed)
+    assert dataset.problems == ["mixed.jsonl:3: not valid JSON (Expecting value at column 1)"]
+    assert [(c.where, c.text) for c in dataset.clips] == [("mixed.jsonl:1", "one\u2028line"), ("mixed.jsonl:4", "one\u2028line")]
+    (tmp_path / "latin1.jsonl").write_bytes(row.encode() + b"\n" + '{"text": "caf\xe9"}\n'.encode("latin-1"))
+    with pytest.raises(DatasetError, match=r"latin1.jsonl:2: not UTF-8 text \(invalid continuation byte at byte 14 of the line\)"):
+        read_dataset(tmp_path / "latin1.jsonl")
+
+
+def test_a_csv_field_over_csvs_limit_is_one_problem(data, tmp_path):
+    clip = data["clips"] / "utt000.wav"
+    table = tmp_path / "long.csv"
+    table.write_text(f'audio,text\n{clip},ok\n{clip},"' + "many words\n" * 15000 + '"\n', encoding="utf-8")
+    dataset = read_dataset(table, ref=data["ref"])
+    [problem] = dataset.problems
+    assert problem.startswith("long.csv:") and "not valid CSV (field larger than field limit" in problem, problem
+    assert [c.where for c in dataset.clips] == ["long.csv:2"]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+def test_a_folders_fifo_or_huge_transcript_is_named_not_read(data):
+    folder = data["pairs"]
+    (folder / "utt000.txt").unlink()
+    os.mkfifo(fifo := folder / "utt000.txt")
+    with (folder / "utt001.txt").open("wb") as f:
+        f.truncate(3 * MAX_TRANSCRIPT_BYTES)
+    (folder / "utt002.wav").unlink()
+    os.mkfifo(folder / "utt002.wav")
+    err, peak = _refused_in_seconds(folder, fifo=fifo, ref=data["ref"])
+    _assert_problems(err.problems, [("utt000.txt", "a FIFO (named pipe), not a regular file"),
+                                    ("utt001.txt", "3 MiB, more than the 1 MiB a transcript may be"),
+                                    ("utt002.wav: audio utt002.wav", "a FIFO (named pipe), not a regular file")])  # fmt: skip
+    assert peak < 8, peak
 
 
 def test_prepared_jsonl_is_taken_as_is_and_validated(data, tmp_path):

@@ -12,6 +12,11 @@ README's "Input JSONL format") on koe's own codec and audio loading. Three steps
     optional `language`;
   * a folder of `NAME.wav` + `NAME.txt` pairs (any audio koe decodes: flac, ogg, mp3, ...), sorted
     by name; a transcript file's surrounding whitespace (its final newline) is not part of it.
+  A JSONL or CSV must be a regular file of at most 2 GiB (`MAX_DATA_BYTES`: a prepared JSONL of
+  some 500 hours) with lines of at most 1 MiB (`MAX_LINE_BYTES`: a 30 s clip's prepared row is
+  about 35 KB), and a transcript file at most 1 MiB (`MAX_TRANSCRIPT_BYTES`). A file is read a
+  line at a time, so `/dev/zero`, a FIFO or a huge file without newlines is refused in a moment,
+  never read whole.
   Relative paths in a JSONL or CSV are relative to the folder of that file (upstream's script
   resolves them against its working directory instead); every path is made absolute. Rows without
   `ref_audio` take the `ref` the caller gives; with none given, the data's first `ref_audio`, and
@@ -53,7 +58,9 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Callable
+import re
+import stat
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -72,8 +79,9 @@ from koe.engines.qwen3_tts.voice import (
 from koe.runtime.files import atomic_file
 
 __all__ = [
-    "AUDIO_SUFFIXES", "BATCH_SIZE", "MAX_CLIP_SECONDS", "AudioInfo", "CheckedDataset", "Clip", "Dataset",
-    "DatasetError", "Prepared", "check_dataset", "encode_batch", "load_dataset", "prepare", "read_dataset", "summary_path",
+    "AUDIO_SUFFIXES", "BATCH_SIZE", "MAX_CLIP_SECONDS", "MAX_DATA_BYTES", "MAX_LINE_BYTES", "MAX_TRANSCRIPT_BYTES", "AudioInfo",
+    "CheckedDataset", "Clip", "Dataset", "DatasetError", "Prepared", "check_dataset", "encode_batch", "load_dataset", "prepare",
+    "read_dataset", "summary_path",
 ]
 
 BATCH_SIZE = 32  # upstream's BATCH_INFER_NUM: clips encoded together (their codes depend on it)
@@ -87,6 +95,10 @@ AUDIO_SUFFIXES = frozenset({".wav", ".wave", ".flac", ".ogg", ".oga", ".opus", "
 FORMAT_VERSION = 1  # of the summary file and the fingerprint
 KNOWN_FIELDS = ("audio", "text", "ref_audio", "language", "audio_codes")
 SHOWN_PROBLEMS = 50  # listed in the error's message; all of them are in `.problems`
+MAX_DATA_BYTES = 2 << 30  # a JSONL or CSV (a prepared JSONL: about 4 MB an hour of audio)
+MAX_LINE_BYTES = 1 << 20  # a line of one, its line end included (a 30 s clip's prepared row: about 35 KB)
+MAX_TRANSCRIPT_BYTES = 1 << 20  # a NAME.txt of a folder of pairs
+_LONE_CR = re.compile(r"(?<=\r)(?!\n)")  # where a line ends at a "\r" alone (old Mac line ends)
 
 Progress = Callable[[int, int], None]
 
@@ -220,24 +232,20 @@ class Prepared:
 # ------------------------------------------------------------------------------------------ reading
 def read_dataset(path: str | Path, *, ref: str | Path | None = None) -> Dataset:
     """Read a JSONL, CSV or folder of pairs (see the module docstring); problems are collected in
-    `Dataset.problems` for `check_dataset` to report with the rest. A path that does not exist, or
-    a file that is not UTF-8 text, raises `DatasetError` at once."""
+    `Dataset.problems` for `check_dataset` to report with the rest. A path that does not exist, a
+    file that is not a regular file, is over the caps or is not UTF-8 text, raises `DatasetError` at once."""
     source = Path(os.path.abspath(path))
     given = Path(os.path.abspath(ref)) if ref is not None else None
     if not source.exists():
         raise DatasetError(source, [f"{source}: no such file or folder"],
                            hint="give a JSONL or CSV file, or a folder of NAME.wav + NAME.txt pairs")
     problems: list[str] = []
-    try:
-        if source.is_dir():
-            kind, clips = "pairs", _read_pairs(source, given, problems)
-        elif source.suffix.lower() in (".csv", ".tsv"):
-            kind, clips = "csv", _read_csv(source, problems)
-        else:
-            kind, clips = "jsonl", _read_jsonl(source, problems)
-    except UnicodeDecodeError as e:
-        raise DatasetError(source, [f"{source.name}: not UTF-8 text ({e.reason} at byte {e.start})"],
-                           hint="save the file as UTF-8") from e
+    if source.is_dir():
+        kind, clips = "pairs", _read_pairs(source, given, problems)
+    elif source.suffix.lower() in (".csv", ".tsv"):
+        kind, clips = "csv", _read_csv(source, problems)
+    else:
+        kind, clips = "jsonl", _read_jsonl(source, problems)
     if kind == "jsonl":
         with_codes = [c.where for c in clips if c.codes is not None]
         without = [c.where for c in clips if c.codes is None]
@@ -253,7 +261,7 @@ def read_dataset(path: str | Path, *, ref: str | Path | None = None) -> Dataset:
 
 def _read_jsonl(path: Path, problems: list[str]) -> list[Clip]:
     clips = []
-    for number, line in enumerate(path.read_text(encoding="utf-8-sig").split("\n"), 1):  # not splitlines: U+2028 is text
+    for number, line in _lines(path):
         if not line.strip():
             continue
         where = f"{path.name}:{number}"
@@ -272,8 +280,10 @@ def _read_jsonl(path: Path, problems: list[str]) -> list[Clip]:
 
 
 def _read_csv(path: Path, problems: list[str]) -> list[Clip]:
-    with path.open(encoding="utf-8-sig", newline="") as f:
-        reader = csv.reader(f, delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
+    lines = _lines(path)
+    reader = csv.reader((line for _, line in lines), delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
+    clips: list[Clip] = []
+    try:
         header = next(reader, None)
         if header is None:
             return []
@@ -283,7 +293,7 @@ def _read_csv(path: Path, problems: list[str]) -> list[Clip]:
             problems.append(f"{path.name}:1: the header has no {' or '.join(repr(m) for m in missing)} column "
                             f"(it has {', '.join(repr(h) for h in header)}); the columns are audio, text, ref_audio, language")
             return []
-        clips, last = [], reader.line_num
+        last = reader.line_num
         for row in reader:
             where, last = f"{path.name}:{last + 1}", reader.line_num
             if not any(cell.strip() for cell in row):
@@ -294,6 +304,10 @@ def _read_csv(path: Path, problems: list[str]) -> list[Clip]:
             clip = _clip(dict(zip(names, row)), path.parent, where, problems, codes=False)
             if clip is not None:
                 clips.append(clip)
+    except csv.Error as e:  # a field over csv's limit (128 KiB), a stray NUL: the rows after it are not read
+        problems.append(f"{path.name}:{reader.line_num}: not valid CSV ({e}); the rows after it were not read")
+    finally:
+        lines.close()
     return clips
 
 
@@ -301,8 +315,8 @@ def _read_pairs(folder: Path, given_ref: Path | None, problems: list[str]) -> li
     audio: dict[str, list[Path]] = {}
     texts: dict[str, Path] = {}
     for p in folder.iterdir():
-        if p.name.startswith(".") or not p.is_file() or p == given_ref:
-            continue
+        if p.name.startswith(".") or p.is_dir() or p == given_ref:
+            continue  # a FIFO or device named like a clip or transcript is kept: it is refused by name below
         if p.suffix.lower() in AUDIO_SUFFIXES:
             audio.setdefault(p.stem, []).append(p)
         elif p.suffix.lower() == ".txt":
@@ -321,12 +335,89 @@ def _read_pairs(folder: Path, given_ref: Path | None, problems: list[str]) -> li
             problems.append(f"{where}: no transcript {stem}.txt next to it")
             continue
         try:
-            text = texts[stem].read_text(encoding="utf-8-sig").strip()
-        except UnicodeDecodeError:
-            problems.append(f"{texts[stem].name}: not UTF-8 text")
+            text = _read_transcript(texts[stem])
+        except DatasetError as e:
+            problems += e.problems
             continue
         clips.append(Clip(audio=found[0], text=text, where=where))
     return clips
+
+
+def _read_transcript(path: Path) -> str:
+    """A NAME.txt's text without its surrounding whitespace (line ends as Python reads text: "\\r\\n" and "\\r" are "\\n")."""
+    with _open_regular(path, MAX_TRANSCRIPT_BYTES, "a transcript", hint="a transcript is the text of one clip: keep it short") as f:
+        raw = f.read(MAX_TRANSCRIPT_BYTES + 1)
+    if len(raw) > MAX_TRANSCRIPT_BYTES:  # it grew since it was opened
+        raise DatasetError(path, [f"{path.name}: more than the {_bytes(MAX_TRANSCRIPT_BYTES)} a transcript may be"])
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise DatasetError(path, [f"{path.name}: not UTF-8 text"]) from e
+    return text.replace("\r\n", "\n").replace("\r", "\n").strip()
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """The lines of a JSONL or CSV with their numbers, decoded (UTF-8, a BOM dropped) one at a time and
+    ending as they do in the file ("\\n", "\\r\\n", or "\\r" alone: a line too, as Python's text mode reads
+    it; U+2028 is text, not a line end). A file that is not regular or is over `MAX_DATA_BYTES`, a line
+    over `MAX_LINE_BYTES` or not UTF-8, raises `DatasetError` naming it: memory stays bounded."""
+    what = "give a JSONL or CSV file (each row one line), or a folder of NAME.wav + NAME.txt pairs"
+    with _open_regular(path, MAX_DATA_BYTES, "a dataset file", hint=what) as f:
+        number = total = 0
+        while raw := f.readline(MAX_LINE_BYTES + 1):
+            total += len(raw)
+            if len(raw) > MAX_LINE_BYTES:
+                raise DatasetError(path, [f"{path.name}:{number + 1}: a line longer than {_bytes(MAX_LINE_BYTES)}"], hint=what)
+            if total > MAX_DATA_BYTES:  # it grew since it was opened
+                raise DatasetError(path, [f"{path.name}: more than the {_bytes(MAX_DATA_BYTES)} a dataset file may be"], hint=what)
+            try:
+                text = raw.decode("utf-8-sig" if number == 0 else "utf-8")
+            except UnicodeDecodeError as e:
+                raise DatasetError(path, [f"{path.name}:{number + 1}: not UTF-8 text ({e.reason} at byte {e.start + 1} of the line)"],
+                                   hint="save the file as UTF-8") from e
+            for line in _LONE_CR.split(text):
+                if line:
+                    number += 1
+                    yield number, line
+
+
+def _open_regular(path: Path, limit: int, what: str, *, hint: str):
+    """`path` opened for binary reading when it is a regular file (or a link to one) of at most
+    `limit` bytes, else `DatasetError` saying what it is. A FIFO would block a reader and a device
+    such as /dev/zero never ends: neither is read. The file is opened without blocking and checked
+    again once open, so one swapped in after the first check is caught too."""
+    try:
+        kind, size = _kind(os.stat(path).st_mode), 0
+        if kind is None:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # no effect on a regular file's reads
+            st = os.fstat(fd)
+            kind, size = _kind(st.st_mode), st.st_size
+            if kind is None and size <= limit:
+                return os.fdopen(fd, "rb")
+            os.close(fd)
+    except OSError as e:
+        raise DatasetError(path, [f"{path.name}: cannot be read ({e.strerror or e})"], hint=hint) from e
+    if kind is not None:
+        raise DatasetError(path, [f"{path.name}: {kind}, not a regular file"], hint=hint)
+    raise DatasetError(path, [f"{path.name}: {_bytes(size)}, more than the {_bytes(limit)} {what} may be"], hint=hint)
+
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))  # fmt: skip
+
+
+def _kind(mode: int) -> str | None:
+    """None for a regular file, else what the file is ("a FIFO (named pipe)", "a character device", ...)."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((name for test, name in _KINDS if test(mode)), "not a file")
+
+
+def _bytes(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n} bytes"
 
 
 def _clip(obj: dict, base: Path, where: str, problems: list[str], *, codes: bool) -> Clip | None:
@@ -488,7 +579,8 @@ def check_dataset(dataset: Dataset, *, max_seconds: float = MAX_CLIP_SECONDS) ->
 def _check_audio(path: Path, label: str, problems: list[str], *, min_seconds: float, max_seconds: float, kind: str) -> AudioInfo | None:
     """Decode `path` (at most `max_seconds` of it) and check it; its problems go to `problems`."""
     if not path.is_file():
-        problems.append(f"{label}: no such file")
+        kind = _kind(path.stat().st_mode) if path.exists() else None
+        problems.append(f"{label}: {kind}, not a regular file" if kind else f"{label}: no such file")
         return None
     try:
         audio, sr = load_audio(path, max_seconds=max_seconds)
