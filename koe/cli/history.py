@@ -14,7 +14,8 @@ from koe.cli.common import command, err, fail, open_home, out, warn
 
 app = typer.Typer(help="What was spoken: list, show, replay or delete the outputs recorded in koe.db.", no_args_is_help=True)
 
-TEXT_WIDTH = 48  # characters of text shown per row in the list
+TEXT_WIDTH = 48  # at most this many characters of text shown per row in the list (what the terminal's width leaves)
+MIN_TEXT_WIDTH = 12  # ... and at least this many
 
 
 def _history():
@@ -43,18 +44,45 @@ def list_(
     if not entries:
         err.print("[dim]no outputs yet: `koe speak TEXT` records one[/]")
         return
+    header = ["id", "when", "model", "voice", "seconds", "text", "file"]
+    rows = [[str(e.id), _when(e), e.row.model, e.row.voice or "-", f"{e.row.duration_s:.2f}", e.row.text, _kept(e, history.outputs)] for e in entries]
+    kept = any(r[6] for r in rows)
+
+    def text_room(columns: int) -> int:  # what the other columns leave of the terminal's width for the text
+        widths = [max(len(header[i]), *(len(r[i]) for r in rows)) for i in range(columns) if i != 5]
+        return out.width - sum(widths) - 2 * (columns - 1)
+
+    if not kept or text_room(7) < MIN_TEXT_WIDTH:  # too narrow for the paths too: `koe history show ID` has them
+        header, rows = header[:6], [r[:6] for r in rows]
+    text_width = max(MIN_TEXT_WIDTH, min(TEXT_WIDTH, text_room(len(header))))
     table = Table(box=None, pad_edge=False)
-    for name in ("id", "when", "model", "voice", "seconds"):
+    for name in header:  # one line a row, nothing cut but the text: names are copied, the text is whole in `koe history show`
         table.add_column(name, no_wrap=True, justify="right" if name in ("id", "seconds") else "left")
-    table.add_column("text", ratio=1)
-    table.add_column("file", overflow="fold")  # a path is worth more whole than on one line
-    for e in entries:
-        r = e.row
-        table.add_row(str(r.id), e.when(), escape(r.model), escape(r.voice or "-"), f"{r.duration_s:.2f}", escape(_shorten(r.text)), escape(str(e.file or "")))
+    for row in rows:
+        row[5] = _shorten(row[5], text_width)
+        table.add_row(*map(escape, row))
     out.print(table)
+    if kept:
+        out.print(f"[dim]{'files under ' + escape(str(history.outputs)) if len(header) == 7 else 'the kept files: `koe history show ID`'}[/]")
     total = history.count()
-    if total > len(entries):
+    if total > limit:
         err.print(f"[dim]{len(entries)} of {total}; --limit N shows more[/]")
+
+
+def _when(entry) -> str:
+    """The row's local time, short: `MM-DD HH:MM` this year, else the date (`koe history show` has it all)."""
+    made = time.localtime(entry.row.created_at)
+    return time.strftime("%m-%d %H:%M" if made.tm_year == time.localtime().tm_year else "%Y-%m-%d", made)
+
+
+def _kept(entry, outputs: Path) -> str:
+    """The kept file, as its path under KOE_HOME/outputs (the table's last line names that folder)."""
+    if entry.file is None:
+        return ""
+    try:
+        return str(entry.file.relative_to(outputs.resolve()))
+    except ValueError:
+        return str(entry.file)
 
 
 @app.command("show")

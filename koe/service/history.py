@@ -12,6 +12,7 @@ Torch-free; the CLI's `koe history` is a shell over this, and the server could b
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import time
 from dataclasses import dataclass
@@ -22,6 +23,9 @@ from koe.service.errors import InvalidRequest, NotFound, StorageError
 from koe.service.home import KoeHome
 from koe.service.requests import SpeechRequest
 from koe.service.storage import OutputRow
+
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class Entry:
@@ -69,10 +73,10 @@ class History:
         self.outputs = home.settings.outputs_dir
 
     def list(self, limit: int = 20) -> list[Entry]:
-        """The newest `limit` rows first."""
+        """The newest `limit` rows first; a damaged row is skipped with a warning (as the voice library skips a damaged voice)."""
         if limit < 1:
             raise InvalidRequest(f"limit must be at least 1, got {limit}", param="limit")
-        return [self._entry(r) for r in self.db.list_outputs(limit)]
+        return [self._entry(r) for r in self.db.list_outputs(limit, on_damaged=lambda e: log.warning("%s; skipped", e))]
 
     def count(self) -> int:
         return self.db.count_outputs()
@@ -90,7 +94,7 @@ class History:
         folder is never touched; a day folder left empty is removed."""
         if ids is not None:
             ids = list(dict.fromkeys(ids))
-            missing = [i for i in ids if self.db.get_output(i) is None]
+            missing = [i for i in ids if not self.db.has_output(i)]  # a damaged row can be deleted
             if missing:
                 raise NotFound(f"no output {', '.join(map(str, missing))} in the history", hint="`koe history list` shows the ids", param="id")
         rows = self.db.delete_outputs(ids)

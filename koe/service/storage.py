@@ -11,7 +11,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -200,14 +200,28 @@ class Database:
         with self.transaction() as db:
             db.execute("UPDATE outputs SET path = ? WHERE id = ?", (path, output_id))
 
-    def list_outputs(self, limit: int = 50) -> list[OutputRow]:
-        """The most recent outputs first."""
+    def list_outputs(self, limit: int = 50, on_damaged: Callable[[StorageError], None] | None = None) -> list[OutputRow]:
+        """The most recent outputs first. A damaged row raises its `StorageError`; with `on_damaged`, it is given
+        there and skipped."""
         rows = self._connection().execute("SELECT * FROM outputs ORDER BY id DESC LIMIT ?", (int(limit),)).fetchall()
-        return [_output_row(r) for r in rows]
+        good = []
+        for r in rows:
+            try:
+                good.append(_output_row(r))
+            except StorageError as e:
+                if on_damaged is None:
+                    raise
+                on_damaged(e)
+        return good
 
     def get_output(self, output_id: int) -> OutputRow | None:
+        """Output `output_id` (None when there is none); a damaged row raises `StorageError`."""
         r = self._connection().execute("SELECT * FROM outputs WHERE id = ?", (int(output_id),)).fetchone()
         return _output_row(r) if r else None
+
+    def has_output(self, output_id: int) -> bool:
+        """Whether row `output_id` is there (damaged or not)."""
+        return self._connection().execute("SELECT 1 FROM outputs WHERE id = ?", (int(output_id),)).fetchone() is not None
 
     def count_outputs(self) -> int:
         return int(self._connection().execute("SELECT COUNT(*) FROM outputs").fetchone()[0])
@@ -223,11 +237,27 @@ class Database:
                 rows = db.execute(f"SELECT * FROM outputs WHERE id IN ({marks}) ORDER BY id", [int(i) for i in ids]).fetchall() if ids else []
                 if rows:
                     db.execute(f"DELETE FROM outputs WHERE id IN ({marks})", [int(i) for i in ids])
-        return [_output_row(r) for r in rows]
+        return [_output_row(r, damaged_ok=True) for r in rows]
 
 
-def _output_row(r: sqlite3.Row) -> OutputRow:
-    return OutputRow(**{**dict(r), "metadata": json.loads(r["metadata"])})
+def _output_row(r: sqlite3.Row, damaged_ok: bool = False) -> OutputRow:
+    """A history row as koe wrote it, else `StorageError` naming what is damaged (with `damaged_ok`: its id and path only)."""
+    d = dict(r)
+    try:
+        d["metadata"] = json.loads(d["metadata"])
+        why = "" if isinstance(d["metadata"], dict) else "its metadata is no JSON object"
+    except (TypeError, ValueError):
+        why = "its metadata is not JSON"
+    numbers, texts = ("created_at", "duration_s"), ("text", "model", "format")
+    bad = [k for k in numbers if not isinstance(d[k], int | float)] + [k for k in texts if not isinstance(d[k], str)]
+    bad += [k for k in ("voice", "path") if d[k] is not None and not isinstance(d[k], str)]
+    why = why or (f"its {', '.join(bad)} {'is' if len(bad) == 1 else 'are'} not what koe writes" if bad else "")
+    if not why:
+        return OutputRow(**d)
+    if damaged_ok:
+        path = d["path"] if isinstance(d["path"], str) else None
+        return OutputRow(d["id"], 0.0, "", "", None, "", 0.0, path)
+    raise StorageError(f"output {d['id']} in koe.db is damaged: {why}", hint=f"koe history delete {d['id']} removes it")
 
 
 def _model_row(r: sqlite3.Row) -> ModelRow:
