@@ -5,7 +5,9 @@ server's voice list and the drop-in, and every refusal as one clear message."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -150,6 +152,44 @@ def test_bad_rows_are_all_listed(bases, home, koe, tmp_path):
     r = koe("train", "speaker", "--model", str(bases["1.7b"]), "--data", str(data), "--speaker", "bob", "--out", str(tmp_path / "o"), ok=False)
     assert r.exit_code == 2
     assert "bad.jsonl:1" in r.output and "bad.jsonl:2" in r.output, r.output
+
+
+_BOUNDED_RUNS = r"""
+import json, resource, sys, time
+resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))  # the bug (reading it all) fails with MemoryError, not the machine
+import koe.engines.qwen3_tts.finetune.run, koe.service.training  # imported before measuring
+from typer.testing import CliRunner
+from koe.cli.main import app
+base, out, *datas = sys.argv[1:]
+results = []
+for i, data in enumerate(["/nonexistent/warm-up.jsonl", *datas]):
+    before, started = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.monotonic()
+    r = CliRunner().invoke(app, ["train", "speaker", "--model", base, "--data", data, "--speaker", "x", "--out", f"{out}/{i}"])
+    results.append({"code": r.exit_code, "output": r.output, "seconds": time.monotonic() - started,
+                    "grew_mb": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024})
+print(json.dumps(results[1:]))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo") or not Path("/dev/zero").exists(), reason="POSIX files")
+def test_data_that_never_ends_is_refused_in_seconds_and_bounded_memory(bases, tmp_path):
+    os.mkfifo(fifo := tmp_path / "clips.jsonl")
+    with (huge := tmp_path / "huge.jsonl").open("wb") as f:
+        f.truncate(3 << 30)  # sparse: over the 2 GiB cap, no disk
+    (folder := tmp_path / "pairs").mkdir()
+    shutil.copy(bases["data"]["pairs"] / "utt000.wav", folder)
+    with (folder / "utt000.txt").open("wb") as f:
+        f.truncate(5 << 30)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KOE_")} | {"KOE_HOME": str(tmp_path / "home")}
+    proc = subprocess.run([sys.executable, "-c", _BOUNDED_RUNS, str(bases["1.7b"]), str(tmp_path / "out"), "/dev/zero", str(fifo), str(huge),
+                           str(folder)], check=False, capture_output=True, text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    expected = ["zero: a character device, not a regular file", "clips.jsonl: a FIFO (named pipe), not a regular file",
+                "huge.jsonl: 3 GiB, more than the 2 GiB a dataset file may be", "utt000.txt: 5 GiB, more than the 1 MiB a transcript may be"]
+    for result, message in zip(json.loads(proc.stdout), expected, strict=True):
+        shown = " ".join(result["output"].split())
+        assert result["code"] == 2 and message in shown and "Traceback" not in shown, result
+        assert result["seconds"] < 10 and result["grew_mb"] < 64, result
 
 
 def test_an_output_folder_holding_something_else_is_refused(bases, home, koe, tmp_path):
