@@ -11,6 +11,8 @@ from rich.table import Table
 
 from koe.cli.common import command, err, fail, note, open_home, out, state, warn
 
+MIN_VALUE_WIDTH = 16  # `koe config show` keeps the env var column only where the values get this much
+
 def _complete_key(incomplete: str) -> list[str]:
     """Shell completion for KEY: the settings koe.toml may hold."""
     from koe.service.config_file import setting_keys
@@ -33,10 +35,20 @@ def show(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = 
         out.print_json(json.dumps({r.key: {"value": r.display(), "source": r.source, "env": r.env_name} for r in rows}))
         return
     out.print(f"[dim]koe.toml: {escape(str(settings.toml_path))}{'' if settings.toml_path.is_file() else ' (not present)'}[/]")
-    table = Table("setting", "value", "source", "env var", box=None, pad_edge=False)
-    for r in rows:
-        table.add_row(r.key, escape(r.display()), r.source, "KOE_HOME" if r.key == "home" else r.env_name)
+    cells = [(r.key, r.display(), "env" if r.source.startswith("env ") else r.source, "KOE_HOME" if r.key == "home" else r.env_name) for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(4)]
+    with_env = out.width - widths[0] - widths[2] - widths[3] - 3 * 2 >= MIN_VALUE_WIDTH  # else the rule, once, under the table
+    table = Table(box=None, pad_edge=False)
+    table.add_column("setting", no_wrap=True, min_width=widths[0])  # names whole: they are typed back into `koe config set`
+    table.add_column("value", overflow="fold", ratio=1)
+    table.add_column("source", no_wrap=True, min_width=widths[2])
+    if with_env:
+        table.add_column("env var", no_wrap=True, min_width=widths[3])
+    for key, value, source, env in cells:
+        table.add_row(key, escape(value), escape(source), *([env] if with_env else []))
     out.print(table)
+    if not with_env:
+        out.print("[dim]env var: KOE_<SECTION>__<NAME>, e.g. KOE_SERVER__PORT for server.port; KOE_HOME for home[/]")
 
 
 @app.command("path")
