@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from koe.engines.base import Capabilities
+from koe.runtime.files import read_json_object
 
 
 @dataclass(frozen=True)
@@ -256,16 +257,8 @@ def find_release(specs: Iterable[FamilySpec], ref: str, arch: str | None = None)
 
 
 def read_json(path: Path) -> dict[str, Any]:
-    """A JSON object from `path`; `SpecError` naming the file if it is not one."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as e:
-        raise SpecError(f"{path}: cannot read it ({e})") from e
-    except json.JSONDecodeError as e:
-        raise SpecError(f"{path}: not valid JSON ({e})") from e
-    if not isinstance(data, dict):
-        raise SpecError(f"{path}: expected a JSON object")
-    return data
+    """A JSON object from `path`; `SpecError` naming the file if it is not one (`read_json_object`)."""
+    return read_json_object(path, SpecError)
 
 
 def safetensors_dtype(path: Path) -> str | None:
@@ -295,9 +288,10 @@ def safetensors_header(path: Path) -> dict[str, Any]:
             n = int.from_bytes(f.read(8), "little")
             if n <= 0 or n > 100_000_000:
                 return {}
-            return json.loads(f.read(n))
-    except (OSError, ValueError):
+            header = json.loads(f.read(n))
+    except (OSError, ValueError, RecursionError):  # RecursionError: a header nested too deeply to parse
         return {}
+    return header if isinstance(header, dict) else {}
 
 
 # -- random weights ------------------------------------------------------------------------------------

@@ -23,11 +23,13 @@ import torch
 from safetensors import safe_open
 from torch import nn
 
+from koe.runtime.files import read_json_object
+
 M = TypeVar("M", bound=nn.Module)
 
 
 class WeightsError(ValueError):
-    """A checkpoint does not fit the model: missing, unexpected or misshapen tensors, or no weights file."""
+    """A checkpoint does not fit the model (missing, unexpected or misshapen tensors), is damaged, or is not there."""
 
 
 def weight_files(folder: Path, stem: str = "model") -> list[Path]:
@@ -38,10 +40,9 @@ def weight_files(folder: Path, stem: str = "model") -> list[Path]:
     if single.exists():
         return [single]
     if index.exists():
-        try:
-            weight_map = json.loads(index.read_text())["weight_map"]
-        except (json.JSONDecodeError, KeyError) as e:
-            raise WeightsError(f"{index}: not a valid safetensors index ({e})") from e
+        weight_map = read_json_object(index, WeightsError).get("weight_map")
+        if not isinstance(weight_map, dict) or not all(isinstance(name, str) for name in weight_map.values()):
+            raise WeightsError(f"{index}: not a valid safetensors index (no weight_map of tensor names to file names)")
         shards = sorted({folder / name for name in weight_map.values()})
         missing = [str(s) for s in shards if not s.exists()]
         if missing:
@@ -64,9 +65,21 @@ def checkpoint_tensors(path: Path) -> Iterator[tuple[str, torch.Tensor]]:
     if path.suffix in PICKLE_SUFFIXES:
         yield from _flatten(read_pickled(path))
         return
-    with safe_open(str(path), framework="pt", device="cpu") as f:
+    with open_safetensors(path) as f:
         for key in f.keys():
             yield key, f.get_tensor(key)
+
+
+def open_safetensors(path: Path):
+    """`safe_open(path)` on the CPU. A torn or damaged file (a header that does not parse, or that
+    the file's size does not cover: an interrupted download or copy) is a `WeightsError` naming it;
+    a missing or unreadable one stays an `OSError`."""
+    try:
+        return safe_open(str(path), framework="pt", device="cpu")
+    except OSError:
+        raise
+    except Exception as e:  # noqa: BLE001 - safetensors' own SafetensorError (not importable by that name in every version)
+        raise WeightsError(f"{path}: damaged or incomplete safetensors file ({type(e).__name__}: {e})") from e
 
 
 def read_pickled(path: Path) -> object:
@@ -108,7 +121,7 @@ class _Safetensors:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.file = safe_open(str(path), framework="pt", device="cpu").__enter__()
+        self.file = open_safetensors(path).__enter__()
         self._layout: dict[str, dict] | None = None
         self._map: mmap.mmap | None = None
         self._base = 0

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from koe.engines.qwen3_tts.spec import GENERATION_DEFAULTS, drops_instruct
 from koe.nn.decoder import DecoderSpec
+from koe.runtime.files import read_json_object
 
 MODEL_TYPES = ("base", "custom_voice", "voice_design")
 SUPPORTED_TOKENIZER = "qwen3_tts_tokenizer_12hz"
@@ -200,7 +200,4 @@ class GenerationDefaults:
 def read_json(path: Path) -> dict:
     if not path.exists():
         raise ConfigError(f"missing file: {path}")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{path}: not valid JSON ({e})") from e
+    return read_json_object(path, ConfigError)

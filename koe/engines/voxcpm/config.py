@@ -13,11 +13,12 @@ Torch-free: the spec reads it to describe a folder.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+from koe.runtime.files import read_json_object
 
 __all__ = ["ARCHITECTURES", "CfmConfig", "LMConfig", "VoxCPMConfig", "parse_config", "read_config"]
 
@@ -241,8 +242,4 @@ def parse_config(raw: dict, where: str | Path = "config.json") -> VoxCPMConfig:
 
 def read_config(path: str | Path) -> VoxCPMConfig:
     path = Path(path)
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path}: not a readable config.json ({e})") from e
-    return parse_config(raw, path)
+    return parse_config(read_json_object(path), path)

@@ -13,11 +13,11 @@ transcript, or the model's own voice.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from koe.engines.base import CLONE, CLONE_WITHOUT_TRANSCRIPT, DESIGN, NO_VOICE, Capabilities, Option, OptionsSchema
 from koe.engines.spec import ModelDescription, ModelInfo, ReleasedModel, SpecError, VoiceAlias, has_random_weights, safetensors_dtype
+from koe.runtime.files import read_json_object
 
 FAMILY = "voxcpm"
 LANGUAGES = ("auto",)  # the text's own language, no tag (VoxCPM2: 30 languages; 1.5: Chinese and English)
@@ -55,10 +55,10 @@ def _config(folder: Path) -> dict | None:
     if not path.is_file():
         return None
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        raw = read_json_object(path)
+    except ValueError:
         return None
-    if isinstance(raw, dict) and "lm_config" in raw and "dit_config" in raw and str(raw.get("architecture", "voxcpm")).lower().startswith("voxcpm"):
+    if "lm_config" in raw and "dit_config" in raw and str(raw.get("architecture", "voxcpm")).lower().startswith("voxcpm"):
         return raw
     return None
 

@@ -7,11 +7,12 @@ ignores them; values koe cannot run (another `model_type`, non-causal convolutio
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+from koe.runtime.files import read_json_object
 
 MODEL_TYPE = "qwen3_tts_tokenizer_12hz"
 
@@ -201,4 +202,6 @@ class SpeechTokenizerConfig:
         path = Path(path)
         if path.is_dir():
             path = path / "config.json"
-        return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
+        if not path.exists():
+            raise FileNotFoundError(f"{path} not found")
+        return cls.from_dict(read_json_object(path, CodecConfigError))
