@@ -218,3 +218,47 @@ def test_models_default_takes_a_hub_id_that_is_not_here_yet(koe, home, tmp_path,
     assert load_settings(home, environ={}).models.default == "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"
     one_line_error(koe("models", "default", "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice/extra", ok=False), "hub id")
     assert load_settings(home, environ={}).models.default == "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"
+
+
+# What `koe serve` refuses, `koe config set` refuses: one rule (the settings model), the same words.
+SERVE_REFUSES = [
+    ("server.token", " spaced ", "starts or ends with whitespace"),
+    ("server.token", "tab\tin-the-middle-0123456789", "control character"),
+    ("server.max_upload_bytes", "99999999999999999999", "less than or equal to 1073741824"),
+    ("server.max_upload_bytes", "1023", "greater than or equal to 1024"),
+    ("server.host", "bad host", "not an address or a host name to listen on"),
+    ("server.host", "127.0.0.1:8000", "the port is server.port"),
+    ("server.allowed_hosts", "tts.lan,evil.example/x", "'evil.example/x' is not a host name"),
+    ("server.allowed_origins", "localhost:3000", "'localhost:3000' is not an origin"),
+]
+
+
+@pytest.mark.parametrize(("key", "value", "match"), SERVE_REFUSES)
+def test_config_set_refuses_exactly_what_serve_refuses(koe, home, monkeypatch, key, value, match):
+    import tomlkit
+
+    started = []
+    real_import = __import__("importlib").import_module
+    monkeypatch.setattr("importlib.import_module", lambda name: started.append(name) if name == "koe.server.app" else real_import(name))
+    refused = koe("config", "set", key, value, ok=False)
+    one_line_error(refused, match)
+    assert not (home / "koe.toml").exists()
+    section, name = key.split(".")
+    home.mkdir(exist_ok=True)
+    typed = value.split(",") if name.startswith("allowed_") else int(value) if value.isdigit() else value
+    (home / "koe.toml").write_text(tomlkit.dumps({section: {name: typed}}))  # as a hand edit would put it there
+    served = koe("serve", ok=False)
+    one_line_error(served, match, code=1)
+    assert "from koe.toml" in served.stderr and not started  # refused before the server (or a model) loads
+    problem = refused.stderr.split(": ", 2)[2]  # "error: KEY=VALUE: <the rule's words> (hint)"
+    assert problem.split(" (")[0] in served.stderr  # the same validator's words, word for word
+    if key == "server.token":
+        assert value.strip() not in refused.output + served.output  # never echoed, even when refused
+
+
+def test_serve_and_config_set_accept_the_same_good_values(koe, home):
+    for key, value in [("server.host", "::1"), ("server.host", "my-box.lan"), ("server.token", "inner spaces are-fine-0123"),
+                       ("server.max_upload_bytes", str(1024**3)), ("server.allowed_hosts", "*,*.lan,.corp,tts.example:8443"),
+                       ("server.allowed_origins", "*,http://localhost:3000")]:  # fmt: skip
+        koe("config", "set", key, value)
+    assert load_settings(home, environ={}).server.allowed_origins == ["*", "http://localhost:3000"]

@@ -32,16 +32,16 @@ def check_binding(server: ServerSettings) -> None:
 
     Beyond loopback the token must have at least `MIN_TOKEN_CHARS` characters; the error offers a
     freshly generated one. On loopback a shorter token is allowed (only this machine can guess at
-    it) but logged as weak. Anywhere, a token that starts or ends with whitespace is refused: HTTP
-    strips it from the header, so no client could ever send it.
+    it) but logged as weak. A token no client can send (whitespace around it, a control character)
+    never gets here: the settings refuse it, for `koe config set` as for `koe serve`. These rules
+    weigh the host and the token together (each may come from another layer), so they are checked
+    here, when the server starts, not per setting.
     """
     token = server.token.get_secret_value() if server.token else ""
     loopback = is_loopback(server.host)
     how = "set server.token in koe.toml, KOE_SERVER__TOKEN, or --token; clients send 'Authorization: Bearer TOKEN'"
     if not loopback and not token:
         raise ConfigError(f"refusing to listen on {server.host}: binding beyond 127.0.0.1 needs an access token", hint=how)
-    if token and token != token.strip():
-        raise ConfigError("server.token starts or ends with whitespace, which no client can send", hint="remove the spaces or newlines around it")
     if len(token) < MIN_TOKEN_CHARS and token:
         if not loopback:
             raise ConfigError(

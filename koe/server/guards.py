@@ -13,7 +13,6 @@ See docs/security.md for the threat model.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import logging
 import socket
@@ -21,13 +20,13 @@ import time
 from collections.abc import Iterable
 from http import HTTPStatus
 from typing import Any
-from urllib.parse import urlsplit
 
 import anyio
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from koe.service.errors import ConfigError
+from koe.service.settings import DEFAULT_PORTS, is_ip_literal, origin_of, split_host  # the settings check entries with them too
 from koe.server.auth import is_loopback
 from koe.server.errors import error_body, error_response
 from koe.server.state import Drain, ShutdownCancelled
@@ -35,47 +34,11 @@ from koe.server.state import Drain, ShutdownCancelled
 log = logging.getLogger(__name__)
 
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-_DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 _HOSTS_SETTING = "server.allowed_hosts (koe.toml, KOE_SERVER__ALLOWED_HOSTS or koe serve --allow-host)"
 _ORIGINS_SETTING = "server.allowed_origins (koe.toml, KOE_SERVER__ALLOWED_ORIGINS or koe serve --allow-origin)"
 
 
 # -- Host and Origin ---------------------------------------------------------------------------
-def split_host(value: str) -> tuple[str, int | None] | None:
-    """(lower-case host without brackets or trailing dot, port or None) of a Host header value;
-    None when it is malformed (a path, user info, a bad port)."""
-    if not value or any(c in value for c in "/\\@?# \t"):
-        return None
-    try:
-        parts = urlsplit("//" + value)
-        host, port = parts.hostname, parts.port
-    except ValueError:
-        return None
-    return (host.rstrip("."), port) if host else None
-
-
-def origin_of(value: str) -> tuple[str, str, int | None] | None:
-    """(scheme, host, port) of an Origin value (`scheme://host[:port]`), the port filled in from the
-    scheme's default; None when it is malformed or opaque (`null`)."""
-    try:
-        parts = urlsplit(value.strip())
-        scheme, host, port = parts.scheme.lower(), parts.hostname, parts.port
-    except ValueError:
-        return None
-    if not scheme or not host or parts.path not in ("", "/") or parts.query or parts.username is not None:
-        return None
-    return scheme, host.rstrip("."), port if port is not None else _DEFAULT_PORTS.get(scheme)
-
-
-def is_ip_literal(host: str) -> bool:
-    """True for an IPv4 or IPv6 address (a Host no DNS-rebinding page can send: it needs a name)."""
-    try:
-        ipaddress.ip_address(host)
-        return True
-    except ValueError:
-        return False
-
-
 def own_names(bound_host: str) -> set[str]:
     """The names this machine answers to besides loopback: the bound address when it is a name, and,
     when bound beyond loopback, the host name (short, as given, and `.local` for mDNS)."""
@@ -146,7 +109,7 @@ class AllowedOrigins:
         out = []
         for scheme, host, port in sorted(self.origins, key=str):
             name = f"[{host}]" if ":" in host else host
-            out.append(f"{scheme}://{name}" + ("" if port in (None, _DEFAULT_PORTS.get(scheme)) else f":{port}"))
+            out.append(f"{scheme}://{name}" + ("" if port in (None, DEFAULT_PORTS.get(scheme)) else f":{port}"))
         return out
 
 
@@ -203,7 +166,7 @@ class BrowserGuard:
         if self.origins.allows(parsed):
             return None
         scheme, name, port = parsed
-        if scheme in ("http", "https") and host is not None and name == host[0] and port == (host[1] if host[1] is not None else _DEFAULT_PORTS[scheme]):
+        if scheme in ("http", "https") and host is not None and name == host[0] and port == (host[1] if host[1] is not None else DEFAULT_PORTS[scheme]):
             return None  # same origin: koe's own pages
         return f"requests from the web origin {origin!r} may not change anything here; to allow it, add it to {_ORIGINS_SETTING}"
 

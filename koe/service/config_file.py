@@ -26,7 +26,7 @@ from tomlkit.items import Comment, Table, Whitespace
 
 from koe.service.errors import ConfigError, InvalidRequest, NotFound
 from koe.service.fsio import atomic_write_text, path_lock
-from koe.service.settings import ENV_DELIMITER, ENV_PREFIX, TOML_NAME, Settings, load_settings, resolve_home
+from koe.service.settings import ENV_DELIMITER, ENV_PREFIX, SECRET_KEY, TOML_NAME, Settings, load_settings, resolve_home
 
 SECTIONS = ("server", "models", "synthesis")
 OPTIONS_KEY = "synthesis.options"  # a table of family options: its entries are keys of their own
@@ -100,9 +100,11 @@ def parse_key(key: str) -> Key:
 def parse_value(key: Key, text: str) -> Any:
     """`text` (as typed on a command line) as the value koe.toml should hold for `key`, validated.
 
-    Numbers, booleans (true/false, yes/no, on/off, 1/0), choices and ranges are checked by the
-    section's model; lists take `a,b` or a JSON list; `synthesis.options` takes a TOML inline table
-    or a JSON object; one option (`synthesis.options.NAME`) takes a JSON value, else the text.
+    Numbers, booleans (true/false, yes/no, on/off, 1/0), choices, ranges and the server's own rules
+    (a token a client can send, a host to listen on, well-formed hosts and origins) are checked by
+    the section's model, the one `koe serve` validates with; lists take `a,b` or a JSON list;
+    `synthesis.options` takes a TOML inline table or a JSON object; one option
+    (`synthesis.options.NAME`) takes a JSON value, else the text.
     Returns None for a value that means "not set" (e.g. `models.device auto`).
     """
     if key.option is not None:
@@ -117,7 +119,8 @@ def parse_value(key: Key, text: str) -> Any:
     except ValidationError as e:
         problem = "; ".join(err["msg"] for err in e.errors())
         field = model.model_fields[key.name]
-        raise InvalidRequest(f"{key.dotted}={text!r}: {problem}", hint=field.description, param="value") from e
+        shown = "'********'" if key.dotted == SECRET_KEY else repr(text)
+        raise InvalidRequest(f"{key.dotted}={shown}: {problem}", hint=field.description, param="value") from e
     return _to_toml(getattr(probe, key.name))
 
 

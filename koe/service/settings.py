@@ -7,6 +7,7 @@ is what `koe config show` prints.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import tomllib
@@ -14,6 +15,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
@@ -25,6 +27,9 @@ ENV_PREFIX = "KOE_"
 ENV_DELIMITER = "__"
 TOML_NAME = "koe.toml"
 FORMATS = ("wav", "flac", "mp3", "opus", "aac", "m4a", "pcm")
+DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
+SECRET_KEY = "server.token"  # never shown: masked in `config show` and in errors
+MAX_UPLOAD_BYTES = 1024**3  # an upload is held in memory while it is checked
 
 
 def default_home() -> Path:
@@ -32,6 +37,42 @@ def default_home() -> Path:
     import platformdirs
 
     return Path(platformdirs.user_data_dir("koe", appauthor=False))
+
+
+# -- addresses: what the server settings name, and what its guards read from requests ------------------
+def split_host(value: str) -> tuple[str, int | None] | None:
+    """(lower-case host without brackets or trailing dot, port or None) of a Host header value;
+    None when it is malformed (a path, user info, a bad port)."""
+    if not value or any(c in value for c in "/\\@?# \t"):
+        return None
+    try:
+        parts = urlsplit("//" + value)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return None
+    return (host.rstrip("."), port) if host else None
+
+
+def origin_of(value: str) -> tuple[str, str, int | None] | None:
+    """(scheme, host, port) of an Origin value (`scheme://host[:port]`), the port filled in from the
+    scheme's default; None when it is malformed or opaque (`null`)."""
+    try:
+        parts = urlsplit(value.strip())
+        scheme, host, port = parts.scheme.lower(), parts.hostname, parts.port
+    except ValueError:
+        return None
+    if not scheme or not host or parts.path not in ("", "/") or parts.query or parts.username is not None:
+        return None
+    return scheme, host.rstrip("."), port if port is not None else DEFAULT_PORTS.get(scheme)
+
+
+def is_ip_literal(host: str) -> bool:
+    """True for an IPv4 or IPv6 address (a Host no DNS-rebinding page can send: it needs a name)."""
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        return False
 
 
 class _Section(BaseModel):
@@ -45,7 +86,7 @@ class ServerSettings(_Section):
     port: int = Field(8000, ge=1, le=65535, description="TCP port")
     token: SecretStr | None = Field(None, description="Bearer token clients must send (required off loopback)")
     max_input_chars: int = Field(4096, ge=1, description="longest text one request may speak")
-    max_upload_bytes: int = Field(20 * 1024 * 1024, ge=1024, description="largest uploaded reference clip")
+    max_upload_bytes: int = Field(20 * 1024 * 1024, ge=1024, le=MAX_UPLOAD_BYTES, description="largest uploaded reference clip or voice archive; 1 KiB to 1 GiB")
     max_reference_seconds: float = Field(30.0, gt=0, description="longest reference clip a voice may use")
     queue_size: int = Field(16, ge=1, description="requests waiting per loaded model before 429")
     max_batch_size: int = Field(8, ge=1, description="most requests batched into one generation")
@@ -82,6 +123,44 @@ class ServerSettings(_Section):
             except json.JSONDecodeError as e:
                 raise ValueError(f"not a JSON list ({e})") from e
         return [part.strip() for part in v.split(",") if part.strip()]
+
+    # What `koe serve` would refuse is refused here, so `koe config set` refuses it too (one rule for both).
+    @field_validator("host")
+    @classmethod
+    def _bindable(cls, v: str) -> str:
+        parsed = None if v.startswith("[") else split_host(v)
+        if not is_ip_literal(v) and (parsed is None or parsed[1] is not None):
+            raise ValueError("not an address or a host name to listen on (e.g. 127.0.0.1, 0.0.0.0, ::1, localhost; the port is server.port)")
+        return v
+
+    @field_validator("token")
+    @classmethod
+    def _sendable(cls, v: SecretStr | None) -> SecretStr | None:
+        """A token a client can send in `Authorization: Bearer TOKEN` (HTTP strips what surrounds a
+        header value and forbids control characters in it)."""
+        token = v.get_secret_value() if v is not None else ""
+        if token != token.strip():
+            raise ValueError("the token starts or ends with whitespace, which no client can send: remove the spaces or newlines around it")
+        if any(ord(c) < 32 or ord(c) == 127 for c in token):
+            raise ValueError("the token holds a control character (a tab, a newline...), which no client can send")
+        return v
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _host_names(cls, v: list[str]) -> list[str]:
+        for entry in v:
+            name = entry.strip()
+            if name and name != "*" and not name.startswith(("*.", ".")) and split_host(name) is None:
+                raise ValueError(f"{entry!r} is not a host name")
+        return v
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _origins(cls, v: list[str]) -> list[str]:
+        for entry in v:
+            if entry.strip() != "*" and origin_of(entry) is None:
+                raise ValueError(f"{entry!r} is not an origin (scheme://host[:port])")
+        return v
 
 
 class ModelsSettings(_Section):
@@ -316,5 +395,6 @@ def _describe(e: ValidationError, sources: dict[str, str]) -> str:
         if err["type"] == "extra_forbidden":
             problems.append(f"unknown setting {key!r} (from {where})")
         else:
-            problems.append(f"{key}={err.get('input')!r} (from {where}): {err['msg']}")
+            shown = "'********'" if key == SECRET_KEY else repr(err.get("input"))
+            problems.append(f"{key}={shown} (from {where}): {err['msg']}")
     return "invalid settings: " + "; ".join(problems)
