@@ -2,12 +2,17 @@
 
 The model: `--model`, else `models.default`, else the family's first released model (the 0.6B
 CustomVoice release of Qwen3-TTS) from the store or the Hugging Face cache (koe.service.resolve),
-else downloaded into the store when the hub is reachable (what, how big and where said first; a
-progress bar; resumable). Nothing global is set: the next run finds it in the store. With `--offline` / `KOE_DEMO_OFFLINE=1`, or when the download
+else downloaded into the store when the hub is reachable (what, how big and where said first; each
+step and a progress bar; resumable). Nothing global is set: the next run finds it in the store. With `--offline` / `KOE_DEMO_OFFLINE=1`, or when the download
 cannot happen (offline, hub unreachable, a failed pull), a tiny random-weight model of the same
-layout speaks instead, saying so and why.
+layout speaks instead, saying so and why. `--family NAME` tries that family offline: its tiny
+random-weight model, built once into the store (`demo-random-tiny`, `demo-random-tiny-f5-tts`, ...).
+
+Random weights make full-scale noise: the demo writes it at a safe level (peak `SAFE_PEAK_DBFS`) and
+says so, and says why such a model's speech is cut off (it seldom predicts the end of speech).
 """
 
+import math
 import os
 import time
 from pathlib import Path
@@ -16,11 +21,16 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from koe.cli.common import command, err, open_home, warn
+from koe.cli.common import command, err, fail, open_home, warn
+from koe.cli.speak import OWN_VOICE
 
-DEMO_MODEL = "demo-random-tiny"
+DEMO_MODEL = "demo-random-tiny"  # the default family's test model; another family's is demo-random-tiny-<family>
 OFFLINE_ENV = "KOE_DEMO_OFFLINE"  # set (1/true/yes/on): never download, use the random-weight model
 DEMO_TEXT = "Hello from koe. This sentence went from text to speech on this machine."
+RANDOM_SECONDS = 3.0  # how much audio a random-weight model makes (they seldom say "end of speech")
+LENGTH_OPTIONS = ("max_new_tokens", "max_len")  # the families' length caps in steps (Qwen3-TTS frames, VoxCPM patches)
+SAFE_PEAK_DBFS = -20.0  # random-weight noise is written no louder than this
+REFERENCE_TEXT = "This is the reference clip of the demo."  # said to a family that only clones (F5-TTS), with a synthetic clip
 
 
 @command
@@ -28,49 +38,138 @@ def demo(
     output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the audio.")] = Path("out/demo.wav"),
     text: Annotated[str, typer.Option("--text", help="What to say.")] = DEMO_TEXT,
     model: Annotated[str | None, typer.Option("--model", "-m", help="Use this model instead of the default / test model.")] = None,
+    family: Annotated[str | None, typer.Option("--family", help="Try this model family offline with its tiny random-weight test model "
+                                               "(noise, not speech): qwen3_tts, f5_tts or voxcpm.", show_default=False)] = None,
     seed: Annotated[int, typer.Option("--seed", min=0)] = 0,
-    max_new_tokens: Annotated[int | None, typer.Option("--max-new-tokens", help="Cap on frames (the test model rarely stops by itself).")] = None,
+    max_new_tokens: Annotated[int | None, typer.Option("--max-new-tokens", help="Cap on steps (the model's max_new_tokens or max_len; "
+                                                       "a test model rarely stops by itself).")] = None,
     offline: Annotated[bool, typer.Option("--offline", envvar=OFFLINE_ENV, help="Download nothing: without a configured model, "
                                           "use the tiny random-weight test model.", show_default=False)] = False,
-) -> None:
+) -> None:  # fmt: skip
     """Speak a sentence into out/demo.wav: the configured model, else the real 0.6B CustomVoice (downloaded once), else a random-weight one."""
     from koe.service.encode import format_for_path
     from koe.service.fsio import atomic_write_bytes
-    from koe.service.requests import SpeechRequest
     from koe.service.synthesizer import Synthesizer
 
+    if model is not None and family is not None:
+        fail("give --model or --family, not both", 2)
+    test_family = _family(family) if family is not None else None
     home = open_home()
-    spec = model or home.settings.models.default
+    spec = None if test_family else (model or home.settings.models.default)
     why = None
-    if spec is None:
+    if spec is None and test_family is None:
         spec, why = _released_model(home, offline)
-    random_weights = spec is None
-    if random_weights:
-        spec = _ensure_demo_model(home)
-        warn(f"{why}: using {DEMO_MODEL}, a tiny model with RANDOM weights — the audio is noise-like, not speech. "
-             f"For real speech: koe models pull {_released_example()} (or import a folder) and set models.default.")  # fmt: skip
-        if max_new_tokens is None:
-            max_new_tokens = 40  # ~3 s: random weights seldom say "end of speech"
+    if spec is None:
+        spec = _ensure_demo_model(home, test_family or _family(None))
+        if why:
+            warn(f"{why}: using {spec}, a tiny model with RANDOM weights — the audio is noise-like, not speech. "
+                 f"For real speech: koe models pull {_released_example()} (or import a folder) and set models.default.")  # fmt: skip
     fmt = format_for_path(output)
     synth = Synthesizer(home)
     started = time.perf_counter()
-    options = {"max_new_tokens": max_new_tokens} if max_new_tokens is not None else {}
-    request = SpeechRequest(text=text, model=spec, seed=seed, format=fmt.name, options=options, save=False)
-    plan = synth.plan(request)
+    ref = synth.planner.resolve_model(spec)
+    details = synth.planner.details(ref)
+    random_weights = details.random_weights
+    if random_weights and not why:
+        warn(f"{ref.name} has RANDOM weights (a test model): the audio is noise-like, not speech; it shows the whole path runs here, offline")
+    steps = max_new_tokens if max_new_tokens is not None else (_random_steps(details.capabilities) if random_weights else None)
+    plan = synth.plan(_request(text, spec, seed, fmt.name, details.capabilities, steps))
+    loading = time.perf_counter()
+    with err.status(f"loading {plan.model.name} …", spinner="dots"), synth.cache.use(plan.model):
+        pass  # loaded now (and kept): the load is a step of its own, said with its time
+    err.print(f"[dim]loaded {escape(plan.model.name)} ({details.size or '?'} parameters) in {time.perf_counter() - loading:.1f} s[/]")
     with err.status(f"speaking with {plan.model.name} ({plan.model.variant}) …", spinner="dots"):
         result = synth.speak(plan)
     for w in result.warnings:
-        if not random_weights:
-            warn(w)
+        warn(w + (f" — expected with random weights: they seldom predict the end of speech, so the demo stops them at {steps} steps" if random_weights and steps else ""))
+    audio = result.audio
+    if random_weights:
+        audio, said = _safe_level(result, fmt)
+        err.print(f"[dim]{escape(said)}[/]")
     output.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(output, result.audio)
+    atomic_write_bytes(output, audio)
     elapsed = time.perf_counter() - started
     err.print(f"[green]wrote[/] {escape(str(output.resolve()))}")
     err.print(
         f"  model {escape(plan.model.name)} ({plan.model.variant}{', random weights' if random_weights else ''}) at {escape(str(plan.model.path))}\n"
-        f"  voice {escape(str(result.voice))}, seed {result.seed}, {result.format.name} {result.sample_rate} Hz, {result.duration:.2f} s of audio "
+        f"  voice {escape(result.voice or OWN_VOICE)}, seed {result.seed}, {result.format.name} {result.sample_rate} Hz, {result.duration:.2f} s of audio "
         f"in {elapsed:.1f} s (RTF {elapsed / max(result.duration, 1e-9):.2f})"
     )
+
+
+def _family(name: str | None) -> str:
+    """The family `--family` names (default: the demo's); exit 2 naming those there are."""
+    from koe.engines.registry import DEMO_FAMILY, FAMILIES
+
+    if name is None:
+        return DEMO_FAMILY
+    key = name.strip().lower().replace("-", "_")
+    if key not in FAMILIES:
+        fail(f"unknown model family {name!r}; koe runs: {', '.join(FAMILIES)}", 2)
+    return key
+
+
+def demo_model_name(family: str) -> str:
+    """The store name of `family`'s random-weight test model."""
+    from koe.engines.registry import DEMO_FAMILY
+
+    return DEMO_MODEL if family == DEMO_FAMILY else f"{DEMO_MODEL}-{family.replace('_', '-')}"
+
+
+def _random_steps(caps) -> int | None:
+    """Steps of the family's length cap that make about `RANDOM_SECONDS` of audio (None: it has no such cap)."""
+    if caps is None or not caps.stream_step_s or not any(caps.options.get(n) for n in LENGTH_OPTIONS):
+        return None
+    return max(2, math.ceil(RANDOM_SECONDS / caps.stream_step_s))
+
+
+def _request(text: str, model: str, seed: int, fmt: str, caps, steps: int | None):
+    """The demo's request: the model's own way of choosing a voice (a preset speaker, its own voice, a
+    description; a family that only clones gets a synthetic reference clip), and the step cap."""
+    from koe.engines.base import CLONE, DESIGN, NO_VOICE, PRESET
+    from koe.service.requests import SpeechRequest
+
+    modes = caps.voice_modes if caps is not None else frozenset()
+    voice: dict = {}
+    if not modes & {PRESET, NO_VOICE}:
+        if DESIGN in modes:
+            voice = {"design": "A calm, clear voice at an even pace."}
+        elif CLONE in modes:
+            voice = {"ref_audio": _reference_clip(), "ref_text": REFERENCE_TEXT}
+    name = next((n for n in LENGTH_OPTIONS if caps is not None and caps.options.get(n)), None)
+    options = {name: steps} if name and steps is not None else {}
+    return SpeechRequest(text=text, model=model, seed=seed, format=fmt, options=options, save=False, **voice)
+
+
+def _reference_clip(seconds: float = 2.0, rate: int = 24000):
+    """A voiced-sounding synthetic clip (harmonics of 140 Hz, a syllable-like envelope) as (samples, rate)."""
+    import numpy as np
+
+    t = np.arange(int(seconds * rate)) / rate
+    x = sum(np.sin(2 * np.pi * f * t) / (i + 1) for i, f in enumerate((140, 280, 420, 560)))
+    x = 0.3 * x * (0.6 + 0.4 * np.sin(2 * np.pi * 3 * t)) / np.abs(x).max()
+    return x.astype(np.float32), rate
+
+
+def _safe_level(result, fmt) -> tuple[bytes, str]:
+    """The audio with its peak at most `SAFE_PEAK_DBFS` (random weights make full-scale noise), and what was done."""
+    import numpy as np
+
+    from koe.service.encode import encode_audio
+
+    samples = np.asarray(result.samples, dtype=np.float32)
+    peak = float(np.abs(samples).max()) if samples.size else 0.0
+    safe = 10 ** (SAFE_PEAK_DBFS / 20)
+    rms = float(np.sqrt(np.mean(np.square(samples, dtype=np.float64)))) if samples.size else 0.0
+    if peak <= safe:
+        return result.audio, f"random weights: peak {_dbfs(peak)}, RMS {_dbfs(rms)}, already a safe level: written as made"
+    quieter = encode_audio(samples * np.float32(safe / peak), result.engine_sample_rate, fmt).data
+    return quieter, (f"random weights make noise at full scale (peak {_dbfs(peak)}, RMS {_dbfs(rms)}): "
+                     f"written {20 * math.log10(peak / safe):.0f} dB quieter, peak {SAFE_PEAK_DBFS:.0f} dBFS, safe to play")  # fmt: skip
+
+
+def _dbfs(x: float) -> str:
+    return f"{20 * math.log10(max(x, 1e-9)):.1f} dBFS"
 
 
 def _released_model(home, offline: bool) -> tuple[str | None, str | None]:
@@ -100,28 +199,35 @@ def _released_model(home, offline: bool) -> tuple[str | None, str | None]:
     return d.ref.name, None
 
 
-def _ensure_demo_model(home) -> str:
-    """The random-weight CustomVoice test model in the store, built on first use."""
+def _ensure_demo_model(home, family: str) -> str:
+    """`family`'s random-weight test model in the store (its first fixture variant), built on first use."""
     from koe.service.errors import NotFound
 
+    name = demo_model_name(family)
     try:
-        home.models.get(DEMO_MODEL)
-        return DEMO_MODEL
+        home.models.get(name)
+        return name
     except NotFound:
         pass
-    from koe.engines.registry import write_fixture
+    from koe.engines.registry import DEMO_FAMILY, spec, write_fixture
     from koe.service.fsio import atomic_folder
-    from koe.text.qwen_vocab import VOCAB_PACKAGE, resolve_vocabulary
 
-    vocabulary = resolve_vocabulary("auto")
-    if vocabulary == "synthetic":
-        warn(f"{VOCAB_PACKAGE} (the real Qwen text vocabulary) is not installed: the test model gets a small synthetic "
-             "vocabulary instead; its random weights speak noise either way")  # fmt: skip
-    with err.status("building a tiny random-weight test model (once) …", spinner="dots"):
-        with atomic_folder(home.models.root / DEMO_MODEL, replace=True) as tmp:
-            write_fixture(tmp, vocabulary=vocabulary)
-        home.models.register(DEMO_MODEL, "koe demo (random weights)")
-    return DEMO_MODEL
+    options = {}
+    if family == DEMO_FAMILY:
+        from koe.text.qwen_vocab import VOCAB_PACKAGE, resolve_vocabulary
+
+        options["vocabulary"] = resolve_vocabulary("auto")
+        if options["vocabulary"] == "synthetic":
+            warn(f"{VOCAB_PACKAGE} (the real Qwen text vocabulary) is not installed: the test model gets a small synthetic "
+                 "vocabulary instead; its random weights speak noise either way")  # fmt: skip
+    started = time.perf_counter()
+    with err.status(f"building a tiny random-weight {spec(family).title} test model (once) …", spinner="dots"):
+        with atomic_folder(home.models.root / name, replace=True) as tmp:
+            write_fixture(tmp, family, **options)
+        d = home.models.register(name, f"koe demo (random weights, {family})")
+    err.print(f"[dim]built {escape(name)} ({d.ref.variant}, {d.size} parameters, random weights) in {time.perf_counter() - started:.1f} s "
+              f"at {escape(str(d.ref.path))}[/]")  # fmt: skip
+    return name
 
 
 def _released_example() -> str:

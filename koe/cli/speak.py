@@ -112,12 +112,24 @@ def speak(
     )  # fmt: skip
     synth = Synthesizer(home)
     plan = synth.plan(request)
+    random_weights = warn_if_random(synth, plan)
     started = time.perf_counter()
     if stream:
         _stream(synth, plan, None if to_stdout else output)
         return
     result = speak_plan(synth, plan)
-    write_result(result, output, to_stdout, time.perf_counter() - started)
+    write_result(result, output, to_stdout, time.perf_counter() - started, random_weights=random_weights)
+
+
+def warn_if_random(synth, plan) -> bool:
+    """Say so when the plan's model is one of koe's random-weight test models (a `koe speak` without
+    --model may have picked it as the only one installed); whether it is."""
+    from koe.service.models import RANDOM_WEIGHTS_NOTE
+
+    if not synth.planner.details(plan.model).random_weights:
+        return False
+    warn(f"model {plan.model.name} has {RANDOM_WEIGHTS_NOTE}; for real speech, `koe models pull ID` a released model and pass --model")
+    return True
 
 
 def refuse_terminal_stdout(flag: str) -> None:
@@ -141,8 +153,9 @@ def speak_plan(synth, plan):
     return result
 
 
-def write_result(result, output: Path | None, to_stdout: bool, elapsed: float) -> None:
-    """Write a finished utterance to stdout or `output` (atomically), or name its kept file; print one summary line."""
+def write_result(result, output: Path | None, to_stdout: bool, elapsed: float, *, random_weights: bool = False) -> None:
+    """Write a finished utterance to stdout or `output` (atomically), or name its kept file; print one summary line
+    (its model marked "random weights" when it is a test model)."""
     if to_stdout:
         sys.stdout.buffer.write(result.audio)
         sys.stdout.buffer.flush()
@@ -156,7 +169,7 @@ def write_result(result, output: Path | None, to_stdout: bool, elapsed: float) -
         where = str(result.path)
     err.print(
         f"[green]wrote[/] {escape(where)}  [dim]({result.format.name}, {result.sample_rate} Hz, {result.duration:.2f} s; "
-        f"{elapsed:.1f} s; model {escape(result.model)}, voice {escape(result.voice or OWN_VOICE)}, seed {result.seed})[/]"
+        f"{elapsed:.1f} s; model {escape(result.model)}{' (random weights)' if random_weights else ''}, voice {escape(result.voice or OWN_VOICE)}, seed {result.seed})[/]"
     )
 
 
