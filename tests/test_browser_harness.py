@@ -48,7 +48,7 @@ def test_the_server_is_the_real_koe_serve(server):
     assert health["status"] == "ok" and health["version"] == __version__ and health["models_loaded"] == ["cv"]
     assert server.stats() == {} or server.stats()["running"] == 0
     assert server.process.poll() is None and (server.home / "koe.toml").is_file()
-    assert f"Uvicorn running on {server.url}" in server.log()
+    assert f"is serving on {server.url}" in server.log()  # koe serve's banner, printed once it serves
 
 
 def test_settings_and_token_reach_the_server(koe_serve):

@@ -10,8 +10,12 @@ in page.py (koe/server/web/).
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
-from collections.abc import AsyncIterator
+import os
+import socket
+import sys
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import anyio
@@ -21,7 +25,7 @@ from fastapi.security import HTTPBearer
 
 from koe import __version__
 from koe.runtime import compute
-from koe.service.errors import KoeError
+from koe.service.errors import ConfigError, KoeError, Unavailable
 from koe.service.home import KoeHome
 from koe.service.scheduler import Scheduler
 from koe.service.settings import ServerSettings, Settings
@@ -38,6 +42,7 @@ from koe.server.state import Drain, ServerState
 log = logging.getLogger(__name__)
 
 _FORM_SLACK = 64 * 1024  # multipart boundaries and the small text fields around an upload
+BACKLOG = 2048  # pending connections the kernel holds (uvicorn's default)
 DRAIN_MARGIN_S = 3.0  # after the grace: time for cancelled requests to answer before uvicorn cancels them
 
 
@@ -145,21 +150,103 @@ def _preload(synth: Synthesizer) -> None:
 def run(settings: Settings) -> None:
     """Serve on `settings.server.host:port` until interrupted (what `koe serve` calls).
 
-    Refuses (`ConfigError`) to bind beyond loopback without a strong access token. On SIGTERM or
-    Ctrl-C it drains: stops accepting, gives in-flight requests `server.shutdown_grace_s` seconds,
-    then cancels the rest (they get 503 + Retry-After, SSE streams an `error` event).
+    Refuses (`ConfigError`) to bind beyond loopback without a strong access token. Then it takes
+    the port (`listen`) before anything else, so a busy port or an address this machine does not
+    have is one clear error at once, not after the default model has loaded. Once it serves, it
+    prints the banner (`banner`) on stderr. On SIGTERM or Ctrl-C it drains: stops accepting, gives
+    in-flight requests `server.shutdown_grace_s` seconds, then cancels the rest (they get 503 +
+    Retry-After, SSE streams an `error` event).
     """
     check_binding(settings.server)
-    app = create_app(settings)
     s = settings.server
-    server = draining_server(uvicorn_config(app, s), app.state.drain)
-    log.info("koe %s serving on http://%s:%d (auth %s)", __version__, s.host, s.port, "on" if s.token else "off")
+    sockets = listen(s)
     try:
-        server.run()
-    except KeyboardInterrupt:
-        pass
+        app = create_app(settings)
+
+        def started() -> None:
+            state: ServerState = app.state.koe
+            print(banner(settings, [d.ref.name for d in state.home.models.list()]), file=sys.stderr, flush=True)
+
+        server = draining_server(uvicorn_config(app, s), app.state.drain, on_started=started)
+        try:
+            server.run(sockets=sockets)
+        except KeyboardInterrupt:
+            pass
+    finally:
+        for sock in sockets:
+            sock.close()
     if not server.started:
         raise SystemExit(3)  # uvicorn has logged why (as uvicorn.run does)
+
+
+def listen(server: ServerSettings) -> list[socket.socket]:
+    """Sockets bound to `server.host:port` and listening, as uvicorn would bind them (every address
+    the host resolves to; SO_REUSEADDR on POSIX, so a restart finds the port free; IPv6 sockets IPv6
+    only). A port another program holds, or an address this machine does not have, is a `KoeError`
+    saying so: `run` calls this before any model loads."""
+    host, port = server.host, server.port
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as e:
+        raise ConfigError(f"cannot listen on {host!r}: {e.strerror}", hint=_HOST_HINT) from e
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in dict.fromkeys(found):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            if os.name == "posix":
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+            sock.listen(BACKLOG)
+    except OSError as e:
+        for sock in sockets:
+            sock.close()
+        raise _cannot_listen(e, server) from e
+    return sockets
+
+
+_HOST_HINT = "server.host (or --host) must be an address of this machine: 127.0.0.1, ::1, 0.0.0.0 (all of them), ..."
+
+
+def _cannot_listen(e: OSError, server: ServerSettings) -> KoeError:
+    where = f"[{server.host}]:{server.port}" if ":" in server.host else f"{server.host}:{server.port}"
+    if e.errno == errno.EADDRINUSE:
+        other = server.port + 1 if server.port < 65535 else 8000
+        return Unavailable(
+            f"cannot listen on {where}: address already in use (another koe serve, or another program, has that port)",
+            hint=f"stop it, or pick another port, e.g. koe serve --port {other}",
+        )
+    if e.errno == errno.EADDRNOTAVAIL:
+        return ConfigError(f"cannot listen on {where}: no network interface of this machine has that address", hint=_HOST_HINT)
+    if e.errno == errno.EACCES:
+        return ConfigError(f"cannot listen on {where}: permission denied", hint="ports below 1024 need privileges: pick another, e.g. koe serve --port 8000")
+    return Unavailable(f"cannot listen on {where}: {e.strerror or e}")
+
+
+def banner(settings: Settings, models: list[str]) -> str:
+    """What `koe serve` prints once it serves: the URL, the web page, the API pages, the installed
+    `models` (the default marked) and whether clients need the token (never the token itself)."""
+    s = settings.server
+    wildcard = s.host in ("0.0.0.0", "::")
+    shown = ("::1" if ":" in s.host else "127.0.0.1") if wildcard else s.host
+    url = f"http://{f'[{shown}]' if ':' in shown else shown}:{s.port}"
+    default = settings.models.default
+    names = [f"{n} (default)" if n == default else n for n in models]
+    if default and default not in models:
+        names.append(f"default {default} (loads on first use)")
+    lines = [
+        f"koe {__version__} is serving on {url}",
+        *([f"  listening  on every address of this machine ({s.host}): from elsewhere, use its name or address"] if wildcard else []),
+        f"  web page   {url}/" if s.web_page else "  web page   off (server.web_page)",
+        f"  API        {url}/v1 (OpenAI's speech API); reference at {url}/docs",
+        f"  models     {', '.join(names) if names else 'none installed: koe models pull ID, or koe models import PATH'}",
+        "  token      required: clients send 'Authorization: Bearer TOKEN' (server.token)"
+        if s.token
+        else "  token      not required: only this machine can connect (loopback)",
+    ]
+    return "\n".join(lines)
 
 
 def uvicorn_config(app: FastAPI, server: ServerSettings):  # -> uvicorn.Config (uvicorn is imported only when serving)
@@ -178,12 +265,18 @@ def uvicorn_config(app: FastAPI, server: ServerSettings):  # -> uvicorn.Config (
     )
 
 
-def draining_server(config, drain: Drain):  # -> uvicorn.Server (uvicorn is imported only when serving)
+def draining_server(config, drain: Drain, on_started: Callable[[], None] | None = None):  # -> uvicorn.Server (imported only when serving)
     """A uvicorn server whose shutdown drives `drain`: `begin()` as it stops accepting, `expire()`
-    after the grace period (uvicorn itself would only cancel the tasks, and answer text/plain 500)."""
+    after the grace period (uvicorn itself would only cancel the tasks, and answer text/plain 500).
+    `on_started()` is called once it serves (the lifespan has run: the default model is loaded)."""
     import uvicorn
 
     class DrainingServer(uvicorn.Server):
+        async def startup(self, sockets=None) -> None:
+            await super().startup(sockets)
+            if self.started and on_started is not None:
+                on_started()
+
         async def shutdown(self, sockets=None) -> None:
             log.info("shutting down: in-flight requests get %g s to finish (server.shutdown_grace_s)", drain.grace_s)
             drain.begin()
