@@ -301,11 +301,15 @@ class Qwen3TTSEngine(NativeAPI):
         return spec.REF_PAD.check(value)
 
     def load_voice(self, folder: str | Path) -> VoicePrompt:
-        """A prompt saved by `VoicePrompt.save` (one of another family's is a `VoicePromptMismatch`)."""
+        """A prompt saved by `VoicePrompt.save` (one of another family's, or a damaged one, is a `VoicePromptMismatch`)."""
         try:
-            return VoicePrompt.load(folder)
+            voice = VoicePrompt.load(folder)
         except VoicePromptError as e:
             raise VoicePromptMismatch(str(e), param="voice") from e
+        codebook = self.cfg.talker.code_predictor.vocab_size
+        if voice.ref_code is not None and int(voice.ref_code.max()) >= codebook:
+            raise VoicePromptMismatch(f"{folder}: a damaged voice prompt: ref_code holds codes over {codebook - 1}; prepare the voice again", param="voice")
+        return voice
 
     @torch.inference_mode()
     def prepare_voices(
