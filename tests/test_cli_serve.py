@@ -88,10 +88,11 @@ def test_the_banner_says_where_the_page_the_models_and_that_a_token_is_required(
 
 
 def test_the_banner_off_loopback_without_the_page_and_on_loopback_without_a_token(tmp_path):
-    settings = load_settings(tmp_path, flags={"server": {"host": "0.0.0.0", "port": 9000, "token": STRONG, "web_page": False}, "models": {"default": "Qwen/x"}}, environ={})  # fmt: skip
+    server = {"host": "0.0.0.0", "port": 9000, "token": STRONG, "web_page": False}
+    settings = load_settings(tmp_path, flags={"server": server, "models": {"default": "Qwen/x"}}, environ={})
     text = banner(settings, ["cv"])
     assert "serving on http://127.0.0.1:9000" in text and "every address of this machine (0.0.0.0)" in text
-    assert "web page   off (server.web_page)" in text and "models     cv, default Qwen/x (loads on first use)" in text
+    assert "web page   off (server.web_page)" in text and "models     cv, Qwen/x (default)" in text
     assert "token      required" in text and STRONG not in text
     text = banner(load_settings(tmp_path, flags={"server": {"host": "::1"}}, environ={}), [])
     assert "serving on http://[::1]:8000" in text and "web page   http://[::1]:8000/" in text

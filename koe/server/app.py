@@ -235,7 +235,7 @@ def banner(settings: Settings, models: list[str]) -> str:
     default = settings.models.default
     names = [f"{n} (default)" if n == default else n for n in models]
     if default and default not in models:
-        names.append(f"default {default} (loads on first use)")
+        names.append(f"{default} (default)")
     lines = [
         f"koe {__version__} is serving on {url}",
         *([f"  listening  on every address of this machine ({s.host}): from elsewhere, use its name or address"] if wildcard else []),

@@ -86,7 +86,9 @@ class ServerSettings(_Section):
     port: int = Field(8000, ge=1, le=65535, description="TCP port")
     token: SecretStr | None = Field(None, description="Bearer token clients must send (required off loopback)")
     max_input_chars: int = Field(4096, ge=1, description="longest text one request may speak")
-    max_upload_bytes: int = Field(20 * 1024 * 1024, ge=1024, le=MAX_UPLOAD_BYTES, description="largest uploaded reference clip or voice archive; 1 KiB to 1 GiB")
+    max_upload_bytes: int = Field(
+        20 * 1024 * 1024, ge=1024, le=MAX_UPLOAD_BYTES, description="largest uploaded reference clip or voice archive; 1 KiB to 1 GiB"
+    )
     max_reference_seconds: float = Field(30.0, gt=0, description="longest reference clip a voice may use")
     queue_size: int = Field(16, ge=1, description="requests waiting per loaded model before 429")
     max_batch_size: int = Field(8, ge=1, description="most requests batched into one generation")
