@@ -386,6 +386,16 @@ class Qwen3TTSEngine(NativeAPI):
         """Upstream's wrapper feeds the whole text up front for CustomVoice/VoiceDesign, streams it for Base."""
         return self.cfg.model_type != "base"
 
+    def non_streaming(self, options: dict) -> bool:
+        """`non_streaming_mode`, popped from `options`: not given, the model's default; None, false (upstream
+        tests the flag's truth); else it must be a bool (`InvalidOption`)."""
+        if "non_streaming_mode" not in options:
+            return self.default_non_streaming()
+        nsm = options.pop("non_streaming_mode")
+        if nsm is not None and not isinstance(nsm, bool):
+            raise InvalidOption(f"non_streaming_mode={nsm!r}: must be true or false, or null (false)", param="non_streaming_mode")
+        return bool(nsm)
+
     def _request(self, texts, language, speaker, instruct, voice, sampling) -> tuple[list[PromptItem], DecodeSettings]:
         n = len(texts)
         languages = _broadcast(language if language is not None else "auto", n, "language")
@@ -439,10 +449,8 @@ class Qwen3TTSEngine(NativeAPI):
     def check_request(self, request: SynthesisRequest) -> _Checked:
         """Validate voice, language, instruction and options once per request (the pipeline's first step)."""
         options = dict(request.options or {})
-        nsm = options.pop("non_streaming_mode", None)
+        non_streaming = self.non_streaming(options)
         pad = options.pop(spec.REF_PAD.name, None)
-        if nsm is not None and not isinstance(nsm, bool):
-            raise InvalidOption(f"non_streaming_mode={nsm!r}: must be true or false", param="non_streaming_mode")
         voice = request.voice
         if voice is not None and not isinstance(voice, (str, VoicePrompt)):
             raise UnsupportedVoice(f"voice must be a preset speaker's name or a prepared voice prompt, got {type(voice).__name__}")
@@ -456,7 +464,6 @@ class Qwen3TTSEngine(NativeAPI):
         settings = self.decode_settings(**{k: v for k, v in options.items() if v is not None})
         (item,) = self.prompt_items([request.text], [language], [speaker], [request.instruct], [prompt])
         instruct = request.instruct if item.instruct_ids is not None else None  # dropped (with a warning) where ignored
-        non_streaming = self.default_non_streaming() if nsm is None else nsm
         return _Checked(language, speaker, instruct, prompt, settings, non_streaming, getattr(request, "generator", None), request.cancel)
 
     def speak_segment(self, segment: Segment, c: _Checked) -> Iterator[Piece]:

@@ -50,7 +50,6 @@ class NativeAPI:
         instruct: str | list[str] | None = None,
         voice: VoicePrompt | list[VoicePrompt] | None = None,
         seed: int | None = None,
-        non_streaming_mode: bool | None = None,
         max_segment_chars: int = MAX_SEGMENT_CHARS,
         pause_s: float = SEGMENT_PAUSE_S,
         max_frames: int | None = None,
@@ -59,6 +58,10 @@ class NativeAPI:
         **sampling,
     ) -> SpeechResult | list[SpeechResult]:
         """Speak one text (-> SpeechResult) or a batch (-> list).
+
+        `sampling` holds the model's options (`capabilities.options`: temperature, top_k, ...,
+        `non_streaming_mode`); one not given takes its default, and `non_streaming_mode=None` means
+        false, as it does upstream.
 
         `seed=N` equals upstream run right after `torch.manual_seed(N)`. A text longer than
         `max_segment_chars` is spoken in segments (segment i uses seed + i) joined by `pause_s` of
@@ -69,7 +72,7 @@ class NativeAPI:
         texts = [text] if single else list(text)
         if not texts:
             raise EmptyText("no text given")
-        nsm = self.default_non_streaming() if non_streaming_mode is None else bool(non_streaming_mode)
+        nsm = self.non_streaming(sampling)
         segmented = [segment_text(t, max_segment_chars) if isinstance(t, str) else [t] for t in texts]
         if not single and all(len(s) <= 1 for s in segmented):
             results = self._generate_batch(texts, language, speaker, instruct, voice, seed, nsm, seeded(seed, generator), None if max_frames is None else max_frames / FRAME_RATE, cancel, sampling)
@@ -118,7 +121,6 @@ class NativeAPI:
         instruct: str | None = None,
         voice: VoicePrompt | None = None,
         seed: int | None = None,
-        non_streaming_mode: bool | None = None,
         first_chunk_frames: int = 4,
         chunk_frames: int = 12,
         max_segment_chars: int = MAX_SEGMENT_CHARS,
@@ -141,7 +143,7 @@ class NativeAPI:
             raise RequestError(f"first_chunk_frames and chunk_frames must be >= 1 (got {first_chunk_frames}, {chunk_frames})")
         request = _NativeRequest(
             text, language, voice if voice is not None else speaker, instruct, seed, cancel, first_chunk_s=first_chunk_frames / FRAME_RATE,
-            chunk_s=chunk_frames / FRAME_RATE, options={**sampling, "non_streaming_mode": non_streaming_mode}, max_segment_chars=max_segment_chars,
+            chunk_s=chunk_frames / FRAME_RATE, options=sampling, max_segment_chars=max_segment_chars,
             pause_s=pause_s, max_segment_s=None if max_frames is None else max_frames / FRAME_RATE, generator=generator,
         )  # fmt: skip
         return self.synthesize(_both(request, speaker, voice))

@@ -80,7 +80,8 @@ def options_schema(defaults: dict, variant: str | None = None) -> OptionsSchema:
         Option("subtalker_top_k", "int", "code predictor top-k (0 = off)", d["subtalker_top_k"], low=0),
         Option("subtalker_top_p", "float", "code predictor top-p", d["subtalker_top_p"], low=0, high=1, low_open=True),
         Option("non_streaming_mode", "bool", "feed the whole text before the first frame (default: as upstream, "
-               "true for CustomVoice/VoiceDesign, false for Base)", None),
+               "true for CustomVoice/VoiceDesign, false for Base)", None,
+               null="false: the text fed along, as upstream's non_streaming_mode=None (it tests the flag's truth)"),
         *clone,
     ))  # fmt: skip
 
