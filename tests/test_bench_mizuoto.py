@@ -67,7 +67,9 @@ def test_three_way_run_in_one_session(tmp_path, capsys) -> None:
         (run,) = entry[side]["runs"]
         assert run["frames"] == 4 and entry[side]["summary"]["call_s"]["median"] > 0, side
     table = capsys.readouterr().out
-    rows = [line.split()[2] for line in table.splitlines() if line.startswith("tiny")]
+    assert "size tiny, case custom_voice, prec float32" in table  # one size, case and precision: said once
+    first = table.split("\n\n")[0].splitlines()  # the first of the tables the measures are split into to fit the terminal
+    rows = [line.split()[0] for line in first[first.index(next(line for line in first if line.startswith("side"))) + 1 :]]
     assert rows == ["koe", "upstream", "mizuoto", "koe/up", "koe/peer"]
     assert "koe/up, koe/peer: koe's median over upstream's / mizuoto's" in table
 
@@ -123,18 +125,21 @@ def test_table_rows_per_side_ratios_and_codes() -> None:
              "ratios": {"upstream": {"ms_per_frame": 0.5, "call_s": 0.5}, "mizuoto": {"ms_per_frame": 1.25, "call_s": 1.25}},
              "codes_equal_to": {"upstream": True, "mizuoto": False}}  # fmt: skip
     stream = {"koe": {"summary": _summary(ttfa_s=1.5)}, "upstream": {"summary": {}, "unsupported": "no streaming API"}}
-    table = format_table(_results({"custom_voice": entry, "streaming": stream}))
+    table = format_table(_results({"custom_voice": entry, "streaming": stream}), width=200)
     lines = table.splitlines()
-    header = lines[1].split("  ")
-    assert [h.strip() for h in header if h.strip()][4:6] == ["load s", "call s"] and lines[1].rstrip().endswith("codes")
-    rows = {(line.split()[1], line.split()[2]): line for line in lines[2:] if line.startswith("0.6b")}
+    assert lines[1] == "size 0.6b, prec float32"  # one size, one precision: said once, not on every row
+    header = [h.strip() for h in lines[2].split("  ") if h.strip()]
+    assert header == ["case", "side", "call s", "ms/frame", "TTFA s", "codes"]  # no column without a value
+    rows = {(line.split()[0], line.split()[1]): line for line in lines[3:] if line.startswith(("custom_voice", "streaming"))}
     assert rows[("custom_voice", "upstream")].rstrip().endswith("= koe") and rows[("custom_voice", "mizuoto")].rstrip().endswith("DIFFERENT")
-    assert "2 (1.8)" in rows[("custom_voice", "koe")] and "100 (90)" in rows[("custom_voice", "koe")]
+    assert rows[("custom_voice", "koe")].split()[2:4] == ["2", "100"] and "1.8" not in table and "90" not in table  # medians only
     assert "0.50x" in rows[("custom_voice", "koe/up")] and "1.25x" in rows[("custom_voice", "koe/peer")]
     assert ("streaming", "koe/up") not in rows and "0.6b streaming: upstream: unsupported (no streaming API)" in lines
     old = {"koe": side(100.0, 2.0), "upstream": side(200.0, 4.0), "ratio": {"ms_per_frame": 0.5}, "codes_equal": True}
-    old_rows = [line for line in format_table(_results({"custom_voice": old})).splitlines() if line.startswith("0.6b")]
-    assert [r.split()[2] for r in old_rows] == ["koe", "upstream", "koe/up"] and old_rows[1].rstrip().endswith("= koe")  # results from before
+    old_lines = format_table(_results({"custom_voice": old}), width=200).splitlines()
+    assert old_lines[1] == "size 0.6b, case custom_voice, prec float32" and old_lines[2].startswith("side")  # one case: no case column
+    old_rows = old_lines[3:]
+    assert [r.split()[0] for r in old_rows] == ["koe", "upstream", "koe/up"] and old_rows[1].rstrip().endswith("= koe")  # results from before
 
 
 def test_ratio_legend() -> None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
+import textwrap
 from pathlib import Path
 
 from koe.bench import wire
@@ -100,18 +102,18 @@ def parse_options(argv: list[str] | None = None) -> tuple[BenchOptions, argparse
     return opts, a
 
 
-def format_table(results: dict) -> str:
-    """The summary as a plain-text table: one row per size, case and side (medians; min in brackets)."""
+def format_table(results: dict, width: int | None = None) -> str:
+    """The summary as plain-text tables no wider than `width` (default: the terminal's): one row per size, case and
+    side, each value the median of the timed runs (the JSON has every run and the minimums); see `lay_out`."""
     if results.get("family") == "f5_tts":
-        return format_f5_table(results)
+        return format_f5_table(results, width)
     if results.get("family") == "voxcpm":
         from koe.bench.voxcpm_bench import format_voxcpm_table
 
-        return format_voxcpm_table(results)
-    lines = []
+        return format_voxcpm_table(results, width)
     m = results["machine"]
     bw = f", read {m['read_gbps']:.1f} GB/s, fp32 matvec {m['matvec_gbps']:.1f} GB/s" if "read_gbps" in m else ""
-    lines.append(f"{m['cpu']} ({m['cores']} cores), torch {m['torch']}, {results['options']['threads']} threads{bw}")
+    title = f"{m['cpu']} ({m['cores']} cores), torch {m['torch']}, {results['options']['threads']} threads{bw}"
     header = ["size", "case", "side", "prec"] + [c[1] for c in COLUMNS] + ["GB/s", "codes"]
     rows = [header]
     notes = []
@@ -123,9 +125,7 @@ def format_table(results: dict) -> str:
                     continue
                 s = entry[side]["summary"]
                 cells = [size, case, side, str(entry[side].get("precision", ""))]
-                for key, _, scale in COLUMNS:
-                    v = s.get(key)
-                    cells.append("-" if v is None else f"{v['median'] * scale:.3g} ({v['min'] * scale:.3g})")
+                cells += [median(s.get(key), scale) for key, _, scale in COLUMNS]
                 gbps = entry[side].get("achieved_gbps")
                 cells.append("-" if gbps is None else f"{gbps:.1f}")
                 cells.append("" if side == "koe" else "-" if side not in same else "= koe" if same[side] else "DIFFERENT")
@@ -135,12 +135,40 @@ def format_table(results: dict) -> str:
             for side, r in side_ratios(entry).items():
                 rows.append([size, case, f"koe/{SIDE_NAMES.get(side, side)}", ""] + [("-" if key not in r else f"{r[key]:.2f}x") for key, _, _ in COLUMNS] + ["", ""])
         if "batch8_speedup" in per:
-            lines_extra = ", ".join(f"{side} {v:.2f}x" for side, v in per["batch8_speedup"].items())
-            rows.append([size, "batch8/batch1 frames/s", lines_extra] + [""] * (len(header) - 3))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    for r in rows:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
-    return "\n".join(lines + notes)
+            notes.append(f"{size} batch8/batch1 frames/s: " + ", ".join(f"{side} {v:.2f}x" for side, v in per["batch8_speedup"].items()))
+    return "\n".join(lay_out(title, rows, 4, width) + notes)
+
+
+def median(v: dict | None, scale: float = 1) -> str:
+    """A summary's median, 3 significant digits ("-" when it was not measured)."""
+    return "-" if v is None else f"{v['median'] * scale:.3g}"
+
+
+def lay_out(title: str, rows: list[list[str]], keys: int, width: int | None = None) -> list[str]:
+    """`title` (wrapped) and `rows` (the first is the header) as lines no wider than `width` where the key columns leave room.
+
+    The first `keys` columns name a row (size, case, side, ...): one holding a single value in every
+    row is said once above the table instead. A measure column no row has a value in ("-" or "") is
+    left out. The measures that are left are split into as few tables as fit, each with the key columns."""
+    width = width or shutil.get_terminal_size((100, 24)).columns
+    header, body = rows[0], rows[1:]
+    said = [f"{header[i]} {vals.pop()}" for i in range(keys) if len(vals := {r[i] for r in body} - {""}) == 1]
+    key_cols = [i for i in range(keys) if len({r[i] for r in body} - {""}) != 1]
+    measures = [i for i in range(keys, len(header)) if any(r[i] not in ("-", "") for r in body)]
+    widths = {i: max(len(r[i]) for r in rows) for i in range(len(header))}
+    room = width - sum(widths[i] + 2 for i in key_cols)
+    blocks: list[list[int]] = [[]]
+    for i in measures:
+        if blocks[-1] and sum(widths[j] + 2 for j in blocks[-1]) + widths[i] > room:
+            blocks.append([])
+        blocks[-1].append(i)
+    lines = textwrap.wrap(title, width) + ([", ".join(said)] if said else [])
+    for n, block in enumerate(blocks):
+        if n:
+            lines.append("")
+        for r in rows:
+            lines.append("  ".join(r[i].ljust(widths[i]) for i in key_cols + block).rstrip())
+    return lines
 
 
 def side_ratios(entry: dict) -> dict[str, dict]:
@@ -159,12 +187,12 @@ def ratio_legend(family: str, compared: list[str]) -> str:
     return f"{rows}: koe's median over {over}; below 1 is faster{faster}"
 
 
-def format_f5_table(results: dict) -> str:
-    """F5-TTS: one row per size, case and side (medians; min in brackets), ratios, bit checks."""
+def format_f5_table(results: dict, width: int | None = None) -> str:
+    """F5-TTS: one row per size, case and side (medians), ratios, bit checks; laid out by `lay_out`."""
     m, o = results["machine"], results["options"]
     rate = f", fp32 matmul {m['matmul_gflops']:.0f} GFLOP/s" if "matmul_gflops" in m else ""
     rate += f" ({m['matmul_gflops_end']:.0f} at the end)" if "matmul_gflops_end" in m else ""
-    lines = [f"{m['cpu']} ({m['cores']} cores), torch {m['torch']}, {o['threads']} threads{rate}, load average {m['loadavg'][0]:.2f}"]
+    title = f"{m['cpu']} ({m['cores']} cores), torch {m['torch']}, {o['threads']} threads{rate}, load average {m['loadavg'][0]:.2f}"
     header = ["size", "case", "side", "audio s"] + [c[1] for c in F5_COLUMNS]
     rows = [header]
     notes = []
@@ -179,9 +207,7 @@ def format_f5_table(results: dict) -> str:
                 s = entry[side]["summary"]
                 runs = entry[side]["runs"]
                 cells = [size, case, side, f"{runs[0]['audio_s']:.2f}" if runs else "-"]
-                for key, _, scale in F5_COLUMNS:
-                    v = s.get(key)
-                    cells.append("-" if v is None else f"{v['median'] * scale:.3g} ({v['min'] * scale:.3g})")
+                cells += [median(s.get(key), scale) for key, _, scale in F5_COLUMNS]
                 rows.append(cells)
             if "ratio" in entry:
                 r = entry["ratio"]
@@ -193,10 +219,7 @@ def format_f5_table(results: dict) -> str:
             same = check.get("same_bits_as_threads", {})
             vs = f"; {o['threads']} thread(s) gave " + ", ".join(f"{side} {'the same bits' if v else 'other bits'}" for side, v in same.items()) if same and o["threads"] != 1 else ""
             notes.append(f"{size} {check['case']} at NFE {check['nfe']}, 1 thread: waveforms {'equal' if check['wave_equal'] else 'DIFFERENT'}{vs}")
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    for r in rows:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
-    return "\n".join(lines + notes)
+    return "\n".join(lay_out(title, rows, 3, width) + notes)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -97,12 +97,14 @@ def run_voxcpm(opts, progress=lambda msg: None) -> dict:
     return results
 
 
-def format_voxcpm_table(results: dict) -> str:
-    """VoxCPM: one row per size, case and side (medians; min in brackets), ratios, bit checks."""
+def format_voxcpm_table(results: dict, width: int | None = None) -> str:
+    """VoxCPM: one row per size, case and side (medians), ratios, bit checks; laid out by koe.bench.cli's `lay_out`."""
+    from koe.bench.cli import lay_out, median
+
     m, o = results["machine"], results["options"]
     bw = f", read {m['read_gbps']:.1f} GB/s, fp32 matvec {m['matvec_gbps']:.1f} GB/s" if "read_gbps" in m else ""
-    lines = [f"{m['cpu']} ({m['cores']} cores), torch {m['torch']}, {o['threads']} threads{bw}, load average {m['loadavg'][0]:.2f}; "
-             f"{o['patches']} patches per request (min_len = max_len), {o['timesteps']} CFM steps per patch"]  # fmt: skip
+    title = (f"{m['cpu']} ({m['cores']} cores), torch {m['torch']}, {o['threads']} threads{bw}, load average {m['loadavg'][0]:.2f}; "
+             f"{o['patches']} patches per request (min_len = max_len), {o['timesteps']} CFM steps per patch")  # fmt: skip
     header = ["size", "case", "side", "prec", "audio s"] + [c[1] for c in VOX_COLUMNS]
     rows = [header]
     notes = []
@@ -118,19 +120,14 @@ def format_voxcpm_table(results: dict) -> str:
                     continue
                 s, runs = entry[side]["summary"], entry[side]["runs"]
                 cells = [size, case, side, str(entry[side].get("precision", "")), f"{runs[0]['audio_s']:.2f}" if runs else "-"]
-                for key, _, scale in VOX_COLUMNS:
-                    v = s.get(key)
-                    cells.append("-" if v is None else f"{v['median'] * scale:.3g} ({v['min'] * scale:.3g})")
+                cells += [median(s.get(key), scale) for key, _, scale in VOX_COLUMNS]
                 rows.append(cells)
             if "ratio" in entry:
                 r = entry["ratio"]
                 rows.append([size, case, "koe/up", "", ""] + [("-" if key not in r else f"{r[key]:.2f}x") for key, _, _ in VOX_COLUMNS])
             if "wave_equal" in entry:
                 notes.append(f"{size} {case}: waveforms {'equal' if entry['wave_equal'] else 'DIFFERENT'} at {o['threads']} thread(s) (same seed)")
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    for r in rows:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
-    return "\n".join(lines + notes)
+    return "\n".join(lay_out(title, rows, 4, width) + notes)
 
 
 def kv_span_timing(filled: tuple[int, ...] = (100, 1500), capacity: int = 8192, layers: int = 28 + 8, heads: int = 16, kv_heads: int = 2,

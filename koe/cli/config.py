@@ -13,6 +13,7 @@ from koe.cli.common import command, err, fail, note, open_home, out, state, warn
 
 MIN_VALUE_WIDTH = 16  # `koe config show` keeps the env var column only where the values get this much
 
+
 def _complete_key(incomplete: str) -> list[str]:
     """Shell completion for KEY: the settings koe.toml may hold."""
     from koe.service.config_file import setting_keys
@@ -48,7 +49,7 @@ def show(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = 
         table.add_row(key, escape(value), escape(source), *([env] if with_env else []))
     out.print(table)
     if not with_env:
-        out.print("[dim]env var: KOE_<SECTION>__<NAME>, e.g. KOE_SERVER__PORT for server.port; KOE_HOME for home[/]")
+        out.print("[dim]env var: KOE_<SECTION>__<NAME> (e.g. KOE_SERVER__PORT); home: KOE_HOME[/]")
 
 
 @app.command("path")
