@@ -268,11 +268,11 @@ def _put(table: Any, name: str, value: Any) -> None:
     if name in table or not body or body[-1][0] is not None:
         table[name] = value
         return
-    last = next((k for k, _ in reversed(body) if k is not None), None)
-    if last is None or not hasattr(container, "_insert_after"):
+    last = next((i for i in range(len(body) - 1, -1, -1) if body[i][0] is not None), None)
+    if last is None or not hasattr(container, "_insert_at"):
         table[name] = value
         return
-    container._insert_after(last, name, value)  # tomlkit's own insertion (the one `Table.add` lacks)
+    container._insert_at(last + 1, name, value)  # tomlkit's own insertion at a place (the one `Table.add` lacks; 0.12 to 0.15)
 
 
 def _drop_if_empty(doc: tomlkit.TOMLDocument, key: Key) -> bool:
