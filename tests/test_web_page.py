@@ -73,7 +73,7 @@ def test_the_page_lists_models_voices_languages_and_the_family_options(page, ser
     ready(page)
     models = page.eval_on_selector_all("#speak-model option", "(os) => os.map((o) => [o.value, o.textContent])")
     assert [m for m, _ in models] == ["base", "cv", "design"] and page.input_value("#speak-model") == "cv"  # the default
-    assert dict(models)["cv"].startswith("cv — Qwen3-TTS CustomVoice 0.6B")
+    assert dict(models)["cv"].startswith("cv — Qwen3-TTS CustomVoice 11M · random weights")  # the size from its parameter count
     assert "preset speakers (9)" in page.text_content("#speak-model-about")  # what it can do, from its capabilities
     voices = page.eval_on_selector_all("#speak-voice option", "(os) => os.map((o) => o.value)")
     assert {"ryan", "serena", "vivian"} <= set(voices) and "alloy" in voices  # speakers and OpenAI names
@@ -90,6 +90,29 @@ def test_the_page_lists_models_voices_languages_and_the_family_options(page, ser
     page.wait_for_selector("#speak-instructions-field", state="hidden")
     page.wait_for_function("() => ![...document.querySelectorAll('#speak-voice option')].some((o) => o.value === 'alloy')")
     assert "ryan" not in page.eval_on_selector_all("#speak-voice option", "(os) => os.map((o) => o.value)")
+
+
+def test_a_random_weight_model_wears_a_badge(page, server):
+    ready(page)
+    badge = page.locator("#speak-model-random")
+    assert badge.is_visible() and badge.text_content() == "Random weights"
+    assert page.text_content("#speak-model-about").startswith("A test model: it speaks noise, not speech · preset speakers")
+    assert "speak-model-random" in page.get_attribute("#speak-model", "aria-describedby")  # read out with the picker
+    page.locator("#speak-options-box").evaluate("(d) => { d.open = false; }")
+    shot(page, "random-weights")
+    # a model without koe's marker (a real release's folder): the same list with random_weights false wears none
+
+    def released(route):
+        response = route.fetch()
+        body = response.json()
+        for m in body["data"]:
+            m["random_weights"] = False
+        route.fulfill(response=response, json=body)
+
+    page.route("**/v1/models", released)
+    ready(page)
+    assert not badge.is_visible() and "random" not in page.text_content("#speak-model")
+    assert page.text_content("#speak-model-about").startswith("preset speakers (9)")
 
 
 def test_speak_streams_plays_then_downloads_the_same_audio_as_the_api(page, server):

@@ -44,9 +44,11 @@ export function currentModel() {
   return models.find((m) => m.id === $("speak-model").value) || null;
 }
 
+// "cv — Qwen3-TTS CustomVoice 11M · random weights (loaded)": the size is the weights' parameter count.
 function modelLabel(m) {
   const state = m.status === "failed" ? " (failed)" : m.loaded ? " (loaded)" : "";
-  return `${m.id} — ${familyName(m.family)} ${variantName(m.variant)}${m.size ? " " + m.size : ""}${state}`;
+  const random = m.random_weights ? " · random weights" : "";
+  return `${m.id} — ${familyName(m.family)} ${variantName(m.variant)}${m.size ? " " + m.size : ""}${random}${state}`;
 }
 
 export function familyName(family) {
@@ -82,9 +84,11 @@ async function modelChanged(voice) {
   const model = currentModel();
   if (!model) return;
   localStorage.setItem(LAST_MODEL, model.id);
+  $("speak-model-random").hidden = !model.random_weights; // a test model: say so before it speaks noise
   const caps = model.capabilities || {};
   const modes = model.voice_modes || [];
-  $("speak-model-about").textContent = [abilities(model), model.error ? `Not usable now: ${model.error}` : ""].filter(Boolean).join(" · ");
+  const test = model.random_weights ? "A test model: it speaks noise, not speech" : "";
+  $("speak-model-about").textContent = [test, abilities(model), model.error ? `Not usable now: ${model.error}` : ""].filter(Boolean).join(" · ");
   const language = $("speak-language");
   const languages = model.languages.length ? model.languages : ["auto"];
   language.replaceChildren(...languages.map((l) => el("option", { value: l, text: l })));
