@@ -16,10 +16,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from koe.engines.prompt_files import read_prompt, write_prompt
+from koe.engines.prompt_files import prompt_rate, prompt_tensor, read_prompt, write_prompt
 
 FORMAT_VERSION = 1
 FAMILY = "f5_tts"
+MAX_PROMPT_SECONDS = 13.0  # a prepared clip is at most 12 s and 50 ms of silence (reference.py); a longer one is damaged
 
 
 class F5VoiceError(ValueError):
@@ -54,6 +55,11 @@ class F5Voice:
         family = meta.get("family") or (meta.get("model") or {}).get("family")
         if family != FAMILY:
             raise F5VoiceError(f"{folder}: this voice prompt was made for a {family or 'model of another family'} model, not F5-TTS; prepare the voice again with this model")
-        if meta.get("format_version") != FORMAT_VERSION or "samples" not in tensors:
+        if meta.get("format_version") != FORMAT_VERSION:
             raise F5VoiceError(f"{folder}: unknown F5-TTS voice prompt format {meta.get('format_version')!r}")
-        return cls(tensors["samples"].numpy(), int(meta["sample_rate"]), str(meta["ref_text"]), dict(meta.get("mel") or {}), dict(meta.get("info") or {}))
+        rate = prompt_rate(folder, meta, F5VoiceError)
+        samples = prompt_tensor(folder, tensors, "samples", F5VoiceError, dtype=torch.float32, shape=(None,), max_len=int(MAX_PROMPT_SECONDS * rate))
+        text, mel, info = meta.get("ref_text"), meta.get("mel") or {}, meta.get("info") or {}
+        if not isinstance(text, str) or not text.strip() or not isinstance(mel, dict) or not isinstance(info, dict):
+            raise F5VoiceError(f"{folder}: a damaged voice prompt: ref_text, mel or info in prompt.json; prepare the voice again")
+        return cls(samples.numpy(), rate, text, dict(mel), dict(info))

@@ -10,6 +10,7 @@ reference (opt-in `ref_pad_seconds`: silence appended before encoding) says so i
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,12 +20,14 @@ import torch
 from koe.audio.errors import AudioError, AudioTooLong
 from koe.audio.io import load_audio
 from koe.audio.resample import resample
-from koe.engines.prompt_files import read_prompt, write_prompt
+from koe.engines.prompt_files import prompt_tensor, read_prompt, write_prompt
+from koe.engines.qwen3_tts.spec import FRAME_RATE, MAX_REF_PAD_SECONDS
 
 FORMAT_VERSION = 1
 MIN_REF_SECONDS = 1.0
 MAX_REF_SECONDS = 30.0
 SAMPLE_RATE = 24000
+MAX_REF_FRAMES = math.ceil((MAX_REF_SECONDS + MAX_REF_PAD_SECONDS) * FRAME_RATE) + 1  # the most codec frames a prepared prompt holds
 
 
 class VoicePromptError(ValueError):
@@ -91,14 +94,23 @@ class VoicePrompt:
             raise VoicePromptError(f"{folder}: this voice prompt was made for a {meta['family']} model, not Qwen3-TTS; prepare the voice again with this model")
         if meta.get("format") != FORMAT_VERSION:
             raise VoicePromptError(f"{folder}: voice prompt format {meta.get('format')} is not supported (expected {FORMAT_VERSION})")
-        return cls(
-            speaker_embedding=tensors["speaker_embedding"],
-            ref_code=tensors.get("ref_code"),
-            ref_text=meta.get("ref_text"),
-            x_vector_only=bool(meta["x_vector_only"]),
-            model=ModelStamp(**meta["model"]),
-            info=meta.get("info", {}),
-        )
+        damaged = f"{folder}: a damaged voice prompt (prompt.json); prepare the voice again"
+        try:
+            model = ModelStamp(**meta["model"])
+        except (KeyError, TypeError) as e:
+            raise VoicePromptError(damaged) from e
+        x_vector_only, text, info = meta.get("x_vector_only"), meta.get("ref_text"), meta.get("info", {})
+        sizes = (model.hidden_size, model.num_code_groups)
+        if not isinstance(x_vector_only, bool) or not isinstance(info, dict) or not all(isinstance(n, int) and n > 0 for n in sizes):
+            raise VoicePromptError(damaged)
+        if not x_vector_only and not isinstance(text, str):
+            raise VoicePromptError(damaged)
+        size, groups = sizes
+        embedding = prompt_tensor(folder, tensors, "speaker_embedding", VoicePromptError, dtype=torch.float32, shape=(size,), max_len=size)
+        if x_vector_only:
+            return cls(embedding, None, None, True, model, info)
+        codes = prompt_tensor(folder, tensors, "ref_code", VoicePromptError, dtype=torch.int64, shape=(None, groups), max_len=MAX_REF_FRAMES, low=0)
+        return cls(embedding, codes, text, False, model, info)
 
 
 def model_stamp(cfg, folder: Path) -> ModelStamp:

@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from koe.engines.prompt_files import read_prompt, write_prompt
+from koe.engines.prompt_files import prompt_rate, prompt_tensor, read_prompt, write_prompt
+from koe.engines.voxcpm.spec import MAX_REFERENCE_S
 
 __all__ = ["FAMILY", "VoxCPMVoice", "VoxCPMVoiceError"]
 
@@ -72,8 +73,10 @@ class VoxCPMVoice:
                                    "prepare the voice again with this model")  # fmt: skip
         if meta.get("format_version") != FORMAT_VERSION:
             raise VoxCPMVoiceError(f"{folder}: unknown VoxCPM voice prompt format {meta.get('format_version')!r}")
-        arrays = {k: tensors[k].numpy() for k in ("prompt", "reference") if k in tensors}
-        text = meta.get("prompt_text")
-        if not isinstance(meta.get("architecture"), str) or not isinstance(meta.get("sample_rate"), int) or not (text is None or isinstance(text, str)):
+        rate, text, info = prompt_rate(folder, meta, VoxCPMVoiceError), meta.get("prompt_text"), meta.get("info") or {}
+        if not isinstance(meta.get("architecture"), str) or not (text is None or isinstance(text, str)) or not isinstance(info, dict):
             raise VoxCPMVoiceError(f"{folder}: a damaged VoxCPM voice prompt (prompt.json)")
-        return cls(meta["architecture"], meta["sample_rate"], arrays.get("prompt"), text, arrays.get("reference"), dict(meta.get("info") or {}))
+        longest = int((MAX_REFERENCE_S + 1) * rate)  # a clip is cut to MAX_REFERENCE_S before it is resampled to `rate`
+        arrays = {k: prompt_tensor(folder, tensors, k, VoxCPMVoiceError, dtype=torch.float32, shape=(None,), max_len=longest).numpy()
+                  for k in ("prompt", "reference") if k in tensors}  # fmt: skip
+        return cls(meta["architecture"], rate, arrays.get("prompt"), text, arrays.get("reference"), dict(info))
