@@ -192,6 +192,30 @@ def test_data_that_never_ends_is_refused_in_seconds_and_bounded_memory(bases, tm
         assert result["seconds"] < 10 and result["grew_mb"] < 64, result
 
 
+def _ends_in_one_error_line(result, *words: str) -> None:
+    """Exit 2, no traceback, stderr's last line one `error:` line with each of `words` in it (notes may come before)."""
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    last = [ln for ln in result.stderr.splitlines() if ln.strip()][-1]
+    assert last.startswith("error:") and all(w in last for w in words), result.stderr
+
+
+def test_damaged_run_files_are_one_named_line(bases, trained, home, koe, tmp_path):
+    out, run = trained[0], tmp_path / "run"
+    (run / "training" / "checkpoint").mkdir(parents=True)
+    shutil.copy(out / "training" / "run.json", run / "training")
+    for f in (out / "training" / "checkpoint").iterdir():  # links to the trained run's files but a torn state.json
+        (run / "training" / "checkpoint" / f.name).symlink_to(f)
+    state = run / "training" / "checkpoint" / "state.json"
+    state.unlink()
+    state.write_text((out / "training" / "checkpoint" / "state.json").read_text()[:100])
+    for args in (["train", "export", "--out", str(run)], train_args(bases, run)):
+        _ends_in_one_error_line(koe(*args, ok=False), "checkpoint is damaged: state.json cannot be read (not valid JSON",
+                                "(remove the folder", "to train again from the first epoch")
+    (run / "training" / "run.json").write_text('{"base": ')
+    for args in (["train", "export", "--out", str(run)], train_args(bases, run)):
+        _ends_in_one_error_line(koe(*args, ok=False), "the training run's file is damaged:", "run.json: not valid JSON", f"(remove {run} (or use another")
+
+
 def test_an_output_folder_holding_something_else_is_refused(bases, home, koe, tmp_path):
     out = tmp_path / "taken"
     out.mkdir()

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from koe.runtime.files import read_json_object
 from koe.service.errors import InvalidRequest
 
 DTYPES = ("float32", "bfloat16", "float16")
@@ -90,7 +91,6 @@ def run_speaker(job: SpeakerJob, reporter=None, should_stop=None):
 def export_run(out: Path, dtype_name: str | None = None) -> Path:
     """Export a run's latest checkpoint to its folder (`koe train export`), with the trainer of
     the family of the run's base model (named in `OUT/training/run.json`)."""
-    import json
     import sys
 
     from koe.engines.base import TrainingError
@@ -99,8 +99,14 @@ def export_run(out: Path, dtype_name: str | None = None) -> Path:
     run_file = Path(out) / "training" / "run.json"
     if not run_file.exists():
         raise InvalidRequest(f"{out} is not a koe training run (no training/run.json)", hint="give the --out folder of `koe train speaker`")
-    base = Path(json.loads(run_file.read_text(encoding="utf-8"))["base"])
-    module = sys.modules[trainer_for(base).__module__]
+    hint = f"remove {out} (or use another output folder) to start the run again"
+    try:
+        base = read_json_object(run_file).get("base")
+    except ValueError as e:
+        raise InvalidRequest(f"the training run's file is damaged: {e}", hint=hint) from e
+    if not isinstance(base, str):
+        raise InvalidRequest(f"the training run's file is damaged: {run_file}: it does not name the base model", hint=hint)
+    module = sys.modules[trainer_for(Path(base)).__module__]
     try:
         return module.export_checkpoint(Path(out), dtype)
     except TrainingError as e:

@@ -8,6 +8,8 @@ test_qwen3_tts_finetune_parity.py; the data stage in test_qwen3_tts_finetune_dat
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -18,7 +20,12 @@ from safetensors.torch import load_file
 
 from koe.engines.qwen3_tts.config import Qwen3TTSConfig
 from koe.engines.qwen3_tts.finetune.batch import Example, collate
-from koe.engines.qwen3_tts.finetune.run import check_base, check_speaker, train_on_rows
+from koe.engines.qwen3_tts.finetune.run import (
+    check_base,
+    check_speaker,
+    export_checkpoint,
+    train_on_rows,
+)
 from koe.engines.qwen3_tts.finetune.trainer import (
     OffloadedAdamW,
     TrainingError,
@@ -51,6 +58,7 @@ def setup(tmp_path_factory):
 
 def train(setup, out: Path, **kw):
     _, base, rows = setup
+    rows = kw.pop("rows", rows)
     stop = kw.pop("should_stop", None)
     settings = TrainSettings(**{"epochs": 2, "lr": 1e-3, "seed": 3, **kw})
     return train_on_rows(base, rows, "Alice", out, settings, load_reference=read_24k, should_stop=stop)
@@ -146,6 +154,88 @@ def test_resume_gives_the_weights_of_an_uninterrupted_run(setup, tmp_path):
     log = (tmp_path / "resumed" / "training" / "train.log").read_text().splitlines()
     assert log[10] == "# resumed from the checkpoint: epoch 2, batch 5, 3 optimizer steps"
     assert len(log) == 19 and log[-1].startswith("epoch 3/3 batch 6/6 step 6 loss ")
+
+
+class Crash(Exception):
+    """The process dying at that point (the test stops it there, leaving the files as a crash would)."""
+
+
+def small(setup, out: Path, **kw):
+    """3 epochs of one batch, a step and a checkpoint after each (quick: 2 clips)."""
+    return train(setup, out, **{"rows": setup[2][:2], "grad_accum": 1, "epochs": 3, **kw})
+
+
+LORA = {"lora_rank": 4, "lr": 1e-2}  # small checkpoints, quick to write and copy (written as any other)
+
+
+def test_a_crash_between_the_two_renames_of_a_checkpoint_loses_nothing(setup, tmp_path, monkeypatch):
+    whole = small(setup, tmp_path / "whole", **LORA)
+    real_replace, installs = os.replace, []
+
+    def crash_on_the_second_install(src, dst):
+        if Path(src).name == "checkpoint.partial":
+            installs.append(dst)
+            if len(installs) == 2:  # epoch 2's checkpoint, complete; epoch 1's is already `checkpoint.old`
+                raise Crash
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", crash_on_the_second_install)
+    with pytest.raises(Crash):
+        small(setup, tmp_path / "crashed", **LORA)
+    monkeypatch.setattr(os, "replace", real_replace)
+    work = tmp_path / "crashed" / "training"
+    assert sorted(p.name for p in work.glob("checkpoint*")) == ["checkpoint.old", "checkpoint.partial"]
+    for left, resumed_at in (("checkpoint.old", "epoch 2, batch 1, 1 optimizer steps"), ("checkpoint.partial", "epoch 3, batch 1, 2 optimizer steps")):
+        run = tmp_path / left
+        shutil.copytree(tmp_path / "crashed", run)
+        for other in {"checkpoint.old", "checkpoint.partial"} - {left}:
+            shutil.rmtree(run / "training" / other)
+        rest = small(setup, run, **LORA)
+        assert rest.finished and rest.losses == whole.losses, left
+        assert_same_weights(weights(tmp_path / "whole"), weights(run))
+        assert f"# resumed from the checkpoint: {resumed_at}" in (run / "training" / "train.log").read_text()
+        assert sorted(p.name for p in (run / "training").glob("checkpoint*")) == ["checkpoint"]
+
+
+@pytest.fixture(scope="module")
+def stopped(setup, tmp_path_factory):
+    """A run stopped after its first checkpoint (epoch 1), with the run file `koe train` writes."""
+    out = tmp_path_factory.mktemp("stopped") / "run"
+    assert not small(setup, out, should_stop=lambda: True, **LORA).finished
+    (out / "training" / "run.json").write_text(json.dumps({"base": str(setup[1]), "speaker": "alice"}))
+    return out
+
+
+@pytest.mark.parametrize("name, damage, message", [
+    ("optimizer.pt", "torn", r"optimizer.pt cannot be read \(PytorchStreamReader failed"),
+    ("talker.safetensors", "torn", r"talker.safetensors cannot be read \("),
+    ("trainer.safetensors", "missing", r"trainer.safetensors is missing"),
+    ("state.json", "torn", r"state.json cannot be read \(not valid JSON"),
+    ("state.json", "missing", r"state.json is missing"),
+])  # fmt: skip
+def test_a_damaged_checkpoint_is_one_named_error(setup, stopped, tmp_path, name, damage, message):
+    run = tmp_path / "run"
+    shutil.copytree(stopped, run)
+    path = run / "training" / "checkpoint" / name
+    if damage == "torn":
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    else:
+        path.unlink()
+    checkpoint = run / "training" / "checkpoint"
+    attempts = [lambda: small(setup, run, **LORA)] + ([lambda: export_checkpoint(run)] if name != "optimizer.pt" else [])
+    for attempt in attempts:  # the export reads all but the optimizer's state
+        with pytest.raises(TrainingError, match=rf"the training checkpoint {checkpoint} is damaged: {message}") as info:
+            attempt()
+        assert info.value.hint == f"remove the folder {checkpoint} to train again from the first epoch (the prepared data is kept)"
+
+
+def test_a_damaged_run_file_is_one_named_error(stopped, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(stopped, run)
+    (run / "training" / "run.json").write_text('{"base": "/models/ba', encoding="utf-8")
+    with pytest.raises(TrainingError, match=r"the training run's file is damaged: .*run.json: not valid JSON") as info:
+        export_checkpoint(run)  # `koe train speaker` reads it the same way (tests/test_cli_train.py)
+    assert info.value.hint == f"remove {run} (or use another output folder) to start the run again"
 
 
 def test_more_epochs_continue_a_finished_run(setup, tmp_path):

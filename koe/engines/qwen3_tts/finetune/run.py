@@ -23,8 +23,12 @@ from koe.engines.qwen3_tts.finetune.trainer import (
     StepReport,
     TrainingError,
     TrainSettings,
+    read_checkpoint_file,
+    read_checkpoint_state,
+    recover_checkpoint,
 )
 from koe.engines.qwen3_tts.voice import model_stamp
+from koe.runtime.files import atomic_file, read_json_object
 
 STAGES = ("prepare", "train", "export")
 RUN_FILE = "run.json"  # in OUT/training: the base model and speaker a run is for
@@ -130,16 +134,30 @@ def claim_output(out: Path, base: Path, speaker: str) -> Path:
         raise TrainingError(f"the output folder {out} is (inside) the base model's folder; choose another")
     run_file = work / RUN_FILE
     if run_file.exists():
-        run = json.loads(run_file.read_text(encoding="utf-8"))
-        if run.get("base") != str(base) or run.get("speaker") != speaker:
-            raise TrainingError(f"{out} holds a run for speaker {run.get('speaker')!r} from {run.get('base')}; "
+        run = read_run(out)
+        if run["base"] != str(base) or run["speaker"] != speaker:
+            raise TrainingError(f"{out} holds a run for speaker {run['speaker']!r} from {run['base']}; "
                                 "use another output folder, or remove it to start again")
         return work
     if out.exists() and any(out.iterdir()):
         raise TrainingError(f"{out} exists and is not a koe training run; give a new or empty folder")
     work.mkdir(parents=True, exist_ok=True)
-    run_file.write_text(json.dumps({"base": str(base), "speaker": speaker}, indent=1), encoding="utf-8")
+    with atomic_file(run_file, "w", encoding="utf-8") as f:
+        f.write(json.dumps({"base": str(base), "speaker": speaker}, indent=1))
     return work
+
+
+def read_run(out: Path) -> dict[str, str]:
+    """`OUT/training/run.json`: the base model's folder and the speaker of the run in `out`, or a
+    TrainingError saying it is damaged and what to do."""
+    run_file, hint = Path(out) / "training" / RUN_FILE, f"remove {out} (or use another output folder) to start the run again"
+    try:
+        run = read_json_object(run_file)
+    except ValueError as e:
+        raise TrainingError(f"the training run's file is damaged: {e}", hint=hint) from e
+    if not (isinstance(run.get("base"), str) and isinstance(run.get("speaker"), str)):
+        raise TrainingError(f"the training run's file is damaged: {run_file}: it does not name the base model and speaker", hint=hint)
+    return run
 
 
 def export_checkpoint(out: Path, export_dtype: torch.dtype | None = None) -> Path:
@@ -148,15 +166,15 @@ def export_checkpoint(out: Path, export_dtype: torch.dtype | None = None) -> Pat
     from safetensors.torch import load_file
 
     out = Path(out).absolute()
-    run_file, checkpoint = out / "training" / RUN_FILE, out / "training" / "checkpoint"
-    if not run_file.exists() or not (checkpoint / "talker.safetensors").exists():
+    checkpoint = recover_checkpoint(out / "training") if (out / "training" / RUN_FILE).exists() else None
+    if checkpoint is None:
         raise TrainingError(f"{out} has no training checkpoint to export (train first: it is written after each epoch)")
-    run = json.loads(run_file.read_text(encoding="utf-8"))
-    extra = load_file(str(checkpoint / "trainer.safetensors"))
+    run = read_run(out)
+    extra = read_checkpoint_file(checkpoint, "trainer.safetensors", lambda p: load_file(str(p)))
     if "target_speaker_embedding" not in extra:
         raise TrainingError(f"the checkpoint in {checkpoint} has no speaker embedding yet")
-    talker = load_file(str(checkpoint / "talker.safetensors"))
-    settings = json.loads((checkpoint / "state.json").read_text(encoding="utf-8"))["settings"]
+    talker = read_checkpoint_file(checkpoint, "talker.safetensors", lambda p: load_file(str(p)))
+    settings = read_checkpoint_state(checkpoint)["settings"]
     base = Path(run["base"])
     if settings.get("lora_rank"):  # adapters only: merge them into the base model's weights
         from koe.engines.qwen3_tts.finetune.lora import add_lora, merged_state

@@ -19,6 +19,14 @@ koe adds what a user needs around it: checkpoints at the end of every epoch (and
 `save_every` optimizer steps) that a later run resumes from to the same bits as an uninterrupted
 run, a log, progress reports, and memory options that keep the results (gradient checkpointing;
 the optimizer's state on the CPU when training on a GPU).
+
+A checkpoint is written whole into `checkpoint.partial` (every file fsynced, `state.json` last and
+atomically: a folder holding it is complete), then swapped in with two renames (`checkpoint` to
+`checkpoint.old`, `checkpoint.partial` to `checkpoint`) and the old one removed. A crash anywhere
+leaves a complete checkpoint under one of the three names: `recover_checkpoint`, at the start of
+the next run (or export), finishes the swap or takes `checkpoint.old` back. A checkpoint whose
+files are damaged anyway (a disk fault, a copy cut short) stops the run with a `TrainingError`
+naming the file and saying what to do, never an exception from deep inside torch.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -41,8 +50,12 @@ from koe.engines.qwen3_tts.finetune.batch import Batch, SpeakerExamples, collate
 from koe.engines.qwen3_tts.finetune.lora import adapters, add_lora, merged_state
 from koe.engines.qwen3_tts.finetune.objective import speaker_loss
 from koe.engines.qwen3_tts.model import Qwen3TTSNetwork
+from koe.runtime.files import atomic_file, fsync_dir, fsync_tree, read_json_object
 
 PRECISIONS = ("float32", "bfloat16")
+CHECKPOINT, PARTIAL, OLD = "checkpoint", "checkpoint.partial", "checkpoint.old"  # in the run's training folder
+STATE_FILE = "state.json"  # written last: a checkpoint folder holding it is complete
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -155,7 +168,7 @@ class SpeakerTrainer:
 
     @property
     def checkpoint(self) -> Path:
-        return self.folder / "checkpoint"
+        return self.folder / CHECKPOINT
 
     # ------------------------------------------------------------------ the loop
     def run(self, should_stop: Callable[[], bool] | None = None) -> bool:
@@ -235,8 +248,8 @@ class SpeakerTrainer:
         return self.net.talker.state_dict()
 
     def save(self) -> None:
-        """Write the checkpoint (weights, optimizer, generator, run state) atomically, replacing the last."""
-        tmp = self.folder / "checkpoint.partial"
+        """Write the checkpoint (weights, optimizer, generator, run state) whole, then swap it in (see the module docstring)."""
+        tmp = self.folder / PARTIAL
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         save_file({k: v.detach().contiguous().cpu() for k, v in self.trained_state().items()}, str(tmp / "talker.safetensors"))
@@ -245,46 +258,118 @@ class SpeakerTrainer:
         if self.target is not None:
             extra["target_speaker_embedding"] = self.target.cpu().contiguous()
         save_file(extra, str(tmp / "trainer.safetensors"))
+        fsync_tree(tmp)
         meta = {"settings": asdict(self.settings), "resume_key": self.settings.resume_key(), "fingerprint": self.fingerprint,
                 "state": asdict(self.state)}
-        (tmp / "state.json").write_text(json.dumps(meta, indent=1))
-        old = self.folder / "checkpoint.old"
-        shutil.rmtree(old, ignore_errors=True)
-        if self.checkpoint.exists():
-            os.replace(self.checkpoint, old)
-        os.replace(tmp, self.checkpoint)
-        shutil.rmtree(old, ignore_errors=True)
+        with atomic_file(tmp / STATE_FILE, "w", encoding="utf-8") as f:
+            f.write(json.dumps(meta, indent=1))
+        fsync_dir(tmp)
+        install_partial(self.folder)
 
     def resume(self) -> None:
-        """Continue from `folder/checkpoint` if there is one (made by the same recipe on the same data)."""
-        if not (self.checkpoint / "state.json").exists():
+        """Continue from the run's checkpoint if there is one (made by the same recipe on the same data)."""
+        checkpoint = recover_checkpoint(self.folder)
+        if checkpoint is None:
             return
-        meta = json.loads((self.checkpoint / "state.json").read_text())
+        meta = read_checkpoint_state(checkpoint)
         if meta.get("fingerprint") != self.fingerprint:
-            raise TrainingError(f"{self.checkpoint} was made from other data or another base model; "
+            raise TrainingError(f"{checkpoint} was made from other data or another base model; "
                                 "remove it (or use another output folder) to start again")
         if meta.get("resume_key") != self.settings.resume_key():
-            theirs, ours = meta.get("resume_key", {}), self.settings.resume_key()
+            theirs, ours = meta.get("resume_key") or {}, self.settings.resume_key()
             diff = ", ".join(f"{k} {theirs.get(k)!r} (now {ours[k]!r})" for k in ours if theirs.get(k) != ours[k])
-            raise TrainingError(f"{self.checkpoint} was trained with {diff}; pass the same settings to resume, "
+            raise TrainingError(f"{checkpoint} was trained with {diff}; pass the same settings to resume, "
                                 "or remove it to start again")
-        weights = load_file(str(self.checkpoint / "talker.safetensors"), device=str(self.device))
-        if self.settings.lora_rank:
-            if weights.keys() != adapters(self.net.talker).keys():
-                raise TrainingError(f"{self.checkpoint} does not hold this run's LoRA adapters; remove it to start again")
-            self.net.talker.load_state_dict(weights, strict=False)
-        else:
-            self.net.talker.load_state_dict(weights, strict=True)
-        self.optimizer.load_state_dict(torch.load(self.checkpoint / "optimizer.pt", weights_only=True))
-        extra = load_file(str(self.checkpoint / "trainer.safetensors"))
-        self.generator.set_state(extra["generator"])
-        self.target = extra.get("target_speaker_embedding")
-        if self.target is not None:
-            self.target = self.target.to(self.device)
-        self.state = RunState(**meta["state"])
+        read_checkpoint_file(checkpoint, "talker.safetensors", self._restore_talker)
+        read_checkpoint_file(checkpoint, "optimizer.pt", lambda p: self.optimizer.load_state_dict(torch.load(p, weights_only=True)))
+        read_checkpoint_file(checkpoint, "trainer.safetensors", self._restore_trainer)
+        self.state = read_checkpoint_file(checkpoint, STATE_FILE, lambda p: RunState(**meta["state"]))
         with (self.folder / "train.log").open("a", encoding="utf-8") as f:  # batches after the checkpoint may be logged twice
             f.write(f"# resumed from the checkpoint: epoch {self.state.epoch + 1}, batch {self.state.next_batch + 1}, "
                     f"{self.state.optimizer_steps} optimizer steps\n")
+
+    def _restore_talker(self, path: Path) -> None:
+        weights = load_file(str(path), device=str(self.device))
+        if self.settings.lora_rank:
+            if weights.keys() != adapters(self.net.talker).keys():
+                raise TrainingError(f"{path.parent} does not hold this run's LoRA adapters; remove it to start again")
+            self.net.talker.load_state_dict(weights, strict=False)
+        else:
+            self.net.talker.load_state_dict(weights, strict=True)
+
+    def _restore_trainer(self, path: Path) -> None:
+        extra = load_file(str(path))
+        self.generator.set_state(extra["generator"])
+        target = extra.get("target_speaker_embedding")
+        self.target = target.to(self.device) if target is not None else None
+
+
+# ---------------------------------------------------------------------------- checkpoint folders
+def install_partial(folder: Path) -> None:
+    """Make the complete `checkpoint.partial` in `folder` the checkpoint: the last one is renamed to
+    `checkpoint.old`, the new one into place, then the old one removed. Each rename is made durable
+    before the next; a crash between them leaves `checkpoint.old` and the complete `checkpoint.partial`."""
+    partial, current, old = folder / PARTIAL, folder / CHECKPOINT, folder / OLD
+    shutil.rmtree(old, ignore_errors=True)
+    if current.exists():
+        os.replace(current, old)
+        fsync_dir(folder)
+    os.replace(partial, current)
+    fsync_dir(folder)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def recover_checkpoint(folder: str | Path) -> Path | None:
+    """The run's latest complete checkpoint, as `folder/checkpoint`, or None when there is none.
+
+    A crash during `save` leaves a complete checkpoint under one of three names; this finishes what
+    it cut short: a complete `checkpoint.partial` (the newest) is swapped in; with no `checkpoint`,
+    a complete `checkpoint.old` is renamed back. An incomplete `checkpoint.partial` is left for the
+    next save to replace. A `checkpoint` without its state file is damaged: a TrainingError.
+    """
+    folder = Path(folder)
+    partial, current, old = folder / PARTIAL, folder / CHECKPOINT, folder / OLD
+    if (partial / STATE_FILE).is_file():
+        install_partial(folder)
+    elif not current.exists() and (old / STATE_FILE).is_file():
+        os.replace(old, current)
+        fsync_dir(folder)
+    if not current.exists():
+        return None
+    if not (current / STATE_FILE).is_file():
+        raise damaged_checkpoint(current, f"{STATE_FILE} is missing")
+    return current
+
+
+def read_checkpoint_file(checkpoint: Path, name: str, read: Callable[[Path], T]) -> T:
+    """`read(checkpoint / name)`, or a TrainingError naming the file when it is missing or damaged
+    (torn by a crash, cut short by a copy, not what this recipe writes)."""
+    try:
+        return read(checkpoint / name)
+    except TrainingError:
+        raise
+    except FileNotFoundError as e:
+        raise damaged_checkpoint(checkpoint, f"{name} is missing") from e
+    except Exception as e:  # safetensors and torch.load raise many types for a damaged file
+        reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:200].removeprefix(f"{checkpoint / name}: ")
+        raise damaged_checkpoint(checkpoint, f"{name} cannot be read ({reason})") from e
+
+
+def read_checkpoint_state(checkpoint: Path) -> dict:
+    """The checkpoint's `state.json` (settings, resume key, data fingerprint, run state), or a TrainingError naming it."""
+
+    def read(path: Path) -> dict:
+        meta = read_json_object(path)
+        if not all(isinstance(meta.get(k), dict) for k in ("settings", "resume_key", "state")):
+            raise ValueError("not the state of a koe training checkpoint")
+        return meta
+
+    return read_checkpoint_file(checkpoint, STATE_FILE, read)
+
+
+def damaged_checkpoint(checkpoint: Path, what: str) -> TrainingError:
+    return TrainingError(f"the training checkpoint {checkpoint} is damaged: {what}",
+                         hint=f"remove the folder {checkpoint} to train again from the first epoch (the prepared data is kept)")
 
 
 def make_optimizer(net: Qwen3TTSNetwork, s: TrainSettings):
