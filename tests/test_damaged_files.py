@@ -272,3 +272,10 @@ def test_one_json_reader_names_the_file_for_every_fault(tmp_path):
     os.symlink(tmp_path / "missing.json", tmp_path / "dangling.json")
     with pytest.raises(ValueError, match="cannot read it"):
         read_json_object(tmp_path / "dangling.json")
+
+
+def test_an_f5_config_yaml_nested_too_deeply_is_one_line_not_a_recursion_error(folders, clip, tmp_path, monkeypatch):
+    folder, _ = broken_copy(folders, "f5_tts", "config.yaml", lambda b: b"model: " + b"[" * 100_000 + b"]" * 100_000 + b"\n", tmp_path)
+    r = strict_koe_command(tmp_path, monkeypatch)("speak", TEXT, "-m", folder, "--ref", clip, "--ref-text", REF_TEXT, "-o", tmp_path / "out.wav")
+    line = error_line(r)
+    assert "unexpected" not in line and "RecursionError" not in line, line

@@ -129,8 +129,10 @@ def read_config(path: Path) -> F5Config:
 
     try:
         raw = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as e:
+    except (OSError, yaml.YAMLError, UnicodeDecodeError) as e:
         raise ValueError(f"{path}: unreadable config.yaml ({e})") from e
+    except RecursionError as e:
+        raise ValueError(f"{path}: unreadable config.yaml (nested too deeply)") from e
     model = raw.get("model", raw) if isinstance(raw, dict) else raw
     return parse_config(model, path)
 

@@ -78,7 +78,7 @@ def _model_section(folder: Path) -> dict | None:
 
     try:
         raw = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+    except (OSError, yaml.YAMLError, UnicodeDecodeError, RecursionError):  # a yaml nested past Python's stack is no config
         return None
     model = raw.get("model", raw) if isinstance(raw, dict) else None
     if isinstance(model, dict) and "backbone" in model and "arch" in model:
