@@ -66,7 +66,9 @@ def test_speak_without_model_says_it_picked_a_random_weight_model(koe, home, cv_
     r = koe("speak", "Hello.", *FAST, "-o", tmp_path / "a.wav")
     said = r.stderr.replace("\n", " ")
     assert "model cv has RANDOM weights" in said and "model cv (random weights)" in said
-    r = koe("speak", "Hello.", "-m", real_cv, *FAST, "-o", tmp_path / "b.wav")
+    r = koe("speak", "Hello.", "-m", "cv", *FAST, "-o", tmp_path / "b.wav")  # named: its line still says so
+    assert "RANDOM" not in r.stderr and "model cv (random weights)" in r.stderr.replace("\n", " ")
+    r = koe("speak", "Hello.", "-m", real_cv, *FAST, "-o", tmp_path / "c.wav")
     assert "RANDOM" not in r.stderr and "random weights" not in r.stderr
 
 

@@ -112,7 +112,9 @@ def speak(
     )  # fmt: skip
     synth = Synthesizer(home)
     plan = synth.plan(request)
-    random_weights = warn_if_random(synth, plan)
+    random_weights = synth.planner.details(plan.model).random_weights
+    if random_weights and model is None:
+        warn_random(plan.model.name)
     started = time.perf_counter()
     if stream:
         _stream(synth, plan, None if to_stdout else output)
@@ -121,15 +123,12 @@ def speak(
     write_result(result, output, to_stdout, time.perf_counter() - started, random_weights=random_weights)
 
 
-def warn_if_random(synth, plan) -> bool:
-    """Say so when the plan's model is one of koe's random-weight test models (a `koe speak` without
-    --model may have picked it as the only one installed); whether it is."""
+def warn_random(name: str) -> None:
+    """Say that model `name`, which no --model named (the default, or the only one installed), is one of koe's
+    random-weight test models. (Its summary line says "random weights" however it was chosen.)"""
     from koe.service.models import RANDOM_WEIGHTS_NOTE
 
-    if not synth.planner.details(plan.model).random_weights:
-        return False
-    warn(f"model {plan.model.name} has {RANDOM_WEIGHTS_NOTE}; for real speech, `koe models pull ID` a released model and pass --model")
-    return True
+    warn(f"model {name} has {RANDOM_WEIGHTS_NOTE}; for real speech, `koe models pull ID` a released model and pass --model")
 
 
 def refuse_terminal_stdout(flag: str) -> None:
