@@ -31,6 +31,7 @@ from koe.engines.qwen3_tts.finetune.trainer import (
     TrainingError,
     TrainSettings,
     epoch_order,
+    latest_checkpoint,
 )
 from koe.engines.qwen3_tts.fixtures import write_random_model
 
@@ -185,6 +186,7 @@ def test_a_crash_between_the_two_renames_of_a_checkpoint_loses_nothing(setup, tm
     monkeypatch.setattr(os, "replace", real_replace)
     work = tmp_path / "crashed" / "training"
     assert sorted(p.name for p in work.glob("checkpoint*")) == ["checkpoint.old", "checkpoint.partial"]
+    assert latest_checkpoint(work) == work / "checkpoint.partial"  # what the export reads, changing nothing
     for left, resumed_at in (("checkpoint.old", "epoch 2, batch 1, 1 optimizer steps"), ("checkpoint.partial", "epoch 3, batch 1, 2 optimizer steps")):
         run = tmp_path / left
         shutil.copytree(tmp_path / "crashed", run)

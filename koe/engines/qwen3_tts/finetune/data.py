@@ -390,10 +390,14 @@ def _open_regular(path: Path, limit: int, what: str, *, hint: str):
         kind, size = _kind(os.stat(path).st_mode), 0
         if kind is None:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # no effect on a regular file's reads
-            st = os.fstat(fd)
-            kind, size = _kind(st.st_mode), st.st_size
-            if kind is None and size <= limit:
-                return os.fdopen(fd, "rb")
+            try:
+                st = os.fstat(fd)
+                kind, size = _kind(st.st_mode), st.st_size
+                if kind is None and size <= limit:
+                    return os.fdopen(fd, "rb")
+            except BaseException:
+                os.close(fd)
+                raise
             os.close(fd)
     except OSError as e:
         raise DatasetError(path, [f"{path.name}: cannot be read ({e.strerror or e})"], hint=hint) from e

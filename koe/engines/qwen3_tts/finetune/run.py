@@ -23,9 +23,9 @@ from koe.engines.qwen3_tts.finetune.trainer import (
     StepReport,
     TrainingError,
     TrainSettings,
+    latest_checkpoint,
     read_checkpoint_file,
     read_checkpoint_state,
-    recover_checkpoint,
 )
 from koe.engines.qwen3_tts.voice import model_stamp
 from koe.runtime.files import atomic_file, read_json_object
@@ -166,7 +166,7 @@ def export_checkpoint(out: Path, export_dtype: torch.dtype | None = None) -> Pat
     from safetensors.torch import load_file
 
     out = Path(out).absolute()
-    checkpoint = recover_checkpoint(out / "training") if (out / "training" / RUN_FILE).exists() else None
+    checkpoint = latest_checkpoint(out / "training") if (out / "training" / RUN_FILE).exists() else None
     if checkpoint is None:
         raise TrainingError(f"{out} has no training checkpoint to export (train first: it is written after each epoch)")
     run = read_run(out)

@@ -24,7 +24,8 @@ A checkpoint is written whole into `checkpoint.partial` (every file fsynced, `st
 atomically: a folder holding it is complete), then swapped in with two renames (`checkpoint` to
 `checkpoint.old`, `checkpoint.partial` to `checkpoint`) and the old one removed. A crash anywhere
 leaves a complete checkpoint under one of the three names: `recover_checkpoint`, at the start of
-the next run (or export), finishes the swap or takes `checkpoint.old` back. A checkpoint whose
+the next run, finishes the swap or takes `checkpoint.old` back (the export, a reader, takes the
+newest complete one where it is: `latest_checkpoint`). A checkpoint whose
 files are damaged anyway (a disk fault, a copy cut short) stops the run with a `TrainingError`
 naming the file and saying what to do, never an exception from deep inside torch.
 """
@@ -319,26 +320,33 @@ def install_partial(folder: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def recover_checkpoint(folder: str | Path) -> Path | None:
-    """The run's latest complete checkpoint, as `folder/checkpoint`, or None when there is none.
-
-    A crash during `save` leaves a complete checkpoint under one of three names; this finishes what
-    it cut short: a complete `checkpoint.partial` (the newest) is swapped in; with no `checkpoint`,
-    a complete `checkpoint.old` is renamed back. An incomplete `checkpoint.partial` is left for the
-    next save to replace. A `checkpoint` without its state file is damaged: a TrainingError.
-    """
+def latest_checkpoint(folder: str | Path) -> Path | None:
+    """The newest complete checkpoint in the run's training `folder`, changing nothing (for a reader
+    such as the export): `checkpoint.partial` when complete (a crash cut its swap short), else
+    `checkpoint`, else `checkpoint.old`; None when there is none. A `checkpoint` without its state
+    file is damaged: a TrainingError."""
     folder = Path(folder)
-    partial, current, old = folder / PARTIAL, folder / CHECKPOINT, folder / OLD
-    if (partial / STATE_FILE).is_file():
-        install_partial(folder)
-    elif not current.exists() and (old / STATE_FILE).is_file():
-        os.replace(old, current)
-        fsync_dir(folder)
-    if not current.exists():
-        return None
-    if not (current / STATE_FILE).is_file():
+    current = folder / CHECKPOINT
+    if current.exists() and not (current / STATE_FILE).is_file():
         raise damaged_checkpoint(current, f"{STATE_FILE} is missing")
-    return current
+    return next((c for c in (folder / PARTIAL, current, folder / OLD) if (c / STATE_FILE).is_file()), None)
+
+
+def recover_checkpoint(folder: str | Path) -> Path | None:
+    """The run's latest complete checkpoint (see `latest_checkpoint`), made `folder/checkpoint` again:
+    a complete `checkpoint.partial` is swapped in, a `checkpoint.old` left alone is renamed back. For
+    the run itself, at its start; None when there is no checkpoint. An incomplete `checkpoint.partial`
+    is left for the next save to replace."""
+    folder = Path(folder)
+    latest = latest_checkpoint(folder)
+    if latest is None:
+        return None
+    if latest.name == PARTIAL:
+        install_partial(folder)
+    elif latest.name == OLD:
+        os.replace(latest, folder / CHECKPOINT)
+        fsync_dir(folder)
+    return folder / CHECKPOINT
 
 
 def read_checkpoint_file(checkpoint: Path, name: str, read: Callable[[Path], T]) -> T:
