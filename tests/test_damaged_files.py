@@ -279,3 +279,17 @@ def test_an_f5_config_yaml_nested_too_deeply_is_one_line_not_a_recursion_error(f
     r = strict_koe_command(tmp_path, monkeypatch)("speak", TEXT, "-m", folder, "--ref", clip, "--ref-text", REF_TEXT, "-o", tmp_path / "out.wav")
     line = error_line(r)
     assert "unexpected" not in line and "RecursionError" not in line, line
+
+
+def test_tokenizer_json_nested_too_deeply_is_the_tokenizers_own_error(tmp_path):
+    from koe.engines.voxcpm.text import TokenizerError
+    from koe.engines.voxcpm.text import _read_json as voxcpm_read
+    from koe.text.qwen_tokenizer import TokenizerFilesError
+    from koe.text.qwen_tokenizer import _read_json as qwen_read
+
+    path = tmp_path / "tokenizer.json"
+    path.write_bytes(nested(b""))
+    with pytest.raises(TokenizerFilesError, match="nested too deeply"):
+        qwen_read(path)
+    with pytest.raises(TokenizerError, match="nested too deeply"):
+        voxcpm_read(path)

@@ -107,6 +107,8 @@ def _read_json(path: Path) -> Any:
         raise TokenizerFilesError(f"{path.name} not found in {path.parent}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise TokenizerFilesError(f"{path} is not valid UTF-8 JSON: {e}") from None
+    except RecursionError:
+        raise TokenizerFilesError(f"{path} is not a usable JSON file (nested too deeply)") from None
 
 
 def branch_for_config(config: dict | None) -> RegexBranch:

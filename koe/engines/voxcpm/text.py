@@ -77,6 +77,8 @@ def _read_json(path: Path) -> dict:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise TokenizerError(f"cannot read {path}: {e}") from e
+    except RecursionError:
+        raise TokenizerError(f"cannot read {path}: nested too deeply") from None
 
 
 def _as_added_token(value, special: bool = True) -> AddedToken | None:
