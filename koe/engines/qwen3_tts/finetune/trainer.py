@@ -359,7 +359,7 @@ def read_checkpoint_file(checkpoint: Path, name: str, read: Callable[[Path], T])
     except FileNotFoundError as e:
         raise damaged_checkpoint(checkpoint, f"{name} is missing") from e
     except Exception as e:  # safetensors and torch.load raise many types for a damaged file
-        reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:200].removeprefix(f"{checkpoint / name}: ")
+        reason = (str(e).strip().splitlines() or [type(e).__name__])[0].removeprefix(f"{checkpoint / name}: ")[:200]
         raise damaged_checkpoint(checkpoint, f"{name} cannot be read ({reason})") from e
 
 
