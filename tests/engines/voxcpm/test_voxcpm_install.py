@@ -21,6 +21,7 @@ from product_helpers import run_koe as cli
 from safetensors.torch import load_file
 
 import koe
+from koe.engines.spec import RANDOM_WEIGHTS_FILE
 from koe.engines.voxcpm.fixtures import write_random_model
 from koe.service.errors import AlreadyExists, InvalidRequest, NotFound, Unavailable
 from koe.service.hub import pull_model
@@ -66,7 +67,7 @@ def test_import_a_release_folder(store, built, variant):
     assert d.ok and d.ref.name == variant and (d.ref.family, d.ref.variant) == ("voxcpm", variant) and d.missing == []
     assert d.ref.size == {"VoxCPM2": "2B", "VoxCPM1.5": "0.8B"}[variant]  # the release's size, named by the variant
     folder = store.root / variant
-    assert tree(folder) == RELEASE_FILES
+    assert tree(folder) == sorted([*RELEASE_FILES, RANDOM_WEIGHTS_FILE])  # the release's files, and koe's marker: these weights are random
     assert store.get(variant).origin == str(built[variant].resolve())
     assert d.capabilities.sample_rate == {"VoxCPM2": 48000, "VoxCPM1.5": 44100}[variant]
     speaks(folder, variant, reference=built[variant])
@@ -141,7 +142,7 @@ def home(tmp_path, monkeypatch):
 
 def test_cli_import_info_and_speak(home, built, tmp_path):
     r = cli("models", "import", built["VoxCPM2"], "--name", "vox")
-    assert "installed vox" in r.stderr and "VoxCPM2 2B" in r.stderr
+    assert "installed vox" in r.stderr and "VoxCPM2 480K, random weights" in r.stderr  # its own parameter count, not the release's 2B
     [info] = json.loads(cli("models", "list", "--json").stdout)
     assert (info["name"], info["family"], info["variant"], info["missing"]) == ("vox", "voxcpm", "VoxCPM2", [])
     assert "cfg_value" in cli("models", "info", "vox").stdout
@@ -154,7 +155,9 @@ def test_cli_import_info_and_speak(home, built, tmp_path):
 
 # -- pull, against a fake hub ---------------------------------------------------------------------
 def release_files(folder: Path) -> dict[str, bytes]:
-    return {**folder_files(folder), "README.md": b"# VoxCPM", ".gitattributes": b"*.safetensors filter=lfs diff=lfs merge=lfs -text\n"}
+    """What the hub's repo holds: the fixture's files without koe's random-weights marker (no release has it), a README."""
+    files = {k: v for k, v in folder_files(folder).items() if k != RANDOM_WEIGHTS_FILE}
+    return {**files, "README.md": b"# VoxCPM", ".gitattributes": b"*.safetensors filter=lfs diff=lfs merge=lfs -text\n"}
 
 
 @pytest.fixture
