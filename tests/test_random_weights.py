@@ -49,6 +49,26 @@ def test_size_labels_come_from_the_parameter_count():
     ]  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    "tag, parameters, label",
+    [
+        ("0b6", 905_788_672, "0.6B"),  # the released 0.6B CustomVoice, codec included: its own name
+        ("1b7", 1_916_676_352, "1.7B"),
+        ("0b6", 11_256_571, "11M"),  # a tiny folder in the 0.6B layout: the count, never "0.6B"
+        ("2B", 2_300_000_000, "2B"),
+        ("base", 336_000_000, "336M"),  # no size in the tag: the count
+        ("0b6", 0, "0.6B"),  # weights not counted: the release's name, never the raw tag
+    ],
+)
+def test_a_size_is_the_releases_own_name_only_where_the_weights_agree(tag, parameters, label):
+    from pathlib import Path
+
+    from koe.service.models import ModelDetails, ModelRef
+
+    details = ModelDetails(ModelRef("m", Path("m"), "qwen3_tts", "custom_voice", tag), 0, parameters, "float32", [], [], [])
+    assert details.size == label
+
+
 def test_doctor_flags_a_random_weight_model(koe, home, cv_model, real_cv, monkeypatch):
     koe("models", "import", cv_model, "--name", "cv", "--link")
     koe("models", "import", real_cv, "--name", "real", "--link")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import time
 from dataclasses import dataclass, field, replace
@@ -47,6 +48,18 @@ def size_label(parameters: int) -> str:
     if parameters >= 1_000:
         return f"{round(parameters / 1e3)}K"
     return str(parameters)
+
+
+def _named_size(tag: str | None) -> tuple[str, float] | None:
+    """A family's size tag as people write it, and its parameters: "0b6" -> ("0.6B", 6e8), "2B" -> ("2B", 2e9);
+    None for what is no size ("base", "")."""
+    m = re.fullmatch(r"(\d+)b(\d+)|(\d+(?:\.\d+)?)([MB])", (tag or "").strip())
+    if m is None:
+        return None
+    if m.group(1) is not None:
+        text = f"{m.group(1)}.{m.group(2)}"
+        return f"{text}B", float(text) * 1e9
+    return f"{m.group(3)}{m.group(4)}", float(m.group(3)) * (1e9 if m.group(4) == "B" else 1e6)
 
 
 @dataclass(frozen=True)
@@ -123,7 +136,12 @@ class ModelDetails:
 
     @property
     def size(self) -> str:
-        """The model's size from its parameter count ("11M", "0.9B"; "" when no weights could be counted)."""
+        """The model's size as people name it: the release's own ("0.6B", "2B") where the weights agree
+        with it (within a factor of two: a released 0.6B Qwen3-TTS holds 0.9 B parameters with its codec),
+        else from the parameter count ("11M" for a tiny folder in the 0.6B layout); never a raw tag."""
+        named = _named_size(self.ref.size)
+        if named and (not self.parameters or 0.5 <= self.parameters / named[1] <= 2):
+            return named[0]
         return size_label(self.parameters)
 
     def memory_bytes(self, dtype: str) -> int:
