@@ -62,10 +62,12 @@ def list_models(as_json: Annotated[bool, typer.Option("--json", help="Print JSON
         err.print("no models installed: koe models import PATH, koe models pull ID, or koe demo for a test model")
         return
     default = home.settings.models.default
-    table = Table("name", "variant", "size", "weights", "origin", box=None, pad_edge=False)
-    for d in models:
+    origins = [("→ " if d.linked else "") + short_origin(d.origin) for d in models]
+    table = Table("name", "variant", "size", "weights", box=None, pad_edge=False)
+    hub = [len(o) for o in origins if o.lstrip("→ ").startswith("hub:")]
+    table.add_column("origin", no_wrap=bool(hub), min_width=min(max(hub, default=0), 48) or None)  # a hub origin's short SHA stays whole
+    for d, origin in zip(models, origins, strict=True):
         mark = " [green](default)[/]" if default and default.lower() == d.ref.name.lower() else ""
-        origin = ("→ " if d.linked else "") + short_origin(d.origin)
         table.add_row(escape(d.ref.name) + mark, d.ref.variant, _size(d), human_bytes(d.weights_bytes), escape(origin))
     out.print(table)
 
