@@ -211,3 +211,14 @@ def test_a_hub_id_typo_when_the_hub_is_down_or_lacks_it(monkeypatch, tmp_path):
         resolve_model(store, QWEN_TYPO)
     with pytest.raises(NotFound, match=re.escape(f"did you mean {QWEN}?")):  # a client's request, on a server that does not download
         resolve_model(store, QWEN_TYPO, allow_paths=False, downloads=Downloads(False, "this server does not download models", True))
+
+
+def test_a_store_name_typo_says_did_you_mean_for_info_and_remove_too(tmp_path, monkeypatch):
+    from fixtures_models import model_folder
+    from product_helpers import koe_command
+
+    koe = koe_command(tmp_path, monkeypatch)
+    koe("models", "import", model_folder(tmp_path, "custom_voice"), "--name", "narrator", "--link")
+    for args in (("models", "info", "narator"), ("models", "remove", "narator")):
+        r = koe(*args, ok=False)
+        assert r.exit_code != 0 and "did you mean narrator?" in r.stderr.replace("\n", " "), r.stderr

@@ -12,7 +12,6 @@ part (`synthesis.options.temperature`). `home` is not a file setting (KOE_HOME o
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from tomlkit.items import Comment, Table, Whitespace
 
 from koe.service.errors import ConfigError, InvalidRequest, NotFound
 from koe.service.fsio import atomic_write_text, path_lock
+from koe.service.names import close_matches, did_you_mean
 from koe.service.settings import ENV_DELIMITER, ENV_PREFIX, SECRET_KEY, TOML_NAME, Settings, load_settings, resolve_home
 
 SECTIONS = ("server", "models", "synthesis")
@@ -90,10 +90,10 @@ def parse_key(key: str) -> Key:
     if len(parts) == 2 and parts[0] in SECTIONS and parts[1] in _section_model(parts[0]).model_fields:
         return Key(parts[0], parts[1])
     known = setting_keys()
-    close = difflib.get_close_matches(raw, known, n=3, cutoff=0.6)
-    names = difflib.get_close_matches(parts[-1], [k.split(".")[1] for k in known], n=3, cutoff=0.6)  # `prot` -> server.port
+    close = close_matches(raw, known)
+    names = close_matches(parts[-1], [k.split(".")[1] for k in known])  # `prot` -> server.port
     close += [k for k in known if k.split(".")[1] in names and k not in close][: max(0, 4 - len(close))]
-    hint = f"did you mean {', '.join(close)}?" if close else "`koe config show` lists every setting"
+    hint = did_you_mean(close) or "`koe config show` lists every setting"
     raise NotFound(f"unknown setting {raw!r}", hint=hint, param="key")
 
 

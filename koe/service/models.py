@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from koe.engines.base import Capabilities
 from koe.service.errors import AlreadyExists, InvalidRequest, ModelFailed, NotFound, StorageError
 from koe.service.fsio import atomic_folder, remove_tree, sweep_leftovers
-from koe.service.names import check_name, slug
+from koe.service.names import check_name, close_matches, did_you_mean, slug
 from koe.service.storage import Database, ModelRow
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def size_label(parameters: int) -> str:
 
 
 def _named_size(tag: str | None) -> tuple[str, float] | None:
-    """A family's size tag as people write it, and its parameters: "0b6" -> ("0.6B", 6e8), "2B" -> ("2B", 2e9);
+    """A family's size tag as people write it, and its parameters: "XbY" -> ("X.YB", X.Y e9), "2B" -> ("2B", 2e9);
     None for what is no size ("base", "")."""
     m = re.fullmatch(r"(\d+)b(\d+)|(\d+(?:\.\d+)?)([MB])", (tag or "").strip())
     if m is None:
@@ -311,7 +311,7 @@ class ModelStore:
             known = [d.ref.name for d in self.list()]
             raise NotFound(
                 f"no model named {name!r} in the store; installed: {', '.join(known) if known else '(none)'}",
-                hint="koe models import PATH, koe models pull ID, or pass a folder path or a hub id (OWNER/NAME)",
+                hint=did_you_mean(close_matches(name, known)) or "koe models import PATH, koe models pull ID, or pass a folder path or a hub id (OWNER/NAME)",
                 param="model",
             )
         return self._details(row)

@@ -249,13 +249,7 @@ def resolve_model(
     if is_hub_id(s):
         operators = Downloads(downloads.allowed, downloads.why_not)  # the default is the operator's: any repo, not only listed ones
         return _from_hub(store, s, downloads if given else operators, cache_dir, on_status)
-    try:
-        return store.get(s).ref
-    except NotFound as e:
-        hint = did_you_mean(close_matches(s, [row.name for row in store.db.list_models()]))
-        if hint is None:
-            raise
-        raise NotFound(e.message, hint=hint, param="model") from None
+    return store.get(s).ref  # a typo's NotFound says "did you mean"
 
 
 def _only_installed(store: ModelStore) -> ModelRef:
