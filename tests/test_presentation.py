@@ -222,3 +222,19 @@ def test_a_store_name_typo_says_did_you_mean_for_info_and_remove_too(tmp_path, m
     for args in (("models", "info", "narator"), ("models", "remove", "narator")):
         r = koe(*args, ok=False)
         assert r.exit_code != 0 and "did you mean narrator?" in r.stderr.replace("\n", " "), r.stderr
+
+
+def test_a_voice_name_typo_says_did_you_mean(tmp_path):
+    from product_helpers import speechy, wav_bytes
+
+    from koe.service import KoeHome, load_settings
+    from koe.service.errors import NotFound
+
+    home = KoeHome(load_settings(tmp_path / "home", environ={}))
+    clip = tmp_path / "clip.wav"
+    clip.write_bytes(wav_bytes(speechy(1.5)))
+    home.voices.add("narrator", clip, "A short test clip.")
+    with pytest.raises(NotFound) as info:
+        home.voices.get("narator")
+    assert info.value.hint == "did you mean narrator?"
+    home.close()

@@ -45,7 +45,7 @@ from koe.audio.errors import AudioError
 from koe.audio.io import AudioSource, load_audio, write_wav
 from koe.service.errors import AlreadyExists, InvalidRequest, KoeError, NotFound, StorageError, Unavailable
 from koe.service.fsio import atomic_folder, atomic_write_bytes, atomic_write_text, path_lock, remove_tree, sweep_leftovers
-from koe.service.names import check_name
+from koe.service.names import check_name, close_matches, did_you_mean
 from koe.service.storage import Database, VoiceRow
 from koe.text.checks import text_problem
 
@@ -396,7 +396,8 @@ class VoiceLibrary:
 
     def _not_found(self, name: str) -> NotFound:
         known = [v.name for v in self.list()]
-        return NotFound(f"no voice named {name!r}; voices: {', '.join(known) if known else '(none yet: koe voices add NAME --ref clip.wav)'}", param="voice")
+        return NotFound(f"no voice named {name!r}; voices: {', '.join(known) if known else '(none yet: koe voices add NAME --ref clip.wav)'}",
+                        hint=did_you_mean(close_matches(name, known)), param="voice")  # fmt: skip
 
     def _warn(self, message: str) -> None:
         """Log `message` once per library (a listing is not a flood of the same warning)."""
