@@ -49,6 +49,7 @@ def demo(
     """Speak a sentence into out/demo.wav: the configured model, else the real 0.6B CustomVoice (downloaded once), else a random-weight one."""
     from koe.service.encode import format_for_path
     from koe.service.fsio import atomic_write_bytes
+    from koe.service.models import size_label
     from koe.service.synthesizer import Synthesizer
 
     if model is not None and family is not None:
@@ -77,7 +78,7 @@ def demo(
     loading = time.perf_counter()
     with err.status(f"loading {plan.model.name} …", spinner="dots"), synth.cache.use(plan.model):
         pass  # loaded now (and kept): the load is a step of its own, said with its time
-    err.print(f"[dim]loaded {escape(plan.model.name)} ({details.size or '?'} parameters) in {time.perf_counter() - loading:.1f} s[/]")
+    err.print(f"[dim]loaded {escape(plan.model.name)} ({size_label(details.parameters) or '?'} parameters) in {time.perf_counter() - loading:.1f} s[/]")
     with err.status(f"speaking with {plan.model.name} ({plan.model.variant}) …", spinner="dots"):
         result = synth.speak(plan)
     for w in result.warnings:
@@ -211,6 +212,7 @@ def _ensure_demo_model(home, family: str) -> str:
         pass
     from koe.engines.registry import DEMO_FAMILY, spec, write_fixture
     from koe.service.fsio import atomic_folder
+    from koe.service.models import size_label
 
     options = {}
     if family == DEMO_FAMILY:
@@ -225,7 +227,7 @@ def _ensure_demo_model(home, family: str) -> str:
         with atomic_folder(home.models.root / name, replace=True) as tmp:
             write_fixture(tmp, family, **options)
         d = home.models.register(name, f"koe demo (random weights, {family})")
-    err.print(f"[dim]built {escape(name)} ({d.ref.variant}, {d.size} parameters, random weights) in {time.perf_counter() - started:.1f} s "
+    err.print(f"[dim]built {escape(name)} ({d.ref.variant}, {size_label(d.parameters)} parameters, random weights) in {time.perf_counter() - started:.1f} s "
               f"at {escape(str(d.ref.path))}[/]")  # fmt: skip
     return name
 

@@ -114,7 +114,7 @@ def check_home(settings: Settings) -> list[Check]:
 def check_models(home, settings: Settings) -> list[Check]:
     """Each installed model: complete? what does it need, and does this machine have it? A random-weight
     test model is a warning: it speaks noise, and a `koe speak` without --model may pick it."""
-    from koe.service.models import RANDOM_WEIGHTS_NOTE, inspect_model
+    from koe.service.models import RANDOM_WEIGHTS_NOTE, inspect_model, size_label
 
     _, facts = check_torch() if "torch" in sys.modules else ([], {})
     ram = system_memory_bytes()
@@ -136,7 +136,7 @@ def check_models(home, settings: Settings) -> list[Check]:
         elif gpu is not None and need16 > 0.9 * gpu:
             status = "warn"
             where += f"; the GPU has {_gb(gpu)}"
-        what = f"{d.ref.variant}, {d.size or 'unknown'} parameters"
+        what = f"{d.ref.variant}, {size_label(d.parameters) or 'unknown'} parameters"
         if d.random_weights:
             status, what = "warn", f"{RANDOM_WEIGHTS_NOTE} ({what})"
         out.append(Check(f"model {d.ref.name}", status, f"{what}; {where}; for {d.uses}"))
