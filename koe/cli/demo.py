@@ -100,13 +100,14 @@ def demo(
 
 def _family(name: str | None) -> str:
     """The family `--family` names (default: the demo's); exit 2 naming those there are."""
-    from koe.engines.registry import DEMO_FAMILY, FAMILIES
+    from koe.engines.registry import DEMO_FAMILY, families
 
     if name is None:
         return DEMO_FAMILY
     key = name.strip().lower().replace("-", "_")
-    if key not in FAMILIES:
-        fail(f"unknown model family {name!r}; koe runs: {', '.join(FAMILIES)}", 2)
+    known = families()
+    if key not in known:
+        fail(f"unknown model family {name!r}; koe runs: {', '.join(known)}", 2)
     return key
 
 

@@ -46,7 +46,7 @@ def trainer_for(folder: Path, method: str = "speaker"):
         trainable = [s.title for s in registry.specs() if method in (getattr(s, "trainers", None) or {})]
         raise InvalidRequest(f"{folder}: {spec.title} models have no {method} training in koe",
                              hint=f"families that train: {', '.join(trainable) or 'none'}", param="model")
-    return registry._import(target)
+    return registry.import_target(target)
 
 
 def export_dtype(name: str | None):
