@@ -47,15 +47,11 @@ def load(
 
 def __getattr__(name: str):
     """Lazy exports, so `import koe` stays light (no torch until a model is used)."""
-    if name == "VoicePrompt":  # Qwen3-TTS's prompt class (kept for existing code); the contract's is koe.engines.base.VoicePrompt
-        from koe.engines.qwen3_tts.voice import VoicePrompt
-
-        return VoicePrompt
     if name == "train":  # koe.train: fine-tuning (imports torch only when a run starts)
         import importlib
 
         return importlib.import_module("koe.train")
-    if name in ("SynthesisRequest", "VoiceReference", "CancelToken"):
+    if name in ("SynthesisRequest", "VoiceReference", "VoicePrompt", "CancelToken"):  # the engine contract's, every family's
         from koe.engines import base
 
         return getattr(base, name)

@@ -9,6 +9,10 @@
 call with the same arguments (so a stopped run goes on where it was): prepare (the codec's codes,
 in upstream's prepared JSONL), train (a checkpoint after every epoch), export (`OUT` becomes a
 CustomVoice model folder). docs/training.md has the data format, the settings and what is exact.
+
+Every call runs the trainer of the model's family (its spec's `trainers`, through
+`koe.service.training`, as `koe train` does); a model whose family does not train is refused
+naming those that do.
 """
 
 from __future__ import annotations
@@ -34,9 +38,8 @@ def speaker(model: str | os.PathLike, data: str | os.PathLike, speaker: str, out
     `should_stop()` is asked after each checkpoint. Returns the run's result (`out`, `speaker`,
     `finished`, `losses`, `optimizer_steps`), or None with `stop_after="prepare"`. Raises
     `koe.service.errors.InvalidRequest` for bad data or settings, before any training."""
-    from koe.engines.qwen3_tts.finetune.run import Reporter
     from koe.service.resolve import model_folder
-    from koe.service.training import SpeakerJob, run_speaker
+    from koe.service.training import Reporter, SpeakerJob, run_speaker
 
     settings = {"epochs": epochs, "lr": lr, "batch_size": batch_size, "grad_accum": grad_accum, "seed": seed, "precision": precision,
                     "gradient_checkpointing": gradient_checkpointing, "offload_optimizer": offload_optimizer, "save_every": save_every,
@@ -55,18 +58,10 @@ def prepare(model: str | os.PathLike, data: str | os.PathLike, out: str | os.Pat
             device: str | None = None) -> Path:
     """Check `data` and write upstream's prepared JSONL (the codes of every clip) to `out`, with
     `model`'s codec; returns `out`. A later `speaker(..., data=out)` trains on it as it is."""
-    from koe.engines.base import TrainingError
-    from koe.engines.qwen3_tts.finetune.data import load_dataset
-    from koe.engines.qwen3_tts.finetune.data import prepare as prepare_clips
-    from koe.service.errors import InvalidRequest
     from koe.service.resolve import model_folder
+    from koe.service.training import prepare_data
 
-    folder = model_folder(model)
-    try:
-        checked = load_dataset(Path(data), ref=Path(ref) if ref is not None else None)
-    except TrainingError as e:
-        raise InvalidRequest(e.message, hint=e.hint, param="data") from e
-    return prepare_clips(checked, folder / "speech_tokenizer", Path(out), device=device or "cpu").jsonl
+    return prepare_data(model_folder(model), Path(data), Path(out), ref=Path(ref) if ref is not None else None, device=device)
 
 
 def export(out: str | os.PathLike, *, export_dtype: str | None = None) -> Path:

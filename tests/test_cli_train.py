@@ -245,3 +245,30 @@ def test_lora_from_the_command_line(bases, home, koe, tmp_path):
     settings = json.loads((out / "training" / "checkpoint" / "state.json").read_text())["settings"]
     assert settings["lora_rank"] == 4 and settings["lora_alpha"] == 4.0
     assert not [k for k in load_file(str(out / "model.safetensors")) if "lora" in k]
+
+
+def test_prepare_from_python_runs_the_family_data_stage(bases, tmp_path):
+    """`koe.train.prepare` goes through the family's trainer module (koe.service.training), as `koe train` does."""
+    import koe.train
+    from koe.service.errors import InvalidRequest
+
+    out = koe.train.prepare(bases["1.7b"], bases["data"]["pairs"], tmp_path / "prepared.jsonl", ref=bases["data"]["ref"])
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines() if line.strip()]
+    assert out == tmp_path / "prepared.jsonl" and rows and all(row["audio_codes"] for row in rows)
+    with pytest.raises(InvalidRequest) as bad:
+        koe.train.prepare(bases["1.7b"], tmp_path / "no-such-data", tmp_path / "x.jsonl")
+    assert bad.value.param == "data" and not (tmp_path / "x.jsonl").exists()
+
+
+def test_a_family_without_a_trainer_is_refused_naming_those_that_train(tmp_path):
+    import koe.train
+    from koe.engines import registry
+    from koe.service.errors import InvalidRequest
+
+    untrained = [f for f in registry.families() if "speaker" not in (getattr(registry.spec(f), "trainers", None) or {})]
+    if not untrained:
+        pytest.skip("every registered family trains")
+    folder = registry.write_fixture(tmp_path / "m", untrained[0])
+    with pytest.raises(InvalidRequest, match="have no speaker training in koe") as refused:
+        koe.train.prepare(folder, tmp_path / "data", tmp_path / "p.jsonl")
+    assert registry.spec(registry.DEMO_FAMILY).title in refused.value.hint

@@ -18,6 +18,7 @@ import torch
 
 from koe.engines.qwen3_tts.engine import Qwen3TTSEngine
 from koe.engines.qwen3_tts.prompt import PromptItem
+from koe.engines.qwen3_tts.voice import VoicePrompt  # koe's saved Qwen3-TTS prompt: VoicePrompt.load(folder) reads one back
 
 
 @dataclass
@@ -163,8 +164,6 @@ class Qwen3TTSModel:
         ]
 
     def _to_voice_prompts(self, items: list[VoiceClonePromptItem]):
-        from koe.engines.qwen3_tts.voice import VoicePrompt
-
         return [VoicePrompt(it.ref_spk_embedding, it.ref_code if it.icl_mode else None, it.ref_text, not it.icl_mode, self.engine.stamp) for it in items]
 
     @torch.no_grad()

@@ -1,14 +1,17 @@
 """Fine-tuning as the shells ask for it: which family trains a model, and a run with koe's errors.
 
 Torch-free at import, like the rest of `service/`: the family's trainer (`FamilySpec.trainers`,
-e.g. Qwen3-TTS's `koe.engines.qwen3_tts.finetune.run:train_speaker`) is imported when a run starts.
-Its own errors (a bad dataset, a model the recipe cannot train, settings a checkpoint was not
-made with) come back as `InvalidRequest`, so the CLI prints them as one clear message.
+"module:function") is imported when a run starts. Beside it, in its module, the family keeps
+`TrainSettings` (the run's settings), `export_checkpoint(out, dtype)` (`koe train export`) and
+`prepare_dataset(base, data, out, ref=, device=)` (the data stage alone). Its own errors (a bad
+dataset, a model the recipe cannot train, settings a checkpoint was not made with) come back as
+`InvalidRequest`, so the CLI prints them as one clear message.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -34,6 +37,16 @@ class SpeakerJob:
     settings: dict[str, Any] = field(default_factory=dict)  # the family's TrainSettings fields
 
 
+@dataclass
+class Reporter:
+    """What a run tells its shell while it goes (a trainer calls these): notes, the data stage's
+    progress (done, total), and a report after every batch (epoch, batch, loss, ...)."""
+
+    note: Callable[[str], None] = lambda message: None
+    prepare: Callable[[int, int], None] = lambda done, total: None
+    step: Callable[[Any], None] = lambda report: None
+
+
 def trainer_for(folder: Path, method: str = "speaker"):
     """The family function that runs `method` on the model in `folder`, or InvalidRequest saying
     which models can."""
@@ -49,6 +62,25 @@ def trainer_for(folder: Path, method: str = "speaker"):
     return registry.import_target(target)
 
 
+def _beside(train, name: str):
+    """The member `name` of the module that holds the family's trainer `train` (see the module doc)."""
+    import sys
+
+    return getattr(sys.modules[train.__module__], name)
+
+
+def prepare_data(model: Path, data: Path, out: Path, *, ref: Path | None = None, device: str | None = None) -> Path:
+    """The data stage alone of a speaker run on the model in `model` (`koe.train.prepare`): the
+    family's prepared data written to `out`, which a later run takes as its data; returns `out`."""
+    from koe.engines.base import TrainingError
+
+    prepare = _beside(trainer_for(Path(model)), "prepare_dataset")
+    try:
+        return prepare(Path(model), Path(data), Path(out), ref=ref, device=device or "cpu")
+    except TrainingError as e:
+        raise InvalidRequest(e.message, hint=e.hint, param="data") from e
+
+
 def export_dtype(name: str | None):
     """The torch dtype an `--export-dtype` names (None: as trained), or InvalidRequest."""
     if name is None:
@@ -62,14 +94,12 @@ def export_dtype(name: str | None):
 
 def run_speaker(job: SpeakerJob, reporter=None, should_stop=None):
     """Run a speaker fine-tuning job (see the family's `train_speaker`); returns its result."""
-    import sys
-
     import torch
 
     from koe.engines.base import TrainingError
 
     train = trainer_for(Path(job.model))
-    settings_type = sys.modules[train.__module__].TrainSettings  # the family's settings, beside its trainer
+    settings_type = _beside(train, "TrainSettings")  # the family's settings
     known = {f.name for f in fields(settings_type)}
     unknown = sorted(set(job.settings) - known)
     if unknown:
@@ -91,8 +121,6 @@ def run_speaker(job: SpeakerJob, reporter=None, should_stop=None):
 def export_run(out: Path, dtype_name: str | None = None) -> Path:
     """Export a run's latest checkpoint to its folder (`koe train export`), with the trainer of
     the family of the run's base model (named in `OUT/training/run.json`)."""
-    import sys
-
     from koe.engines.base import TrainingError
 
     dtype = export_dtype(dtype_name)
@@ -106,8 +134,8 @@ def export_run(out: Path, dtype_name: str | None = None) -> Path:
         raise InvalidRequest(f"the training run's file is damaged: {e}", hint=hint) from e
     if not isinstance(base, str):
         raise InvalidRequest(f"the training run's file is damaged: {run_file}: it does not name the base model", hint=hint)
-    module = sys.modules[trainer_for(Path(base)).__module__]
+    export = _beside(trainer_for(Path(base)), "export_checkpoint")
     try:
-        return module.export_checkpoint(Path(out), dtype)
+        return export(Path(out), dtype)
     except TrainingError as e:
         raise InvalidRequest(e.message, hint=e.hint) from e

@@ -160,6 +160,15 @@ def read_run(out: Path) -> dict[str, str]:
     return run
 
 
+def prepare_dataset(base: Path, data: Path, out: Path, *, ref: Path | None = None, device: str = "cpu") -> Path:
+    """The data stage alone (`koe.train.prepare`): check `data` and write upstream's prepared JSONL of
+    it to `out` with the codec of the model in `base`; returns `out`. Raises `DatasetError`."""
+    from koe.engines.qwen3_tts.finetune.data import load_dataset, prepare
+
+    checked = load_dataset(Path(data), ref=Path(ref) if ref is not None else None)
+    return prepare(checked, Path(base) / "speech_tokenizer", Path(out), device=device).jsonl
+
+
 def export_checkpoint(out: Path, export_dtype: torch.dtype | None = None) -> Path:
     """Export the run's latest checkpoint (`OUT/training/checkpoint`) to `OUT` without training on:
     to listen to a run stopped early."""
