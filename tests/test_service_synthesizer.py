@@ -335,3 +335,17 @@ def test_unloading_closes_the_engine(tmp_path):
         pass
     assert closed == [True]
     assert cache.unload(b) and closed == [True, True]
+
+
+def test_a_library_voice_shorter_than_the_model_s_floor_is_refused_when_planned(synth, home, monkeypatch):
+    """The model's `min_reference_s`, not one constant, decides whether a library voice can be cloned."""
+    from dataclasses import replace
+
+    t = np.arange(30000) / 24000  # 1.25 s
+    home.voices.add("short-ref", ((0.3 * np.sin(2 * np.pi * (150 + 30 * np.sin(3 * t)) * t)).astype(np.float32), 24000), "Hello!", overwrite=True)
+    assert synth.plan(req(model="base", voice="short-ref")).mode == "clone_voice"
+    details = synth.planner.details
+    monkeypatch.setattr(synth.planner, "details", lambda ref: (d := details(ref)) and replace(d, capabilities=replace(d.capabilities, min_reference_s=2.0)))
+    with pytest.raises(InvalidRequest, match=r"voice 'short-ref' is 1\.25 s of audio; base clones from at least 2 s"):
+        synth.plan(req(model="base", voice="short-ref"))
+    home.voices.remove("short-ref")

@@ -180,3 +180,12 @@ def test_prompt_is_prepared_once_per_model_and_kept(library, wav_path):
     assert library.get("alice").prepared_for == ["model-a", "model-b"]
     with pytest.raises(InvalidRequest):
         library.prompt_for("alice", "../escape", prepare, Prompt.load)
+
+
+def test_a_voice_is_checked_against_each_model_s_own_floor(library):
+    """The library keeps any clip over its own floor; a model's floor (`Capabilities.min_reference_s`) applies when the voice is used with it."""
+    library.add("brief", (clip(1.2), SR))
+    assert library.check_reference("brief", 1.0, "model-a").name == "brief"
+    with pytest.raises(InvalidRequest, match=r"voice 'brief' is 1\.20 s of audio; model-b clones from at least 1\.5 s") as refused:
+        library.check_reference("BRIEF", 1.5, "model-b")
+    assert refused.value.param == "voice" and "--overwrite" in refused.value.hint

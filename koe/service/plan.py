@@ -257,6 +257,8 @@ class Planner:
             )
         if mode == "speaker" and speaker not in presets:
             raise NotFound(f"unknown speaker {speaker!r}; {ref.name} has: {', '.join(presets)}", param="voice")
+        if mode == "clone_voice":
+            self.voices.check_reference(voice_name, caps.min_reference_s, ref.name)  # the model's own floor, as for a clip
         if instruct and mode != "design" and not caps.instruct:
             warnings.append(f"{ref.name} ignores instructions; the instruction was dropped")
             instruct = None

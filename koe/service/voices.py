@@ -57,7 +57,9 @@ VOICE_JSON = "voice.json"
 PROMPTS = "prompts"
 FORMAT = 1  # voice.json's format version; a newer one is refused, not guessed at
 SOURCES = ("clip", "design", "import")
-MIN_REFERENCE_SECONDS = 1.0  # as the Qwen3-TTS engine requires (voice.MIN_REF_SECONDS)
+# The library's own floor for a clip it keeps: a voice is kept for whichever model it is used with later. Each
+# model's floor (`Capabilities.min_reference_s`) is checked when the voice is used with it (`check_reference`).
+MIN_REFERENCE_SECONDS = 1.0
 MAX_STORED_SECONDS = 3600.0  # sanity bound on a stored duration_s
 SAMPLE_RATES = (1000, 768_000)  # sanity bounds on a stored sample_rate
 MAX_LANGUAGE_CHARS = 64
@@ -83,7 +85,7 @@ class VoiceLimits:
 
 @dataclass(frozen=True)
 class Voice:
-    """A voice in the library. `ref_text` None means the voice clones from the timbre alone (x-vector only)."""
+    """A voice in the library. `ref_text` None means the voice clones from the clip alone (timbre only, no transcript)."""
 
     name: str
     folder: Path
@@ -194,6 +196,17 @@ class VoiceLibrary:
             _text(description, "the description", "description", lim.description_chars),
             _text(language, "the language", "language", lim.language_chars, one_line=True),
         )
+
+    def check_reference(self, name: str, min_seconds: float, model: str) -> Voice:
+        """Voice `name`, if its clip is long enough for `model`, whose floor is `min_seconds` (its
+        `Capabilities.min_reference_s`); else `InvalidRequest` saying how long the clip must be."""
+        voice = self.get(name)
+        if voice.duration_s < min_seconds:
+            raise InvalidRequest(
+                f"voice {voice.name!r} is {voice.duration_s:.2f} s of audio; {model} clones from at least {min_seconds:g} s",
+                hint=f"add it again from a longer clip (koe voices add {voice.name} --ref CLIP --overwrite)", param="voice",
+            )  # fmt: skip
+        return voice
 
     # -- writing --------------------------------------------------------------------------------
     def add(
