@@ -7,6 +7,7 @@ import typer
 
 from koe.cli import config, demo, doctor, history, models, serve, speak, train, voices
 from koe.cli.common import KoeGroup, configure_logging, state
+from koe.cli.model_options import model_options_command
 
 app = typer.Typer(
     name="koe",
@@ -45,7 +46,7 @@ def main(
     configure_logging(verbose, server=ctx.invoked_subcommand == "serve")  # a server's log keeps its tracebacks for the operator
 
 
-app.command("speak")(speak.speak)
+app.command("speak", cls=model_options_command("options"))(speak.speak)  # the model's options are flags too
 app.add_typer(voices.app, name="voices")
 app.add_typer(models.app, name="models")
 models.app.command("default")(config.models_default)  # a settings edit, so its code lives with `koe config`

@@ -12,6 +12,7 @@ from koe.cli.common import command, err, fail, open_home, warn
 
 LONG_TEXT_CHARS = 200  # above this, show progress in seconds of audio made
 OWN_VOICE = "(the model's own)"  # how a result without a named voice is labelled
+OPT_HELP = "A model option as NAME=VALUE (repeatable), the long form of its flag --NAME VALUE; `koe models info MODEL` lists them."
 
 
 def read_text(text: str | None, file: Path | None) -> str:
@@ -54,6 +55,7 @@ def _check_arguments(**arguments: str | None) -> None:
 
 @command
 def speak(
+    ctx: typer.Context,
     text: Annotated[str | None, typer.Argument(help="Text to speak; '-' reads stdin.", show_default=False)] = None,
     file: Annotated[Path | None, typer.Option("--file", "-f", help="Read the text from a UTF-8 file.")] = None,
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model: a store name (koe models list), a folder, or a hub id (OWNER/NAME, e.g. Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice): the store, then the Hugging Face cache, else downloaded on first use (default: models.default).")] = None,
@@ -65,13 +67,7 @@ def speak(
     ref_text: Annotated[str | None, typer.Option("--ref-text", help="Transcript of --ref (without it: timbre-only cloning).")] = None,
     language: Annotated[str | None, typer.Option("--language", "-l", help="Language of the text (auto, english, chinese, ...).")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Random seed, for repeatable output.", min=0)] = None,
-    opt: Annotated[list[str] | None, typer.Option("--opt", "-O", metavar="KEY=VALUE", help="A model option (repeatable); `koe models info NAME` lists them.", rich_help_panel="Model options", show_default=False)] = None,
-    temperature: Annotated[float | None, typer.Option("--temperature", help="Sampling temperature (= --opt temperature=...).", rich_help_panel="Model options")] = None,
-    top_k: Annotated[int | None, typer.Option("--top-k", help="Top-k (= --opt top_k=...).", rich_help_panel="Model options")] = None,
-    top_p: Annotated[float | None, typer.Option("--top-p", help="Top-p (= --opt top_p=...).", rich_help_panel="Model options")] = None,
-    repetition_penalty: Annotated[float | None, typer.Option("--repetition-penalty", help="Repetition penalty (= --opt repetition_penalty=...).", rich_help_panel="Model options")] = None,
-    do_sample: Annotated[bool | None, typer.Option("--do-sample/--greedy", help="Sample, or pick the likeliest step (= --opt do_sample=...).", rich_help_panel="Model options", show_default=False)] = None,
-    max_new_tokens: Annotated[int | None, typer.Option("--max-new-tokens", help="The model's length cap in steps (= --opt max_new_tokens=...).", rich_help_panel="Model options")] = None,
+    opt: Annotated[list[str] | None, typer.Option("--opt", "-O", metavar="KEY=VALUE", help=OPT_HELP, rich_help_panel="Model options", show_default=False)] = None,
     speed: Annotated[float | None, typer.Option("--speed", help="Tempo 0.25-4.0, pitch kept.")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Output file (format from its extension); '-' = stdout.")] = None,
     fmt: Annotated[str | None, typer.Option("--format", "-F", help="wav, flac, mp3, opus, aac, m4a or pcm.")] = None,
@@ -83,9 +79,12 @@ def speak(
 ) -> None:
     """Speak TEXT (or stdin, or --file) and write the audio.
 
-    Without -o the file is kept under KOE_HOME/outputs and its path printed. Each model family has its own options (`koe models info NAME` lists them): pass them as --opt KEY=VALUE.
+    Without -o the file is kept under KOE_HOME/outputs and its path printed.
+
+    Each model has options of its own, and each is a flag: --NAME VALUE (a switch: --NAME or --no-NAME), NAME as `koe models info MODEL` lists it with dashes for underscores; --opt NAME=VALUE does the same.
     """
     from koe.cli.common import parse_options
+    from koe.cli.model_options import model_flags, own_flags
     from koe.service.encode import format_for_path, get_format
     from koe.service.requests import SpeechRequest
     from koe.service.synthesizer import Synthesizer
@@ -100,9 +99,8 @@ def speak(
     else:
         audio_format = get_format(fmt) if fmt else None
     home = open_home(models={"device": device, "dtype": dtype, "precision": precision})
-    shorthands = {"do_sample": do_sample, "temperature": temperature, "top_k": top_k, "top_p": top_p,
-                  "repetition_penalty": repetition_penalty, "max_new_tokens": max_new_tokens}  # fmt: skip
-    options = {**{k: v for k, v in shorthands.items() if v is not None}, **parse_options(opt)}
+    synth = Synthesizer(home)
+    options = {**model_options(synth, model, model_flags(ctx), own_flags(ctx)), **parse_options(opt)}
     keep = save if save is not None else (True if output is None and not stream else None)
     request = SpeechRequest(
         text=words, model=model, voice=voice, speaker=speaker, instruct=instruct, design=design,
@@ -110,7 +108,6 @@ def speak(
         options=options, speed=speed, format=audio_format.name if audio_format else ("wav" if stream or to_stdout else None),
         save=keep,
     )  # fmt: skip
-    synth = Synthesizer(home)
     plan = synth.plan(request)
     random_weights = synth.planner.details(plan.model).random_weights
     if random_weights and model is None:
@@ -121,6 +118,16 @@ def speak(
         return
     result = speak_plan(synth, plan)
     write_result(result, output, to_stdout, time.perf_counter() - started, random_weights=random_weights)
+
+
+def model_options(synth, model: str | None, flags: list, taken: set[str]) -> dict:
+    """The model flags given (`koe.cli.model_options`) as options of the model `model` names (else the default)."""
+    if not flags:
+        return {}
+    from koe.cli.model_options import flag_values
+
+    ref = synth.planner.resolve_model(model)
+    return flag_values(flags, synth.planner.details(ref).capabilities.options, ref.name, taken=taken)
 
 
 def warn_random(name: str) -> None:

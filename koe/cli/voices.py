@@ -10,6 +10,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from koe.cli.common import command, err, fail, open_home, out
+from koe.cli.model_options import model_options_command
+from koe.cli.speak import OPT_HELP
 
 app = typer.Typer(help="Voices to clone: add from a clip, design from words, list, show, remove, export, import.", no_args_is_help=True)
 
@@ -94,29 +96,34 @@ def prepare(
     err.print(f"[green]wrote voice prompt[/] {escape(str(output))}  [dim]({mode}, for {ref.name})[/]")
 
 
-@app.command("design")
+@app.command("design", cls=model_options_command("options"))  # the model's options are flags too
 @command
 def design(
+    ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="Name for the new voice.")],
     description: Annotated[str, typer.Option("--description", "-d", help="The voice in words: age, gender, timbre, mood, pace.")],
     model: Annotated[str | None, typer.Option("--model", "-m", help="A voice-design model: store name, folder or hub id (OWNER/NAME).")] = None,
     text: Annotated[str | None, typer.Option("--text", help="What the sample says (becomes the transcript).")] = None,
     language: Annotated[str | None, typer.Option("--language", "-l")] = None,
     seed: Annotated[int | None, typer.Option("--seed", min=0)] = None,
-    max_new_tokens: Annotated[int | None, typer.Option("--max-new-tokens", help="The model's length cap for the sample (= --opt max_new_tokens=...).")] = None,
-    opt: Annotated[list[str] | None, typer.Option("--opt", "-O", metavar="KEY=VALUE", help="A model option (repeatable).", show_default=False)] = None,
+    opt: Annotated[list[str] | None, typer.Option("--opt", "-O", metavar="KEY=VALUE", help=OPT_HELP, show_default=False)] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
 ) -> None:
-    """Design a voice from a description with a voice-design model and keep its sample as a clone reference."""
+    """Design a voice from a description with a voice-design model and keep its sample as a clone reference.
+
+    The model's options are flags, as for `koe speak`: --NAME VALUE (`koe models info MODEL` lists them), or --opt NAME=VALUE.
+    """
     from koe.cli.common import parse_options
+    from koe.cli.model_options import model_flags, own_flags
+    from koe.cli.speak import model_options
     from koe.service.synthesizer import Synthesizer
 
     home = open_home()
     synth = Synthesizer(home)
+    options = {**model_options(synth, model, model_flags(ctx), own_flags(ctx)), **parse_options(opt)}
     with err.status(f"designing {name} …", spinner="dots"):
         voice = synth.design_voice(
-            name, description, model=model, text=text, language=language, seed=seed,
-            options={**({"max_new_tokens": max_new_tokens} if max_new_tokens else {}), **parse_options(opt)}, overwrite=overwrite,
+            name, description, model=model, text=text, language=language, seed=seed, options=options, overwrite=overwrite,
         )  # fmt: skip
     err.print(f"[green]designed voice[/] {escape(voice.name)}  [dim]({voice.duration_s:.1f} s sample; clone it with a cloning model: koe speak --voice {escape(voice.name)} ...)[/]")
 
