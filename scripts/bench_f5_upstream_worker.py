@@ -2,7 +2,7 @@
 
 Started by `koe.bench.runner` with the F5 oracle's Python (`KOE_ORACLE_F5_PYTHON` or
 `.oracle-f5/bin/python`, made by `make oracle-f5`) as a script. It lives outside the `koe` package
-because it imports f5-tts, which koe never does; it imports `koe/bench/wire.py` by path (stdlib,
+because it imports f5-tts, which koe never does; it imports `koe/bench/wire.py` and `koe/engines/f5_tts/bench/cases.py` by path (stdlib,
 numpy and torch only) and `tests/oracle_f5/common.py`, nothing else of koe.
 
 It drives upstream's public inference path, as `F5TTS.infer(seed=N)` does:
@@ -36,6 +36,20 @@ sys.path.insert(0, str(ROOT / "tests" / "oracle_f5" / "stubs"))  # wandb, datase
 
 import torch  # noqa: E402
 import wire  # noqa: E402
+
+
+def _by_path(name: str, path: Path):
+    """A stdlib-only file of koe imported by its path (koe itself is not installed here)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+cases = _by_path("bench_cases", ROOT / "koe" / "engines" / "f5_tts" / "bench" / "cases.py")  # the family's cases (stdlib only)
 
 
 class InlineExecutor:
@@ -90,7 +104,8 @@ class F5UpstreamWorker:
         return {"load_s": load_s, "import_s": imported - started, "peak_rss": wire.peak_rss(), "rss": wire.current_rss(), "precision": "float32"}
 
     def run(self, cmd: dict) -> dict:
-        return wire.run_f5_case(cmd, self._run)
+        text, nfe = cases.request(cmd)
+        return wire.run_case(cmd, lambda: self._run(cmd["reference"], text, nfe, int(cmd.get("seed", 0))))
 
     def _run(self, reference: str, text: str, nfe: int, seed: int) -> dict:
         from f5_tts.infer import utils_infer
@@ -121,8 +136,8 @@ class F5UpstreamWorker:
             del model.sample, model.mel_spec.forward, model.transformer.forward, vocoder.decode
             if ref_file:
                 Path(ref_file).unlink(missing_ok=True)
-        assert sr == wire.F5_SAMPLE_RATE
-        return wire.f5_result(total_s, prompt_s, wav, pinyin.seconds, sample.seconds - ref_mel.seconds, decode.seconds, steps,
+        assert sr == cases.SAMPLE_RATE
+        return cases.result(wire, total_s, prompt_s, wav, pinyin.seconds, sample.seconds - ref_mel.seconds, decode.seconds, steps,
                               nfe=nfe, batches=pinyin.calls, ref_mel_s=ref_mel.seconds, threads=torch.get_num_threads(),
                               dtype=str(wav.dtype), minor_faults=faults)  # fmt: skip
 

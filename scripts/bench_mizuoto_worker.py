@@ -4,7 +4,7 @@ Started by `koe.bench.runner` for `koe bench --compare mizuoto` with the peer's 
 (`KOE_PEER_MIZUOTO_PYTHON` or `.peer-mizuoto/bin/python`, made by `make peer-mizuoto`) as a script.
 Because of mizuoto's licence koe never imports it: this file lives outside the `koe` package, runs
 only in mizuoto's own virtualenv and process, and calls mizuoto's public classes; nothing of
-mizuoto is copied here. It imports `koe/bench/wire.py` by path (stdlib, numpy and torch only).
+mizuoto is copied here. It imports `koe/bench/wire.py` and `koe/engines/qwen3_tts/bench/cases.py` by path (stdlib, numpy and torch only).
 
 Driven as mizuoto's own host drives it (`mizuoto.core.inference.service.InferenceService` and
 `mizuoto.core.inference.local.LocalEngine`, what its `TtsService` uses for a model on this machine),
@@ -50,6 +50,20 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "koe" / "bench"))
 
 import wire  # noqa: E402  (stdlib at import: torch is imported by the peer's runtime, after its CPU settings)
+
+
+def _by_path(name: str, path: Path):
+    """A stdlib-only file of koe imported by its path (koe itself is not installed here)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+cases = _by_path("bench_cases", ROOT / "koe" / "engines" / "qwen3_tts" / "bench" / "cases.py")  # the family's cases (stdlib only)
 
 ENGINE = "qwen3tts"
 CPU_VARIABLES = ("GLIBC_TUNABLES", "THP_MEM_ALLOC_ENABLE", "OMP_PLACES", "OMP_PROC_BIND")
@@ -98,7 +112,7 @@ class MizuotoWorker:
 
     def run(self, cmd: dict) -> dict:
         case, frames, seed = cmd["case"], int(cmd["frames"]), int(cmd.get("seed", 0))
-        return wire.profiled(cmd.get("profile"), lambda: self._run(case, frames, seed))
+        return wire.run_case(cmd, lambda: self._run(case, frames, seed))
 
     def _voice(self, case: str):
         from mizuoto.core.inference.tasks import Reference, VoiceSpec
@@ -109,8 +123,8 @@ class MizuotoWorker:
             sha = hashlib.sha256(path.read_bytes()).hexdigest()
             return VoiceSpec(references=[Reference(audio_path=str(path), transcript=transcript, language=LANGUAGE, sample_rate=24000, duration=3.0, sha256=sha)])
         if case == "voice_design":
-            return VoiceSpec(description=wire.INSTRUCT)
-        return VoiceSpec(preset=wire.SPEAKER)
+            return VoiceSpec(description=cases.INSTRUCT)
+        return VoiceSpec(preset=cases.SPEAKER)
 
     def _reference_wav(self) -> Path:
         """The clip as 16-bit PCM, written once; checked to read back as exactly the clip's samples."""
@@ -130,7 +144,7 @@ class MizuotoWorker:
     def _run(self, case: str, frames: int, seed: int) -> dict:
         from mizuoto.core.inference.tasks import SynthesisTask
 
-        batch = wire.CASES[case][1]
+        batch = cases.CASES[case][1]
         result: dict = {"case": case, "batch": batch, "variant": self.variant}
         voice = self._voice(case)
         if voice.references:
@@ -139,14 +153,14 @@ class MizuotoWorker:
             cache = self.handle.prepare_voice(voice, folder)
             voice.cache = dict(cache.files) if cache is not None else None
             result["prompt_s"] = time.perf_counter() - t
-        texts = wire.BATCH_TEXTS[:batch]
+        texts = cases.BATCH_TEXTS[:batch]
         params = {"seed": seed, "max_new_tokens": frames + 1}
         stream = case == "streaming"
         task = SynthesisTask(text=texts[0], texts=texts if batch > 1 else None, language=LANGUAGE, voice=voice, params=params, stream=stream)
         if stream:
             return {**result, **self._stream(task)}
         eng = self.engine
-        phases = wire.Phases()
+        phases = cases.Phases()
         marks: dict = {"codec_s": 0.0}
         generate, forward, decode = eng._generate, eng.talker.forward, eng.codec.decode
 
@@ -190,7 +204,7 @@ class MizuotoWorker:
         ref_frames = 0
         if ref and case == "clone_icl":
             ref_frames = int(torch.load(ref, map_location="cpu", weights_only=True)[0]["ref_code"].shape[0])
-        decoded_s = batch * (made + ref_frames) / wire.FRAME_RATE
+        decoded_s = batch * (made + ref_frames) / cases.FRAME_RATE
         result.update(phases.result(marks["decode_end"], made))
         result.update({
             "frames": made, "codec_s": marks["codec_s"], "codec_s_per_audio_s": marks["codec_s"] / max(decoded_s, 1e-9),
@@ -204,7 +218,7 @@ class MizuotoWorker:
         """The host's streamed request (`task.stream`): the time to the first non-empty chunk it hands on."""
         started = time.perf_counter()
         _Decoder.made = 0
-        result = wire.timed_stream(self.handle.synthesize(task), started)
+        result = wire.timed_stream(self.handle.synthesize(task), started, cases.SAMPLE_RATE)
         if not _Decoder.made:
             raise RuntimeError("the peer's stream did not decode with its FrameDecoder: end of speech was not disabled")
         return {**result, "peak_rss": wire.peak_rss()}
@@ -213,7 +227,7 @@ class MizuotoWorker:
 class _Decoder:
     """The running request's timing (set around each call) and how many frame decoders it made."""
 
-    phases: wire.Phases | None = None
+    phases: cases.Phases | None = None
     made = 0
 
 

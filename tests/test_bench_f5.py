@@ -8,7 +8,8 @@ import json
 import pytest
 
 from koe.bench import main, parse_options
-from koe.bench.models import dit_forward_flops, f5_bench_model, parameter_counts
+from koe.bench.models import bench_model
+from koe.engines.f5_tts.bench.models import dit_forward_flops, parameter_counts
 
 F5_KEYS = ("load_s", "prompt_s", "total_s", "rtf", "text_s", "dit_s", "ms_per_step", "vocoder_s", "dit_gflops", "peak_rss")
 
@@ -72,8 +73,8 @@ def test_f5_options(tmp_path) -> None:
 
 
 def test_f5_model_cache_and_counts(tmp_path) -> None:
-    folder = f5_bench_model("F5TTS_v1_Base", "tiny", tmp_path)
-    assert f5_bench_model("F5TTS_v1_Base", "tiny", tmp_path) == folder and (folder / ".complete").exists()
+    folder = bench_model("f5_tts", "F5TTS_v1_Base", "tiny", tmp_path)
+    assert bench_model("f5_tts", "F5TTS_v1_Base", "tiny", tmp_path) == folder and (folder / ".complete").exists()
     counts = parameter_counts(folder)
     assert counts["dit"] > counts["vocos"] > 0
     assert dit_forward_flops(folder, 200, 2) == 2 * dit_forward_flops(folder, 200, 1) > dit_forward_flops(folder, 100, 2) > 0

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from koe.bench import main, parse_options
-from koe.bench.models import voxcpm_bench_model, voxcpm_parameter_counts
+from koe.bench.models import bench_model
+from koe.engines.voxcpm.bench.models import parameter_counts
 
 PART_KEYS = ("ms_per_patch", "base_lm_ms", "residual_lm_ms", "dit_ms", "locenc_ms", "vae_ms")
 
@@ -85,9 +86,9 @@ def test_voxcpm_options() -> None:
 
 
 def test_voxcpm_model_cache_and_counts(tmp_path) -> None:
-    folder = voxcpm_bench_model("VoxCPM2", "tiny", tmp_path)
-    assert voxcpm_bench_model("VoxCPM2", "tiny", tmp_path) == folder and (folder / ".complete").exists()
-    counts = voxcpm_parameter_counts(folder)
+    folder = bench_model("voxcpm", "VoxCPM2", "tiny", tmp_path)
+    assert bench_model("voxcpm", "VoxCPM2", "tiny", tmp_path) == folder and (folder / ".complete").exists()
+    counts = parameter_counts(folder)
     assert counts["base_lm"] > 0 and counts["feat_decoder"] > 0 and counts["total"] == sum(v for k, v in counts.items() if k != "total")
 
 

@@ -1,5 +1,5 @@
-"""`koe bench`: how fast koe runs Qwen3-TTS (or, with `--family f5_tts`, F5-TTS) here, optionally
-against upstream (qwen-tts, f5-tts) in its own virtualenv and process.
+"""`koe bench`: how fast koe runs a family's models here (`--family`, each family's declared
+benchmark), optionally against upstream (and peers) in their own virtualenvs and processes.
 
 `main(argv)` is the command line (`python -m koe.bench`, wired as `koe bench`); `run_bench(opts)`
 is the function behind it and returns the results as a dict (also written as JSON with `--out`).

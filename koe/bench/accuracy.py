@@ -20,7 +20,6 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from koe.bench import wire
 from koe.bench.models import bench_model
 
 
@@ -72,7 +71,9 @@ def measure(folder: Path, precision: str, frames: int, seed: int = 0) -> dict:
 
     exact = Qwen3TTSEngine.load(folder, device="cpu", precision="fp32")
     mode = Qwen3TTSEngine.load(folder, device="cpu", precision=precision)
-    items = exact.prompt_items([wire.TEXT], [wire.LANGUAGE], [wire.SPEAKER], [None])
+    from koe.engines.qwen3_tts.bench import cases
+
+    items = exact.prompt_items([cases.TEXT], [cases.LANGUAGE], [cases.SPEAKER], [None])
     settings = exact.decode_settings(max_new_tokens=frames + 1)
     settings = replace(settings, eos_id=settings.suppress_ids[-1])
     (codes,) = exact.generate_codes(items, settings, non_streaming_mode=exact.default_non_streaming(), generator=torch.Generator().manual_seed(seed))
@@ -98,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     if a.threads:
         torch.set_num_threads(a.threads)
-    result = measure(bench_model("custom_voice", a.size, a.models), a.precision, a.frames)
+    result = measure(bench_model("qwen3_tts", "custom_voice", a.size, a.models), a.precision, a.frames)
     result["size"] = a.size
     text = json.dumps(result, indent=1)
     print(text)

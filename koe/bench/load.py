@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     results = {}
     for size in a.size or ["0.6b"]:
-        r = measure(bench_model(a.kind, size, a.models), a.precision, a.threads, a.runs)
+        r = measure(bench_model("qwen3_tts", a.kind, size, a.models), a.precision, a.threads, a.runs)
         results[size] = r
         m = r["median"]
         print(f"{size} {a.kind} {r['precision']}: load {m['load_s']:.2f} s (min {min(x['load_s'] for x in r['runs']):.2f}; CPU {m['cpu_s']:.2f} s), peak RSS {m['peak_rss'] / 1e9:.2f} GB "

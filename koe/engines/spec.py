@@ -144,7 +144,9 @@ class FamilySpec(Protocol):
     (default: nothing, and `arch` / `vocoder` are refused); `custom_release(ref, arch)`, what a
     pull of a repo not in `released` fetches when given one of `archs`; `trainers`, the training
     methods the family runs, {"speaker": "module:function"} (default none; `koe.service.training`
-    calls the function as Qwen3-TTS's `finetune.run.train_speaker` is called).
+    calls the function as Qwen3-TTS's `finetune.run.train_speaker` is called); `bench`, the
+    "module:NAME" of the family's benchmark declaration (a `koe.engines.benchmark.FamilyBench`,
+    imported only by `koe bench`; default none: `koe bench` lists the family and refuses it).
     """
 
     family: str
@@ -177,6 +179,17 @@ class SpecError(ValueError):
 def spec_archs(spec: FamilySpec) -> tuple[str, ...]:
     """The architecture names `spec` can write a config for (its `archs`; none by default)."""
     return tuple(getattr(spec, "archs", ()) or ())
+
+
+def spec_bench(spec: FamilySpec) -> Any | None:
+    """The family's benchmark declaration (its `bench`, imported now), or None when it declares none."""
+    target = getattr(spec, "bench", None)
+    if not target:
+        return None
+    import importlib
+
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def _unsupported_release(spec: FamilySpec, arch: str) -> ReleasedModel | None:

@@ -2,7 +2,7 @@
 loaded by koe's exact float32 path, give upstream qwen-tts==0.1.1's float32 path on the same files
 (dtype=float32) bit for bit: same seed, same codes, same samples.
 
-The folders are the random-weight fixtures rewritten as released (`koe.bench.models.store_as_released`:
+The folders are the random-weight fixtures rewritten as released (`koe.engines.qwen3_tts.bench.models.store_as_released`:
 model.safetensors in bf16, torch_dtype "bfloat16"); one also has its speech tokenizer in bf16, so the
 codec's conversion is covered as well.
 """
@@ -18,7 +18,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 import koe
-from koe.bench.models import store_as_released
+from koe.engines.qwen3_tts.bench.models import store_as_released
 from koe.compat.qwen_tts import Qwen3TTSModel
 from koe.engines.qwen3_tts.fixtures import write_random_model
 from koe.runtime import exact

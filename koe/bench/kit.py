@@ -1,0 +1,23 @@
+"""What `koe bench` hands a family's bench code (`FamilyBench.run` and `.table`).
+
+A family's bench code lives in its folder under `koe.engines`, below `koe.bench` in the layers, so
+it never imports this package: it is given this module, and uses what it names.
+"""
+
+from __future__ import annotations
+
+from koe.bench import wire
+from koe.bench.models import bench_model, weights_bytes
+from koe.bench.runner import BenchError, Worker, compare_sides, compared, finish_run, ratios, start_run, summarize
+from koe.bench.table import lay_out, machine_title, median, ratio_cells
+
+__all__ = ["BenchError", "Worker", "bench_model", "compare_sides", "compared", "finish_run", "lay_out", "machine", "machine_title",
+           "median", "ratio_cells", "ratios", "start_run", "summarize", "weights_bytes", "wire"]  # fmt: skip
+
+
+def __getattr__(name: str):
+    if name == "machine":  # the machine probes (they import torch: only when a run asks)
+        from koe.bench import machine
+
+        return machine
+    raise AttributeError(name)

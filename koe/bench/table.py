@@ -1,0 +1,55 @@
+"""The benchmark's printed tables: rows of medians laid out to fit the terminal (every family's `table` uses these)."""
+
+from __future__ import annotations
+
+import shutil
+import textwrap
+
+
+def median(v: dict | None, scale: float = 1) -> str:
+    """A summary's median, 3 significant digits ("-" when it was not measured)."""
+    return "-" if v is None else f"{v['median'] * scale:.3g}"
+
+
+def ratio_cells(r: dict, columns) -> list[str]:
+    """A ratio row's cells for `columns` ((key, heading, scale), ...): "0.50x", or "-" where not measured."""
+    return [("-" if key not in r else f"{r[key]:.2f}x") for key, _, _ in columns]
+
+
+def lay_out(title: str, rows: list[list[str]], keys: int, width: int | None = None) -> list[str]:
+    """`title` (wrapped) and `rows` (the first is the header) as lines no wider than `width` where the key columns leave room.
+
+    The first `keys` columns name a row (size, case, side, ...): one holding a single value in every
+    row is said once above the table instead. A measure column no row has a value in ("-" or "") is
+    left out. The measures that are left are split into as few tables as fit, each with the key columns."""
+    width = width or shutil.get_terminal_size((100, 24)).columns
+    header, body = rows[0], rows[1:]
+    said = [f"{header[i]} {vals.pop()}" for i in range(keys) if len(vals := {r[i] for r in body} - {""}) == 1]
+    key_cols = [i for i in range(keys) if len({r[i] for r in body} - {""}) != 1]
+    measures = [i for i in range(keys, len(header)) if any(r[i] not in ("-", "") for r in body)]
+    widths = {i: max(len(r[i]) for r in rows) for i in range(len(header))}
+    room = width - sum(widths[i] + 2 for i in key_cols)
+    blocks: list[list[int]] = [[]]
+    for i in measures:
+        if blocks[-1] and sum(widths[j] + 2 for j in blocks[-1]) + widths[i] > room:
+            blocks.append([])
+        blocks[-1].append(i)
+    lines = textwrap.wrap(title, width) + ([", ".join(said)] if said else [])
+    for n, block in enumerate(blocks):
+        if n:
+            lines.append("")
+        for r in rows:
+            lines.append("  ".join(r[i].ljust(widths[i]) for i in key_cols + block).rstrip())
+    return lines
+
+
+def machine_title(m: dict, threads: int, rates: bool = True, loadavg: bool = False) -> str:
+    """The table's first line: CPU, cores, torch and threads; the machine probes' rates where measured (`rates`); the load average."""
+    title = f"{m['cpu']} ({m['cores']} cores), torch {m['torch']}, {threads} threads"
+    if rates and "read_gbps" in m:
+        title += f", read {m['read_gbps']:.1f} GB/s, fp32 matvec {m['matvec_gbps']:.1f} GB/s"
+    if rates and "matmul_gflops" in m:
+        title += f", fp32 matmul {m['matmul_gflops']:.0f} GFLOP/s" + (f" ({m['matmul_gflops_end']:.0f} at the end)" if "matmul_gflops_end" in m else "")
+    if loadavg:
+        title += f", load average {m['loadavg'][0]:.2f}"
+    return title

@@ -1,0 +1,32 @@
+"""F5-TTS's benchmark (`koe bench --family f5_tts`): what it declares (`BENCH`).
+
+One model (`--variant`, size tiny or real), one pair of workers for all cases (`cases.CASES`); a
+warm-up is the case's request at `--warmup-nfe` steps (the same shapes and code, a fraction of the
+time); with `--compare upstream` (f5-tts 1.1.22) a last request per side at one thread checks that
+both sides' waveforms are equal bit for bit (`--no-exact-check` skips it). float32 only: upstream's
+precision on the CPU.
+"""
+
+from koe.engines.benchmark import FamilyBench, Flag, Side
+from koe.engines.f5_tts.bench import cases, models
+
+COLUMNS = (
+    ("load_s", "load s", 1), ("prompt_s", "prompt s", 1), ("total_s", "total s", 1), ("rtf", "s/audio s", 1),
+    ("text_s", "text s", 1), ("dit_s", "DiT s", 1), ("ms_per_step", "ms/step", 1), ("vocoder_s", "vocoder s", 1),
+    ("dit_gflops", "GFLOP/s", 1), ("peak_rss", "peak RSS GB", 1e-9),
+)  # fmt: skip
+
+BENCH = FamilyBench(
+    cases=tuple(cases.CASES), default_cases=cases.DEFAULT_CASES, sizes=models.SIZES, default_size="real", size_help="DiT dim 1024 x 22",
+    variants=models.VARIANTS, model_name=models.model_name, write_model=models.write_model, model_version=models.FIXTURE_VERSION,
+    run="koe.engines.f5_tts.bench.run:run", table="koe.engines.f5_tts.bench.run:table", worker="koe.engines.f5_tts.bench.worker:F5KoeWorker",
+    columns=COLUMNS,
+    flags=(
+        Flag("--warmup-nfe", "NFE steps of a warm-up request and of the 1-thread bit check (default 2)", default=2, least=1),
+        Flag("--nfe", "run every case at this NFE instead of its own (e.g. a quick profile)", least=1),
+        Flag("--no-exact-check", "skip the 1-thread request per side whose waveforms are compared", type=None, default=True, dest="exact_check", switch=False),
+    ),
+    precision_note="upstream's precision on the CPU",
+    sides={"upstream": Side("f5-tts 1.1.22", "KOE_ORACLE_F5_PYTHON", ".oracle-f5", "oracle-f5", "scripts/bench_f5_upstream_worker.py")},
+    faster=("GFLOP/s",), about="F5-TTS",
+)  # fmt: skip

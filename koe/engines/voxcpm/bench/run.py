@@ -1,0 +1,104 @@
+"""VoxCPM's benchmark run and table (`BENCH.run`, `BENCH.table`; handed `koe.bench.kit`).
+
+Each case: `warmup` requests (excluded), then `runs` timed ones, alternating which side goes first;
+same seed on both sides, so the waveforms' hashes say whether the bits are equal.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from koe.engines.voxcpm.bench import cases
+from koe.engines.voxcpm.bench.models import parameter_counts
+
+TIMED_KEYS = ("load_s", "prompt_s", "prefill_s", "total_s", "rtf", "first_chunk_s", "ms_per_patch", "base_lm_ms", "residual_lm_ms", "dit_ms",
+              "locenc_ms", "vae_ms", "other_s", "peak_rss")  # fmt: skip
+
+
+def run(kit, opts, progress=lambda msg: None) -> dict:
+    """`koe bench --family voxcpm`: every case in koe and, with `--compare upstream`, in voxcpm, interleaved; returns the results."""
+    sides, logs, results = kit.start_run(opts)
+    if opts.bandwidth:
+        progress("measuring the machine's read bandwidth and fp32 matvec")
+        results["machine"]["read_gbps"] = kit.machine.read_bandwidth()
+        results["machine"]["matvec_gbps"] = kit.machine.matvec_bandwidth()
+    reference = kit.wire.write_reference_wav(logs / f"koe-bench-voxcpm-reference-{os.getpid()}.wav", cases.REF_SECONDS, cases.REF_RATE)
+    variant = opts.variant
+    try:
+        for size in opts.sizes:
+            progress(f"{variant} {size}: building or finding the model")
+            folder = kit.bench_model(opts.family, variant, size, opts.models_root, seed=opts.seed)
+            model = {"folder": str(folder), "variant": variant, "weights_bytes": kit.weights_bytes(folder), "parameters": parameter_counts(folder)}
+            per_size: dict = {"cases": {}, "models": {opts.family: model}}
+            results["sizes"][size] = per_size
+            workers: dict = {}
+            try:
+                for side in sides:
+                    workers[side] = kit.Worker(side, opts.threads, logs / f"koe-bench-voxcpm-{side}.log", opts.family)
+                loads = {}
+                for side, w in workers.items():
+                    progress(f"{variant} {size}: loading in {side}")
+                    loads[side] = w.call(op="load", model=str(folder), threads=opts.threads, precision=opts.precision)
+                model["load"] = loads
+                for case in opts.cases:
+                    cmd = {"op": "run", "case": case, "reference": str(reference), "patches": opts.patches, "timesteps": opts.timesteps, "seed": opts.seed}
+                    samples: dict = {side: [] for side in sides}
+                    for _ in range(opts.warmup):
+                        for side, w in workers.items():
+                            progress(f"{size} {case}: warm-up ({side})")
+                            w.call(**cmd)
+                    for r in range(opts.runs):
+                        for side in sides if r % 2 == 0 else sides[::-1]:
+                            progress(f"{size} {case}: run {r + 1}/{opts.runs} ({side})")
+                            sample = workers[side].call(**cmd)
+                            sample["load_s"] = loads[side]["load_s"]
+                            samples[side].append(sample)
+                    entry: dict = {side: {"summary": kit.summarize(samples[side], TIMED_KEYS), "runs": samples[side], "precision": loads[side].get("precision")}
+                                   for side in sides}  # fmt: skip
+                    if opts.profile:
+                        for side in sides:
+                            progress(f"{size} {case}: {opts.profile} profile ({side})")
+                            entry[side]["profile"] = workers[side].call(**cmd, profile=opts.profile).get("profile")
+                    if opts.compare:
+                        entry["ratio"] = kit.ratios(entry["koe"]["summary"], entry["upstream"]["summary"])
+                        hashes = {side: {s["wave_sha1"] for s in samples[side]} for side in sides}
+                        entry["wave_equal"] = hashes["koe"] == hashes["upstream"] and len(hashes["koe"]) == 1
+                    per_size["cases"][case] = entry
+            finally:
+                for w in workers.values():
+                    w.close()
+    finally:
+        Path(reference).unlink(missing_ok=True)
+    return kit.finish_run(opts, results)
+
+
+def table(kit, results: dict, width: int | None = None) -> str:
+    """One row per size, case and side (medians), ratios, bit checks; laid out by `kit.lay_out`."""
+    from koe.engines.voxcpm.bench import BENCH
+
+    m, o = results["machine"], results["options"]
+    title = kit.machine_title(m, o["threads"], loadavg=True) + f"; {o['patches']} patches per request (min_len = max_len), {o['timesteps']} CFM steps per patch"
+    header = ["size", "case", "side", "prec", "audio s"] + [c[1] for c in BENCH.columns]
+    rows = [header]
+    notes = []
+    for size, per in results["sizes"].items():
+        model = per["models"][results["family"]]
+        params = model.get("parameters", {})
+        if params:
+            notes.append(f"{size}: {model['variant']}, {(params['total'] - params.get('audio_vae', 0)) / 1e6:.1f} M parameters + AudioVAE "
+                         f"{params.get('audio_vae', 0) / 1e6:.1f} M, {model['weights_bytes'] / 1e9:.2f} GB on disk")  # fmt: skip
+        for case, entry in per["cases"].items():
+            for side in ("koe", "upstream"):
+                if side not in entry:
+                    continue
+                s, runs = entry[side]["summary"], entry[side]["runs"]
+                cells = [size, case, side, str(entry[side].get("precision", "")), f"{runs[0]['audio_s']:.2f}" if runs else "-"]
+                cells += [kit.median(s.get(key), scale) for key, _, scale in BENCH.columns]
+                rows.append(cells)
+            if "ratio" in entry:
+                r = entry["ratio"]
+                rows.append([size, case, "koe/up", "", ""] + kit.ratio_cells(r, BENCH.columns))
+            if "wave_equal" in entry:
+                notes.append(f"{size} {case}: waveforms {'equal' if entry['wave_equal'] else 'DIFFERENT'} at {o['threads']} thread(s) (same seed)")
+    return "\n".join(kit.lay_out(title, rows, 4, width) + notes)
