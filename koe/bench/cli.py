@@ -13,7 +13,8 @@ import os
 import sys
 from pathlib import Path
 
-from koe.bench.families import benches, default_family, family_bench, import_target
+from koe.bench import families
+from koe.bench.families import default_family, family_bench, import_target
 from koe.bench.runner import BenchError, BenchOptions, compared, run_bench
 from koe.bench.table import lay_out, median  # noqa: F401  (the table helpers, as before they had a module of their own)
 
@@ -21,7 +22,7 @@ PRECISIONS = ("fp32", "bf16", "int8", "int4")  # koe's precision names, in this 
 
 
 def _declared() -> dict:
-    return {name: bench for name, bench in benches().items() if bench is not None}
+    return {name: bench for name, bench in families.benches().items() if bench is not None}
 
 
 def _each(pick) -> str:
@@ -38,7 +39,7 @@ def parser() -> argparse.ArgumentParser:
     default = default_family()
     titles = ", ".join(bench.about or name for name, bench in declared.items())
     p = argparse.ArgumentParser(prog="koe bench", description=f"Benchmark koe's {titles} on this machine (random weights at the released sizes).")
-    p.add_argument("--family", choices=list(benches()), default=None, help=f"model family (default {default}): " + ", ".join(declared))
+    p.add_argument("--family", choices=list(families.benches()), default=None, help=f"model family (default {default}): " + ", ".join(declared))
     p.add_argument("--size", action="append", choices=list(dict.fromkeys(s for b in declared.values() for s in b.sizes)),
                    help="model size (repeatable): " + _each(lambda b: _with_default(b.sizes, b.default_size, b.size_help)))
     p.add_argument("--case", action="append", choices=list(dict.fromkeys(c for b in declared.values() for c in b.cases)),

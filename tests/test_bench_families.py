@@ -1,0 +1,40 @@
+"""`koe bench --quick` runs for every registered family that declares a benchmark (koe alone, no
+oracle), and a family that declares none is listed by `--family` and refused with a clear message."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from koe.bench import families, main, parse_options
+from koe.bench.cli import parser
+
+
+@pytest.mark.parametrize("family", families.runnable())
+def test_quick_bench_runs_for_every_family(family, tmp_path, capsys) -> None:
+    out = tmp_path / "bench.json"
+    assert main(["--family", family, "--quick", "--threads", "1", "--models", str(tmp_path / "models"), "--out", str(out)]) == 0, capsys.readouterr().err
+    results = json.loads(out.read_text())
+    bench = families.family_bench(family)
+    assert results["family"] == family and results["options"]["runs"] == 1
+    per = results["sizes"][bench.quick_size]
+    assert set(per["cases"]) == set(bench.default_cases)
+    for case, entry in per["cases"].items():
+        (run,) = entry["koe"]["runs"]
+        assert entry["koe"]["summary"]["load_s"]["median"] > 0 and run["peak_rss"] > 0, case
+    assert capsys.readouterr().out.strip()  # the table
+
+
+def test_every_registered_family_is_listed() -> None:
+    choices = next(a.choices for a in parser()._actions if a.dest == "family")
+    assert list(choices) == list(families.benches())
+
+
+def test_a_family_without_a_benchmark_is_refused(monkeypatch, capsys) -> None:
+    declared = families.benches()
+    monkeypatch.setattr(families, "benches", lambda: {**declared, "silent": None})
+    assert "silent" in next(a.choices for a in parser()._actions if a.dest == "family")
+    with pytest.raises(SystemExit):
+        parse_options(["--family", "silent", "--quick"])
+    assert "--family silent declares no benchmark" in capsys.readouterr().err
