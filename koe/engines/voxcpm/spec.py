@@ -111,6 +111,7 @@ class VoxCPMSpec:
     title = "VoxCPM"
     engine = "koe.engines.voxcpm.engine:VoxCPMEngine"
     fixture = "koe.engines.voxcpm.fixtures:write_random_model"
+    oracle = "koe.engines.voxcpm.oracle:ORACLE"  # the upstream package its parity tests compare against (koe.engines.oracle)
     bench = "koe.engines.voxcpm.bench:BENCH"  # what `koe bench --family voxcpm` runs (koe.engines.benchmark)
     fixture_variants = ("VoxCPM2", "VoxCPM1.5")
     released = (

@@ -1,0 +1,10 @@
+"""VoxCPM's oracle: upstream voxcpm in `.oracle-voxcpm`, on the Qwen oracle's torch (see
+`koe.engines.oracle`); torchcodec (what torchaudio.load calls) is a soundfile-backed stub in
+`tests/oracle_voxcpm/stubs`."""
+
+from koe.engines.oracle import UpstreamOracle
+
+ORACLE = UpstreamOracle(
+    package="voxcpm==2.0.3", venv=".oracle-voxcpm", python_env="KOE_ORACLE_VOXCPM_PYTHON", scripts="tests/oracle_voxcpm",
+    requirements=("tests/oracle_voxcpm/requirements.txt",), nodeps=("tests/oracle_voxcpm/requirements-nodeps.txt",),
+)  # fmt: skip

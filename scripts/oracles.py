@@ -1,0 +1,64 @@
+"""The oracles the registered families declare (`koe.engines.oracle`), for the Makefile and for people.
+
+    python scripts/oracles.py                 # one line per oracle: family, package, venv, make target
+    python scripts/oracles.py make [FILE]     # the declarations as make variables (the Makefile includes them)
+
+The Makefile's oracle targets are one template (`ORACLE_RULE`) instantiated for each family this
+prints, so a family's oracle is built by `make oracle` once its spec declares it: no make target is
+written by hand. `make` writes FILE only when its text changes (make re-reads an included makefile
+it has just remade, so an unchanged one must keep its time).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+from koe.engines import registry
+from koe.engines.oracle import declared, target, torch_home
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _declared_in(family: str) -> str:
+    """The file of `family`'s oracle declaration (relative to the checkout when inside it)."""
+    module = registry.spec(family).oracle.partition(":")[0]
+    path = Path(importlib.util.find_spec(module).origin).resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def make_variables() -> str:
+    """`ORACLE_FAMILIES`, `ORACLE_TORCH` (the venv that installs torch) and, per family F,
+    `oracle_F_venv`, `_package`, `_python_env`, `_requirements`, `_nodeps`, `_shares_torch` (1 or empty) and
+    `_declared_in` (the declaration's file: a changed pin rebuilds that oracle)."""
+    oracles = declared()
+    home = torch_home(oracles)
+    lines = ["# Written by scripts/oracles.py from the families' oracle declarations: do not edit.",
+             f"ORACLE_FAMILIES := {' '.join(oracles)}", f"ORACLE_TORCH := {home.venv if home else ''}"]  # fmt: skip
+    for family, o in oracles.items():
+        fields = {"venv": o.venv, "package": o.package, "python_env": o.python_env, "requirements": " ".join(o.requirements),
+                  "nodeps": " ".join(o.nodeps), "shares_torch": "1" if o.shares_torch else "", "declared_in": _declared_in(family)}  # fmt: skip
+        lines += [f"oracle_{family}_{k} := {v}" for k, v in fields.items()]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["make"]:
+        text = make_variables()
+        if len(argv) < 2:
+            sys.stdout.write(text)
+        elif not Path(argv[1]).is_file() or Path(argv[1]).read_text() != text:
+            Path(argv[1]).write_text(text)
+        return 0
+    if argv:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    for family, o in declared().items():
+        torch = "shares torch" if o.shares_torch else "installs torch"
+        print(f"{family:12} {o.package:18} {o.venv:16} make {target(family):18} {torch}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
