@@ -168,7 +168,7 @@ def parse_options(pairs: list[str] | None) -> dict[str, Any]:
         key, sep, value = pair.partition("=")
         key = key.strip().replace("-", "_")
         if not sep or not key:
-            fail(f"--opt {pair!r}: give KEY=VALUE, e.g. --opt temperature=0.7", 2)
+            fail(f"--opt {pair!r}: give KEY=VALUE, an option of the model and its value (`koe models info MODEL` lists them)", 2)
         try:
             options[key] = json.loads(value)
         except ValueError:

@@ -64,7 +64,7 @@ def path() -> None:
 @app.command("get")
 @command
 def get(
-    key: Annotated[str, typer.Argument(metavar="KEY", help="Dotted setting, e.g. server.port, models.default, synthesis.options.temperature.", show_default=False, autocompletion=_complete_key)],
+    key: Annotated[str, typer.Argument(metavar="KEY", help="Dotted setting, e.g. server.port, models.default, synthesis.options.NAME.", show_default=False, autocompletion=_complete_key)],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON: value, source, env var.")] = False,
 ) -> None:
     """Print one setting's effective value (stdout) and where it came from (stderr)."""

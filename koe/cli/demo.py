@@ -39,7 +39,7 @@ def demo(
     text: Annotated[str, typer.Option("--text", help="What to say.")] = DEMO_TEXT,
     model: Annotated[str | None, typer.Option("--model", "-m", help="Use this model instead of the default / test model.")] = None,
     family: Annotated[str | None, typer.Option("--family", help="Try this model family offline with its tiny random-weight test model "
-                                               "(noise, not speech): qwen3_tts, f5_tts or voxcpm.", show_default=False)] = None,
+                                               "(noise, not speech); a family koe does not run lists those it does.", show_default=False)] = None,
     seed: Annotated[int, typer.Option("--seed", min=0)] = 0,
     max_new_tokens: Annotated[int | None, typer.Option("--max-new-tokens", help="Cap on steps (the model's max_new_tokens or max_len; "
                                                        "a test model rarely stops by itself).")] = None,

@@ -155,7 +155,7 @@ def remove(name: str) -> None:
 @app.command("pull")
 @command
 def pull(
-    repo_id: Annotated[str, typer.Argument(help="Hub id, e.g. Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice, or a release's own id "
+    repo_id: Annotated[str, typer.Argument(help="Hub id (OWNER/NAME), or a release's own id "
                                            "(OWNER/NAME/SUBFOLDER) where a repo holds several.")],
     arch: Annotated[str | None, typer.Option("--arch", help="Which release of a repo that holds several, by its architecture's name; "
                                              "or the architecture of a checkpoint repo released without its config.",

@@ -10,7 +10,7 @@ from rich.markup import escape
 
 from koe.cli.common import command, err, fail, note, open_home, out
 
-app = typer.Typer(help="Fine-tune: a new preset speaker from recordings (Qwen3-TTS 1.7B Base).", no_args_is_help=True)
+app = typer.Typer(help="Fine-tune: a new preset speaker from recordings (on a model whose family trains: `koe models info` says).", no_args_is_help=True)
 
 
 class TrainProgress:
@@ -80,7 +80,7 @@ def _model_folder(spec: str) -> Path:
 @app.command("speaker")
 @command
 def speaker(
-    model: Annotated[str, typer.Option("--model", "-m", help="The Base model to start from: a store name, a folder, or a hub id (Qwen/Qwen3-TTS-12Hz-1.7B-Base).", show_default=False)],
+    model: Annotated[str, typer.Option("--model", "-m", help="The model to start from (one `koe models info` says trains): a store name, a folder, or a hub id (OWNER/NAME).", show_default=False)],
     data: Annotated[Path, typer.Option("--data", help="The recordings: upstream's JSONL (audio, text, ref_audio), a CSV with a header (audio, text[, ref_audio]), or a folder of NAME.wav + NAME.txt pairs.", show_default=False)],
     name: Annotated[str, typer.Option("--speaker", help="The new preset's name (letters, digits, _ or -; saved in lower case).", show_default=False)],
     out_dir: Annotated[Path, typer.Option("--out", help="The model folder to make (OUT/training/ keeps the run: prepared data, log, checkpoint).", show_default=False)],

@@ -324,7 +324,7 @@ def _table_value(key: Key, text: str) -> dict[str, Any]:
         except TOMLKitError:
             value = None
     if not isinstance(value, dict):
-        raise InvalidRequest(f"{key.dotted}={text!r}: give a table, e.g. '{{temperature = 0.8}}'", param="value")
+        raise InvalidRequest(f"{key.dotted}={text!r}: give a table, e.g. '{{NAME = VALUE, ...}}' with a model's options", param="value")
     return _plain(value)
 
 

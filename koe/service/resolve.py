@@ -152,8 +152,7 @@ def release_for(ref: str, arch: str | None = None) -> tuple[FamilySpec | None, R
     if found is not None:
         return found
     if ref.count("/") != 1 or any(not part for part in ref.split("/")):
-        raise InvalidRequest(f"hub id {ref!r} is no release koe knows and should look like OWNER/NAME, "
-                             "e.g. Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice", hint=_listed_hint(ref), param=param)  # fmt: skip
+        raise InvalidRequest(f"hub id {ref!r} is no release koe knows and should look like OWNER/NAME", hint=_listed_hint(ref), param=param)
     return None, ReleasedModel(ref, "", "")
 
 

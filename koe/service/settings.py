@@ -195,7 +195,7 @@ class SynthesisSettings(_Section):
     save_outputs: bool = Field(False, description="keep every output under KOE_HOME/outputs")
     max_new_tokens: int | None = Field(None, ge=1, description="default max_new_tokens, for models with that option (their length cap); empty = model's")
     options: dict[str, Any] = Field(
-        default_factory=dict, description="family options every request starts from, where the model has them (e.g. {temperature = 0.8})"
+        default_factory=dict, description="family options every request starts from, where the model has them (a table {NAME = VALUE, ...}; `koe models info MODEL` lists a model's)"
     )
 
     @field_validator("speaker", mode="before")
