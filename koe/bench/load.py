@@ -1,14 +1,16 @@
-"""Load time and peak memory of a Qwen3-TTS model, each load in a fresh process.
+"""Load time and peak memory of a family's model, each load in a fresh process.
 
-    python -m koe.bench.load --size 0.6b [--size 1.7b] [--precision fp32] [--threads 2] [--runs 3] [--models DIR] [--out load.json]
+    python -m koe.bench.load [--family F] --size 0.6b [--size 1.7b] [--variant V] [--precision fp32] [--threads 2] [--runs 3] [--models DIR] [--out load.json]
 
 The models are the benchmark's random-weight folders at the released sizes, stored as released
-(the talker in bfloat16, `koe.bench.models`). Each run is a new interpreter that imports koe, then
-times `Qwen3TTSEngine.load` (what `koe bench` reports as load_s) and reads its peak resident set
-(`VmHWM`), its resident set after the load, the CPU seconds the load used (user + system, all
-threads: less sensitive than the wall time to other work on a shared machine), and the bytes of the loaded tensors (the float32
-weights, for fp32). The page cache is warm after the first run (the file was just written or read):
-that is the case of a server loading a model it has loaded before; the first run is reported too.
+(`koe.bench.models`; default: the default family's default size and first model variant). Each
+run is a new interpreter that imports koe, then times the family engine's `load` (what `koe bench`
+reports as load_s) and reads its peak resident set (`VmHWM`), its resident set after the load, the
+CPU seconds the load used (user + system, all threads: less sensitive than the wall time to other
+work on a shared machine), and the bytes of the loaded tensors (every torch module the engine
+holds, each storage once, plus kernel layers' own storage). The page cache is warm after the first
+run (the file was just written or read): that is the case of a server loading a model it has
+loaded before; the first run is reported too.
 """
 
 from __future__ import annotations
@@ -33,28 +35,51 @@ def measure_in_this_process(folder: str, precision: str, threads: int) -> dict:
     """One load here: seconds, peak and final RSS, RSS before, bytes of the loaded weights."""
     import torch
 
-    from koe.engines.qwen3_tts.engine import Qwen3TTSEngine
+    from koe.engines.registry import detect, engine_class
 
+    cls = engine_class(detect(folder).family)
     wire.set_threads(threads)
     before = wire.current_rss()
     cpu = resource.getrusage(resource.RUSAGE_SELF)
     started = time.perf_counter()
-    engine = Qwen3TTSEngine.load(folder, device="cpu", precision=precision)
+    engine = cls.load(folder, device="cpu", precision=precision)
     load_s = time.perf_counter() - started
     used = resource.getrusage(resource.RUSAGE_SELF)
     cpu_s = used.ru_utime - cpu.ru_utime + used.ru_stime - cpu.ru_stime
     seen: set[int] = set()
-    loaded = 0
-    for module in (engine.network, engine.codec.model):
-        for t in [*module.parameters(), *module.buffers()]:
+    loaded = packed = 0
+    for module in held_modules(engine):
+        for t in [*module.parameters(recurse=False), *module.buffers(recurse=False)]:
             storage = t.untyped_storage()
             if storage.data_ptr() not in seen:
                 seen.add(storage.data_ptr())
                 loaded += storage.nbytes()
-    packed = sum(getattr(m, "weight_bytes", 0) for m in engine.network.modules())  # kernel layers' own storage (exact strips, int8 / int4)
+        packed += getattr(module, "weight_bytes", 0)  # kernel layers' own storage (exact strips, int8 / int4)
     return {"load_s": load_s, "cpu_s": cpu_s, "loadavg": os.getloadavg()[0], "peak_rss": wire.peak_rss(), "rss": wire.current_rss(), "rss_before": before,
-            "loaded_bytes": loaded + packed, "packed_bytes": packed, "precision": engine.precision, "kernel": engine.kernel,
+            "loaded_bytes": loaded + packed, "packed_bytes": packed, "precision": engine.precision, "kernel": getattr(engine, "kernel", None),
             "torch_threads": torch.get_num_threads()}  # fmt: skip
+
+
+def held_modules(engine, depth: int = 2) -> list:
+    """Every torch module the engine holds, each once: modules among its attributes (and their
+    attributes', `depth` levels down) and all their submodules."""
+    import torch
+
+    roots: list = []
+
+    def visit(obj, left: int) -> None:
+        for value in vars(obj).values():
+            if isinstance(value, torch.nn.Module):
+                roots.append(value)
+            elif left and hasattr(value, "__dict__") and not isinstance(value, type) and type(value).__module__.startswith("koe."):
+                visit(value, left - 1)
+
+    visit(engine, depth)
+    found: dict[int, object] = {}
+    for root in roots:
+        for m in root.modules():
+            found.setdefault(id(m), m)
+    return list(found.values())
 
 
 def measure(folder: Path, precision: str, threads: int, runs: int) -> dict:
@@ -73,9 +98,12 @@ def measure(folder: Path, precision: str, threads: int, runs: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from koe.bench.families import default_family, family_bench
+
     p = argparse.ArgumentParser(prog="python -m koe.bench.load", description=__doc__.split("\n\n")[0])
-    p.add_argument("--size", action="append", choices=["tiny", "0.6b", "1.7b"])
-    p.add_argument("--kind", default="custom_voice", choices=["custom_voice", "voice_design", "base"])
+    p.add_argument("--family", help="model family (default: koe bench's default family)")
+    p.add_argument("--size", action="append")
+    p.add_argument("--variant", "--kind", dest="variant", help="the model variant (default: the family's first)")
     p.add_argument("--precision", default="fp32", choices=PRECISIONS)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     p.add_argument("--runs", type=int, default=3)
@@ -86,12 +114,19 @@ def main(argv: list[str] | None = None) -> int:
     if a.child:
         print(wire.PREFIX + json.dumps(measure_in_this_process(a.child, a.precision, a.threads)), flush=True)
         return 0
+    family = a.family or default_family()
+    bench = family_bench(family, SystemExit)
+    variant = a.variant or (bench.model_variants or bench.variants)[0]
     results = {}
-    for size in a.size or ["0.6b"]:
-        r = measure(bench_model("qwen3_tts", a.kind, size, a.models), a.precision, a.threads, a.runs)
+    for size in a.size or [bench.default_size]:
+        try:
+            folder = bench_model(family, variant, size, a.models)
+        except ValueError as e:
+            raise SystemExit(f"python -m koe.bench.load: {e}") from None
+        r = measure(folder, a.precision, a.threads, a.runs)
         results[size] = r
         m = r["median"]
-        print(f"{size} {a.kind} {r['precision']}: load {m['load_s']:.2f} s (min {min(x['load_s'] for x in r['runs']):.2f}; CPU {m['cpu_s']:.2f} s), peak RSS {m['peak_rss'] / 1e9:.2f} GB "
+        print(f"{size} {variant} {r['precision']}: load {m['load_s']:.2f} s (min {min(x['load_s'] for x in r['runs']):.2f}; CPU {m['cpu_s']:.2f} s), peak RSS {m['peak_rss'] / 1e9:.2f} GB "
               f"({r['peak_rss_over_loaded']:.2f}x the {r['loaded_bytes'] / 1e9:.2f} GB loaded), RSS after {m['rss'] / 1e9:.2f} GB, "
               f"first run {r['runs'][0]['load_s']:.2f} s", file=sys.stderr)  # fmt: skip
     text = json.dumps(results, indent=1)

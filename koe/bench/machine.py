@@ -1,6 +1,6 @@
 """What the machine can do, measured in the same run as the benchmark: memory read bandwidth
-(a large `sum`), the bandwidth a plain fp32 matrix-vector product reaches, and (F5-TTS, whose
-DiT is arithmetic-bound) the rate of an fp32 matrix-matrix product."""
+(a large `sum`), the bandwidth a plain fp32 matrix-vector product reaches, and (for a model that
+is arithmetic-bound, such as a DiT) the rate of an fp32 matrix-matrix product."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def matvec_bandwidth(rows: int = 3072, cols: int = 1024, count: int = 64, repeat
 
 
 def matmul_gflops(rows: int = 1408, inner: int = 1024, cols: int = 2048, repeats: int = 10) -> float:
-    """GFLOP/s of an fp32 matrix product at a DiT-like shape (F5-TTS: 2 x 704 frames, dim 1024 -> 2048), best of `repeats`."""
+    """GFLOP/s of an fp32 matrix product at a DiT-like shape (2 x 704 frames, dim 1024 -> 2048), best of `repeats`."""
     a, b = torch.randn(rows, inner), torch.randn(inner, cols)
     a @ b
     best = float("inf")

@@ -60,7 +60,7 @@ class FamilyBench:
     `cases`: every case the family runs, in order, and `default_cases` the ones run when `--case`
     is not given; `sizes` and `default_size` (`--quick` runs `quick_size`; `size_help` says more
     about the default in `--size`'s help); `variants`: the models `--variant` picks from (the first
-    is the default; none: the cases pick). `model_name(variant, size, seed)` names the cached
+    is the default; none: the cases pick, among `model_variants`). `model_name(variant, size, seed)` names the cached
     random-weight folder (`koe.bench.models.bench_model`), `write_model(folder, variant, size,
     seed)` writes it at that size in the released dtype, `model_version` marks when the writer
     changed (a folder of another version is rebuilt). `run`: "module:function", `f(kit, opts,
@@ -84,6 +84,7 @@ class FamilyBench:
     model_version: int = 1
     columns: tuple[tuple[str, str, float], ...] = ()
     variants: tuple[str, ...] = ()
+    model_variants: tuple[str, ...] = ()  # the variants `write_model` takes when the cases pick them (`variants` is empty)
     flags: tuple[Flag, ...] = ()
     precisions: tuple[str, ...] = ("fp32",)
     compare_precisions: tuple[str, ...] = ("fp32",)

@@ -17,7 +17,7 @@ COLUMNS = (
 
 BENCH = FamilyBench(
     cases=tuple(cases.CASES), default_cases=tuple(cases.CASES), sizes=models.SIZES, default_size="0.6b",
-    model_name=models.model_name, write_model=models.write_model, model_version=models.FIXTURE_VERSION,
+    model_variants=models.MODEL_KINDS, model_name=models.model_name, write_model=models.write_model, model_version=models.FIXTURE_VERSION,
     run="koe.engines.qwen3_tts.bench.run:run", table="koe.engines.qwen3_tts.bench.run:table", worker="koe.engines.qwen3_tts.bench.worker:KoeWorker",
     columns=COLUMNS, flags=(Flag("--frames", "frames per run, end of speech disabled (default 24)", default=24, quick=4, least=1),),
     precisions=("fp32", "bf16", "int8", "int4"), compare_precisions=("fp32", "bf16"),
