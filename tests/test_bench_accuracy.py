@@ -1,4 +1,4 @@
-"""`koe.bench.accuracy`: teacher forcing follows the decode path, and a mode's error is reported."""
+"""`koe.bench.accuracy` (Qwen3-TTS's accuracy tool): teacher forcing follows the decode path, and a mode's error is reported."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ from dataclasses import replace
 import torch
 from fixtures_models import model_folder
 
+from koe.bench import kit
+from koe.bench.accuracy import compare, main
 from koe.engines.qwen3_tts.bench import cases
-from koe.bench.accuracy import compare, forced_logits, main, measure
+from koe.engines.qwen3_tts.bench.accuracy import forced_logits, measure
 
 
 def test_teacher_forcing_reproduces_a_greedy_decode(session_tmp) -> None:
@@ -32,14 +34,14 @@ def test_teacher_forcing_reproduces_a_greedy_decode(session_tmp) -> None:
 
 def test_measure_reports_the_mode_and_its_error(session_tmp, tmp_path, capsys, monkeypatch) -> None:
     monkeypatch.delenv("KOE_FAST_CODEC", raising=False)
-    result = measure(model_folder(session_tmp, "custom_voice"), "int8", frames=4)
+    result = measure(kit, model_folder(session_tmp, "custom_voice"), "int8", frames=4)
     assert result["precision"] == "int8" and result["frames"] == 4
     for part in ("talker", "predictor"):
         assert 0.9 < result[part]["cosine_mean"] <= 1.0 and 0.0 <= result[part]["top1_agreement"] <= 1.0
     # int8 decodes with the fast codec (bf16 convolutions): a finite error, measured ~37 dB on the tiny codec
     assert result["codec"].startswith("fast-") and 30 < result["codec_snr_db"] < math.inf
     monkeypatch.setenv("KOE_FAST_CODEC", "0")  # the exact codec in int8: the same waveform as float32's
-    exact_codec = measure(model_folder(session_tmp, "custom_voice"), "int8", frames=4)
+    exact_codec = measure(kit, model_folder(session_tmp, "custom_voice"), "int8", frames=4)
     assert exact_codec["codec"] == "exact" and exact_codec["codec_snr_db"] == math.inf
     same = torch.randn(3, 5)
     assert compare(same, same)["top1_agreement"] == 1.0

@@ -1,18 +1,19 @@
 """What `koe bench` hands a family's bench code (`FamilyBench.run` and `.table`).
 
 A family's bench code lives in its folder under `koe.engines`, below `koe.bench` in the layers, so
-it never imports this package: it is given this module, and uses what it names.
+it never imports this package: it is given this module, and uses what it names. Its tools
+(`FamilyBench.tools`, run by `python -m koe.bench.tool NAME`) are given it too.
 """
 
 from __future__ import annotations
 
 from koe.bench import wire
-from koe.bench.models import bench_model, weights_bytes
+from koe.bench.models import bench_model, cache_root, cached_folder, weights_bytes
 from koe.bench.runner import BenchError, Worker, compare_sides, compared, finish_run, ratios, start_run, summarize
 from koe.bench.table import lay_out, machine_title, median, ratio_cells
 
-__all__ = ["BenchError", "Worker", "bench_model", "compare_sides", "compared", "finish_run", "lay_out", "machine", "machine_title",
-           "median", "ratio_cells", "ratios", "start_run", "summarize", "weights_bytes", "wire"]  # fmt: skip
+__all__ = ["BenchError", "Worker", "bench_model", "cache_root", "cached_folder", "compare_sides", "compared", "finish_run", "lay_out", "machine", "machine_title",
+           "median", "ratio_cells", "ratios", "snr_db", "compare", "start_run", "summarize", "weights_bytes", "wire"]  # fmt: skip
 
 
 def __getattr__(name: str):
@@ -20,4 +21,8 @@ def __getattr__(name: str):
         from koe.bench import machine
 
         return machine
+    if name in ("compare", "snr_db"):  # the agreement measures of koe.bench.accuracy (torch)
+        from koe.bench import accuracy
+
+        return getattr(accuracy, name)
     raise AttributeError(name)

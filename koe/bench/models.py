@@ -32,10 +32,10 @@ def bench_model(family: str, variant: str, size: str, root: Path | None = None, 
     name = bench.model_name(variant, size, seed)  # ValueError for a variant the family has no model of
     folder = (root or cache_root()) / name
     info = {"version": bench.model_version, "family": family, "variant": variant, "size": size, "seed": seed}
-    return _cached(folder, lambda tmp: bench.write_model(tmp, variant, size, seed), info)
+    return cached_folder(folder, lambda tmp: bench.write_model(tmp, variant, size, seed), info)
 
 
-def _cached(folder: Path, write, marker_info: dict) -> Path:
+def cached_folder(folder: Path, write, marker_info: dict) -> Path:
     """`folder` if its `.complete` marker says `marker_info["version"]`, else built by `write(tmp)` and renamed."""
     marker = folder / ".complete"
     if marker.exists() and json.loads(marker.read_text()).get("version") == marker_info["version"]:

@@ -69,7 +69,9 @@ class FamilyBench:
     `Class(wire)`, whose `load` and `run` answer the parent's commands. `flags`: the family's own
     flags; `precisions` what `--precision` may be, `compare_precisions` what `--upstream-precision`
     may be (`precision_note` says why, when refused); `sides`: what `--compare` takes ("upstream",
-    and peers); `faster`: the columns where a ratio above 1 means koe is faster (the legend).
+    and peers); `faster`: the columns where a ratio above 1 means koe is faster (the legend);
+    `tools`: the family's own measuring tools (e.g. one part of its model against another way of
+    computing it), each run by `python -m koe.bench.tool NAME ...`.
     """
 
     cases: tuple[str, ...]
@@ -94,3 +96,4 @@ class FamilyBench:
     quick_size: str = "tiny"
     size_help: str = ""
     about: str = ""  # what is measured, one line (`koe bench --help`)
+    tools: Mapping[str, str] = field(default_factory=dict)  # name -> "module:function", f(kit, argv) -> exit status: `python -m koe.bench.tool NAME ...`

@@ -102,7 +102,8 @@ def test_low_precision_modes_step_the_stacks_in_c(session_tmp) -> None:
 
     from fixtures_models import model_folder, talker_request
 
-    from koe.bench.accuracy import compare, forced_logits
+    from koe.bench.accuracy import compare
+    from koe.engines.qwen3_tts.bench.accuracy import forced_logits
     from koe.engines.qwen3_tts.engine import Qwen3TTSEngine
     from koe.nn.kernel_stack import KernelStack
 

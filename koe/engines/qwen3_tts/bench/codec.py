@@ -8,7 +8,9 @@ engine's first 4 frames then 12 at a time), and the same two for each fast codec
 `--runs` interleaved runs, median and minimum. Error: waveform SNR (dB) of each fast decode against
 the exact one-shot decode of the same codes, over `--sequences` code sequences.
 
-    python -m koe.bench.codec --threads 2 [--seconds 2 8 24] [--runs 3] [--out codec.json]
+    python -m koe.bench.tool codec --threads 2 [--seconds 2 8 24] [--runs 3] [--out codec.json]
+
+A tool of the family's benchmark (`BENCH.tools`): `koe.bench.tool` runs `main(kit, argv)`.
 """
 
 from __future__ import annotations
@@ -23,20 +25,17 @@ from pathlib import Path
 
 import torch
 
-from koe.bench.accuracy import snr_db
-from koe.bench.models import _cached, cache_root
-
 FRAME_RATE = 12.5
 STREAM_FIRST, STREAM_EVERY = 4, 12  # the engine's streaming chunks (frames)
 CODEC_VERSION = 1
 
 
-def codec_folder(size: str = "real", root: Path | None = None, seed: int = 0) -> Path:
-    """A random speech tokenizer folder at `size` ("real": the release's shapes), built once and cached."""
+def codec_folder(kit, size: str = "real", root: Path | None = None, seed: int = 0) -> Path:
+    """A random speech tokenizer folder at `size` ("real": the release's shapes), built once and cached (`kit.cached_folder`)."""
     from koe.engines.qwen3_tts.codec.random_weights import write_random_speech_tokenizer
 
-    folder = (root or cache_root()) / f"qwen3-tts-codec-{size}-seed{seed}"
-    return _cached(folder, lambda tmp: write_random_speech_tokenizer(tmp, size=size, seed=seed),
+    folder = (root or kit.cache_root()) / f"qwen3-tts-codec-{size}-seed{seed}"
+    return kit.cached_folder(folder, lambda tmp: write_random_speech_tokenizer(tmp, size=size, seed=seed),
                    {"version": CODEC_VERSION, "size": size, "seed": seed})  # fmt: skip
 
 
@@ -59,7 +58,7 @@ def one_shot(codec, codes: torch.Tensor) -> torch.Tensor:
     return codec.decode([codes])[0]
 
 
-def measure(folder: Path, seconds: list[float], runs: int, sequences: int, fast_kinds: list[str]) -> dict:
+def measure(kit, folder: Path, seconds: list[float], runs: int, sequences: int, fast_kinds: list[str]) -> dict:
     from koe.engines.qwen3_tts.codec import SpeechTokenizer
     from koe.engines.qwen3_tts.codec.fast import FastCodec
     from koe.runtime.kernels import snake
@@ -83,11 +82,11 @@ def measure(folder: Path, seconds: list[float], runs: int, sequences: int, fast_
         entry = {"seconds": audio_s, "frames": int(codes.shape[0]),
                  "s_per_audio_s": {k: {"median": statistics.median(v), "min": min(v), "runs": v} for k, v in times.items()}}  # fmt: skip
         result["lengths"].append(entry)
-    result["snr_db"] = snr_table(codecs, ways, seconds, sequences)
+    result["snr_db"] = snr_table(kit, codecs, ways, seconds, sequences)
     return result
 
 
-def snr_table(codecs: dict, ways: dict, seconds: list[float], sequences: int) -> dict:
+def snr_table(kit, codecs: dict, ways: dict, seconds: list[float], sequences: int) -> dict:
     """SNR of every fast decode (one-shot, streamed) and of the exact streamed decode against the exact
     one-shot decode, per sequence (codes of the longest length, seeds 1..sequences)."""
     frames = round(max(seconds) * FRAME_RATE)
@@ -98,12 +97,12 @@ def snr_table(codecs: dict, ways: dict, seconds: list[float], sequences: int) ->
         for name, codec in codecs.items():
             for way, fn in ways.items():
                 if (name, way) != ("exact", "one_shot"):
-                    table.setdefault(f"{name}/{way}", []).append(snr_db(ref, fn(codec, codes)))
+                    table.setdefault(f"{name}/{way}", []).append(kit.snr_db(ref, fn(codec, codes)))
     return {k: {"min": min(v), "mean": sum(v) / len(v), "per_sequence": v} for k, v in table.items()}
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m koe.bench.codec", description=__doc__.split("\n\n")[0])
+def main(kit, argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m koe.bench.tool codec", description=__doc__.split("\n\n")[0])
     p.add_argument("--size", default="real", choices=["tiny", "real"])
     p.add_argument("--seconds", type=float, nargs="+", default=[2.0, 8.0, 24.0])
     p.add_argument("--runs", type=int, default=3)
@@ -115,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     if a.threads:
         torch.set_num_threads(a.threads)
-    result = measure(codec_folder(a.size, a.models), a.seconds, a.runs, a.sequences, a.fast)
+    result = measure(kit, codec_folder(kit, a.size, a.models), a.seconds, a.runs, a.sequences, a.fast)
     result.update({"size": a.size, "threads": torch.get_num_threads(), "torch": torch.__version__, "cpu": platform.processor() or platform.machine()})
     for entry in result["lengths"]:
         cells = "  ".join(f"{k} {v['median']:.3f} ({v['min']:.3f})" for k, v in entry["s_per_audio_s"].items())
@@ -126,6 +125,3 @@ def main(argv: list[str] | None = None) -> int:
         a.out.write_text(json.dumps(result, indent=1))
     return 0
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())
