@@ -38,3 +38,24 @@ def test_a_family_without_a_benchmark_is_refused(monkeypatch, capsys) -> None:
     with pytest.raises(SystemExit):
         parse_options(["--family", "silent", "--quick"])
     assert "--family silent declares no benchmark" in capsys.readouterr().err
+
+
+def test_a_family_that_declares_only_its_cases_runs_through_the_contract(monkeypatch, tmp_path, capsys) -> None:
+    """No `run`, `table` or `worker` of its own: `koe.bench.contract` speaks each case's request through
+    `Engine.synthesize` (whole, and streamed), with the family's sizes and model writer."""
+    from dataclasses import replace
+
+    declared = families.benches()
+    requests = {"spoken": {"text": "A short sentence.", "voice": "ryan", "max_segment_s": 0.4},
+                "streamed": {"text": "A short sentence.", "voice": "ryan", "max_segment_s": 0.4, "stream": True}}  # fmt: skip
+    plain = replace(declared["qwen3_tts"], run="", table="", worker="", flags=(), columns=(), requests=requests, cases=tuple(requests), default_cases=tuple(requests))
+    monkeypatch.setattr(families, "benches", lambda: {**declared, "qwen3_tts": plain})
+    out = tmp_path / "bench.json"
+    assert main(["--family", "qwen3_tts", "--quick", "--threads", "1", "--models", str(tmp_path / "models"), "--out", str(out)]) == 0, capsys.readouterr().err
+    per = json.loads(out.read_text())["sizes"]["tiny"]
+    assert per["models"]["qwen3_tts"]["variant"] == "custom_voice"
+    for case in requests:
+        (run,) = per["cases"][case]["koe"]["runs"]
+        assert run["audio_s"] > 0 and run["total_s"] > 0 and len(run["wave_sha1"]) == 40, case
+    assert per["cases"]["streamed"]["koe"]["runs"][0]["ttfa_s"] > 0 and "ttfa_s" not in per["cases"]["spoken"]["koe"]["runs"][0]
+    assert "s/audio s" in capsys.readouterr().out

@@ -140,7 +140,7 @@ def format_table(results: dict, width: int | None = None) -> str:
     from koe.bench import kit
 
     results = results if "family" in results else {**results, "family": default_family()}
-    return import_target(family_bench(results["family"]).table)(kit, results, width)
+    return import_target(family_bench(results["family"]).table or "koe.bench.contract:table")(kit, results, width)
 
 
 def ratio_legend(family: str, compared: list[str]) -> str:

@@ -121,10 +121,10 @@ def compared(opts: BenchOptions) -> list[str]:
 class Worker:
     """One benchmark worker process speaking `wire`'s line protocol; its stderr goes to a log file."""
 
-    def __init__(self, side: str, threads: int, log: Path, family: str) -> None:
+    def __init__(self, side: str, threads: int, log: Path, family: str, worker: str | None = None) -> None:
         env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-        if side == "koe":
-            argv = [sys.executable, "-m", "koe.bench.koe_worker", family]
+        if side == "koe":  # the family's worker class (`worker`: "module:Class"; default its declaration's)
+            argv = [sys.executable, "-m", "koe.bench.koe_worker", family] + ([worker] if worker else [])
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         else:  # a peer's own settings are its host's defaults (its worker applies them before torch loads)
             argv = [side_python(family, side), str(side_worker(family, side))]
@@ -173,7 +173,7 @@ def run_bench(opts: BenchOptions, progress=lambda msg: None) -> dict:
     from koe.bench import kit
 
     bench = resolve(opts)
-    return import_target(bench.run)(kit, opts, progress)
+    return import_target(bench.run or "koe.bench.contract:run")(kit, opts, progress)
 
 
 def compare_sides(entry: dict, samples: dict[str, list[dict]], peers: list[str], hash_key: str = "codes_sha1") -> None:

@@ -66,7 +66,9 @@ class FamilyBench:
     changed (a folder of another version is rebuilt). `run`: "module:function", `f(kit, opts,
     progress) -> results`; `table`: "module:function", `f(kit, results, width) -> str`, laid out
     from `columns` ((result key, heading, scale), ...); `worker`: "module:Class" of the koe side,
-    `Class(wire)`, whose `load` and `run` answer the parent's commands. `flags`: the family's own
+    `Class(wire)`, whose `load` and `run` answer the parent's commands. A family that names none
+    of these gets `koe.bench.contract`'s: each case is `requests[case]`, the `SynthesisRequest`
+    fields it speaks through the engine contract, timed from outside. `flags`: the family's own
     flags; `precisions` what `--precision` may be, `compare_precisions` what `--upstream-precision`
     may be (`precision_note` says why, when refused); `sides`: what `--compare` takes ("upstream",
     and peers); `faster`: the columns where a ratio above 1 means koe is faster (the legend);
@@ -80,9 +82,10 @@ class FamilyBench:
     default_size: str
     model_name: Any  # (variant, size, seed) -> str
     write_model: Any  # (folder, variant, size, seed) -> None
-    run: str
-    table: str
-    worker: str
+    run: str = ""
+    table: str = ""
+    worker: str = ""
+    requests: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     model_version: int = 1
     columns: tuple[tuple[str, str, float], ...] = ()
     variants: tuple[str, ...] = ()
