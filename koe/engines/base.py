@@ -223,6 +223,8 @@ class Capabilities:
     `batch_stream`: streamed ones too (`StreamBatchEngine`).
     `stream_is_one_shot`: streamed audio has the one-shot samples (False where upstream's own
     streaming decodes differently, as VoxCPM's does: then each mode equals upstream's same mode).
+    `precisions`: the `koe.runtime.precision` modes the model can load in ("fp32" = exact first);
+    another is refused before loading.
     """
 
     family: str
@@ -240,6 +242,7 @@ class Capabilities:
     training: tuple[str, ...] = ()
     min_reference_s: float = 1.0
     stream_is_one_shot: bool = True
+    precisions: tuple[str, ...] = ("fp32", "bf16")
 
     @property
     def streaming(self) -> bool:
@@ -253,7 +256,7 @@ class Capabilities:
             "instruct": self.instruct, "streaming": self.streaming, "stream_step_s": self.stream_step_s,
             "native_speed": self.native_speed, "batch": self.batch, "batch_stream": self.batch_stream, "options": self.options.describe(),
             "training": list(self.training), "min_reference_s": self.min_reference_s,
-            "stream_is_one_shot": self.stream_is_one_shot,
+            "stream_is_one_shot": self.stream_is_one_shot, "precisions": list(self.precisions),
         }  # fmt: skip
 
 

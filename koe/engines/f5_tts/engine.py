@@ -36,6 +36,7 @@ from koe.engines.f5_tts.voice import F5Voice, F5VoiceError
 from koe.engines.pipeline import Piece, PipelineDefaults, Segment, steps_for
 from koe.nn.vocos import Vocos, VocosConfig
 from koe.runtime.device import resolve_device
+from koe.runtime.precision import check as check_precision, float_dtype
 from koe.runtime.weights import build_from_weights
 
 __all__ = ["Batch", "CrossFade", "F5TTSEngine", "Settings"]
@@ -375,17 +376,9 @@ def _pieces(samples: np.ndarray, made: int, first: int, chunk: int, cancel: Canc
 
 
 def _dit_dtype(dtype, precision: str | None) -> torch.dtype:
-    """The DiT's dtype from `load`'s arguments (float32 unless one asks for bf16/fp16)."""
-    if precision not in (None, "fp32", "float32", "bf16", "bfloat16"):
-        raise ValueError(f"precision={precision!r} is not offered for F5-TTS: use fp32 (exact) or bf16")
-    if precision in ("bf16", "bfloat16"):
-        return torch.bfloat16
-    names = {None: torch.float32, "float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-             "float16": torch.float16, "fp16": torch.float16, "half": torch.float16}  # fmt: skip
-    if isinstance(dtype, torch.dtype):
-        if dtype not in (torch.float32, torch.bfloat16, torch.float16):
-            raise ValueError(f"dtype {dtype} is not offered for F5-TTS: float32, bfloat16 or float16")
-        return dtype
-    if dtype not in names:
-        raise ValueError(f"dtype {dtype!r} is not offered for F5-TTS: float32, bfloat16 or float16")
-    return names[dtype]
+    """The DiT's dtype from `load`'s arguments: the precision where one is given (`koe.runtime.precision`;
+    F5-TTS offers fp32 and bf16), else `dtype` (float32 unless one asks for bfloat16/float16)."""
+    mode = check_precision(precision, spec.PRECISIONS, "F5-TTS")
+    if mode is not None:
+        return torch.bfloat16 if mode == "bf16" else torch.float32
+    return float_dtype(dtype, (torch.float32, torch.bfloat16, torch.float16), "F5-TTS")

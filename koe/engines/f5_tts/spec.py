@@ -54,11 +54,14 @@ def options_schema() -> OptionsSchema:
     ))  # fmt: skip
 
 
+PRECISIONS = ("fp32", "bf16")  # koe.runtime.precision: the DiT in bfloat16 (the vocoder stays float32)
+
+
 def capabilities(variant: str) -> Capabilities:
     return Capabilities(
         family=FAMILY, variant=variant, voice_modes=frozenset({CLONE}), languages=LANGUAGES, sample_rate=SAMPLE_RATE,
         instruct=False, stream_step_s=None, native_speed=True, batch=False, options=options_schema(),
-        training=(), min_reference_s=MIN_REFERENCE_S,
+        training=(), min_reference_s=MIN_REFERENCE_S, precisions=PRECISIONS,
     )  # fmt: skip
 
 

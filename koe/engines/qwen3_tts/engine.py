@@ -37,9 +37,9 @@ from koe.engines.qwen3_tts.prompt import ClonePrompt, PromptItem, build_talker_i
 from koe.engines.qwen3_tts.rows import RowDecoder
 from koe.engines.qwen3_tts.streaming import CodecStream
 from koe.engines.qwen3_tts.voice import VoicePrompt, VoicePromptError, model_stamp, pad_reference, reference_audio, to_codec_rate
-from koe.nn.norm import RMSNorm
-from koe.runtime import exact
+from koe.engines.qwen3_tts.talker import backbone
 from koe.runtime.device import resolve_device, resolve_dtype
+from koe.runtime.precision import apply as apply_precision, plan as precision_plan
 from koe.runtime.sampling import SamplingConfig
 from koe.text.checks import text_problem
 from koe.text.segment import segment_text
@@ -84,43 +84,20 @@ class Qwen3TTSEngine(NativeAPI):
         if not folder.is_dir():
             raise FileNotFoundError(f"model folder not found: {folder}")
         dev = resolve_device(device)
-        mode = _precision_mode(precision)
-        dt = torch.bfloat16 if mode == "bf16" else torch.float32 if mode in ("fp32", "int8", "int4") else resolve_dtype(dtype, dev)
+        numeric = precision_plan(precision, dev, resolve_dtype(dtype, dev) if precision is None else torch.float32, model="Qwen3-TTS")
+        dt = numeric.dtype
         cfg = Qwen3TTSConfig.from_folder(folder)
         defaults = GenerationDefaults.from_folder(folder)
         tokenizer = QwenTokenizer.from_folder(folder)
         if not (folder / "speech_tokenizer").is_dir():
             raise FileNotFoundError(f"{folder}: missing speech_tokenizer/ (the 12 Hz codec's config and weights)")
-        quantized = mode in ("int8", "int4")
-        if quantized and dev.type != "cpu":
-            raise ValueError(f"precision={mode!r} is a CPU mode (koe's CPU kernels); on a GPU use bf16")
-        packed = dev.type == "cpu" and dt == torch.float32 and not quantized and exact.summation_orders() is not None
-        # int8 / int4 and the exact path's packed products: the weights as stored (bf16 as released: no
-        # float32 copy of the layers about to be quantized or packed), then what stays float made
-        # float32, which the conversion at load would have given exactly
-        network = Qwen3TTSNetwork.from_folder(folder, cfg, device=dev, dtype=None if quantized or packed else dt)
+        network = Qwen3TTSNetwork.from_folder(folder, cfg, device=dev, dtype=numeric.load_dtype)
         codec = SpeechTokenizer.from_folder(folder / "speech_tokenizer", device=dev, dtype=dt)
-        kernel = None
-        if packed or quantized:  # the text embedding (1.2 GB in float32) stays bf16 as stored, its rows widened as looked up: the same values
-            exact.widen_on_lookup(network.talker.model, "text_embedding")
-        if packed:  # the same bits as torch's products, from packed (bf16 where they are bf16) weights
-            exact.exact_linears(network.talker)
-            kernel = exact.describe(network.talker)
-            network.float()
-            exact.exact_norms(network.talker, RMSNorm)  # the norms too: one C call each, the same bits
-        if quantized:
-            from koe.engines.qwen3_tts.talker import attach_kernel_steps
-            from koe.runtime.quant import kernel_norms, quantize_linears
-
-            quantize_linears(network.talker, skip=("text_projection",), mode=mode)  # decoder layers, codec head, code predictor
-            network.float()
-            kernel_norms(network.talker, RMSNorm)
-            attach_kernel_steps(network.talker)
-            kernel = network.talker.codec_head.kernel
+        kernel = apply_precision(numeric, network, [backbone(network.talker)])  # exact products and norms, or int8 / int4 and the C step
         engine = cls(folder, cfg, defaults, network, tokenizer, codec, dev, dt)
-        engine._precision = mode
+        engine._precision = numeric.mode
         engine.kernel = kernel
-        engine.fast_codec = fast_codec_for(codec, mode, os.environ.get("KOE_FAST_CODEC")) if dev.type == "cpu" else None
+        engine.fast_codec = fast_codec_for(codec, numeric.mode, os.environ.get("KOE_FAST_CODEC")) if dev.type == "cpu" else None
         return engine
 
     _precision: str | None = None  # the opt-in mode `load` was given, if any
@@ -636,15 +613,6 @@ def _check_padding(prompt: VoicePrompt | None, pad: float) -> None:
 
 def _icl_reference(item: PromptItem) -> torch.Tensor | None:
     return item.clone.ref_code if item.clone is not None and item.clone.icl else None
-
-
-def _precision_mode(precision: str | None) -> str | None:
-    if precision is None:
-        return None
-    mode = {"fp32": "fp32", "float32": "fp32", "bf16": "bf16", "bfloat16": "bf16", "int8": "int8", "int4": "int4"}.get(str(precision).lower())
-    if mode is None:
-        raise ValueError(f"unknown precision {precision!r}; use fp32 (exact), bf16, int8 or int4")
-    return mode
 
 
 def _broadcast(value, n: int, name: str) -> list:

@@ -52,6 +52,9 @@ OPENAI_DESIGNS = {
 }
 
 
+PRECISIONS = ("fp32", "bf16", "int8", "int4")  # koe.runtime.precision: the talker declares its linears and norms (talker.backbone)
+
+
 MAX_REF_PAD_SECONDS = 2.0
 # Opt-in, Base models: silence appended to the reference clip before it is encoded, so the prompt's
 # last codec frames are silence and the clip's last phoneme does not bleed into the start of the
@@ -98,7 +101,7 @@ def capabilities(variant: str, size: str, speakers, languages, sample_rate: int,
         languages=tuple(languages), sample_rate=int(sample_rate), speakers=tuple(speakers),
         instruct=variant == "voice_design" or (variant == "custom_voice" and not drops_instruct(variant, size)),
         stream_step_s=1 / FRAME_RATE, native_speed=False, batch=True, batch_stream=True, options=options_schema(defaults, variant),
-        training=("speaker",) if variant == "base" and size != "0b6" else (), min_reference_s=1.0,
+        training=("speaker",) if variant == "base" and size != "0b6" else (), min_reference_s=1.0, precisions=PRECISIONS,
     )  # fmt: skip
 
 

@@ -19,6 +19,7 @@ from koe.nn.decoder import DecoderLayer
 from koe.nn.kernel_stack import KernelCache, KernelStack
 from koe.nn.norm import RMSNorm
 from koe.nn.rotary import inverse_frequencies, multimodal_cos_sin, rotary_cos_sin
+from koe.runtime.precision import Backbone
 from koe.runtime.kv_cache import ConcatCache
 
 
@@ -161,3 +162,10 @@ def attach_kernel_steps(talker: Talker) -> None:
     (`koe.nn.kernel_stack`; left as modules where not, e.g. int8 on fbgemm)."""
     for stack in (talker.model, talker.code_predictor.model):
         stack.kernel = kernel_stack.attach(stack)
+
+
+def backbone(talker: Talker) -> Backbone:
+    """The talker as the precision layer rewrites it (`koe.runtime.precision`): its decoder layers,
+    codec head and code predictor (in int8 / int4 the text projection stays float), its RMSNorms,
+    the text embedding (1.2 GB in float32) read row by row, and the C decoder step."""
+    return Backbone(talker, RMSNorm, keep_float=("text_projection",), embeddings=((talker.model, "text_embedding"),), kernel_steps=attach_kernel_steps)

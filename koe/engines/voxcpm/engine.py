@@ -41,6 +41,7 @@ from koe.engines.voxcpm.native import NativeAPI
 from koe.engines.voxcpm.text import TextTokenizer, normalise_text
 from koe.engines.voxcpm.voice import VoxCPMVoice, VoxCPMVoiceError
 from koe.runtime.device import resolve_device
+from koe.runtime.precision import apply as apply_precision, check as check_precision, float_dtype, plan as precision_plan
 from koe.runtime.weights import build_from_weights
 
 __all__ = ["VoxCPMEngine"]
@@ -83,12 +84,16 @@ class VoxCPMEngine(NativeAPI):
         float32 by default on every device: upstream's bits on the CPU with a float32 config. The
         releases' configs say bfloat16, which upstream keeps on a CPU; `precision="bf16"` runs
         the LM and DiT in bfloat16 as upstream then does (opt-in here; the AudioVAE stays float32,
-        as upstream keeps it); the result's metadata names the precision.
+        as upstream keeps it); "int8" (CPU) quantizes the two LMs' linear layers onto koe's
+        kernels (`koe.runtime.precision`; the rest stays float32); the result's metadata names the
+        precision. fp32 on a CPU with koe's exact kernel runs the LMs' products and norms there,
+        with torch's bits.
         """
         folder = Path(folder)
         if not folder.is_dir():
             raise FileNotFoundError(f"model folder not found: {folder}")
-        lm_dtype = _lm_dtype(dtype, precision)
+        check_precision(precision, spec.PRECISIONS, "VoxCPM")  # before any file is read
+        lm_dtype = float_dtype(dtype, (torch.float32, torch.bfloat16), "VoxCPM")
         if not (folder / "config.json").is_file():
             raise FileNotFoundError(f"{folder}: missing config.json (a VoxCPM release folder has it)")
         cfg = read_config(folder / "config.json")
@@ -99,15 +104,19 @@ class VoxCPMEngine(NativeAPI):
         if vae_file is None:
             raise FileNotFoundError(f"{folder}: no AudioVAE weights (audiovae.safetensors or audiovae.pth)")
         dev = resolve_device(device)
+        numeric = precision_plan(precision, dev, lm_dtype, spec.PRECISIONS, "VoxCPM")
         tokenizer = TextTokenizer.load(folder)
         if tokenizer.vocab_size > cfg.lm.vocab_size:
             raise ValueError(f"{folder}: the tokenizer has {tokenizer.vocab_size} ids, the model's embedding {cfg.lm.vocab_size} rows")
-        model = build_from_weights(lambda: VoxCPMModel(cfg), [weights], dtype=lm_dtype, device=dev, rename=VoxCPMModel.checkpoint_name)
+        model = build_from_weights(lambda: VoxCPMModel(cfg), [weights], dtype=numeric.load_dtype, device=dev, rename=VoxCPMModel.checkpoint_name)
         vae = build_from_weights(lambda: AudioVAE(VAEConfig.from_json(cfg.audio_vae, cfg.vae_version)), [vae_file], device=dev,
                                  rename=VoxCPMModel.checkpoint_name)  # fmt: skip
-        model = model.to(lm_dtype).eval()  # the weights are in lm_dtype already; this sets the rotary tables' dtype
-        return cls(folder, cfg, tokenizer, model, vae.to(torch.float32).eval(), dev,
-                   spec.variant_of({"architecture": cfg.architecture, "audio_vae_config": cfg.audio_vae}))
+        kernel = apply_precision(numeric, model, [model.base_lm.backbone(), model.residual_lm.backbone()])
+        model = model.to(numeric.dtype).eval()  # the weights are in that dtype already; this sets the rotary tables' dtype
+        engine = cls(folder, cfg, tokenizer, model, vae.to(torch.float32).eval(), dev,
+                     spec.variant_of({"architecture": cfg.architecture, "audio_vae_config": cfg.audio_vae}))
+        engine._precision, engine.kernel = numeric.reported, kernel
+        return engine
 
     def close(self) -> None:
         """Free the weights and caches (the engine is unusable after)."""
@@ -126,9 +135,12 @@ class VoxCPMEngine(NativeAPI):
     def encode_rate(self) -> int:
         return self.vae.config.sample_rate
 
+    _precision: str | None = None  # what `load` made it: "float32" (exact), "bfloat16", "int8"
+    kernel: str | None = None  # what runs the LMs' products (`koe.runtime.precision.apply`); None: torch's own
+
     @property
     def precision(self) -> str:
-        return str(next(self.model.parameters()).dtype).removeprefix("torch.")
+        return self._precision or str(next(self.model.parameters()).dtype).removeprefix("torch.")
 
     @property
     def capabilities(self) -> Capabilities:
@@ -283,22 +295,5 @@ class VoxCPMEngine(NativeAPI):
         yield Piece(tail, loop.count, last=True, truncated=not loop.stopped, info={**info, "seconds": loop.count * step_s, "patch_limit": limit})
 
     def result_metadata(self) -> dict:
-        return {"model": self.variant, "architecture": self.cfg.architecture, "precision": self.precision, "device": str(self.device)}
-
-
-def _lm_dtype(dtype, precision: str | None) -> torch.dtype:
-    """The LM's and DiT's dtype from `load`'s arguments (float32 unless one asks for bf16)."""
-    names = {None: torch.float32, "auto": torch.float32, "float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
-             "bf16": torch.bfloat16}  # fmt: skip
-    if precision is not None:
-        if precision not in names:
-            raise ValueError(f"precision={precision!r} is not offered for VoxCPM: use fp32 (exact) or bf16 (upstream's CPU default for the releases)")
-        return names[precision]
-    if isinstance(dtype, torch.dtype):
-        if dtype not in (torch.float32, torch.bfloat16):
-            raise ValueError(f"dtype {dtype} is not offered for VoxCPM: float32 or bfloat16")
-        return dtype
-    if dtype not in names:
-        raise ValueError(f"dtype {dtype!r} is not offered for VoxCPM: float32 or bfloat16")
-    return names[dtype]
-
+        meta = {"model": self.variant, "architecture": self.cfg.architecture, "precision": self.precision, "device": str(self.device)}
+        return meta if self.kernel is None else {**meta, "kernel": self.kernel}

@@ -33,6 +33,7 @@ from koe.engines.voxcpm.config import LMConfig
 from koe.nn.mlp import GatedMLP
 from koe.nn.norm import RMSNorm
 from koe.nn.rotary import apply_rotary, inverse_frequencies
+from koe.runtime.precision import Backbone
 
 __all__ = ["SPAN_BLOCK", "KVCache", "LongRope", "MiniCPM", "step_mask"]
 
@@ -175,9 +176,14 @@ class MiniCPM(nn.Module):
         self.norm = RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps)
         self.rope = None if cfg.no_rope else LongRope(cfg)
 
+    def backbone(self) -> Backbone:
+        """This stack as the precision layer rewrites it (`koe.runtime.precision`): every linear
+        layer (q, k, v, o; gate, up, down), every RMSNorm, the token embedding read row by row."""
+        return Backbone(self, RMSNorm, embeddings=((self, "embed_tokens"),) if self.cfg.vocab_size > 0 else ())
+
     def new_cache(self, capacity: int, batch: int = 1) -> KVCache:
-        p = next(self.parameters())
-        return KVCache(len(self.layers), batch, self.cfg.num_key_value_heads, capacity, self.cfg.head_dim, p.device, p.dtype)
+        w = self.norm.weight  # the stack's float dtype and device, whatever runs its products (int8 layers hold no parameters)
+        return KVCache(len(self.layers), batch, self.cfg.num_key_value_heads, capacity, self.cfg.head_dim, w.device, w.dtype)
 
     def forward(self, x: torch.Tensor, causal: bool = True, cache: KVCache | None = None) -> torch.Tensor:
         """x (B, T, C) embeddings -> (B, T, C); with `cache`, its first T slots are filled (a prefill)."""

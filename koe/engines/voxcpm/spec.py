@@ -88,13 +88,16 @@ def stream_step(raw: dict) -> float:
     return int(raw.get("patch_size", 4 if v2 else 2)) * hop / output_rate(raw)
 
 
+PRECISIONS = ("fp32", "bf16", "int8")  # koe.runtime.precision: int8 in the two LMs (minicpm.MiniCPM.backbone)
+
+
 def capabilities(variant: str, sample_rate: int, step_s: float) -> Capabilities:
     v2 = variant == "VoxCPM2"
     modes = {NO_VOICE, CLONE} | ({DESIGN, CLONE_WITHOUT_TRANSCRIPT} if v2 else set())
     return Capabilities(
         family=FAMILY, variant=variant, voice_modes=frozenset(modes), languages=LANGUAGES, sample_rate=sample_rate,
         instruct=v2, stream_step_s=round(step_s, 6), native_speed=False, batch=False, options=options_schema(), training=(),
-        min_reference_s=MIN_REFERENCE_S, stream_is_one_shot=False,
+        min_reference_s=MIN_REFERENCE_S, stream_is_one_shot=False, precisions=PRECISIONS,
     )  # fmt: skip
 
 

@@ -312,8 +312,8 @@ def test_broken_folders_name_what_is_wrong(folders, tmp_path, edit, error, match
 
 
 def test_other_precisions_are_refused(folders):
-    with pytest.raises(ValueError, match="precision='int8' is not offered for VoxCPM: use fp32 .exact. or bf16"):
-        koe.load(folders["VoxCPM2"], precision="int8")
+    with pytest.raises(ValueError, match="precision='int4' is not offered for VoxCPM: use fp32 .exact., bf16 or int8"):
+        koe.load(folders["VoxCPM2"], precision="int4")
     with pytest.raises(ValueError, match="float32 or bfloat16"):
         koe.load(folders["VoxCPM2"], dtype="float16")
 

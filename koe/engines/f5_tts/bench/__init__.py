@@ -28,5 +28,5 @@ BENCH = FamilyBench(
     ),
     precision_note="upstream's precision on the CPU",
     sides={"upstream": Side("f5-tts 1.1.22", "KOE_ORACLE_F5_PYTHON", ".oracle-f5", "oracle-f5", "scripts/bench_f5_upstream_worker.py")},
-    faster=("GFLOP/s",), about="F5-TTS",
+    faster=("GFLOP/s",), about="F5-TTS", tools={"accuracy": "koe.engines.f5_tts.bench.accuracy:main"},
 )  # fmt: skip

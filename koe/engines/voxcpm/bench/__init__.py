@@ -29,5 +29,5 @@ BENCH = FamilyBench(
     ),
     precisions=("fp32", "bf16"), precision_note="fp32 (exact) or bf16, which upstream then runs too (its release config); no --upstream-precision",
     sides={"upstream": Side("voxcpm 2.0.3", "KOE_ORACLE_VOXCPM_PYTHON", ".oracle-voxcpm", "oracle-voxcpm", "scripts/bench_voxcpm_upstream_worker.py")},
-    about="VoxCPM",
+    about="VoxCPM", tools={"accuracy": "koe.engines.voxcpm.bench.accuracy:main"},
 )  # fmt: skip
