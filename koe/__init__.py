@@ -34,10 +34,11 @@ def load(
     keeps its family's native API (Qwen3-TTS: `generate`, `stream`).
 
     `device`: "cpu", "cuda", "cuda:1", or None for the best available. `dtype`: None gives float32
-    on the CPU (bit-exact with upstream) and bfloat16 on CUDA. `precision`: an opt-in mode that
-    trades bits for speed, "bf16", "int8" or "int4" (CPU); "fp32" or None keeps `dtype`. Results name
-    the mode in `metadata["precision"]`, int8 and int4 also their kernel in `metadata["kernel"]`
-    (docs/PERFORMANCE.md has each mode's speed and measured error).
+    on the CPU (bit-exact with upstream) and bfloat16 on CUDA. `precision`: "fp32" (exact), or an
+    opt-in mode that trades bits for speed, "bf16", "int8" or "int4" (CPU), as the model offers
+    (`capabilities.precisions`; another is a `koe.runtime.precision.UnsupportedPrecision` naming
+    them); None keeps `dtype`. Results name the mode in `metadata["precision"]`, int8 and int4 also
+    their kernel in `metadata["kernel"]` (docs/precision.md has each mode's measured error).
     """
     from koe.engines.registry import load_engine
     from koe.service.resolve import model_folder

@@ -52,6 +52,7 @@ def command(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from koe.audio.errors import AudioError
+        from koe.runtime.precision import UnsupportedPrecision
         from koe.service.errors import KoeError
 
         with warnings.catch_warnings():
@@ -67,6 +68,8 @@ def command(fn: F) -> F:
                 fail(str(e), 2 if e.status < 500 and e.status != 429 else 1)
             except AudioError as e:
                 fail(f"audio: {e}", 2)
+            except UnsupportedPrecision as e:  # a model loaded directly (not through a plan) in a mode it does not run
+                fail(str(e), 2)
             except KeyboardInterrupt:
                 fail("interrupted", 130)
             except BrokenPipeError:

@@ -131,7 +131,8 @@ def info(
     ]  # fmt: skip
     if d.capabilities:
         caps = d.capabilities
-        rows[3:3] = [("voices", ", ".join(sorted(caps.voice_modes)) or "—"), ("sample rate", f"{caps.sample_rate} Hz")]
+        rows[3:3] = [("voices", ", ".join(sorted(caps.voice_modes)) or "—"), ("sample rate", f"{caps.sample_rate} Hz"),
+                     ("precisions", ", ".join(caps.precisions) + " (--precision; fp32 = exact)")]  # fmt: skip
     for k, v in rows:
         out.print(f"[bold]{k}[/]: {escape(v)}")
     if d.capabilities and d.capabilities.options.options:

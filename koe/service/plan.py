@@ -20,6 +20,7 @@ import numpy as np
 from koe.audio.errors import AudioError
 from koe.audio.io import load_audio
 from koe.engines.base import CLONE, CLONE_WITHOUT_TRANSCRIPT, DESIGN, NO_VOICE, PRESET, Capabilities, RequestError, check_seed
+from koe.runtime import precision
 from koe.service.encode import AudioFormat, get_format
 from koe.service.errors import InvalidRequest, ModelFailed, NotFound, PayloadTooLarge
 from koe.service.models import ModelDetails, ModelRef, ModelStore, inspect_model
@@ -136,6 +137,7 @@ class Planner:
         if details.missing:
             raise InvalidRequest(f"model {ref.name!r} is incomplete: missing {', '.join(details.missing)}", param="model")
         caps = details.capabilities
+        self.check_precision(ref, caps)
         warnings: list[str] = []
         mode, speaker, voice_name, instruct = self._voice(request, ref, caps, warnings)
         ref_audio, ref_text = None, None
@@ -166,6 +168,15 @@ class Planner:
             warnings=tuple(warnings), description=description, batchable=caps.batch, stream_batchable=caps.batch_stream,
             seed_given=request.seed is not None,
         )  # fmt: skip
+
+    def check_precision(self, ref: ModelRef, caps: Capabilities | None) -> None:
+        """The settings' `models.precision` must be one the model runs (`Capabilities.precisions`):
+        refused here, before loading, naming the ones it can (a load would fail as a broken model)."""
+        wanted = self.settings.models.precision
+        if wanted is None or caps is None or precision.parse(wanted) in caps.precisions:
+            return
+        raise InvalidRequest(f"model {ref.name!r} cannot run precision {wanted!r} (models.precision, --precision); "
+                             f"it runs {', '.join(caps.precisions)}", param="model")  # fmt: skip
 
     # -- parts ----------------------------------------------------------------------------------
     def _text(self, text: str) -> str:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, Valid
 from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 from pydantic_settings.exceptions import SettingsError
 
+from koe.runtime.precision import ALIASES
 from koe.service.errors import ConfigError
 
 ENV_PREFIX = "KOE_"
@@ -175,13 +176,23 @@ class ModelsSettings(_Section):
     device: str | None = Field(None, description="cpu, cuda, cuda:1, mps; empty = best available")
     dtype: str | None = Field(None, description="float32, bfloat16, float16; empty = float32 on CPU, bfloat16 on CUDA")
     precision: Literal["fp32", "bf16", "int8", "int4"] | None = Field(
-        None, description="opt-in speed mode that changes bits: bf16, int8 or int4 (CPU); empty or fp32 = exact (dtype decides)"
+        None, description="opt-in speed mode that changes bits: bf16, int8 or int4 (CPU; each model lists the ones it runs); "
+        "empty = dtype decides, fp32 = exact"
     )
 
-    @field_validator("device", "dtype", "default", "precision", mode="before")
+    @field_validator("device", "dtype", "default", mode="before")
     @classmethod
     def _empty_is_none(cls, v: Any) -> Any:
         return None if isinstance(v, str) and v.strip().lower() in ("", "auto", "none") else v
+
+    @field_validator("precision", mode="before")
+    @classmethod
+    def _precision_name(cls, v: Any) -> Any:
+        """Empty is None; the names torch prints ("float32", "bfloat16") are the modes' (koe.runtime.precision)."""
+        if not isinstance(v, str):
+            return v
+        name = v.strip().lower()
+        return None if name in ("", "auto", "none") else ALIASES.get(name, name)
 
 
 class SynthesisSettings(_Section):
