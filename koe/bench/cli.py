@@ -16,7 +16,6 @@ from pathlib import Path
 from koe.bench import families
 from koe.bench.families import default_family, family_bench, import_target
 from koe.bench.runner import BenchError, BenchOptions, compared, run_bench
-from koe.bench.table import lay_out, median  # noqa: F401  (the table helpers, as before they had a module of their own)
 
 PRECISIONS = ("fp32", "bf16", "int8", "int4")  # koe's precision names, in this order in the help
 

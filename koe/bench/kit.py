@@ -12,8 +12,10 @@ from koe.bench.models import bench_model, cache_root, cached_folder, weights_byt
 from koe.bench.runner import BenchError, Worker, compare_sides, compared, finish_run, ratios, start_run, summarize
 from koe.bench.table import lay_out, machine_title, median, ratio_cells
 
-__all__ = ["BenchError", "Worker", "bench_model", "cache_root", "cached_folder", "compare_sides", "compared", "finish_run", "lay_out", "machine", "machine_title",
-           "median", "ratio_cells", "ratios", "snr_db", "compare", "start_run", "summarize", "weights_bytes", "wire"]  # fmt: skip
+# Also, imported when first asked for (they import torch): `machine` (the machine probes), and
+# koe.bench.accuracy's agreement measures `compare` and `snr_db`.
+__all__ = ["BenchError", "Worker", "bench_model", "cache_root", "cached_folder", "compare_sides", "compared", "finish_run", "lay_out",
+           "machine_title", "median", "ratio_cells", "ratios", "start_run", "summarize", "weights_bytes", "wire"]  # fmt: skip
 
 
 def __getattr__(name: str):

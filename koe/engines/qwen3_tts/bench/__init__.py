@@ -25,6 +25,6 @@ BENCH = FamilyBench(
         "upstream": Side("qwen-tts 0.1.1", "KOE_ORACLE_PYTHON", ".oracle", "oracle", "scripts/bench_upstream_worker.py"),
         "mizuoto": Side("mizuoto 0.2.16", "KOE_PEER_MIZUOTO_PYTHON", ".peer-mizuoto", "peer-mizuoto", "scripts/bench_mizuoto_worker.py", short="peer",
                         about="the peer runtime mizuoto 0.2.16"),
-    },  # fmt: skip
+    },
     faster=("frames/s",), about="Qwen3-TTS", tools={"accuracy": "koe.engines.qwen3_tts.bench.accuracy:main", "codec": "koe.engines.qwen3_tts.bench.codec:main"},
 )  # fmt: skip
