@@ -59,3 +59,14 @@ def test_a_family_that_declares_only_its_cases_runs_through_the_contract(monkeyp
         assert run["audio_s"] > 0 and run["total_s"] > 0 and len(run["wave_sha1"]) == 40, case
     assert per["cases"]["streamed"]["koe"]["runs"][0]["ttfa_s"] > 0 and "ttfa_s" not in per["cases"]["spoken"]["koe"]["runs"][0]
     assert "s/audio s" in capsys.readouterr().out
+
+
+def test_a_declaration_that_does_not_import_is_refused_by_name(monkeypatch, capsys) -> None:
+    from koe.engines import registry
+
+    family = families.runnable()[-1]
+    monkeypatch.setattr(registry.spec(family), "bench", "koe.nowhere:BENCH")
+    assert family not in families.runnable() and family in families.benches()  # still listed
+    with pytest.raises(SystemExit):
+        parse_options(["--family", family])
+    assert "does not import: ModuleNotFoundError" in capsys.readouterr().err

@@ -6,7 +6,6 @@ precisions and compared sides all come from the declarations (`koe.engines.bench
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Any
 
 from koe.engines.benchmark import FamilyBench
@@ -14,10 +13,21 @@ from koe.engines.registry import specs
 from koe.engines.spec import spec_bench
 
 
-@cache
 def benches() -> dict[str, FamilyBench | None]:
-    """Family -> its benchmark declaration (None: it declares none), in the registry's order."""
-    return {s.family: spec_bench(s) for s in specs()}
+    """Family -> its benchmark declaration (None: it declares none, or it does not import: `_broken`
+    says why), in the registry's order. Read at each call (the registry may have been refreshed)."""
+    table: dict[str, FamilyBench | None] = {}
+    for s in specs():
+        try:
+            table[s.family] = spec_bench(s)
+            _broken.pop(s.family, None)
+        except Exception as e:  # noqa: BLE001 - a plugin's declaration: any failure to import is its own, named when asked for
+            table[s.family] = None
+            _broken[s.family] = f"its benchmark declaration ({s.bench}) does not import: {type(e).__name__}: {e}"
+    return table
+
+
+_broken: dict[str, str] = {}
 
 
 def default_family() -> str:
@@ -33,7 +43,8 @@ def family_bench(family: str | None, error: type[Exception] = ValueError) -> Fam
         raise error(f"unknown family {family!r}; koe bench runs: {', '.join(runnable())}")
     bench = table[family]
     if bench is None:
-        raise error(f"--family {family} declares no benchmark (its spec has no `bench`); koe bench runs: {', '.join(runnable())}")
+        why = _broken.get(family, "its spec has no `bench`")
+        raise error(f"--family {family} declares no benchmark ({why}); koe bench runs: {', '.join(runnable())}")
     return bench
 
 
