@@ -3,12 +3,13 @@
 One model (`--variant`, size tiny or real), one pair of workers for all cases (`cases.CASES`); a
 warm-up is the case's request at `--warmup-nfe` steps (the same shapes and code, a fraction of the
 time); with `--compare upstream` (f5-tts 1.1.22) a last request per side at one thread checks that
-both sides' waveforms are equal bit for bit (`--no-exact-check` skips it). float32 only: upstream's
-precision on the CPU.
+both sides' waveforms are equal bit for bit (`--no-exact-check` skips it). koe runs the precision
+asked (`koe.runtime.precision`); upstream float32, its precision on the CPU.
 """
 
 from koe.engines.benchmark import FamilyBench, Flag, Side
 from koe.engines.f5_tts.bench import cases, models
+from koe.engines.f5_tts.spec import PRECISIONS
 
 COLUMNS = (
     ("load_s", "load s", 1), ("prompt_s", "prompt s", 1), ("total_s", "total s", 1), ("rtf", "s/audio s", 1),
@@ -26,7 +27,7 @@ BENCH = FamilyBench(
         Flag("--nfe", "run every case at this NFE instead of its own (e.g. a quick profile)", least=1),
         Flag("--no-exact-check", "skip the 1-thread request per side whose waveforms are compared", type=None, default=True, dest="exact_check", switch=False),
     ),
-    precision_note="upstream's precision on the CPU",
+    precisions=PRECISIONS, precision_note="koe: the DiT in bfloat16 with bf16; upstream runs float32, its precision on the CPU",
     sides={"upstream": Side("f5-tts 1.1.22", "KOE_ORACLE_F5_PYTHON", ".oracle-f5", "oracle-f5", "scripts/bench_f5_upstream_worker.py")},
     faster=("GFLOP/s",), about="F5-TTS", tools={"accuracy": "koe.engines.f5_tts.bench.accuracy:main"},
 )  # fmt: skip

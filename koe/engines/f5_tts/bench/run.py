@@ -33,7 +33,7 @@ def run(kit, opts, progress=lambda msg: None) -> dict:
                 loads = {}
                 for side, w in workers.items():
                     progress(f"{size}: loading in {side}")
-                    loads[side] = w.call(op="load", model=str(folder), threads=opts.threads)
+                    loads[side] = w.call(op="load", model=str(folder), threads=opts.threads, precision=opts.precision if side == "koe" else opts.upstream_precision)
                 model["load"] = loads
                 for case in opts.cases:
                     per_size["cases"][case] = _case(kit, opts, size, case, workers, loads, str(reference), folder, progress)
@@ -104,7 +104,7 @@ def table(kit, results: dict, width: int | None = None) -> str:
 
     m, o = results["machine"], results["options"]
     title = kit.machine_title(m, o["threads"], loadavg=True)
-    header = ["size", "case", "side", "audio s"] + [c[1] for c in BENCH.columns]
+    header = ["size", "case", "side", "prec", "audio s"] + [c[1] for c in BENCH.columns]
     rows = [header]
     notes = []
     for size, per in results["sizes"].items():
@@ -117,11 +117,11 @@ def table(kit, results: dict, width: int | None = None) -> str:
                     continue
                 s = entry[side]["summary"]
                 runs = entry[side]["runs"]
-                cells = [size, case, side, f"{runs[0]['audio_s']:.2f}" if runs else "-"]
+                cells = [size, case, side, str(entry[side].get("precision", "")), f"{runs[0]['audio_s']:.2f}" if runs else "-"]
                 cells += [kit.median(s.get(key), scale) for key, _, scale in BENCH.columns]
                 rows.append(cells)
             if "ratio" in entry:
-                rows.append([size, case, "koe/up", ""] + kit.ratio_cells(entry["ratio"], BENCH.columns))
+                rows.append([size, case, "koe/up", "", ""] + kit.ratio_cells(entry["ratio"], BENCH.columns))
             if "wave_equal" in entry:
                 notes.append(f"{size} {case}: waveforms {'equal' if entry['wave_equal'] else 'DIFFERENT'} at {o['threads']} thread(s) (same seed)")
         check = per.get("exact_1thread")
@@ -129,4 +129,4 @@ def table(kit, results: dict, width: int | None = None) -> str:
             same = check.get("same_bits_as_threads", {})
             vs = f"; {o['threads']} thread(s) gave " + ", ".join(f"{side} {'the same bits' if v else 'other bits'}" for side, v in same.items()) if same and o["threads"] != 1 else ""
             notes.append(f"{size} {check['case']} at NFE {check['nfe']}, 1 thread: waveforms {'equal' if check['wave_equal'] else 'DIFFERENT'}{vs}")
-    return "\n".join(kit.lay_out(title, rows, 3, width) + notes)
+    return "\n".join(kit.lay_out(title, rows, 4, width) + notes)

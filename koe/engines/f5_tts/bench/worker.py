@@ -29,7 +29,7 @@ class F5KoeWorker:
         from koe.engines.f5_tts import engine as _  # noqa: F401  (imports apart from the load)
 
         imported = time.perf_counter()
-        self.engine = koe.load(cmd["model"], device="cpu")
+        self.engine = koe.load(cmd["model"], device="cpu", precision=cmd.get("precision") or "fp32")
         load_s = time.perf_counter() - imported
         return {"load_s": load_s, "import_s": imported - started, "peak_rss": self.wire.peak_rss(), "rss": self.wire.current_rss(), "precision": self.engine.precision}
 
