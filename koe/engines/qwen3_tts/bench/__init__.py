@@ -8,6 +8,7 @@ peer runtime mizuoto 0.2.16 (GPL-3.0, never imported by koe: its own venv, proce
 
 from koe.engines.benchmark import FamilyBench, Flag, Side
 from koe.engines.qwen3_tts.bench import cases, models
+from koe.engines.qwen3_tts.spec import PRECISIONS
 
 COLUMNS = (
     ("load_s", "load s", 1), ("call_s", "call s", 1), ("prompt_s", "prompt s", 1), ("prefill_s", "prefill s", 1),
@@ -20,7 +21,7 @@ BENCH = FamilyBench(
     model_variants=models.MODEL_KINDS, model_name=models.model_name, write_model=models.write_model, model_version=models.FIXTURE_VERSION,
     run="koe.engines.qwen3_tts.bench.run:run", table="koe.engines.qwen3_tts.bench.run:table", worker="koe.engines.qwen3_tts.bench.worker:KoeWorker",
     columns=COLUMNS, flags=(Flag("--frames", "frames per run, end of speech disabled (default 24)", default=24, quick=4, least=1),),
-    precisions=("fp32", "bf16", "int8", "int4"), compare_precisions=("fp32", "bf16"),
+    precisions=PRECISIONS, compare_precisions=("fp32", "bf16"),
     sides={
         "upstream": Side("qwen-tts 0.1.1", "KOE_ORACLE_PYTHON", ".oracle", "oracle", "scripts/bench_upstream_worker.py"),
         "mizuoto": Side("mizuoto 0.2.16", "KOE_PEER_MIZUOTO_PYTHON", ".peer-mizuoto", "peer-mizuoto", "scripts/bench_mizuoto_worker.py", short="peer",
