@@ -41,8 +41,8 @@ $(VENV)/.installed-dev: $(VENV)/.installed-server pyproject.toml
 # Each family declares its oracle in its own folder (koe/engines/<family>/oracle.py: the pinned
 # package, its venv, requirement files, whether it shares the first oracle's torch);
 # scripts/oracles.py prints the declarations as make variables into $(ORACLES_MK), read only by the
-# targets that need them, and ORACLE_RULE below makes `oracle-<family>` of each. `make oracle`
-# builds them all; scripts/oracles.py with no argument lists them.
+# targets that need them, and ORACLE_RULE below makes `oracle-<family>` of each (also named as its
+# venv: `make oracle-f5`). `make oracle` builds them all; scripts/oracles.py with no argument lists them.
 ORACLES_MK := $(VENV)/oracles.mk
 ORACLE_GOALS := oracle oracle-% test peer-mizuoto
 ifneq ($(filter $(ORACLE_GOALS),$(MAKECMDGOALS)),)
@@ -64,7 +64,7 @@ PURELIB = "$$($(1)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()[
 # sharing venv drops torchaudio's compiled libraries (its PyPI wheel is a CUDA build; upstream uses
 # only pure-Python parts of it).
 define ORACLE_RULE
-oracle-$(1): $(oracle_$(1)_venv)/.installed
+oracle-$(1) $(filter-out oracle,$(patsubst .%,%,$(oracle_$(1)_venv))): $(oracle_$(1)_venv)/.installed
 $(oracle_$(1)_venv)/.installed: $(oracle_$(1)_declared_in) $(oracle_$(1)_requirements) $(oracle_$(1)_nodeps) $(if $(oracle_$(1)_shares_torch),$(ORACLE_TORCH)/.installed)
 	$$(STEP) "the $(oracle_$(1)_package) oracle ($(oracle_$(1)_venv))"
 	test -x $(oracle_$(1)_venv)/bin/python || $$(PYTHON) -m venv $(oracle_$(1)_venv)

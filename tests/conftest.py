@@ -1,4 +1,6 @@
+import inspect
 import os
+import re
 import sys
 
 # Before torch loads, here and in every process the tests start (oracles, CLI, servers): MKL's
@@ -20,3 +22,104 @@ torch.set_num_threads(1)
 @pytest.fixture(scope="session")
 def session_tmp(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("koe-session")
+
+
+# -- caches of the tests' own: no test reads or writes the user's ----------------------------------------
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_homes(tmp_path_factory, pytestconfig):
+    """KOE_HOME, HF_HOME and XDG_CACHE_HOME in this run's temp folder, set before any other fixture
+    and inherited by every process the tests start; the Hugging Face cache variables that would win
+    over HF_HOME are unset. The C kernels build into `.pytest_cache/d/koe-kernels` (KOE_KERNEL_CACHE),
+    kept between runs so a rerun does not compile them again. pip keeps its own cache (PIP_CACHE_DIR
+    set to where it already was): the install test's downloads stay cached. A test that needs another
+    home sets its own on top."""
+    root = tmp_path_factory.mktemp("homes")
+    pip_cache = os.environ.get("PIP_CACHE_DIR") or str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pip")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("KOE_HOME", str(root / "koe"))
+        mp.setenv("HF_HOME", str(root / "hf"))
+        mp.setenv("XDG_CACHE_HOME", str(root / "cache"))
+        mp.setenv("KOE_KERNEL_CACHE", str(pytestconfig.cache.mkdir("koe-kernels")))
+        mp.setenv("PIP_CACHE_DIR", pip_cache)
+        for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "TRANSFORMERS_CACHE", "HF_ASSETS_CACHE", "HF_XET_CACHE"):
+            mp.delenv(name, raising=False)
+        yield root
+
+
+# -- test lanes: markers given by what a test uses ------------------------------------------------------
+#
+# unit: the default; contract: the engine contract every family passes (tests/engines/test_*contract*);
+# oracle: runs an upstream package in its own venv (calls run_oracle / oracle_python, itself, through
+# its fixtures or the test files' helpers they call, or compares with `koe bench --compare`);
+# browser: drives Chromium (a fixture of tests/browser.py); slow: measured (SLOW below). `make
+# test-fast` runs `not oracle and not browser and not slow`; `make test` runs everything.
+
+TESTS = Path(__file__).resolve().parent
+ORACLE_CALLS = frozenset({"run_oracle", "oracle_python"})
+# Tests that reach an oracle or the peer through `koe bench --compare upstream|mizuoto` (the bench's
+# workers start those venvs, not the harness): matched on "file::test" names.
+BENCH_COMPARES = re.compile(r"test_bench\w*\.py::\w*(against_upstream|against_mizuoto|three_way|equals_upstream)")
+# Measured: the slowest tests outside the oracle and browser lanes (`pytest --durations`, the
+# fast lane on 2 cores), as "file::test" prefixes, module-wide where a module fixture is the cost.
+SLOW = (
+    "tests/test_install.py::",
+)
+_reaches_memo: dict = {}
+
+
+def _code_names(code) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_names"):
+            names |= _code_names(const)
+    return names
+
+
+def _reaches_oracle(fn) -> bool:
+    """Whether `fn` (a test or a fixture) names run_oracle / oracle_python, directly or through the
+    functions of the tests' own files it names (followed, memoized per code object)."""
+    fn = inspect.unwrap(getattr(fn, "__func__", fn))
+    code = getattr(fn, "__code__", None)
+    if code is None or not code.co_filename.startswith(str(TESTS)):
+        return False
+    if code in _reaches_memo:
+        return _reaches_memo[code]
+    _reaches_memo[code] = False  # a cycle reaches nothing new
+    found = False
+    for name in _code_names(code):
+        target = fn.__globals__.get(name)
+        if name in ORACLE_CALLS or (callable(target) and _reaches_oracle(target)):
+            found = True
+            break
+    _reaches_memo[code] = found
+    return found
+
+
+def _fixture_functions(item):
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in (info.name2fixturedefs.values() if info else ()):
+        for d in defs:
+            yield d.func
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        path = Path(str(item.fspath)).resolve()
+        rel = f"{path.relative_to(TESTS.parent)}::{item.name}" if path.is_relative_to(TESTS.parent) else item.nodeid
+        fixtures = list(_fixture_functions(item))
+        lanes = set()
+        if "contract" in path.name:
+            lanes.add("contract")
+        if any(getattr(f, "__module__", "") == "browser" for f in fixtures):
+            lanes.add("browser")
+        if item.get_closest_marker("oracle") or BENCH_COMPARES.search(rel) or any(_reaches_oracle(f) for f in [getattr(item, "function", None), *fixtures] if f):
+            lanes.add("oracle")
+        if any(rel.startswith(s) for s in SLOW):
+            lanes.add("slow")
+        if not lanes & {"contract", "browser", "oracle"}:
+            lanes.add("unit")
+        for lane in sorted(lanes):
+            if not item.get_closest_marker(lane):
+                item.add_marker(lane)

@@ -5,7 +5,8 @@ of its own at the root of a source checkout, run in a child process by the tests
 (`tests/oracle_harness.py`) and by `koe bench --compare upstream`. A family declares its oracle in
 its own folder, as `oracle = "module:NAME"` on its spec naming an `UpstreamOracle` (torch-free, like
 the spec: the declaration is read before any virtualenv exists). `make oracle` builds every
-declared oracle (the Makefile reads them through `scripts/oracles.py`), `make oracle-FAMILY` one.
+declared oracle (the Makefile reads them through `scripts/oracles.py`), `make oracle-FAMILY` one
+(also named as its venv: `make oracle-f5`).
 """
 
 from __future__ import annotations
