@@ -92,7 +92,7 @@ def test_speak_stream_to_stdout_is_a_playable_wav(koe, home, cv_model):
         (["speak", "hi", "-m", "{cv}", "--opt", "subtalker_top_k=-1"], "subtalker_top_k=-1"),
         (["speak", "hi", "-m", "{cv}", "--opt", "colour=blue"], "unknown option(s) 'colour'"),
         (["speak", "hi", "-m", "{cv}", "--opt", "novalue"], "give KEY=VALUE"),
-        (["speak", "hi", "-m", "{cv}", "--colour", "blue"], "no such option: --colour; the model "),
+        (["speak", "hi", "-m", "{cv}", "--colour", "blue"], "no such option: --colour (the model "),
         (["speak", "hi", "-m", "{cv}", "--top-k", "many"], "--top-k 'many': must be a whole number"),
         (["speak", "hi", "-m", "{cv}", "--language", "klingon"], "unsupported language"),
         (["speak", "--file", "missing.txt"], "cannot read missing.txt"),
