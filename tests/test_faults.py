@@ -176,6 +176,13 @@ def test_a_repaired_model_loads_at_the_next_request(broken):
     assert name not in httpx.get(f"{server.url}/health").json()["models_failed"]
 
 
+class StubEngine:
+    """A loaded model for the cache: it only needs to close (`ModelCache` closes what it unloads)."""
+
+    def close(self) -> None:
+        pass
+
+
 def test_cache_turns_any_load_error_into_model_failed_and_retries(tmp_path):
     now = [0.0]
     calls = []
@@ -184,7 +191,7 @@ def test_cache_turns_any_load_error_into_model_failed_and_retries(tmp_path):
         calls.append(ref.name)
         if len(calls) < 3:
             raise KeyError("talker.codec_embedding.weight")
-        return object()
+        return StubEngine()
 
     folder = tmp_path / "m"
     folder.mkdir()

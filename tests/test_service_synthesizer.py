@@ -242,6 +242,13 @@ def test_stream_batch_cancel_one_then_all(synth):
 
 
 # -- model cache ----------------------------------------------------------------------------------
+class StubEngine:
+    """A loaded model for the cache's tests: it only needs to close (`ModelCache` closes what it unloads)."""
+
+    def close(self) -> None:
+        pass
+
+
 def fake_ref(name: str, tmp_path) -> ModelRef:
     folder = tmp_path / name
     folder.mkdir(exist_ok=True)
@@ -251,7 +258,7 @@ def fake_ref(name: str, tmp_path) -> ModelRef:
 def test_cache_limit_idle_unload_and_pinning(tmp_path):
     now = [0.0]
     loads = []
-    cache = ModelCache(lambda ref: loads.append(ref.name) or object(), resident_limit=1, idle_unload_seconds=10, clock=lambda: now[0])
+    cache = ModelCache(lambda ref: loads.append(ref.name) or StubEngine(), resident_limit=1, idle_unload_seconds=10, clock=lambda: now[0])
     a, b = fake_ref("a", tmp_path), fake_ref("b", tmp_path)
     with cache.use(a) as entry:
         assert entry.engine is not None
@@ -273,7 +280,7 @@ def test_cache_loads_once_under_concurrency(tmp_path):
     def slow_load(ref):
         loads.append(ref.name)
         gate.wait(1.0)
-        return object()
+        return StubEngine()
 
     cache = ModelCache(slow_load, resident_limit=2)
     ref = fake_ref("a", tmp_path)

@@ -219,8 +219,11 @@ class Capabilities:
     first where the model detects it). `instruct`: style instructions are honoured. `stream_step_s`:
     the granularity of streaming, seconds of audio per step (None: whole segments only).
     `native_speed`: the model itself can speak faster or slower (else koe changes the tempo).
-    `batch`: one-shot requests that share voice and options can run as one batch (`BatchEngine`);
-    `batch_stream`: streamed ones too (`StreamBatchEngine`).
+    `batch`: one-shot requests that share voice and options run as one batch (`synthesize_batch`;
+    else in turn); `batch_stream`: streamed ones too (`synthesize_streams`); `joins_rows`: a running
+    batch of streams takes new rows between steps (a property of the loaded engine: its precision).
+    `voice_options`: the options a prepared prompt takes (`prepare_voice(reference, **options)`);
+    one that is also a request option (the same name in `options`) shapes the prompt a request needs.
     `stream_is_one_shot`: streamed audio has the one-shot samples (False where upstream's own
     streaming decodes differently, as VoxCPM's does: then each mode equals upstream's same mode).
     `precisions`: the `koe.runtime.precision` modes the model can load in ("fp32" = exact first);
@@ -238,7 +241,9 @@ class Capabilities:
     native_speed: bool = False
     batch: bool = False
     batch_stream: bool = False
+    joins_rows: bool = False
     options: OptionsSchema = field(default_factory=OptionsSchema)
+    voice_options: OptionsSchema = field(default_factory=OptionsSchema)
     training: tuple[str, ...] = ()
     min_reference_s: float = 1.0
     stream_is_one_shot: bool = True
@@ -248,13 +253,25 @@ class Capabilities:
     def streaming(self) -> bool:
         return self.stream_step_s is not None
 
+    def prompt_options(self, options: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The request `options` that shape a prepared prompt (declared in `voice_options`), checked,
+        where they differ from their default: what `prepare_voice` takes for the request, and what a
+        store of prepared prompts keys them on (empty: the plain prompt)."""
+        out = {}
+        for option in self.voice_options.options:
+            value = (options or {}).get(option.name)
+            if value is not None and (value := option.check(value)) != option.default:
+                out[option.name] = value
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form."""
         return {
             "family": self.family, "variant": self.variant, "voice_modes": sorted(self.voice_modes),
             "speakers": list(self.speakers), "languages": list(self.languages), "sample_rate": self.sample_rate,
             "instruct": self.instruct, "streaming": self.streaming, "stream_step_s": self.stream_step_s,
-            "native_speed": self.native_speed, "batch": self.batch, "batch_stream": self.batch_stream, "options": self.options.describe(),
+            "native_speed": self.native_speed, "batch": self.batch, "batch_stream": self.batch_stream, "joins_rows": self.joins_rows,
+            "options": self.options.describe(), "voice_options": self.voice_options.describe(),
             "training": list(self.training), "min_reference_s": self.min_reference_s,
             "stream_is_one_shot": self.stream_is_one_shot, "precisions": list(self.precisions),
         }  # fmt: skip
@@ -399,7 +416,11 @@ class AudioChunk:
 
 @runtime_checkable
 class Engine(Protocol):
-    """A loaded model. Not re-entrant: callers serialize calls into one engine."""
+    """A loaded model. Not re-entrant: callers serialize calls into one engine.
+
+    Every family's engine meets it by inheriting `koe.engines.engine.BaseEngine`, which writes the
+    shared parts once; callers switch on `capabilities` alone, never on which methods an engine has.
+    """
 
     family: str
 
@@ -411,16 +432,33 @@ class Engine(Protocol):
     @property
     def capabilities(self) -> Capabilities: ...
 
-    def prepare_voice(self, reference: VoiceReference) -> VoicePrompt:
-        """A reusable prompt from a reference clip (`RequestError` if this model cannot clone)."""
+    def prepare_voice(self, reference: VoiceReference, **prompt_options: Any) -> VoicePrompt:
+        """A reusable prompt from a reference clip, with the prompt options the model declares
+        (`Capabilities.voice_options`); `RequestError` if this model cannot clone."""
         ...
 
     def load_voice(self, folder: str | Path) -> VoicePrompt:
-        """A prompt saved by `VoicePrompt.save` (`ValueError`/`OSError` if it is damaged)."""
+        """A prompt saved by `VoicePrompt.save` (`VoicePromptMismatch` if it is damaged or another model's)."""
         ...
 
     def synthesize(self, request: SynthesisRequest) -> Iterator[AudioChunk]:
         """Speak one request as chunks; closing the iterator or cancelling stops within one step."""
+        ...
+
+    def synthesize_batch(self, requests: list[SynthesisRequest]) -> list[list[AudioChunk]]:
+        """One-shot requests (same voice and options): as one batch where `capabilities.batch`, else in turn."""
+        ...
+
+    def synthesize_streams(
+        self, requests: list[SynthesisRequest], admit: Callable[[], list[SynthesisRequest]] | None = None
+    ) -> Iterator[tuple[int, AudioChunk | RequestError]]:
+        """`(request index, chunk)` pairs as the audio is made (from one batched generation where
+        `capabilities.batch_stream`, else in turn); each request's chunks are what `synthesize` would
+        stream it, and its last has `final=True`. A request whose `cancel` is set gets no more chunks;
+        the generation stops once every request's is set, or when the iterator is closed. `admit`,
+        where rows join a running batch (`capabilities.joins_rows`), is asked between steps for more
+        requests (numbered on from the given ones); one of those that cannot be spoken comes out as
+        `(index, RequestError)` instead of failing the others."""
         ...
 
     def close(self) -> None:
@@ -428,36 +466,15 @@ class Engine(Protocol):
         ...
 
 
-@runtime_checkable
-class BatchEngine(Engine, Protocol):
-    """An engine that speaks several one-shot requests (same voice and options) as one batch."""
-
-    def synthesize_batch(self, requests: list[SynthesisRequest]) -> list[list[AudioChunk]]: ...
-
-
-@runtime_checkable
-class StreamBatchEngine(Engine, Protocol):
-    """An engine that streams several requests (same voice and options) from one batched generation."""
-
-    def synthesize_streams(
-        self, requests: list[SynthesisRequest], admit: Callable[[], list[SynthesisRequest]] | None = None
-    ) -> Iterator[tuple[int, AudioChunk | RequestError]]:
-        """`(request index, chunk)` pairs as the audio is made; each request's chunks are what
-        `synthesize` would stream it, and its last has `final=True`. A request whose `cancel` is set
-        gets no more chunks; the generation stops once every request's is set, or when the iterator
-        is closed. `admit`, where the engine can take rows into a running batch, is asked between
-        steps for more requests (numbered on from the given ones); one of those that cannot be
-        spoken comes out as `(index, RequestError)` instead of failing the others."""
-        ...
-
-
 @dataclass
 class SpeechResult:
-    """One text's speech from a family's native `generate`: float32 mono samples at `sample_rate`, and metadata."""
+    """One text's speech from a family's native `generate`: float32 mono samples at `sample_rate`,
+    metadata, and the codes that made them where the model speaks in codec codes (Qwen3-TTS: (frames, 16))."""
 
     audio: np.ndarray
     sample_rate: int
     metadata: dict = field(default_factory=dict)
+    codes: Any = None
 
     @property
     def duration(self) -> float:

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from koe.engines.base import AudioChunk, BatchCancel, CancelToken, EmptyText, RequestError, SynthesisRequest
+from koe.engines.base import AudioChunk, BatchCancel, CancelToken, Capabilities, EmptyText, RequestError, SynthesisRequest
 from koe.text.segment import segment_text
 
 _WORD = re.compile(r"[^\W\d_\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]+|\d+", re.UNICODE)
@@ -87,12 +87,16 @@ class SegmentSpeaker(Protocol):
 
     sample_rate: int
     pipeline_defaults: PipelineDefaults
+    capabilities: Capabilities
+
+    def speak_segment(self, segment: Segment, checked: Any) -> Iterator[Piece]:
+        """One segment's audio: whole (one `Piece`, `last=True`) or, when `segment.streamed`, in pieces
+        (`koe.engines.chunker.Chunker` keeps the schedule); a generator, so closing it stops decoding."""
+        ...
 
     def check_request(self, request: SynthesisRequest) -> Any:
         """Validate the request once (voice, language, options); the result is passed to each segment."""
         ...
-
-    def speak_segment(self, segment: Segment, checked: Any) -> Iterator[Piece]: ...
 
     def result_metadata(self) -> dict[str, Any]:
         """Metadata every result of this engine carries (model, precision, device, ...)."""
@@ -112,11 +116,8 @@ class RowFeed(Protocol):
 
 
 class BatchSegmentSpeaker(SegmentSpeaker, Protocol):
-    """A family that can also speak several one-segment jobs as one batch (`run_batch`).
-
-    `joins_rows`: its batches take new rows between steps (then `speak_segments` gets a `feed`)."""
-
-    joins_rows: bool
+    """A family that can also speak several one-segment jobs as one batch (`run_batch`); where
+    `capabilities.joins_rows`, its batches take new rows between steps (`speak_segments` gets a `feed`)."""
 
     def speak_segments(self, segments: list[Segment], checked: Any, cancel: CancelToken, feed: RowFeed | None = None) -> Iterator[tuple[int, Piece]]:
         """Each job's pieces as `(job index, piece)`, as `speak_segment` would give them one by one;
@@ -151,9 +152,7 @@ def run(speaker: SegmentSpeaker, request: SynthesisRequest) -> Iterator[AudioChu
                 if chunk is not None:
                     yield chunk
         finally:
-            close = getattr(pieces, "close", None)
-            if close is not None:
-                close()
+            pieces.close()
 
 
 def run_batch(
@@ -164,14 +163,14 @@ def run_batch(
     would give it (its own chunk sizes and frame budget, its metadata on its final chunk), from one
     decode that draws with the first request's seed.
 
-    Where the speaker's batches take rows while they run (`joins_rows`), a long text's segments
+    Where the speaker's batches take rows while they run (`capabilities.joins_rows`), a long text's segments
     follow one another in their row's place, and `admit` is asked between steps for more requests
     (numbered on from these); one of those that cannot be spoken comes out as `(index, error)`.
     Elsewhere a request whose text needs more than one segment is spoken after the batch, alone,
     through `run`. A request whose `cancel` is set gets no more chunks (and its row is dropped where
     rows can leave); the decode stops when every request's is set. Closing the iterator stops decoding.
     """
-    if getattr(speaker, "joins_rows", False):
+    if speaker.capabilities.joins_rows:
         yield from _run_rows(speaker, requests, admit)
         return
     plans = [(i, r, _segments(speaker, r)) for i, r in enumerate(requests)]
@@ -195,9 +194,7 @@ def run_batch(
                 if chunk is not None:
                     yield index, chunk
         finally:
-            close = getattr(pieces, "close", None)
-            if close is not None:
-                close()
+            pieces.close()
     for index, request in alone:
         if request.cancel is not None and request.cancel.cancelled:
             continue
@@ -227,9 +224,7 @@ def _run_rows(speaker: BatchSegmentSpeaker, requests: list[SynthesisRequest], ad
                 yield index, chunk
         yield from feed.failures()
     finally:
-        close = getattr(pieces, "close", None)
-        if close is not None:
-            close()
+        pieces.close()
 
 
 class _Feed:

@@ -309,12 +309,10 @@ class ModelCache:
         log.info("unloading model %s", entry.ref.name)
         with entry.lock:
             engine, entry.engine = entry.engine, None
-        close = getattr(engine, "close", None)  # every koe engine has one; test doubles may not
-        if close is not None:
-            try:
-                close()
-            except Exception as e:  # noqa: BLE001 - unloading goes on; the engine is dropped regardless
-                log.error("closing model %s failed (%s: %s)", entry.ref.name, type(e).__name__, e, exc_info=e)
+        try:
+            engine.close()
+        except Exception as e:  # noqa: BLE001 - unloading goes on; the engine is dropped regardless
+            log.error("closing model %s failed (%s: %s)", entry.ref.name, type(e).__name__, e, exc_info=e)
         del engine
         _release_memory()
 

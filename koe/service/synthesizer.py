@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from koe.audio.errors import AudioError
-from koe.engines.base import AudioChunk, BatchEngine, Cancelled, CancelToken, RequestError, StreamBatchEngine, SynthesisRequest, VoiceReference, collect
+from koe.engines.base import AudioChunk, Cancelled, CancelToken, RequestError, SynthesisRequest, VoiceReference, collect
+from koe.engines.engine import in_turn
 from koe.service.cache import LoadedModel, ModelCache
 from koe.service.encode import StreamEncoder, encode_audio
 from koe.service.errors import AlreadyExists, InvalidRequest, KoeError, RequestCancelled, StorageError, disk_full_error, is_disk_full
@@ -115,7 +116,7 @@ class Synthesizer:
             with engine_errors():
                 job = self._synthesis_request(first, entry, cancel, notes=notes)
                 jobs = [replace(job, text=p.text) for p in plans]
-                if isinstance(engine, BatchEngine) and first.batchable:
+                if first.batchable:  # the model's capabilities say it batches (`Capabilities.batch`)
                     results = [_collect(chunks) for chunks in engine.synthesize_batch(jobs)]
                 else:
                     results = [_collect(engine.synthesize(j)) for j in jobs]
@@ -242,9 +243,7 @@ class Synthesizer:
         once per model and kept). A prepared prompt that cannot be kept (a full disk: an `OSError`,
         or safetensors' own error) is used anyway; it is prepared again next time."""
         engine = entry.engine
-        # options that shape the prompt itself (Qwen3-TTS: ref_pad_seconds); a family without any has no prompt_options
-        prompt_options = getattr(engine, "prompt_options", None)
-        variant = prompt_options(plan.options) if prompt_options is not None else {}
+        variant = engine.capabilities.prompt_options(plan.options)  # the request options that shape the prompt itself (declared)
         if plan.mode == "clone_clip":
             return engine.prepare_voice(VoiceReference(plan.ref_audio, plan.ref_text), **variant)
         prepared: list[Any] = []
@@ -340,9 +339,7 @@ class Synthesizer:
                 if not out.finished:
                     cancel.cancel()
                     out.abandon()
-                close = getattr(chunks, "close", None)
-                if close is not None:
-                    close()
+                chunks.close()
 
     def stream_batch(
         self,
@@ -407,10 +404,10 @@ class Synthesizer:
                 return out
 
             with engine_errors():
-                if isinstance(engine, StreamBatchEngine) and first.stream_batchable and (len(jobs) > 1 or admit is not None):
+                if first.stream_batchable and (len(jobs) > 1 or admit is not None):  # `Capabilities.batch_stream`
                     chunks = engine.synthesize_streams(jobs, joining if admit is not None else None)
-                else:
-                    chunks = _in_turn(engine, jobs)
+                else:  # one stream, or a model that streams them in turn
+                    chunks = in_turn(engine, jobs)
             try:
                 with engine_errors():
                     for i, chunk in chunks:
@@ -427,9 +424,7 @@ class Synthesizer:
                     if not writer.finished:
                         cancel.cancel()
                         writer.abandon()
-                close = getattr(chunks, "close", None)
-                if close is not None:
-                    close()
+                chunks.close()
 
 
 class _StreamWriter:
@@ -478,21 +473,6 @@ def _koe_error(error: Exception) -> KoeError:
             raise error
     except KoeError as e:
         return e
-
-
-def _in_turn(engine: Any, jobs: list[SynthesisRequest]) -> Iterator[tuple[int, AudioChunk]]:
-    """Streams one after another, for a model that cannot batch them (a cancelled one is skipped)."""
-    for i, job in enumerate(jobs):
-        if job.cancel is not None and job.cancel.cancelled:
-            continue
-        chunks = engine.synthesize(job)
-        try:
-            for chunk in chunks:
-                yield i, chunk
-        finally:
-            close = getattr(chunks, "close", None)
-            if close is not None:
-                close()
 
 
 def _check_chunk_size(name: str, value: float | None) -> None:

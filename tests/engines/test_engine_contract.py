@@ -19,6 +19,7 @@ from koe.engines.base import (
     CLONE, CLONE_WITHOUT_TRANSCRIPT, DESIGN, NO_VOICE, PRESET, Cancelled, CancelToken, Engine, RequestError, SynthesisRequest,
     VoiceReference, collect,
 )  # fmt: skip
+from koe.engines.engine import BaseEngine
 from koe.engines.registry import FAMILIES, describe, spec, write_fixture
 
 pytestmark = pytest.mark.filterwarnings("ignore:speech was cut off:UserWarning")  # random weights never stop by themselves
@@ -68,6 +69,35 @@ def test_is_an_engine_and_describe_agrees_with_the_loaded_model(model):
     assert d.info.family == engine.family and not d.missing
     assert d.capabilities == engine.capabilities
     assert d.capabilities.voice_modes and d.capabilities.sample_rate > 0 and d.capabilities.languages
+
+
+def test_every_engine_is_a_base_engine_with_every_method(model):
+    _, engine = model
+    assert isinstance(engine, BaseEngine)
+    for name in ("load", "prepare_voice", "load_voice", "synthesize", "synthesize_batch", "synthesize_streams", "close"):
+        assert callable(getattr(engine, name)), name
+    caps = engine.capabilities
+    assert caps.prompt_options({o.name: o.default for o in caps.voice_options.options}) == {}  # defaults: the plain prompt
+
+
+def test_batch_methods_speak_every_request(model):
+    """Every engine has both batch methods: one batched decode where `capabilities.batch` /
+    `batch_stream` say so, else each request in turn, with what `synthesize` gives it alone."""
+    _, engine = model
+    caps = engine.capabilities
+    requests = [_request(engine, text) for text in ("A first text.", "And a second one.")]
+    batch = engine.synthesize_batch(requests)
+    assert len(batch) == 2 and all(chunks[-1].final and len(collect(iter(chunks)).samples) for chunks in batch)
+    if not caps.batch:
+        for chunks, request in zip(batch, requests, strict=True):
+            np.testing.assert_array_equal(collect(iter(chunks)).samples, collect(engine.synthesize(request)).samples)
+    streams = [replace(r, stream=True) for r in requests]
+    pairs = list(engine.synthesize_streams(streams))
+    assert sorted(i for i, c in pairs if c.final) == [0, 1]
+    if not caps.batch_stream:
+        for i, request in enumerate(streams):
+            alone = np.concatenate([c.samples for c in engine.synthesize(request)])
+            np.testing.assert_array_equal(np.concatenate([c.samples for j, c in pairs if j == i]), alone)
 
 
 def test_stream_equals_one_shot(model):

@@ -10,21 +10,17 @@ next batch), in `chunk_s` pieces: the same samples as one-shot synthesis.
 
 from __future__ import annotations
 
-import gc
 import time
-import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from koe.engines import pipeline
-from koe.engines.base import (
-    AudioChunk, Capabilities, CancelToken, EmptyText, RequestError, SynthesisRequest, UnsupportedLanguage, UnsupportedVoice,
-    VoicePromptMismatch, VoiceReference,
-)  # fmt: skip
+from koe.engines.base import Capabilities, CancelToken, EmptyText, RequestError, SynthesisRequest, VoiceReference
+from koe.engines.chunker import Chunker
+from koe.engines.engine import BaseEngine, Checked
 from koe.engines.f5_tts import spec, text as front
 from koe.engines.f5_tts.config import F5Config, read_config
 from koe.engines.f5_tts.dit import F5Model
@@ -78,18 +74,12 @@ class Batch:
     vocoder_s: float
 
 
-@dataclass
-class _Checked:
-    voice: F5Voice
-    settings: Settings
-    cancel: CancelToken | None
-    user_cap: bool  # the request set max_segment_s
-
-
-class F5TTSEngine(NativeAPI):
+class F5TTSEngine(BaseEngine, NativeAPI):
     """A loaded F5-TTS model (DiT + Vocos). Not re-entrant: one call at a time."""
 
     family = spec.FAMILY
+    title = spec.SPEC.title
+    voice_type, voice_error = F5Voice, F5VoiceError
     pipeline_defaults = PipelineDefaults(max_segment_chars=MAX_SEGMENT_CHARS, pause_s=0.25, first_chunk_s=0.5, chunk_s=1.0)
 
     def __init__(self, folder: Path, cfg: F5Config, vocab: front.Vocab, model: F5Model, vocoder: Vocos, device: torch.device) -> None:
@@ -143,13 +133,10 @@ class F5TTSEngine(NativeAPI):
                                      device=dev, rename=Vocos.checkpoint_name)  # fmt: skip
         return cls(folder or Path(checkpoints[0]).parent, cfg, vocab, model.eval(), vocoder.eval(), dev)
 
-    def close(self) -> None:
-        """Free the weights and caches (the engine is unusable after)."""
+    def release(self) -> None:
+        """Drop the weights and caches (`close`: the engine is unusable after)."""
         self.model = self.vocoder = None
         self._reference_cache.clear()
-        gc.collect()
-        if self.device.type == "cuda" and torch.cuda.is_available():
-            torch.cuda.empty_cache()
 
     # -- what the model offers -------------------------------------------------------------
     sample_rate = spec.SAMPLE_RATE
@@ -164,42 +151,19 @@ class F5TTSEngine(NativeAPI):
         return spec.capabilities(self.cfg.name)
 
     # -- voices ------------------------------------------------------------------------------
-    def prepare_voice(self, ref_audio, ref_text: str | None = None) -> F5Voice:
-        """A reusable voice from a reference clip (path, bytes or (samples, sample_rate)) and its transcript."""
-        if isinstance(ref_audio, VoiceReference):
-            ref_audio, ref_text = ref_audio.audio, ref_audio.text
-        clip = load_reference(ref_audio, ref_text, max_seconds=MAX_CLIP_SECONDS)  # upstream keeps ~12 s of it anyway
+    def build_voice(self, reference: VoiceReference) -> F5Voice:
+        """A reusable voice from a reference clip (path, bytes or (samples, sample_rate)) and its transcript
+        (`prepare_voice(clip, ref_text)`; upstream keeps ~12 s of the clip, so a longer one is cut, not refused)."""
+        clip = load_reference(reference.audio, reference.text, max_seconds=MAX_CLIP_SECONDS)
         return F5Voice(clip.samples, clip.sample_rate, clip.text, info={"ref_seconds": round(len(clip.samples) / clip.sample_rate, 3), **clip.info})
-
-    def load_voice(self, folder: str | Path) -> F5Voice:
-        try:
-            return F5Voice.load(folder)
-        except F5VoiceError as e:
-            raise VoicePromptMismatch(str(e)) from e
 
     # -- requests ------------------------------------------------------------------------------
     def settings(self, options: dict | None) -> Settings:
         values = self.capabilities.options.validate(options)
         return Settings(**{**spec.DEFAULTS, **values})
 
-    def check_request(self, request: SynthesisRequest) -> _Checked:
-        voice = request.voice
-        if voice is None:
-            raise UnsupportedVoice("F5-TTS speaks in a cloned voice: pass a voice prepared from a reference clip and its transcript "
-                                   "(engine.prepare_voice(clip, ref_text=...), or --ref clip.wav --ref-text ...)")
-        if isinstance(voice, str):
-            raise UnsupportedVoice(f"F5-TTS has no preset speakers (voice={voice!r}); clone a voice from a reference clip")
-        if not isinstance(voice, F5Voice):
-            raise VoicePromptMismatch(f"this voice prompt was made for another model family ({type(voice).__name__}); prepare the voice again with this F5-TTS model")
-        language = request.language
-        if language is not None and str(language).lower() not in spec.LANGUAGES:
-            raise UnsupportedLanguage(f"unsupported language {language!r}; F5-TTS takes: {', '.join(spec.LANGUAGES)}")
-        if request.instruct:
-            warnings.warn("F5-TTS takes no style instruction; it was ignored", stacklevel=3)
-        return _Checked(voice, self.settings(request.options), request.cancel, request.max_segment_s is not None)
-
-    def synthesize(self, request: SynthesisRequest) -> Iterator[AudioChunk]:
-        return pipeline.run(self, request)
+    def check_options(self, request: SynthesisRequest, checked: Checked) -> Checked:
+        return replace(checked, settings=self.settings(request.options))
 
     def _reference(self, voice: F5Voice, target_rms: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(24 kHz samples (1, n), their rms, log-mel (1, frames, mels)) for a voice at a loudness target."""
@@ -272,7 +236,7 @@ class F5TTSEngine(NativeAPI):
         raise RequestError(f"F5-TTS makes at most {limit / rate:.1f} s per text batch (reference included); this one would be "
                            f"{frames / rate:.1f} s: {fix}", param=param)  # fmt: skip
 
-    def speak_segment(self, segment: Segment, c: _Checked) -> Iterator[Piece]:
+    def speak_segment(self, segment: Segment, c: Checked) -> Iterator[Piece]:
         s = c.settings
         # F5-TTS's lengths are computed from the text, never open-ended: no runaway guard, only the
         # request's own cap (max_segment_s), so a request gets upstream's full duration
@@ -281,9 +245,7 @@ class F5TTSEngine(NativeAPI):
         if segment.seed is not None:
             generator = torch.Generator(device=self.device).manual_seed(int(segment.seed))
         fade = CrossFade(int(s.cross_fade_duration * self.sample_rate))
-        first = chunk = None
-        if segment.streamed:
-            first, chunk = (max(1, round(x * self.sample_rate)) for x in (segment.first_chunk_s, segment.chunk_s))
+        chunker = Chunker.of(segment.first_chunk_s, segment.chunk_s, self.sample_rate) if segment.streamed else None
         made, count, truncated, timings = 0, 0, False, {"text_s": 0.0, "dit_s": 0.0, "vocoder_s": 0.0}
         for batch in self.batches(segment.text, c.voice, s, generator=generator, budget=budget, cancel=c.cancel):
             made, count, truncated = batch.frames, batch.count, batch.truncated
@@ -291,9 +253,11 @@ class F5TTSEngine(NativeAPI):
             timings["dit_s"] += batch.dit_s
             timings["vocoder_s"] += batch.vocoder_s
             ready = fade.push(batch.wave, last=batch.index == batch.count - 1 or truncated)
-            if segment.streamed:
-                yield from _pieces(ready, made, first, chunk, c.cancel)
-                first = chunk
+            if chunker is not None:
+                for piece in chunker.split(ready):
+                    if c.cancel is not None:
+                        c.cancel.raise_if_cancelled()
+                    yield Piece(piece, made)
         tail = fade.flush()
         info = {"seconds": made / spec.MEL_FRAME_RATE, "batches": count, "frame_budget": budget}
         samples = tail if segment.streamed else np.concatenate([fade.emitted_whole(), tail])
@@ -362,17 +326,6 @@ class CrossFade:
 
     def emitted_whole(self) -> np.ndarray:
         return np.concatenate(self.kept) if self.kept else np.zeros(0, np.float32)
-
-
-def _pieces(samples: np.ndarray, made: int, first: int, chunk: int, cancel: CancelToken | None) -> Iterator[Piece]:
-    """Cut ready samples into pieces of `first` then `chunk` samples (the last may be shorter)."""
-    start, size = 0, first
-    while start < len(samples):
-        if cancel is not None:
-            cancel.raise_if_cancelled()
-        yield Piece(samples[start:start + size], made)
-        start += size
-        size = chunk
 
 
 def _dit_dtype(dtype, precision: str | None) -> torch.dtype:

@@ -1,7 +1,7 @@
 """The Qwen3-TTS engine: the tensor-level core under koe's generic pipeline, and its native API.
 
-Under the contract (`koe.engines.base.Engine`): `synthesize` runs `koe.engines.pipeline.run` over
-`speak_segment` (one segment: prompt -> decode core -> codec -> audio, whole or in pieces).
+Under the contract (`koe.engines.base.Engine`, through `koe.engines.engine.BaseEngine`): `synthesize`
+runs `koe.engines.pipeline.run` over `speak_segment` (one segment: prompt -> decode core -> codec -> audio, whole or in pieces).
 The native convenience API (`generate`, `stream`, `prepare_voice`) and the tensor-level methods
 the drop-in `koe.compat.qwen_tts` uses (`decode_settings`, `prompt_items`, `generate_codes`,
 `decode_waveforms`) sit on the same core.
@@ -10,7 +10,6 @@ the drop-in `koe.compat.qwen_tts` uses (`decode_settings`, `prompt_items`, `gene
 from __future__ import annotations
 
 import functools
-import gc
 import itertools
 import logging
 import math
@@ -25,6 +24,8 @@ import torch
 
 from koe.engines import pipeline
 from koe.engines.base import AudioChunk, Capabilities, CancelToken, EmptyText, InvalidOption, RequestError, SynthesisRequest, UnsupportedLanguage, UnsupportedVoice, VoicePromptMismatch, VoiceReference, check_seed
+from koe.engines.chunker import Chunker
+from koe.engines.engine import BaseEngine, Checked
 from koe.engines.pipeline import Piece, PipelineDefaults, RowFeed, Segment, steps_for
 from koe.engines.qwen3_tts import spec
 from koe.engines.qwen3_tts.codec.fast import FastCodec, fast_codec_for
@@ -49,10 +50,12 @@ log = logging.getLogger(__name__)
 SAMPLING_KEYS = tuple(spec.GENERATION_DEFAULTS)
 __all__ = ["Qwen3TTSEngine", "RequestError", "SpeechResult"]
 
-class Qwen3TTSEngine(NativeAPI):
+class Qwen3TTSEngine(BaseEngine, NativeAPI):
     """A loaded Qwen3-TTS model (see module doc). Not re-entrant: one call at a time."""
 
     family = spec.FAMILY
+    title = spec.SPEC.title
+    voice_type, voice_error = VoicePrompt, VoicePromptError
     pipeline_defaults = PipelineDefaults(MAX_SEGMENT_CHARS, SEGMENT_PAUSE_S, first_chunk_s=4 / FRAME_RATE, chunk_s=12 / FRAME_RATE)
 
     def __init__(self, folder: Path, cfg: Qwen3TTSConfig, defaults: GenerationDefaults, network: Qwen3TTSNetwork, tokenizer, codec, device: torch.device, dtype: torch.dtype) -> None:
@@ -128,15 +131,12 @@ class Qwen3TTSEngine(NativeAPI):
             return lambda talker, *args, **kwargs: graphed.decode_frames(*args, **kwargs)
         return decode_frames
 
-    def close(self) -> None:
-        """Free the weights, the codec, the CUDA decoder and its graphs (the engine is unusable after)."""
+    def release(self) -> None:
+        """Drop the weights, the codec, the CUDA decoder and its graphs (`close`: the engine is unusable after)."""
         if self._graphed is not None:
             self._graphed.release()
             self._graphed = None
         self.network = self.codec = self.fast_codec = None
-        gc.collect()
-        if self.device.type == "cuda" and torch.cuda.is_available():
-            torch.cuda.empty_cache()
 
     # -- what the model offers -------------------------------------------------------------
     @property
@@ -155,7 +155,9 @@ class Qwen3TTSEngine(NativeAPI):
     def capabilities(self) -> Capabilities:
         tc = self.cfg.talker
         languages = ["auto", *sorted(lang for lang in tc.languages if lang != "auto")]
-        return spec.capabilities(self.cfg.model_type, self.cfg.model_size, self.speakers, languages, self.sample_rate, asdict(self.defaults))
+        caps = spec.capabilities(self.cfg.model_type, self.cfg.model_size, self.speakers, languages, self.sample_rate, asdict(self.defaults))
+        # rows join a running batch of streams where the talker steps in C (int8 / int4 on koe's kernels, `rows.RowDecoder`)
+        return replace(caps, joins_rows=RowDecoder.supports(self.network.talker))
 
     # -- requests ------------------------------------------------------------------------------
     def decode_settings(self, **options) -> DecodeSettings:
@@ -249,40 +251,40 @@ class Qwen3TTSEngine(NativeAPI):
             self._stamp = model_stamp(self.cfg, self.folder)
         return self._stamp
 
-    def prepare_voice(
-        self, ref_audio, ref_text: str | None = None, x_vector_only: bool = False, *, trim: bool = False, ref_pad_seconds: float = 0.0
-    ) -> VoicePrompt:
+    def prepare_voice(self, reference, ref_text: str | None = None, x_vector_only: bool = False, *, trim: bool = False, **prompt_options) -> VoicePrompt:
         """A reusable cloning prompt from a reference clip (path, bytes, or (samples, sample_rate)).
 
         ICL mode (default) needs the clip's transcript; `x_vector_only=True` uses the speaker
         embedding alone (no transcript needed; the voice is matched less closely). A
         `VoiceReference` (the contract's form) means ICL with its text, x-vector without.
-        `ref_pad_seconds` (opt-in, ICL only, at most 2): silence appended to the clip before it is
-        encoded, so its last phoneme does not bleed into the speech (0.5 as faster-qwen3-tts);
-        it changes the output, so 0 (upstream's way) is the default. The prompt records it.
+        `ref_pad_seconds` (Base models' prompt option, opt-in, ICL only, at most 2): silence appended
+        to the clip before it is encoded, so its last phoneme does not bleed into the speech (0.5 as
+        faster-qwen3-tts); it changes the output, so 0 (upstream's way) is the default. The prompt records it.
         """
-        if isinstance(ref_audio, VoiceReference):
-            ref_audio, ref_text, x_vector_only, trim = ref_audio.audio, ref_audio.text, ref_audio.text is None, ref_audio.trim or trim
-        return self.prepare_voices([ref_audio], [ref_text], [x_vector_only], trim=trim, ref_pad_seconds=ref_pad_seconds)[0]
+        self._check_clones()
+        if not isinstance(reference, VoiceReference):  # the native form: no transcript is x-vector mode only when asked
+            if not x_vector_only and not (ref_text and ref_text.strip()):
+                raise UnsupportedVoice(_NEEDS_TRANSCRIPT.format(i=0))
+            reference = VoiceReference(reference, None if x_vector_only else ref_text, trim=trim)
+        return super().prepare_voice(reference, trim=trim, **prompt_options)
 
-    def prompt_options(self, options: dict | None) -> dict:
-        """The request options that change a prepared prompt (`ref_pad_seconds` when set above 0):
-        what `prepare_voice` takes and a cache of prepared prompts must key on. Checked."""
-        pad = (options or {}).get(spec.REF_PAD.name)
-        pad = self._ref_pad(pad) if pad is not None else 0.0
-        return {spec.REF_PAD.name: pad} if pad > 0 else {}
+    def build_voice(self, reference: VoiceReference, ref_pad_seconds: float = 0.0) -> VoicePrompt:
+        return self.prepare_voices([reference.audio], [reference.text], [reference.text is None], trim=reference.trim, ref_pad_seconds=ref_pad_seconds)[0]
+
+    def _check_clones(self) -> None:
+        if self.cfg.model_type != "base":
+            raise UnsupportedVoice(
+                f"this {self.cfg.model_type} model cannot clone a voice; use a Qwen3-TTS Base model "
+                "(e.g. Qwen3-TTS-12Hz-0.6B-Base) for cloning"
+            )
 
     def _ref_pad(self, value) -> float:
         if self.cfg.model_type != "base":
             raise InvalidOption(f"{spec.REF_PAD.name} pads a reference clip: it applies to voice cloning (Base models), not to this {self.cfg.model_type} model", param=spec.REF_PAD.name)
         return spec.REF_PAD.check(value)
 
-    def load_voice(self, folder: str | Path) -> VoicePrompt:
-        """A prompt saved by `VoicePrompt.save` (one of another family's, or a damaged one, is a `VoicePromptMismatch`)."""
-        try:
-            voice = VoicePrompt.load(folder)
-        except VoicePromptError as e:
-            raise VoicePromptMismatch(str(e), param="voice") from e
+    def check_saved(self, voice: VoicePrompt, folder: str | Path) -> VoicePrompt:
+        """A loaded prompt whose reference codes fit this model's codebook (else it is damaged)."""
         codebook = self.cfg.talker.code_predictor.vocab_size
         if voice.ref_code is not None and int(voice.ref_code.max()) >= codebook:
             raise VoicePromptMismatch(f"{folder}: a damaged voice prompt: ref_code holds codes over {codebook - 1}; prepare the voice again", param="voice")
@@ -293,18 +295,11 @@ class Qwen3TTSEngine(NativeAPI):
         self, refs: list, ref_texts: list[str | None], x_vector_only: list[bool], *, trim: bool = False, ref_pad_seconds: float = 0.0
     ) -> list[VoicePrompt]:
         """Batch form of `prepare_voice`; references with one sample rate are encoded together, as upstream does."""
-        if self.cfg.model_type != "base":
-            raise UnsupportedVoice(
-                f"this {self.cfg.model_type} model cannot clone a voice; use a Qwen3-TTS Base model "
-                "(e.g. Qwen3-TTS-12Hz-0.6B-Base) for cloning"
-            )
+        self._check_clones()
         pad = self._ref_pad(ref_pad_seconds)
         for i, (text, xvec) in enumerate(zip(ref_texts, x_vector_only, strict=True)):
             if not xvec and not (text and text.strip()):
-                raise UnsupportedVoice(
-                    f"reference {i}: in-context cloning needs the transcript of the reference clip (ref_text). "
-                    "Without one, use x-vector mode (x_vector_only=True / --x-vector-only): the speaker embedding alone, which copies the voice less closely"
-                )
+                raise UnsupportedVoice(_NEEDS_TRANSCRIPT.format(i=i))
         audios = [reference_audio(r, trim=trim) for r in refs]
         clip_seconds = [len(a) / sr for a, sr in audios]
         # as faster-qwen3-tts: an ICL reference is padded, codes and speaker embedding alike; the x-vector alone is not
@@ -401,15 +396,11 @@ class Qwen3TTSEngine(NativeAPI):
             result.metadata.update(_voice_metadata(prompt))
         return results
 
-    # -- the contract: synthesize through the generic pipeline ---------------------------------------
-    def synthesize(self, request: SynthesisRequest) -> Iterator[AudioChunk]:
-        """Speak one request as audio chunks (see `koe.engines.pipeline.run`)."""
-        return pipeline.run(self, request)
-
+    # -- the contract: the generic pipeline (`BaseEngine.synthesize`), batched ----------------------
     def synthesize_streams(self, requests: list[SynthesisRequest], admit=None) -> Iterator[tuple[int, AudioChunk | RequestError]]:
         """Streamed requests that share voice, language and options, from one batched decode (the
         first one's seed): `(request index, chunk)` pairs (see `koe.engines.pipeline.run_batch`).
-        In int8 / int4 on koe's kernels rows join and leave while it runs (`admit`, `joins_rows`)."""
+        In int8 / int4 on koe's kernels rows join and leave while it runs (`admit`, `capabilities.joins_rows`)."""
         return pipeline.run_batch(self, requests, admit)
 
     def synthesize_batch(self, requests: list[SynthesisRequest]) -> list[list[AudioChunk]]:
@@ -423,25 +414,32 @@ class Qwen3TTSEngine(NativeAPI):
                                        seeded(first.seed, c.generator), first.max_segment_s, first.cancel, options)  # fmt: skip
         return [[AudioChunk(r.audio, r.sample_rate, 0, True, {**r.metadata, "codes": r.codes})] for r in results]
 
-    def check_request(self, request: SynthesisRequest) -> _Checked:
-        """Validate voice, language, instruction and options once per request (the pipeline's first step)."""
+    def check_language(self, language: str | None) -> str:
+        """The language as the talker names it ("auto" where none is given)."""
+        return self._check_language("auto" if language is None else language)
+
+    def check_instruct(self, instruct: str | None) -> str | None:
+        """As given: `prompt_items` drops it (with a warning) where this model ignores instructions."""
+        return instruct
+
+    def check_options(self, request: SynthesisRequest, checked: Checked) -> _Checked:
+        """The sampling options, `non_streaming_mode`, `ref_pad_seconds` against the voice's padding, and
+        the prompt (text, speaker, clone, instruction) as upstream's wrapper checks it."""
         options = dict(request.options or {})
         non_streaming = self.non_streaming(options)
         pad = options.pop(spec.REF_PAD.name, None)
-        voice = request.voice
-        if voice is not None and not isinstance(voice, (str, VoicePrompt)):
-            raise UnsupportedVoice(f"voice must be a preset speaker's name or a prepared voice prompt, got {type(voice).__name__}")
+        voice = checked.voice
         speaker, prompt = (voice, None) if isinstance(voice, str) else (None, voice)
         if pad is not None:
             _check_padding(prompt, self._ref_pad(pad))
         unknown = sorted(k for k in options if k not in SAMPLING_KEYS)
         if unknown:  # named against all of this model's options (ref_pad_seconds too, on Base models)
             raise InvalidOption(f"unknown sampling option(s): {unknown}; valid options: {self.capabilities.options.names}", param=unknown[0])
-        language = request.language if request.language is not None else "auto"
         settings = self.decode_settings(**{k: v for k, v in options.items() if v is not None})
-        (item,) = self.prompt_items([request.text], [language], [speaker], [request.instruct], [prompt])
+        (item,) = self.prompt_items([request.text], [checked.language], [speaker], [request.instruct], [prompt])
         instruct = request.instruct if item.instruct_ids is not None else None  # dropped (with a warning) where ignored
-        return _Checked(language, speaker, instruct, prompt, settings, non_streaming, getattr(request, "generator", None), request.cancel)
+        return _Checked(prompt, checked.language, instruct, settings, request.cancel, checked.user_cap, speaker, non_streaming,
+                        getattr(request, "generator", None))  # the native API's request may carry a generator  # fmt: skip
 
     def speak_segment(self, segment: Segment, c: _Checked) -> Iterator[Piece]:
         """One segment: whole (the exact one-shot path) or in pieces as the talker makes frames."""
@@ -462,19 +460,13 @@ class Qwen3TTSEngine(NativeAPI):
         yield Piece(to_numpy(wav), n, last=True, truncated=not bool(outcome.eos[0]), info=self._segment_info(n, budget),
                     metadata={"codes": codes.cpu(), "decode_path": outcome.decode_path, "timings": timings, **_voice_metadata(c.voice)})  # fmt: skip
 
-    @property
-    def joins_rows(self) -> bool:
-        """Whether a running batch of streams can take new rows (`speak_segments` with a feed): where
-        the talker steps in C (int8 / int4 on koe's kernels, `rows.RowDecoder`)."""
-        return RowDecoder.supports(self.network.talker)
-
     def speak_segments(self, segments: list[Segment], c: _Checked, cancel: CancelToken | None, feed: RowFeed | None = None) -> Iterator[tuple[int, Piece]]:
         """Streamed segments as one batched decode (one: `speak_segment`; several: `pipeline.run_batch`),
         each row with its own chunk sizes, frame budget and codec stream. A row that ends (end of
         speech, or its budget) gets its last piece at once; the others go on. With a `feed` and
-        where rows can join (`joins_rows`), segments the feed gives later join at the next frame
+        where rows can join (`capabilities.joins_rows`), segments the feed gives later join at the next frame
         and a row whose listener went away is dropped; jobs are numbered in the order they came."""
-        if feed is not None and self.joins_rows:
+        if feed is not None and self.capabilities.joins_rows:
             yield from self._speak_rows(segments, c, cancel, feed)
             return
         n = len(segments)
@@ -541,8 +533,8 @@ class Qwen3TTSEngine(NativeAPI):
                 start(feed.more())
 
     def _row_stream(self, segment: Segment, item: PromptItem, c: _Checked) -> _RowStream:
-        first, every = (max(1, round(x * FRAME_RATE)) for x in (segment.first_chunk_s, segment.chunk_s))
-        return _RowStream(CodecStream(self.audio_codec, prefix=_icl_reference(item)), first, every, self._budget(segment.budget_s, c.settings))
+        chunker = Chunker.of(segment.first_chunk_s, segment.chunk_s, FRAME_RATE)
+        return _RowStream(CodecStream(self.audio_codec, prefix=_icl_reference(item)), chunker, self._budget(segment.budget_s, c.settings))
 
     def _segment_info(self, frames: int, budget: int) -> dict:
         return segment_info(frames, budget)
@@ -552,18 +544,19 @@ class Qwen3TTSEngine(NativeAPI):
                 "codec": "exact" if self.fast_codec is None else self.fast_codec.name}  # fmt: skip
         return meta if self.kernel is None else {**meta, "kernel": self.kernel}
 
-@dataclass
-class _Checked:
-    """A request after `check_request`: what every segment of it shares."""
+_NEEDS_TRANSCRIPT = (
+    "reference {i}: in-context cloning needs the transcript of the reference clip (ref_text). Without one, use x-vector mode "
+    "(x_vector_only=True / --x-vector-only): the speaker embedding alone, which copies the voice less closely"
+)
 
-    language: str
-    speaker: str | None
-    instruct: str | None
-    voice: VoicePrompt | None
-    settings: DecodeSettings
-    non_streaming: bool
-    generator: torch.Generator | None
-    cancel: CancelToken | None
+
+@dataclass
+class _Checked(Checked):
+    """A request after `check_request`: `voice` is its clone prompt, `speaker` its preset; `settings` the sampling."""
+
+    speaker: str | None = None
+    non_streaming: bool = False
+    generator: torch.Generator | None = None  # the native API's, drawn from where no seed is given
 
 
 def segment_info(frames: int, budget: int) -> dict:
@@ -572,20 +565,20 @@ def segment_info(frames: int, budget: int) -> dict:
 
 
 class _RowStream:
-    """One streamed row's output side: its codec stream, chunk schedule (`first` frames, then every
-    `every`) and frame budget; `push` a frame's codes, get a piece when one is due."""
+    """One streamed row's output side: its codec stream, chunk schedule (in frames) and frame budget;
+    `push` a frame's codes, get a piece when one is due (the codec decodes the frames held)."""
 
-    def __init__(self, codec: CodecStream, first: int, every: int, budget: int) -> None:
-        self.codec, self.due, self.every, self.budget = codec, first, every, budget
+    def __init__(self, codec: CodecStream, chunker: Chunker, budget: int) -> None:
+        self.codec, self.chunker, self.budget = codec, chunker, budget
         self.frames = 0
         self.shared = 1  # the most rows it shared a step with
 
     def push(self, codes: torch.Tensor) -> Piece | None:
+        held = self.codec.pending
         self.codec.push(codes)
         self.frames += 1
-        if self.codec.pending < self.due:
+        if not self.chunker.add(self.codec.pending - held):
             return None
-        self.due = self.every
         pending = self.codec.pending_codes()
         return Piece(to_numpy(self.codec.drain()), self.frames, metadata={"codes": pending})
 

@@ -10,32 +10,18 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from koe.engines import pipeline
-from koe.engines.base import AudioChunk, CancelToken, EmptyText, RequestError, SynthesisRequest, UnsupportedVoice
+from koe.engines.base import AudioChunk, CancelToken, EmptyText, RequestError, SpeechResult, SynthesisRequest, UnsupportedVoice
 from koe.engines.pipeline import truncation_warning
 from koe.engines.qwen3_tts.generate import DecodeOutcome
 from koe.engines.qwen3_tts.guard import FRAME_RATE, MAX_SEGMENT_CHARS, SEGMENT_PAUSE_S
 from koe.engines.qwen3_tts.voice import VoicePrompt
 from koe.text.segment import segment_text
-
-
-@dataclass
-class SpeechResult:
-    """One text's speech: float32 mono samples, the codec frames that made them, and metadata."""
-
-    audio: np.ndarray
-    sample_rate: int
-    codes: torch.Tensor  # (frames, 16) int64
-    metadata: dict = field(default_factory=dict)
-
-    @property
-    def duration(self) -> float:
-        return len(self.audio) / self.sample_rate
 
 
 class NativeAPI:
@@ -109,7 +95,7 @@ class NativeAPI:
                 "warnings": [truncation_warning(frames / FRAME_RATE, 0, 1)] if truncated else [], "segments": [segment],
                 "timings": {"generate_s": decoded_at - started, "codec_s": finished - decoded_at}, "decode_path": outcome.decode_path,
             }  # fmt: skip
-            results.append(SpeechResult(to_numpy(wav), self.sample_rate, c.cpu(), meta))
+            results.append(SpeechResult(to_numpy(wav), self.sample_rate, meta, codes=c.cpu()))  # codes: (frames, 16) int64
         return results
 
     def stream(
@@ -177,7 +163,7 @@ def _result(chunks: Iterator[AudioChunk]) -> SpeechResult:
         last = chunk
     meta = {k: v for k, v in last.metadata.items() if k != "codes"}
     meta["frame_budget"] = sum(s["frame_budget"] for s in meta["segments"])
-    return SpeechResult(np.concatenate(audio), last.sample_rate, torch.cat(codes), meta)
+    return SpeechResult(np.concatenate(audio), last.sample_rate, meta, codes=torch.cat(codes))
 
 
 def to_numpy(wav) -> np.ndarray:

@@ -102,6 +102,7 @@ def capabilities(variant: str, size: str, speakers, languages, sample_rate: int,
         instruct=variant == "voice_design" or (variant == "custom_voice" and not drops_instruct(variant, size)),
         stream_step_s=1 / FRAME_RATE, native_speed=False, batch=True, batch_stream=True, options=options_schema(defaults, variant),
         training=("speaker",) if variant == "base" and size != "0b6" else (), min_reference_s=1.0, precisions=PRECISIONS,
+        voice_options=OptionsSchema((REF_PAD,) if variant == "base" else ()),  # a Base prompt's padding (`prepare_voice(..., ref_pad_seconds=)`)
     )  # fmt: skip
 
 
@@ -111,8 +112,8 @@ class QwenSpec:
     engine = "koe.engines.qwen3_tts.engine:Qwen3TTSEngine"
     trainers = {"speaker": "koe.engines.qwen3_tts.finetune.run:train_speaker"}  # Base 1.7B (see finetune/run.py check_base)
     fixture = "koe.engines.qwen3_tts.fixtures:write_random_model"
-    oracle = "koe.engines.qwen3_tts.oracle:ORACLE"  # the upstream package its parity tests compare against (koe.engines.oracle)
     bench = "koe.engines.qwen3_tts.bench:BENCH"  # what `koe bench --family qwen3_tts` runs (koe.engines.benchmark)
+    oracle = "koe.engines.qwen3_tts.oracle:ORACLE"  # the upstream package its parity tests compare against (koe.engines.oracle)
     fixture_variants = VARIANTS
     released = tuple(
         ReleasedModel(f"Qwen/Qwen3-TTS-12Hz-{size}-{name}", variant, tag)

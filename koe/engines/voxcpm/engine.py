@@ -16,7 +16,6 @@ with any voice, as koe does). `make_voice` takes upstream's three arguments dire
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,11 +25,9 @@ import torch
 
 from koe.audio.decode import MAX_CLIP_SECONDS
 from koe.audio.errors import AudioError
-from koe.engines import pipeline
-from koe.engines.base import (
-    AudioChunk, Capabilities, CancelToken, InvalidOption, RequestError, SynthesisRequest, UnsupportedLanguage, UnsupportedVoice,
-    VoicePromptMismatch, VoiceReference,
-)  # fmt: skip
+from koe.engines.base import Capabilities, InvalidOption, RequestError, SynthesisRequest, UnsupportedVoice, VoicePromptMismatch, VoiceReference
+from koe.engines.chunker import Chunker
+from koe.engines.engine import BaseEngine, Checked
 from koe.engines.pipeline import Piece, PipelineDefaults, Segment, steps_for
 from koe.engines.voxcpm import generate as core, spec
 from koe.engines.voxcpm.audio import load_prompt_audio
@@ -51,12 +48,8 @@ FEATURE_CACHE = 16  # encoded clips kept (a server speaking with many library vo
 
 
 @dataclass
-class _Checked:
-    voice: VoxCPMVoice | None
-    control: str | None  # VoxCPM2's "(description)" in front of the text
-    settings: core.GenerationSettings
-    cancel: CancelToken | None
-    user_cap: bool
+class _Checked(Checked):
+    control: str | None = None  # VoxCPM2's "(description)" in front of the text (the checked instruction)
 
 
 def design_text(text: str, control: str | None) -> str:
@@ -65,10 +58,12 @@ def design_text(text: str, control: str | None) -> str:
     return normalise_text(f"({control}){text}" if control else text)
 
 
-class VoxCPMEngine(NativeAPI):
+class VoxCPMEngine(BaseEngine, NativeAPI):
     """A loaded VoxCPM model (LM + DiT + AudioVAE). Not re-entrant: one call at a time."""
 
     family = spec.FAMILY
+    title = spec.SPEC.title
+    voice_type, voice_error = VoxCPMVoice, VoxCPMVoiceError
     pipeline_defaults = PipelineDefaults(max_segment_chars=MAX_SEGMENT_CHARS, pause_s=0.25, first_chunk_s=0.32, chunk_s=0.96)
 
     def __init__(self, folder: Path, cfg: VoxCPMConfig, tokenizer: TextTokenizer, model: VoxCPMModel, vae: AudioVAE,
@@ -118,13 +113,10 @@ class VoxCPMEngine(NativeAPI):
         engine._precision, engine.kernel = numeric.reported, kernel
         return engine
 
-    def close(self) -> None:
-        """Free the weights and caches (the engine is unusable after)."""
+    def release(self) -> None:
+        """Drop the weights and caches (`close`: the engine is unusable after)."""
         self.model = self.vae = None
         self._features.clear()
-        gc.collect()
-        if self.device.type == "cuda" and torch.cuda.is_available():
-            torch.cuda.empty_cache()
 
     # -- what the model offers -------------------------------------------------------------
     @property
@@ -176,36 +168,26 @@ class VoxCPMEngine(NativeAPI):
         info = {k: round(len(a) / self.encode_rate, 3) for k, a in (("prompt_seconds", prompt), ("reference_seconds", reference)) if a is not None}
         return VoxCPMVoice(self.cfg.architecture, self.encode_rate, prompt, prompt_text, reference, info)
 
-    def prepare_voice(self, reference, text: str | None = None) -> VoxCPMVoice:
-        """A voice from a clip (a `VoiceReference`, or a path/bytes/(samples, rate) and `text`).
+    def build_voice(self, reference: VoiceReference) -> VoxCPMVoice:
+        """A voice from a clip (`prepare_voice(clip, text)` or a `VoiceReference`).
 
         With a transcript: a continuation prompt (VoxCPM2: the clip is its reference too). Without
-        one: VoxCPM2's reference clone; VoxCPM 1.5 needs the transcript."""
-        trim = False
-        if isinstance(reference, VoiceReference):
-            reference, text, trim = reference.audio, reference.text, reference.trim
+        one: VoxCPM2's reference clone; VoxCPM 1.5 needs the transcript. Upstream's own three
+        arguments: `make_voice`."""
+        audio, text, trim = reference.audio, reference.text, reference.trim
         if text is None:
             if not self.cfg.v2:
                 raise UnsupportedVoice(f"{self.variant} clones from a clip and its transcript: pass the words spoken in the clip")
-            return self.make_voice(reference_wav=reference, trim=trim)
-        clip = self._clip(reference, trim)
+            return self.make_voice(reference_wav=audio, trim=trim)
+        clip = self._clip(audio, trim)
         voice = self.make_voice((clip, self.encode_rate), text)
         if self.cfg.v2:
             voice.reference = clip
             voice.info["reference_seconds"] = voice.info["prompt_seconds"]
         return voice
 
-    def load_voice(self, folder: str | Path) -> VoxCPMVoice:
-        try:
-            voice = VoxCPMVoice.load(folder)
-        except VoxCPMVoiceError as e:
-            raise VoicePromptMismatch(str(e)) from e
-        self._check_voice(voice)
-        return voice
-
-    def _check_voice(self, voice) -> VoxCPMVoice:
-        if not isinstance(voice, VoxCPMVoice):
-            raise VoicePromptMismatch(f"this voice prompt was made for another model family ({type(voice).__name__}); prepare the voice again with this VoxCPM model")
+    def check_prompt(self, voice: VoxCPMVoice) -> VoxCPMVoice:
+        """A VoxCPM prompt fits this model when it was made for its architecture at its encode rate."""
         if voice.architecture != self.cfg.architecture or voice.sample_rate != self.encode_rate:
             raise VoicePromptMismatch(f"this voice was prepared for a {voice.architecture} model at {voice.sample_rate} Hz; this model is "
                                       f"{self.cfg.architecture} at {self.encode_rate} Hz: prepare the voice again with it")  # fmt: skip
@@ -240,20 +222,15 @@ class VoxCPMEngine(NativeAPI):
         known = {k: v for k, v in {**spec.DEFAULTS, **values}.items() if k not in ("normalize", "denoise")}
         return core.GenerationSettings(**known)
 
-    def check_request(self, request: SynthesisRequest) -> _Checked:
-        voice = request.voice
-        if isinstance(voice, str):
-            raise UnsupportedVoice(f"VoxCPM has no preset speakers (voice={voice!r}); leave the voice out for the model's own voice, "
-                                   "or clone one from a clip")  # fmt: skip
-        if voice is not None:
-            voice = self._check_voice(voice)
-        language = request.language
-        if language is not None and str(language).lower() not in spec.LANGUAGES:
-            raise UnsupportedLanguage(f"unsupported language {language!r}: VoxCPM reads the language from the text; leave it unset (auto)")
-        control = request.instruct.strip() if request.instruct and request.instruct.strip() else None
+    def check_instruct(self, instruct: str | None) -> str | None:
+        """VoxCPM2's voice description (or style), stripped; VoxCPM 1.5 refuses one rather than ignore it."""
+        control = instruct.strip() if instruct and instruct.strip() else None
         if control is not None and not self.cfg.v2:
             raise RequestError(f"{self.variant} takes no voice description or style instruction (VoxCPM2 does)", param="instructions")
-        return _Checked(voice, control, self.settings(request.options), request.cancel, request.max_segment_s is not None)
+        return control
+
+    def check_options(self, request: SynthesisRequest, checked: Checked) -> _Checked:
+        return _Checked(**{**vars(checked), "settings": self.settings(request.options)}, control=checked.instruct)
 
     def sequence(self, text: str, voice: VoxCPMVoice | None, control: str | None = None) -> core.Sequence:
         """The model's input for `text` (whitespace-normalised as upstream) in `voice`."""
@@ -264,9 +241,6 @@ class VoxCPMEngine(NativeAPI):
         if voice is not None:
             prompt_feat, ref_feat = self.features(voice)
         return core.build_sequence(self.model, self.tokenizer, text, voice.prompt_text if voice is not None else None, prompt_feat, ref_feat)
-
-    def synthesize(self, request: SynthesisRequest) -> Iterator[AudioChunk]:
-        return pipeline.run(self, request)
 
     def speak_segment(self, segment: Segment, c: _Checked) -> Iterator[Piece]:
         seq = self.sequence(segment.text, c.voice, c.control)
@@ -281,15 +255,15 @@ class VoxCPMEngine(NativeAPI):
                         info={**info, "seconds": out.patches * step_s, "runs": out.runs, "patch_limit": limit})  # fmt: skip
             return
         loops: list = []
-        size = max(1, round(segment.first_chunk_s * self.sample_rate))
+        chunker = Chunker.of(segment.first_chunk_s, segment.chunk_s, self.sample_rate)
         held: list[np.ndarray] = []
         count = 0
         for samples in core.stream(self.model, self.vae, seq, c.settings, limit=limit, generator=generator, cancel=c.cancel, loop_out=loops):
             held.append(samples)
             count += 1
-            if sum(len(h) for h in held) >= size:
+            if chunker.add(len(samples)):
                 yield Piece(np.concatenate(held), count)
-                held, size = [], max(1, round(segment.chunk_s * self.sample_rate))
+                held = []
         loop = loops[0]
         tail = np.concatenate(held) if held else np.zeros(0, np.float32)
         yield Piece(tail, loop.count, last=True, truncated=not loop.stopped, info={**info, "seconds": loop.count * step_s, "patch_limit": limit})

@@ -102,7 +102,7 @@ def test_bad_values_are_refused(base, ref, value):
         base.prepare_voice(str(ref), REF_TEXT, ref_pad_seconds=value)
     assert e.value.param == PAD
     with pytest.raises(InvalidOption):
-        base.prompt_options({PAD: value})
+        base.capabilities.prompt_options({PAD: value})
     with pytest.raises(InvalidOption):
         base.capabilities.options.validate({PAD: value})  # what the service and the server check
     with pytest.raises(InvalidOption):
@@ -120,8 +120,8 @@ def test_the_options_schema_has_it_on_base_models_only(base, tmp_path_factory):
 
 
 def test_prompt_options_name_what_changes_a_prepared_prompt(base):
-    assert base.prompt_options(None) == base.prompt_options({}) == base.prompt_options({PAD: 0}) == {}
-    assert base.prompt_options({PAD: 0.5, "temperature": 0.7}) == {PAD: 0.5}
+    assert base.capabilities.prompt_options(None) == base.capabilities.prompt_options({}) == base.capabilities.prompt_options({PAD: 0}) == {}
+    assert base.capabilities.prompt_options({PAD: 0.5, "temperature": 0.7}) == {PAD: 0.5}
 
 
 def test_a_saved_padded_prompt_keeps_its_padding(base, ref, tmp_path):
@@ -139,7 +139,7 @@ def test_cache_keys_of_padded_and_unpadded_prompts_differ(base, ref, tmp_path):
     made = []
 
     def prompt(options):
-        variant = base.prompt_options(options)
+        variant = base.capabilities.prompt_options(options)
 
         def prepare(voice):
             made.append(variant)

@@ -104,7 +104,7 @@ def test_a_removed_row_leaves_the_others_unchanged(engine):
 
 def test_exact_and_other_stacks_refuse_rows(session_tmp):
     exact = Qwen3TTSEngine.load(model_folder(session_tmp, "custom_voice"), device="cpu")
-    assert not exact.joins_rows
+    assert not exact.capabilities.joins_rows
     with pytest.raises(ValueError, match="int8 / int4"):
         RowDecoder(exact.network.talker, exact.decode_settings())
 
