@@ -24,7 +24,7 @@ from koe.engines.engine import BaseEngine, Checked
 from koe.engines.f5_tts import spec, text as front
 from koe.engines.f5_tts.config import F5Config, read_config
 from koe.engines.f5_tts.dit import F5Model
-from koe.engines.f5_tts.native import NativeAPI
+from koe.engines.native import NativeAPI
 from koe.audio.decode import MAX_CLIP_SECONDS
 from koe.engines.f5_tts.reference import load_reference, normalised_reference
 from koe.engines.f5_tts.sampler import FlowSettings, sample_mel

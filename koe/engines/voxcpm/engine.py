@@ -34,7 +34,7 @@ from koe.engines.voxcpm.audio import load_prompt_audio
 from koe.engines.voxcpm.audio_vae import AudioVAE, VAEConfig
 from koe.engines.voxcpm.config import VoxCPMConfig, read_config
 from koe.engines.voxcpm.model import VoxCPMModel
-from koe.engines.voxcpm.native import NativeAPI
+from koe.engines.native import NativeAPI
 from koe.engines.voxcpm.text import TextTokenizer, normalise_text
 from koe.engines.voxcpm.voice import VoxCPMVoice, VoxCPMVoiceError
 from koe.runtime.device import resolve_device
