@@ -135,6 +135,6 @@ def test_voices_design_takes_the_model_flags_too(koe, home, folders, requests):
 
 
 def test_help_says_model_options_are_flags(koe):
-    for command in (["speak"], ["voices", "design"]):
+    for command in (["speak"], ["voices", "design"], ["voices", "prepare"]):
         page = " ".join(koe(*command, "--help").output.split())  # the help's lines joined, as wrapped at any width
         assert "--NAME VALUE" in page and "koe models info" in page, command

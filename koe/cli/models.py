@@ -135,14 +135,22 @@ def info(
                      ("precisions", ", ".join(caps.precisions) + " (--precision; fp32 = exact)")]  # fmt: skip
     for k, v in rows:
         out.print(f"[bold]{k}[/]: {escape(v)}")
-    if d.capabilities and d.capabilities.options.options:
-        table = Table(title="options (koe speak --opt KEY=VALUE; HTTP: \"options\": {...})", title_justify="left")
-        for column in ("option", "type", "default", "range", "what it does"):
-            help_column = column == "what it does"
-            table.add_column(column, no_wrap=not help_column, overflow="fold" if help_column else "ellipsis")  # names whole, to be copied
-        for o in d.capabilities.options.options:
-            table.add_row(o.name, o.type, "model's" if o.default is None else json.dumps(o.default), o.rule.removeprefix("must be ") or "—", o.help)
-        out.print(table)
+    if d.capabilities:
+        _options_table("options (koe speak --NAME VALUE, a switch --NAME / --no-NAME, or --opt KEY=VALUE; HTTP: \"options\": {...})", d.capabilities.options)
+        _options_table("voice options (koe voices prepare --NAME VALUE; koe speak too, where also an option above)", d.capabilities.voice_options)
+
+
+def _options_table(title: str, schema) -> None:
+    """A model's options of one kind (their flags: NAME with dashes, `koe.cli.model_options`); nothing for none."""
+    if not schema.options:
+        return
+    table = Table(title=title, title_justify="left")
+    for column in ("option", "type", "default", "range", "what it does"):
+        help_column = column == "what it does"
+        table.add_column(column, no_wrap=not help_column, overflow="fold" if help_column else "ellipsis")  # names whole, to be copied
+    for o in schema.options:
+        table.add_row(o.name, o.type, "model's" if o.default is None else json.dumps(o.default), o.rule.removeprefix("must be ") or "—", o.help)
+    out.print(table)
 
 
 @app.command("remove")

@@ -49,9 +49,10 @@ def add(
     err.print(f"[green]added voice[/] {escape(voice.name)}  [dim]({voice.duration_s:.1f} s at {voice.sample_rate} Hz, {mode})[/]")
 
 
-@app.command("prepare")
+@app.command("prepare", cls=model_options_command("voice_options"))  # the model's voice-prompt options are flags too
 @command
 def prepare(
+    ctx: typer.Context,
     clip: Annotated[Path, typer.Argument(help="Reference clip: 3-10 s of clean speech (wav, flac, mp3, ogg, m4a, ...).")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Folder to write the prompt to (prompt.safetensors + prompt.json).")],
     model: Annotated[str | None, typer.Option("--model", "-m", help="A cloning model: store name, folder or hub id (OWNER/NAME).")] = None,
@@ -59,21 +60,27 @@ def prepare(
     ref_text_file: Annotated[Path | None, typer.Option("--ref-text-file", help="Read the transcript from a file.")] = None,
     x_vector_only: Annotated[bool, typer.Option("--x-vector-only", help="Clone from the clip alone, without its transcript (timbre only).")] = False,
     trim_ref: Annotated[bool, typer.Option("--trim-ref", help="Use the first 30 s of a longer clip.")] = False,
-    ref_pad_seconds: Annotated[float | None, typer.Option("--ref-pad-seconds", help="Pad the clip with this much silence before encoding (opt-in, changes bits; Qwen3-TTS Base).")] = None,
 ) -> None:
-    """Prepare a reusable voice prompt from a clip with a cloning model (the engine's load_voice reads it back)."""
+    """Prepare a reusable voice prompt from a clip with a cloning model (the engine's load_voice reads it back).
+
+    The model's voice-prompt options are flags: --NAME VALUE (`koe models info MODEL` lists them under "voice options").
+    """
     import koe
-    from koe.engines.base import RequestError, VoiceReference
+    from koe.cli.model_options import flag_values, model_flags
+    from koe.engines.base import CLONE_WITHOUT_TRANSCRIPT, RequestError, VoiceReference
+    from koe.engines.registry import describe
     from koe.service.resolve import downloads_for
 
     home = open_home()
     ref = home.models.resolve(model, home.settings.models.default, download=downloads_for(home.settings, client=False))
+    caps = describe(ref.path).capabilities
+    try:  # checked before the model loads; a default value gives the plain prompt
+        variant = caps.prompt_options(flag_values(model_flags(ctx), caps.voice_options, ref.name, what="voice-prompt options"))
+    except RequestError as e:
+        fail(str(e), 2)
     text = _ref_text(ref_text, ref_text_file)
     if not x_vector_only and not (text and text.strip()):
-        from koe.engines.base import CLONE_WITHOUT_TRANSCRIPT
-        from koe.engines.registry import describe
-
-        if CLONE_WITHOUT_TRANSCRIPT in describe(ref.path).capabilities.voice_modes:
+        if CLONE_WITHOUT_TRANSCRIPT in caps.voice_modes:
             fail("cloning in context needs the clip's transcript (--ref-text or --ref-text-file); without one, pass "
                  "--x-vector-only to clone from the clip alone (the voice is matched less closely)", 2)  # fmt: skip
         fail(f"{ref.name} clones from a clip and its transcript: give what the clip says with --ref-text or --ref-text-file", 2)
@@ -81,11 +88,6 @@ def prepare(
         m = home.settings.models
         tts = koe.load(ref.path, device=m.device, dtype=m.dtype, precision=m.precision)
         try:
-            variant = {}
-            if ref_pad_seconds is not None:
-                if not hasattr(tts, "prompt_options"):
-                    fail(f"{ref.name} takes no --ref-pad-seconds (its prompts have no options)", 2)
-                variant = tts.prompt_options({"ref_pad_seconds": ref_pad_seconds})
             prompt = tts.prepare_voice(VoiceReference(str(clip), None if x_vector_only else text, trim=trim_ref), **variant)
             prompt.save(output)
         except RequestError as e:
@@ -102,7 +104,7 @@ def design(
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="Name for the new voice.")],
     description: Annotated[str, typer.Option("--description", "-d", help="The voice in words: age, gender, timbre, mood, pace.")],
-    model: Annotated[str | None, typer.Option("--model", "-m", help="A voice-design model: store name, folder or hub id (OWNER/NAME).")] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="A model that designs voices: store name, folder or hub id (OWNER/NAME).")] = None,
     text: Annotated[str | None, typer.Option("--text", help="What the sample says (becomes the transcript).")] = None,
     language: Annotated[str | None, typer.Option("--language", "-l")] = None,
     seed: Annotated[int | None, typer.Option("--seed", min=0)] = None,
