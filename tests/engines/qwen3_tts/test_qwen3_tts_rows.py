@@ -15,6 +15,7 @@ from koe.engines.qwen3_tts.engine import Qwen3TTSEngine
 from koe.engines.qwen3_tts.generate import decode_frames
 from koe.engines.qwen3_tts.prompt import build_talker_inputs
 from koe.engines.qwen3_tts.rows import RowDecoder
+from koe.engines.registry import describe
 
 GREEDY = {"do_sample": False, "subtalker_dosample": False}
 pytestmark = pytest.mark.filterwarnings("ignore:speech was cut off")
@@ -100,6 +101,12 @@ def test_a_removed_row_leaves_the_others_unchanged(engine):
             assert decoder.keys == ["stays"] and decoder.cache.batch == 1
         codes += [f.codes for f in decoder.step() if f.key == "stays"]
     assert torch.equal(torch.stack(codes), _alone(engine, inputs[0], settings, 12))
+
+
+def test_the_loaded_precision_says_rows_join(engine):
+    """`joins_rows` is the loaded engine's capability (its precision), not the files': describe says no."""
+    assert engine.capabilities.joins_rows and engine.capabilities.to_dict()["joins_rows"] is True
+    assert not describe(engine.folder).capabilities.joins_rows
 
 
 def test_exact_and_other_stacks_refuse_rows(session_tmp):
