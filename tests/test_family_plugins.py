@@ -146,3 +146,11 @@ def test_each_fixture_is_claimed_by_exactly_one_spec(tmp_path, family, variant):
     assert claims == [family]
     assert registry.detect(folder).family == family
 
+
+
+@pytest.mark.parametrize("family, variant", FIXTURES, ids=[f"{f}-{v}" for f, v in FIXTURES])
+def test_a_declared_length_option_is_one_of_the_model_s_options(tmp_path, family, variant):
+    """`Capabilities.length_option` (what `koe demo` caps a random-weight model with) names an int option the model has."""
+    caps = registry.describe(registry.write_fixture(tmp_path / "m", family, variant)).capabilities
+    if caps.length_option:
+        assert caps.options.get(caps.length_option) is not None and caps.options.get(caps.length_option).type == "int"

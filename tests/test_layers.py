@@ -40,10 +40,7 @@ TOP_LEVEL = sorted(p for p in ROOT.glob("*.py"))
 
 # Generic files that still name a family, and why; each entry leaves this list with its fix (a file
 # listed here is not checked).
-STILL_NAMING_FAMILIES: dict[str, str] = {
-    "cli/demo.py": "a random-weight demo model is capped by its family's length option (max_new_tokens, max_len): "
-    "a length cap declared in Capabilities would remove it",
-}
+STILL_NAMING_FAMILIES: dict[str, str] = {}
 
 
 def _imports(path: Path) -> list[tuple[str, int, bool]]:

@@ -28,7 +28,6 @@ DEMO_MODEL = "demo-random-tiny"  # the default family's test model; another fami
 OFFLINE_ENV = "KOE_DEMO_OFFLINE"  # set (1/true/yes/on): never download, use the random-weight model
 DEMO_TEXT = "Hello from koe. This sentence went from text to speech on this machine."
 RANDOM_SECONDS = 3.0  # how much audio a random-weight model makes (they seldom say "end of speech")
-LENGTH_OPTIONS = ("max_new_tokens", "max_len")  # the families' length caps in steps (Qwen3-TTS frames, VoxCPM patches)
 SAFE_PEAK_DBFS = -20.0  # random-weight noise is written no louder than this
 REFERENCE_TEXT = "This is the reference clip of the demo."  # said to a family that only clones (F5-TTS), with a synthetic clip
 
@@ -41,7 +40,7 @@ def demo(
     family: Annotated[str | None, typer.Option("--family", help="Try this model family offline with its tiny random-weight test model "
                                                "(noise, not speech); a family koe does not run lists those it does.", show_default=False)] = None,
     seed: Annotated[int, typer.Option("--seed", min=0)] = 0,
-    max_new_tokens: Annotated[int | None, typer.Option("--max-new-tokens", help="Cap on steps (the model's max_new_tokens or max_len; "
+    max_new_tokens: Annotated[int | None, typer.Option("--max-new-tokens", help="Cap on steps (the option the model caps its length with, `koe models info`; "
                                                        "a test model rarely stops by itself).")] = None,
     offline: Annotated[bool, typer.Option("--offline", envvar=OFFLINE_ENV, help="Download nothing: without a configured model, "
                                           "use the tiny random-weight test model.", show_default=False)] = False,
@@ -120,7 +119,7 @@ def demo_model_name(family: str) -> str:
 
 def _random_steps(caps) -> int | None:
     """Steps of the family's length cap that make about `RANDOM_SECONDS` of audio (None: it has no such cap)."""
-    if caps is None or not caps.stream_step_s or not any(caps.options.get(n) for n in LENGTH_OPTIONS):
+    if caps is None or not caps.stream_step_s or not caps.length_option:
         return None
     return max(2, math.ceil(RANDOM_SECONDS / caps.stream_step_s))
 
@@ -138,7 +137,7 @@ def _request(text: str, model: str, seed: int, fmt: str, caps, steps: int | None
             voice = {"design": "A calm, clear voice at an even pace."}
         elif CLONE in modes:
             voice = {"ref_audio": _reference_clip(), "ref_text": REFERENCE_TEXT}
-    name = next((n for n in LENGTH_OPTIONS if caps is not None and caps.options.get(n)), None)
+    name = caps.length_option if caps is not None else None  # `Capabilities.length_option`
     options = {name: steps} if name and steps is not None else {}
     return SpeechRequest(text=text, model=model, seed=seed, format=fmt, options=options, save=False, **voice)
 

@@ -248,6 +248,7 @@ class Capabilities:
     min_reference_s: float = 1.0
     stream_is_one_shot: bool = True
     precisions: tuple[str, ...] = ("fp32", "bf16")
+    length_option: str = ""  # the option (in `options`) that caps a request's steps, e.g. a model's max_new_tokens ("": none; `koe demo` caps random weights with it)
 
     @property
     def streaming(self) -> bool:

@@ -101,7 +101,7 @@ def capabilities(variant: str, size: str, speakers, languages, sample_rate: int,
         languages=tuple(languages), sample_rate=int(sample_rate), speakers=tuple(speakers),
         instruct=variant == "voice_design" or (variant == "custom_voice" and not drops_instruct(variant, size)),
         stream_step_s=1 / FRAME_RATE, native_speed=False, batch=True, batch_stream=True, options=options_schema(defaults, variant),
-        training=("speaker",) if variant == "base" and size != "0b6" else (), min_reference_s=1.0, precisions=PRECISIONS,
+        training=("speaker",) if variant == "base" and size != "0b6" else (), min_reference_s=1.0, precisions=PRECISIONS, length_option="max_new_tokens",
         voice_options=OptionsSchema((REF_PAD,) if variant == "base" else ()),  # a Base prompt's padding (`prepare_voice(..., ref_pad_seconds=)`)
     )  # fmt: skip
 

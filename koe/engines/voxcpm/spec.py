@@ -97,7 +97,7 @@ def capabilities(variant: str, sample_rate: int, step_s: float) -> Capabilities:
     return Capabilities(
         family=FAMILY, variant=variant, voice_modes=frozenset(modes), languages=LANGUAGES, sample_rate=sample_rate,
         instruct=v2, stream_step_s=round(step_s, 6), native_speed=False, batch=False, options=options_schema(), training=(),
-        min_reference_s=MIN_REFERENCE_S, stream_is_one_shot=False, precisions=PRECISIONS,
+        min_reference_s=MIN_REFERENCE_S, stream_is_one_shot=False, precisions=PRECISIONS, length_option="max_len",
     )  # fmt: skip
 
 
