@@ -53,7 +53,8 @@ def private_homes(tmp_path_factory, pytestconfig):
 # unit: the default; contract: the engine contract every family passes (tests/engines/test_*contract*);
 # oracle: runs an upstream package in its own venv (calls run_oracle / oracle_python, itself, through
 # its fixtures or the test files' helpers they call, or compares with `koe bench --compare`);
-# browser: drives Chromium (a fixture of tests/browser.py); slow: measured (SLOW below). `make
+# browser: drives Chromium (a fixture of tests/browser.py, or a test_web* / test_browser* file);
+# slow: measured (SLOW below). `make
 # test-fast` runs `not oracle and not browser and not slow`; `make test` runs everything.
 
 TESTS = Path(__file__).resolve().parent
@@ -61,10 +62,19 @@ ORACLE_CALLS = frozenset({"run_oracle", "oracle_python"})
 # Tests that reach an oracle or the peer through `koe bench --compare upstream|mizuoto` (the bench's
 # workers start those venvs, not the harness): matched on "file::test" names.
 BENCH_COMPARES = re.compile(r"test_bench\w*\.py::\w*(against_upstream|against_mizuoto|three_way|equals_upstream)")
-# Measured: the slowest tests outside the oracle and browser lanes (`pytest --durations`, the
-# fast lane on 2 cores), as "file::test" prefixes, module-wide where a module fixture is the cost.
+# Measured: the slowest modules outside the oracle and browser lanes, as "file::test" prefixes
+# (`pytest --durations=80 --junitxml` over the fast lane, 2 cores at load 6, 78d2b79: 1188 s of tests
+# in all; each of these costs 19-155 s at 3-6 s a test: training runs, fresh interpreters, real
+# processes and signals). Module-wide: their module fixtures are much of the cost.
 SLOW = (
-    "tests/test_install.py::",
+    "tests/test_install.py::",  # pip installs into a fresh venv (minutes)
+    "tests/engines/qwen3_tts/test_qwen3_tts_finetune.py::",  # 155 s: training runs
+    "tests/test_cli_train.py::",  # 135 s: koe train speaker end to end
+    "tests/test_server_drain.py::",  # 28 s: a real server drained by SIGTERM
+    "tests/test_bench_families.py::",  # 27 s: koe bench --quick per family
+    "tests/test_cli_subprocess.py::",  # 26 s: koe in real processes, streaming to a pipe
+    "tests/test_process_settings.py::",  # 19 s: fresh interpreters, one per setting
+    "tests/test_demo.py::",  # 17 s: koe demo, pulling from a fake hub
 )
 _reaches_memo: dict = {}
 
@@ -112,7 +122,7 @@ def pytest_collection_modifyitems(config, items) -> None:
         lanes = set()
         if "contract" in path.name:
             lanes.add("contract")
-        if any(getattr(f, "__module__", "") == "browser" for f in fixtures):
+        if path.name.startswith(("test_web", "test_browser")) or any(getattr(f, "__module__", "") == "browser" for f in fixtures):
             lanes.add("browser")
         if item.get_closest_marker("oracle") or BENCH_COMPARES.search(rel) or any(_reaches_oracle(f) for f in [getattr(item, "function", None), *fixtures] if f):
             lanes.add("oracle")
