@@ -141,6 +141,7 @@ def _preload(synth: Synthesizer) -> None:
             log.error("the default model %r is not usable: %s", default, e)
         return  # no default and several (or no) models: each loads on first use
     try:
+        synth.planner.check_precision(ref, synth.planner.details(ref).capabilities)  # a mode it does not run: said, not remembered as broken
         with synth.cache.use(ref):
             log.info("model %s is loaded", ref.name)
     except KoeError as e:

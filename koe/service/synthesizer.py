@@ -207,6 +207,7 @@ class Synthesizer:
     def capabilities(self, model: str | None = None) -> dict[str, Any]:
         """What a loaded model can do (loads it): voice modes, speakers, languages, options, ..."""
         ref = self.planner.resolve_model(model)
+        self.planner.check_precision(ref, self.planner.details(ref).capabilities)
         with self.cache.use(ref) as entry:
             return entry.engine.capabilities.to_dict()
 
