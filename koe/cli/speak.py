@@ -75,7 +75,7 @@ def speak(
     save: Annotated[bool | None, typer.Option("--save/--no-save", help="Also keep it under KOE_HOME/outputs.", show_default=False)] = None,
     device: Annotated[str | None, typer.Option("--device", help="cpu, cuda, cuda:1, mps.", rich_help_panel="Runtime")] = None,
     dtype: Annotated[str | None, typer.Option("--dtype", help="float32, bfloat16, float16.", rich_help_panel="Runtime")] = None,
-    precision: Annotated[str | None, typer.Option("--precision", help="Opt-in speed mode that changes bits: bf16, int8 or int4 (CPU); fp32 = exact.", rich_help_panel="Runtime")] = None,
+    precision: Annotated[str | None, typer.Option("--precision", help="Opt-in speed mode that changes bits: bf16, int8 or int4 (CPU), as the model runs them (koe models info); fp32 = exact.", rich_help_panel="Runtime")] = None,
 ) -> None:
     """Speak TEXT (or stdin, or --file) and write the audio.
 
