@@ -41,7 +41,8 @@ def private_homes(tmp_path_factory, pytestconfig):
         mp.setenv("KOE_HOME", str(root / "koe"))
         mp.setenv("HF_HOME", str(root / "hf"))
         mp.setenv("XDG_CACHE_HOME", str(root / "cache"))
-        mp.setenv("KOE_KERNEL_CACHE", str(pytestconfig.cache.mkdir("koe-kernels")))
+        cache = getattr(pytestconfig, "cache", None)  # None under -p no:cacheprovider: the kernels then build in the temp folder
+        mp.setenv("KOE_KERNEL_CACHE", str(cache.mkdir("koe-kernels") if cache else root / "kernels"))
         mp.setenv("PIP_CACHE_DIR", pip_cache)
         for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "TRANSFORMERS_CACHE", "HF_ASSETS_CACHE", "HF_XET_CACHE"):
             mp.delenv(name, raising=False)
