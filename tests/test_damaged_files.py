@@ -29,7 +29,7 @@ from koe.runtime.files import read_json_object
 from koe.service import KoeHome, SpeechRequest, Synthesizer, load_settings
 from koe.service.errors import ModelFailed
 from koe.service.storage import Database
-from koe.service.voices import VoiceLibrary
+from koe.service.voices.library import VoiceLibrary
 
 REF_TEXT = "A short test clip."
 TEXT = "Hello there."
@@ -148,7 +148,7 @@ def test_the_library_prepares_a_damaged_prompt_again_with_a_warning(engines, cli
     good = load_file(str(folder / "prompt.safetensors"))
     name = TENSORS[family][-1]
     damage_prompt(folder, name, how)
-    with caplog.at_level(logging.WARNING, logger="koe.service.voices"):
+    with caplog.at_level(logging.WARNING, logger="koe.service.voices.library"):
         again = library.prompt_for("kim", "model-a", prepare, engine.load_voice)
     assert len(made) == 2 and again is made[1] and first is made[0]
     [record] = [r for r in caplog.records if "is damaged" in r.getMessage()]

@@ -13,7 +13,7 @@ from koe.audio.io import load_audio
 from koe.service.errors import AlreadyExists, InvalidRequest, NotFound
 from koe.service.names import check_name
 from koe.service.storage import Database
-from koe.service.voices import VoiceLibrary
+from koe.service.voices.library import VoiceLibrary
 
 SR = 22050
 
@@ -101,7 +101,7 @@ def test_a_crash_mid_add_leaves_no_voice(library, wav_path, monkeypatch):
     def crash(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr("koe.service.voices.atomic_write_text", crash)
+    monkeypatch.setattr("koe.service.voices.library.atomic_write_text", crash)
     with pytest.raises(OSError):
         library.add("alice", str(wav_path), "hi")
     assert library.list() == [] and [p for p in library.root.iterdir()] == []

@@ -28,7 +28,7 @@ from koe.service import KoeHome, load_settings
 from koe.service.errors import InvalidRequest, NotFound
 from koe.service.fsio import atomic_folder, sweep_leftovers
 from koe.service.storage import Database
-from koe.service.voices import VoiceLibrary
+from koe.service.voices.library import VoiceLibrary
 
 SR = 16000
 KOE = Path(sys.executable).with_name("koe")
@@ -278,7 +278,7 @@ def bad_folders(root: Path) -> list[str]:
 def test_bad_folders_are_skipped_with_a_warning(tmp_path, caplog):
     root = tmp_path / "voices"
     bad = bad_folders(root)
-    with caplog.at_level(logging.WARNING, logger="koe.service.voices"):
+    with caplog.at_level(logging.WARNING, logger="koe.service.voices.library"):
         lib = VoiceLibrary(root, Database(tmp_path / "koe.db"))
     assert [v.name for v in lib.list()] == ["good"] and lib.get("good").ref_text == "Hello."
     warned = caplog.text
@@ -421,7 +421,7 @@ def test_overwrites_without_atomic_exchange_still_never_404(library, monkeypatch
 WRITER = """
 import sys, io, numpy as np, soundfile as sf
 from koe.service.storage import Database
-from koe.service.voices import VoiceLibrary
+from koe.service.voices.library import VoiceLibrary
 root, db, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 lib = VoiceLibrary(root, Database(db))
 clips = {}

@@ -30,7 +30,7 @@ from koe.service.home import KoeHome
 from koe.service.models import ModelDetails
 from koe.service.plan import Planner
 from koe.service.requests import SpeechRequest
-from koe.service.voices import Voice
+from koe.service.voices.library import Voice
 from koe.server.schemas import SpeechBody
 from koe.text.checks import lone_surrogate, text_problem
 

@@ -21,7 +21,7 @@ from koe.service.requests import SpeechOutput, SpeechRequest, StreamChunk
 from koe.service.settings import Settings, load_settings
 from koe.service.synthesizer import Synthesizer
 from koe.service.tempo import TempoChanger, change_speed
-from koe.service.voices import Voice, VoiceLibrary
+from koe.service.voices.library import Voice, VoiceLibrary
 
 __all__ = [
     "FORMATS", "AlreadyExists", "AudioFormat", "Busy", "ConfigError", "EncodedAudio", "InvalidRequest", "KoeError",

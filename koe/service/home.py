@@ -11,7 +11,7 @@ from koe.service.fsio import atomic_write_bytes, sweep_leftovers
 from koe.service.models import ModelStore
 from koe.service.settings import Settings, load_settings
 from koe.service.storage import Database
-from koe.service.voices import VoiceLibrary
+from koe.service.voices.library import VoiceLibrary
 
 
 class KoeHome:

@@ -28,7 +28,7 @@ from koe.service.requests import SpeechRequest
 from koe.service.resolve import downloads_for
 from koe.service.settings import Settings
 from koe.service.tempo import check_speed
-from koe.service.voices import VoiceLibrary
+from koe.service.voices.library import VoiceLibrary
 from koe.text.checks import text_problem
 
 Mode = Literal["speaker", "design", "clone_voice", "clone_clip", "none"]

@@ -36,7 +36,7 @@ from koe.service.models import ModelRef
 from koe.service.names import check_name
 from koe.service.plan import Planner, SpeechPlan
 from koe.service.requests import SpeechOutput, SpeechRequest, StreamChunk
-from koe.service.voices import Voice
+from koe.service.voices.library import Voice
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from koe.service.errors import InvalidRequest, KoeError
 from koe.service.names import check_name
 from koe.service.requests import SpeechRequest
 from koe.service.scheduler import SpeechJob
-from koe.service.voices import Voice
+from koe.service.voices.library import Voice
 from koe.server.openai_compat import CatalogEntry, first_bad_text, catalog_models, library_voice_models, model_name, voice_catalog
 from koe.server.schemas import Deleted, DesignBody, PresetVoiceCard, VoiceCard, VoiceList
 from koe.server.state import ServerState, server_state

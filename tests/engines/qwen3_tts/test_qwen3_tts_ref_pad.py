@@ -14,7 +14,7 @@ import koe
 from koe.engines.base import InvalidOption, SynthesisRequest, VoicePromptMismatch, VoiceReference, collect
 from koe.engines.qwen3_tts.voice import VoicePrompt, pad_reference
 from koe.service.storage import Database
-from koe.service.voices import VoiceLibrary, prompt_key
+from koe.service.voices.library import VoiceLibrary, prompt_key
 
 pytestmark = pytest.mark.filterwarnings("ignore:speech was cut off")  # short frame budgets on random weights
 

@@ -10,7 +10,8 @@ the database its index.
 
 Hardening, in short:
 - Everything a voice carries (name, texts, numbers, archive members) is checked before anything is
-  written, so a bad request or a crafted archive leaves no folder, no row and no temp folder.
+  written (`manifest`, `archive`), so a bad request or a crafted archive leaves no folder, no row and
+  no temp folder.
 - A bad folder or database row (bad JSON, wrong types, missing or unreadable files, an invalid name)
   is skipped with a warning, at startup and when listing or getting; it never stops koe.
 - Overwriting swaps the new folder in with one atomic exchange (see `fsio.atomic_folder`): readers
@@ -22,18 +23,14 @@ Hardening, in short:
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import os
 import re
 import sqlite3
 import stat
-import tarfile
 import threading
 import time
-import zipfile
-import zlib
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
@@ -43,44 +40,24 @@ from typing import Any
 from koe.audio.decode import MAX_CLIP_SECONDS
 from koe.audio.errors import AudioError
 from koe.audio.io import AudioSource, load_audio, write_wav
-from koe.service.errors import AlreadyExists, InvalidRequest, KoeError, NotFound, StorageError, Unavailable
+from koe.service.errors import AlreadyExists, InvalidRequest, NotFound, StorageError, Unavailable
 from koe.service.fsio import atomic_folder, atomic_write_bytes, atomic_write_text, path_lock, remove_tree, sweep_leftovers
 from koe.service.names import check_name, close_matches, did_you_mean
 from koe.service.storage import Database, VoiceRow
-from koe.text.checks import text_problem
+from koe.service.voices.archive import archive_kind, read_archive, write_archive
+from koe.service.voices.manifest import (
+    MAX_MANIFEST_BYTES, MAX_REFERENCE_BYTES, MAX_STORED_SECONDS, REFERENCE, SAMPLE_RATES, SOURCES, TRANSCRIPT, VOICE_JSON,
+    VoiceLimits, check_manifest, check_row, check_text, manifest_json, parse_manifest,
+)  # fmt: skip
 
 log = logging.getLogger(__name__)
 
-REFERENCE = "reference.wav"
-TRANSCRIPT = "transcript.txt"
-VOICE_JSON = "voice.json"
 PROMPTS = "prompts"
-FORMAT = 1  # voice.json's format version; a newer one is refused, not guessed at
-SOURCES = ("clip", "design", "import")
 # The library's own floor for a clip it keeps: a voice is kept for whichever model it is used with later. Each
 # model's floor (`Capabilities.min_reference_s`) is checked when the voice is used with it (`check_reference`).
 MIN_REFERENCE_SECONDS = 1.0
-MAX_STORED_SECONDS = 3600.0  # sanity bound on a stored duration_s
-SAMPLE_RATES = (1000, 768_000)  # sanity bounds on a stored sample_rate
-MAX_LANGUAGE_CHARS = 64
-MAX_VERSION_CHARS = 64
-MAX_ARCHIVE_BYTES = 256 * 1024 * 1024
-MAX_REFERENCE_BYTES = 256 * 1024 * 1024
-MAX_MANIFEST_BYTES = 256 * 1024
-MAX_UNPACKED_BYTES = 512 * 1024 * 1024  # all members of a tar together, skipped ones included
-MAX_MEMBERS = 64
 SWAP_WAIT_S = 0.25  # how long `get` waits for a folder caught between two renames (no atomic exchange)
-_ARCHIVE_FILES = (REFERENCE, TRANSCRIPT, VOICE_JSON)
 _VARIANT_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}")  # an option name or value in a prompt folder's name
-
-
-@dataclass(frozen=True)
-class VoiceLimits:
-    """The longest texts a voice may carry, in characters (settings.server.max_*_chars)."""
-
-    transcript_chars: int = 2000
-    description_chars: int = 1000
-    language_chars: int = MAX_LANGUAGE_CHARS
 
 
 @dataclass(frozen=True)
@@ -192,9 +169,9 @@ class VoiceLibrary:
         """
         lim = self.limits
         return (
-            _text(ref_text, "the transcript (ref_text)", "ref_text", lim.transcript_chars),
-            _text(description, "the description", "description", lim.description_chars),
-            _text(language, "the language", "language", lim.language_chars, one_line=True),
+            check_text(ref_text, "the transcript (ref_text)", "ref_text", lim.transcript_chars),
+            check_text(description, "the description", "description", lim.description_chars),
+            check_text(language, "the language", "language", lim.language_chars, one_line=True),
         )
 
     def check_reference(self, name: str, min_seconds: float, model: str) -> Voice:
@@ -261,7 +238,7 @@ class VoiceLibrary:
                     write_wav(tmp / REFERENCE, samples, sr, subtype="FLOAT")
                     if ref_text:
                         atomic_write_text(tmp / TRANSCRIPT, ref_text + "\n")
-                    atomic_write_text(tmp / VOICE_JSON, json.dumps(_voice_json(row), indent=2, ensure_ascii=False))
+                    atomic_write_text(tmp / VOICE_JSON, json.dumps(manifest_json(row), indent=2, ensure_ascii=False))
             except FileExistsError as e:
                 if existing is None:
                     raise AlreadyExists(f"a folder {row.name!r} that is not a readable voice is in the way", hint="remove it first or pass overwrite") from e
@@ -305,27 +282,15 @@ class VoiceLibrary:
             voice = self.get(name)
             if dest.is_dir():
                 dest = dest / f"{voice.name}.zip"
-            kind = _archive_kind(dest)
+            kind = archive_kind(dest)
             files = {REFERENCE: _read_regular(voice.reference_path, MAX_REFERENCE_BYTES)}
             if voice.ref_text:
                 files[TRANSCRIPT] = (voice.ref_text + "\n").encode("utf-8")
             row = VoiceRow(voice.name, voice.created_at, voice.source, voice.ref_text, voice.description, voice.language, voice.duration_s, voice.sample_rate)
-            files[VOICE_JSON] = json.dumps(_voice_json(row), indent=2, ensure_ascii=False).encode("utf-8")
-        buf = io.BytesIO()
-        if kind == "zip":
-            with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-                for f, data in files.items():
-                    zf.writestr(f"{voice.name}/{f}", data)
-        else:
-            with tarfile.open(fileobj=buf, mode="w:gz" if kind == "tar.gz" else "w") as tf:
-                for f, data in files.items():
-                    info = tarfile.TarInfo(f"{voice.name}/{f}")
-                    info.size = len(data)
-                    info.mtime = int(voice.created_at)
-                    info.mode = 0o644
-                    tf.addfile(info, io.BytesIO(data))
+            files[VOICE_JSON] = json.dumps(manifest_json(row), indent=2, ensure_ascii=False).encode("utf-8")
+        data = write_archive(files, kind, voice.name, voice.created_at)
         try:
-            return atomic_write_bytes(dest, buf.getvalue())
+            return atomic_write_bytes(dest, data)
         except OSError as e:
             raise StorageError(f"cannot write {dest}: {e.strerror}") from e
 
@@ -338,7 +303,7 @@ class VoiceLibrary:
         transcript must be UTF-8 and the audio is checked like `add` does. A refused archive leaves
         nothing behind.
         """
-        files = _read_archive(archive, self.limits)
+        files = read_archive(archive, self.limits)
         fields: dict[str, Any] = {}
         if VOICE_JSON in files:
             fields = check_manifest(parse_manifest(files[VOICE_JSON]), self.limits, complete=False)
@@ -511,138 +476,6 @@ def prompt_key(model_key: str, variant: Mapping[str, Any] | None = None) -> str:
     return model_key + "".join(parts)
 
 
-def parse_manifest(data: bytes) -> Any:
-    """voice.json's bytes parsed as JSON (UTF-8, at most MAX_MANIFEST_BYTES); `InvalidRequest` if they are not."""
-    if len(data) > MAX_MANIFEST_BYTES:
-        raise InvalidRequest(f"{VOICE_JSON} is over {MAX_MANIFEST_BYTES // 1024} KiB")
-    try:
-        return json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as e:
-        raise InvalidRequest(f"{VOICE_JSON} is not UTF-8 ({e.reason} at byte {e.start})") from e
-    except (ValueError, RecursionError) as e:
-        raise InvalidRequest(f"{VOICE_JSON} is not valid JSON ({e})") from e
-
-
-def check_manifest(meta: Any, limits: VoiceLimits, *, complete: bool) -> dict[str, Any]:
-    """The fields of a voice.json, each checked for its type, length and allowed values.
-
-    `complete` (a folder koe wrote) requires every field; otherwise (an archive) absent fields are
-    fine and only those present are checked. Unknown keys are ignored (newer koe versions may add
-    some; `format` says when a change is not compatible). Raises `InvalidRequest` naming the field.
-    """
-    if not isinstance(meta, dict):
-        raise InvalidRequest(f"{VOICE_JSON} must hold a JSON object, not {_kind(meta)}")
-
-    def present(key: str) -> bool:
-        if meta.get(key) is not None:
-            return True
-        if complete and key in ("format", "name", "created_at", "source", "duration_s", "sample_rate"):
-            raise InvalidRequest(f"{VOICE_JSON} has no {key!r}", param=key)
-        return False
-
-    out: dict[str, Any] = {}
-    if present("format"):
-        fmt = meta["format"]
-        if not _is_int(fmt) or fmt < 1:
-            raise InvalidRequest(f"{VOICE_JSON}: 'format' must be a positive whole number, not {_shown(fmt)}", param="format")
-        if fmt > FORMAT:
-            raise InvalidRequest(f"{VOICE_JSON} has format {fmt}, made by a newer koe (this one reads format {FORMAT})", hint="upgrade koe", param="format")
-    if present("koe_version"):
-        _text(meta["koe_version"], f"{VOICE_JSON}: 'koe_version'", "koe_version", MAX_VERSION_CHARS, one_line=True)
-    if present("name"):
-        if not isinstance(meta["name"], str):
-            raise InvalidRequest(f"{VOICE_JSON}: 'name' must be text, not {_kind(meta['name'])}", param="name")
-        out["name"] = check_name(meta["name"], "voice")
-    if present("source"):
-        if meta["source"] not in SOURCES:
-            raise InvalidRequest(f"{VOICE_JSON}: 'source' must be one of {', '.join(SOURCES)}, not {_shown(meta['source'])}", param="source")
-        out["source"] = meta["source"]
-    for key, lo, hi in (("created_at", 0.0, 1e11), ("duration_s", 1e-3, MAX_STORED_SECONDS)):
-        if present(key):
-            v = meta[key]
-            if not _is_number(v) or not lo <= v <= hi:
-                raise InvalidRequest(f"{VOICE_JSON}: {key!r} must be a number from {lo:g} to {hi:g}, not {_shown(v)}", param=key)
-            out[key] = float(v)
-    if present("sample_rate"):
-        v = meta["sample_rate"]
-        if not _is_int(v) or not SAMPLE_RATES[0] <= v <= SAMPLE_RATES[1]:
-            raise InvalidRequest(f"{VOICE_JSON}: 'sample_rate' must be a whole number of Hz from {SAMPLE_RATES[0]} to {SAMPLE_RATES[1]}, not {_shown(v)}", param="sample_rate")
-        out["sample_rate"] = v
-    for key, what, limit, one_line in (
-        ("ref_text", "'ref_text' (the transcript)", limits.transcript_chars, False),
-        ("description", "'description'", limits.description_chars, False),
-        ("language", "'language'", limits.language_chars, True),
-    ):
-        if key in meta:
-            out[key] = _text(meta[key], f"{VOICE_JSON}: {what}", key, limit, one_line=one_line)
-    return out
-
-
-def check_row(row: VoiceRow, limits: VoiceLimits) -> None:
-    """Raise `InvalidRequest` when a voice's index row has a bad name or a field voice.json could not hold."""
-    check_name(row.name, "voice")
-    check_manifest({"format": FORMAT, **asdict(row)}, limits, complete=True)
-
-
-def _voice_json(row: VoiceRow) -> dict[str, Any]:
-    from koe import __version__
-
-    return {"format": FORMAT, "koe_version": __version__, **asdict(row)}
-
-
-def _text(value: Any, what: str, param: str, limit: int, *, one_line: bool = False) -> str | None:
-    """`value` stripped (None when empty), if it is text within `limit` characters; else `InvalidRequest`."""
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise InvalidRequest(f"{what} must be text, not {_kind(value)}", param=param)
-    value = value.strip()
-    if not value:
-        return None
-    if len(value) > limit:
-        raise InvalidRequest(f"{what} is {len(value)} characters long; at most {limit} are allowed", param=param)
-    problem = text_problem(value, what, controls=True)  # lone surrogates, control characters: as every entry point checks them
-    if problem is not None:
-        raise InvalidRequest(problem.message, param=param)
-    if one_line and ("\n" in value or "\r" in value):
-        raise InvalidRequest(f"{what} must be one line", param=param)
-    return value
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _kind(v: Any) -> str:
-    """What a JSON value is, in words, for an error message (never the value itself: it may be huge)."""
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "true/false"
-    if isinstance(v, (int, float)):
-        return "a number"
-    if isinstance(v, str):
-        return "text"
-    if isinstance(v, dict):
-        return "an object"
-    if isinstance(v, (list, tuple)):
-        return "a list"
-    return type(v).__name__
-
-
-def _shown(v: Any) -> str:
-    """A short rendering of a bad value (numbers and short text as they are, anything else by kind)."""
-    if _is_number(v) and abs(v) < 1e15:
-        return repr(v)
-    if isinstance(v, str) and len(v) <= 40:
-        return repr(v)
-    return _kind(v)
-
-
 def _reason(e: BaseException) -> str:
     """An error in a few words, without the absolute path of a file."""
     if isinstance(e, OSError) and e.filename:
@@ -665,132 +498,3 @@ def _read_regular(path: Path, limit: int) -> bytes:
     if len(data) > limit:
         raise InvalidRequest(f"{path.name} is over {limit // 1024} KiB")
     return data
-
-
-# -- archives ---------------------------------------------------------------------------------------
-def _archive_kind(path: Path) -> str:
-    name = path.name.lower()
-    if name.endswith(".zip"):
-        return "zip"
-    if name.endswith((".tar.gz", ".tgz")):
-        return "tar.gz"
-    if name.endswith(".tar"):
-        return "tar"
-    raise InvalidRequest(f"archive {path.name!r}: use a .zip, .tar, .tar.gz or .tgz name")
-
-
-def _member_file(member: str) -> str | None:
-    """The voice file a member names (`reference.wav` or `<voice>/reference.wav`), None to skip; unsafe paths raise."""
-    parts = member.replace("\\", "/").split("/")
-    if member.startswith(("/", "\\")) or ".." in parts or (parts and ":" in parts[0]) or "\x00" in member:
-        raise InvalidRequest(f"voice archive member {member[:200]!r} has an unsafe path")
-    parts = [p for p in parts if p not in ("", ".")]
-    if len(parts) in (1, 2) and parts[-1] in _ARCHIVE_FILES:
-        return parts[-1]
-    return None
-
-
-def _member_limit(f: str, limits: VoiceLimits) -> int:
-    """The most bytes a wanted member may hold (a transcript: 4 UTF-8 bytes a character, plus slack)."""
-    if f == VOICE_JSON:
-        return MAX_MANIFEST_BYTES
-    if f == TRANSCRIPT:
-        return 4 * limits.transcript_chars + 64 * 1024
-    return MAX_REFERENCE_BYTES
-
-
-def _archive_bytes(archive: str | Path | bytes) -> tuple[bytes, str]:
-    if isinstance(archive, (bytes, bytearray)):
-        data, label = bytes(archive), "<upload>"
-    else:
-        path = Path(archive)
-        if not path.is_file():
-            raise NotFound(f"no such archive: {path}")
-        if path.stat().st_size > MAX_ARCHIVE_BYTES:
-            raise InvalidRequest(f"voice archive {path.name} is too large (over {MAX_ARCHIVE_BYTES >> 20} MiB)")
-        try:
-            data = path.read_bytes()
-        except OSError as e:
-            raise InvalidRequest(f"cannot read the voice archive {path.name}: {e.strerror}") from e
-        label = path.name
-    if len(data) > MAX_ARCHIVE_BYTES:
-        raise InvalidRequest(f"voice archive {label} is too large (over {MAX_ARCHIVE_BYTES >> 20} MiB)")
-    return data, label
-
-
-def _read_archive(archive: str | Path | bytes, limits: VoiceLimits) -> dict[str, bytes]:
-    """The wanted members of a .zip or .tar(.gz) voice archive, each read within its limit; anything
-    unsafe, oversized or damaged is `InvalidRequest`."""
-    data, label = _archive_bytes(archive)
-    try:
-        if zipfile.is_zipfile(io.BytesIO(data)):
-            return _read_zip(data, limits)
-        return _read_tar(data, label, limits)
-    except KoeError:
-        raise
-    except (zipfile.BadZipFile, tarfile.TarError, zlib.error, EOFError, OSError, RuntimeError, ValueError, NotImplementedError) as e:
-        raise InvalidRequest(f"voice archive {label} is damaged: {e}") from e
-
-
-def _wanted(files: dict[str, bytes], name: str, size: int, limits: VoiceLimits) -> str | None:
-    """The voice file member `name` holds (None to skip it), after the checks every kind of archive shares."""
-    f = _member_file(name)
-    if f is None:
-        return None
-    if f in files:
-        raise InvalidRequest(f"voice archive holds more than one {f}")
-    if size > _member_limit(f, limits):
-        raise InvalidRequest(f"voice archive member {name[:200]!r} is too large", param="ref_text" if f == TRANSCRIPT else None)
-    return f
-
-
-def _read_zip(data: bytes, limits: VoiceLimits) -> dict[str, bytes]:
-    files: dict[str, bytes] = {}
-    with zipfile.ZipFile(io.BytesIO(data)) as zf:
-        infos = zf.infolist()
-        if len(infos) > MAX_MEMBERS:
-            raise InvalidRequest(f"voice archive has {len(infos)} members; a voice has 3")
-        for info in infos:
-            if info.is_dir():
-                _member_file(info.filename)  # still refuse unsafe paths
-                continue
-            f = _wanted(files, info.filename, info.file_size, limits)
-            if f is None:
-                continue
-            kind = stat.S_IFMT(info.external_attr >> 16)
-            if kind and kind != stat.S_IFREG:
-                raise InvalidRequest(f"voice archive member {info.filename[:200]!r} is a link or device; refused")
-            limit = _member_limit(f, limits)
-            with zf.open(info) as fh:  # reads at most the size it claims, then checks the CRC
-                blob = fh.read(limit + 1)
-            if len(blob) > limit:
-                raise InvalidRequest(f"voice archive member {info.filename[:200]!r} is too large")
-            files[f] = blob
-    return files
-
-
-def _read_tar(data: bytes, label: str, limits: VoiceLimits) -> dict[str, bytes]:
-    try:
-        tf = tarfile.open(fileobj=io.BytesIO(data), mode="r:*")
-    except tarfile.TarError as e:
-        raise InvalidRequest(f"{label} is not a voice archive (.zip or .tar): {e}") from e
-    files: dict[str, bytes] = {}
-    count = unpacked = 0
-    with tf:
-        while (m := tf.next()) is not None:  # one header at a time: the sizes are checked before any data is read
-            count += 1
-            unpacked += max(m.size, 0)
-            if count > MAX_MEMBERS or unpacked > MAX_UNPACKED_BYTES:
-                raise InvalidRequest(f"voice archive {label} is too large or has too many members")
-            if m.isdir():
-                _member_file(m.name)
-                continue
-            f = _wanted(files, m.name, m.size, limits)
-            if f is None:
-                continue
-            if not m.isfile():
-                raise InvalidRequest(f"voice archive member {m.name[:200]!r} is a link or device; refused")
-            fobj = tf.extractfile(m)
-            blob = fobj.read(_member_limit(f, limits) + 1) if fobj is not None else b""
-            files[f] = blob
-    return files
