@@ -1,7 +1,9 @@
 """The engine contract, checked for every registered family on its random-weight fixtures.
 
 Public API only: `koe.engines.registry` (describe, write_fixture), `koe.load`, and the `Engine`
-protocol of `koe.engines.base`. A new family gets these checks by registering its spec.
+protocol of `koe.engines.base`. A new family gets these checks by registering its spec: a built-in
+one, or a plugin installed through the `koe.families` entry point (`registry.families()`; the toy
+family's test runs this file with tests/plugins/koe_sine installed).
 """
 
 from __future__ import annotations
@@ -20,11 +22,11 @@ from koe.engines.base import (
     VoiceReference, collect,
 )  # fmt: skip
 from koe.engines.engine import BaseEngine
-from koe.engines.registry import FAMILIES, describe, spec, write_fixture
+from koe.engines.registry import describe, families, spec, write_fixture
 
 pytestmark = pytest.mark.filterwarnings("ignore:speech was cut off:UserWarning")  # random weights never stop by themselves
 
-CASES = [(family, variant) for family in FAMILIES for variant in spec(family).fixture_variants]
+CASES = [(family, variant) for family in families() for variant in spec(family).fixture_variants]
 MAX_SEGMENT_S = 0.6  # a few steps: random weights run to the guard
 
 
