@@ -116,10 +116,12 @@ test: venv-dev oracle peer-mizuoto browser
 	$(ORACLE_ENV) $(BIN)/python -m pytest -q
 
 # The fast lane (every change's): the markers tests/conftest.py gives (docs/testing.md) pick out the
-# oracle, browser and slow tests; no oracle venv or browser is needed.
+# oracle, browser and slow tests; no oracle venv or browser is needed. WORKERS pytest-xdist
+# processes, each test file on one of them (its module fixtures built once); one torch thread each.
+WORKERS ?= 2
 FAST_LANE := -m "not oracle and not browser and not slow"
 test-fast: venv-dev
-	$(BIN)/python -m pytest -q $(FAST_LANE)
+	$(BIN)/python -m pytest -q $(FAST_LANE) -n $(WORKERS) --dist loadfile
 
 # The web page's screenshots in the docs (docs/images/web/*.png), taken by its own tests.
 screenshots: venv-dev browser
