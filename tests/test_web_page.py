@@ -73,7 +73,7 @@ def test_the_page_lists_models_voices_languages_and_the_family_options(page, ser
     ready(page)
     models = page.eval_on_selector_all("#speak-model option", "(os) => os.map((o) => [o.value, o.textContent])")
     assert [m for m, _ in models] == ["base", "cv", "design"] and page.input_value("#speak-model") == "cv"  # the default
-    assert dict(models)["cv"].startswith("cv — Qwen3-TTS CustomVoice 11M · random weights")  # the size from its parameter count
+    assert dict(models)["cv"].startswith("cv — Qwen3-TTS 12 Hz CustomVoice 11M · random weights")  # the family's title (its spec's), the size from its parameter count
     assert "preset speakers (9)" in page.text_content("#speak-model-about")  # what it can do, from its capabilities
     voices = page.eval_on_selector_all("#speak-voice option", "(os) => os.map((o) => o.value)")
     assert {"ryan", "serena", "vivian"} <= set(voices) and "alloy" in voices  # speakers and OpenAI names

@@ -29,6 +29,17 @@ health_router = APIRouter(tags=["health"])
 
 
 
+def _family_title(family: str) -> str:
+    """The family's title from its spec (the page names families by it, never by a list of its own); its
+    name where the spec cannot be had (a plugin uninstalled since the model was added)."""
+    from koe.engines.registry import UnknownModelError, spec
+
+    try:
+        return spec(family).title
+    except UnknownModelError:
+        return family
+
+
 def _card(d: ModelDetails, state: ServerState, loaded: set[str], failure: LoadFailure | None) -> ModelCard:
     is_loaded = d.ref.name in loaded
     error = None
@@ -37,7 +48,7 @@ def _card(d: ModelDetails, state: ServerState, loaded: set[str], failure: LoadFa
     elif not is_loaded and d.missing:
         error = f"incomplete: missing {', '.join(d.missing)}"
     return ModelCard(
-        id=d.ref.name, created=int(d.added_at or 0), family=d.ref.family, variant=d.ref.variant, size=d.size,
+        id=d.ref.name, created=int(d.added_at or 0), family=d.ref.family, family_title=_family_title(d.ref.family), variant=d.ref.variant, size=d.size,
         parameters=d.parameters, random_weights=d.random_weights,
         speakers=d.speakers, languages=d.languages, loaded=is_loaded,
         default=d.ref.name == state.settings.models.default, uses=d.uses,

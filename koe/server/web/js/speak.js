@@ -44,15 +44,11 @@ export function currentModel() {
   return models.find((m) => m.id === $("speak-model").value) || null;
 }
 
-// "cv — Qwen3-TTS CustomVoice 11M · random weights (loaded)": the size is the weights' parameter count.
+// "cv — Qwen3-TTS 12 Hz CustomVoice 11M · random weights (loaded)": the family's title (its spec's), the size from the weights' parameter count.
 function modelLabel(m) {
   const state = m.status === "failed" ? " (failed)" : m.loaded ? " (loaded)" : "";
   const random = m.random_weights ? " · random weights" : "";
-  return `${m.id} — ${familyName(m.family)} ${variantName(m.variant)}${m.size ? " " + m.size : ""}${random}${state}`;
-}
-
-export function familyName(family) {
-  return { qwen3_tts: "Qwen3-TTS", f5_tts: "F5-TTS", voxcpm: "VoxCPM" }[family] || family;
+  return `${m.id} — ${m.family_title || m.family} ${variantName(m.variant)}${m.size ? " " + m.size : ""}${random}${state}`;
 }
 
 // "custom_voice" -> "CustomVoice" (as the releases are named); a name with capitals stays as it is.
