@@ -74,7 +74,8 @@ def test_koe_voices_clones_a_voice_from_a_clip_prepares_lists_and_speaks_it(sine
     koe(sine_site, home, "speak", "Hello.", "-m", sine_model, "--voice", "hum", "--seed", "1", "-o", tmp_path / "hum-says.wav")
     samples, rate = sf.read(tmp_path / "hum-says.wav", dtype="float32")
     assert peak_hz(samples, rate) == pytest.approx(HUM_HZ, abs=3)  # the clip's pitch is the voice
-    koe(sine_site, home, "voices", "prepare", tmp_path / "hum.wav", "-o", tmp_path / "prompt", "-m", sine_model, "--ref-text", "a hum")
+    r = koe(sine_site, home, "voices", "prepare", tmp_path / "hum.wav", "-o", tmp_path / "prompt", "-m", sine_model)  # a clip alone: no transcript asked
+    assert "from the clip alone" in r.stderr
     assert json.loads((tmp_path / "prompt" / "prompt.json").read_text())["family"] == "sine"
     assert float(load_file(str(tmp_path / "prompt" / "prompt.safetensors"))["pitch"][0]) == pytest.approx(HUM_HZ, abs=1)
     code = f"import koe; e = koe.load({str(sine_model)!r}); print(e.load_voice({str(tmp_path / 'prompt')!r}).pitch)"  # the engine reads it back

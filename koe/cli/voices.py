@@ -67,7 +67,7 @@ def prepare(
     """
     import koe
     from koe.cli.model_options import flag_values, model_flags
-    from koe.engines.base import CLONE_WITHOUT_TRANSCRIPT, RequestError, VoiceReference
+    from koe.engines.base import CLONE, CLONE_WITHOUT_TRANSCRIPT, RequestError, VoiceReference
     from koe.engines.registry import describe
     from koe.service.resolve import downloads_for
 
@@ -79,7 +79,8 @@ def prepare(
     except RequestError as e:
         fail(str(e), 2)
     text = _ref_text(ref_text, ref_text_file)
-    if not x_vector_only and not (text and text.strip()):
+    alone = x_vector_only or caps.voice_modes & {CLONE, CLONE_WITHOUT_TRANSCRIPT} == {CLONE_WITHOUT_TRANSCRIPT}  # a model that clones from a clip alone needs no transcript
+    if not alone and not (text and text.strip()):
         if CLONE_WITHOUT_TRANSCRIPT in caps.voice_modes:
             fail("cloning in context needs the clip's transcript (--ref-text or --ref-text-file); without one, pass "
                  "--x-vector-only to clone from the clip alone (the voice is matched less closely)", 2)  # fmt: skip
@@ -94,7 +95,7 @@ def prepare(
             fail(str(e), 2)
         finally:
             tts.close()
-    mode = "from the clip alone" if x_vector_only else "from the clip and its transcript"
+    mode = "from the clip alone" if alone else "from the clip and its transcript"
     err.print(f"[green]wrote voice prompt[/] {escape(str(output))}  [dim]({mode}, for {ref.name})[/]")
 
 
