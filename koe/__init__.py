@@ -23,7 +23,7 @@ def load(
     """Load a model and return its family's engine.
 
     `path`: a model folder (the released layout), or a name the resolver knows
-    (`koe.service.resolve`): a store name (`koe models list`), or a hub id (`OWNER/NAME`, e.g.
+    (`koe.service.store.resolve`): a store name (`koe models list`), or a hub id (`OWNER/NAME`, e.g.
     "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice", or a release id such as "SWivid/F5-TTS/F5TTS_v1_Base")
     found in the store, in the Hugging Face cache (used in place), or downloaded into the store on
     first use unless `models.download` is off or HF_HUB_OFFLINE is set. The store is KOE_HOME's
@@ -41,7 +41,7 @@ def load(
     their kernel in `metadata["kernel"]` (docs/precision.md has each mode's measured error).
     """
     from koe.engines.registry import load_engine
-    from koe.service.resolve import model_folder
+    from koe.service.store.resolve import model_folder
 
     return load_engine(model_folder(path), device=device, dtype=dtype, precision=precision)
 

@@ -38,7 +38,7 @@ def speaker(model: str | os.PathLike, data: str | os.PathLike, speaker: str, out
     `should_stop()` is asked after each checkpoint. Returns the run's result (`out`, `speaker`,
     `finished`, `losses`, `optimizer_steps`), or None with `stop_after="prepare"`. Raises
     `koe.service.errors.InvalidRequest` for bad data or settings, before any training."""
-    from koe.service.resolve import model_folder
+    from koe.service.store.resolve import model_folder
     from koe.service.training import Reporter, SpeakerJob, run_speaker
 
     settings = {"epochs": epochs, "lr": lr, "batch_size": batch_size, "grad_accum": grad_accum, "seed": seed, "precision": precision,
@@ -58,7 +58,7 @@ def prepare(model: str | os.PathLike, data: str | os.PathLike, out: str | os.Pat
             device: str | None = None) -> Path:
     """Check `data` and write upstream's prepared JSONL (the codes of every clip) to `out`, with
     `model`'s codec; returns `out`. A later `speaker(..., data=out)` trains on it as it is."""
-    from koe.service.resolve import model_folder
+    from koe.service.store.resolve import model_folder
     from koe.service.training import prepare_data
 
     return prepare_data(model_folder(model), Path(data), Path(out), ref=Path(ref) if ref is not None else None, device=device)

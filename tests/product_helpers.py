@@ -174,6 +174,6 @@ def install_fake_hub(monkeypatch, repos: dict[str, dict[str, bytes]]):
     monkeypatch.setenv("HF_ENDPOINT", hub.url)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)  # read at import: its request hook refuses when set
-    monkeypatch.setattr("koe.service.download.RETRY_WAITS_S", (0.05, 0.05, 0.05))  # a hub that stays down fails in a blink
+    monkeypatch.setattr("koe.service.store.download.RETRY_WAITS_S", (0.05, 0.05, 0.05))  # a hub that stays down fails in a blink
     hub.internet = no_internet(monkeypatch)
     return hub

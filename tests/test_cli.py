@@ -116,7 +116,7 @@ def test_unexpected_errors_are_one_line_too(koe, home, cv_model, monkeypatch):
     def boom(*args, **kwargs):
         raise RuntimeError("kaput")
 
-    monkeypatch.setattr("koe.service.synthesizer.Synthesizer.speak", boom)
+    monkeypatch.setattr("koe.service.synthesis.synthesizer.Synthesizer.speak", boom)
     assert_one_line_error(koe("speak", "hi", "-m", cv_model, ok=False), "unexpected RuntimeError: kaput")
 
 

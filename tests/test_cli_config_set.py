@@ -8,9 +8,9 @@ import threading
 
 import pytest
 
-from koe.service import config_file
+from koe.service.config import edit as config_file
 from koe.service.errors import ConfigError, InvalidRequest, NotFound
-from koe.service.settings import load_settings
+from koe.service.config.settings import load_settings
 
 pytest_plugins = ["cli_fixtures"]  # cv_model, vd_model, base_model, home, koe
 

@@ -32,7 +32,7 @@ def folders(tmp_path_factory):
 @pytest.fixture
 def requests(monkeypatch):
     """The requests `koe speak` / `koe voices design` plan, caught before anything is spoken."""
-    from koe.service.synthesizer import Synthesizer
+    from koe.service.synthesis.synthesizer import Synthesizer
 
     seen = []
 

@@ -9,7 +9,7 @@ import uvicorn
 
 import koe.server.app as server_app
 from koe.server.app import banner
-from koe.service.settings import load_settings
+from koe.service.config.settings import load_settings
 
 pytest_plugins = ["cli_fixtures"]  # cv_model, base_model, home, koe
 

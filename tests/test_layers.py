@@ -26,7 +26,7 @@ ALLOWED = {
     "text": {"runtime", "text"},
     "audio": {"runtime", "audio"},
     "engines": {"runtime", "nn", "text", "audio", "engines"},
-    # the drop-ins resolve hub ids and store names as koe.load does (koe.service.resolve)
+    # the drop-ins resolve hub ids and store names as koe.load does (koe.service.store.resolve)
     "compat": {"runtime", "nn", "text", "audio", "engines", "service", "compat"},
     "service": {"runtime", "nn", "text", "audio", "engines", "service"},
     "server": {"runtime", "nn", "text", "audio", "engines", "service", "server"},
@@ -92,8 +92,8 @@ def family_words(tmp: Path) -> dict[str, str]:
     that is one plain word, such as "base", is too common to be one family's), and the options only
     one family declares and the product does not name itself."""
     from koe.engines import registry
-    from koe.service.requests import SpeechRequest
-    from koe.service.settings import Settings
+    from koe.service.synthesis.requests import SpeechRequest
+    from koe.service.config.settings import Settings
 
     product = {f.name for f in fields(SpeechRequest)} | set(_setting_keys(Settings))
     words: dict[str, str] = {}

@@ -19,7 +19,7 @@ from koe.runtime import precision
 from koe.runtime.precision import UnsupportedPrecision
 from koe.service import KoeHome, load_settings
 from koe.service.errors import InvalidRequest
-from koe.service.requests import SpeechRequest
+from koe.service.synthesis.requests import SpeechRequest
 
 OFFERED = {"qwen3_tts": ("fp32", "bf16", "int8", "int4"), "voxcpm": ("fp32", "bf16", "int8"), "f5_tts": ("fp32", "bf16")}
 
@@ -77,7 +77,7 @@ def _home(tmp_path, folder, mode: str) -> KoeHome:
 
 
 def test_the_service_refuses_before_loading(folders, tmp_path):
-    from koe.service.synthesizer import Synthesizer
+    from koe.service.synthesis.synthesizer import Synthesizer
 
     synth = Synthesizer(_home(tmp_path, folders["voxcpm"], "int4"))
     with pytest.raises(InvalidRequest, match=r"model 'm' cannot run precision 'int4' .*it runs fp32, bf16, int8") as e:

@@ -22,8 +22,8 @@ from koe.cli import common
 from koe.service.errors import NotFound, StorageError
 from koe.service.home import KoeHome
 from koe.service.names import close_matches, did_you_mean
-from koe.service.resolve import Downloads, resolve_model
-from koe.service.settings import load_settings
+from koe.service.store.resolve import Downloads, resolve_model
+from koe.service.config.settings import load_settings
 from koe.service.storage import Database
 
 pytest_plugins = ["cli_fixtures"]  # cv_model, home, koe
@@ -195,7 +195,7 @@ def test_a_hub_id_typo_names_the_release_and_not_the_hub(koe, home, monkeypatch,
 
 
 def test_a_hub_id_typo_when_the_hub_is_down_or_lacks_it(monkeypatch, tmp_path):
-    from koe.service import hub, models
+    from koe.service.store import hub, models
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))

@@ -17,7 +17,7 @@ import soundfile as sf
 from koe.cli.demo import SAFE_PEAK_DBFS, demo_model_name
 from koe.engines.registry import FAMILIES, describe, write_fixture
 from koe.engines.spec import RANDOM_WEIGHTS_FILE
-from koe.service.models import size_label
+from koe.service.store.models import size_label
 
 pytest_plugins = ["cli_fixtures"]  # cv_model, home, koe
 pytestmark = pytest.mark.filterwarnings("ignore:.*cut off:UserWarning")
@@ -63,7 +63,7 @@ def test_size_labels_come_from_the_parameter_count():
 def test_a_size_is_the_releases_own_name_only_where_the_weights_agree(tag, parameters, label):
     from pathlib import Path
 
-    from koe.service.models import ModelDetails, ModelRef
+    from koe.service.store.models import ModelDetails, ModelRef
 
     details = ModelDetails(ModelRef("m", Path("m"), "qwen3_tts", "custom_voice", tag), 0, parameters, "float32", [], [], [])
     assert details.size == label

@@ -23,8 +23,8 @@ import koe
 from koe.engines import registry
 from koe.engines.base import EmptyText, RequestError, SynthesisRequest, UnsupportedVoice, check_seed
 from koe.service import InvalidRequest, RequestCancelled, SpeechRequest, Synthesizer, Unavailable
-from koe.service.requests import StreamChunk
-from koe.service.scheduler import Scheduler, one_requests_fault
+from koe.service.synthesis.requests import StreamChunk
+from koe.service.synthesis.scheduler import Scheduler, one_requests_fault
 from koe.text.checks import Utf8Error, argument_bytes_problem, decode_utf8, has_speech, text_problem
 
 pytestmark = pytest.mark.filterwarnings("ignore:speech was cut off", "ignore:segment 0 was cut off", "ignore:.*ignor")

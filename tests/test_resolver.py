@@ -1,4 +1,4 @@
-"""The model resolver (`koe.service.resolve`): store name -> folder -> Hugging Face cache -> download.
+"""The model resolver (`koe.service.store.resolve`): store name -> folder -> Hugging Face cache -> download.
 
 The cache is a real one in a temp `HF_HUB_CACHE`, laid out as huggingface_hub lays it out
 (tests/hf_cache.py) and read back by the library itself. Downloads go through the real
@@ -22,10 +22,10 @@ from koe.engines.f5_tts import config as f5_config
 from koe.engines.f5_tts.fixtures import write_random_model as write_f5
 from koe.service import KoeHome, SpeechRequest, load_settings
 from koe.service.errors import InvalidRequest, NotFound, StorageError, Unavailable
-from koe.service.models import ModelStore
-from koe.service.resolve import cached_repo, hub_cache_dir, is_hub_id
+from koe.service.store.models import ModelStore
+from koe.service.store.resolve import cached_repo, hub_cache_dir, is_hub_id
 from koe.service.storage import Database
-from koe.service.synthesizer import Synthesizer
+from koe.service.synthesis.synthesizer import Synthesizer
 
 QWEN = "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"
 F5 = "SWivid/F5-TTS/F5TTS_v1_Base"

@@ -29,7 +29,7 @@ from fixtures_models import model_folder
 from test_server import TEXT, decode, long_request, make_home, wait_for
 
 from koe.service.errors import InvalidRequest
-from koe.service.requests import StreamChunk
+from koe.service.synthesis.requests import StreamChunk
 from koe.server import create_app
 from koe.server.state import Drain
 from koe.server.streams import sse_events

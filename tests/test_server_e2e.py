@@ -23,7 +23,7 @@ from test_server import TEXT, decode, long_request, make_home, wait_for, wav_cli
 
 from koe.server import create_app
 from koe.server.app import uvicorn_config
-from koe.service.settings import ServerSettings
+from koe.service.config.settings import ServerSettings
 
 pytestmark = pytest.mark.filterwarnings("ignore:speech was cut off", "ignore:segment 0 was cut off")
 

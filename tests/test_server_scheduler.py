@@ -9,7 +9,7 @@ from test_server import long_request, make_home, wait_for
 
 from koe.service import Busy, RequestCancelled, SpeechRequest, Synthesizer, Unavailable
 from koe.runtime import compute
-from koe.service.scheduler import Scheduler
+from koe.service.synthesis.scheduler import Scheduler
 
 pytestmark = pytest.mark.filterwarnings("ignore:speech was cut off", "ignore:segment 0 was cut off")
 

@@ -6,9 +6,9 @@ import av
 import numpy as np
 import pytest
 
-from koe.service.encode import FORMATS, StreamEncoder, encode_audio, format_for_path, get_format
+from koe.service.synthesis.encode import FORMATS, StreamEncoder, encode_audio, format_for_path, get_format
 from koe.service.errors import InvalidRequest
-from koe.service.tempo import TempoChanger, atempo_chain, change_speed, check_speed
+from koe.service.synthesis.tempo import TempoChanger, atempo_chain, change_speed, check_speed
 
 SR = 24000
 # format -> (FFmpeg container name, decoder name, decoded sample rate)

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from koe.service.errors import ConfigError
-from koe.service.settings import Settings, load_settings, resolve_home
+from koe.service.config.settings import Settings, load_settings, resolve_home
 
 
 def write_toml(home: Path, text: str) -> None:
@@ -47,7 +47,7 @@ def test_items_cover_every_setting_and_mask_the_token(tmp_path):
 
 def test_home_from_env_and_default(tmp_path, monkeypatch):
     assert resolve_home(None, {"KOE_HOME": str(tmp_path)}) == (tmp_path.resolve(), "env KOE_HOME")
-    monkeypatch.setattr("koe.service.settings.default_home", lambda: tmp_path / "platform")
+    monkeypatch.setattr("koe.service.config.settings.default_home", lambda: tmp_path / "platform")
     assert resolve_home(None, {}) == (tmp_path / "platform", "default")
     s = load_settings(environ={"KOE_HOME": str(tmp_path)})
     assert s.home == tmp_path.resolve() and s.source_of("home") == "env KOE_HOME"

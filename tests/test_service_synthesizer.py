@@ -13,8 +13,8 @@ from koe.service import (
     InvalidRequest, KoeHome, NotFound, PayloadTooLarge, RequestCancelled, SpeechRequest, Synthesizer,
     load_settings,
 )  # fmt: skip
-from koe.service.cache import ModelCache
-from koe.service.models import ModelRef
+from koe.service.synthesis.cache import ModelCache
+from koe.service.store.models import ModelRef
 
 FAST = {"max_new_tokens": 8}
 # The random-weight models never end an utterance by themselves; the engine warns, the results say so too.

@@ -101,7 +101,7 @@ def _quiet_broken_pipe() -> None:
 def open_home(**flags: Any):
     """Settings (defaults < koe.toml < env < `flags` and the global flags) and their KOE_HOME, opened."""
     from koe.service.home import KoeHome
-    from koe.service.settings import load_settings
+    from koe.service.config.settings import load_settings
 
     merged: dict[str, Any] = {}
     for source in (state.flags, flags):
@@ -132,7 +132,7 @@ def configure_logging(verbose: bool, server: bool = False) -> None:
 
 def log_handler(verbose: bool, server: bool = False) -> logging.Handler:
     """A terminal is its user's: without -v a record is one line, no traceback, and a record whose error the command
-    gets too (`koe.service.cache.RAISED`) is left to the command's one `error:` line. A server's log (`server`) is its
+    gets too (`koe.service.synthesis.cache.RAISED`) is left to the command's one `error:` line. A server's log (`server`) is its
     operator's, and -v asks for the whole story: every record whole, tracebacks included."""
     handler = logging.StreamHandler(sys.stderr)
     if verbose or server:

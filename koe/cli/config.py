@@ -16,7 +16,7 @@ MIN_VALUE_WIDTH = 16  # `koe config show` keeps the env var column only where th
 
 def _complete_key(incomplete: str) -> list[str]:
     """Shell completion for KEY: the settings koe.toml may hold."""
-    from koe.service.config_file import setting_keys
+    from koe.service.config.edit import setting_keys
 
     return [k for k in setting_keys() if k.startswith(incomplete)]
 
@@ -28,7 +28,7 @@ app = typer.Typer(help="Settings: koe.toml in KOE_HOME, KOE_<SECTION>__<KEY> env
 @command
 def show(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """Print every setting, its effective value and its source (default, koe.toml, env, flag)."""
-    from koe.service.settings import load_settings
+    from koe.service.config.settings import load_settings
 
     settings = load_settings(state.home, state.flags)
     rows = list(settings.items())
@@ -56,7 +56,7 @@ def show(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = 
 @command
 def path() -> None:
     """Print the path of koe.toml."""
-    from koe.service.settings import load_settings
+    from koe.service.config.settings import load_settings
 
     out.print(str(load_settings(state.home, state.flags).toml_path))
 
@@ -68,7 +68,7 @@ def get(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON: value, source, env var.")] = False,
 ) -> None:
     """Print one setting's effective value (stdout) and where it came from (stderr)."""
-    from koe.service.config_file import get_value
+    from koe.service.config.edit import get_value
 
     value = get_value(state.home, key, state.flags)
     if as_json:
@@ -86,7 +86,7 @@ def set_(
     value: Annotated[str, typer.Argument(metavar="VALUE", help="The value: a number, true/false, a choice, a,b for lists, {k = v} for tables.", show_default=False)],
 ) -> None:
     """Validate VALUE and write it to koe.toml (comments and layout kept; `auto`/empty clears an optional setting)."""
-    from koe.service.config_file import set_value
+    from koe.service.config.edit import set_value
 
     _report(set_value(state.home, key, value))
 
@@ -95,7 +95,7 @@ def set_(
 @command
 def unset(key: Annotated[str, typer.Argument(metavar="KEY", help="Dotted setting to remove from koe.toml (back to its default).", show_default=False, autocompletion=_complete_key)]) -> None:
     """Remove KEY from koe.toml, so its default (or env var) applies again."""
-    from koe.service.config_file import unset_value
+    from koe.service.config.edit import unset_value
 
     _report(unset_value(state.home, key))
 
@@ -118,7 +118,7 @@ def models_default(
     name: Annotated[str | None, typer.Argument(metavar="NAME", help="An installed model, a hub id or a model folder; without it, print the default.", show_default=False)] = None,
 ) -> None:
     """Set models.default (the model used when a request names none), or print it."""
-    from koe.service.config_file import get_value, set_value
+    from koe.service.config.edit import get_value, set_value
 
     if name is None:
         current = get_value(state.home, "models.default", state.flags)
@@ -130,7 +130,7 @@ def models_default(
     from pathlib import Path
 
     from koe.service.errors import Unavailable
-    from koe.service.resolve import is_hub_id
+    from koe.service.store.resolve import is_hub_id
 
     home = open_home()
     try:

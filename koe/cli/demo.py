@@ -1,7 +1,7 @@
 """`koe demo`: the whole path end to end, with real words where it can.
 
 The model: `--model`, else `models.default`, else the family's first released model (the 0.6B
-CustomVoice release of Qwen3-TTS) from the store or the Hugging Face cache (koe.service.resolve),
+CustomVoice release of Qwen3-TTS) from the store or the Hugging Face cache (koe.service.store.resolve),
 else downloaded into the store when the hub is reachable (what, how big and where said first; each
 step and a progress bar; resumable). Nothing global is set: the next run finds it in the store. With `--offline` / `KOE_DEMO_OFFLINE=1`, or when the download
 cannot happen (offline, hub unreachable, a failed pull), a tiny random-weight model of the same
@@ -46,10 +46,10 @@ def demo(
                                           "use the tiny random-weight test model.", show_default=False)] = False,
 ) -> None:  # fmt: skip
     """Speak a sentence into out/demo.wav: the configured model, else the real 0.6B CustomVoice (downloaded once), else a random-weight one."""
-    from koe.service.encode import format_for_path
+    from koe.service.synthesis.encode import format_for_path
     from koe.service.fsio import atomic_write_bytes
-    from koe.service.models import size_label
-    from koe.service.synthesizer import Synthesizer
+    from koe.service.store.models import size_label
+    from koe.service.synthesis.synthesizer import Synthesizer
 
     if model is not None and family is not None:
         fail("give --model or --family, not both", 2)
@@ -128,7 +128,7 @@ def _request(text: str, model: str, seed: int, fmt: str, caps, steps: int | None
     """The demo's request: the model's own way of choosing a voice (a preset speaker, its own voice, a
     description; a family that only clones gets a synthetic reference clip), and the step cap."""
     from koe.engines.base import CLONE, DESIGN, NO_VOICE, PRESET
-    from koe.service.requests import SpeechRequest
+    from koe.service.synthesis.requests import SpeechRequest
 
     modes = caps.voice_modes if caps is not None else frozenset()
     voice: dict = {}
@@ -156,7 +156,7 @@ def _safe_level(result, fmt) -> tuple[bytes, str]:
     """The audio with its peak at most `SAFE_PEAK_DBFS` (random weights make full-scale noise), and what was done."""
     import numpy as np
 
-    from koe.service.encode import encode_audio
+    from koe.service.synthesis.encode import encode_audio
 
     samples = np.asarray(result.samples, dtype=np.float32)
     peak = float(np.abs(samples).max()) if samples.size else 0.0
@@ -178,7 +178,7 @@ def _released_model(home, offline: bool) -> tuple[str | None, str | None]:
     order, nothing downloaded), else pulled now into the store; (None, why not) when it cannot be had."""
     from koe.cli.models import pull_with_progress
     from koe.service.errors import KoeError, Unavailable
-    from koe.service.resolve import Downloads, free_name, release_for, resolve_model
+    from koe.service.store.resolve import Downloads, free_name, release_for, resolve_model
 
     repo = _released_example()
     try:
@@ -212,7 +212,7 @@ def _ensure_demo_model(home, family: str) -> str:
         pass
     from koe.engines.registry import DEMO_FAMILY, spec, write_fixture
     from koe.service.fsio import atomic_folder
-    from koe.service.models import size_label
+    from koe.service.store.models import size_label
 
     options = {}
     if family == DEMO_FAMILY:

@@ -124,9 +124,9 @@ def replay(
     The new output is a new history row. Without -o it is kept under KOE_HOME/outputs, as `koe speak` does. Device, dtype and precision come from this run's settings.
     """
     from koe.cli.speak import refuse_terminal_stdout, speak_plan, write_result
-    from koe.service.encode import format_for_path
+    from koe.service.synthesis.encode import format_for_path
     from koe.service.errors import NotFound
-    from koe.service.synthesizer import Synthesizer
+    from koe.service.synthesis.synthesizer import Synthesizer
 
     to_stdout = output is not None and str(output) == "-"
     if to_stdout:

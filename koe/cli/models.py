@@ -109,7 +109,7 @@ def info(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Show what a model is, what it holds and what it needs."""
-    from koe.service.models import inspect_model
+    from koe.service.store.models import inspect_model
 
     home = open_home()
     ref = home.models.resolve(model)
@@ -192,7 +192,7 @@ def pull_with_progress(store, repo_id: str, *, progress: bool | None = None, tal
     with -v, or as `talk` says); (details, the bar)."""
     from koe.cli.common import state
     from koe.cli.progress import ByteProgress, wanted
-    from koe.service.hub import pull_model
+    from koe.service.store.hub import pull_model
 
     show = wanted(progress)
     talk = (show or state.verbose) if talk is None else talk

@@ -16,7 +16,7 @@ from pathlib import Path
 from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
 from koe.cli.common import err
-from koe.service.hub import byte_size
+from koe.service.store.hub import byte_size
 
 
 def wanted(asked: bool | None) -> bool:

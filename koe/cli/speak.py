@@ -85,9 +85,9 @@ def speak(
     """
     from koe.cli.common import parse_options
     from koe.cli.model_options import model_flags, own_flags
-    from koe.service.encode import format_for_path, get_format
-    from koe.service.requests import SpeechRequest
-    from koe.service.synthesizer import Synthesizer
+    from koe.service.synthesis.encode import format_for_path, get_format
+    from koe.service.synthesis.requests import SpeechRequest
+    from koe.service.synthesis.synthesizer import Synthesizer
 
     to_stdout = (output is not None and str(output) == "-") or (stream and output is None)
     if to_stdout:
@@ -133,7 +133,7 @@ def model_options(synth, model: str | None, flags: list, taken: set[str]) -> dic
 def warn_random(name: str) -> None:
     """Say that model `name`, which no --model named (the default, or the only one installed), is one of koe's
     random-weight test models. (Its summary line says "random weights" however it was chosen.)"""
-    from koe.service.models import RANDOM_WEIGHTS_NOTE
+    from koe.service.store.models import RANDOM_WEIGHTS_NOTE
 
     warn(f"model {name} has {RANDOM_WEIGHTS_NOTE}; for real speech, `koe models pull ID` a released model and pass --model")
 

@@ -68,7 +68,7 @@ class TrainProgress:
 
 
 def _model_folder(spec: str) -> Path:
-    from koe.service.resolve import downloads_for
+    from koe.service.store.resolve import downloads_for
 
     home = open_home()
     try:

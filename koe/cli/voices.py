@@ -69,7 +69,7 @@ def prepare(
     from koe.cli.model_options import flag_values, model_flags
     from koe.engines.base import CLONE, CLONE_WITHOUT_TRANSCRIPT, RequestError, VoiceReference
     from koe.engines.registry import describe
-    from koe.service.resolve import downloads_for
+    from koe.service.store.resolve import downloads_for
 
     home = open_home()
     ref = home.models.resolve(model, home.settings.models.default, download=downloads_for(home.settings, client=False))
@@ -119,7 +119,7 @@ def design(
     from koe.cli.common import parse_options
     from koe.cli.model_options import model_flags, own_flags
     from koe.cli.speak import model_options
-    from koe.service.synthesizer import Synthesizer
+    from koe.service.synthesis.synthesizer import Synthesizer
 
     home = open_home()
     synth = Synthesizer(home)

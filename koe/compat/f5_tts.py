@@ -6,7 +6,7 @@ Same constructor (`model`, `ckpt_file`, `vocab_file`, `ode_method`, `use_ema`,
 `seed_everything(N)`, and like upstream a multi-batch `wav` is float64 (its cross-fade), a single
 batch float32. Released architectures only (`F5TTS_v1_Base`, `F5TTS_Base`). The checkpoint, its
 vocab and the Vocos vocoder come from local paths, or, for what is not given, from the release
-`SWivid/F5-TTS/<model>` through koe's resolver (`koe.service.resolve`): the store, the Hugging
+`SWivid/F5-TTS/<model>` through koe's resolver (`koe.service.store.resolve`): the store, the Hugging
 Face cache (`hf_cache_dir`; the checkpoint repo and `charactr/vocos-mel-24khz` assembled into a
 store folder), a download on first use. An empty `ref_text` is an error (upstream would run Whisper).
 """
@@ -32,14 +32,14 @@ _CHECKPOINT_REPO = "SWivid/F5-TTS"
 
 def _release_folder(model: str, cache_dir: str | None) -> Path:
     """The koe folder of release `SWivid/F5-TTS/<model>` (checkpoint, vocab.txt, config.yaml, vocos/)."""
-    from koe.service.resolve import model_folder
+    from koe.service.store.resolve import model_folder
 
     return model_folder(f"{_CHECKPOINT_REPO}/{model}", cache_dir=cache_dir)
 
 
 def _cached_vocoder(cache_dir: str | None) -> Path:
     """The Vocos vocoder's folder in the Hugging Face cache (for a checkpoint given by path)."""
-    from koe.service.resolve import cached_repo, hub_cache_dir
+    from koe.service.store.resolve import cached_repo, hub_cache_dir
 
     hit = cached_repo(VOCODER_REPO, cache_dir, list(VOCODER_FILES))
     if hit is None or not all((hit.folder / f).is_file() for f in VOCODER_FILES):

@@ -49,11 +49,11 @@ class Qwen3TTSModel:
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path: str, **kwargs) -> Qwen3TTSModel:
         """Load a model folder, or a hub id ("Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice") or store name
-        through koe's resolver (`koe.service.resolve.model_folder`): the store, the Hugging Face
+        through koe's resolver (`koe.service.store.resolve.model_folder`): the store, the Hugging Face
         cache (upstream's `cache_dir=` is read), a download unless `local_files_only=True`.
         Accepts upstream's `device_map` and `dtype`/`torch_dtype`; other transformers loading
         options (e.g. `attn_implementation`) are accepted and ignored."""
-        from koe.service.resolve import model_folder
+        from koe.service.store.resolve import model_folder
 
         device = kwargs.get("device_map") or kwargs.get("device")
         if isinstance(device, dict):

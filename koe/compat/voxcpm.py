@@ -67,9 +67,9 @@ class VoxCPM:
                         cache_dir: str | None = None, local_files_only: bool = False, optimize: bool = True, device: str | None = None,
                         lora_config=None, lora_weights_path: str | None = None, **kwargs) -> VoxCPM:
         """A local folder, or a hub id or store name through koe's resolver
-        (`koe.service.resolve.model_folder`): the store, the Hugging Face cache (`cache_dir`), a
+        (`koe.service.store.resolve.model_folder`): the store, the Hugging Face cache (`cache_dir`), a
         download into the store unless `local_files_only` (or `models.download` is off)."""
-        from koe.service.resolve import model_folder
+        from koe.service.store.resolve import model_folder
 
         if not hf_model_id:
             raise ValueError("You must provide hf_model_id")

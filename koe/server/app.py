@@ -27,9 +27,9 @@ from koe import __version__
 from koe.runtime import compute
 from koe.service.errors import ConfigError, KoeError, Unavailable
 from koe.service.home import KoeHome
-from koe.service.scheduler import Scheduler
-from koe.service.settings import ServerSettings, Settings
-from koe.service.synthesizer import Synthesizer
+from koe.service.synthesis.scheduler import Scheduler
+from koe.service.config.settings import ServerSettings, Settings
+from koe.service.synthesis.synthesizer import Synthesizer
 from koe.server.auth import BearerAuth, check_binding
 from koe.server.docs_page import docs_router
 from koe.server.errors import install_error_handlers

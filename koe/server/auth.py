@@ -10,7 +10,7 @@ from fastapi import Request
 from starlette.exceptions import HTTPException
 
 from koe.service.errors import ConfigError
-from koe.service.settings import ServerSettings
+from koe.service.config.settings import ServerSettings
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from koe.service.errors import ConfigError
-from koe.service.settings import DEFAULT_PORTS, is_ip_literal, origin_of, split_host  # the settings check entries with them too
+from koe.service.config.settings import DEFAULT_PORTS, is_ip_literal, origin_of, split_host  # the settings check entries with them too
 from koe.server.auth import is_loopback
 from koe.server.errors import error_body, error_response
 from koe.server.state import Drain, ShutdownCancelled

@@ -27,9 +27,9 @@ from koe.engines.registry import spec
 from koe.engines.spec import VoiceAlias
 from koe.service.errors import InvalidRequest, KoeError
 from koe.service.home import KoeHome
-from koe.service.models import ModelDetails
-from koe.service.plan import Planner
-from koe.service.requests import SpeechRequest
+from koe.service.store.models import ModelDetails
+from koe.service.synthesis.plan import Planner
+from koe.service.synthesis.requests import SpeechRequest
 from koe.service.voices.library import Voice
 from koe.server.schemas import SpeechBody
 from koe.text.checks import lone_surrogate, text_problem
@@ -44,7 +44,7 @@ def model_name(requested: str, home: KoeHome) -> str | None:
     """The store name or hub id a request's `model` means (None: the default). Installed names and
     hub ids only (the resolver applies the server's download policy to a hub id), so a client can
     never make the server load an arbitrary folder."""
-    from koe.service.resolve import is_hub_id
+    from koe.service.store.resolve import is_hub_id
 
     name = requested.strip()
     if name.lower() in OPENAI_MODELS or not name:

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from koe.service.encode import FORMATS
+from koe.service.synthesis.encode import FORMATS
 
 
 class VoiceId(BaseModel):

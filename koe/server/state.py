@@ -8,10 +8,10 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from koe.service.home import KoeHome
-from koe.service.plan import SpeechPlan
-from koe.service.scheduler import Scheduler
-from koe.service.settings import Settings
-from koe.service.synthesizer import Synthesizer
+from koe.service.synthesis.plan import SpeechPlan
+from koe.service.synthesis.scheduler import Scheduler
+from koe.service.config.settings import Settings
+from koe.service.synthesis.synthesizer import Synthesizer
 from koe.server.errors import error_response
 from koe.server.openai_compat import speech_request
 from koe.server.schemas import SpeechBody

@@ -19,8 +19,8 @@ import anyio
 from fastapi import Request
 
 from koe.service.errors import KoeError, RequestCancelled, Unavailable
-from koe.service.requests import SpeechOutput, StreamChunk
-from koe.service.scheduler import SpeechJob, StreamJob
+from koe.service.synthesis.requests import SpeechOutput, StreamChunk
+from koe.service.synthesis.scheduler import SpeechJob, StreamJob
 from koe.server.errors import error_body
 from koe.server.state import Drain, ShutdownCancelled
 

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Literal
 
 from koe.service.errors import KoeError, Unavailable
-from koe.service.resolve import hub_cache_dir, hub_offline
-from koe.service.settings import Settings
+from koe.service.store.resolve import hub_cache_dir, hub_offline
+from koe.service.config.settings import Settings
 
 Status = Literal["ok", "warn", "fail"]
 
@@ -114,7 +114,7 @@ def check_home(settings: Settings) -> list[Check]:
 def check_models(home, settings: Settings) -> list[Check]:
     """Each installed model: complete? what does it need, and does this machine have it? A random-weight
     test model is a warning: it speaks noise, and a `koe speak` without --model may pick it."""
-    from koe.service.models import RANDOM_WEIGHTS_NOTE, inspect_model, size_label
+    from koe.service.store.models import RANDOM_WEIGHTS_NOTE, inspect_model, size_label
 
     _, facts = check_torch() if "torch" in sys.modules else ([], {})
     ram = system_memory_bytes()

@@ -21,7 +21,7 @@ from typing import Any
 
 from koe.service.errors import InvalidRequest, NotFound, StorageError
 from koe.service.home import KoeHome
-from koe.service.requests import SpeechRequest
+from koe.service.synthesis.requests import SpeechRequest
 from koe.service.storage import OutputRow
 
 log = logging.getLogger(__name__)

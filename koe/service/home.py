@@ -5,11 +5,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from koe.service.encode import AudioFormat
+from koe.service.synthesis.encode import AudioFormat
 from koe.service.errors import StorageError
 from koe.service.fsio import atomic_write_bytes, sweep_leftovers
-from koe.service.models import ModelStore
-from koe.service.settings import Settings, load_settings
+from koe.service.store.models import ModelStore
+from koe.service.config.settings import Settings, load_settings
 from koe.service.storage import Database
 from koe.service.voices.library import VoiceLibrary
 

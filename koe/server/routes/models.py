@@ -19,8 +19,8 @@ from koe import __version__
 from koe.server.errors import client_text
 from koe.server.schemas import Health, ListOf, ModelCard
 from koe.server.state import ServerState, server_state
-from koe.service.cache import LoadFailure
-from koe.service.models import ModelDetails
+from koe.service.synthesis.cache import LoadFailure
+from koe.service.store.models import ModelDetails
 
 router = APIRouter(tags=["models"])
 health_router = APIRouter(tags=["health"])

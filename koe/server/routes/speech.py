@@ -6,8 +6,8 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from koe.service.plan import SpeechPlan
-from koe.service.requests import SpeechOutput
+from koe.service.synthesis.plan import SpeechPlan
+from koe.service.synthesis.requests import SpeechOutput
 from koe.server.schemas import SpeechBody
 from koe.server.state import server_state
 from koe.server.streams import audio_bytes, first_chunk, sse_events, wait_for_output

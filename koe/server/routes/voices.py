@@ -29,8 +29,8 @@ from starlette.datastructures import UploadFile
 
 from koe.service.errors import InvalidRequest, KoeError
 from koe.service.names import check_name
-from koe.service.requests import SpeechRequest
-from koe.service.scheduler import SpeechJob
+from koe.service.synthesis.requests import SpeechRequest
+from koe.service.synthesis.scheduler import SpeechJob
 from koe.service.voices.library import Voice
 from koe.server.openai_compat import CatalogEntry, first_bad_text, catalog_models, library_voice_models, model_name, voice_catalog
 from koe.server.schemas import Deleted, DesignBody, PresetVoiceCard, VoiceCard, VoiceList

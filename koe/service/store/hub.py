@@ -3,7 +3,7 @@
 Online: each repo a release spans (the whole repo, or the files the family's `ReleasedModel`
 names: a checkpoint repo's subfolder, a vocoder repo) is listed at the commit the revision names
 (every file's size and checksum), then all their files are fetched together into a hidden partial
-folder under `models/` by koe.service.download: one byte count for a progress bar, each file's
+folder under `models/` by koe.service.store.download: one byte count for a progress bar, each file's
 SHA-256 (git files: blob id) checked on the way, a cut connection or a rerun resumed from the bytes
 on disk. The model folder is built beside its final place from those files, completed by the
 family's spec (`assemble`: e.g. the config of the release's architecture), validated, and renamed
@@ -28,9 +28,9 @@ from urllib.parse import urlparse
 from koe.engines.spec import HubFiles
 from koe.service.errors import AlreadyExists, InvalidRequest, NotFound, StorageError, Unavailable
 from koe.service.fsio import fsync_dir, remove_tree
-from koe.service.models import ModelDetails, ModelStore
+from koe.service.store.models import ModelDetails, ModelStore
 from koe.service.names import check_name
-from koe.service.resolve import hub_offline, release_for, release_name
+from koe.service.store.resolve import hub_offline, release_for, release_name
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ def _look_up(source, partial: Path, revision: str | None, token: str | None, hin
     from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
     from huggingface_hub.utils import filter_repo_objects
 
-    from koe.service.download import Job, UnsafeListing, file_url, inside, list_repo
+    from koe.service.store.download import Job, UnsafeListing, file_url, inside, list_repo
 
     where = source.repo + (f"/{source.subfolder}" if source.subfolder else "")
     at = f"@{revision}" if revision else ""
@@ -141,7 +141,7 @@ def _look_up(source, partial: Path, revision: str | None, token: str | None, hin
 
 
 def _unsafe(repo: str, e: Exception) -> Unavailable:
-    """The error for a listing koe refuses (koe.service.download.UnsafeListing): nothing was written."""
+    """The error for a listing koe refuses (koe.service.store.download.UnsafeListing): nothing was written."""
     return Unavailable(f"refused the listing of {repo} from {_endpoint()}: {e}; no file was written or removed",
                        hint="a hub or mirror you trust? check HF_ENDPOINT (unset: huggingface.co)")  # fmt: skip
 
@@ -149,7 +149,7 @@ def _unsafe(repo: str, e: Exception) -> Unavailable:
 def _network_error(e: Exception) -> bool:
     from huggingface_hub.errors import OfflineModeIsEnabled
 
-    from koe.service.download import http_client
+    from koe.service.store.download import http_client
 
     return isinstance(e, (http_client().TransportError, OfflineModeIsEnabled, OSError))
 
@@ -166,7 +166,7 @@ def _download(jobs: list, fetched: list[_Fetched], token: str | None, connect_ti
     """Fetch every job (resuming), then say how much came; koe errors for what went wrong."""
     from huggingface_hub.errors import HfHubHTTPError
 
-    from koe.service.download import Cancelled, ChecksumMismatch, Transfer, hub_headers
+    from koe.service.store.download import Cancelled, ChecksumMismatch, Transfer, hub_headers
 
     transfer = Transfer(jobs, hub_headers(token), connect_timeout=max(connect_timeout, 10.0), on_progress=on_progress)
     repos = ", ".join(dict.fromkeys(f.source.repo for f in fetched))
@@ -205,8 +205,8 @@ def _resume_hint(transfer) -> str:
 
 def _place(fetched: _Fetched, folder: Path) -> None:
     """Put a source's files into the model folder being built (hard links to the downloads); every
-    path is checked to stay inside its folder (koe.service.download.inside)."""
-    from koe.service.download import inside
+    path is checked to stay inside its folder (koe.service.store.download.inside)."""
+    from koe.service.store.download import inside
 
     for rfilename in fetched.files:
         source, target = inside(fetched.local, rfilename), inside(folder, fetched.source.in_folder(rfilename))
@@ -241,7 +241,7 @@ def pull_model(
     `arch` to pick one. Any other repo is fetched whole. `revision` applies to `repo_id`'s repo.
 
     Every repo is listed first (its commit, each file's size and checksum), then all files are
-    fetched together (koe.service.download): `on_status(text)` hears each step (with the sizes
+    fetched together (koe.service.store.download): `on_status(text)` hears each step (with the sizes
     before any byte is fetched), `on_progress(done, total)` the bytes of the whole release (those
     already on disk from an interrupted run count as done). The store row's origin records each
     repo's commit: "hub:REPO[/SUBFOLDER]@SHA" joined by " + ".
@@ -252,7 +252,7 @@ def pull_model(
     the folder is complete and valid; the downloads are kept (hidden) until then, so a rerun resumes,
     from the last byte of each file.
     """
-    from koe.service.models import build_release_folder
+    from koe.service.store.models import build_release_folder
 
     spec, release = release_for((repo_id or "").strip(), arch)
     name = check_name(name, "model") if name else release_name(release)
@@ -272,7 +272,7 @@ def pull_model(
     fetched = [f for f, _ in looked]
     _download([j for _, jobs in looked for j in jobs], fetched, token, connect_timeout, status, on_progress)
     status(f"assembling {name}")
-    from koe.service.download import UnsafeListing
+    from koe.service.store.download import UnsafeListing
 
     try:
         build_release_folder(dest, release, spec, lambda tmp: [_place(f, tmp) for f in fetched], replace=overwrite)

@@ -2,7 +2,7 @@
 
 Everything here reads only files (each family's spec reads its configs; safetensors headers): no torch. `resolve` turns a
 `--model` argument (a store name, a folder path, a hub id, or nothing for the configured default)
-into a `ModelRef` the synthesizer loads (`koe.service.resolve` has the order: the store, a folder,
+into a `ModelRef` the synthesizer loads (`koe.service.store.resolve` has the order: the store, a folder,
 the Hugging Face cache, a download).
 """
 
@@ -26,8 +26,8 @@ from koe.service.storage import Database, ModelRow
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from koe.service.resolve import Downloads
-    from koe.service.settings import Settings
+    from koe.service.store.resolve import Downloads
+    from koe.service.config.settings import Settings
 
 _DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 _SIGNATURE_FILES = 2000  # a model folder holds a few dozen; cap the walk of an odd one
@@ -280,7 +280,7 @@ class ModelStore:
     `settings` set the download policy of `resolve` (`models.download`, `server.pull_models`);
     without them the defaults hold (download on first use; a client's request never downloads).
     `on_status(text)` hears a first-use download's steps (default: the log), `on_progress(done,
-    total)` its bytes (as `koe.service.hub.pull_model` reports them)."""
+    total)` its bytes (as `koe.service.store.hub.pull_model` reports them)."""
 
     def __init__(self, root: str | Path, db: Database, *, settings: Settings | None = None) -> None:
         self.root = Path(root)
@@ -391,14 +391,14 @@ class ModelStore:
         download: bool | Downloads | None = None, cache_dir: str | os.PathLike | None = None,
     ) -> ModelRef:  # fmt: skip
         """The model a request means: `spec` (a store name, a folder path or a hub id), else
-        `default`, else the only installed model (`koe.service.resolve.resolve_model` has the
+        `default`, else the only installed model (`koe.service.store.resolve.resolve_model` has the
         order). Raises `NotFound`/`InvalidRequest`/`Unavailable` with what to do instead.
 
         `allow_paths=False` (the server: a client names models, never this machine's folders)
         refuses a folder path in `spec`; `default` is the operator's and may be one. `download`:
         None follows the settings (`downloads_for`), True/False allows or forbids a first-use
         download. `cache_dir`: the Hugging Face cache to read instead of HF_HUB_CACHE's."""
-        from koe.service.resolve import Downloads, downloads_for, resolve_model
+        from koe.service.store.resolve import Downloads, downloads_for, resolve_model
 
         if download is None:
             policy = downloads_for(self.settings, client=not allow_paths)

@@ -15,7 +15,7 @@ For a string `spec`, in this order:
       repo's subfolder + the Vocos repo) is assembled into the store from the cached files (hard
       links where the file system allows) with what its family's spec writes, and registered
       with its origin, so the next call finds it at (a);
-   c. a download (`koe.service.hub.pull_model`) when the caller allows one and the hub is
+   c. a download (`koe.service.store.hub.pull_model`) when the caller allows one and the hub is
       reachable; never when `HF_HUB_OFFLINE` is set. A client's request (`allow_paths=False`)
       may only download a release a family lists, never an arbitrary repo;
    d. else `Unavailable`: one message saying what was looked for, where, why nothing was
@@ -39,8 +39,8 @@ from koe.service.names import MAX_NAME_LENGTH, check_name, close_matches, did_yo
 
 if TYPE_CHECKING:
     from koe.engines.spec import FamilySpec, HubFiles, ReleasedModel
-    from koe.service.models import ModelRef, ModelStore
-    from koe.service.settings import Settings
+    from koe.service.store.models import ModelRef, ModelStore
+    from koe.service.config.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -233,7 +233,7 @@ def resolve_model(
 
     `allow_paths=False` (a client's request) refuses anything but a store name or a hub id in
     `spec` before looking at a file; `default` is the operator's and may be a path."""
-    from koe.service.models import detect_model
+    from koe.service.store.models import detect_model
 
     given = spec is not None and str(spec).strip() != ""
     s = str(os.fspath(spec) if given else (default or "")).strip()
@@ -316,7 +316,7 @@ def _why_not(downloads: Downloads) -> str:
 def _unavailable(release: ReleasedModel, cache: Path, missing: str, why: str, *, client: bool = False) -> Unavailable:
     """The one message for a hub id that is nowhere here and is not downloaded now: what, where, why
     not, and the command to run (for a client's request: what the server's operator can do)."""
-    from koe.service.hub import offline_hint
+    from koe.service.store.hub import offline_hint
 
     if client:
         hint = f"on the server, `koe models pull {release.ref}` installs it (or server.pull_models = true lets requests download it)"
@@ -328,7 +328,7 @@ def _unavailable(release: ReleasedModel, cache: Path, missing: str, why: str, *,
 def _download(store: ModelStore, release: ReleasedModel, cache: Path, missing: str, on_status, close: str | None = None) -> ModelRef:
     """Pull `release` into the store. `close`: the release koe runs that an unlisted id is near, named
     instead when the hub cannot be reached or has no such repo (the typo, not the hub, is the news)."""
-    from koe.service.hub import check_hub_reachable, pull_model
+    from koe.service.store.hub import check_hub_reachable, pull_model
 
     try:
         check_hub_reachable(3.0, release.repo_id)
@@ -371,7 +371,7 @@ def _from_cache(store: ModelStore, spec, release: ReleasedModel, cache: Path) ->
     saying what the cache lacks."""
     from koe.engines.registry import UnknownModelError, describe
     from koe.engines.spec import SpecError
-    from koe.service.models import ModelRef
+    from koe.service.store.models import ModelRef
 
     if _runs_as_is(release):
         hit = cached_repo(release.repo_id, cache)
@@ -418,7 +418,7 @@ def _pick(files: list[str], patterns: list[str] | None) -> tuple[list[str], list
 def _assemble(store: ModelStore, spec, release: ReleasedModel, plan: _Assemble) -> ModelRef:
     """Build the release's koe folder in the store from the cached files (hard links, else symbolic
     links to the blobs, else copies), completed by its family's spec, validated and registered."""
-    from koe.service.models import build_release_folder
+    from koe.service.store.models import build_release_folder
 
     name = free_name(store, release)
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from koe.engines.base import Engine
 from koe.service.errors import KoeError, ModelFailed
-from koe.service.models import ModelRef
+from koe.service.store.models import ModelRef
 
 log = logging.getLogger(__name__)
 RAISED = {"raised": True}  # a log record's `extra`: its error is raised to the caller too, who reports it (the CLI prints it once, as its error)

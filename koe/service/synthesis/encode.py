@@ -20,7 +20,7 @@ import av
 import numpy as np
 
 from koe.service.errors import InvalidRequest
-from koe.service.tempo import TempoChanger
+from koe.service.synthesis.tempo import TempoChanger
 
 
 @dataclass(frozen=True)

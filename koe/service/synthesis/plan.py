@@ -21,13 +21,13 @@ from koe.audio.errors import AudioError
 from koe.audio.io import load_audio
 from koe.engines.base import CLONE, CLONE_WITHOUT_TRANSCRIPT, DESIGN, NO_VOICE, PRESET, Capabilities, RequestError, check_seed
 from koe.runtime import precision
-from koe.service.encode import AudioFormat, get_format
+from koe.service.synthesis.encode import AudioFormat, get_format
 from koe.service.errors import InvalidRequest, ModelFailed, NotFound, PayloadTooLarge
-from koe.service.models import ModelDetails, ModelRef, ModelStore, inspect_model
-from koe.service.requests import SpeechRequest
-from koe.service.resolve import downloads_for
-from koe.service.settings import Settings
-from koe.service.tempo import check_speed
+from koe.service.store.models import ModelDetails, ModelRef, ModelStore, inspect_model
+from koe.service.synthesis.requests import SpeechRequest
+from koe.service.store.resolve import downloads_for
+from koe.service.config.settings import Settings
+from koe.service.synthesis.tempo import check_speed
 from koe.service.voices.library import VoiceLibrary
 from koe.text.checks import text_problem
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from koe.audio.io import AudioSource
-from koe.service.encode import AudioFormat
+from koe.service.synthesis.encode import AudioFormat
 
 
 @dataclass

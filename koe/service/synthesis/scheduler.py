@@ -37,11 +37,11 @@ from dataclasses import dataclass, field
 
 from koe.engines.base import BatchCancel, Cancelled, CancelToken
 from koe.runtime import compute
-from koe.service.cache import RAISED
+from koe.service.synthesis.cache import RAISED
 from koe.service.errors import Busy, KoeError, RequestCancelled, Unavailable
-from koe.service.plan import SpeechPlan
-from koe.service.requests import SpeechOutput, SpeechRequest, StreamChunk
-from koe.service.synthesizer import Synthesizer
+from koe.service.synthesis.plan import SpeechPlan
+from koe.service.synthesis.requests import SpeechOutput, SpeechRequest, StreamChunk
+from koe.service.synthesis.synthesizer import Synthesizer
 
 log = logging.getLogger(__name__)
 

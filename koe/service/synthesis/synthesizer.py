@@ -28,14 +28,14 @@ import numpy as np
 from koe.audio.errors import AudioError
 from koe.engines.base import AudioChunk, Cancelled, CancelToken, RequestError, SynthesisRequest, VoiceReference, collect
 from koe.engines.engine import in_turn
-from koe.service.cache import LoadedModel, ModelCache
-from koe.service.encode import StreamEncoder, encode_audio
+from koe.service.synthesis.cache import LoadedModel, ModelCache
+from koe.service.synthesis.encode import StreamEncoder, encode_audio
 from koe.service.errors import AlreadyExists, InvalidRequest, KoeError, RequestCancelled, StorageError, disk_full_error, is_disk_full
 from koe.service.home import KoeHome
-from koe.service.models import ModelRef
+from koe.service.store.models import ModelRef
 from koe.service.names import check_name
-from koe.service.plan import Planner, SpeechPlan
-from koe.service.requests import SpeechOutput, SpeechRequest, StreamChunk
+from koe.service.synthesis.plan import Planner, SpeechPlan
+from koe.service.synthesis.requests import SpeechOutput, SpeechRequest, StreamChunk
 from koe.service.voices.library import Voice
 
 log = logging.getLogger(__name__)

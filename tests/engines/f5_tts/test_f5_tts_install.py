@@ -24,8 +24,8 @@ import koe
 from koe.engines.f5_tts import config as f5_config
 from koe.engines.f5_tts.fixtures import write_random_model
 from koe.service.errors import AlreadyExists, InvalidRequest, NotFound, Unavailable
-from koe.service.hub import pull_model
-from koe.service.models import ModelStore
+from koe.service.store.hub import pull_model
+from koe.service.store.models import ModelStore
 from koe.service.storage import Database
 
 VARIANTS = ("F5TTS_v1_Base", "F5TTS_Base")

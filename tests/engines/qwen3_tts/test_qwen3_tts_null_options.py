@@ -18,7 +18,7 @@ from koe.engines.base import InvalidOption
 from koe.compat.qwen_tts import Qwen3TTSModel
 from koe.engines.qwen3_tts.spec import options_schema
 from koe.service import KoeHome, SpeechRequest, load_settings
-from koe.service.synthesizer import Synthesizer
+from koe.service.synthesis.synthesizer import Synthesizer
 
 CALL = {"text": "Hello world, this is koe speaking.", "speaker": "ryan", "language": "english", "max_new_tokens": 12}
 

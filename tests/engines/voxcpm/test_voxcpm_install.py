@@ -24,8 +24,8 @@ import koe
 from koe.engines.spec import RANDOM_WEIGHTS_FILE
 from koe.engines.voxcpm.fixtures import write_random_model
 from koe.service.errors import AlreadyExists, InvalidRequest, NotFound, Unavailable
-from koe.service.hub import pull_model
-from koe.service.models import ModelStore
+from koe.service.store.hub import pull_model
+from koe.service.store.models import ModelStore
 from koe.service.storage import Database
 
 VARIANTS = ("VoxCPM2", "VoxCPM1.5")
