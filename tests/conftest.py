@@ -55,8 +55,8 @@ def private_homes(tmp_path_factory, pytestconfig):
 # oracle: runs an upstream package in its own venv (calls run_oracle / oracle_python, itself, through
 # its fixtures or the test files' helpers they call, or compares with `koe bench --compare`);
 # browser: drives Chromium (a fixture of tests/browser.py, or a test_web* / test_browser* file);
-# slow: measured (SLOW below). `make
-# test-fast` runs `not oracle and not browser and not slow`; `make test` runs everything.
+# slow: measured (SLOW below). `make test-fast` runs `not oracle and not browser and not slow`;
+# `make test` runs everything.
 
 TESTS = Path(__file__).resolve().parent
 ORACLE_CALLS = frozenset({"run_oracle", "oracle_python"})

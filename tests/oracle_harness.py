@@ -9,8 +9,8 @@ files, the stamp of its venv, its scripts, the job, and the bytes of every file 
 names), so a rerun reuses what an unchanged oracle computed for unchanged inputs: in
 `$KOE_ORACLE_CACHE`, else `.pytest_cache/koe-oracle/` (a fresh clone has none, so CI runs every
 oracle; `KOE_ORACLE_CACHE=0` turns the cache off). A run that writes outside its output folder
-(a file or folder its job names, existing or not), or whose info names a path of this run, is
-not cached.
+(a file or folder its job names, existing or not), or whose info names a path of this run or of
+its job, is not cached.
 """
 
 from __future__ import annotations
@@ -79,7 +79,8 @@ def run_script(oracle: UpstreamOracle, python: str, script: str, job: dict, work
         raise RuntimeError(f"oracle script {script} failed ({proc.returncode}):\n{proc.stderr[-6000:]}")
     result = _read(out)
     wrote_elsewhere = any(_digest(Path(p)) != d for p, d in before.items())
-    names_this_run = str(workdir.resolve()) in json.dumps(result[1]) or str(workdir) in json.dumps(result[1])
+    info = json.dumps(result[1])
+    names_this_run = any(p in info for p in (str(workdir), str(workdir.resolve()), *named))  # a replay would give old paths
     if hit is not None and not wrote_elsewhere and not names_this_run:
         _store(hit, out)
     return result
