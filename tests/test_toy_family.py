@@ -65,6 +65,7 @@ def test_koe_models_info_shows_what_the_spec_describes(sine_site, sine_model, ho
     out = koe(sine_site, home, "models", "info", "sine").stdout
     assert re.search(r"model: sine base", out) and "random weights" in out
     assert "speakers: low, high" in out and "clone_without_transcript, preset" in out and "precisions: fp32" in out
+    assert "in float32 (CPU, exact)" in out and "bfloat16" not in out  # the memory it needs in the precisions it runs
     assert "pitch_shift" in out and "semitones every tone is moved" in out
 
 

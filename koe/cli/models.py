@@ -122,7 +122,8 @@ def info(
         ("name", d.ref.name), ("path", str(d.ref.path)), ("model", f"{d.ref.family} {d.ref.variant} ({_size(d)})"),
         ("use it for", d.uses), ("parameters", f"{d.parameters / 1e6:.1f} M"),
         ("weights", f"{human_bytes(d.weights_bytes)} on disk ({d.stored_dtype})"),
-        ("needs", f"~{human_bytes(d.memory_bytes('float32'))} in float32 (CPU, exact), ~{human_bytes(d.memory_bytes('bfloat16'))} in bfloat16 (GPU)"),
+        ("needs", f"~{human_bytes(d.memory_bytes('float32'))} in float32 (CPU, exact)"
+                  + (f", ~{human_bytes(d.memory_bytes('bfloat16'))} in bfloat16 (GPU)" if d.capabilities is None or "bf16" in d.capabilities.precisions else "")),
         ("speakers", ", ".join(d.speakers) or "—"), ("languages", ", ".join(d.languages) or "—"),
         ("origin", (d.origin or "—") + (" (symlink)" if d.linked else "")),
         *(("revision", f"{r['repo']}{'/' + r['subfolder'] if r['subfolder'] else ''} at commit {r['sha']}") for r in data["revisions"]),
