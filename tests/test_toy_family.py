@@ -13,7 +13,6 @@ from __future__ import annotations
 import io
 import json
 import re
-import sys
 
 import httpx
 import numpy as np
@@ -71,7 +70,7 @@ def test_koe_models_info_shows_what_the_spec_describes(sine_site, sine_model, ho
 
 def test_koe_voices_clones_a_voice_from_a_clip_prepares_lists_and_speaks_it(sine_site, sine_model, home, tmp_path):
     koe(sine_site, home, "voices", "add", "hum", "--ref", write_hum(tmp_path / "hum.wav"))
-    assert re.search(r"^hum\s+clip\s+3\.0", koe(sine_site, home, "voices", "list").stdout, re.M)
+    assert re.search(r"^hum\s+clip\s+3\.0", koe(sine_site, home, "voices", "list").stdout, re.MULTILINE)
     koe(sine_site, home, "speak", "Hello.", "-m", sine_model, "--voice", "hum", "--seed", "1", "-o", tmp_path / "hum-says.wav")
     samples, rate = sf.read(tmp_path / "hum-says.wav", dtype="float32")
     assert peak_hz(samples, rate) == pytest.approx(HUM_HZ, abs=3)  # the clip's pitch is the voice
@@ -108,7 +107,7 @@ def test_koe_bench_quick_times_the_family_through_the_contract(sine_site, home, 
     r = koe(sine_site, home, "bench", "--quick", "--family", "sine", "--out", tmp_path / "bench.json", timeout=300)
     results = json.loads((tmp_path / "bench.json").read_text())
     assert results["family"] == "sine" and set(results["sizes"]["tiny"]["cases"]) == {"sentence", "stream"}
-    assert re.search(r"^sentence\s", r.stdout, re.M) and re.search(r"^stream\s", r.stdout, re.M)
+    assert re.search(r"^sentence\s", r.stdout, re.MULTILINE) and re.search(r"^stream\s", r.stdout, re.MULTILINE)
 
 
 def test_the_engine_contract_runs_over_the_installed_family(sine_site, home):
