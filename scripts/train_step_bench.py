@@ -41,7 +41,7 @@ def main() -> None:
     from koe.engines.qwen3_tts.finetune.trainer import SpeakerTrainer, TrainSettings
     from koe.engines.qwen3_tts.fixtures import write_random_model
     from koe.engines.qwen3_tts.model import Qwen3TTSNetwork
-    from koe.text.qwen_tokenizer import QwenTokenizer
+    from koe.engines.qwen3_tts.text.tokenizer import QwenTokenizer
 
     if a.size == "1.7b":
         base = bench_model("qwen3_tts", "base", "1.7b")

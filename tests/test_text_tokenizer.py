@@ -11,22 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from koe.text import (
-    MISTRAL_FIX_SPLIT_REGEX,
-    QWEN2_SPLIT_REGEX,
-    QWEN3_TTS_ADDED_TOKENS,
-    QwenTokenizer,
-    ReleasedVocabularyMissing,
-    TokenizerFilesError,
-    branch_for_config,
-    pretokenizer_branch,
-    released_tokenizer_config,
-    released_vocabulary_available,
-    resolve_vocabulary,
-    stamp_transformers_version,
-    write_qwen_tokenizer_files,
-)
-from koe.text.qwen_tokenizer import version_key
+from koe.engines.qwen3_tts.text.tokenizer import (
+    MISTRAL_FIX_SPLIT_REGEX, QWEN2_SPLIT_REGEX, QwenTokenizer, TokenizerFilesError, branch_for_config, pretokenizer_branch, version_key,
+)  # fmt: skip
+from koe.engines.qwen3_tts.text.vocab import (
+    QWEN3_TTS_ADDED_TOKENS, ReleasedVocabularyMissing, released_tokenizer_config, released_vocabulary_available, resolve_vocabulary,
+    stamp_transformers_version, write_qwen_tokenizer_files,
+)  # fmt: skip
 
 VOCAB_SHA256 = "ca10d7e9fb3ed18575dd1e277a2579c16d108e32f27439684afa0e10b1440910"
 MERGES_SHA256 = "599bab54075088774b1733fde865d5bd747cbcc7a547c5bc12610e874e26f5e3"
@@ -300,7 +291,7 @@ def test_synthetic_encodes_any_text_and_round_trips(synthetic_folders):
 
 def test_synthetic_is_deterministic_across_processes(synthetic_folders, tmp_path):
     script = (
-        "import sys; from koe.text import write_qwen_tokenizer_files as w; "
+        "import sys; from koe.engines.qwen3_tts.text.vocab import write_qwen_tokenizer_files as w; "
         "w(sys.argv[1], vocabulary='synthetic')"
     )
     subprocess.run([sys.executable, "-c", script, str(tmp_path)], check=True, timeout=120)

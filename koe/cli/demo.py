@@ -15,6 +15,7 @@ says so, and says why such a model's speech is cut off (it seldom predicts the e
 import math
 import os
 import time
+import warnings
 from pathlib import Path
 from typing import Annotated
 
@@ -210,23 +211,23 @@ def _ensure_demo_model(home, family: str) -> str:
         return name
     except NotFound:
         pass
-    from koe.engines.registry import DEMO_FAMILY, spec, write_fixture
+    from koe.engines.registry import spec, write_demo_fixture
+    from koe.engines.spec import FixtureNote
     from koe.service.fsio import atomic_folder
     from koe.service.store.models import size_label
 
-    options = {}
-    if family == DEMO_FAMILY:
-        from koe.text.qwen_vocab import VOCAB_PACKAGE, resolve_vocabulary
-
-        options["vocabulary"] = resolve_vocabulary("auto")
-        if options["vocabulary"] == "synthetic":
-            warn(f"{VOCAB_PACKAGE} (the real Qwen text vocabulary) is not installed: the test model gets a small synthetic "
-                 "vocabulary instead; its random weights speak noise either way")  # fmt: skip
     started = time.perf_counter()
-    with err.status(f"building a tiny random-weight {spec(family).title} test model (once) …", spinner="dots"):
-        with atomic_folder(home.models.root / name, replace=True) as tmp:
-            write_fixture(tmp, family, **options)
-        d = home.models.register(name, f"koe demo (random weights, {family})")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", FixtureNote)
+        with err.status(f"building a tiny random-weight {spec(family).title} test model (once) …", spinner="dots"):
+            with atomic_folder(home.models.root / name, replace=True) as tmp:
+                write_demo_fixture(tmp, family)
+            d = home.models.register(name, f"koe demo (random weights, {family})")
+    for w in caught:  # the family's notes (what its fixture fell back to) to the user; any other warning as Python shows it
+        if issubclass(w.category, FixtureNote):
+            warn(str(w.message))
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     err.print(f"[dim]built {escape(name)} ({d.ref.variant}, {size_label(d.parameters)} parameters, random weights) in {time.perf_counter() - started:.1f} s "
               f"at {escape(str(d.ref.path))}[/]")  # fmt: skip
     return name

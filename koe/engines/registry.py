@@ -23,7 +23,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from koe.engines.spec import FamilySpec, ModelDescription, ModelInfo, SpecError, read_json
+from koe.engines.spec import FamilySpec, ModelDescription, ModelInfo, SpecError, read_json, spec_demo_fixture
 
 log = logging.getLogger(__name__)
 
@@ -175,9 +175,17 @@ def write_fixture(folder: str | Path, family: str = DEMO_FAMILY, variant: str | 
     """A small random-weight model of `family` in its released on-disk layout (tests, `koe demo`).
 
     `options`: keywords of the family's fixture writer (Qwen3-TTS: `vocabulary=`, see
-    `koe.text.qwen_vocab`)."""
+    `koe.engines.qwen3_tts.text.vocab`)."""
     s = spec(family)
     return import_target(s.fixture)(Path(folder), variant or s.fixture_variants[0], size, **options)
+
+
+def write_demo_fixture(folder: str | Path, family: str = DEMO_FAMILY) -> Path:
+    """The tiny random-weight model `koe demo` builds for `family` (its first fixture variant), with
+    the family's demo fixture writer: one that builds on a runtime-only install, warning
+    (`koe.engines.spec.FixtureNote`) about what it fell back to."""
+    s = spec(family)
+    return import_target(spec_demo_fixture(s))(Path(folder), s.fixture_variants[0], "tiny")
 
 
 def load_engine(folder: str | Path, device=None, dtype=None, precision=None):

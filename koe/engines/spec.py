@@ -146,7 +146,10 @@ class FamilySpec(Protocol):
     methods the family runs, {"speaker": "module:function"} (default none; `koe.service.training`
     calls the function as Qwen3-TTS's `finetune.run.train_speaker` is called); `bench`, the
     "module:NAME" of the family's benchmark declaration (a `koe.engines.benchmark.FamilyBench`,
-    imported only by `koe bench`; default none: `koe bench` lists the family and refuses it).
+    imported only by `koe bench`; default none: `koe bench` lists the family and refuses it);
+    `demo_fixture`, the "module:function" `koe demo` builds its model with (called as `fixture` is,
+    with the first of `fixture_variants`): one that also builds on a runtime-only install, saying
+    what it fell back to with a `FixtureNote` warning (default: `fixture`).
     """
 
     family: str
@@ -179,6 +182,11 @@ class SpecError(ValueError):
 def spec_archs(spec: FamilySpec) -> tuple[str, ...]:
     """The architecture names `spec` can write a config for (its `archs`; none by default)."""
     return tuple(getattr(spec, "archs", ()) or ())
+
+
+def spec_demo_fixture(spec: FamilySpec) -> str:
+    """The "module:function" `koe demo` builds the family's model with (its `demo_fixture`, else its `fixture`)."""
+    return getattr(spec, "demo_fixture", None) or spec.fixture
 
 
 def spec_bench(spec: FamilySpec) -> Any | None:
@@ -322,6 +330,11 @@ def mark_random_weights(folder: Path, writer: str) -> None:
         "It speaks noise, not speech. For real speech, pull or import a released model (`koe models pull --help`).\n",
         encoding="utf-8",
     )
+
+
+class FixtureNote(UserWarning):
+    """What a demo fixture writer fell back to (e.g. a stand-in for a package the runtime lacks);
+    `koe demo` shows it to the user."""
 
 
 def has_random_weights(folder: Path) -> bool:

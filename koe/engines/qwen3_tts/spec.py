@@ -112,6 +112,7 @@ class QwenSpec:
     engine = "koe.engines.qwen3_tts.engine:Qwen3TTSEngine"
     trainers = {"speaker": "koe.engines.qwen3_tts.finetune.run:train_speaker"}  # Base 1.7B (see finetune/run.py check_base)
     fixture = "koe.engines.qwen3_tts.fixtures:write_random_model"
+    demo_fixture = "koe.engines.qwen3_tts.fixtures:write_demo_model"  # the released vocabulary where installed, else a synthetic one
     bench = "koe.engines.qwen3_tts.bench:BENCH"  # what `koe bench --family qwen3_tts` runs (koe.engines.benchmark)
     oracle = "koe.engines.qwen3_tts.oracle:ORACLE"  # the upstream package its parity tests compare against (koe.engines.oracle)
     fixture_variants = VARIANTS

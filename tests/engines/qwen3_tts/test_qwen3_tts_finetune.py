@@ -350,7 +350,7 @@ def test_lora_merge_computes_what_the_adapters_compute(setup):
     from koe.engines.qwen3_tts.finetune.lora import add_lora, merged_state
     from koe.engines.qwen3_tts.finetune.objective import speaker_loss
     from koe.engines.qwen3_tts.model import Qwen3TTSNetwork
-    from koe.text.qwen_tokenizer import QwenTokenizer
+    from koe.engines.qwen3_tts.text.tokenizer import QwenTokenizer
 
     _, base, rows = setup
     cfg = Qwen3TTSConfig.from_folder(base)

@@ -18,7 +18,7 @@ FIXTURE_VERSION = 2  # 2: the talker's weights in bfloat16, as released
 def model_name(kind: str, size: str, seed: int) -> str:
     """The cached folder's name: a folder with a synthetic text vocabulary (the released one not
     installed) is kept apart from one with the released vocabulary."""
-    from koe.text.qwen_vocab import resolve_vocabulary
+    from koe.engines.qwen3_tts.text.vocab import resolve_vocabulary
 
     if kind not in MODEL_KINDS or size not in SIZES:
         raise ValueError(f"unknown model {kind!r}/{size!r}: kinds {MODEL_KINDS}, sizes {SIZES}")
@@ -32,7 +32,7 @@ def write_model(folder: Path, kind: str, size: str, seed: int) -> None:
     in config.json, as released (the exact float32 path converts them on load, as upstream does
     with dtype=float32)."""
     from koe.engines.qwen3_tts.fixtures import write_random_model
-    from koe.text.qwen_vocab import VOCAB_PACKAGE, resolve_vocabulary
+    from koe.engines.qwen3_tts.text.vocab import VOCAB_PACKAGE, resolve_vocabulary
 
     vocabulary = resolve_vocabulary("auto")  # the released vocabulary (dev extra) where installed
     if vocabulary == "synthetic":

@@ -203,7 +203,7 @@ def train_on_rows(base: Path, rows: list[dict], speaker: str, out: Path, setting
                   should_stop: Callable[[], bool] | None = None, export: bool = True) -> TrainResult:
     """Train on prepared rows (`text`, `ref_audio`, `audio_codes`) and export to `out` (with `export`)."""
     from koe.engines.qwen3_tts.model import Qwen3TTSNetwork
-    from koe.text.qwen_tokenizer import QwenTokenizer
+    from koe.engines.qwen3_tts.text.tokenizer import QwenTokenizer
 
     base, out = Path(base), Path(out)
     cfg = Qwen3TTSConfig.from_folder(base)

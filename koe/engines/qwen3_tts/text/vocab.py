@@ -17,7 +17,7 @@ Two vocabularies, chosen explicitly by `write_qwen_tokenizer_files(..., vocabula
   says which, so a caller can say so).
 
 Which split regex upstream uses for a folder is decided by `config.json`'s `transformers_version`
-(and `model_type`), not by the tokenizer files; see `koe.text.qwen_tokenizer.branch_for_config`.
+(and `model_type`), not by the tokenizer files; see `koe.engines.qwen3_tts.text.tokenizer.branch_for_config`.
 `write_qwen_tokenizer_files(..., transformers_version=...)` therefore stamps that field into the
 folder's `config.json`: the default "4.57.3" (as the release) gives the Mistral-fix regex,
 e.g. "4.57.1" (with a non-Mistral `model_type`) or "5.0.0" gives the Qwen2 regex.
@@ -30,7 +30,7 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from .qwen_tokenizer import QWEN2_SPLIT_REGEX, RegexBranch, TokenizerFilesError, pretokenizer_branch
+from koe.engines.qwen3_tts.text.tokenizer import QWEN2_SPLIT_REGEX, RegexBranch, TokenizerFilesError, pretokenizer_branch
 
 #: Which text vocabulary a written folder gets (see the module docstring).
 Vocabulary = Literal["released", "synthetic", "auto"]
@@ -145,7 +145,7 @@ SYNTHETIC_TRAINED_SIZE = 4096
 def synthetic_vocabulary() -> tuple[dict[str, int], list[tuple[str, str]]]:
     """(vocab, merges) of the synthetic vocabulary: byte-level BPE trained on `SYNTHETIC_CORPUS`.
 
-    The trainer runs the pipeline `koe.text.qwen_tokenizer` loads (NFC, the Qwen2 split regex,
+    The trainer runs the pipeline `koe.engines.qwen3_tts.text.tokenizer` loads (NFC, the Qwen2 split regex,
     byte-level mapping), starts from all 256 byte symbols (any text encodes) and keeps merges
     seen at least twice. Ids after the trained ones, up to `FIRST_ADDED_ID`, are filler tokens
     `<|koe_filler_N|>` that no merge produces, so the added tokens land at their released ids.
