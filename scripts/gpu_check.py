@@ -175,7 +175,7 @@ class Bench:
 
     def frames_fn(self, path: str):
         from koe.engines.qwen3_tts.generate import decode_frames
-        from koe.engines.qwen3_tts.graphed import GraphedDecoder
+        from koe.engines.qwen3_tts.cuda_decode import GraphedDecoder
 
         if path == "decode_frames":
             return lambda inputs, settings, gen, limits: decode_frames(self.talker, inputs, settings, gen, row_limits=limits)

@@ -31,11 +31,11 @@ from koe.engines.qwen3_tts import spec
 from koe.engines.qwen3_tts.codec.fast import FastCodec, fast_codec_for
 from koe.engines.qwen3_tts.config import GenerationDefaults, Qwen3TTSConfig
 from koe.engines.qwen3_tts.generate import DecodeOutcome, DecodeSettings, decode_frames
-from koe.engines.qwen3_tts.guard import FRAME_RATE, MAX_SEGMENT_CHARS, SEGMENT_PAUSE_S
+from koe.engines.qwen3_tts.limits import FRAME_RATE, MAX_SEGMENT_CHARS, SEGMENT_PAUSE_S
 from koe.engines.qwen3_tts.model import Qwen3TTSNetwork
 from koe.engines.qwen3_tts.native import NativeAPI, SpeechResult, seeded, to_numpy
 from koe.engines.qwen3_tts.prompt import ClonePrompt, PromptItem, build_talker_inputs
-from koe.engines.qwen3_tts.rows import RowDecoder
+from koe.engines.qwen3_tts.continuous_batching import RowDecoder
 from koe.engines.qwen3_tts.streaming import CodecStream
 from koe.engines.qwen3_tts.voice import VoicePrompt, VoicePromptError, model_stamp, pad_reference, reference_audio, to_codec_rate
 from koe.engines.qwen3_tts.talker import backbone
@@ -117,14 +117,14 @@ class Qwen3TTSEngine(BaseEngine, NativeAPI):
         """The numeric mode this engine runs in ("float32" = exact; "bfloat16", "int8", "int4" are opt-in)."""
         return self._precision if self._precision in ("int8", "int4") else str(self.dtype).removeprefix("torch.")
 
-    cuda_graphs: bool = True  # on CUDA, decode with captured graphs (koe/engines/qwen3_tts/graphed.py)
+    cuda_graphs: bool = True  # on CUDA, decode with captured graphs (koe/engines/qwen3_tts/cuda_decode.py)
 
     def frames_core(self):
         """The frames generator `(talker, inputs, settings, generator, ...)`: this engine's CUDA-graph
         decoder on CUDA (unless `cuda_graphs` is off), else the eager core."""
         if self.device.type == "cuda" and self.cuda_graphs:
             if self._graphed is None:
-                from koe.engines.qwen3_tts.graphed import GraphedDecoder
+                from koe.engines.qwen3_tts.cuda_decode import GraphedDecoder
 
                 self._graphed = GraphedDecoder(self.network.talker)
             graphed = self._graphed

@@ -19,7 +19,7 @@ from koe.engines import pipeline
 from koe.engines.base import AudioChunk, CancelToken, EmptyText, RequestError, SpeechResult, SynthesisRequest, UnsupportedVoice
 from koe.engines.pipeline import truncation_warning
 from koe.engines.qwen3_tts.generate import DecodeOutcome
-from koe.engines.qwen3_tts.guard import FRAME_RATE, MAX_SEGMENT_CHARS, SEGMENT_PAUSE_S
+from koe.engines.qwen3_tts.limits import FRAME_RATE, MAX_SEGMENT_CHARS, SEGMENT_PAUSE_S
 from koe.engines.qwen3_tts.voice import VoicePrompt
 from koe.text.segment import segment_text
 

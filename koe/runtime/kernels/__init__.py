@@ -91,7 +91,7 @@ def build(portable: bool = False) -> Path:
     flags = (*FLAGS, "-DKOE_PORTABLE") if portable else FLAGS
     texts = [p.read_text() for p in (*SOURCES, *HEADERS)]
     key = hashlib.sha256("\0".join([*texts, " ".join(flags), _compiler_version(cc), _cpu_identity()]).encode()).hexdigest()[:16]
-    path = cache_dir() / f"libkoe_qgemv-{'portable-' if portable else ''}{key}.so"
+    path = cache_dir() / f"libkoe_kernels-{'portable-' if portable else ''}{key}.so"
     if path.exists():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,7 @@ from fixtures_models import model_folder, talker_request
 
 import koe
 from koe.engines.qwen3_tts.generate import DecodeOutcome, decode_frames
-from koe.engines.qwen3_tts.graphed import GraphedDecoder
+from koe.engines.qwen3_tts.cuda_decode import GraphedDecoder
 from koe.engines.qwen3_tts.streaming import CodecStream
 from koe.runtime import cuda_graph
 from koe.runtime.cuda_graph import CapturedStep, GraphBuckets

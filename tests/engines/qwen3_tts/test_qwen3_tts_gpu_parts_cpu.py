@@ -12,7 +12,7 @@ from fixtures_models import model_folder, talker_request
 import koe
 from koe.engines.base import CancelToken, Cancelled
 from koe.engines.qwen3_tts.generate import DecodeOutcome, decode_frames
-from koe.engines.qwen3_tts.graphed import GraphedDecoder
+from koe.engines.qwen3_tts.cuda_decode import GraphedDecoder
 from koe.nn.decoder import DecoderLayer, DecoderSpec
 from koe.nn.rotary import inverse_frequencies, rotary_cos_sin
 from koe.runtime import device_sampling as ds

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from koe.engines.base import CancelToken, Cancelled, SynthesisRequest
 from koe.engines.qwen3_tts import generate as core
-from koe.engines.qwen3_tts.guard import frame_budget
+from koe.engines.qwen3_tts.limits import frame_budget
 
 # Largest |stream - one-shot| seen on the tiny models is ~1.6e-6 (samples are in [-1, 1]); the
 # decode windows differ in length, so matrix shapes (and float rounding) differ.

@@ -14,7 +14,7 @@ from koe.engines.base import Cancelled, CancelToken, RequestError, SynthesisRequ
 from koe.engines.qwen3_tts.engine import Qwen3TTSEngine
 from koe.engines.qwen3_tts.generate import decode_frames
 from koe.engines.qwen3_tts.prompt import build_talker_inputs
-from koe.engines.qwen3_tts.rows import RowDecoder
+from koe.engines.qwen3_tts.continuous_batching import RowDecoder
 from koe.engines.registry import describe
 
 GREEDY = {"do_sample": False, "subtalker_dosample": False}

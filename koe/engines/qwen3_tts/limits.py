@@ -1,4 +1,5 @@
-"""Long-text settings and the runaway guard in Qwen3-TTS's unit: codec frames (12.5 a second)."""
+"""How long Qwen3-TTS speaks in one go: a long text's segment length and the pause between segments,
+and the runaway guard in its unit, codec frames (12.5 a second)."""
 
 from __future__ import annotations
 
