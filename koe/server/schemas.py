@@ -86,7 +86,7 @@ class ModelCard(BaseModel):
     created: int
     owned_by: str = "koe"
     family: str
-    family_title: str = Field("", description="the family's name for people, from its spec (Qwen3-TTS, F5-TTS, a plugin family's own)")
+    family_title: str = Field("", description="the family's name for people: its spec's title (a plugin family's too)")
     variant: str
     size: str = Field(description="the size from the weights' parameter count: 11M, 0.9B, 2.4B (empty when they cannot be counted)")
     parameters: int = Field(0, description="the weights' parameter count (from the safetensors headers)")
