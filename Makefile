@@ -16,7 +16,7 @@ TORCH_ARGS = $(eval TORCH_ARGS := $$(shell scripts/torch_pip_args.sh))$(TORCH_AR
 STEP = @printf '\n==> %s\n' 
 PIP_FLAGS := --progress-bar on
 
-.PHONY: demo test test-fast screenshots browser venv venv-dev oracle peer-mizuoto clean FORCE
+.PHONY: demo test test-fast lint format screenshots browser venv venv-dev oracle peer-mizuoto clean FORCE
 
 # The runtime and the server: what `make demo` needs (and what `pip install "koe[server]"` gives).
 venv: $(VENV)/.installed-server
@@ -112,15 +112,25 @@ browser:
 demo: venv
 	$(BIN)/koe demo
 
-test: venv-dev oracle peer-mizuoto browser
+test: venv-dev oracle peer-mizuoto browser lint
 	$(ORACLE_ENV) $(BIN)/python -m pytest -q
+
+# The linter and the formatter (ruff, pinned in the dev extra; pyproject's [tool.ruff]): part of
+# `make test` and `make test-fast`. `make format` applies what `lint` asks for.
+LINTED := koe tests scripts
+lint: venv-dev
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
+format: venv-dev
+	$(BIN)/ruff check --fix $(LINTED)
+	$(BIN)/ruff format $(LINTED)
 
 # The fast lane (every change's): the markers tests/conftest.py gives (docs/testing.md) pick out the
 # oracle, browser and slow tests; no oracle venv or browser is needed. WORKERS pytest-xdist
 # processes, each test file on one of them (its module fixtures built once); one torch thread each.
 WORKERS ?= 2
 FAST_LANE := -m "not oracle and not browser and not slow"
-test-fast: venv-dev
+test-fast: venv-dev lint
 	$(BIN)/python -m pytest -q $(FAST_LANE) -n $(WORKERS) --dist loadfile
 
 # The web page's screenshots in the docs (docs/images/web/*.png), taken by its own tests.
