@@ -17,9 +17,7 @@ if TYPE_CHECKING:
     from koe.engines.base import Engine
 
 
-def load(
-    path: str | Path, device: str | torch.device | None = None, dtype: str | torch.dtype | None = None, *, precision: str | None = None
-) -> Engine:
+def load(path: str | Path, device: str | torch.device | None = None, dtype: str | torch.dtype | None = None, *, precision: str | None = None) -> Engine:
     """Load a model and return its family's engine.
 
     `path`: a model folder (the released layout), or a name the resolver knows

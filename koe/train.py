@@ -25,12 +25,31 @@ from typing import Any
 __all__ = ["export", "prepare", "speaker"]
 
 
-def speaker(model: str | os.PathLike, data: str | os.PathLike, speaker: str, out: str | os.PathLike, *,
-            ref: str | os.PathLike | None = None, epochs: int = 3, lr: float = 2e-5, batch_size: int = 2, grad_accum: int = 4,
-            seed: int = 0, precision: str = "float32", gradient_checkpointing: bool = False, offload_optimizer: bool = False,
-            save_every: int = 0, lora_rank: int = 0, lora_alpha: float | None = None, device: str | None = None, export_dtype: str | None = None, stop_after: str | None = None,
-            on_step: Callable[[Any], None] | None = None, on_note: Callable[[str], None] | None = None,
-            should_stop: Callable[[], bool] | None = None):
+def speaker(
+    model: str | os.PathLike,
+    data: str | os.PathLike,
+    speaker: str,
+    out: str | os.PathLike,
+    *,
+    ref: str | os.PathLike | None = None,
+    epochs: int = 3,
+    lr: float = 2e-5,
+    batch_size: int = 2,
+    grad_accum: int = 4,
+    seed: int = 0,
+    precision: str = "float32",
+    gradient_checkpointing: bool = False,
+    offload_optimizer: bool = False,
+    save_every: int = 0,
+    lora_rank: int = 0,
+    lora_alpha: float | None = None,
+    device: str | None = None,
+    export_dtype: str | None = None,
+    stop_after: str | None = None,
+    on_step: Callable[[Any], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+):
     """Fine-tune the Base `model` (a folder, store name or hub id) on `data` into a model whose preset
     speaker is `speaker`, written to `out`. Defaults are upstream's recipe's (batch 2, lr 2e-5, 3
     epochs, accumulation 4); `lora_rank=N` trains LoRA adapters instead (not upstream's recipe).
@@ -41,11 +60,30 @@ def speaker(model: str | os.PathLike, data: str | os.PathLike, speaker: str, out
     from koe.service.store.resolve import model_folder
     from koe.service.training import Reporter, SpeakerJob, run_speaker
 
-    settings = {"epochs": epochs, "lr": lr, "batch_size": batch_size, "grad_accum": grad_accum, "seed": seed, "precision": precision,
-                    "gradient_checkpointing": gradient_checkpointing, "offload_optimizer": offload_optimizer, "save_every": save_every,
-                    "lora_rank": lora_rank, "lora_alpha": lora_alpha}
-    job = SpeakerJob(model_folder(model), Path(data), speaker, Path(out), ref=Path(ref) if ref is not None else None, device=device,
-                     export_dtype=export_dtype, stop_after=stop_after, settings=settings)
+    settings = {
+        "epochs": epochs,
+        "lr": lr,
+        "batch_size": batch_size,
+        "grad_accum": grad_accum,
+        "seed": seed,
+        "precision": precision,
+        "gradient_checkpointing": gradient_checkpointing,
+        "offload_optimizer": offload_optimizer,
+        "save_every": save_every,
+        "lora_rank": lora_rank,
+        "lora_alpha": lora_alpha,
+    }
+    job = SpeakerJob(
+        model_folder(model),
+        Path(data),
+        speaker,
+        Path(out),
+        ref=Path(ref) if ref is not None else None,
+        device=device,
+        export_dtype=export_dtype,
+        stop_after=stop_after,
+        settings=settings,
+    )
     reporter = Reporter()
     if on_step is not None:
         reporter.step = on_step
@@ -54,8 +92,9 @@ def speaker(model: str | os.PathLike, data: str | os.PathLike, speaker: str, out
     return run_speaker(job, reporter, should_stop)
 
 
-def prepare(model: str | os.PathLike, data: str | os.PathLike, out: str | os.PathLike, *, ref: str | os.PathLike | None = None,
-            device: str | None = None) -> Path:
+def prepare(
+    model: str | os.PathLike, data: str | os.PathLike, out: str | os.PathLike, *, ref: str | os.PathLike | None = None, device: str | None = None
+) -> Path:
     """Check `data` and write upstream's prepared JSONL (the codes of every clip) to `out`, with
     `model`'s codec; returns `out`. A later `speaker(..., data=out)` trains on it as it is."""
     from koe.service.store.resolve import model_folder

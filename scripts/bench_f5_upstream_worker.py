@@ -137,9 +137,22 @@ class F5UpstreamWorker:
             if ref_file:
                 Path(ref_file).unlink(missing_ok=True)
         assert sr == cases.SAMPLE_RATE
-        return cases.result(wire, total_s, prompt_s, wav, pinyin.seconds, sample.seconds - ref_mel.seconds, decode.seconds, steps,
-                              nfe=nfe, batches=pinyin.calls, ref_mel_s=ref_mel.seconds, threads=torch.get_num_threads(),
-                              dtype=str(wav.dtype), minor_faults=faults)  # fmt: skip
+        return cases.result(
+            wire,
+            total_s,
+            prompt_s,
+            wav,
+            pinyin.seconds,
+            sample.seconds - ref_mel.seconds,
+            decode.seconds,
+            steps,
+            nfe=nfe,
+            batches=pinyin.calls,
+            ref_mel_s=ref_mel.seconds,
+            threads=torch.get_num_threads(),
+            dtype=str(wav.dtype),
+            minor_faults=faults,
+        )
 
 
 if __name__ == "__main__":

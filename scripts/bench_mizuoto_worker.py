@@ -106,9 +106,18 @@ class MizuotoWorker:
         self.engine = local._loaded[self.handle.model_id].engine  # the loaded engine, for the timing wrappers
         _install_decoder()
         applied = {k: os.environ[k] for k in CPU_VARIABLES if k in os.environ}
-        return {"load_s": load_s, "runtime_s": runtime_s, "peak_rss": wire.peak_rss(), "rss": wire.current_rss(),
-                "precision": str(self.engine.dtype).removeprefix("torch."), "variant": self.variant, "cpu_settings": applied, "torch_before_settings": torch_before,
-                "torch": torch.__version__, "threads": torch.get_num_threads()}  # fmt: skip
+        return {
+            "load_s": load_s,
+            "runtime_s": runtime_s,
+            "peak_rss": wire.peak_rss(),
+            "rss": wire.current_rss(),
+            "precision": str(self.engine.dtype).removeprefix("torch."),
+            "variant": self.variant,
+            "cpu_settings": applied,
+            "torch_before_settings": torch_before,
+            "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+        }
 
     def run(self, cmd: dict) -> dict:
         case, frames, seed = cmd["case"], int(cmd["frames"]), int(cmd.get("seed", 0))
@@ -121,7 +130,9 @@ class MizuotoWorker:
             path = self._reference_wav()
             transcript = None if case == "clone_xvector" else wire.REF_TEXT
             sha = hashlib.sha256(path.read_bytes()).hexdigest()
-            return VoiceSpec(references=[Reference(audio_path=str(path), transcript=transcript, language=LANGUAGE, sample_rate=24000, duration=3.0, sha256=sha)])
+            return VoiceSpec(
+                references=[Reference(audio_path=str(path), transcript=transcript, language=LANGUAGE, sample_rate=24000, duration=3.0, sha256=sha)]
+            )
         if case == "voice_design":
             return VoiceSpec(description=cases.INSTRUCT)
         return VoiceSpec(preset=cases.SPEAKER)
@@ -206,12 +217,17 @@ class MizuotoWorker:
             ref_frames = int(torch.load(ref, map_location="cpu", weights_only=True)[0]["ref_code"].shape[0])
         decoded_s = batch * (made + ref_frames) / cases.FRAME_RATE
         result.update(phases.result(marks["decode_end"], made))
-        result.update({
-            "frames": made, "codec_s": marks["codec_s"], "codec_s_per_audio_s": marks["codec_s"] / max(decoded_s, 1e-9),
-            "audio_samples": samples, "frames_per_s": batch * made / (marks["decode_end"] - phases.decode_start),
-            "codes_sha1": hashlib.sha1(torch.stack([c.cpu() for c in codes]).numpy().tobytes()).hexdigest(),
-            "peak_rss": wire.peak_rss(),
-        })  # fmt: skip
+        result.update(
+            {
+                "frames": made,
+                "codec_s": marks["codec_s"],
+                "codec_s_per_audio_s": marks["codec_s"] / max(decoded_s, 1e-9),
+                "audio_samples": samples,
+                "frames_per_s": batch * made / (marks["decode_end"] - phases.decode_start),
+                "codes_sha1": hashlib.sha1(torch.stack([c.cpu() for c in codes]).numpy().tobytes()).hexdigest(),
+                "peak_rss": wire.peak_rss(),
+            }
+        )
         return result
 
     def _stream(self, task) -> dict:

@@ -85,8 +85,11 @@ class UpstreamWorker:
         else:
             one = batch == 1
             call = lambda: tts.generate_custom_voice(  # noqa: E731
-                text=texts[0] if one else texts, speaker=cases.SPEAKER if one else [cases.SPEAKER] * batch,
-                language=cases.LANGUAGE if one else [cases.LANGUAGE] * batch, **kwargs)  # fmt: skip
+                text=texts[0] if one else texts,
+                speaker=cases.SPEAKER if one else [cases.SPEAKER] * batch,
+                language=cases.LANGUAGE if one else [cases.LANGUAGE] * batch,
+                **kwargs,
+            )
         phases = cases.Phases()
         marks: dict = {}
         talker = model.talker
@@ -124,12 +127,17 @@ class UpstreamWorker:
         made = int(codes[0].shape[0])
         decoded_s = batch * (made + ref_frames) / cases.FRAME_RATE
         result.update(phases.result(marks["decode_end"], made))
-        result.update({
-            "frames": made, "codec_s": marks["codec_s"], "codec_s_per_audio_s": marks["codec_s"] / max(decoded_s, 1e-9),
-            "audio_samples": int(sum(len(w) for w in wavs)), "frames_per_s": batch * made / (marks["decode_end"] - phases.decode_start),
-            "codes_sha1": hashlib.sha1(torch.stack([c.cpu() for c in codes]).numpy().tobytes()).hexdigest(),
-            "peak_rss": wire.peak_rss(),
-        })  # fmt: skip
+        result.update(
+            {
+                "frames": made,
+                "codec_s": marks["codec_s"],
+                "codec_s_per_audio_s": marks["codec_s"] / max(decoded_s, 1e-9),
+                "audio_samples": int(sum(len(w) for w in wavs)),
+                "frames_per_s": batch * made / (marks["decode_end"] - phases.decode_start),
+                "codes_sha1": hashlib.sha1(torch.stack([c.cpu() for c in codes]).numpy().tobytes()).hexdigest(),
+                "peak_rss": wire.peak_rss(),
+            }
+        )
         return result
 
 

@@ -97,8 +97,14 @@ class VoxUpstreamWorker:
         self.m = VoxCPM(voxcpm_model_path=str(folder), zipenhancer_model_path=None, enable_denoiser=False, optimize=False, device="cpu")
         load_s = time.perf_counter() - imported
         dtype = str(next(self.m.tts_model.base_lm.parameters()).dtype).removeprefix("torch.")
-        return {"load_s": load_s, "import_s": imported - started, "peak_rss": wire.peak_rss(), "rss": wire.current_rss(), "precision": dtype,
-                "config_dtype": str(self.m.tts_model.config.dtype)}  # fmt: skip
+        return {
+            "load_s": load_s,
+            "import_s": imported - started,
+            "peak_rss": wire.peak_rss(),
+            "rss": wire.current_rss(),
+            "precision": dtype,
+            "config_dtype": str(self.m.tts_model.config.dtype),
+        }
 
     def run(self, cmd: dict) -> dict:
         return wire.run_case(cmd, lambda: self._run(*cases.request(cmd)))
@@ -106,10 +112,16 @@ class VoxUpstreamWorker:
     def _run(self, mode: str, text: str, reference: str, patches: int, timesteps: int, seed: int) -> dict:
         tts = self.m.tts_model
         one_token = lambda x, *a, **k: int(x.shape[1])  # noqa: E731
-        t = {"base": wire.SpanTimer(tts.base_lm.forward_step), "residual": wire.SpanTimer(tts.residual_lm.forward_step),
-             "dit": wire.SpanTimer(tts.feat_decoder.forward), "locenc": wire.SpanTimer(tts.feat_encoder.forward, one_token),
-             "base_pre": wire.SpanTimer(tts.base_lm.forward), "residual_pre": wire.SpanTimer(tts.residual_lm.forward),
-             "vae": wire.SpanTimer(tts.audio_vae.decode), "prompt": wire.SpanTimer(tts.build_prompt_cache)}  # fmt: skip
+        t = {
+            "base": wire.SpanTimer(tts.base_lm.forward_step),
+            "residual": wire.SpanTimer(tts.residual_lm.forward_step),
+            "dit": wire.SpanTimer(tts.feat_decoder.forward),
+            "locenc": wire.SpanTimer(tts.feat_encoder.forward, one_token),
+            "base_pre": wire.SpanTimer(tts.base_lm.forward),
+            "residual_pre": wire.SpanTimer(tts.residual_lm.forward),
+            "vae": wire.SpanTimer(tts.audio_vae.decode),
+            "prompt": wire.SpanTimer(tts.build_prompt_cache),
+        }
         chunk_timers: list = []
         streaming_decode = getattr(tts.audio_vae, "streaming_decode", None)
 
@@ -143,17 +155,41 @@ class VoxUpstreamWorker:
                 samples = np.asarray(self.m.generate(**kwargs), dtype=np.float32)
             total_s = time.perf_counter() - started
         finally:
-            for mod, name in ((tts.base_lm, "forward_step"), (tts.residual_lm, "forward_step"), (tts.feat_decoder, "forward"), (tts.feat_encoder, "forward"),
-                              (tts.base_lm, "forward"), (tts.residual_lm, "forward"), (tts.audio_vae, "decode"), (tts, "build_prompt_cache")):  # fmt: skip
+            for mod, name in (
+                (tts.base_lm, "forward_step"),
+                (tts.residual_lm, "forward_step"),
+                (tts.feat_decoder, "forward"),
+                (tts.feat_encoder, "forward"),
+                (tts.base_lm, "forward"),
+                (tts.residual_lm, "forward"),
+                (tts.audio_vae, "decode"),
+                (tts, "build_prompt_cache"),
+            ):
                 delattr(mod, name)
             if streaming_decode is not None:
                 del tts.audio_vae.streaming_decode
         made = t["dit"].count()
         prefill_s = t["base_pre"].total() + t["residual_pre"].total() + t["locenc"].total(lambda n: n != 1)
         vae_s = t["vae"].total() + sum(c.total() for c in chunk_timers)
-        return cases.result(wire, total_s, samples, int(tts.sample_rate), made, prefill_s, t["base"].total(), t["residual"].total(), t["dit"].total(),
-                               t["locenc"].total(lambda n: n == 1), vae_s, prompt_s=t["prompt"].total(), first_chunk_s=first, mode=mode,
-                               threads=torch.get_num_threads(), dit_calls=made, base_calls=t["base"].count())  # fmt: skip
+        return cases.result(
+            wire,
+            total_s,
+            samples,
+            int(tts.sample_rate),
+            made,
+            prefill_s,
+            t["base"].total(),
+            t["residual"].total(),
+            t["dit"].total(),
+            t["locenc"].total(lambda n: n == 1),
+            vae_s,
+            prompt_s=t["prompt"].total(),
+            first_chunk_s=first,
+            mode=mode,
+            threads=torch.get_num_threads(),
+            dit_calls=made,
+            base_calls=t["base"].count(),
+        )
 
 
 if __name__ == "__main__":

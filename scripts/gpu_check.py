@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import statistics
@@ -66,8 +65,12 @@ class Report:
             result = fn()
             self.data["parts"][name] = {"status": "ok", "seconds": round(time.perf_counter() - t0, 1), **(result or {})}
         except Exception as e:  # noqa: BLE001 - a failing part is recorded, the rest goes on
-            self.data["parts"][name] = {"status": "error", "seconds": round(time.perf_counter() - t0, 1), "error": f"{type(e).__name__}: {e}",
-                                        "traceback": traceback.format_exc()[-4000:]}  # fmt: skip
+            self.data["parts"][name] = {
+                "status": "error",
+                "seconds": round(time.perf_counter() - t0, 1),
+                "error": f"{type(e).__name__}: {e}",
+                "traceback": traceback.format_exc()[-4000:],
+            }
             result = None
         finally:
             try:
@@ -94,13 +97,20 @@ def environment() -> dict:
         return {"python": platform.python_version(), "torch": torch.__version__, "device": "cpu (dry run)"}
     props = torch.cuda.get_device_properties(0)
     env = {
-        "python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
-        "cudnn": torch.backends.cudnn.version(), "device": torch.cuda.get_device_name(0),
-        "capability": list(torch.cuda.get_device_capability(0)), "memory_gib": round(props.total_memory / 2**30, 1),
-        "bf16_supported": torch.cuda.is_bf16_supported(), "sm_count": props.multi_processor_count,
-    }  # fmt: skip
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version(),
+        "device": torch.cuda.get_device_name(0),
+        "capability": list(torch.cuda.get_device_capability(0)),
+        "memory_gib": round(props.total_memory / 2**30, 1),
+        "bf16_supported": torch.cuda.is_bf16_supported(),
+        "sm_count": props.multi_processor_count,
+    }
     try:
-        env["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True, timeout=20).stdout.strip()
+        env["driver"] = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True, timeout=20
+        ).stdout.strip()
     except Exception as e:  # noqa: BLE001
         env["driver"] = f"unknown ({e})"
     try:
@@ -111,12 +121,26 @@ def environment() -> dict:
 
 
 def run_tests(timeout: float) -> dict:
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/engines/qwen3_tts/test_qwen3_tts_gpu_graphs.py", "tests/engines/qwen3_tts/test_qwen3_tts_gpu_parts_cpu.py"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "tests/engines/qwen3_tts/test_qwen3_tts_gpu_graphs.py",
+        "tests/engines/qwen3_tts/test_qwen3_tts_gpu_parts_cpu.py",
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
     summary = next((ln for ln in reversed(lines) if " passed" in ln or " failed" in ln or " error" in ln), lines[-1] if lines else "")
-    return {"passed": proc.returncode == 0, "returncode": proc.returncode, "summary": summary.strip("= "),
-            "tail": "\n".join(lines[-40:])[-6000:], "stderr_tail": proc.stderr[-2000:]}  # fmt: skip
+    return {
+        "passed": proc.returncode == 0,
+        "returncode": proc.returncode,
+        "summary": summary.strip("= "),
+        "tail": "\n".join(lines[-40:])[-6000:],
+        "stderr_tail": proc.stderr[-2000:],
+    }
 
 
 def start_model_builds(root: Path) -> subprocess.Popen:
@@ -129,7 +153,9 @@ def start_model_builds(root: Path) -> subprocess.Popen:
     root.mkdir(parents=True, exist_ok=True)
     log = open(root / "build.log", "w")  # noqa: SIM115 - lives as long as the builder
     env = {**os.environ, "OMP_NUM_THREADS": "4"}  # leave cores to the benchmark's host side
-    return subprocess.Popen([sys.executable, "-c", code, str(root), SIZES["0.6b"], SIZES["1.7b"]], cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
+    return subprocess.Popen(
+        [sys.executable, "-c", code, str(root), SIZES["0.6b"], SIZES["1.7b"]], cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True, env=env
+    )
 
 
 _BUILT: set[str] = set()
@@ -174,8 +200,8 @@ class Bench:
             return build_talker_inputs(self.talker, self.engine.cfg, items, False)
 
     def frames_fn(self, path: str):
-        from koe.engines.qwen3_tts.generate import decode_frames
         from koe.engines.qwen3_tts.cuda_decode import GraphedDecoder
+        from koe.engines.qwen3_tts.generate import decode_frames
 
         if path == "decode_frames":
             return lambda inputs, settings, gen, limits: decode_frames(self.talker, inputs, settings, gen, row_limits=limits)
@@ -211,10 +237,18 @@ class Bench:
             t2 = time.perf_counter()
         n = len(codes)
         ms = (t2 - t1) * 1000 / max(n - 1, 1)
-        return {"path": path, "batch": batch, "frames": n, "first_frame_ms": round((t1 - t0) * 1000, 2), "ms_per_frame": round(ms, 3),
-                "loop_frames_per_s": round(batch * 1000 / ms, 1), "rtf_loop": round(FRAME_S * 1000 / ms, 2),
-                "rtf_with_prefill": round(n * FRAME_S / (t2 - t0), 2), "peak_mem_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if DEV == "cuda" else None,
-                "_codes": codes}  # fmt: skip
+        return {
+            "path": path,
+            "batch": batch,
+            "frames": n,
+            "first_frame_ms": round((t1 - t0) * 1000, 2),
+            "ms_per_frame": round(ms, 3),
+            "loop_frames_per_s": round(batch * 1000 / ms, 1),
+            "rtf_loop": round(FRAME_S * 1000 / ms, 2),
+            "rtf_with_prefill": round(n * FRAME_S / (t2 - t0), 2),
+            "peak_mem_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if DEV == "cuda" else None,
+            "_codes": codes,
+        }
 
     def ttfa(self, first_chunk_frames: int, reps: int = 5) -> dict:
         """Text in -> first streamed audio samples on the host, as engine.stream does it (graphed frames)."""
@@ -292,9 +326,15 @@ class Bench:
         union += cur_e - cur_s
         kernel_span = spans[-1][1] - spans[0][0]
         wall_us = (w1 - w0) / 1000
-        return {"path": path, "busy_fraction_of_device_span": round(union / kernel_span, 3), "device_events": len(spans),
-                "device_span_ms": round(kernel_span / 1000, 2), "busy_ms": round(union / 1000, 2), "loop_wall_ms_after_first_frame": round(wall_us / 1000, 2),
-                "note": "device activity of the prefill + first frame is included in the span; the loop's wall time is given for scale"}  # fmt: skip
+        return {
+            "path": path,
+            "busy_fraction_of_device_span": round(union / kernel_span, 3),
+            "device_events": len(spans),
+            "device_span_ms": round(kernel_span / 1000, 2),
+            "busy_ms": round(union / 1000, 2),
+            "loop_wall_ms_after_first_frame": round(wall_us / 1000, 2),
+            "note": "device activity of the prefill + first frame is included in the span; the loop's wall time is given for scale",
+        }
 
     def weight_bytes_per_frame(self) -> int:
         """Bytes of weights read per frame at batch 1: the talker once, the predictor 15 times (one head each)."""
@@ -341,6 +381,7 @@ def bench_model(report: Report, size: str, folder: Path) -> None:
             r = bench.time_decode(path, batch, n)
             results[(path, batch)] = r.pop("_codes")
             return r
+
         return run
 
     report.part(f"{size}/graphed_b1", timing("cuda_graphs", 1, frames), needs_s=20)
@@ -350,7 +391,9 @@ def bench_model(report: Report, size: str, folder: Path) -> None:
     report.part(f"{size}/graphed_b16", timing("cuda_graphs", 16, 60 if size == "0.6b" else 40), needs_s=30)
     report.part(f"{size}/ttfa", lambda: {"runs": [bench.ttfa(4), bench.ttfa(1)]}, needs_s=20)
     report.part(f"{size}/engine_stream", bench.engine_stream_ttfa, needs_s=20)
-    report.part(f"{size}/busy", lambda: {"cuda_graphs": bench.busy_fraction("cuda_graphs"), "decode_frames": bench.busy_fraction("decode_frames", 20)}, needs_s=25)
+    report.part(
+        f"{size}/busy", lambda: {"cuda_graphs": bench.busy_fraction("cuda_graphs"), "decode_frames": bench.busy_fraction("decode_frames", 20)}, needs_s=25
+    )
     parts = report.data["parts"]
     g1 = parts.get(f"{size}/graphed_b1", {})
     if "ms_per_frame" in g1:
@@ -358,10 +401,14 @@ def bench_model(report: Report, size: str, folder: Path) -> None:
         gbps = per_frame / (g1["ms_per_frame"] / 1000) / 1e9
         name = report.data["parts"].get("environment", {}).get("device", "")
         peak = next((v for k, v in PEAK_GBPS.items() if k in name), None)
-        parts[f"{size}/bandwidth"] = {"weight_gb_per_frame": round(per_frame / 1e9, 3), "achieved_gb_s": round(gbps, 1),
-                                      "peak_gb_s": peak, "fraction_of_peak": round(gbps / peak, 3) if peak else None}  # fmt: skip
+        parts[f"{size}/bandwidth"] = {
+            "weight_gb_per_frame": round(per_frame / 1e9, 3),
+            "achieved_gb_s": round(gbps, 1),
+            "peak_gb_s": peak,
+            "fraction_of_peak": round(gbps / peak, 3) if peak else None,
+        }
     holder.clear()
-    del bench
+    bench = None  # the closures above share this cell: free the model before the next size loads
     report.save()
 
 
@@ -379,8 +426,12 @@ def _exactness(bench: Bench, results: dict) -> dict:
     core = bench.time_decode("decode_frames", 1, 40, greedy)["_codes"]
     out["graphed_equals_eager_greedy"] = len(gg) == len(ge) and all(torch.equal(a, b) for a, b in zip(gg, ge))
     same = [torch.equal(a, b) for a, b in zip(gg, core)]
-    out["greedy_vs_decode_frames"] = {"frames": len(same), "identical_frames": sum(same), "first_difference": same.index(False) if False in same else None,
-                                      "note": "bf16: the talker's static-cache attention reduces over a masked full buffer, so bf16 rounding may differ from the growing cache's"}  # fmt: skip
+    out["greedy_vs_decode_frames"] = {
+        "frames": len(same),
+        "identical_frames": sum(same),
+        "first_difference": same.index(False) if False in same else None,
+        "note": "bf16: the talker's static-cache attention reduces over a masked full buffer, so bf16 rounding may differ from the growing cache's",
+    }
     return out
 
 
@@ -390,8 +441,11 @@ def summarize(report: Report) -> None:
     s: dict = {}
     for size in ("0.6b", "1.7b"):
         s[size] = {
-            "ms_per_frame": {"cuda_graphs": get(f"{size}/graphed_b1", "ms_per_frame"), "eager_static": get(f"{size}/eager_static_b1", "ms_per_frame"),
-                             "decode_frames": get(f"{size}/decode_frames_b1", "ms_per_frame")},
+            "ms_per_frame": {
+                "cuda_graphs": get(f"{size}/graphed_b1", "ms_per_frame"),
+                "eager_static": get(f"{size}/eager_static_b1", "ms_per_frame"),
+                "decode_frames": get(f"{size}/decode_frames_b1", "ms_per_frame"),
+            },
             "rtf_loop_graphed": get(f"{size}/graphed_b1", "rtf_loop"),
             "speedup_vs_decode_frames": _ratio(get(f"{size}/decode_frames_b1", "ms_per_frame"), get(f"{size}/graphed_b1", "ms_per_frame")),
             "ttfa_ms": {str(r["first_chunk_frames"]) + "_frames": r["ttfa_ms_median"] for r in (get(f"{size}/ttfa", "runs") or [])},
@@ -448,7 +502,7 @@ def main() -> int:
         report.part("tests", lambda: run_tests(timeout=min(180.0, max(report.left() - 200, 30))), needs_s=60)
     for size in ("0.6b", "1.7b"):
         deadline = time.perf_counter() + max(report.left() - 40, 0)
-        folder = report.part(f"{size}/build", lambda: {"folder": str(wait_for_model(work, size, builder, deadline))}, needs_s=40)
+        folder = report.part(f"{size}/build", lambda size=size, deadline=deadline: {"folder": str(wait_for_model(work, size, builder, deadline))}, needs_s=40)
         if folder is not None:
             bench_model(report, size, Path(folder["folder"]))
     if builder.poll() is None:

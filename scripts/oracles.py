@@ -34,11 +34,21 @@ def make_variables() -> str:
     `_declared_in` (the declaration's file: a changed pin rebuilds that oracle)."""
     oracles = declared()
     home = torch_home(oracles)
-    lines = ["# Written by scripts/oracles.py from the families' oracle declarations: do not edit.",
-             f"ORACLE_FAMILIES := {' '.join(oracles)}", f"ORACLE_TORCH := {home.venv if home else ''}"]  # fmt: skip
+    lines = [
+        "# Written by scripts/oracles.py from the families' oracle declarations: do not edit.",
+        f"ORACLE_FAMILIES := {' '.join(oracles)}",
+        f"ORACLE_TORCH := {home.venv if home else ''}",
+    ]
     for family, o in oracles.items():
-        fields = {"venv": o.venv, "package": o.package, "python_env": o.python_env, "requirements": " ".join(o.requirements),
-                  "nodeps": " ".join(o.nodeps), "shares_torch": "1" if o.shares_torch else "", "declared_in": _declared_in(family)}  # fmt: skip
+        fields = {
+            "venv": o.venv,
+            "package": o.package,
+            "python_env": o.python_env,
+            "requirements": " ".join(o.requirements),
+            "nodeps": " ".join(o.nodeps),
+            "shares_torch": "1" if o.shares_torch else "",
+            "declared_in": _declared_in(family),
+        }
         lines += [f"oracle_{family}_{k} := {v}" for k, v in fields.items()]
     return "\n".join(lines) + "\n"
 

@@ -111,13 +111,30 @@ summary = {
         "vs_first": round(statistics.median(r["frames_per_s"] for r in rs) / single, 2),
         "rtf_worst": round(max(max(r["rtf"]) for r in rs), 2),
         "rtf_median": round(statistics.median(x for r in rs for x in r["rtf"]), 2),
-        **({
-            "ttfa_median": round(statistics.median(x for r in rs for x in r["ttfa_s"]), 3),
-            "ttfa_worst": round(max(max(r["ttfa_s"]) for r in rs), 3),
-            "rtf_after_first_median": round(statistics.median(x for r in rs for x in r["rtf_after_first"]), 2),
-            "rtf_after_first_worst": round(max(max(r["rtf_after_first"]) for r in rs), 2),
-        } if args.stream else {}),
+        **(
+            {
+                "ttfa_median": round(statistics.median(x for r in rs for x in r["ttfa_s"]), 3),
+                "ttfa_worst": round(max(max(r["ttfa_s"]) for r in rs), 3),
+                "rtf_after_first_median": round(statistics.median(x for r in rs for x in r["rtf_after_first"]), 2),
+                "rtf_after_first_worst": round(max(max(r["rtf_after_first"]) for r in rs), 2),
+            }
+            if args.stream
+            else {}
+        ),
     }
     for n, rs in runs.items()
 }
-print(json.dumps({"precision": args.precision or "fp32", "frames": args.frames, "stream": args.stream, "stagger_s": args.stagger, "largest_batch": largest, "summary": summary, "runs": runs}, indent=1))
+print(
+    json.dumps(
+        {
+            "precision": args.precision or "fp32",
+            "frames": args.frames,
+            "stream": args.stream,
+            "stagger_s": args.stagger,
+            "largest_batch": largest,
+            "summary": summary,
+            "runs": runs,
+        },
+        indent=1,
+    )
+)

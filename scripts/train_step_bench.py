@@ -59,11 +59,11 @@ def main() -> None:
     rng = np.random.default_rng(0)
     ref = (0.1 * rng.standard_normal(24000 * 4)).astype(np.float32)
     text = "The museum opens at nine and closes at five, every day but Monday."
-    rows = [{"text": text, "ref_audio": "ref", "audio_codes": rng.integers(0, 2048, (a.frames, 16)).tolist()}
-            for _ in range(a.batch_size * a.steps)]
+    rows = [{"text": text, "ref_audio": "ref", "audio_codes": rng.integers(0, 2048, (a.frames, 16)).tolist()} for _ in range(a.batch_size * a.steps)]
     examples = SpeakerExamples(rows, QwenTokenizer.from_folder(base), lambda _: ref)
-    settings = TrainSettings(epochs=1, lr=2e-5, batch_size=a.batch_size, grad_accum=1, precision=a.precision,
-                             gradient_checkpointing=a.gradient_checkpointing, lora_rank=a.lora_rank)
+    settings = TrainSettings(
+        epochs=1, lr=2e-5, batch_size=a.batch_size, grad_accum=1, precision=a.precision, gradient_checkpointing=a.gradient_checkpointing, lora_rank=a.lora_rank
+    )
     import tempfile
 
     times = []
@@ -73,13 +73,22 @@ def main() -> None:
         trainer.run()
     params = sum(p.numel() for name, p in net.talker.named_parameters() if "lora_" not in name)
     result = {
-        "size": a.size, "precision": a.precision, "batch_size": a.batch_size, "frames_per_clip": a.frames,
-        "tokens_per_row": int(examples[0].text_ids.shape[1] + a.frames + 8), "threads": a.threads,
-        "gradient_checkpointing": a.gradient_checkpointing, "lora_rank": a.lora_rank, "talker_parameters": params,
-        "trained_parameters": trainer.trained_parameters, "load_s": round(load_s, 2),
-        "step_s": [round(t, 2) for t in times], "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
-        "machine": f"{platform.machine()} {platform.processor() or ''}".strip(), "torch": torch.__version__,
-    }  # fmt: skip
+        "size": a.size,
+        "precision": a.precision,
+        "batch_size": a.batch_size,
+        "frames_per_clip": a.frames,
+        "tokens_per_row": int(examples[0].text_ids.shape[1] + a.frames + 8),
+        "threads": a.threads,
+        "gradient_checkpointing": a.gradient_checkpointing,
+        "lora_rank": a.lora_rank,
+        "talker_parameters": params,
+        "trained_parameters": trainer.trained_parameters,
+        "load_s": round(load_s, 2),
+        "step_s": [round(t, 2) for t in times],
+        "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
+        "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
+        "torch": torch.__version__,
+    }
     if a.json:
         print(json.dumps(result))
     else:

@@ -7,15 +7,19 @@ MODEL_FOLDER: a CustomVoice folder (default: koe bench's real-size 0.6B random-w
 ~/.cache/koe/bench, made by `koe bench --size 0.6b`). Needs the dev extra (Playwright) and Chromium.
 """
 
-import argparse, json, sys, time
+import argparse
+import json
+import sys
+import time
 from pathlib import Path
+
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-from playwright.sync_api import sync_playwright
-from browser import CHROMIUM_FLAGS, find_chromium
-from served_model import BENCH_06, serve
+from browser import CHROMIUM_FLAGS, find_chromium  # noqa: E402 (tests/ on sys.path first)
+from playwright.sync_api import sync_playwright  # noqa: E402
+from served_model import BENCH_06, serve  # noqa: E402
 
 parser = argparse.ArgumentParser()
 parser.add_argument("folder", nargs="?", default=BENCH_06)
@@ -63,7 +67,7 @@ with sync_playwright() as p:
     pg.goto(url + "/")
     pg.wait_for_selector("body[data-ready=true]", timeout=120000)
     api_run()  # warm-up
-    for i in range(args.runs):
+    for _ in range(args.runs):
         first, wall, audio, rtf = api_run()
         results["api"].append(f"first audio bytes after {first:.2f} s · {audio:.2f} s of audio in {wall:.1f} s · RTF after the first {rtf:.2f}")
         pg.fill("#speak-input", TEXT)

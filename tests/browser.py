@@ -232,9 +232,12 @@ def start_koe_serve(
         log_path = home.parent / f"serve-{port}.log"
         with open(log_path, "wb") as log:
             process = subprocess.Popen(
-                [*koe_command(), "serve", "--port", str(port)], env=serve_environment(home, env), stdout=log, stderr=subprocess.STDOUT,
+                [*koe_command(), "serve", "--port", str(port)],
+                env=serve_environment(home, env),
+                stdout=log,
+                stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-            )  # fmt: skip
+            )
         server = KoeServer(f"http://127.0.0.1:{port}", home, token, process, log_path)
         if _wait_until_healthy(server):
             return server
@@ -373,9 +376,7 @@ def expect_console_errors(page, pattern: str) -> None:
 def new_watched_page(browser, server: KoeServer, tmp_path: Path, *, phone: bool = False, color_scheme: str = "light", **context_options):
     """A fresh context (downloads accepted, the microphone granted to the server's origin) and page on `server`,
     watched. Returns (context, page, watch); close the context when done."""
-    context = browser.new_context(
-        **(PHONE if phone else DESKTOP), color_scheme=color_scheme, accept_downloads=True, base_url=server.url, **context_options
-    )  # fmt: skip
+    context = browser.new_context(**(PHONE if phone else DESKTOP), color_scheme=color_scheme, accept_downloads=True, base_url=server.url, **context_options)
     context.grant_permissions(["microphone"], origin=server.url)
     watch = PageWatch(origin_of(server.url), tmp_path)
     context.expose_binding("__koeCspViolation", watch._on_csp)

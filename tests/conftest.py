@@ -110,7 +110,7 @@ def _reaches_oracle(fn) -> bool:
 
 def _fixture_functions(item):
     info = getattr(item, "_fixtureinfo", None)
-    for defs in (info.name2fixturedefs.values() if info else ()):
+    for defs in info.name2fixturedefs.values() if info else ():
         for d in defs:
             yield d.func
 
@@ -125,7 +125,11 @@ def pytest_collection_modifyitems(config, items) -> None:
             lanes.add("contract")
         if path.name.startswith(("test_web", "test_browser")) or any(getattr(f, "__module__", "") == "browser" for f in fixtures):
             lanes.add("browser")
-        if item.get_closest_marker("oracle") or BENCH_COMPARES.search(rel) or any(_reaches_oracle(f) for f in [getattr(item, "function", None), *fixtures] if f):
+        if (
+            item.get_closest_marker("oracle")
+            or BENCH_COMPARES.search(rel)
+            or any(_reaches_oracle(f) for f in [getattr(item, "function", None), *fixtures] if f)
+        ):
             lanes.add("oracle")
         if any(rel.startswith(s) for s in SLOW):
             lanes.add("slow")

@@ -132,8 +132,14 @@ class HubServer:
     # -- counters -----------------------------------------------------------------------------
     def body_hits(self, repo: str | None = None, path: str | None = None) -> list[Hit]:
         """The GETs that sent a file's bytes (the CDN's for LFS files), optionally of one repo / file."""
-        return [h for h in list(self.hits) if h.method == "GET" and h.headers.get("x-file") and
-                (repo is None or h.headers["x-file"][0] == repo) and (path is None or h.headers["x-file"][1] == path)]  # fmt: skip
+        return [
+            h
+            for h in list(self.hits)
+            if h.method == "GET"
+            and h.headers.get("x-file")
+            and (repo is None or h.headers["x-file"][0] == repo)
+            and (path is None or h.headers["x-file"][1] == path)
+        ]
 
     def ranges(self, repo: str, path: str) -> list[str | None]:
         return [h.range for h in self.body_hits(repo, path)]
@@ -211,8 +217,13 @@ def _handler(hub: HubServer):
         def _serve(self, head: bool) -> None:
             url = urlparse(self.path)
             parts = [unquote(p) for p in url.path.split("/")[1:]]
-            self._hit = Hit(self.command, url.path, self.headers.get("Range"), 0, headers={"authorization": self.headers.get("Authorization"),
-                                                                                          "user-agent": self.headers.get("User-Agent")})  # fmt: skip
+            self._hit = Hit(
+                self.command,
+                url.path,
+                self.headers.get("Range"),
+                0,
+                headers={"authorization": self.headers.get("Authorization"), "user-agent": self.headers.get("User-Agent")},
+            )
             with hub._lock:
                 hub.hits.append(self._hit)
             try:
@@ -247,8 +258,18 @@ def _handler(hub: HubServer):
                 self._hit.headers["x-repo"] = repo
                 blobs = query.get("blobs", ["false"])[0].lower() == "true"
                 siblings = [hub._entry(repo, p, d) if blobs else {"rfilename": p} for p, d in sorted(files.items())]
-                body = {"_id": hashlib.md5(repo.encode()).hexdigest()[:24], "id": repo, "modelId": repo, "author": repo.split("/")[0],
-                        "sha": sha, "private": False, "disabled": False, "gated": False, "tags": [], "siblings": siblings}  # fmt: skip
+                body = {
+                    "_id": hashlib.md5(repo.encode()).hexdigest()[:24],
+                    "id": repo,
+                    "modelId": repo,
+                    "author": repo.split("/")[0],
+                    "sha": sha,
+                    "private": False,
+                    "disabled": False,
+                    "gated": False,
+                    "tags": [],
+                    "siblings": siblings,
+                }
                 if hub.listing is not None:
                     body = hub.listing(body)
             else:
@@ -277,8 +298,13 @@ def _handler(hub: HubServer):
             if "lfs" in entry:  # the hub redirects LFS files to its CDN, saying what they are
                 sha256 = hashlib.sha256(data).hexdigest()
                 location = f"{hub.cdn}/_lfs/{quote(repo)}/{sha}/{sha256}?path={quote(path)}"
-                headers = {"Location": location, "X-Repo-Commit": sha, "X-Linked-Etag": f'"{entry["lfs"]["sha256"]}"',
-                           "X-Linked-Size": str(len(data)), "ETag": f'"{entry["blobId"]}"'}  # fmt: skip
+                headers = {
+                    "Location": location,
+                    "X-Repo-Commit": sha,
+                    "X-Linked-Etag": f'"{entry["lfs"]["sha256"]}"',
+                    "X-Linked-Size": str(len(data)),
+                    "ETag": f'"{entry["blobId"]}"',
+                }
                 return self._send(302, b"", headers, head)
             self._body(repo, path, data, {"X-Repo-Commit": sha, "ETag": f'"{entry["blobId"]}"'}, head)
 

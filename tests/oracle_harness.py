@@ -44,9 +44,7 @@ def oracle_python(family: str = DEFAULT_FAMILY) -> str:
     return path
 
 
-def run_oracle(
-    script: str, job: dict, workdir: Path, timeout: float = 900, family: str = DEFAULT_FAMILY
-) -> tuple[dict[str, torch.Tensor], dict]:
+def run_oracle(script: str, job: dict, workdir: Path, timeout: float = 900, family: str = DEFAULT_FAMILY) -> tuple[dict[str, torch.Tensor], dict]:
     """Run `<family's oracle folder>/<script>.py` on `job`; returns (tensors, info)."""
     return run_script(ORACLES[family], oracle_python(family), script, job, workdir, timeout)
 
@@ -73,7 +71,10 @@ def run_script(oracle: UpstreamOracle, python: str, script: str, job: dict, work
     env.setdefault("TRANSFORMERS_OFFLINE", "1")
     proc = subprocess.run(
         [python, str(scripts / f"{script}.py"), str(job_path), str(out)],
-        capture_output=True, text=True, timeout=timeout, env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
     )
     if proc.returncode != 0:
         raise RuntimeError(f"oracle script {script} failed ({proc.returncode}):\n{proc.stderr[-6000:]}")

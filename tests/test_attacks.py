@@ -295,4 +295,3 @@ def test_a_poisoned_request_among_eight_fails_alone(attacked, family, marker, st
 def test_every_registered_family_has_its_few_step_options():
     """A new family in the registry must be added to FAST, so the attack set runs it quickly."""
     assert set(FAMILIES) <= set(FAST), f"add {sorted(set(FAMILIES) - set(FAST))} to FAST in tests/test_attacks.py"
-

@@ -218,15 +218,24 @@ def test_pyav_mono_per_frame_equals_mono_of_all(av_files, name):
 
 @pytest.mark.parametrize("method", ["librosa", "torchaudio"])
 def test_voxcpm_loader_bounded_is_unchanged(sf_files, av_files, method):
-    for path in (sf_files[("MP3", "MPEG_LAYER_III", 44100, 2)], sf_files[("OGG", "VORBIS", 44100, 2)],
-                 sf_files[("WAV", "PCM_24", 48000, 6)], av_files["m4a_5.1"], av_files["adts_mono"]):  # fmt: skip
+    for path in (
+        sf_files[("MP3", "MPEG_LAYER_III", 44100, 2)],
+        sf_files[("OGG", "VORBIS", 44100, 2)],
+        sf_files[("WAV", "PCM_24", 48000, 6)],
+        av_files["m4a_5.1"],
+        av_files["adts_mono"],
+    ):
         free = load_prompt_audio(path, 16000, method)
         assert np.array_equal(load_prompt_audio(path, 16000, method, max_seconds=60), free), path.name
 
 
 def test_f5_loader_bounded_is_unchanged(sf_files, av_files):
-    for path in (sf_files[("FLAC", "PCM_16", 44100, 2)], sf_files[("MP3", "MPEG_LAYER_III", 22050, 2)],
-                 sf_files[("WAV", "FLOAT", 24000, 2)], av_files["m4a_stereo"]):  # fmt: skip
+    for path in (
+        sf_files[("FLAC", "PCM_16", 44100, 2)],
+        sf_files[("MP3", "MPEG_LAYER_III", 22050, 2)],
+        sf_files[("WAV", "FLOAT", 24000, 2)],
+        av_files["m4a_stereo"],
+    ):
         free = load_reference(path, "Hello there.")
         bounded = load_reference(path, "Hello there.", max_seconds=30)
         assert np.array_equal(bounded.samples, free.samples) and bounded.info == free.info, path.name
@@ -451,16 +460,35 @@ def bombs(tmp_path_factory) -> dict[str, Path]:
         "mp3_no_xing_hour": d / "hour.mp3",
         "m4a_20min": _repeat_packets(_encode_av(d / "ten.m4a", _speech(10.0, 16000), 16000, "ipod", "aac", bit_rate=16000), d / "long.m4a", 120, "ipod"),
         "adts_hour": d / "hour.aac",
-        "webm_opus_20min": _repeat_packets(_encode_av(d / "ten.webm", _speech(10.0, 48000), 48000, "webm", "libopus", bit_rate=12000), d / "long.webm", 120, "webm"),
+        "webm_opus_20min": _repeat_packets(
+            _encode_av(d / "ten.webm", _speech(10.0, 48000), 48000, "webm", "libopus", bit_rate=12000), d / "long.webm", 120, "webm"
+        ),
     }
 
 
-RSS_CASES = [(bomb, "load_audio") for bomb in
-             ("flac_tone_hour", "flac_unknown_length", "wav_streaming_sizes", "ogg_vorbis_hour", "mp3_no_xing_hour", "m4a_20min", "adts_hour", "webm_opus_20min")] + [
-    ("flac_unknown_length", "load_audio_bytes"), ("adts_hour", "load_audio_bytes"),
-    ("flac_unknown_length", "voxcpm_librosa"), ("flac_unknown_length", "voxcpm_torchaudio"), ("adts_hour", "voxcpm_librosa"),
-    ("adts_hour", "voxcpm_torchaudio"), ("flac_unknown_length", "f5"), ("adts_hour", "f5"), ("ogg_vorbis_hour", "f5"),
-]  # fmt: skip
+RSS_CASES = [
+    (bomb, "load_audio")
+    for bomb in (
+        "flac_tone_hour",
+        "flac_unknown_length",
+        "wav_streaming_sizes",
+        "ogg_vorbis_hour",
+        "mp3_no_xing_hour",
+        "m4a_20min",
+        "adts_hour",
+        "webm_opus_20min",
+    )
+] + [
+    ("flac_unknown_length", "load_audio_bytes"),
+    ("adts_hour", "load_audio_bytes"),
+    ("flac_unknown_length", "voxcpm_librosa"),
+    ("flac_unknown_length", "voxcpm_torchaudio"),
+    ("adts_hour", "voxcpm_librosa"),
+    ("adts_hour", "voxcpm_torchaudio"),
+    ("flac_unknown_length", "f5"),
+    ("adts_hour", "f5"),
+    ("ogg_vorbis_hour", "f5"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -506,4 +534,3 @@ def test_qwen_reference_audio_is_bounded_and_trims_exactly(tmp_path):
     trimmed, sr = reference_audio(path, trim=True)
     full, _ = load_audio(path)
     assert sr == rate and np.array_equal(trimmed, full[: int(MAX_REF_SECONDS * rate)])
-

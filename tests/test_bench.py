@@ -72,7 +72,10 @@ def test_bench_models_are_stored_as_released(tmp_path) -> None:
 def test_quick_bench_runs_the_opt_in_modes_from_bf16_files(tmp_path) -> None:
     for precision, name in (("bf16", "bfloat16"), ("int8", "int8")):
         out = tmp_path / f"bench-{precision}.json"
-        assert main(["--quick", "--threads", "1", "--case", "custom_voice", "--precision", precision, "--models", str(tmp_path / "models"), "--out", str(out)]) == 0
+        assert (
+            main(["--quick", "--threads", "1", "--case", "custom_voice", "--precision", precision, "--models", str(tmp_path / "models"), "--out", str(out)])
+            == 0
+        )
         cv = json.loads(out.read_text())["sizes"]["tiny"]["cases"]["custom_voice"]["koe"]
         assert cv["precision"] == name and cv["summary"]["load_s"]["median"] > 0
 

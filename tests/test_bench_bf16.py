@@ -12,7 +12,7 @@ import torch
 from fixtures_models import model_folder
 from oracle_harness import ORACLE_DIR, oracle_python
 
-UPSTREAM = r'''
+UPSTREAM = r"""
 import json, sys
 import numpy as np, torch
 torch.set_num_threads(1)
@@ -32,7 +32,7 @@ for seed, extra in CALLS:
     wavs, _ = tts.generate_custom_voice(text=TEXT, speaker="ryan", language="english", max_new_tokens=14, **extra)
     result[str(seed)] = {"codes": captured[0][0].tolist(), "wav": np.asarray(wavs[0], dtype=np.float32).tolist()}
 print("@@" + json.dumps(result))
-'''
+"""
 TEXT = "Hello world, this is koe speaking."
 CALLS = [(0, {}), (1, {"do_sample": False, "subtalker_dosample": False})]
 

@@ -37,8 +37,23 @@ def test_f5_quick_bench_koe(tmp_path, capsys) -> None:
 
 def test_f5_quick_bench_against_upstream(tmp_path, capsys) -> None:
     out = tmp_path / "bench.json"
-    argv = ["--family", "f5_tts", "--quick", "--threads", "1", "--case", "nfe16", "--case", "long", "--compare", "upstream",
-            "--models", str(tmp_path / "models"), "--out", str(out)]  # fmt: skip
+    argv = [
+        "--family",
+        "f5_tts",
+        "--quick",
+        "--threads",
+        "1",
+        "--case",
+        "nfe16",
+        "--case",
+        "long",
+        "--compare",
+        "upstream",
+        "--models",
+        str(tmp_path / "models"),
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 0, capsys.readouterr().err
     results = json.loads(out.read_text())
     per = results["sizes"]["tiny"]

@@ -46,9 +46,13 @@ def test_a_family_that_declares_only_its_cases_runs_through_the_contract(monkeyp
     from dataclasses import replace
 
     declared = families.benches()
-    requests = {"spoken": {"text": "A short sentence.", "voice": "ryan", "max_segment_s": 0.4},
-                "streamed": {"text": "A short sentence.", "voice": "ryan", "max_segment_s": 0.4, "stream": True}}  # fmt: skip
-    plain = replace(declared["qwen3_tts"], run="", table="", worker="", flags=(), columns=(), requests=requests, cases=tuple(requests), default_cases=tuple(requests))
+    requests = {
+        "spoken": {"text": "A short sentence.", "voice": "ryan", "max_segment_s": 0.4},
+        "streamed": {"text": "A short sentence.", "voice": "ryan", "max_segment_s": 0.4, "stream": True},
+    }
+    plain = replace(
+        declared["qwen3_tts"], run="", table="", worker="", flags=(), columns=(), requests=requests, cases=tuple(requests), default_cases=tuple(requests)
+    )
     monkeypatch.setattr(families, "benches", lambda: {**declared, "qwen3_tts": plain})
     out = tmp_path / "bench.json"
     assert main(["--family", "qwen3_tts", "--quick", "--threads", "1", "--models", str(tmp_path / "models"), "--out", str(out)]) == 0, capsys.readouterr().err

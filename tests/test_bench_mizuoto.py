@@ -57,8 +57,21 @@ def test_quick_bench_against_mizuoto(tmp_path, capsys) -> None:
 def test_three_way_run_in_one_session(tmp_path, capsys) -> None:
     """`--compare upstream --compare mizuoto`: all three interleaved; the upstream side keeps its JSON shape."""
     out = tmp_path / "bench.json"
-    argv = ["--quick", "--threads", "1", "--case", "custom_voice", "--compare", "upstream", "--compare", "mizuoto",
-            "--models", str(tmp_path / "models"), "--out", str(out)]  # fmt: skip
+    argv = [
+        "--quick",
+        "--threads",
+        "1",
+        "--case",
+        "custom_voice",
+        "--compare",
+        "upstream",
+        "--compare",
+        "mizuoto",
+        "--models",
+        str(tmp_path / "models"),
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 0, capsys.readouterr().err
     entry = json.loads(out.read_text())["sizes"]["tiny"]["cases"]["custom_voice"]
     assert entry["codes_equal"] is True and entry["codes_equal_to"] == {"upstream": True, "mizuoto": True}
@@ -121,9 +134,13 @@ def _results(cases: dict) -> dict:
 
 def test_table_rows_per_side_ratios_and_codes() -> None:
     side = lambda ms, call: {"summary": _summary(ms_per_frame=ms, call_s=call), "precision": "float32"}  # noqa: E731
-    entry = {"koe": side(100.0, 2.0), "upstream": side(200.0, 4.0), "mizuoto": side(80.0, 1.6),
-             "ratios": {"upstream": {"ms_per_frame": 0.5, "call_s": 0.5}, "mizuoto": {"ms_per_frame": 1.25, "call_s": 1.25}},
-             "codes_equal_to": {"upstream": True, "mizuoto": False}}  # fmt: skip
+    entry = {
+        "koe": side(100.0, 2.0),
+        "upstream": side(200.0, 4.0),
+        "mizuoto": side(80.0, 1.6),
+        "ratios": {"upstream": {"ms_per_frame": 0.5, "call_s": 0.5}, "mizuoto": {"ms_per_frame": 1.25, "call_s": 1.25}},
+        "codes_equal_to": {"upstream": True, "mizuoto": False},
+    }
     stream = {"koe": {"summary": _summary(ttfa_s=1.5)}, "upstream": {"summary": {}, "unsupported": "no streaming API"}}
     table = format_table(_results({"custom_voice": entry, "streaming": stream}), width=200)
     lines = table.splitlines()

@@ -43,8 +43,21 @@ def test_voxcpm_quick_bench_koe(tmp_path, capsys) -> None:
 
 def test_voxcpm_quick_bench_against_upstream(tmp_path, capsys) -> None:
     out = tmp_path / "bench.json"
-    argv = ["--family", "voxcpm", "--quick", "--threads", "1", "--patches", "5", "--compare", "upstream",
-            "--models", str(tmp_path / "models"), "--out", str(out)]  # fmt: skip
+    argv = [
+        "--family",
+        "voxcpm",
+        "--quick",
+        "--threads",
+        "1",
+        "--patches",
+        "5",
+        "--compare",
+        "upstream",
+        "--models",
+        str(tmp_path / "models"),
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 0, capsys.readouterr().err
     per = json.loads(out.read_text())["sizes"]["tiny"]
     for case, entry in per["cases"].items():
@@ -60,8 +73,25 @@ def test_voxcpm_quick_bench_against_upstream(tmp_path, capsys) -> None:
 def test_voxcpm15_quick_clone_against_upstream(tmp_path, capsys) -> None:
     """VoxCPM 1.5 (AudioVAE V1, 44.1 kHz; upstream reads the prompt with torchaudio.load)."""
     out = tmp_path / "bench.json"
-    argv = ["--family", "voxcpm", "--variant", "VoxCPM1.5", "--quick", "--threads", "1", "--case", "clone", "--case", "stream",
-            "--compare", "upstream", "--models", str(tmp_path / "models"), "--out", str(out)]  # fmt: skip
+    argv = [
+        "--family",
+        "voxcpm",
+        "--variant",
+        "VoxCPM1.5",
+        "--quick",
+        "--threads",
+        "1",
+        "--case",
+        "clone",
+        "--case",
+        "stream",
+        "--compare",
+        "upstream",
+        "--models",
+        str(tmp_path / "models"),
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 0, capsys.readouterr().err
     per = json.loads(out.read_text())["sizes"]["tiny"]
     assert per["models"]["voxcpm"]["variant"] == "VoxCPM1.5"

@@ -153,7 +153,7 @@ def test_the_fake_microphone_records_its_clip(page):
     assert freqs[np.argmax(spectrum)] == pytest.approx(140, abs=5)  # the clip's fundamental (140 Hz; the default fake is 1 kHz)
 
 
-LEFT_BEHIND = '''
+LEFT_BEHIND = """
 import pytest
 
 pytest_plugins = ["browser"]
@@ -173,15 +173,21 @@ def test_allows_the_console_error_it_provokes(page):
     page.goto("/docs")
     expect_console_errors(page, "provoked")
     page.evaluate("() => console.error('provoked')")
-'''
+"""
 
 
 def test_what_the_watch_saw_fails_the_run_at_teardown(tmp_path):
     # a pytest run of its own: an error nobody expected fails it at teardown, an expected one does not
     (tmp_path / "test_left_behind.py").write_text("from browser import expect_console_errors\n" + LEFT_BEHIND)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_left_behind.py"], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_left_behind.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     out = run.stdout + run.stderr
     assert run.returncode == 1, out
     assert "2 passed, 1 error in" in out and "warning" not in out, out

@@ -9,8 +9,8 @@ import threading
 import pytest
 
 from koe.service.config import edit as config_file
-from koe.service.errors import ConfigError, InvalidRequest, NotFound
 from koe.service.config.settings import load_settings
+from koe.service.errors import ConfigError, InvalidRequest, NotFound
 
 pytest_plugins = ["cli_fixtures"]  # cv_model, vd_model, base_model, home, koe
 
@@ -45,7 +45,7 @@ def test_set_keeps_comments_and_layout_and_writes_typed_values(koe, home):
     koe("config", "set", "server.allowed_hosts", "tts.lan, box.local")
     koe("config", "set", "synthesis.format", "mp3")
     text = toml(home)
-    assert text.startswith("# my koe settings\n[server]\nport = 8001  # the port my proxy expects\nhost = \"127.0.0.1\"\n")
+    assert text.startswith('# my koe settings\n[server]\nport = 8001  # the port my proxy expects\nhost = "127.0.0.1"\n')
     assert "# which model\n[models]\nresident_limit = 2\n" in text
     assert 'allowed_hosts = ["tts.lan", "box.local"]' in text and "save_outputs = true" in text and 'format = "mp3"' in text
     s = load_settings(home, environ={})
@@ -61,7 +61,11 @@ def test_set_creates_the_file_and_get_says_where_each_value_came_from(koe, home,
     r = koe("config", "get", "server.queue_size")
     assert r.stdout == "4\n" and "from koe.toml" in r.stderr
     assert json.loads(koe("config", "get", "server.port", "--json").stdout) == {
-        "key": "server.port", "value": 8000, "source": "default", "env": "KOE_SERVER__PORT"}  # fmt: skip
+        "key": "server.port",
+        "value": 8000,
+        "source": "default",
+        "env": "KOE_SERVER__PORT",
+    }
     monkeypatch.setenv("KOE_SERVER__QUEUE_SIZE", "9")
     got = json.loads(koe("config", "get", "server.queue_size", "--json").stdout)
     assert got["value"] == 9 and got["source"] == "env KOE_SERVER__QUEUE_SIZE"
@@ -155,8 +159,16 @@ def test_a_broken_file_is_reported_not_overwritten(koe, home):
 
 
 def test_concurrent_edits_all_land(home):
-    keys = [("server.port", "8100"), ("server.queue_size", "3"), ("models.resident_limit", "2"), ("synthesis.seed", "11"),
-            ("synthesis.speed", "1.5"), ("server.max_batch_size", "4"), ("synthesis.language", "english"), ("models.device", "cpu")]  # fmt: skip
+    keys = [
+        ("server.port", "8100"),
+        ("server.queue_size", "3"),
+        ("models.resident_limit", "2"),
+        ("synthesis.seed", "11"),
+        ("synthesis.speed", "1.5"),
+        ("server.max_batch_size", "4"),
+        ("synthesis.language", "english"),
+        ("models.device", "cpu"),
+    ]
     errors = []
 
     def edit(key, value):
@@ -257,8 +269,13 @@ def test_config_set_refuses_exactly_what_serve_refuses(koe, home, monkeypatch, k
 
 
 def test_serve_and_config_set_accept_the_same_good_values(koe, home):
-    for key, value in [("server.host", "::1"), ("server.host", "my-box.lan"), ("server.token", "inner spaces are-fine-0123"),
-                       ("server.max_upload_bytes", str(1024**3)), ("server.allowed_hosts", "*,*.lan,.corp,tts.example:8443"),
-                       ("server.allowed_origins", "*,http://localhost:3000")]:  # fmt: skip
+    for key, value in [
+        ("server.host", "::1"),
+        ("server.host", "my-box.lan"),
+        ("server.token", "inner spaces are-fine-0123"),
+        ("server.max_upload_bytes", str(1024**3)),
+        ("server.allowed_hosts", "*,*.lan,.corp,tts.example:8443"),
+        ("server.allowed_origins", "*,http://localhost:3000"),
+    ]:
         koe("config", "set", key, value)
     assert load_settings(home, environ={}).server.allowed_origins == ["*", "http://localhost:3000"]

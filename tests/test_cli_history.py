@@ -92,18 +92,39 @@ def test_replay_of_a_folder_model_finds_the_folder_or_names_the_way_out(koe, hom
 def test_replay_of_a_cloned_clip_needs_the_clip(home, base_model, tmp_path):
     h = KoeHome.open(home)
     history = History(h)
-    output_id = h.db.add_output(text="Hi.", model="base", voice="clip", format="wav", duration_s=1.0, path=None,
-                                metadata={"mode": "clone_clip", "seed": 3, "language": "auto", "options": {}, "speed": 1.0, "format": "wav"})  # fmt: skip
+    output_id = h.db.add_output(
+        text="Hi.",
+        model="base",
+        voice="clip",
+        format="wav",
+        duration_s=1.0,
+        path=None,
+        metadata={"mode": "clone_clip", "seed": 3, "language": "auto", "options": {}, "speed": 1.0, "format": "wav"},
+    )
     with pytest.raises(InvalidRequest, match="does not keep"):
         history.replay_request(output_id)
     request = history.replay_request(output_id, ref_audio="clip.wav", ref_text="hello")
     assert (request.ref_audio, request.ref_text, request.seed, request.text) == ("clip.wav", "hello", 3, "Hi.")
-    gone = h.db.add_output(text="Hi.", model="base", voice="anna", format="wav", duration_s=1.0, path=None,
-                           metadata={"mode": "clone_voice", "voice": "anna", "seed": 3, "language": "auto"})  # fmt: skip
+    gone = h.db.add_output(
+        text="Hi.",
+        model="base",
+        voice="anna",
+        format="wav",
+        duration_s=1.0,
+        path=None,
+        metadata={"mode": "clone_voice", "voice": "anna", "seed": 3, "language": "auto"},
+    )
     with pytest.raises(NotFound, match="no longer in the library"):
         history.replay_request(gone)
-    design = h.db.add_output(text="Hi.", model="vd", voice="design", format="wav", duration_s=1.0, path=None,
-                             metadata={"mode": "design", "instruct": "a calm voice", "seed": 1, "language": "english"})  # fmt: skip
+    design = h.db.add_output(
+        text="Hi.",
+        model="vd",
+        voice="design",
+        format="wav",
+        duration_s=1.0,
+        path=None,
+        metadata={"mode": "design", "instruct": "a calm voice", "seed": 1, "language": "english"},
+    )
     r = history.replay_request(design)
     assert (r.design, r.instruct, r.language) == ("a calm voice", None, "english")
 

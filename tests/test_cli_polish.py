@@ -106,8 +106,9 @@ def run_on_a_terminal(*args, tmp_path) -> tuple[int, str, bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KOE_")}
     env.update(KOE_HOME=str(tmp_path / "home"), OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
     try:
-        p = subprocess.run([sys.executable, "-m", "koe.cli.main", *map(str, args)], stdin=subprocess.DEVNULL, stdout=follower,
-                           stderr=subprocess.PIPE, env=env, timeout=60)  # fmt: skip
+        p = subprocess.run(
+            [sys.executable, "-m", "koe.cli.main", *map(str, args)], stdin=subprocess.DEVNULL, stdout=follower, stderr=subprocess.PIPE, env=env, timeout=60
+        )
         os.close(follower)
         follower = -1
         seen = b""

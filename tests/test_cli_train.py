@@ -25,13 +25,32 @@ pytest_plugins = ["cli_fixtures"]
 @pytest.fixture(scope="module")
 def bases(tmp_path_factory):
     root = tmp_path_factory.mktemp("train-cli")
-    return {"1.7b": write_random_model(root / "base-1b7", "base", "tiny-1b7"), "0.6b": write_random_model(root / "base-0b6", "base", "tiny"),
-            "cv": write_random_model(root / "cv", "custom_voice", "tiny-1b7"), "data": write_dataset(root / "data")}
+    return {
+        "1.7b": write_random_model(root / "base-1b7", "base", "tiny-1b7"),
+        "0.6b": write_random_model(root / "base-0b6", "base", "tiny"),
+        "cv": write_random_model(root / "cv", "custom_voice", "tiny-1b7"),
+        "data": write_dataset(root / "data"),
+    }
 
 
 def train_args(bases, out: Path, *extra: str) -> list[str]:
-    return ["train", "speaker", "--model", str(bases["1.7b"]), "--data", str(bases["data"]["jsonl"]), "--speaker", "Alice",
-            "--out", str(out), "--epochs", "2", "--lr", "1e-3", *extra]
+    return [
+        "train",
+        "speaker",
+        "--model",
+        str(bases["1.7b"]),
+        "--data",
+        str(bases["data"]["jsonl"]),
+        "--speaker",
+        "Alice",
+        "--out",
+        str(out),
+        "--epochs",
+        "2",
+        "--lr",
+        "1e-3",
+        *extra,
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -116,18 +135,22 @@ def test_stop_after_prepare(bases, home, koe, tmp_path):
     assert not (out / "training" / "checkpoint").exists()
 
 
-@pytest.mark.parametrize("case, args, message", [
-    ("0.6b", None, "only works where the two widths match: the 1.7B Base model (2048 and 2048), not the 0.6B"),
-    ("cv", None, "is a custom_voice model; speaker fine-tuning starts from a Base model"),
-    ("name", ["--speaker", "a b"], "speaker name 'a b': use 1-64 letters"),
-    ("lr", ["--lr", "-1"], "lr must be a positive number"),
-    ("precision", ["--precision", "int8"], "precision must be one of float32, bfloat16"),
-    ("stage", ["--stop-after", "export"], "stop_after must be one of prepare, train"),
-    ("dtype", ["--export-dtype", "int8"], "export dtype 'int8' is not one of"),
-    ("data", ["--data", "/nonexistent/clips"], "no such file or folder"),
-    ("lora", ["--lora-rank", "-1"], "lora_rank must be >= 0"),
-    ("device", ["--device", "mps"], "device 'mps': give cpu, cuda or cuda:N"),
-] + ([] if __import__("torch").cuda.is_available() else [("cuda", ["--device", "cuda"], "device 'cuda': no CUDA GPU is available here")]))
+@pytest.mark.parametrize(
+    "case, args, message",
+    [
+        ("0.6b", None, "only works where the two widths match: the 1.7B Base model (2048 and 2048), not the 0.6B"),
+        ("cv", None, "is a custom_voice model; speaker fine-tuning starts from a Base model"),
+        ("name", ["--speaker", "a b"], "speaker name 'a b': use 1-64 letters"),
+        ("lr", ["--lr", "-1"], "lr must be a positive number"),
+        ("precision", ["--precision", "int8"], "precision must be one of float32, bfloat16"),
+        ("stage", ["--stop-after", "export"], "stop_after must be one of prepare, train"),
+        ("dtype", ["--export-dtype", "int8"], "export dtype 'int8' is not one of"),
+        ("data", ["--data", "/nonexistent/clips"], "no such file or folder"),
+        ("lora", ["--lora-rank", "-1"], "lora_rank must be >= 0"),
+        ("device", ["--device", "mps"], "device 'mps': give cpu, cuda or cuda:N"),
+    ]
+    + ([] if __import__("torch").cuda.is_available() else [("cuda", ["--device", "cuda"], "device 'cuda': no CUDA GPU is available here")]),
+)
 def test_refusals_are_one_clear_message_before_any_work(bases, home, koe, tmp_path, case, args, message):
     out = tmp_path / "out"
     full = train_args(bases, out)
@@ -147,8 +170,12 @@ def test_refusals_are_one_clear_message_before_any_work(bases, home, koe, tmp_pa
 def test_bad_rows_are_all_listed(bases, home, koe, tmp_path):
     data = tmp_path / "bad.jsonl"
     clip = str(bases["data"]["clips"] / "utt000.wav")
-    data.write_text(json.dumps({"audio": clip, "text": "  ", "ref_audio": clip}) + "\n"
-                    + json.dumps({"audio": str(tmp_path / "missing.wav"), "text": "hi", "ref_audio": clip}) + "\n")
+    data.write_text(
+        json.dumps({"audio": clip, "text": "  ", "ref_audio": clip})
+        + "\n"
+        + json.dumps({"audio": str(tmp_path / "missing.wav"), "text": "hi", "ref_audio": clip})
+        + "\n"
+    )
     r = koe("train", "speaker", "--model", str(bases["1.7b"]), "--data", str(data), "--speaker", "bob", "--out", str(tmp_path / "o"), ok=False)
     assert r.exit_code == 2
     assert "bad.jsonl:1" in r.output and "bad.jsonl:2" in r.output, r.output
@@ -181,11 +208,22 @@ def test_data_that_never_ends_is_refused_in_seconds_and_bounded_memory(bases, tm
     with (folder / "utt000.txt").open("wb") as f:
         f.truncate(5 << 30)
     env = {k: v for k, v in os.environ.items() if not k.startswith("KOE_")} | {"KOE_HOME": str(tmp_path / "home")}
-    proc = subprocess.run([sys.executable, "-c", _BOUNDED_RUNS, str(bases["1.7b"]), str(tmp_path / "out"), "/dev/zero", str(fifo), str(huge),
-                           str(folder)], check=False, capture_output=True, text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [sys.executable, "-c", _BOUNDED_RUNS, str(bases["1.7b"]), str(tmp_path / "out"), "/dev/zero", str(fifo), str(huge), str(folder)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    expected = ["zero: a character device, not a regular file", "clips.jsonl: a FIFO (named pipe), not a regular file",
-                "huge.jsonl: 3 GiB, more than the 2 GiB a dataset file may be", "utt000.txt: 5 GiB, more than the 1 MiB a transcript may be"]
+    expected = [
+        "zero: a character device, not a regular file",
+        "clips.jsonl: a FIFO (named pipe), not a regular file",
+        "huge.jsonl: 3 GiB, more than the 2 GiB a dataset file may be",
+        "utt000.txt: 5 GiB, more than the 1 MiB a transcript may be",
+    ]
     for result, message in zip(json.loads(proc.stdout), expected, strict=True):
         shown = " ".join(result["output"].split())
         assert result["code"] == 2 and message in shown and "Traceback" not in shown, result
@@ -209,8 +247,12 @@ def test_damaged_run_files_are_one_named_line(bases, trained, home, koe, tmp_pat
     state.unlink()
     state.write_text((out / "training" / "checkpoint" / "state.json").read_text()[:100])
     for args in (["train", "export", "--out", str(run)], train_args(bases, run)):
-        _ends_in_one_error_line(koe(*args, ok=False), "checkpoint is damaged: state.json cannot be read (not valid JSON",
-                                "(remove the folder", "to train again from the first epoch")
+        _ends_in_one_error_line(
+            koe(*args, ok=False),
+            "checkpoint is damaged: state.json cannot be read (not valid JSON",
+            "(remove the folder",
+            "to train again from the first epoch",
+        )
     (run / "training" / "run.json").write_text('{"base": ')
     for args in (["train", "export", "--out", str(run)], train_args(bases, run)):
         _ends_in_one_error_line(koe(*args, ok=False), "the training run's file is damaged:", "run.json: not valid JSON", f"(remove {run} (or use another")
@@ -229,8 +271,9 @@ def test_from_python(bases, tmp_path):
     import koe.train
 
     steps = []
-    result = koe.train.speaker(bases["1.7b"], bases["data"]["pairs"], "carol", tmp_path / "carol", ref=bases["data"]["ref"], epochs=1,
-                               lr=1e-3, on_step=steps.append)
+    result = koe.train.speaker(
+        bases["1.7b"], bases["data"]["pairs"], "carol", tmp_path / "carol", ref=bases["data"]["ref"], epochs=1, lr=1e-3, on_step=steps.append
+    )
     assert result.finished and result.speaker == "carol" and len(steps) == 6 and steps[-1].grad_norm is not None
     tts = koe.load(tmp_path / "carol")
     assert tts.capabilities.speakers == ("carol",)

@@ -55,14 +55,16 @@ def test_prepare_without_transcript_explains_x_vector_mode(base_model, clip, tmp
 
 def test_prepare_with_reference_padding(base_model, clip, tmp_path):
     out = tmp_path / "padded"
-    result = CliRunner().invoke(app, ["voices", "prepare", str(clip), "--model", str(base_model), "--ref-text", "A test clip.",
-                                      "--ref-pad-seconds", "0.5", "-o", str(out)])  # fmt: skip
+    result = CliRunner().invoke(
+        app, ["voices", "prepare", str(clip), "--model", str(base_model), "--ref-text", "A test clip.", "--ref-pad-seconds", "0.5", "-o", str(out)]
+    )
     assert result.exit_code == 0, result.output
     prompt = QwenVoicePrompt.load(out)
     direct = koe.load(base_model).prepare_voice(str(clip), "A test clip.", ref_pad_seconds=0.5)
     assert prompt.ref_pad_seconds == 0.5 and torch.equal(prompt.ref_code, direct.ref_code)
-    bad = CliRunner().invoke(app, ["voices", "prepare", str(clip), "--model", str(base_model), "--ref-text", "A test clip.",
-                                   "--ref-pad-seconds", "3", "-o", str(tmp_path / "bad")])  # fmt: skip
+    bad = CliRunner().invoke(
+        app, ["voices", "prepare", str(clip), "--model", str(base_model), "--ref-text", "A test clip.", "--ref-pad-seconds", "3", "-o", str(tmp_path / "bad")]
+    )
     assert bad.exit_code == 2 and "ref_pad_seconds" in bad.output and not (tmp_path / "bad").exists()
 
 
@@ -74,12 +76,15 @@ def test_prepare_flags_are_the_model_s_voice_prompt_options(base_model, clip, tm
     caps = describe(base_model).capabilities
     assert "ref_pad_seconds" in caps.voice_options.names
     other = next(f for f in ("f5_tts", "voxcpm") if not describe(write_fixture(tmp_path / f, f)).capabilities.voice_options.options)
-    result = CliRunner().invoke(app, ["voices", "prepare", str(clip), "--model", str(tmp_path / other), "--ref-text", "A test clip.",
-                                      "--ref-pad-seconds", "0.5", "-o", str(tmp_path / "p")])  # fmt: skip
+    result = CliRunner().invoke(
+        app,
+        ["voices", "prepare", str(clip), "--model", str(tmp_path / other), "--ref-text", "A test clip.", "--ref-pad-seconds", "0.5", "-o", str(tmp_path / "p")],
+    )
     assert result.exit_code == 2 and "no such option: --ref-pad-seconds" in result.stderr and "takes these voice-prompt options: none" in result.stderr
     assert not (tmp_path / "p").exists() and "Traceback" not in result.output
-    padded = CliRunner().invoke(app, ["voices", "prepare", str(clip), "--model", str(base_model), "--ref-text", "A test clip.",
-                                      "--ref-pad-seconds=0", "-o", str(tmp_path / "plain")])  # fmt: skip
+    padded = CliRunner().invoke(
+        app, ["voices", "prepare", str(clip), "--model", str(base_model), "--ref-text", "A test clip.", "--ref-pad-seconds=0", "-o", str(tmp_path / "plain")]
+    )
     assert padded.exit_code == 0, padded.output  # the default: the plain prompt
     assert QwenVoicePrompt.load(tmp_path / "plain").ref_pad_seconds == 0.0
     info = CliRunner().invoke(app, ["models", "info", str(base_model)], env={"COLUMNS": "200"})

@@ -59,7 +59,10 @@ def test_qwen3_tts_from_pretrained_hub_id_reads_the_cache(hf, session_tmp, tmp_p
     elsewhere = tmp_path / "elsewhere"  # upstream's cache_dir= is read instead of HF_HUB_CACHE
     cache_repo(elsewhere, QWEN, folder_files(folder))
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))
-    assert Qwen3TTSModel.from_pretrained(QWEN, cache_dir=str(elsewhere), device_map="cpu").engine.folder.parents[1] == elsewhere / "models--Qwen--Qwen3-TTS-12Hz-0.6B-CustomVoice"
+    assert (
+        Qwen3TTSModel.from_pretrained(QWEN, cache_dir=str(elsewhere), device_map="cpu").engine.folder.parents[1]
+        == elsewhere / "models--Qwen--Qwen3-TTS-12Hz-0.6B-CustomVoice"
+    )
 
 
 @pytest.fixture

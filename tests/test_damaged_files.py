@@ -57,8 +57,13 @@ DAMAGES = {
     "dtype": lambda t: t.double() if t.is_floating_point() else t.int(),
 }
 # what the error says (a fixed-size tensor, the speaker embedding, has the wrong shape when it is empty or over-long)
-CAUSES = {"2-D": ("has shape",), "empty": ("is empty", "has shape (0,)"), "nan-inf": ("NaN or infinite", "values under 0"),
-          "over-long": ("long, more than", "has shape"), "dtype": ("values, not",)}  # fmt: skip
+CAUSES = {
+    "2-D": ("has shape",),
+    "empty": ("is empty", "has shape (0,)"),
+    "nan-inf": ("NaN or infinite", "values under 0"),
+    "over-long": ("long, more than", "has shape"),
+    "dtype": ("values, not",),
+}
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +117,7 @@ def test_a_damaged_prompt_is_refused_naming_what_is_wrong(engines, prepared, tmp
 
 def test_damaged_prompt_json_is_refused(engines, prepared, tmp_path):
     for family, engine in engines.items():
-        for text in ("[" * 100_000 + "]" * 100_000, "[1, 2]", '{"format": 1, "format_version": 1, "family": "%s", "sample_rate": "fast"}' % family):
+        for text in ("[" * 100_000 + "]" * 100_000, "[1, 2]", f'{{"format": 1, "format_version": 1, "family": "{family}", "sample_rate": "fast"}}'):
             folder = tmp_path / family
             shutil.rmtree(folder, ignore_errors=True)
             shutil.copytree(prepared[family], folder)
@@ -191,9 +196,12 @@ CONFIGS = {
     "list": (lambda b: b"[1, 2]", "expected a JSON object"),
 }
 TORN = [
-    ("qwen3_tts", "model.safetensors"), ("qwen3_tts", "speech_tokenizer/model.safetensors"), ("f5_tts", None),
-    ("voxcpm", "model.safetensors"), ("voxcpm", "audiovae.safetensors"),
-]  # fmt: skip
+    ("qwen3_tts", "model.safetensors"),
+    ("qwen3_tts", "speech_tokenizer/model.safetensors"),
+    ("f5_tts", None),
+    ("voxcpm", "model.safetensors"),
+    ("voxcpm", "audiovae.safetensors"),
+]
 
 
 def broken_copy(folders, family: str, rel: str | None, how, root: Path) -> tuple[Path, str]:
@@ -243,7 +251,7 @@ def test_a_damaged_config_is_one_named_line_through_koe_speak(folders, clip, tmp
         ("voxcpm", "config.json", lambda b: b"[1, 2]", "config.json: expected a JSON object"),
     ],
     ids=["qwen-torn", "voxcpm-torn-vae", "qwen-nested-config", "qwen-nested-generation-config", "voxcpm-list-config"],
-)  # fmt: skip
+)
 def test_damaged_model_files_are_a_named_model_failed_through_the_service(folders, tmp_path, family, rel, how, words):
     home = KoeHome(load_settings(tmp_path / "home", environ={}))
     home.models.import_model(mirror(folders[family], tmp_path / "m"), "broken", link=True)  # validated while whole, then damaged
@@ -260,9 +268,13 @@ def test_damaged_model_files_are_a_named_model_failed_through_the_service(folder
 def test_one_json_reader_names_the_file_for_every_fault(tmp_path):
     path = tmp_path / "config.json"
     for data, words in (
-        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"), (b'{"a":' * 100_000 + b"1" + b"}" * 100_000, "nested too deeply"),
-        (b"{oops", "not valid JSON"), (b"\xff\xfe{}", "not UTF-8"), (b"null", "found null"), (b"[]", "found list"),
-    ):  # fmt: skip
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+        (b'{"a":' * 100_000 + b"1" + b"}" * 100_000, "nested too deeply"),
+        (b"{oops", "not valid JSON"),
+        (b"\xff\xfe{}", "not UTF-8"),
+        (b"null", "found null"),
+        (b"[]", "found list"),
+    ):
         path.write_bytes(data)
         with pytest.raises(ValueError, match=words) as e:
             read_json_object(path)
@@ -282,10 +294,10 @@ def test_an_f5_config_yaml_nested_too_deeply_is_one_line_not_a_recursion_error(f
 
 
 def test_tokenizer_json_nested_too_deeply_is_the_tokenizers_own_error(tmp_path):
-    from koe.engines.voxcpm.text import TokenizerError
-    from koe.engines.voxcpm.text import _read_json as voxcpm_read
     from koe.engines.qwen3_tts.text.tokenizer import TokenizerFilesError
     from koe.engines.qwen3_tts.text.tokenizer import _read_json as qwen_read
+    from koe.engines.voxcpm.text import TokenizerError
+    from koe.engines.voxcpm.text import _read_json as voxcpm_read
 
     path = tmp_path / "tokenizer.json"
     path.write_bytes(nested(b""))

@@ -108,9 +108,8 @@ def test_demo_falls_back_when_the_pull_fails_and_says_why(koe, hub, tmp_path):
 
 def test_demo_uses_the_release_from_the_hugging_face_cache_without_downloading(koe, hub, release_files, tmp_path):
     """The resolver's order: a release already in the Hugging Face cache is used where it is."""
-    from huggingface_hub import snapshot_download
-
     import huggingface_hub.constants
+    from huggingface_hub import snapshot_download
 
     with pytest.MonkeyPatch.context() as mp:  # fill the cache with huggingface_hub itself (its agent look-up off)
         mp.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_TELEMETRY", True)

@@ -64,7 +64,10 @@ def _lib():
     return lib
 
 
-@pytest.mark.parametrize(("m", "n", "k", "bias", "bf16", "block"), [(1, 70, 1000, False, True, 384), (5, 130, 800, True, False, 384), (3, 64, 300, True, True, 128), (1, 17, 50, False, False, 384)])
+@pytest.mark.parametrize(
+    ("m", "n", "k", "bias", "bf16", "block"),
+    [(1, 70, 1000, False, True, 384), (5, 130, 800, True, False, 384), (3, 64, 300, True, True, 128), (1, 17, 50, False, False, 384)],
+)
 def test_the_kernel_sums_in_the_documented_order(m, n, k, bias, bf16, block) -> None:
     lib = _lib()
     x, w, b = _operands(m, n, k, bias, bf16, seed=m + n + k)
@@ -76,7 +79,17 @@ def test_the_kernel_sums_in_the_documented_order(m, n, k, bias, bf16, block) -> 
         assert np.array_equal(exact.product(lib, x, packed, packed_bf16, n, block, b).numpy(), want)
 
 
-@pytest.mark.parametrize(("m", "n", "k", "bias", "bf16"), [(1, 70, 1000, False, True), (2, 130, 801, True, False), (3, 64, 9, True, True), (1, 17, 1, False, False), (1, 64, 4, True, False), (2, 20, 5, False, True)])
+@pytest.mark.parametrize(
+    ("m", "n", "k", "bias", "bf16"),
+    [
+        (1, 70, 1000, False, True),
+        (2, 130, 801, True, False),
+        (3, 64, 9, True, True),
+        (1, 17, 1, False, False),
+        (1, 64, 4, True, False),
+        (2, 20, 5, False, True),
+    ],
+)
 @pytest.mark.parametrize("order", [exact.LANES_LEAD, exact.LANES])
 def test_the_kernel_sums_in_the_documented_interleaved_orders(order, m, n, k, bias, bf16) -> None:
     """The LANES orders (MKL's on an AMD EPYC for 1 row, and for 2 or 3 rows), widths around the groups of 4 included."""

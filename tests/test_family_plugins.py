@@ -14,7 +14,7 @@ import pytest
 
 from koe.engines import registry
 
-TOY_SPEC = '''
+TOY_SPEC = """
 from pathlib import Path
 
 from koe.engines.base import Capabilities, OptionsSchema
@@ -47,7 +47,7 @@ def write(folder, variant, size="tiny"):
 
 
 SPEC = ToySpec()
-'''
+"""
 
 
 def install(root: Path, dist: str, entries: dict[str, str], module: str | None = None, family: str | None = None) -> None:
@@ -145,7 +145,6 @@ def test_each_fixture_is_claimed_by_exactly_one_spec(tmp_path, family, variant):
     claims = [s.family for s in registry.specs() if s.probe(folder) is not None]
     assert claims == [family]
     assert registry.detect(folder).family == family
-
 
 
 @pytest.mark.parametrize("family, variant", FIXTURES, ids=[f"{f}-{v}" for f, v in FIXTURES])

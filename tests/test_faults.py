@@ -34,13 +34,13 @@ from test_server_e2e import live_server
 from koe.server import create_app
 from koe.server.errors import as_koe_error, redact_paths
 from koe.service import fsio
-from koe.service.synthesis.cache import ModelCache
+from koe.service.config.settings import load_settings
 from koe.service.errors import InsufficientStorage, ModelFailed, NotFound, StorageError, is_disk_full
 from koe.service.home import KoeHome
-from koe.service.store.models import ModelRef
-from koe.service.synthesis.requests import SpeechRequest
-from koe.service.config.settings import load_settings
 from koe.service.storage import Database
+from koe.service.store.models import ModelRef
+from koe.service.synthesis.cache import ModelCache
+from koe.service.synthesis.requests import SpeechRequest
 from koe.service.synthesis.synthesizer import Synthesizer
 
 pytestmark = pytest.mark.filterwarnings("ignore:speech was cut off", "ignore:segment 0 was cut off")

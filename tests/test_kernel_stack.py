@@ -17,8 +17,9 @@ from koe.runtime import kernels
 from koe.runtime.kv_cache import ConcatCache
 from koe.runtime.quant import kernel_norms, quantize_linears
 
-SPEC = DecoderSpec(hidden_size=96, intermediate_size=160, num_layers=3, num_heads=4, num_kv_heads=2, head_dim=32, rms_norm_eps=1e-6,
-                   rope_theta=1e4)  # fmt: skip (96 and 160: products padded to 128 and 192)
+SPEC = DecoderSpec(
+    hidden_size=96, intermediate_size=160, num_layers=3, num_heads=4, num_kv_heads=2, head_dim=32, rms_norm_eps=1e-6, rope_theta=1e4
+)  # 96 and 160: products padded to 128 and 192
 
 
 class Stack(nn.Module):

@@ -92,8 +92,8 @@ def family_words(tmp: Path) -> dict[str, str]:
     that is one plain word, such as "base", is too common to be one family's), and the options only
     one family declares and the product does not name itself."""
     from koe.engines import registry
-    from koe.service.synthesis.requests import SpeechRequest
     from koe.service.config.settings import Settings
+    from koe.service.synthesis.requests import SpeechRequest
 
     product = {f.name for f in fields(SpeechRequest)} | set(_setting_keys(Settings))
     words: dict[str, str] = {}

@@ -28,8 +28,13 @@ def torch_args(env: dict | None = None) -> list[str]:
 
 def dry_run(*requirements: str, cwd: Path = ROOT) -> list[tuple[str, str]]:
     """(name, version) of everything `pip install --dry-run --ignore-installed` would install."""
-    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet", "--report", "-", *requirements],
-                          capture_output=True, text=True, cwd=cwd, timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet", "--report", "-", *requirements],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout[proc.stdout.index("{") :])
     return [(i["metadata"]["name"].lower(), i["metadata"]["version"]) for i in report["install"]]
@@ -63,8 +68,14 @@ def test_with_a_gpu_the_default_build_is_asked_for(tmp_path):
 
 
 def test_the_makefile_asks_pip_for_torch_through_the_script():
-    make = subprocess.run(["make", "-n", "-B", "-f", "Makefile", ".venv/.installed-server"], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "KOE_TORCH_GPU": "0", "KOE_TORCH_INDEX": "http://127.0.0.1:9"}, timeout=60)  # fmt: skip
+    make = subprocess.run(
+        ["make", "-n", "-B", "-f", "Makefile", ".venv/.installed-server"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "KOE_TORCH_GPU": "0", "KOE_TORCH_INDEX": "http://127.0.0.1:9"},
+        timeout=60,
+    )
     torch_lines = [ln for ln in make.stdout.splitlines() if "pip install" in ln and "torch" in ln]
     assert torch_lines == [".venv/bin/pip install --progress-bar on torch==2.13.0+cpu"], make.stdout
     steps = [ln for ln in make.stdout.splitlines() if "==>" in ln]

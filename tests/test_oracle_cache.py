@@ -15,14 +15,14 @@ from oracle_harness import cache_key, run_script
 
 from koe.engines.oracle import UpstreamOracle
 
-SCRIPT = '''import json, random, sys
+SCRIPT = """import json, random, sys
 from pathlib import Path
 job = json.loads(Path(sys.argv[1]).read_text())
 out = Path(sys.argv[2]); out.mkdir(parents=True, exist_ok=True)
 if "write_to" in job:
     Path(job["write_to"]).write_text("written by the oracle")
 (out / "info.json").write_text(json.dumps({"draw": random.random(), "size": len(Path(job["fixture"]).read_bytes())}))
-'''
+"""
 
 
 @pytest.fixture
@@ -36,8 +36,13 @@ def toy(tmp_path, monkeypatch):
     fixture = tmp_path / "fixture" / "model.bin"
     fixture.parent.mkdir()
     fixture.write_bytes(b"weights " * 100)
-    oracle = UpstreamOracle(package="toy-tts==1.0.0", venv=".oracle-toy", python_env="KOE_ORACLE_TOY_PYTHON", scripts=str(scripts),
-                            requirements=(str(tmp_path / "requirements.txt"),))  # fmt: skip
+    oracle = UpstreamOracle(
+        package="toy-tts==1.0.0",
+        venv=".oracle-toy",
+        python_env="KOE_ORACLE_TOY_PYTHON",
+        scripts=str(scripts),
+        requirements=(str(tmp_path / "requirements.txt"),),
+    )
     monkeypatch.setenv("KOE_ORACLE_CACHE", str(tmp_path / "cache"))
     return oracle, fixture, tmp_path
 
@@ -56,11 +61,13 @@ def test_every_input_is_in_the_key(toy) -> None:
     }
     for what, key_after in changes.items():
         assert key_after() != key, what
-    for what, path, data in (("the script's bytes", Path(oracle.scripts) / "draw.py", SCRIPT + "\n# edited\n"),
-                             ("a module beside it", Path(oracle.scripts) / "common.py", "# changed\n"),
-                             ("a stub", Path(oracle.scripts) / "stubs" / "torchaudio.py", ""),
-                             ("a requirements file", root / "requirements.txt", "numpy==2.0.1\n"),
-                             ("the fixture's bytes", fixture, "weights " * 99 + "weighty ")):  # fmt: skip
+    for what, path, data in (
+        ("the script's bytes", Path(oracle.scripts) / "draw.py", SCRIPT + "\n# edited\n"),
+        ("a module beside it", Path(oracle.scripts) / "common.py", "# changed\n"),
+        ("a stub", Path(oracle.scripts) / "stubs" / "torchaudio.py", ""),
+        ("a requirements file", root / "requirements.txt", "numpy==2.0.1\n"),
+        ("the fixture's bytes", fixture, "weights " * 99 + "weighty "),
+    ):
         path.parent.mkdir(parents=True, exist_ok=True)
         old = path.read_bytes() if path.exists() else None
         path.write_text(data)

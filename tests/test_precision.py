@@ -31,8 +31,10 @@ def folders(tmp_path_factory) -> dict[str, object]:
 
 
 # -- the vocabulary -------------------------------------------------------------------------------
-@pytest.mark.parametrize(("typed", "name"), [("fp32", "fp32"), ("float32", "fp32"), ("exact", "fp32"), (" BF16", "bf16"), ("bfloat16", "bf16"),
-                                             ("int8", "int8"), ("INT4", "int4"), (None, None)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("typed", "name"),
+    [("fp32", "fp32"), ("float32", "fp32"), ("exact", "fp32"), (" BF16", "bf16"), ("bfloat16", "bf16"), ("int8", "int8"), ("INT4", "int4"), (None, None)],
+)
 def test_the_parser_takes_the_names_users_type(typed, name):
     assert precision.parse(typed) == name
 
@@ -102,8 +104,21 @@ def test_the_cli_says_which_precisions_a_model_runs(folders, tmp_path, monkeypat
     koe_cli = strict_koe_command(tmp_path, monkeypatch)
     clip = tmp_path / "clip.wav"
     clip.write_bytes(wav_bytes(speechy(2.0)))
-    r = koe_cli("speak", "Hello there.", "--model", folders["f5_tts"], "--ref", clip, "--ref-text", "A clip.", "--precision", "int8",
-                "-o", tmp_path / "out.wav", ok=False)  # fmt: skip
+    r = koe_cli(
+        "speak",
+        "Hello there.",
+        "--model",
+        folders["f5_tts"],
+        "--ref",
+        clip,
+        "--ref-text",
+        "A clip.",
+        "--precision",
+        "int8",
+        "-o",
+        tmp_path / "out.wav",
+        ok=False,
+    )
     assert r.exit_code == 2 and "cannot run precision 'int8'" in r.stderr and "it runs fp32, bf16" in r.stderr
     info = koe_cli("models", "info", folders["voxcpm"], ok=True)
     assert "precisions: fp32, bf16, int8" in info.stdout

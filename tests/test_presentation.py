@@ -19,12 +19,12 @@ from test_faults import damage, mirror
 
 from koe.bench.cli import format_table
 from koe.cli import common
+from koe.service.config.settings import load_settings
 from koe.service.errors import NotFound, StorageError
 from koe.service.home import KoeHome
 from koe.service.names import close_matches, did_you_mean
-from koe.service.store.resolve import Downloads, resolve_model
-from koe.service.config.settings import load_settings
 from koe.service.storage import Database
+from koe.service.store.resolve import Downloads, resolve_model
 
 pytest_plugins = ["cli_fixtures"]  # cv_model, home, koe
 
@@ -48,8 +48,15 @@ def record(home: Path, n: int, model: str = "cv", kept: bool = True) -> KoeHome:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(b"RIFF")
         meta = {"mode": "speaker", "seed": i, "model_name": model, "speaker": "ryan"}
-        h.db.add_output(text=f"Sentence number {i}, long enough to be cut in a narrow table.", model=model, voice="ryan", format="wav",
-                        duration_s=1.5, path=str(path) if path else None, metadata=meta)  # fmt: skip
+        h.db.add_output(
+            text=f"Sentence number {i}, long enough to be cut in a narrow table.",
+            model=model,
+            voice="ryan",
+            format="wav",
+            duration_s=1.5,
+            path=str(path) if path else None,
+            metadata=meta,
+        )
     return h
 
 
@@ -200,7 +207,10 @@ def test_a_hub_id_typo_when_the_hub_is_down_or_lacks_it(monkeypatch, tmp_path):
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
     store = models.ModelStore(tmp_path / "models", Database(tmp_path / "koe.db"))
-    down = lambda *a, **k: (_ for _ in ()).throw(hub.Unavailable("cannot reach the Hugging Face hub"))
+
+    def down(*a, **k):
+        return (_ for _ in ()).throw(hub.Unavailable("cannot reach the Hugging Face hub"))
+
     monkeypatch.setattr(hub, "check_hub_reachable", down)
     with pytest.raises(NotFound, match=re.escape(f"did you mean {QWEN}?")) as e:
         resolve_model(store, QWEN_TYPO)

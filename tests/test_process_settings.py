@@ -83,8 +83,13 @@ def test_the_command_line_has_malloc_reuse_freed_tensors_pages_unless_told() -> 
     tunables of its own is left alone: with glibc's initial thresholds set there (every such tensor
     a fresh mapping) the same step faults each page in again (~12,000 faults). glibc's default
     without tunables moves its thresholds as the process runs, so whether it faults is not fixed."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k not in ("GLIBC_TUNABLES", "THP_MEM_ALLOC_ENABLE")}  # huge pages: few faults either way
-    run = lambda mode, env: int(subprocess.run([sys.executable, "-c", MALLOC_PROBE, mode], env=env, capture_output=True, text=True, check=True).stdout)
+    base = {
+        k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k not in ("GLIBC_TUNABLES", "THP_MEM_ALLOC_ENABLE")
+    }  # huge pages: few faults either way
+
+    def run(mode, env):
+        return int(subprocess.run([sys.executable, "-c", MALLOC_PROBE, mode], env=env, capture_output=True, text=True, check=True).stdout)
+
     assert run("cli", base) < 100
     glibc_initial = {"MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
     assert run("cli", {**base, **glibc_initial}) > 1000
@@ -111,7 +116,10 @@ def test_importing_koe_asks_mkl_for_its_strict_order_while_it_still_can() -> Non
     path keeps torch's products, ~3x slower); once MKL has run it is refused and said so; the
     environment's own setting wins."""
     base = {k: v for k, v in os.environ.items() if k != "MKL_CBWR"}
-    run = lambda order, env=base: subprocess.run([sys.executable, "-c", IMPORT_PROBE, order], env=env, capture_output=True, text=True, check=True).stdout.split()
+
+    def run(order, env=base):
+        return subprocess.run([sys.executable, "-c", IMPORT_PROBE, order], env=env, capture_output=True, text=True, check=True).stdout.split()
+
     assert run("koe first") == ["AUTO,STRICT", "2", "False"]  # MKL_CBWR_AUTO
     assert run("torch first") == ["AUTO,STRICT", "2", "False"]
     assert run("after a product") == ["None", "1", "True"]  # MKL_CBWR_OFF: kept, and the exact path says why

@@ -21,11 +21,11 @@ import pytest
 from fixtures_models import model_folder
 from product_helpers import folder_files, install_fake_hub, koe_command, tree
 
-from koe.service.store.download import UnsafeListing, check_repo_path, inside
 from koe.service.errors import AlreadyExists, InvalidRequest, NotFound, Unavailable
+from koe.service.storage import Database
+from koe.service.store.download import UnsafeListing, check_repo_path, inside
 from koe.service.store.hub import pull_model
 from koe.service.store.models import ModelStore
-from koe.service.storage import Database
 
 REPO = "someone/qwen-copy"
 WEIGHTS = "model.safetensors"

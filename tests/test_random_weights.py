@@ -45,8 +45,14 @@ def test_every_fixture_writer_marks_its_folder_and_describe_reads_it(family, tmp
 
 def test_size_labels_come_from_the_parameter_count():
     assert [size_label(n) for n in (0, 950, 229_604, 11_256_571, 905_788_672, 1_916_676_352, 2_000_000_000)] == [
-        "", "950", "230K", "11M", "0.9B", "1.9B", "2B",
-    ]  # fmt: skip
+        "",
+        "950",
+        "230K",
+        "11M",
+        "0.9B",
+        "1.9B",
+        "2B",
+    ]
 
 
 @pytest.mark.parametrize(

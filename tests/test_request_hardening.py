@@ -53,9 +53,7 @@ def test_text_problems_are_found_and_placed(text, kind, index):
     assert problem.message.startswith("input")
 
 
-@pytest.mark.parametrize(
-    "text", ["Hello", "tab\tnew\nline\r\n\v\f and next line\x85", "👩‍👩‍👧 family", "ZWNJ: می‌خواهم", "…!?", "3.14", "\ufeffBOM then words"]
-)
+@pytest.mark.parametrize("text", ["Hello", "tab\tnew\nline\r\n\v\f and next line\x85", "👩‍👩‍👧 family", "ZWNJ: می‌خواهم", "…!?", "3.14", "\ufeffBOM then words"])
 def test_valid_text_passes_every_check(text):
     assert text_problem(text, "input", controls=True, speech=True) is None and has_speech(text)
 
@@ -137,9 +135,15 @@ def natives(tmp_path_factory):
 @pytest.mark.parametrize("family", list(registry.FAMILIES))
 @pytest.mark.parametrize(
     ("kw", "param"),
-    [({"text": None}, "input"), ({"text": 42}, "input"), ({"text": "a\ud800b"}, "input"), ({"seed": 2**64}, "seed"),
-     ({"seed": -5}, "seed"), ({"pause_s": -1}, "pause_s")],
-)  # fmt: skip
+    [
+        ({"text": None}, "input"),
+        ({"text": 42}, "input"),
+        ({"text": "a\ud800b"}, "input"),
+        ({"seed": 2**64}, "seed"),
+        ({"seed": -5}, "seed"),
+        ({"pause_s": -1}, "pause_s"),
+    ],
+)
 def test_native_generate_raises_request_errors_naming_the_argument(natives, family, kw, param):
     engine, voice = natives[family]
     args = {"text": "Hello there.", **voice, **kw}
@@ -293,9 +297,7 @@ def test_a_request_that_fails_inside_a_batch_fails_alone(error):
     assert (stats.completed, stats.failed, stats.cancelled) == (4, 1, 0)
 
 
-@pytest.mark.parametrize(
-    "error", [RequestCancelled("the request was cancelled"), Unavailable("cannot load the model"), OSError(28, "No space left on device")]
-)
+@pytest.mark.parametrize("error", [RequestCancelled("the request was cancelled"), Unavailable("cannot load the model"), OSError(28, "No space left on device")])
 def test_failures_that_are_no_one_request_s_still_fail_the_batch(error):
     fake = FakeSynth("POISON", error)
     texts = ["one", "POISON two", "three"]

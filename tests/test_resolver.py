@@ -22,9 +22,9 @@ from koe.engines.f5_tts import config as f5_config
 from koe.engines.f5_tts.fixtures import write_random_model as write_f5
 from koe.service import KoeHome, SpeechRequest, load_settings
 from koe.service.errors import InvalidRequest, NotFound, StorageError, Unavailable
+from koe.service.storage import Database
 from koe.service.store.models import ModelStore
 from koe.service.store.resolve import cached_repo, hub_cache_dir, is_hub_id
-from koe.service.storage import Database
 from koe.service.synthesis.synthesizer import Synthesizer
 
 QWEN = "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"
@@ -68,8 +68,11 @@ def tiny_f5_arch(f5_folder, monkeypatch):
 
 def cache_f5(cache, f5_folder, vocoder: bool = True):
     ckpt = next(f5_folder.glob("model_*.safetensors"))
-    cache_repo(cache, "SWivid/F5-TTS", {f"F5TTS_v1_Base/{ckpt.name}": ckpt.read_bytes(), "F5TTS_v1_Base/vocab.txt": (f5_folder / "vocab.txt").read_bytes(),
-                                        "README.md": b"# F5-TTS"})  # fmt: skip
+    cache_repo(
+        cache,
+        "SWivid/F5-TTS",
+        {f"F5TTS_v1_Base/{ckpt.name}": ckpt.read_bytes(), "F5TTS_v1_Base/vocab.txt": (f5_folder / "vocab.txt").read_bytes(), "README.md": b"# F5-TTS"},
+    )
     if vocoder:
         cache_repo(cache, VOCOS, folder_files(f5_folder / "vocos"))
 

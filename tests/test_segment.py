@@ -10,10 +10,14 @@ from koe.text.segment import segment_text, split_sentences
 @pytest.mark.parametrize(
     "text, sentences",
     [
-        ("Dr. Smith paid $3.50 for tea. It was 2.5 times the usual price! Was it worth it?",
-         ["Dr. Smith paid $3.50 for tea.", "It was 2.5 times the usual price!", "Was it worth it?"]),
-        ('He said "Stop." Then he left. J. K. Rowling wrote it, e.g. the first book.',
-         ['He said "Stop."', "Then he left.", "J. K. Rowling wrote it, e.g. the first book."]),
+        (
+            "Dr. Smith paid $3.50 for tea. It was 2.5 times the usual price! Was it worth it?",
+            ["Dr. Smith paid $3.50 for tea.", "It was 2.5 times the usual price!", "Was it worth it?"],
+        ),
+        (
+            'He said "Stop." Then he left. J. K. Rowling wrote it, e.g. the first book.',
+            ['He said "Stop."', "Then he left.", "J. K. Rowling wrote it, e.g. the first book."],
+        ),
         ("Wait... what? The U.S. team won 1,000.5 points.", ["Wait...", "what?", "The U.S. team won 1,000.5 points."]),
         ("今天天气很好。我们去公园吧！你觉得怎么样？", ["今天天气很好。", "我们去公园吧！", "你觉得怎么样？"]),
         ("他说：“你好。”然后走了。圆周率是3.14。", ["他说：“你好。”", "然后走了。", "圆周率是3.14。"]),

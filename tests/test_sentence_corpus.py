@@ -17,8 +17,18 @@ from koe.text.language import guess_language, language_code
 from koe.text.segment import segment_text, split_sentences
 
 CORPUS = json.loads((Path(__file__).parent / "data" / "sentences.json").read_text(encoding="utf-8"))["cases"]
-NAMES = {"en": "english", "de": "german", "fr": "french", "es": "spanish", "it": "italian", "pt": "portuguese",
-         "ru": "russian", "zh": "chinese", "ja": "japanese", "ko": "korean"}  # fmt: skip
+NAMES = {
+    "en": "english",
+    "de": "german",
+    "fr": "french",
+    "es": "spanish",
+    "it": "italian",
+    "pt": "portuguese",
+    "ru": "russian",
+    "zh": "chinese",
+    "ja": "japanese",
+    "ko": "korean",
+}
 
 
 def test_the_corpus_covers_every_supported_language():
@@ -60,13 +70,19 @@ def test_language_names_and_codes(language, code):
 @pytest.mark.parametrize(
     "text, code",
     [
-        ("The cat sat on the mat and it was happy.", "en"), ("Der Hund ist nicht in dem Haus und die Katze auch nicht.", "de"),
-        ("Le chat est dans la maison et il dort pour la nuit.", "fr"), ("El perro está en la casa y no quiere salir con los niños.", "es"),
-        ("Il gatto è nella casa e non vuole uscire con gli amici.", "it"), ("O gato não está em casa e a menina é muito feliz.", "pt"),
-        ("Кошка сидит дома.", "ru"), ("今天天气很好。", "zh"), ("今日は晴れです。", "ja"), ("오늘 날씨가 좋네요.", "ko"),
+        ("The cat sat on the mat and it was happy.", "en"),
+        ("Der Hund ist nicht in dem Haus und die Katze auch nicht.", "de"),
+        ("Le chat est dans la maison et il dort pour la nuit.", "fr"),
+        ("El perro está en la casa y no quiere salir con los niños.", "es"),
+        ("Il gatto è nella casa e non vuole uscire con gli amici.", "it"),
+        ("O gato não está em casa e a menina é muito feliz.", "pt"),
+        ("Кошка сидит дома.", "ru"),
+        ("今天天气很好。", "zh"),
+        ("今日は晴れです。", "ja"),
+        ("오늘 날씨가 좋네요.", "ko"),
         ("12345 !!!", "en"),
     ],
-)  # fmt: skip
+)
 def test_auto_guesses_from_script_and_words(text, code):
     assert guess_language(text) == code
     assert language_code("auto", text) == code

@@ -18,9 +18,9 @@ import soundfile as sf
 from fastapi.testclient import TestClient
 from fixtures_models import model_folder
 
-from koe.service import ConfigError, KoeHome, SpeechRequest, load_settings
 from koe.server import create_app, run
 from koe.server.auth import check_binding, is_loopback
+from koe.service import ConfigError, KoeHome, SpeechRequest, load_settings
 
 pytestmark = pytest.mark.filterwarnings("ignore:speech was cut off", "ignore:segment 0 was cut off")
 
@@ -124,8 +124,11 @@ def test_speech_wav_with_openai_voice_and_koe_fields(client):
 
 @pytest.mark.parametrize(("fmt", "codec"), [("mp3", "mp3"), ("opus", "opus"), ("aac", "aac"), ("flac", "flac"), ("wav", "pcm_s16le"), ("m4a", "aac")])
 def test_every_format_streams(client, fmt, codec):
-    with client.stream("POST", "/v1/audio/speech", json={"model": "tts-1", "input": TEXT, "voice": "alloy", "response_format": fmt,
-                                                         "stream_format": "audio", "max_new_tokens": 10}) as r:
+    with client.stream(
+        "POST",
+        "/v1/audio/speech",
+        json={"model": "tts-1", "input": TEXT, "voice": "alloy", "response_format": fmt, "stream_format": "audio", "max_new_tokens": 10},
+    ) as r:
         assert r.status_code == 200 and "content-length" not in r.headers
         data = b"".join(r.iter_bytes())
     got, _, seconds = decode(data)

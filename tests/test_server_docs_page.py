@@ -190,8 +190,10 @@ def test_with_a_token_the_schema_names_the_bearer_scheme_so_the_page_can_send_it
     with TestClient(make_app(tmp_path / "on", token="a-long-enough-secret-token")) as c:
         spec = c.get("/openapi.json").json()
         assert spec["components"]["securitySchemes"]["token"] == {
-            "type": "http", "scheme": "bearer", "description": "server.token, sent as 'Authorization: Bearer TOKEN'"
-        }  # fmt: skip
+            "type": "http",
+            "scheme": "bearer",
+            "description": "server.token, sent as 'Authorization: Bearer TOKEN'",
+        }
         assert spec["paths"]["/v1/models"]["get"]["security"] == [{"token": []}]
         assert "security" not in spec["paths"]["/health"]["get"]  # /health needs none
         assert c.get("/v1/models", headers={"Authorization": "Bearer a-long-enough-secret-token"}).status_code == 200

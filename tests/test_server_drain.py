@@ -28,11 +28,11 @@ from fastapi.testclient import TestClient
 from fixtures_models import model_folder
 from test_server import TEXT, decode, long_request, make_home, wait_for
 
-from koe.service.errors import InvalidRequest
-from koe.service.synthesis.requests import StreamChunk
 from koe.server import create_app
 from koe.server.state import Drain
 from koe.server.streams import sse_events
+from koe.service.errors import InvalidRequest
+from koe.service.synthesis.requests import StreamChunk
 
 pytestmark = pytest.mark.filterwarnings("ignore:speech was cut off", "ignore:segment 0 was cut off")
 
@@ -174,8 +174,10 @@ def test_requests_during_the_drain_get_503_and_in_flight_ones_are_cancelled_at_i
         wait_for(lambda: scheduler.stats()["cv"].running == 1)
         body = {"model": "tts-1", "input": TEXT, "voice": "alloy", "max_new_tokens": 4}
         answers = {}
-        threads = [threading.Thread(target=lambda k=k, extra=extra: answers.__setitem__(k, c.post("/v1/audio/speech", json={**body, **extra})))
-                   for k, extra in (("one_shot", {}), ("sse", {"stream_format": "sse"}))]  # fmt: skip
+        threads = [
+            threading.Thread(target=lambda k=k, extra=extra: answers.__setitem__(k, c.post("/v1/audio/speech", json={**body, **extra})))
+            for k, extra in (("one_shot", {}), ("sse", {"stream_format": "sse"}))
+        ]
         for t in threads:
             t.start()
         wait_for(lambda: scheduler.stats()["cv"].waiting == 2)
@@ -212,7 +214,7 @@ def events_of(job, drain: Drain | None = None) -> list[dict]:
     first = StreamChunk(data=b"\x00\x01" * 8, samples=np.zeros(8, np.float32), sample_rate=24000)
 
     async def collect():
-        return [json.loads(e[len(b"data: "):]) async for e in sse_events(job, first, 5, drain or Drain())]
+        return [json.loads(e[len(b"data: ") :]) async for e in sse_events(job, first, 5, drain or Drain())]
 
     return asyncio.run(collect())
 

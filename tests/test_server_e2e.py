@@ -89,9 +89,7 @@ def live(tmp_path_factory, session_tmp):
     [("mp3", "mp3", 24000), ("opus", "opus", 48000), ("aac", "aac", 24000), ("flac", "flac", 24000), ("wav", "pcm_s16le", 24000), ("pcm", None, 24000)],
 )
 def test_every_response_format_is_really_that_format(live, fmt, codec, rate):
-    raw = live.client().audio.speech.with_raw_response.create(
-        model="tts-1", voice="alloy", input=TEXT, response_format=fmt, extra_body=FEW
-    )
+    raw = live.client().audio.speech.with_raw_response.create(model="tts-1", voice="alloy", input=TEXT, response_format=fmt, extra_body=FEW)
     data = raw.content
     expected = float(raw.headers["x-koe-duration"])
     assert expected > 0
@@ -130,7 +128,7 @@ def test_sse_events(live):
         model="tts-1", voice="nova", input=TEXT, response_format="wav", stream_format="sse", extra_body={"max_new_tokens": 12, "seed": 1}
     ) as resp:  # seeded: unseeded, the random-weight model now and then ends the utterance early (0.56 s seen once)
         assert resp.headers["content-type"].startswith("text/event-stream")
-        events = [json.loads(line[len("data: "):]) for line in resp.iter_lines() if line.startswith("data: ")]
+        events = [json.loads(line[len("data: ") :]) for line in resp.iter_lines() if line.startswith("data: ")]
     kinds = [e["type"] for e in events]
     assert kinds[-1] == "speech.audio.done" and set(kinds[:-1]) == {"speech.audio.delta"} and len(kinds) >= 3
     assert events[-1]["usage"]["output_tokens"] > 0 and events[-1]["usage"]["input_tokens"] == len(TEXT)

@@ -28,10 +28,10 @@ from test_server import TEXT, decode, long_request, make_home, wait_for, wav_cli
 from test_server_e2e import live_server
 
 from koe.cli.main import app as cli_app
-from koe.service import ConfigError, load_settings
 from koe.server import create_app
 from koe.server.auth import MIN_TOKEN_CHARS, check_binding
 from koe.server.guards import AllowedOrigins, HostNames, origin_of, split_host
+from koe.service import ConfigError, load_settings
 
 pytestmark = pytest.mark.filterwarnings("ignore:speech was cut off", "ignore:segment 0 was cut off")
 

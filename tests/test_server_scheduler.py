@@ -7,8 +7,8 @@ import time
 import pytest
 from test_server import long_request, make_home, wait_for
 
-from koe.service import Busy, RequestCancelled, SpeechRequest, Synthesizer, Unavailable
 from koe.runtime import compute
+from koe.service import Busy, RequestCancelled, SpeechRequest, Synthesizer, Unavailable
 from koe.service.synthesis.scheduler import Scheduler
 
 pytestmark = pytest.mark.filterwarnings("ignore:speech was cut off", "ignore:segment 0 was cut off")
@@ -143,7 +143,9 @@ def test_streams_arriving_together_share_one_batched_generation(synth):
         wait_for(lambda: sched.stats()["cv"].running == 1)
         sizes = [(0.16, 0.24), (0.08, 0.16), (None, None)]
         frames = 60  # long enough that the batch is still running when `gone` leaves after its first chunk
-        streams = [sched.submit_stream(short(t, frames), first_chunk_s=f, chunk_s=c) for t, (f, c) in zip(["First stream.", "The second stream.", "Third."], sizes)]
+        streams = [
+            sched.submit_stream(short(t, frames), first_chunk_s=f, chunk_s=c) for t, (f, c) in zip(["First stream.", "The second stream.", "Third."], sizes)
+        ]
         gone = sched.submit_stream(short("Its client leaves.", frames))
         seeded = sched.submit_stream(short("A seeded stream.", 6, seed=4))
         blocker.cancel()

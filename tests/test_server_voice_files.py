@@ -285,8 +285,14 @@ def test_design_with_a_full_queue_is_429_with_retry_after(live):
 def test_a_client_that_hangs_up_cancels_its_design(live):
     cancelled = design_stats(live).get("cancelled", 0)
     # seeded, so the random-weight model speaks the same long utterance every run (400 frames, a few s of work)
-    body = {"name": "gone", "model": "design", "description": CALM, "seed": 7, "options": {"max_new_tokens": 400},
-            "input": "one two three four five six seven eight nine ten"}  # fmt: skip
+    body = {
+        "name": "gone",
+        "model": "design",
+        "description": CALM,
+        "seed": 7,
+        "options": {"max_new_tokens": 400},
+        "input": "one two three four five six seven eight nine ten",
+    }
     with pytest.raises(httpx.ReadTimeout), httpx.Client(timeout=httpx.Timeout(30, read=0.5)) as http:
         http.post(f"{live.url}/v1/audio/voices/design", json=body)
     wait_for(lambda: design_stats(live).get("cancelled", 0) == cancelled + 1 and design_stats(live)["running"] == 0, timeout=30)

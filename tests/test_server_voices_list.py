@@ -17,8 +17,8 @@ from test_server import FRAMES, make_home, wav_clip
 from koe.engines.qwen3_tts.spec import OPENAI_SPEAKERS
 from koe.engines.registry import write_fixture
 from koe.server import create_app
-from koe.service import KoeHome, load_settings
 from koe.server.openai_compat import OPENAI_VOICES
+from koe.service import KoeHome, load_settings
 
 pytestmark = pytest.mark.filterwarnings("ignore:speech was cut off", "ignore:segment 0 was cut off")
 
@@ -185,7 +185,7 @@ def test_the_official_client_creates_and_deletes_a_voice(tmp_path, session_tmp):
         client = OpenAI(base_url=server.url + "/v1", api_key="unused")
         voice = client.audio.voices.create(
             name="sdk", audio_sample=("clip.wav", wav_clip(1.5), "audio/wav"), consent="cons_local", extra_body={"transcript": "Hello there."}
-        )  # fmt: skip
+        )
         assert (type(voice).__name__, voice.id, voice.name, voice.object, voice.type) == ("Voice", "sdk", "sdk", "audio.voice", "audio_sample")
         assert voice.model_extra["models"] == ["base"] and voice.model_extra["transcript"] == "Hello there."
         gone = client.audio.voices.delete("sdk")

@@ -6,8 +6,8 @@ import av
 import numpy as np
 import pytest
 
-from koe.service.synthesis.encode import FORMATS, StreamEncoder, encode_audio, format_for_path, get_format
 from koe.service.errors import InvalidRequest
+from koe.service.synthesis.encode import FORMATS, StreamEncoder, encode_audio, format_for_path, get_format
 from koe.service.synthesis.tempo import TempoChanger, atempo_chain, change_speed, check_speed
 
 SR = 24000

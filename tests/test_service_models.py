@@ -8,9 +8,9 @@ import pytest
 from fixtures_models import model_folder
 
 from koe.service.errors import AlreadyExists, InvalidRequest, NotFound, Unavailable
+from koe.service.storage import Database
 from koe.service.store.hub import pull_model
 from koe.service.store.models import ModelStore, detect_model, inspect_model
-from koe.service.storage import Database
 
 
 @pytest.fixture(scope="session")

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from koe.service.errors import ConfigError
 from koe.service.config.settings import Settings, load_settings, resolve_home
+from koe.service.errors import ConfigError
 
 
 def write_toml(home: Path, text: str) -> None:

@@ -10,11 +10,17 @@ from fixtures_models import model_folder
 
 from koe.engines.base import CancelToken
 from koe.service import (
-    InvalidRequest, KoeHome, NotFound, PayloadTooLarge, RequestCancelled, SpeechRequest, Synthesizer,
+    InvalidRequest,
+    KoeHome,
+    NotFound,
+    PayloadTooLarge,
+    RequestCancelled,
+    SpeechRequest,
+    Synthesizer,
     load_settings,
-)  # fmt: skip
-from koe.service.synthesis.cache import ModelCache
+)
 from koe.service.store.models import ModelRef
+from koe.service.synthesis.cache import ModelCache
 
 FAST = {"max_new_tokens": 8}
 # The random-weight models never end an utterance by themselves; the engine warns, the results say so too.
@@ -209,7 +215,7 @@ def test_stream_batch_gives_each_request_its_stream(synth, home):
     requests = [req("One stream.", format="wav", options={"max_new_tokens": 12}), req("A second one.", format="mp3", speed=1.5, options={"max_new_tokens": 12})]
     pairs = list(synth.stream_batch(requests, first_chunk_s=[0.16, 0.08], chunk_s=0.32))
     rows = [[c for i, c in pairs if i == row] for row in range(2)]
-    for chunks, fmt, first in zip(rows, ("pcm_s16le", "mp3float"), (0.16, 0.08)):
+    for chunks, fmt, _first in zip(rows, ("pcm_s16le", "mp3float"), (0.16, 0.08)):
         assert chunks[-1].final and not any(c.final for c in chunks[:-1]) and len(chunks[0].samples) > 0
         codec, rate, seconds = decode(b"".join(c.data for c in chunks))
         assert codec == fmt and chunks[-1].metadata["batch_size"] == 2 and chunks[-1].output_id is not None
@@ -226,13 +232,17 @@ def test_stream_batch_gives_each_request_its_stream(synth, home):
 def test_stream_batch_cancel_one_then_all(synth):
     cancels = [CancelToken(), CancelToken()]
     seen = [0, 0]
-    for i, chunk in synth.stream_batch([req("Stays.", options={"max_new_tokens": 10}), req("Leaves.", options={"max_new_tokens": 10})], cancels, first_chunk_s=0.08, chunk_s=0.08):
+    for i, _chunk in synth.stream_batch(
+        [req("Stays.", options={"max_new_tokens": 10}), req("Leaves.", options={"max_new_tokens": 10})], cancels, first_chunk_s=0.08, chunk_s=0.08
+    ):
         seen[i] += 1
         if i == 1:
             cancels[1].cancel()
     assert seen[1] == 1 and seen[0] >= 9
     cancels = [CancelToken(), CancelToken()]
-    it = synth.stream_batch([req("One.", options={"max_new_tokens": 40}), req("Two.", options={"max_new_tokens": 40})], cancels, first_chunk_s=0.08, chunk_s=0.08)
+    it = synth.stream_batch(
+        [req("One.", options={"max_new_tokens": 40}), req("Two.", options={"max_new_tokens": 40})], cancels, first_chunk_s=0.08, chunk_s=0.08
+    )
     next(it)
     for c in cancels:
         c.cancel()

@@ -12,12 +12,23 @@ from pathlib import Path
 import pytest
 
 from koe.engines.qwen3_tts.text.tokenizer import (
-    MISTRAL_FIX_SPLIT_REGEX, QWEN2_SPLIT_REGEX, QwenTokenizer, TokenizerFilesError, branch_for_config, pretokenizer_branch, version_key,
-)  # fmt: skip
+    MISTRAL_FIX_SPLIT_REGEX,
+    QWEN2_SPLIT_REGEX,
+    QwenTokenizer,
+    TokenizerFilesError,
+    branch_for_config,
+    pretokenizer_branch,
+    version_key,
+)
 from koe.engines.qwen3_tts.text.vocab import (
-    QWEN3_TTS_ADDED_TOKENS, ReleasedVocabularyMissing, released_tokenizer_config, released_vocabulary_available, resolve_vocabulary,
-    stamp_transformers_version, write_qwen_tokenizer_files,
-)  # fmt: skip
+    QWEN3_TTS_ADDED_TOKENS,
+    ReleasedVocabularyMissing,
+    released_tokenizer_config,
+    released_vocabulary_available,
+    resolve_vocabulary,
+    stamp_transformers_version,
+    write_qwen_tokenizer_files,
+)
 
 VOCAB_SHA256 = "ca10d7e9fb3ed18575dd1e277a2579c16d108e32f27439684afa0e10b1440910"
 MERGES_SHA256 = "599bab54075088774b1733fde865d5bd747cbcc7a547c5bc12610e874e26f5e3"
@@ -172,8 +183,7 @@ def test_written_files_match_release(tmp_path):
 def test_added_token_ids(tmp_path):
     write_qwen_tokenizer_files(tmp_path)
     tok = QwenTokenizer.from_folder(tmp_path)
-    ids = {"<|im_start|>": 151644, "<|im_end|>": 151645, "<tts_pad>": 151671, "<tts_text_bos>": 151672,
-           "<tts_text_eod>": 151673, "<|audio_pad|>": 151675}
+    ids = {"<|im_start|>": 151644, "<|im_end|>": 151645, "<tts_pad>": 151671, "<tts_text_bos>": 151672, "<tts_text_eod>": 151673, "<|audio_pad|>": 151675}
     for token, index in ids.items():
         assert tok.token_to_id(token) == index
         assert tok.encode(f"a{token}b")[1] == index
@@ -229,9 +239,31 @@ def test_branch_decision_table(config, branch):
 def test_version_key_orders_like_packaging():
     from packaging.version import Version
 
-    versions = ["4.57.2", "4.57.2.post1", "4.57.3.dev0", "4.57.3a1", "4.57.3b2", "4.57.3rc1", "4.57.3",
-                "4.57.3+local.1", "4.57.3.post0.dev1", "4.57.3.post2", "5.0.0.dev0", "5.0.0rc0", "5", "5.0.0",
-                "5.0.1", "1!0.1", "v4.57.3", "4.57.10", "4.57", "4.57.0", "5.0.0-1", "5.0.0c1", "5.0.0.alpha2"]
+    versions = [
+        "4.57.2",
+        "4.57.2.post1",
+        "4.57.3.dev0",
+        "4.57.3a1",
+        "4.57.3b2",
+        "4.57.3rc1",
+        "4.57.3",
+        "4.57.3+local.1",
+        "4.57.3.post0.dev1",
+        "4.57.3.post2",
+        "5.0.0.dev0",
+        "5.0.0rc0",
+        "5",
+        "5.0.0",
+        "5.0.1",
+        "1!0.1",
+        "v4.57.3",
+        "4.57.10",
+        "4.57",
+        "4.57.0",
+        "5.0.0-1",
+        "5.0.0c1",
+        "5.0.0.alpha2",
+    ]
     for a in versions:
         for b in versions:
             assert (version_key(a) < version_key(b)) == (Version(a) < Version(b)), (a, b)
@@ -290,10 +322,7 @@ def test_synthetic_encodes_any_text_and_round_trips(synthetic_folders):
 
 
 def test_synthetic_is_deterministic_across_processes(synthetic_folders, tmp_path):
-    script = (
-        "import sys; from koe.engines.qwen3_tts.text.vocab import write_qwen_tokenizer_files as w; "
-        "w(sys.argv[1], vocabulary='synthetic')"
-    )
+    script = "import sys; from koe.engines.qwen3_tts.text.vocab import write_qwen_tokenizer_files as w; w(sys.argv[1], vocabulary='synthetic')"
     subprocess.run([sys.executable, "-c", script, str(tmp_path)], check=True, timeout=120)
     for name in ("vocab.json", "merges.txt", "tokenizer_config.json"):
         assert (tmp_path / name).read_bytes() == (synthetic_folders["synthetic-4.57.3"] / name).read_bytes(), name
@@ -355,15 +384,13 @@ def test_missing_folder(tmp_path):
         ("vocab.json", b"[1, 2]", r"vocab\.json must hold"),
         ("vocab.json", b'{"a": "x"}', r"vocab\.json: id of"),
         ("vocab.json", b"\xff\xfe", r"vocab\.json is not valid"),
-        ("merges.txt", "a b c\n".encode(), r"merges\.txt:1: expected two symbols"),
+        ("merges.txt", b"a b c\n", r"merges\.txt:1: expected two symbols"),
         ("merges.txt", b"#version: 0.2\n\n", r"merges\.txt holds no merges"),
         ("tokenizer_config.json", b"{oops", r"tokenizer_config\.json is not valid"),
         ("tokenizer_config.json", b'{"added_tokens_decoder": {"x": {"content": "<a>"}}}', r"tokenizer_config\.json: bad"),
-        ("tokenizer_config.json", b'{"added_tokens_decoder": {"151700": {"content": "<a>", "special": true}}}',
-         r"declared as id 151700 but lands at 151643"),
+        ("tokenizer_config.json", b'{"added_tokens_decoder": {"151700": {"content": "<a>", "special": true}}}', r"declared as id 151700 but lands at 151643"),
         ("config.json", b"{not json", r"config\.json is not valid"),
-        ("config.json", b'{"model_type": "qwen3_tts", "transformers_version": "not.a.version!"}',
-         r"config\.json: not a PEP 440 version"),
+        ("config.json", b'{"model_type": "qwen3_tts", "transformers_version": "not.a.version!"}', r"config\.json: not a PEP 440 version"),
         ("config.json", b'{"transformers_version": 4.57}', r"config\.json: transformers_version must be a string"),
     ],
 )

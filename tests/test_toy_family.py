@@ -111,8 +111,7 @@ def test_koe_bench_quick_times_the_family_through_the_contract(sine_site, home, 
 
 
 def test_the_engine_contract_runs_over_the_installed_family(sine_site, home):
-    r = run(sine_site, home, "-m", "pytest", "-q", "-p", "no:randomly", "tests/engines/test_engine_contract.py", "-k", "sine",
-            timeout=600, check=False)  # fmt: skip
+    r = run(sine_site, home, "-m", "pytest", "-q", "-p", "no:randomly", "tests/engines/test_engine_contract.py", "-k", "sine", timeout=600, check=False)
     tail = r.stdout[-3000:]
     assert r.returncode == 0, tail + r.stderr[-2000:]
     passed = re.search(r"(\d+) passed", tail)

@@ -46,8 +46,17 @@ def wav(seconds: float = 1.2, pitch: float = 150.0) -> bytes:
 
 
 WAV = wav()
-GOOD_META = {"format": 1, "name": "alice", "source": "clip", "created_at": 1.7e9, "ref_text": "Hello.", "description": "warm",
-             "language": "english", "duration_s": 1.2, "sample_rate": SR}  # fmt: skip
+GOOD_META = {
+    "format": 1,
+    "name": "alice",
+    "source": "clip",
+    "created_at": 1.7e9,
+    "ref_text": "Hello.",
+    "description": "warm",
+    "language": "english",
+    "duration_s": 1.2,
+    "sample_rate": SR,
+}
 
 
 @pytest.fixture
@@ -89,14 +98,41 @@ def voice_archive(kind: str, meta: object = None, *, manifest: bytes | None = No
 
 
 BAD_FIELDS = [
-    ("description", {"a": 1}), ("description", ["a"]), ("description", 5), ("description", "x" * 1001),
-    ("ref_text", {"a": 1}), ("ref_text", "x" * 2001), ("ref_text", "a\u0000b"), ("ref_text", "a\ud800b"),
-    ("language", 7), ("language", "x" * 65), ("language", "en\nglish"), ("name", 123), ("name", "../evil"), ("name", "x" * 65),
-    ("name", {"n": "alice"}), ("source", "evil"), ("source", 1), ("created_at", "yesterday"), ("created_at", -1), ("created_at", True),
-    ("created_at", 1e300), ("duration_s", "2"), ("duration_s", [1]), ("duration_s", 0), ("sample_rate", 16000.5), ("sample_rate", "16000"),
-    ("sample_rate", 10**30), ("sample_rate", 1), ("sample_rate", False), ("format", 2), ("format", "1"), ("format", 0),
-    ("koe_version", {"v": 1}), ("koe_version", "x" * 200),
-]  # fmt: skip
+    ("description", {"a": 1}),
+    ("description", ["a"]),
+    ("description", 5),
+    ("description", "x" * 1001),
+    ("ref_text", {"a": 1}),
+    ("ref_text", "x" * 2001),
+    ("ref_text", "a\u0000b"),
+    ("ref_text", "a\ud800b"),
+    ("language", 7),
+    ("language", "x" * 65),
+    ("language", "en\nglish"),
+    ("name", 123),
+    ("name", "../evil"),
+    ("name", "x" * 65),
+    ("name", {"n": "alice"}),
+    ("source", "evil"),
+    ("source", 1),
+    ("created_at", "yesterday"),
+    ("created_at", -1),
+    ("created_at", True),
+    ("created_at", 1e300),
+    ("duration_s", "2"),
+    ("duration_s", [1]),
+    ("duration_s", 0),
+    ("sample_rate", 16000.5),
+    ("sample_rate", "16000"),
+    ("sample_rate", 10**30),
+    ("sample_rate", 1),
+    ("sample_rate", False),
+    ("format", 2),
+    ("format", "1"),
+    ("format", 0),
+    ("koe_version", {"v": 1}),
+    ("koe_version", "x" * 200),
+]
 
 
 @pytest.mark.parametrize("kind", ["zip", "tar"])
@@ -113,12 +149,18 @@ def test_a_wrong_field_in_voice_json_is_refused_and_nothing_is_written(library, 
 @pytest.mark.parametrize(
     ("manifest", "match"),
     [
-        (b"[1, 2]", "JSON object"), (b"not json", "not valid JSON"), (b"\xff\xfe{}", "not UTF-8"), (b"NaN", "JSON object"),
-        (b"[" * 100_000 + b"]" * 100_000, "not valid JSON|over"), (b'{"description": "' + b"x" * 300_000 + b'"}', "over|too large"),
-        (b'{"created_at": NaN}', "created_at"), (b'{"duration_s": Infinity}', "duration_s"), (b'{"sample_rate": ' + b"9" * 5000 + b"}", "valid JSON"),
+        (b"[1, 2]", "JSON object"),
+        (b"not json", "not valid JSON"),
+        (b"\xff\xfe{}", "not UTF-8"),
+        (b"NaN", "JSON object"),
+        (b"[" * 100_000 + b"]" * 100_000, "not valid JSON|over"),
+        (b'{"description": "' + b"x" * 300_000 + b'"}', "over|too large"),
+        (b'{"created_at": NaN}', "created_at"),
+        (b'{"duration_s": Infinity}', "duration_s"),
+        (b'{"sample_rate": ' + b"9" * 5000 + b"}", "valid JSON"),
     ],
     ids=["list", "garbage", "not-utf8", "nan", "deep", "huge", "nan-field", "inf-field", "huge-int"],
-)  # fmt: skip
+)
 def test_a_malformed_voice_json_is_refused(library, kind, manifest, match):
     with pytest.raises(InvalidRequest, match=match):
         library.import_archive(voice_archive(kind, manifest=manifest))
@@ -199,11 +241,16 @@ def test_tar_bombs_duplicates_and_member_floods_are_refused(library):
 @pytest.mark.parametrize(
     ("kwargs", "param"),
     [
-        ({"ref_text": "x" * 2001}, "ref_text"), ({"description": "x" * 1001}, "description"), ({"language": "x" * 65}, "language"),
-        ({"description": {"a": 1}}, "description"), ({"ref_text": 5}, "ref_text"), ({"ref_text": "a\ud800"}, "ref_text"),
-        ({"description": "a\x00b"}, "description"), ({"source": "other"}, "source"),
+        ({"ref_text": "x" * 2001}, "ref_text"),
+        ({"description": "x" * 1001}, "description"),
+        ({"language": "x" * 65}, "language"),
+        ({"description": {"a": 1}}, "description"),
+        ({"ref_text": 5}, "ref_text"),
+        ({"ref_text": "a\ud800"}, "ref_text"),
+        ({"description": "a\x00b"}, "description"),
+        ({"source": "other"}, "source"),
     ],
-)  # fmt: skip
+)
 def test_add_refuses_bad_texts_naming_the_param(library, kwargs, param):
     with pytest.raises(InvalidRequest) as e:
         library.add("alice", WAV, **kwargs)

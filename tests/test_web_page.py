@@ -73,7 +73,9 @@ def test_the_page_lists_models_voices_languages_and_the_family_options(page, ser
     ready(page)
     models = page.eval_on_selector_all("#speak-model option", "(os) => os.map((o) => [o.value, o.textContent])")
     assert [m for m, _ in models] == ["base", "cv", "design"] and page.input_value("#speak-model") == "cv"  # the default
-    assert dict(models)["cv"].startswith("cv — Qwen3-TTS 12 Hz CustomVoice 11M · random weights")  # the family's title (its spec's), the size from its parameter count
+    assert dict(models)["cv"].startswith(
+        "cv — Qwen3-TTS 12 Hz CustomVoice 11M · random weights"
+    )  # the family's title (its spec's), the size from its parameter count
     assert "preset speakers (9)" in page.text_content("#speak-model-about")  # what it can do, from its capabilities
     voices = page.eval_on_selector_all("#speak-voice option", "(os) => os.map((o) => o.value)")
     assert {"ryan", "serena", "vivian"} <= set(voices) and "alloy" in voices  # speakers and OpenAI names
@@ -225,7 +227,9 @@ def test_record_a_reference_with_the_microphone(page, server):
 
 def test_library_plays_exports_and_deletes(page, server, tmp_path):
     clip = write_wav(tmp_path / "lib.wav", speechy(2.5))
-    r = httpx.post(f"{server.url}/v1/audio/voices", data={"name": "librarian", "transcript": "A library voice."}, files={"file": ("lib.wav", clip.read_bytes())})
+    r = httpx.post(
+        f"{server.url}/v1/audio/voices", data={"name": "librarian", "transcript": "A library voice."}, files={"file": ("lib.wav", clip.read_bytes())}
+    )
     assert r.status_code == 201, r.text
     ready(page)
     page.click("#tab-voices")
@@ -369,7 +373,10 @@ def test_a_busy_server_says_when_to_try_again(koe_serve, open_page):
     stop = threading.Event()
 
     def hold(seed: int) -> None:  # a long seeded request (never batched), read slowly until told to stop
-        with httpx.Client(timeout=60) as http, http.stream("POST", f"{server.url}/v1/audio/speech", json={"model": "cv", "voice": "ryan", **LONG, "seed": seed, "stream_format": "audio"}) as r:
+        with (
+            httpx.Client(timeout=60) as http,
+            http.stream("POST", f"{server.url}/v1/audio/speech", json={"model": "cv", "voice": "ryan", **LONG, "seed": seed, "stream_format": "audio"}) as r,
+        ):
             streams.append(r)
             for _ in r.iter_raw():
                 if stop.is_set():

@@ -68,7 +68,9 @@ def file_backed(t: torch.Tensor, path) -> bool:
     return False
 
 
-@pytest.mark.parametrize("stored, wanted", [(torch.bfloat16, torch.float32), (torch.float16, torch.float32), (torch.float32, torch.bfloat16), (torch.bfloat16, torch.float16)])
+@pytest.mark.parametrize(
+    "stored, wanted", [(torch.bfloat16, torch.float32), (torch.float16, torch.float32), (torch.float32, torch.bfloat16), (torch.bfloat16, torch.float16)]
+)
 @pytest.mark.parametrize("chunk", [None, 4096 + 6])  # whole tensors at once, and many chunks that straddle pages
 def test_converted_tensors_are_bit_identical_to_to_dtype(tmp_path, monkeypatch, stored, wanted, chunk) -> None:
     if chunk:
@@ -192,10 +194,9 @@ def test_no_second_copy_is_resident(tmp_path) -> None:
 
 def test_other_families_still_load(tmp_path) -> None:
     """F5-TTS (a safetensors DiT and a pickled Vocos) and VoxCPM (bf16 weights, float32 AudioVAE) load through the same code."""
+    import koe
     from koe.engines.f5_tts.fixtures import write_random_model as write_f5
     from koe.engines.voxcpm.fixtures import write_random_model as write_vox
-
-    import koe
 
     f5 = koe.load(write_f5(tmp_path / "f5", "F5TTS_v1_Base", "tiny"))
     assert {p.dtype for p in f5.model.parameters()} == {torch.float32}
@@ -208,7 +209,10 @@ def test_the_meta_build_skips_random_init(tmp_path) -> None:
     nn.Embedding, imports torch's compiler: about a second of every load); afterwards, and for real
     tensors, `torch.nn.init` is torch's own. In a fresh process, so nothing imported it before."""
     path = tmp_path / "model.safetensors"
-    save_file({"0.weight": torch.randn(10, 4).to(torch.bfloat16), "1.weight": torch.randn(3, 4).to(torch.bfloat16), "1.bias": torch.zeros(3, dtype=torch.bfloat16)}, str(path))
+    save_file(
+        {"0.weight": torch.randn(10, 4).to(torch.bfloat16), "1.weight": torch.randn(3, 4).to(torch.bfloat16), "1.bias": torch.zeros(3, dtype=torch.bfloat16)},
+        str(path),
+    )
     script = textwrap.dedent(f"""
         import sys
         import torch

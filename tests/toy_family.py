@@ -32,14 +32,22 @@ HUM_HZ = 180.0  # the pitch of the clip the voice `hum` is cloned from
 def sine_env(site: Path, home: Path, **extra: str) -> dict[str, str]:
     """This process's environment (every KOE_* variable unset) with the package on PYTHONPATH and KOE_HOME `home`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KOE_", "PYTEST_XDIST_"))}  # a nested pytest is no xdist worker
-    env.update(PYTHONPATH=os.pathsep.join([str(site), *filter(None, [env.get("PYTHONPATH")])]), KOE_HOME=str(home), OMP_NUM_THREADS="1",
-               PYTHONWARNINGS="ignore", COLUMNS="200", **extra)  # fmt: skip
+    env.update(
+        PYTHONPATH=os.pathsep.join([str(site), *filter(None, [env.get("PYTHONPATH")])]),
+        KOE_HOME=str(home),
+        OMP_NUM_THREADS="1",
+        PYTHONWARNINGS="ignore",
+        COLUMNS="200",
+        **extra,
+    )
     return env
 
 
 def run(site: Path, home: Path, *args, timeout: float = 180, check: bool = True) -> subprocess.CompletedProcess:
     """`python ARGS...` in a subprocess with the package installed (`sine_env`), in the repository's root; text output."""
-    r = subprocess.run([sys.executable, *map(str, args)], env=sine_env(site, home), check=False, capture_output=True, text=True, timeout=timeout, cwd=PLUGIN.parents[2])
+    r = subprocess.run(
+        [sys.executable, *map(str, args)], env=sine_env(site, home), check=False, capture_output=True, text=True, timeout=timeout, cwd=PLUGIN.parents[2]
+    )
     if check:
         assert r.returncode == 0, f"{args}: exit {r.returncode}\n{r.stdout}\n{r.stderr}"
     return r
@@ -68,8 +76,13 @@ def sine_site(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("koe-sine")
     source, site = root / "src", root / "site"
     shutil.copytree(PLUGIN, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
-    r = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--no-input", "--target", str(site), str(source)],
-                       check=False, capture_output=True, text=True, timeout=300)  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--no-input", "--target", str(site), str(source)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     return site
 

@@ -34,9 +34,10 @@ from __future__ import annotations
 import io
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Callable
+from typing import Any, BinaryIO
 
 import av
 import numpy as np
@@ -107,7 +108,7 @@ class EncodedAudio:
     source: str | bytes  # a path (opened by name, as upstream does) or the file's bytes
 
     @classmethod
-    def from_path(cls, path: str | Path) -> "EncodedAudio":
+    def from_path(cls, path: str | Path) -> EncodedAudio:
         """A file on disk; only its first and last `PROBE_BYTES` are read here."""
         path = Path(path)
         size = path.stat().st_size
@@ -118,12 +119,12 @@ class EncodedAudio:
         return cls(str(path), size, head, tail, str(path))
 
     @classmethod
-    def from_bytes(cls, data: bytes, name: str = "<bytes>") -> "EncodedAudio":
+    def from_bytes(cls, data: bytes, name: str = "<bytes>") -> EncodedAudio:
         """A file's bytes, already in memory."""
         return cls(name, len(data), data[:PROBE_BYTES], data[-PROBE_BYTES:], data)
 
     @classmethod
-    def read(cls, source: Any, what: str = "audio") -> "EncodedAudio":
+    def read(cls, source: Any, what: str = "audio") -> EncodedAudio:
         """A whole file in memory, from a path, its bytes or a binary file object (read to its end).
         `AudioError` for a missing or empty file or another kind of `source` (named as `what`)."""
         if isinstance(source, (bytes, bytearray, memoryview)):
@@ -320,9 +321,7 @@ def header_frames(f: sf.SoundFile) -> int | None:
     return None if frames < 0 or frames >= _SF_COUNT_MAX else frames
 
 
-def read_soundfile(
-    f: sf.SoundFile, name: str, *, max_seconds: float | None = None, reduce: Reduce | None = None, trim: bool = False
-) -> np.ndarray:
+def read_soundfile(f: sf.SoundFile, name: str, *, max_seconds: float | None = None, reduce: Reduce | None = None, trim: bool = False) -> np.ndarray:
     """Read an open file as float32 `(frames,)` (mono) or `(frames, channels)`, `reduce`d block by block.
 
     The samples are those of soundfile's `f.read(dtype="float32", always_2d=False)`, which reads
@@ -377,9 +376,7 @@ def _readf_float(f: sf.SoundFile, out: np.ndarray, frames: int, name: str) -> in
 # PyAV (FFmpeg)
 
 
-def decode_pyav(
-    enc: EncodedAudio, *, max_seconds: float | None = None, reduce: Reduce | None = None, trim: bool = False
-) -> tuple[np.ndarray, int]:
+def decode_pyav(enc: EncodedAudio, *, max_seconds: float | None = None, reduce: Reduce | None = None, trim: bool = False) -> tuple[np.ndarray, int]:
     """Decode the first audio stream with PyAV to float32 `(frames, channels)` (`reduce`d frame by frame) and its rate.
 
     `max_seconds` and `trim` as for `read_soundfile`; the header check uses the stream's duration
@@ -435,7 +432,7 @@ def _indexed_seconds(container, stream) -> float | None:
     return None
 
 
-def frame_to_float(frame: "av.AudioFrame") -> np.ndarray:
+def frame_to_float(frame: av.AudioFrame) -> np.ndarray:
     """One decoded frame as C-contiguous float32 `(samples, channels)`; integer PCM scaled as libsndfile does."""
     fmt = frame.format
     arr = frame.to_ndarray()  # planar: (channels, n); packed: (1, n * channels)
@@ -462,9 +459,7 @@ def frame_to_float(frame: "av.AudioFrame") -> np.ndarray:
 # both
 
 
-def decode(
-    enc: EncodedAudio, *, max_seconds: float | None = None, reduce: Reduce | None = None, trim: bool = False
-) -> tuple[np.ndarray, int]:
+def decode(enc: EncodedAudio, *, max_seconds: float | None = None, reduce: Reduce | None = None, trim: bool = False) -> tuple[np.ndarray, int]:
     """Decode a file as koe.audio.io does: the truncation checks, libsndfile, else PyAV.
 
     Returns float32 `(frames,)` (mono, libsndfile) or `(frames, channels)`, `reduce`d per block,

@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Union
 
 import numpy as np
 import soundfile as sf
@@ -33,13 +32,10 @@ from koe.runtime.files import atomic_file
 
 __all__ = ["AudioSource", "load_audio", "write_wav"]
 
-AudioSource = Union[str, os.PathLike, bytes, bytearray, memoryview, np.ndarray, tuple]
+AudioSource = str | os.PathLike | bytes | bytearray | memoryview | np.ndarray | tuple
 
 
-
-def load_audio(
-    source: AudioSource, sample_rate: int | None = None, *, max_seconds: float | None = None, trim: bool = False
-) -> tuple[np.ndarray, int]:
+def load_audio(source: AudioSource, sample_rate: int | None = None, *, max_seconds: float | None = None, trim: bool = False) -> tuple[np.ndarray, int]:
     """Load audio as `(samples, sample_rate)`: float32, mono, shape `(n,)`, at its native rate.
 
     `source` is a file path, the bytes of an audio file, a `(array, sample_rate)` tuple, or an

@@ -124,8 +124,18 @@ def mel_spectrogram(
 
 def _stft(y: torch.Tensor, n_fft: int, hop: int, window: torch.Tensor, center: bool) -> torch.Tensor:
     """The one-sided complex STFT both spectrograms take (reflect padding when centred)."""
-    return torch.stft(y, n_fft, hop_length=hop, win_length=window.shape[0], window=window, center=center, pad_mode="reflect",
-                      normalized=False, onesided=True, return_complex=True)  # fmt: skip
+    return torch.stft(
+        y,
+        n_fft,
+        hop_length=hop,
+        win_length=window.shape[0],
+        window=window,
+        center=center,
+        pad_mode="reflect",
+        normalized=False,
+        onesided=True,
+        return_complex=True,
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,8 +18,22 @@ import numpy as np
 
 from koe.audio.errors import AudioError
 
-__all__ = ["SILENT_RATE", "Pcm", "concat", "converted", "int24", "lin2lin", "ms_of", "parse_wav", "pcm16_from_float",
-           "pcm_from_decoded", "ratecv", "silent", "sync_params", "widen_24_bit"]  # fmt: skip
+__all__ = [
+    "SILENT_RATE",
+    "Pcm",
+    "concat",
+    "converted",
+    "int24",
+    "lin2lin",
+    "ms_of",
+    "parse_wav",
+    "pcm16_from_float",
+    "pcm_from_decoded",
+    "ratecv",
+    "silent",
+    "sync_params",
+    "widen_24_bit",
+]
 
 SILENT_RATE = 11025  # AudioSegment.silent's default frame rate (16-bit mono)
 
@@ -48,7 +62,7 @@ class Pcm:
         """pydub's `_parse_position` for `0 <= ms`: `int(ms * (rate / 1000.0))`."""
         return int(ms * (self.rate / 1000.0))
 
-    def slice_ms(self, start: int | None = None, end: int | None = None) -> "Pcm":
+    def slice_ms(self, start: int | None = None, end: int | None = None) -> Pcm:
         """pydub's `segment[start:end]` (non-negative positions)."""
         length = self.ms()
         start = min(0 if start is None else start, length)

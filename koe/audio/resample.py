@@ -53,9 +53,7 @@ def resample(x: np.ndarray, orig_sr: int | float, target_sr: int | float) -> np.
     n_out = int(np.ceil(x.shape[-1] * ratio))
 
     rows = x.reshape(-1, x.shape[-1])  # (channels, n): each row is resampled on its own
-    out_rows = [
-        soxr.resample(np.ascontiguousarray(row), orig_sr, target_sr, quality="soxr_hq") for row in rows
-    ]
+    out_rows = [soxr.resample(np.ascontiguousarray(row), orig_sr, target_sr, quality="soxr_hq") for row in rows]
     y = np.stack(out_rows).reshape(*x.shape[:-1], -1)  # (..., n_soxr)
     y = _fix_length(y, n_out)
     return np.asarray(y, dtype=x.dtype)

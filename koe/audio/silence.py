@@ -16,8 +16,17 @@ import numpy as np
 
 from koe.audio.pcm import Pcm
 
-__all__ = ["WindowRms", "db_to_amplitude", "detect_nonsilent", "detect_silence", "leading_silence_ms", "quietest_audible_rms",
-           "remove_silence_edges", "reversed_segment", "split_on_silence"]  # fmt: skip
+__all__ = [
+    "WindowRms",
+    "db_to_amplitude",
+    "detect_nonsilent",
+    "detect_silence",
+    "leading_silence_ms",
+    "quietest_audible_rms",
+    "remove_silence_edges",
+    "reversed_segment",
+    "split_on_silence",
+]
 
 
 class WindowRms:
@@ -37,10 +46,7 @@ class WindowRms:
             magnitude = np.abs(data)
             hi = magnitude >> 16
             lo = magnitude & 0xFFFF
-            self.limbs = [
-                np.concatenate([[0], np.cumsum(part.sum(axis=1))])
-                for part in (hi * hi, 2 * hi * lo, lo * lo)
-            ]
+            self.limbs = [np.concatenate([[0], np.cumsum(part.sum(axis=1))]) for part in (hi * hi, 2 * hi * lo, lo * lo)]
         self.n = n
 
     def __call__(self, start_ms: np.ndarray, end_ms: np.ndarray) -> np.ndarray:
@@ -148,13 +154,9 @@ def detect_nonsilent(seg: Pcm, min_silence_len: int, silence_thresh: float, seek
     return ranges
 
 
-def split_on_silence(seg: Pcm, min_silence_len: int, silence_thresh: float, rms: WindowRms, keep_silence: int = 1000,
-                     seek_step: int = 10) -> list[Pcm]:
+def split_on_silence(seg: Pcm, min_silence_len: int, silence_thresh: float, rms: WindowRms, keep_silence: int = 1000, seek_step: int = 10) -> list[Pcm]:
     """`silence.split_on_silence`: the non-silent pieces, each with up to `keep_silence` ms of margin."""
-    ranges = [
-        [start - keep_silence, end + keep_silence]
-        for start, end in detect_nonsilent(seg, min_silence_len, silence_thresh, seek_step, rms)
-    ]
+    ranges = [[start - keep_silence, end + keep_silence] for start, end in detect_nonsilent(seg, min_silence_len, silence_thresh, seek_step, rms)]
     for left, right in zip(ranges, ranges[1:]):
         if right[0] < left[1]:  # margins overlap: meet halfway
             left[1] = (left[1] + right[0]) // 2

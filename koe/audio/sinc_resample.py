@@ -49,9 +49,7 @@ def _reduced(orig_freq: int, new_freq: int) -> tuple[int, int]:
 
 
 @functools.lru_cache(maxsize=16)
-def _kernel_cached(
-    orig: int, new: int, lowpass_filter_width: int, rolloff: float, kernel_dtype: torch.dtype | None = None
-) -> tuple[torch.Tensor, int]:
+def _kernel_cached(orig: int, new: int, lowpass_filter_width: int, rolloff: float, kernel_dtype: torch.dtype | None = None) -> tuple[torch.Tensor, int]:
     cutoff = min(orig, new) * rolloff  # Python float: the anti-aliasing cut-off in reduced units
     width = math.ceil(lowpass_filter_width * orig / cutoff)
 

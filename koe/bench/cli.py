@@ -39,13 +39,24 @@ def parser() -> argparse.ArgumentParser:
     titles = ", ".join(bench.about or name for name, bench in declared.items())
     p = argparse.ArgumentParser(prog="koe bench", description=f"Benchmark koe's {titles} on this machine (random weights at the released sizes).")
     p.add_argument("--family", choices=list(families.benches()), default=None, help=f"model family (default {default}): " + ", ".join(declared))
-    p.add_argument("--size", action="append", choices=list(dict.fromkeys(s for b in declared.values() for s in b.sizes)),
-                   help="model size (repeatable): " + _each(lambda b: _with_default(b.sizes, b.default_size, b.size_help)))
-    p.add_argument("--case", action="append", choices=list(dict.fromkeys(c for b in declared.values() for c in b.cases)),
-                   help="case to run (repeatable); " + _each(lambda b: ", ".join(b.cases) + (" (default all)" if b.default_cases == b.cases else f" (default {', '.join(b.default_cases)})")))
+    p.add_argument(
+        "--size",
+        action="append",
+        choices=list(dict.fromkeys(s for b in declared.values() for s in b.sizes)),
+        help="model size (repeatable): " + _each(lambda b: _with_default(b.sizes, b.default_size, b.size_help)),
+    )
+    p.add_argument(
+        "--case",
+        action="append",
+        choices=list(dict.fromkeys(c for b in declared.values() for c in b.cases)),
+        help="case to run (repeatable); "
+        + _each(lambda b: ", ".join(b.cases) + (" (default all)" if b.default_cases == b.cases else f" (default {', '.join(b.default_cases)})")),
+    )
     variants = list(dict.fromkeys(v for b in declared.values() for v in b.variants))
     if variants:
-        p.add_argument("--variant", choices=variants, help=_each(lambda b: " or ".join(_with_default(b.variants, b.variants[0]).split(", ")) if b.variants else ""))
+        p.add_argument(
+            "--variant", choices=variants, help=_each(lambda b: " or ".join(_with_default(b.variants, b.variants[0]).split(", ")) if b.variants else "")
+        )
     flags: dict[str, list] = {}
     for name, bench in declared.items():
         for flag in bench.flags:
@@ -60,14 +71,29 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", type=int, default=3, help="timed runs per case after warm-up (default 3)")
     p.add_argument("--warmup", type=int, default=1, help="warm-up runs per case, excluded (default 1)")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads in every process (default: all cores)")
-    p.add_argument("--precision", choices=[x for x in PRECISIONS if any(x in b.precisions for b in declared.values())], default="fp32",
-                   help="koe's precision (fp32 is exact); " + _each(lambda b: ", ".join(b.precisions)))
+    p.add_argument(
+        "--precision",
+        choices=[x for x in PRECISIONS if any(x in b.precisions for b in declared.values())],
+        default="fp32",
+        help="koe's precision (fp32 is exact); " + _each(lambda b: ", ".join(b.precisions)),
+    )
     sides = {key: (name, s) for name, b in declared.items() for key, s in b.sides.items()}
-    p.add_argument("--compare", action="append", choices=list(dict.fromkeys(["upstream", *sides])),
-                   help="also run upstream (" + _each(lambda b: b.sides["upstream"].holds if "upstream" in b.sides else "")
-                   + ")" + "".join(f" or, {name} only, {s.about or s.holds} ({key})" for key, (name, s) in sides.items() if key != "upstream")
-                   + ", each in its own venv and process, interleaved, and print ratios; repeatable: --compare upstream --compare PEER runs all three")
-    p.add_argument("--upstream-precision", choices=[x for x in PRECISIONS if any(x in b.compare_precisions for b in declared.values())], default="fp32", help="the compared sides' precision; " + _each(lambda b: ", ".join(b.compare_precisions)))
+    p.add_argument(
+        "--compare",
+        action="append",
+        choices=list(dict.fromkeys(["upstream", *sides])),
+        help="also run upstream ("
+        + _each(lambda b: b.sides["upstream"].holds if "upstream" in b.sides else "")
+        + ")"
+        + "".join(f" or, {name} only, {s.about or s.holds} ({key})" for key, (name, s) in sides.items() if key != "upstream")
+        + ", each in its own venv and process, interleaved, and print ratios; repeatable: --compare upstream --compare PEER runs all three",
+    )
+    p.add_argument(
+        "--upstream-precision",
+        choices=[x for x in PRECISIONS if any(x in b.compare_precisions for b in declared.values())],
+        default="fp32",
+        help="the compared sides' precision; " + _each(lambda b: ", ".join(b.compare_precisions)),
+    )
     prof = p.add_mutually_exclusive_group()
     prof.add_argument("--profile", action="store_true", help="one extra run per case under cProfile (top functions in the JSON)")
     prof.add_argument("--torch-profile", action="store_true", help="one extra run per case under torch.profiler (op table in the JSON)")
@@ -121,11 +147,22 @@ def parse_options(argv: list[str] | None = None) -> tuple[BenchOptions, argparse
     if a.runs < 1:
         raise SystemExit("koe bench: --runs must be >= 1")
     opts = BenchOptions(
-        sizes=sizes, cases=cases, runs=a.runs, warmup=a.warmup, threads=a.threads, precision=a.precision,
-        compare=list(dict.fromkeys(a.compare)) if a.compare else None, upstream_precision=a.upstream_precision,
-        profile="cprofile" if a.profile else "torch" if a.torch_profile else None, seed=a.seed, models_root=a.models, out=a.out,
-        family=family, variant=variant or (bench.variants[0] if bench.variants else None), family_options=family_options,
-    )  # fmt: skip
+        sizes=sizes,
+        cases=cases,
+        runs=a.runs,
+        warmup=a.warmup,
+        threads=a.threads,
+        precision=a.precision,
+        compare=list(dict.fromkeys(a.compare)) if a.compare else None,
+        upstream_precision=a.upstream_precision,
+        profile="cprofile" if a.profile else "torch" if a.torch_profile else None,
+        seed=a.seed,
+        models_root=a.models,
+        out=a.out,
+        family=family,
+        variant=variant or (bench.variants[0] if bench.variants else None),
+        family_options=family_options,
+    )
     if a.quick:
         opts.runs, opts.warmup, opts.bandwidth = 1, 1, False
     return opts, a

@@ -14,8 +14,14 @@ from __future__ import annotations
 import time
 
 TIMED_KEYS = ("load_s", "total_s", "rtf", "ttfa_s", "stream_rtf", "peak_rss")
-COLUMNS = (("load_s", "load s", 1), ("total_s", "total s", 1), ("rtf", "s/audio s", 1), ("ttfa_s", "TTFA s", 1), ("stream_rtf", "RTF", 1),
-           ("peak_rss", "peak RSS GB", 1e-9))  # fmt: skip
+COLUMNS = (
+    ("load_s", "load s", 1),
+    ("total_s", "total s", 1),
+    ("rtf", "s/audio s", 1),
+    ("ttfa_s", "TTFA s", 1),
+    ("stream_rtf", "RTF", 1),
+    ("peak_rss", "peak RSS GB", 1e-9),
+)
 
 
 def run(kit, opts, progress=lambda msg: None) -> dict:
@@ -53,8 +59,10 @@ def run(kit, opts, progress=lambda msg: None) -> dict:
                         sample = workers[side].call(**cmd)
                         sample["load_s"] = loads[side]["load_s"]
                         samples[side].append(sample)
-                entry: dict = {side: {"summary": kit.summarize(samples[side], TIMED_KEYS), "runs": samples[side], "precision": loads[side].get("precision")}
-                               for side in sides}  # fmt: skip
+                entry: dict = {
+                    side: {"summary": kit.summarize(samples[side], TIMED_KEYS), "runs": samples[side], "precision": loads[side].get("precision")}
+                    for side in sides
+                }
                 if opts.profile:
                     for side in sides:
                         progress(f"{size} {case}: {opts.profile} profile ({side})")
@@ -134,8 +142,14 @@ class ContractWorker:
             samples, rate = chunk.samples, chunk.sample_rate
         total_s = time.perf_counter() - started
         audio_s = len(samples) / rate
-        result = {"total_s": total_s, "audio_s": audio_s, "rtf": total_s / max(audio_s, 1e-9), "wave_sha1": self.wire.wave_sha1(samples),
-                  "audio_samples": len(samples), "peak_rss": self.wire.peak_rss()}  # fmt: skip
+        result = {
+            "total_s": total_s,
+            "audio_s": audio_s,
+            "rtf": total_s / max(audio_s, 1e-9),
+            "wave_sha1": self.wire.wave_sha1(samples),
+            "audio_samples": len(samples),
+            "peak_rss": self.wire.peak_rss(),
+        }
         if first is not None:
             later_s = (len(samples) - first_samples) / rate
             result.update({"ttfa_s": first, "stream_rtf": (last - first) / later_s if later_s > 0 else None})

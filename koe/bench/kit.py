@@ -14,8 +14,25 @@ from koe.bench.table import lay_out, machine_title, median, ratio_cells
 
 # Also, imported when first asked for (they import torch): `machine` (the machine probes), and
 # koe.bench.accuracy's agreement measures `compare` and `snr_db`.
-__all__ = ["BenchError", "Worker", "bench_model", "cache_root", "cached_folder", "compare_sides", "compared", "finish_run", "lay_out",
-           "machine_title", "median", "ratio_cells", "ratios", "start_run", "summarize", "weights_bytes", "wire"]  # fmt: skip
+__all__ = [
+    "BenchError",
+    "Worker",
+    "bench_model",
+    "cache_root",
+    "cached_folder",
+    "compare_sides",
+    "compared",
+    "finish_run",
+    "lay_out",
+    "machine_title",
+    "median",
+    "ratio_cells",
+    "ratios",
+    "start_run",
+    "summarize",
+    "weights_bytes",
+    "wire",
+]
 
 
 def __getattr__(name: str):

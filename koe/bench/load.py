@@ -55,9 +55,19 @@ def measure_in_this_process(folder: str, precision: str, threads: int) -> dict:
                 seen.add(storage.data_ptr())
                 loaded += storage.nbytes()
         packed += getattr(module, "weight_bytes", 0)  # kernel layers' own storage (exact strips, int8 / int4)
-    return {"load_s": load_s, "cpu_s": cpu_s, "loadavg": os.getloadavg()[0], "peak_rss": wire.peak_rss(), "rss": wire.current_rss(), "rss_before": before,
-            "loaded_bytes": loaded + packed, "packed_bytes": packed, "precision": engine.precision, "kernel": getattr(engine, "kernel", None),
-            "torch_threads": torch.get_num_threads()}  # fmt: skip
+    return {
+        "load_s": load_s,
+        "cpu_s": cpu_s,
+        "loadavg": os.getloadavg()[0],
+        "peak_rss": wire.peak_rss(),
+        "rss": wire.current_rss(),
+        "rss_before": before,
+        "loaded_bytes": loaded + packed,
+        "packed_bytes": packed,
+        "precision": engine.precision,
+        "kernel": getattr(engine, "kernel", None),
+        "torch_threads": torch.get_num_threads(),
+    }
 
 
 def held_modules(engine, depth: int = 2) -> list:
@@ -86,15 +96,27 @@ def measure(folder: Path, precision: str, threads: int, runs: int) -> dict:
     """`runs` loads of `folder`, each in a fresh interpreter; their samples and medians."""
     samples = []
     for _ in range(runs):
-        proc = subprocess.run([sys.executable, "-m", "koe.bench.load", "--child", str(folder), "--precision", precision, "--threads", str(threads)],
-                              capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS=str(threads)))  # fmt: skip
+        proc = subprocess.run(
+            [sys.executable, "-m", "koe.bench.load", "--child", str(folder), "--precision", precision, "--threads", str(threads)],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, OMP_NUM_THREADS=str(threads)),
+        )
         if proc.returncode != 0:
             raise RuntimeError(f"load of {folder} failed:\n{proc.stderr[-4000:]}")
         samples.append(json.loads(next(line[len(wire.PREFIX) :] for line in proc.stdout.splitlines() if line.startswith(wire.PREFIX))))
     median = {k: statistics.median(s[k] for s in samples) for k in ("load_s", "cpu_s", "peak_rss", "rss", "rss_before")}
     loaded = samples[0]["loaded_bytes"]
-    return {"folder": str(folder), "precision": samples[0]["precision"], "threads": threads, "weights_on_disk": weights_bytes(folder),
-            "loaded_bytes": loaded, "median": median, "peak_rss_over_loaded": median["peak_rss"] / loaded, "runs": samples}  # fmt: skip
+    return {
+        "folder": str(folder),
+        "precision": samples[0]["precision"],
+        "threads": threads,
+        "weights_on_disk": weights_bytes(folder),
+        "loaded_bytes": loaded,
+        "median": median,
+        "peak_rss_over_loaded": median["peak_rss"] / loaded,
+        "runs": samples,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,9 +148,12 @@ def main(argv: list[str] | None = None) -> int:
         r = measure(folder, a.precision, a.threads, a.runs)
         results[size] = r
         m = r["median"]
-        print(f"{size} {variant} {r['precision']}: load {m['load_s']:.2f} s (min {min(x['load_s'] for x in r['runs']):.2f}; CPU {m['cpu_s']:.2f} s), peak RSS {m['peak_rss'] / 1e9:.2f} GB "
-              f"({r['peak_rss_over_loaded']:.2f}x the {r['loaded_bytes'] / 1e9:.2f} GB loaded), RSS after {m['rss'] / 1e9:.2f} GB, "
-              f"first run {r['runs'][0]['load_s']:.2f} s", file=sys.stderr)  # fmt: skip
+        print(
+            f"{size} {variant} {r['precision']}: load {m['load_s']:.2f} s (min {min(x['load_s'] for x in r['runs']):.2f}; CPU {m['cpu_s']:.2f} s), peak RSS {m['peak_rss'] / 1e9:.2f} GB "
+            f"({r['peak_rss_over_loaded']:.2f}x the {r['loaded_bytes'] / 1e9:.2f} GB loaded), RSS after {m['rss'] / 1e9:.2f} GB, "
+            f"first run {r['runs'][0]['load_s']:.2f} s",
+            file=sys.stderr,
+        )
     text = json.dumps(results, indent=1)
     print(text)
     if a.out:

@@ -59,6 +59,10 @@ def describe() -> dict:
     except OSError:
         pass
     return {
-        "cpu": model, "cores": os.cpu_count(), "torch": torch.__version__, "threads": torch.get_num_threads(),
-        "capability": torch.backends.cpu.get_cpu_capability(), "loadavg": list(os.getloadavg()),
-    }  # fmt: skip
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "capability": torch.backends.cpu.get_cpu_capability(),
+        "loadavg": list(os.getloadavg()),
+    }

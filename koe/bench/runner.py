@@ -142,7 +142,9 @@ class Worker:
             if line.startswith(wire.PREFIX):
                 reply = json.loads(line[len(wire.PREFIX) :])
                 if not reply.pop("ok"):
-                    raise BenchError(f"{self.side} worker: {command.get('op')} {command.get('case', '')} failed: {reply['error']}\n{reply.get('traceback', '')}")
+                    raise BenchError(
+                        f"{self.side} worker: {command.get('op')} {command.get('case', '')} failed: {reply['error']}\n{reply.get('traceback', '')}"
+                    )
                 return reply
         raise BenchError(f"{self.side} worker exited ({self.proc.wait()}); see {self.log_path}")
 
@@ -220,9 +222,12 @@ def start_run(opts: BenchOptions, bench: FamilyBench | None = None) -> tuple[lis
     logs = Path(opts.out).parent if opts.out else Path(os.environ.get("TMPDIR", "/tmp"))
     logs.mkdir(parents=True, exist_ok=True)
     results: dict = {
-        "family": opts.family, "options": opts.as_json(),
-        "machine": machine.describe(), "started": time.strftime("%Y-%m-%dT%H:%M:%S"), "sizes": {},
-    }  # fmt: skip
+        "family": opts.family,
+        "options": opts.as_json(),
+        "machine": machine.describe(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "sizes": {},
+    }
     return ["koe"] + peers, logs, results
 
 
@@ -234,4 +239,3 @@ def finish_run(opts: BenchOptions, results: dict) -> dict:
         Path(opts.out).parent.mkdir(parents=True, exist_ok=True)
         Path(opts.out).write_text(json.dumps(results, indent=1))
     return results
-

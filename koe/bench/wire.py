@@ -44,6 +44,8 @@ def timed_stream(chunks, started: float, sample_rate: int) -> dict:
     later_s = (count - first_samples) / sample_rate
     rtf = (last - first) / later_s if first is not None and later_s > 0 else None
     return {"ttfa_s": first, "stream_rtf": rtf, "stream_total_s": time.perf_counter() - started, "audio_samples": count}
+
+
 def write_reference_wav(path, seconds: float = 3.0, sample_rate: int = 24000):
     """`reference_clip` as a mono 16-bit PCM WAV at `path` (stdlib `wave`); returns the path."""
     import wave

@@ -100,8 +100,8 @@ def _quiet_broken_pipe() -> None:
 
 def open_home(**flags: Any):
     """Settings (defaults < koe.toml < env < `flags` and the global flags) and their KOE_HOME, opened."""
-    from koe.service.home import KoeHome
     from koe.service.config.settings import load_settings
+    from koe.service.home import KoeHome
 
     merged: dict[str, Any] = {}
     for source in (state.flags, flags):

@@ -64,7 +64,12 @@ def path() -> None:
 @app.command("get")
 @command
 def get(
-    key: Annotated[str, typer.Argument(metavar="KEY", help="Dotted setting, e.g. server.port, models.default, synthesis.options.NAME.", show_default=False, autocompletion=_complete_key)],
+    key: Annotated[
+        str,
+        typer.Argument(
+            metavar="KEY", help="Dotted setting, e.g. server.port, models.default, synthesis.options.NAME.", show_default=False, autocompletion=_complete_key
+        ),
+    ],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON: value, source, env var.")] = False,
 ) -> None:
     """Print one setting's effective value (stdout) and where it came from (stderr)."""
@@ -82,8 +87,12 @@ def get(
 @app.command("set", context_settings={"ignore_unknown_options": True})  # `koe config set synthesis.seed -5` is a value, not an option
 @command
 def set_(
-    key: Annotated[str, typer.Argument(metavar="KEY", help="Dotted setting, e.g. server.port, models.default.", show_default=False, autocompletion=_complete_key)],
-    value: Annotated[str, typer.Argument(metavar="VALUE", help="The value: a number, true/false, a choice, a,b for lists, {k = v} for tables.", show_default=False)],
+    key: Annotated[
+        str, typer.Argument(metavar="KEY", help="Dotted setting, e.g. server.port, models.default.", show_default=False, autocompletion=_complete_key)
+    ],
+    value: Annotated[
+        str, typer.Argument(metavar="VALUE", help="The value: a number, true/false, a choice, a,b for lists, {k = v} for tables.", show_default=False)
+    ],
 ) -> None:
     """Validate VALUE and write it to koe.toml (comments and layout kept; `auto`/empty clears an optional setting)."""
     from koe.service.config.edit import set_value
@@ -93,7 +102,12 @@ def set_(
 
 @app.command("unset")
 @command
-def unset(key: Annotated[str, typer.Argument(metavar="KEY", help="Dotted setting to remove from koe.toml (back to its default).", show_default=False, autocompletion=_complete_key)]) -> None:
+def unset(
+    key: Annotated[
+        str,
+        typer.Argument(metavar="KEY", help="Dotted setting to remove from koe.toml (back to its default).", show_default=False, autocompletion=_complete_key),
+    ],
+) -> None:
     """Remove KEY from koe.toml, so its default (or env var) applies again."""
     from koe.service.config.edit import unset_value
 
@@ -115,7 +129,9 @@ def _report(change) -> None:
 
 @command
 def models_default(
-    name: Annotated[str | None, typer.Argument(metavar="NAME", help="An installed model, a hub id or a model folder; without it, print the default.", show_default=False)] = None,
+    name: Annotated[
+        str | None, typer.Argument(metavar="NAME", help="An installed model, a hub id or a model folder; without it, print the default.", show_default=False)
+    ] = None,
 ) -> None:
     """Set models.default (the model used when a request names none), or print it."""
     from koe.service.config.edit import get_value, set_value

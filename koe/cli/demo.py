@@ -38,18 +38,32 @@ def demo(
     output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the audio.")] = Path("out/demo.wav"),
     text: Annotated[str, typer.Option("--text", help="What to say.")] = DEMO_TEXT,
     model: Annotated[str | None, typer.Option("--model", "-m", help="Use this model instead of the default / test model.")] = None,
-    family: Annotated[str | None, typer.Option("--family", help="Try this model family offline with its tiny random-weight test model "
-                                               "(noise, not speech); a family koe does not run lists those it does.", show_default=False)] = None,
+    family: Annotated[
+        str | None,
+        typer.Option(
+            "--family",
+            help="Try this model family offline with its tiny random-weight test model (noise, not speech); a family koe does not run lists those it does.",
+            show_default=False,
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option("--seed", min=0)] = 0,
-    max_new_tokens: Annotated[int | None, typer.Option("--max-new-tokens", help="Cap on steps (the option the model caps its length with, `koe models info`; "
-                                                       "a test model rarely stops by itself).")] = None,
-    offline: Annotated[bool, typer.Option("--offline", envvar=OFFLINE_ENV, help="Download nothing: without a configured model, "
-                                          "use the tiny random-weight test model.", show_default=False)] = False,
-) -> None:  # fmt: skip
+    max_new_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-new-tokens", help="Cap on steps (the option the model caps its length with, `koe models info`; a test model rarely stops by itself)."
+        ),
+    ] = None,
+    offline: Annotated[
+        bool,
+        typer.Option(
+            "--offline", envvar=OFFLINE_ENV, help="Download nothing: without a configured model, use the tiny random-weight test model.", show_default=False
+        ),
+    ] = False,
+) -> None:
     """Speak a sentence into out/demo.wav: the configured model, else the real 0.6B CustomVoice (downloaded once), else a random-weight one."""
-    from koe.service.synthesis.encode import format_for_path
     from koe.service.fsio import atomic_write_bytes
     from koe.service.store.models import size_label
+    from koe.service.synthesis.encode import format_for_path
     from koe.service.synthesis.synthesizer import Synthesizer
 
     if model is not None and family is not None:
@@ -63,8 +77,10 @@ def demo(
     if spec is None:
         spec = _ensure_demo_model(home, test_family or _family(None))
         if why:
-            warn(f"{why}: using {spec}, a tiny model with RANDOM weights — the audio is noise-like, not speech. "
-                 f"For real speech: koe models pull {_released_example()} (or import a folder) and set models.default.")  # fmt: skip
+            warn(
+                f"{why}: using {spec}, a tiny model with RANDOM weights — the audio is noise-like, not speech. "
+                f"For real speech: koe models pull {_released_example()} (or import a folder) and set models.default."
+            )
     fmt = format_for_path(output)
     synth = Synthesizer(home)
     started = time.perf_counter()
@@ -82,7 +98,14 @@ def demo(
     with err.status(f"speaking with {plan.model.name} ({plan.model.variant}) …", spinner="dots"):
         result = synth.speak(plan)
     for w in result.warnings:
-        warn(w + (f" — expected with random weights: they seldom predict the end of speech, so the demo stops them at {steps} steps" if random_weights and steps else ""))
+        warn(
+            w
+            + (
+                f" — expected with random weights: they seldom predict the end of speech, so the demo stops them at {steps} steps"
+                if random_weights and steps
+                else ""
+            )
+        )
     audio = result.audio
     if random_weights:
         audio, said = _safe_level(result, fmt)
@@ -166,8 +189,10 @@ def _safe_level(result, fmt) -> tuple[bytes, str]:
     if peak <= safe:
         return result.audio, f"random weights: peak {_dbfs(peak)}, RMS {_dbfs(rms)}, already a safe level: written as made"
     quieter = encode_audio(samples * np.float32(safe / peak), result.engine_sample_rate, fmt).data
-    return quieter, (f"random weights make noise at full scale (peak {_dbfs(peak)}, RMS {_dbfs(rms)}): "
-                     f"written {20 * math.log10(peak / safe):.0f} dB quieter, peak {SAFE_PEAK_DBFS:.0f} dBFS, safe to play")  # fmt: skip
+    return quieter, (
+        f"random weights make noise at full scale (peak {_dbfs(peak)}, RMS {_dbfs(rms)}): "
+        f"written {20 * math.log10(peak / safe):.0f} dB quieter, peak {SAFE_PEAK_DBFS:.0f} dBFS, safe to play"
+    )
 
 
 def _dbfs(x: float) -> str:
@@ -191,8 +216,7 @@ def _released_model(home, offline: bool) -> tuple[str | None, str | None]:
         how = "--offline" if os.environ.get(OFFLINE_ENV) is None else f"{OFFLINE_ENV} is set"
         return None, f"no model configured and {how}, so {repo} is not downloaded"
     name = free_name(home.models, release_for(repo)[1])
-    err.print(f"no model configured: fetching the real {escape(repo)} into {escape(str(home.models.root / name))} "
-              f"once (skip with {OFFLINE_ENV}=1) …")  # fmt: skip
+    err.print(f"no model configured: fetching the real {escape(repo)} into {escape(str(home.models.root / name))} once (skip with {OFFLINE_ENV}=1) …")
     try:
         d, bar = pull_with_progress(home.models, repo, name=name, talk=True)
     except KoeError as e:
@@ -228,8 +252,10 @@ def _ensure_demo_model(home, family: str) -> str:
             warn(str(w.message))
         else:
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
-    err.print(f"[dim]built {escape(name)} ({d.ref.variant}, {size_label(d.parameters)} parameters, random weights) in {time.perf_counter() - started:.1f} s "
-              f"at {escape(str(d.ref.path))}[/]")  # fmt: skip
+    err.print(
+        f"[dim]built {escape(name)} ({d.ref.variant}, {size_label(d.parameters)} parameters, random weights) in {time.perf_counter() - started:.1f} s "
+        f"at {escape(str(d.ref.path))}[/]"
+    )
     return name
 
 

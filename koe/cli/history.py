@@ -124,8 +124,8 @@ def replay(
     The new output is a new history row. Without -o it is kept under KOE_HOME/outputs, as `koe speak` does. Device, dtype and precision come from this run's settings.
     """
     from koe.cli.speak import refuse_terminal_stdout, speak_plan, write_result
-    from koe.service.synthesis.encode import format_for_path
     from koe.service.errors import NotFound
+    from koe.service.synthesis.encode import format_for_path
     from koe.service.synthesis.synthesizer import Synthesizer
 
     to_stdout = output is not None and str(output) == "-"
@@ -134,9 +134,12 @@ def replay(
     history = _history()
     recorded = history.get(output_id).row
     request = history.replay_request(
-        output_id, model=model, ref_audio=str(ref) if ref is not None else None, ref_text=ref_text,
+        output_id,
+        model=model,
+        ref_audio=str(ref) if ref is not None else None,
+        ref_text=ref_text,
         save=save if save is not None else (True if output is None else None),
-    )  # fmt: skip
+    )
     if output is not None and not to_stdout and output.suffix:
         request.format = format_for_path(output, None).name  # the file's extension decides, as in `koe speak -o`
     synth = Synthesizer(history.home)

@@ -65,5 +65,6 @@ def bench(ctx: typer.Context) -> None:
 
     raise typer.Exit(bench_main(list(ctx.args)))
 
+
 if __name__ == "__main__":
     app()

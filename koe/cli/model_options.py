@@ -157,8 +157,11 @@ def flag_values(flags: list[Flag], schema, model: str, *, taken: set[str] = froz
         option = schema.get(f.option)
         if option is None:
             have = ", ".join(f"--opt {n}=" if flag_name(n) in taken else flag_name(n) for n in schema.names) or "none"
-            fail(f"no such option: {f.flag} (the model {model} has no option {f.option!r}); it takes these {what}: {have} "
-                 f"(`koe models info {model}` describes them)", 2)  # fmt: skip
+            fail(
+                f"no such option: {f.flag} (the model {model} has no option {f.option!r}); it takes these {what}: {have} "
+                f"(`koe models info {model}` describes them)",
+                2,
+            )
         values[f.option] = _value(f, option)
     return values
 

@@ -30,13 +30,27 @@ def short_origin(origin: str | None) -> str:
 def details_dict(d) -> dict:
     """A model's details as plain JSON-able data."""
     return {
-        "name": d.ref.name, "path": str(d.ref.path), "family": d.ref.family, "variant": d.ref.variant, "size": d.ref.size,
-        "uses": d.uses, "random_weights": d.random_weights, "parameters": d.parameters, "weights_bytes": d.weights_bytes, "stored_dtype": d.stored_dtype,
-        "memory_float32_bytes": d.memory_bytes("float32"), "memory_bfloat16_bytes": d.memory_bytes("bfloat16"),
-        "speakers": d.speakers, "languages": d.languages, "missing": d.missing, "origin": d.origin, "linked": d.linked,
-        "added_at": d.added_at, "capabilities": d.capabilities.to_dict() if d.capabilities else None,
+        "name": d.ref.name,
+        "path": str(d.ref.path),
+        "family": d.ref.family,
+        "variant": d.ref.variant,
+        "size": d.ref.size,
+        "uses": d.uses,
+        "random_weights": d.random_weights,
+        "parameters": d.parameters,
+        "weights_bytes": d.weights_bytes,
+        "stored_dtype": d.stored_dtype,
+        "memory_float32_bytes": d.memory_bytes("float32"),
+        "memory_bfloat16_bytes": d.memory_bytes("bfloat16"),
+        "speakers": d.speakers,
+        "languages": d.languages,
+        "missing": d.missing,
+        "origin": d.origin,
+        "linked": d.linked,
+        "added_at": d.added_at,
+        "capabilities": d.capabilities.to_dict() if d.capabilities else None,
         "revisions": hub_revisions(d.origin),
-    }  # fmt: skip
+    }
 
 
 def hub_revisions(origin: str | None) -> list[dict]:
@@ -75,17 +89,33 @@ def list_models(as_json: Annotated[bool, typer.Option("--json", help="Print JSON
 @app.command("import")
 @command
 def import_model(
-    path: Annotated[Path, typer.Argument(help="A model folder in its released layout (configs, weights, tokenizer files), or a release's checkpoint folder (with --arch).")],
+    path: Annotated[
+        Path, typer.Argument(help="A model folder in its released layout (configs, weights, tokenizer files), or a release's checkpoint folder (with --arch).")
+    ],
     name: Annotated[str | None, typer.Option("--name", help="Store name (default: the folder's name).")] = None,
     link: Annotated[bool, typer.Option("--link", help="Keep a symlink to the folder instead of a copy.")] = False,
     overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
-    arch: Annotated[str | None, typer.Option("--arch", help="The architecture, by name, of a checkpoint released without its config: "
-                                             "its config is written into the copy (a wrong name is an error listing the names koe knows).",
-                                             show_default=False)] = None,
-    vocoder: Annotated[Path | None, typer.Option("--vocoder", help="A vocoder folder to copy in, for a release that ships without "
-                                                 "its vocoder (the error for such a folder says which one).", show_default=False)] = None,
-    progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="A bar of the bytes copied (default: on a terminal, "
-                                                  "for folders of 64 MB or more).", show_default=False)] = None,
+    arch: Annotated[
+        str | None,
+        typer.Option(
+            "--arch",
+            help="The architecture, by name, of a checkpoint released without its config: "
+            "its config is written into the copy (a wrong name is an error listing the names koe knows).",
+            show_default=False,
+        ),
+    ] = None,
+    vocoder: Annotated[
+        Path | None,
+        typer.Option(
+            "--vocoder",
+            help="A vocoder folder to copy in, for a release that ships without its vocoder (the error for such a folder says which one).",
+            show_default=False,
+        ),
+    ] = None,
+    progress: Annotated[
+        bool | None,
+        typer.Option("--progress/--no-progress", help="A bar of the bytes copied (default: on a terminal, for folders of 64 MB or more).", show_default=False),
+    ] = None,
 ) -> None:
     """Install a local model folder into the store (completed and validated first)."""
     from koe.cli.progress import tree_bytes, wanted, watch_copy
@@ -119,25 +149,35 @@ def info(
         out.print_json(json.dumps(data))
         return
     rows = [
-        ("name", d.ref.name), ("path", str(d.ref.path)), ("model", f"{d.ref.family} {d.ref.variant} ({_size(d)})"),
-        ("use it for", d.uses), ("parameters", f"{d.parameters / 1e6:.1f} M"),
+        ("name", d.ref.name),
+        ("path", str(d.ref.path)),
+        ("model", f"{d.ref.family} {d.ref.variant} ({_size(d)})"),
+        ("use it for", d.uses),
+        ("parameters", f"{d.parameters / 1e6:.1f} M"),
         ("weights", f"{human_bytes(d.weights_bytes)} on disk ({d.stored_dtype})"),
-        ("needs", f"~{human_bytes(d.memory_bytes('float32'))} in float32 (CPU, exact)"
-                  + (f", ~{human_bytes(d.memory_bytes('bfloat16'))} in bfloat16 (GPU)" if d.capabilities is None or "bf16" in d.capabilities.precisions else "")),
-        ("speakers", ", ".join(d.speakers) or "—"), ("languages", ", ".join(d.languages) or "—"),
+        (
+            "needs",
+            f"~{human_bytes(d.memory_bytes('float32'))} in float32 (CPU, exact)"
+            + (f", ~{human_bytes(d.memory_bytes('bfloat16'))} in bfloat16 (GPU)" if d.capabilities is None or "bf16" in d.capabilities.precisions else ""),
+        ),
+        ("speakers", ", ".join(d.speakers) or "—"),
+        ("languages", ", ".join(d.languages) or "—"),
         ("origin", (d.origin or "—") + (" (symlink)" if d.linked else "")),
         *(("revision", f"{r['repo']}{'/' + r['subfolder'] if r['subfolder'] else ''} at commit {r['sha']}") for r in data["revisions"]),
         ("added", time.strftime("%Y-%m-%d %H:%M", time.localtime(d.added_at)) if d.added_at else "—"),
         ("status", "ok" if d.ok else "missing " + ", ".join(d.missing)),
-    ]  # fmt: skip
+    ]
     if d.capabilities:
         caps = d.capabilities
-        rows[3:3] = [("voices", ", ".join(sorted(caps.voice_modes)) or "—"), ("sample rate", f"{caps.sample_rate} Hz"),
-                     ("precisions", ", ".join(caps.precisions) + " (--precision; fp32 = exact)")]  # fmt: skip
+        rows[3:3] = [
+            ("voices", ", ".join(sorted(caps.voice_modes)) or "—"),
+            ("sample rate", f"{caps.sample_rate} Hz"),
+            ("precisions", ", ".join(caps.precisions) + " (--precision; fp32 = exact)"),
+        ]
     for k, v in rows:
         out.print(f"[bold]{k}[/]: {escape(v)}")
     if d.capabilities:
-        _options_table("options (koe speak --NAME VALUE, a switch --NAME / --no-NAME, or --opt KEY=VALUE; HTTP: \"options\": {...})", d.capabilities.options)
+        _options_table('options (koe speak --NAME VALUE, a switch --NAME / --no-NAME, or --opt KEY=VALUE; HTTP: "options": {...})', d.capabilities.options)
         _options_table("voice options (koe voices prepare --NAME VALUE; koe speak too, where also an option above)", d.capabilities.voice_options)
 
 
@@ -165,26 +205,41 @@ def remove(name: str) -> None:
 @app.command("pull")
 @command
 def pull(
-    repo_id: Annotated[str, typer.Argument(help="Hub id (OWNER/NAME), or a release's own id "
-                                           "(OWNER/NAME/SUBFOLDER) where a repo holds several.")],
-    arch: Annotated[str | None, typer.Option("--arch", help="Which release of a repo that holds several, by its architecture's name; "
-                                             "or the architecture of a checkpoint repo released without its config.",
-                                             show_default=False)] = None,
+    repo_id: Annotated[str, typer.Argument(help="Hub id (OWNER/NAME), or a release's own id (OWNER/NAME/SUBFOLDER) where a repo holds several.")],
+    arch: Annotated[
+        str | None,
+        typer.Option(
+            "--arch",
+            help="Which release of a repo that holds several, by its architecture's name; "
+            "or the architecture of a checkpoint repo released without its config.",
+            show_default=False,
+        ),
+    ] = None,
     name: Annotated[str | None, typer.Option("--name", help="Store name (default: the release's name, else the id's last part).")] = None,
-    revision: Annotated[str | None, typer.Option("--revision", help="Branch, tag or commit of the repo (default: main); "
-                                                 "the commit it names is recorded in the model's origin.", show_default=False)] = None,
+    revision: Annotated[
+        str | None,
+        typer.Option(
+            "--revision", help="Branch, tag or commit of the repo (default: main); the commit it names is recorded in the model's origin.", show_default=False
+        ),
+    ] = None,
     token: Annotated[str | None, typer.Option("--token", envvar="HF_TOKEN", help="Hub token for gated/private repos.", show_default=False)] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
     timeout: Annotated[float, typer.Option("--connect-timeout", help="Seconds to wait for the hub before giving up.")] = 3.0,
-    progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="A progress bar (bytes, speed, time left) and each step "
-                                                  "(default: on a terminal; otherwise one summary line).", show_default=False)] = None,
+    progress: Annotated[
+        bool | None,
+        typer.Option(
+            "--progress/--no-progress",
+            help="A progress bar (bytes, speed, time left) and each step (default: on a terminal; otherwise one summary line).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Download a model from the Hugging Face hub (resumable to the byte; checksums verified; a release's vocoder too)."""
     home = open_home()
-    d, bar = pull_with_progress(home.models, repo_id, arch=arch, name=name, revision=revision, token=token, overwrite=overwrite,
-                                connect_timeout=timeout, progress=progress)  # fmt: skip
-    err.print(f"[green]installed[/] {escape(d.ref.name)}  [dim]({d.ref.variant} {_size(d)}, {human_bytes(d.weights_bytes)}) "
-              f"from {escape(d.origin or '')}[/]")  # fmt: skip
+    d, bar = pull_with_progress(
+        home.models, repo_id, arch=arch, name=name, revision=revision, token=token, overwrite=overwrite, connect_timeout=timeout, progress=progress
+    )
+    err.print(f"[green]installed[/] {escape(d.ref.name)}  [dim]({d.ref.variant} {_size(d)}, {human_bytes(d.weights_bytes)}) from {escape(d.origin or '')}[/]")
     err.print(f"[dim]  downloaded {bar.summary()}[/]")
 
 

@@ -42,9 +42,14 @@ class ByteProgress:
     def __enter__(self) -> ByteProgress:
         if self.show:
             self._progress = Progress(
-                TextColumn("{task.description}"), BarColumn(), DownloadColumn(binary_units=False), TransferSpeedColumn(),
-                TimeRemainingColumn(compact=True, elapsed_when_finished=True), console=err, transient=False,
-            )  # fmt: skip
+                TextColumn("{task.description}"),
+                BarColumn(),
+                DownloadColumn(binary_units=False),
+                TransferSpeedColumn(),
+                TimeRemainingColumn(compact=True, elapsed_when_finished=True),
+                console=err,
+                transient=False,
+            )
             self._progress.start()
         return self
 

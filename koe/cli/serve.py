@@ -16,14 +16,23 @@ def serve(
     model: Annotated[str | None, typer.Option("--model", "-m", help="Default model (folder or store name).")] = None,
     device: Annotated[str | None, typer.Option("--device", help="cpu, cuda, cuda:1, mps.")] = None,
     dtype: Annotated[str | None, typer.Option("--dtype", help="float32, bfloat16, float16.")] = None,
-    precision: Annotated[str | None, typer.Option("--precision", help="Opt-in speed mode that changes bits: bf16, int8 or int4 (CPU), as the model runs them (koe models info); fp32 = exact.")] = None,
+    precision: Annotated[
+        str | None,
+        typer.Option(
+            "--precision", help="Opt-in speed mode that changes bits: bf16, int8 or int4 (CPU), as the model runs them (koe models info); fp32 = exact."
+        ),
+    ] = None,
     allow_host: Annotated[
         list[str] | None,
-        typer.Option("--allow-host", metavar="HOST", help="A Host name to answer besides loopback and the bound address ('*' = any; repeatable).", show_default=False),
+        typer.Option(
+            "--allow-host", metavar="HOST", help="A Host name to answer besides loopback and the bound address ('*' = any; repeatable).", show_default=False
+        ),
     ] = None,
     allow_origin: Annotated[
         list[str] | None,
-        typer.Option("--allow-origin", metavar="ORIGIN", help="A web origin (scheme://host[:port]) that may make changes ('*' = any; repeatable).", show_default=False),
+        typer.Option(
+            "--allow-origin", metavar="ORIGIN", help="A web origin (scheme://host[:port]) that may make changes ('*' = any; repeatable).", show_default=False
+        ),
     ] = None,
 ) -> None:
     """Serve /v1/audio/speech (OpenAI's API), /v1/models, voices, /health, and the web page at /."""

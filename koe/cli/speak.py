@@ -58,7 +58,14 @@ def speak(
     ctx: typer.Context,
     text: Annotated[str | None, typer.Argument(help="Text to speak; '-' reads stdin.", show_default=False)] = None,
     file: Annotated[Path | None, typer.Option("--file", "-f", help="Read the text from a UTF-8 file.")] = None,
-    model: Annotated[str | None, typer.Option("--model", "-m", help="Model: a store name (koe models list), a folder, or a hub id (OWNER/NAME): the store, then the Hugging Face cache, else downloaded on first use (default: models.default).")] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            "-m",
+            help="Model: a store name (koe models list), a folder, or a hub id (OWNER/NAME): the store, then the Hugging Face cache, else downloaded on first use (default: models.default).",
+        ),
+    ] = None,
     voice: Annotated[str | None, typer.Option("--voice", help="Library voice (cloned) or preset speaker.")] = None,
     speaker: Annotated[str | None, typer.Option("--speaker", "-s", help="Preset speaker of the model.")] = None,
     instruct: Annotated[str | None, typer.Option("--instruct", "-i", help="Style instruction (on a model that designs voices: the voice).")] = None,
@@ -67,7 +74,9 @@ def speak(
     ref_text: Annotated[str | None, typer.Option("--ref-text", help="Transcript of --ref (without it: timbre-only cloning).")] = None,
     language: Annotated[str | None, typer.Option("--language", "-l", help="Language of the text (auto, english, chinese, ...).")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Random seed, for repeatable output.", min=0)] = None,
-    opt: Annotated[list[str] | None, typer.Option("--opt", "-O", metavar="KEY=VALUE", help=OPT_HELP, rich_help_panel="Model options", show_default=False)] = None,
+    opt: Annotated[
+        list[str] | None, typer.Option("--opt", "-O", metavar="KEY=VALUE", help=OPT_HELP, rich_help_panel="Model options", show_default=False)
+    ] = None,
     speed: Annotated[float | None, typer.Option("--speed", help="Tempo 0.25-4.0, pitch kept.")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Output file (format from its extension); '-' = stdout.")] = None,
     fmt: Annotated[str | None, typer.Option("--format", "-F", help="wav, flac, mp3, opus, aac, m4a or pcm.")] = None,
@@ -75,7 +84,14 @@ def speak(
     save: Annotated[bool | None, typer.Option("--save/--no-save", help="Also keep it under KOE_HOME/outputs.", show_default=False)] = None,
     device: Annotated[str | None, typer.Option("--device", help="cpu, cuda, cuda:1, mps.", rich_help_panel="Runtime")] = None,
     dtype: Annotated[str | None, typer.Option("--dtype", help="float32, bfloat16, float16.", rich_help_panel="Runtime")] = None,
-    precision: Annotated[str | None, typer.Option("--precision", help="Opt-in speed mode that changes bits: bf16, int8 or int4 (CPU), as the model runs them (koe models info); fp32 = exact.", rich_help_panel="Runtime")] = None,
+    precision: Annotated[
+        str | None,
+        typer.Option(
+            "--precision",
+            help="Opt-in speed mode that changes bits: bf16, int8 or int4 (CPU), as the model runs them (koe models info); fp32 = exact.",
+            rich_help_panel="Runtime",
+        ),
+    ] = None,
 ) -> None:
     """Speak TEXT (or stdin, or --file) and write the audio.
 
@@ -103,11 +119,21 @@ def speak(
     options = {**model_options(synth, model, model_flags(ctx), own_flags(ctx)), **parse_options(opt)}
     keep = save if save is not None else (True if output is None and not stream else None)
     request = SpeechRequest(
-        text=words, model=model, voice=voice, speaker=speaker, instruct=instruct, design=design,
-        ref_audio=str(ref) if ref is not None else None, ref_text=ref_text, language=language, seed=seed,
-        options=options, speed=speed, format=audio_format.name if audio_format else ("wav" if stream or to_stdout else None),
+        text=words,
+        model=model,
+        voice=voice,
+        speaker=speaker,
+        instruct=instruct,
+        design=design,
+        ref_audio=str(ref) if ref is not None else None,
+        ref_text=ref_text,
+        language=language,
+        seed=seed,
+        options=options,
+        speed=speed,
+        format=audio_format.name if audio_format else ("wav" if stream or to_stdout else None),
         save=keep,
-    )  # fmt: skip
+    )
     plan = synth.plan(request)
     random_weights = synth.planner.details(plan.model).random_weights
     if random_weights and model is None:
@@ -182,7 +208,9 @@ def write_result(result, output: Path | None, to_stdout: bool, elapsed: float, *
 def _speak_with_progress(synth, plan, label: str):
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TextColumn("[cyan]{task.fields[audio]}"), TimeElapsedColumn(), console=err, transient=True) as bar:
+    with Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), TextColumn("[cyan]{task.fields[audio]}"), TimeElapsedColumn(), console=err, transient=True
+    ) as bar:
         task = bar.add_task(label, audio="")
         return synth.speak(plan, on_progress=lambda seconds: bar.update(task, audio=f"{seconds:.1f} s of audio"))
 
@@ -214,4 +242,6 @@ def _stream(synth, plan, output: Path | None) -> None:
     except RequestCancelled:
         fail("cancelled")
     where = "stdout" if output is None else str(output)
-    err.print(f"[green]streamed[/] {escape(where)}  [dim]({plan.format.name}; first audio after {first or 0:.2f} s; {time.perf_counter() - started:.1f} s in all)[/]")
+    err.print(
+        f"[green]streamed[/] {escape(where)}  [dim]({plan.format.name}; first audio after {first or 0:.2f} s; {time.perf_counter() - started:.1f} s in all)[/]"
+    )

@@ -39,8 +39,16 @@ class TrainProgress:
                 TimeRemainingColumn,
             )
 
-            self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[loss]}"),
-                                     TimeElapsedColumn(), TimeRemainingColumn(), console=err, transient=False)
+            self.progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[loss]}"),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=err,
+                transient=False,
+            )
             self.progress.start()
             self.task = self.progress.add_task(description, total=total, loss="")
 
@@ -80,24 +88,54 @@ def _model_folder(spec: str) -> Path:
 @app.command("speaker")
 @command
 def speaker(
-    model: Annotated[str, typer.Option("--model", "-m", help="The model to start from (one `koe models info` says trains): a store name, a folder, or a hub id (OWNER/NAME).", show_default=False)],
-    data: Annotated[Path, typer.Option("--data", help="The recordings: upstream's JSONL (audio, text, ref_audio), a CSV with a header (audio, text[, ref_audio]), or a folder of NAME.wav + NAME.txt pairs.", show_default=False)],
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model",
+            "-m",
+            help="The model to start from (one `koe models info` says trains): a store name, a folder, or a hub id (OWNER/NAME).",
+            show_default=False,
+        ),
+    ],
+    data: Annotated[
+        Path,
+        typer.Option(
+            "--data",
+            help="The recordings: upstream's JSONL (audio, text, ref_audio), a CSV with a header (audio, text[, ref_audio]), or a folder of NAME.wav + NAME.txt pairs.",
+            show_default=False,
+        ),
+    ],
     name: Annotated[str, typer.Option("--speaker", help="The new preset's name (letters, digits, _ or -; saved in lower case).", show_default=False)],
-    out_dir: Annotated[Path, typer.Option("--out", help="The model folder to make (OUT/training/ keeps the run: prepared data, log, checkpoint).", show_default=False)],
+    out_dir: Annotated[
+        Path, typer.Option("--out", help="The model folder to make (OUT/training/ keeps the run: prepared data, log, checkpoint).", show_default=False)
+    ],
     ref: Annotated[Path | None, typer.Option("--ref", help="The reference clip for rows without ref_audio (default: the data's first).")] = None,
     epochs: Annotated[int, typer.Option("--epochs", help="Passes over the data.")] = 3,
     lr: Annotated[float, typer.Option("--lr", help="AdamW's learning rate (constant).")] = 2e-5,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Clips per batch.")] = 2,
     grad_accum: Annotated[int, typer.Option("--grad-accum", help="Batches per optimizer step (upstream's accelerate set-up: 4).")] = 4,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the data order (the same seed: the same weights).")] = 0,
-    precision: Annotated[str, typer.Option("--precision", help="float32 (exact: upstream's bits on the CPU) or bfloat16 (upstream's own recipe: bf16 weights and autocast; half the memory).")] = "float32",
-    gradient_checkpointing: Annotated[bool, typer.Option("--gradient-checkpointing", help="Recompute activations in the backward pass: less memory, same results.")] = False,
+    precision: Annotated[
+        str,
+        typer.Option(
+            "--precision", help="float32 (exact: upstream's bits on the CPU) or bfloat16 (upstream's own recipe: bf16 weights and autocast; half the memory)."
+        ),
+    ] = "float32",
+    gradient_checkpointing: Annotated[
+        bool, typer.Option("--gradient-checkpointing", help="Recompute activations in the backward pass: less memory, same results.")
+    ] = False,
     offload_optimizer: Annotated[bool, typer.Option("--offload-optimizer", help="Keep AdamW's state on the CPU when training on a GPU.")] = False,
     save_every: Annotated[int, typer.Option("--save-every", help="Also checkpoint every N optimizer steps (0: after each epoch only).")] = 0,
-    lora_rank: Annotated[int, typer.Option("--lora-rank", help="Train rank-N LoRA adapters instead of every weight (not upstream's recipe; merged at export; 0: off).")] = 0,
-    lora_alpha: Annotated[float | None, typer.Option("--lora-alpha", help="The adapters' scale is alpha / rank (default: 2 x rank).", show_default=False)] = None,
+    lora_rank: Annotated[
+        int, typer.Option("--lora-rank", help="Train rank-N LoRA adapters instead of every weight (not upstream's recipe; merged at export; 0: off).")
+    ] = 0,
+    lora_alpha: Annotated[
+        float | None, typer.Option("--lora-alpha", help="The adapters' scale is alpha / rank (default: 2 x rank).", show_default=False)
+    ] = None,
     device: Annotated[str | None, typer.Option("--device", help="cpu, cuda or cuda:N (default: cuda when there is one).")] = None,
-    export_dtype: Annotated[str | None, typer.Option("--export-dtype", help="dtype of the exported weights: float32, bfloat16 or float16 (default: as trained).")] = None,
+    export_dtype: Annotated[
+        str | None, typer.Option("--export-dtype", help="dtype of the exported weights: float32, bfloat16 or float16 (default: as trained).")
+    ] = None,
     stop_after: Annotated[str | None, typer.Option("--stop-after", help="Stop after a stage: prepare or train (run again without it to go on).")] = None,
     progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="Progress bars (default: on a terminal).", show_default=False)] = None,
 ) -> None:
@@ -111,9 +149,19 @@ def speaker(
     from koe.service.training import SpeakerJob, run_speaker
 
     folder = _model_folder(model)
-    settings = {"epochs": epochs, "lr": lr, "batch_size": batch_size, "grad_accum": grad_accum, "seed": seed, "precision": precision,
-                    "gradient_checkpointing": gradient_checkpointing, "offload_optimizer": offload_optimizer, "save_every": save_every,
-                    "lora_rank": lora_rank, "lora_alpha": lora_alpha}
+    settings = {
+        "epochs": epochs,
+        "lr": lr,
+        "batch_size": batch_size,
+        "grad_accum": grad_accum,
+        "seed": seed,
+        "precision": precision,
+        "gradient_checkpointing": gradient_checkpointing,
+        "offload_optimizer": offload_optimizer,
+        "save_every": save_every,
+        "lora_rank": lora_rank,
+        "lora_alpha": lora_alpha,
+    }
     job = SpeakerJob(folder, data, name, out_dir, ref=ref, device=device, export_dtype=export_dtype, stop_after=stop_after, settings=settings)
     reporter = TrainProgress(wanted(progress))
     try:
@@ -129,17 +177,23 @@ def speaker(
     if not result.finished or stop_after == "train":
         out.print(f"trained {result.optimizer_steps} optimizer steps; checkpoint in {escape(str(out_dir / 'training' / 'checkpoint'))}")
         return
-    out.print(f"[bold]{escape(str(result.out))}[/]: a CustomVoice model with the speaker [bold]{escape(result.speaker)}[/] "
-              f"({result.optimizer_steps} optimizer steps, last loss {result.losses[-1]:.4f})")
-    err.print(f"[dim]try it: koe speak --model {escape(str(result.out))} --speaker {escape(result.speaker)} \"Hello!\"  "
-              f"(or add it to the store: koe models import {escape(str(result.out))})[/]")
+    out.print(
+        f"[bold]{escape(str(result.out))}[/]: a CustomVoice model with the speaker [bold]{escape(result.speaker)}[/] "
+        f"({result.optimizer_steps} optimizer steps, last loss {result.losses[-1]:.4f})"
+    )
+    err.print(
+        f'[dim]try it: koe speak --model {escape(str(result.out))} --speaker {escape(result.speaker)} "Hello!"  '
+        f"(or add it to the store: koe models import {escape(str(result.out))})[/]"
+    )
 
 
 @app.command("export")
 @command
 def export(
     out_dir: Annotated[Path, typer.Option("--out", help="The run's folder (the --out of koe train speaker).", show_default=False)],
-    export_dtype: Annotated[str | None, typer.Option("--export-dtype", help="dtype of the exported weights: float32, bfloat16 or float16 (default: as trained).")] = None,
+    export_dtype: Annotated[
+        str | None, typer.Option("--export-dtype", help="dtype of the exported weights: float32, bfloat16 or float16 (default: as trained).")
+    ] = None,
 ) -> None:
     """Export a run's latest checkpoint as the model in OUT (to listen to a run stopped early)."""
     from koe.service.training import export_run

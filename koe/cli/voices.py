@@ -79,11 +79,16 @@ def prepare(
     except RequestError as e:
         fail(str(e), 2)
     text = _ref_text(ref_text, ref_text_file)
-    alone = x_vector_only or caps.voice_modes & {CLONE, CLONE_WITHOUT_TRANSCRIPT} == {CLONE_WITHOUT_TRANSCRIPT}  # a model that clones from a clip alone needs no transcript
+    alone = x_vector_only or caps.voice_modes & {CLONE, CLONE_WITHOUT_TRANSCRIPT} == {
+        CLONE_WITHOUT_TRANSCRIPT
+    }  # a model that clones from a clip alone needs no transcript
     if not alone and not (text and text.strip()):
         if CLONE_WITHOUT_TRANSCRIPT in caps.voice_modes:
-            fail("cloning in context needs the clip's transcript (--ref-text or --ref-text-file); without one, pass "
-                 "--x-vector-only to clone from the clip alone (the voice is matched less closely)", 2)  # fmt: skip
+            fail(
+                "cloning in context needs the clip's transcript (--ref-text or --ref-text-file); without one, pass "
+                "--x-vector-only to clone from the clip alone (the voice is matched less closely)",
+                2,
+            )
         fail(f"{ref.name} clones from a clip and its transcript: give what the clip says with --ref-text or --ref-text-file", 2)
     with err.status(f"preparing a voice prompt with {ref.name} …", spinner="dots"):
         m = home.settings.models
@@ -126,9 +131,18 @@ def design(
     options = {**model_options(synth, model, model_flags(ctx), own_flags(ctx)), **parse_options(opt)}
     with err.status(f"designing {name} …", spinner="dots"):
         voice = synth.design_voice(
-            name, description, model=model, text=text, language=language, seed=seed, options=options, overwrite=overwrite,
-        )  # fmt: skip
-    err.print(f"[green]designed voice[/] {escape(voice.name)}  [dim]({voice.duration_s:.1f} s sample; clone it with a cloning model: koe speak --voice {escape(voice.name)} ...)[/]")
+            name,
+            description,
+            model=model,
+            text=text,
+            language=language,
+            seed=seed,
+            options=options,
+            overwrite=overwrite,
+        )
+    err.print(
+        f"[green]designed voice[/] {escape(voice.name)}  [dim]({voice.duration_s:.1f} s sample; clone it with a cloning model: koe speak --voice {escape(voice.name)} ...)[/]"
+    )
 
 
 @app.command("list")

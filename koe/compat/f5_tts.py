@@ -43,16 +43,27 @@ def _cached_vocoder(cache_dir: str | None) -> Path:
 
     hit = cached_repo(VOCODER_REPO, cache_dir, list(VOCODER_FILES))
     if hit is None or not all((hit.folder / f).is_file() for f in VOCODER_FILES):
-        raise FileNotFoundError(f"{VOCODER_REPO} is not in the Hugging Face cache ({hub_cache_dir(cache_dir)}); download it first "
-                                f"(`huggingface-cli download {VOCODER_REPO}`), or pass vocoder_local_path=")  # fmt: skip
+        raise FileNotFoundError(
+            f"{VOCODER_REPO} is not in the Hugging Face cache ({hub_cache_dir(cache_dir)}); download it first "
+            f"(`huggingface-cli download {VOCODER_REPO}`), or pass vocoder_local_path="
+        )
     return hit.folder
 
 
 class F5TTS:
     """A koe F5-TTS engine behind upstream's `F5TTS` class."""
 
-    def __init__(self, model: str = "F5TTS_v1_Base", ckpt_file: str = "", vocab_file: str = "", ode_method: str = "euler",
-                 use_ema: bool = True, vocoder_local_path: str | None = None, device: str | None = None, hf_cache_dir: str | None = None) -> None:
+    def __init__(
+        self,
+        model: str = "F5TTS_v1_Base",
+        ckpt_file: str = "",
+        vocab_file: str = "",
+        ode_method: str = "euler",
+        use_ema: bool = True,
+        vocoder_local_path: str | None = None,
+        device: str | None = None,
+        hf_cache_dir: str | None = None,
+    ) -> None:
         if model not in _RELEASES:
             known = ", ".join(_RELEASES)
             hint = " (E2-TTS's UNetT backbone is not supported yet)" if model.startswith("E2TTS") else ""
@@ -100,9 +111,25 @@ class F5TTS:
         plt.savefig(file_spec)
         plt.close()
 
-    def infer(self, ref_file, ref_text, gen_text, show_info=print, progress=None, target_rms=0.1, cross_fade_duration=0.15,
-              sway_sampling_coef=-1, cfg_strength=2, nfe_step=32, speed=1.0, fix_duration=None, remove_silence=False,
-              file_wave=None, file_spec=None, seed=None):
+    def infer(
+        self,
+        ref_file,
+        ref_text,
+        gen_text,
+        show_info=print,
+        progress=None,
+        target_rms=0.1,
+        cross_fade_duration=0.15,
+        sway_sampling_coef=-1,
+        cfg_strength=2,
+        nfe_step=32,
+        speed=1.0,
+        fix_duration=None,
+        remove_silence=False,
+        file_wave=None,
+        file_spec=None,
+        seed=None,
+    ):
         """Upstream's `infer`: returns (wav, sample_rate, spectrogram (mels, frames))."""
         if seed is None:
             seed = random.randint(0, sys.maxsize)
@@ -112,8 +139,15 @@ class F5TTS:
         if not str(ref_text or "").strip():
             raise ValueError("ref_text is empty: koe needs the reference's transcript (upstream would transcribe it with Whisper)")
         voice = self.engine.prepare_voice(ref_file, ref_text=ref_text)
-        options = {"nfe_step": nfe_step, "cfg_strength": cfg_strength, "sway_sampling_coef": sway_sampling_coef, "speed": speed,
-                   "fix_duration": fix_duration, "target_rms": target_rms, "cross_fade_duration": cross_fade_duration}  # fmt: skip
+        options = {
+            "nfe_step": nfe_step,
+            "cfg_strength": cfg_strength,
+            "sway_sampling_coef": sway_sampling_coef,
+            "speed": speed,
+            "fix_duration": fix_duration,
+            "target_rms": target_rms,
+            "cross_fade_duration": cross_fade_duration,
+        }
         settings = self.engine.settings(options)  # sway_sampling_coef=None: no sway, as upstream
         generator = torch.Generator(device=self.engine.device).manual_seed(seed % (1 << 64))
         waves, mels = [], []
@@ -127,4 +161,3 @@ class F5TTS:
         if file_spec is not None:
             self.export_spectrogram(spec, file_spec)
         return wav, self.target_sample_rate, spec
-

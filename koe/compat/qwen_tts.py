@@ -159,16 +159,16 @@ class Qwen3TTSModel:
                 raise ValueError(f"ref_text is required when x_vector_only_mode=False (ICL mode). Bad index={i}")
         prompts = self.engine.prepare_voices(refs, texts, [bool(m) for m in modes])
         return [
-            VoiceClonePromptItem(p.ref_code, p.speaker_embedding.to(self.engine.dtype), p.x_vector_only, not p.x_vector_only, t)
-            for p, t in zip(prompts, texts)
+            VoiceClonePromptItem(p.ref_code, p.speaker_embedding.to(self.engine.dtype), p.x_vector_only, not p.x_vector_only, t) for p, t in zip(prompts, texts)
         ]
 
     def _to_voice_prompts(self, items: list[VoiceClonePromptItem]):
         return [VoicePrompt(it.ref_spk_embedding, it.ref_code if it.icl_mode else None, it.ref_text, not it.icl_mode, self.engine.stamp) for it in items]
 
     @torch.no_grad()
-    def generate_voice_clone(self, text, language=None, ref_audio=None, ref_text=None, x_vector_only_mode=False,
-                             voice_clone_prompt=None, non_streaming_mode: bool = False, **kwargs):
+    def generate_voice_clone(
+        self, text, language=None, ref_audio=None, ref_text=None, x_vector_only_mode=False, voice_clone_prompt=None, non_streaming_mode: bool = False, **kwargs
+    ):
         """Speak in a cloned voice (Base models); returns (wavs, sample_rate)."""
         self._check_type("base", "generate_voice_clone")
         texts = _as_list(text)
@@ -180,7 +180,9 @@ class Qwen3TTSModel:
             items = self.create_voice_clone_prompt(ref_audio=ref_audio, ref_text=ref_text, x_vector_only_mode=x_vector_only_mode)
         elif isinstance(voice_clone_prompt, dict):
             p = voice_clone_prompt
-            items = [VoiceClonePromptItem(c, e, x, i, None) for c, e, x, i in zip(p["ref_code"], p["ref_spk_embedding"], p["x_vector_only_mode"], p["icl_mode"])]
+            items = [
+                VoiceClonePromptItem(c, e, x, i, None) for c, e, x, i in zip(p["ref_code"], p["ref_spk_embedding"], p["x_vector_only_mode"], p["icl_mode"])
+            ]
             if any(it.icl_mode for it in items):
                 raise ValueError("an ICL voice_clone_prompt dict carries no ref_text; pass the list of VoiceClonePromptItem instead")
         else:

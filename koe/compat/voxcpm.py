@@ -47,25 +47,45 @@ class _TTSModel:
 class VoxCPM:
     """A koe VoxCPM engine behind upstream's `VoxCPM` class."""
 
-    def __init__(self, voxcpm_model_path: str, zipenhancer_model_path: str | None = _DENOISER, enable_denoiser: bool = True,
-                 optimize: bool = True, device: str | None = None, lora_config=None, lora_weights_path: str | None = None) -> None:
+    def __init__(
+        self,
+        voxcpm_model_path: str,
+        zipenhancer_model_path: str | None = _DENOISER,
+        enable_denoiser: bool = True,
+        optimize: bool = True,
+        device: str | None = None,
+        lora_config=None,
+        lora_weights_path: str | None = None,
+    ) -> None:
         if lora_config is not None or lora_weights_path is not None:
             raise NotImplementedError("LoRA weights are not supported by koe yet (lora_config / lora_weights_path)")
-        print(f"voxcpm_model_path: {voxcpm_model_path}, zipenhancer_model_path: {zipenhancer_model_path}, enable_denoiser: {enable_denoiser}",
-              file=sys.stderr)  # fmt: skip
+        print(f"voxcpm_model_path: {voxcpm_model_path}, zipenhancer_model_path: {zipenhancer_model_path}, enable_denoiser: {enable_denoiser}", file=sys.stderr)
         self.engine = VoxCPMEngine.load(voxcpm_model_path, device=None if device in (None, "auto") else device)
         self.tts_model = _TTSModel(self.engine)
         self.denoiser_requested = bool(enable_denoiser and zipenhancer_model_path is not None)
         if self.denoiser_requested:
-            warnings.warn("the ZipEnhancer denoiser is not supported by koe yet: generate(denoise=True) will fail; "
-                          "pass enable_denoiser=False (or load_denoiser=False) to silence this", stacklevel=2)  # fmt: skip
+            warnings.warn(
+                "the ZipEnhancer denoiser is not supported by koe yet: generate(denoise=True) will fail; "
+                "pass enable_denoiser=False (or load_denoiser=False) to silence this",
+                stacklevel=2,
+            )
         self.denoiser = None
         self.text_normalizer = None
 
     @classmethod
-    def from_pretrained(cls, hf_model_id: str = "openbmb/VoxCPM2", load_denoiser: bool = True, zipenhancer_model_id: str = _DENOISER,
-                        cache_dir: str | None = None, local_files_only: bool = False, optimize: bool = True, device: str | None = None,
-                        lora_config=None, lora_weights_path: str | None = None, **kwargs) -> VoxCPM:
+    def from_pretrained(
+        cls,
+        hf_model_id: str = "openbmb/VoxCPM2",
+        load_denoiser: bool = True,
+        zipenhancer_model_id: str = _DENOISER,
+        cache_dir: str | None = None,
+        local_files_only: bool = False,
+        optimize: bool = True,
+        device: str | None = None,
+        lora_config=None,
+        lora_weights_path: str | None = None,
+        **kwargs,
+    ) -> VoxCPM:
         """A local folder, or a hub id or store name through koe's resolver
         (`koe.service.store.resolve.model_folder`): the store, the Hugging Face cache (`cache_dir`), a
         download into the store unless `local_files_only` (or `models.download` is off)."""
@@ -86,10 +106,23 @@ class VoxCPM:
     def generate_streaming(self, *args, **kwargs) -> Generator[np.ndarray, None, None]:
         return self._generate(*args, streaming=True, **kwargs)
 
-    def _generate(self, text: str, prompt_wav_path: str | None = None, prompt_text: str | None = None, reference_wav_path: str | None = None,
-                  cfg_value: float = 2.0, inference_timesteps: int = 10, min_len: int = 2, max_len: int = 4096, normalize: bool = False,
-                  denoise: bool = False, retry_badcase: bool = True, retry_badcase_max_times: int = 3,
-                  retry_badcase_ratio_threshold: float = 6.0, streaming: bool = False) -> Generator[np.ndarray, None, None]:
+    def _generate(
+        self,
+        text: str,
+        prompt_wav_path: str | None = None,
+        prompt_text: str | None = None,
+        reference_wav_path: str | None = None,
+        cfg_value: float = 2.0,
+        inference_timesteps: int = 10,
+        min_len: int = 2,
+        max_len: int = 4096,
+        normalize: bool = False,
+        denoise: bool = False,
+        retry_badcase: bool = True,
+        retry_badcase_max_times: int = 3,
+        retry_badcase_ratio_threshold: float = 6.0,
+        streaming: bool = False,
+    ) -> Generator[np.ndarray, None, None]:
         if not isinstance(text, str) or not text.strip():
             raise ValueError("target text must be a non-empty string")
         for name, path in (("prompt_wav_path", prompt_wav_path), ("reference_wav_path", reference_wav_path)):
@@ -106,8 +139,9 @@ class VoxCPM:
         if retry_badcase and streaming:
             warnings.warn("Retry on bad cases is not supported in streaming mode, setting retry_badcase=False.", stacklevel=3)
             retry_badcase = False
-        settings = core.GenerationSettings(cfg_value, inference_timesteps, min_len, max_len, retry_badcase, retry_badcase_max_times,
-                                           retry_badcase_ratio_threshold)  # fmt: skip
+        settings = core.GenerationSettings(
+            cfg_value, inference_timesteps, min_len, max_len, retry_badcase, retry_badcase_max_times, retry_badcase_ratio_threshold
+        )
         if retry_badcase_max_times < 1 and not streaming:
             raise ValueError("retry_badcase_max_times must be >= 1")
         voice = None

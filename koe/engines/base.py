@@ -201,9 +201,7 @@ class OptionsSchema:
         values = dict(values or {})
         unknown = sorted(k for k in values if self.get(k) is None)
         if unknown:
-            raise InvalidOption(
-                f"unknown option(s) {', '.join(map(repr, unknown))}; valid: {', '.join(self.names) or '(none)'}", param=unknown[0]
-            )
+            raise InvalidOption(f"unknown option(s) {', '.join(map(repr, unknown))}; valid: {', '.join(self.names) or '(none)'}", param=unknown[0])
         return {k: self.get(k).check(v) for k, v in values.items() if v is not None or self.get(k).null}
 
     def describe(self) -> list[dict[str, Any]]:
@@ -248,7 +246,9 @@ class Capabilities:
     min_reference_s: float = 1.0
     stream_is_one_shot: bool = True
     precisions: tuple[str, ...] = ("fp32", "bf16")
-    length_option: str = ""  # the option (in `options`) that caps a request's steps, e.g. a model's max_new_tokens ("": none; `koe demo` caps random weights with it)
+    length_option: str = (
+        ""  # the option (in `options`) that caps a request's steps, e.g. a model's max_new_tokens ("": none; `koe demo` caps random weights with it)
+    )
 
     @property
     def streaming(self) -> bool:
@@ -268,14 +268,26 @@ class Capabilities:
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly form."""
         return {
-            "family": self.family, "variant": self.variant, "voice_modes": sorted(self.voice_modes),
-            "speakers": list(self.speakers), "languages": list(self.languages), "sample_rate": self.sample_rate,
-            "instruct": self.instruct, "streaming": self.streaming, "stream_step_s": self.stream_step_s,
-            "native_speed": self.native_speed, "batch": self.batch, "batch_stream": self.batch_stream, "joins_rows": self.joins_rows,
-            "options": self.options.describe(), "voice_options": self.voice_options.describe(),
-            "training": list(self.training), "min_reference_s": self.min_reference_s,
-            "stream_is_one_shot": self.stream_is_one_shot, "precisions": list(self.precisions),
-        }  # fmt: skip
+            "family": self.family,
+            "variant": self.variant,
+            "voice_modes": sorted(self.voice_modes),
+            "speakers": list(self.speakers),
+            "languages": list(self.languages),
+            "sample_rate": self.sample_rate,
+            "instruct": self.instruct,
+            "streaming": self.streaming,
+            "stream_step_s": self.stream_step_s,
+            "native_speed": self.native_speed,
+            "batch": self.batch,
+            "batch_stream": self.batch_stream,
+            "joins_rows": self.joins_rows,
+            "options": self.options.describe(),
+            "voice_options": self.voice_options.describe(),
+            "training": list(self.training),
+            "min_reference_s": self.min_reference_s,
+            "stream_is_one_shot": self.stream_is_one_shot,
+            "precisions": list(self.precisions),
+        }
 
 
 # -- requests and results ------------------------------------------------------------------------

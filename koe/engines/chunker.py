@@ -40,7 +40,7 @@ class Chunker:
         held), and the next call starts with `every`."""
         start = 0
         while start < len(samples):
-            yield samples[start:start + self.due]
+            yield samples[start : start + self.due]
             start += self.due
             self.due = self.every
         self.due, self.held = self.every, 0

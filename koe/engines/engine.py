@@ -30,9 +30,21 @@ from typing import Any, ClassVar
 
 from koe.engines import pipeline
 from koe.engines.base import (
-    CLONE, CLONE_WITHOUT_TRANSCRIPT, DESIGN, NO_VOICE, PRESET, AudioChunk, Capabilities, CancelToken, RequestError, SynthesisRequest,
-    UnsupportedLanguage, UnsupportedVoice, VoicePromptMismatch, VoiceReference,
-)  # fmt: skip
+    CLONE,
+    CLONE_WITHOUT_TRANSCRIPT,
+    DESIGN,
+    NO_VOICE,
+    PRESET,
+    AudioChunk,
+    CancelToken,
+    Capabilities,
+    RequestError,
+    SynthesisRequest,
+    UnsupportedLanguage,
+    UnsupportedVoice,
+    VoicePromptMismatch,
+    VoiceReference,
+)
 from koe.engines.pipeline import PipelineDefaults
 
 __all__ = ["BaseEngine", "Checked", "in_turn"]
@@ -128,8 +140,14 @@ class BaseEngine:
     def check_request(self, request: SynthesisRequest) -> Checked:
         """Validate a request once (the pipeline's first step): voice, language and instruction as
         `Capabilities` say, then the family's own (`check_options`)."""
-        checked = Checked(self.check_voice(request.voice), self.check_language(request.language), self.check_instruct(request.instruct),
-                          None, request.cancel, request.max_segment_s is not None)  # fmt: skip
+        checked = Checked(
+            self.check_voice(request.voice),
+            self.check_language(request.language),
+            self.check_instruct(request.instruct),
+            None,
+            request.cancel,
+            request.max_segment_s is not None,
+        )
         return self.check_options(request, checked)
 
     def check_options(self, request: SynthesisRequest, checked: Checked) -> Checked:
@@ -153,13 +171,16 @@ class BaseEngine:
                 return None
             if PRESET in modes:
                 raise UnsupportedVoice(f"this {self.title} model needs a speaker; choose one of {list(caps.speakers)}")
-            raise UnsupportedVoice(f"{self.title} speaks in a cloned voice: pass a voice prepared from a reference clip "
-                                   "(engine.prepare_voice(clip, ref_text=...), or --ref clip.wav --ref-text ...)")  # fmt: skip
+            raise UnsupportedVoice(
+                f"{self.title} speaks in a cloned voice: pass a voice prepared from a reference clip "
+                "(engine.prepare_voice(clip, ref_text=...), or --ref clip.wav --ref-text ...)"
+            )
         if not modes & {CLONE, CLONE_WITHOUT_TRANSCRIPT}:
             raise UnsupportedVoice(f"this {self.title} model cannot clone a voice ({type(voice).__name__} given); {_ways(modes)}")
         if not isinstance(voice, self.voice_type):
-            raise VoicePromptMismatch(f"this voice prompt was made for another model family ({type(voice).__name__}); prepare the voice "
-                                      f"again with this {self.title} model")  # fmt: skip
+            raise VoicePromptMismatch(
+                f"this voice prompt was made for another model family ({type(voice).__name__}); prepare the voice again with this {self.title} model"
+            )
         return self.check_prompt(voice)
 
     def check_language(self, language: str | None) -> str | None:
@@ -220,4 +241,3 @@ def in_turn(engine: BaseEngine, requests: list[SynthesisRequest]) -> Iterator[tu
                 yield i, chunk
         finally:
             chunks.close()
-

@@ -19,8 +19,9 @@ __all__ = ["NativeAPI", "SpeechResult"]
 class NativeAPI:
     """`generate` and `stream` over an engine's `synthesize` (a mixin of the family's engine)."""
 
-    def generate(self, text: str, *, voice: Any = None, instruct: str | None = None, seed: int | None = None, cancel: CancelToken | None = None,
-                 **options: Any) -> SpeechResult:
+    def generate(
+        self, text: str, *, voice: Any = None, instruct: str | None = None, seed: int | None = None, cancel: CancelToken | None = None, **options: Any
+    ) -> SpeechResult:
         """Speak `text` in `voice` (from `prepare_voice`; None: the model's own voice, or one described by
         `instruct`, where the model has them). `options` are the model's (`capabilities.options`, upstream's
         names: F5-TTS's `nfe_step`, VoxCPM's `cfg_value`, ...); None means what it means upstream (F5-TTS's
@@ -29,11 +30,22 @@ class NativeAPI:
         out = collect(self.synthesize(SynthesisRequest(text=text, voice=voice, instruct=instruct, seed=seed, cancel=cancel, options=options)))
         return SpeechResult(out.samples, out.sample_rate, out.metadata)
 
-    def stream(self, text: str, *, voice: Any = None, instruct: str | None = None, seed: int | None = None, cancel: CancelToken | None = None,
-               first_chunk_s: float | None = None, chunk_s: float | None = None, **options: Any) -> Iterator[AudioChunk]:
+    def stream(
+        self,
+        text: str,
+        *,
+        voice: Any = None,
+        instruct: str | None = None,
+        seed: int | None = None,
+        cancel: CancelToken | None = None,
+        first_chunk_s: float | None = None,
+        chunk_s: float | None = None,
+        **options: Any,
+    ) -> Iterator[AudioChunk]:
         """`generate` as chunks of about `first_chunk_s`, then `chunk_s` seconds (the model's defaults where
         None). F5-TTS sends each text batch as it is made (the same samples as `generate`); VoxCPM decodes
         as upstream's `generate_streaming` does, one latent patch at a time (other samples, as upstream's)."""
-        request = SynthesisRequest(text=text, voice=voice, instruct=instruct, seed=seed, cancel=cancel, options=options, stream=True,
-                                   first_chunk_s=first_chunk_s, chunk_s=chunk_s)  # fmt: skip
+        request = SynthesisRequest(
+            text=text, voice=voice, instruct=instruct, seed=seed, cancel=cancel, options=options, stream=True, first_chunk_s=first_chunk_s, chunk_s=chunk_s
+        )
         return self.synthesize(request)

@@ -48,9 +48,16 @@ def read_prompt(folder: str | Path, error: type[Exception]) -> tuple[dict, dict[
 
 
 def prompt_tensor(
-    folder: str | Path, tensors: dict[str, torch.Tensor], name: str, error: type[Exception], *,
-    dtype: torch.dtype, shape: tuple[int | None, ...], max_len: int, low: int | None = None,
-) -> torch.Tensor:  # fmt: skip
+    folder: str | Path,
+    tensors: dict[str, torch.Tensor],
+    name: str,
+    error: type[Exception],
+    *,
+    dtype: torch.dtype,
+    shape: tuple[int | None, ...],
+    max_len: int,
+    low: int | None = None,
+) -> torch.Tensor:
     """`tensors[name]` if it is what a family saves: of `dtype`, with `shape` (None: any size), its
     first dimension 1 to `max_len` long, every value finite (and at least `low`). Anything else
     (empty, a dimension more, NaN, longer than any prepared prompt, another dtype: a prompt damaged

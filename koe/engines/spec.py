@@ -77,7 +77,7 @@ class HubFiles:
 
     @property
     def key(self) -> str:
-        """"REPO[/SUBFOLDER]": how a store row's origin names this source ("hub:KEY@SHA")."""
+        """ "REPO[/SUBFOLDER]": how a store row's origin names this source ("hub:KEY@SHA")."""
         return self.repo + (f"/{self.subfolder}" if self.subfolder else "")
 
     def in_folder(self, rfilename: str) -> str:

@@ -93,8 +93,7 @@ class Attention(nn.Module):
         if mask is None:
             if not self.native_gqa:
                 k, v = repeat_kv(k, groups), repeat_kv(v, groups)
-            out = F.scaled_dot_product_attention(q, k, v, scale=self.scaling, is_causal=self.causal and t > 1,
-                                                 enable_gqa=self.native_gqa)
+            out = F.scaled_dot_product_attention(q, k, v, scale=self.scaling, is_causal=self.causal and t > 1, enable_gqa=self.native_gqa)
         else:
             k, v = repeat_kv(k, groups), repeat_kv(v, groups)
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[..., : k.shape[-2]], scale=self.scaling)
@@ -123,11 +122,10 @@ def causal_padding_mask(padding: torch.Tensor, query_positions: torch.Tensor) ->
         return None
     kv = torch.arange(s, device=padding.device)
     causal = kv[None, :] <= query_positions[:, None]  # (T, S)
-    return (causal[None, None] & padding.bool()[:, None, None, :])  # (B, 1, T, S)
+    return causal[None, None] & padding.bool()[:, None, None, :]  # (B, 1, T, S)
 
 
-def sliding_window_allowed(query_positions: torch.Tensor, key_positions: torch.Tensor, window: int,
-                           causal: bool = True) -> torch.Tensor:
+def sliding_window_allowed(query_positions: torch.Tensor, key_positions: torch.Tensor, window: int, causal: bool = True) -> torch.Tensor:
     """(T, S) bool, True where a query may see a key: at most `window - 1` positions apart
     (causal: the key not after the query)."""
     q, kv = query_positions[:, None], key_positions[None, :]
@@ -136,8 +134,7 @@ def sliding_window_allowed(query_positions: torch.Tensor, key_positions: torch.T
     return (kv > q - window) & (kv < q + window)
 
 
-def sliding_window_mask(batch: int, queries: int, keys: int, window: int, device: torch.device,
-                        causal: bool = True) -> torch.Tensor | None:
+def sliding_window_mask(batch: int, queries: int, keys: int, window: int, device: torch.device, causal: bool = True) -> torch.Tensor | None:
     """Boolean (B, 1, T, S) window mask for the last T of S positions, or None where the window
     does not bind (fewer keys than `window`) and attention without a mask gives the same
     (bidirectional, or causal with T == S or T == 1)."""

@@ -22,11 +22,19 @@ def causal_extra_padding(length: int, kernel_size: int, stride: int, padding: in
 class CausalConv1d(nn.Module):
     """Conv1d padded on the left (kernel - stride) and on the right to complete the last window."""
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, dilation: int = 1,
-                 stride: int = 1, groups: int = 1, bias: bool = True, pad_mode: str = "constant") -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int,
+        dilation: int = 1,
+        stride: int = 1,
+        groups: int = 1,
+        bias: bool = True,
+        pad_mode: str = "constant",
+    ) -> None:
         super().__init__()
-        self.conv = nn.Conv1d(in_channels, out_channels, kernel_size, stride=stride, dilation=dilation,
-                              groups=groups, bias=bias)
+        self.conv = nn.Conv1d(in_channels, out_channels, kernel_size, stride=stride, dilation=dilation, groups=groups, bias=bias)
         self.stride = stride
         self.kernel_size = (kernel_size - 1) * dilation + 1
         self.padding = self.kernel_size - stride
@@ -101,16 +109,20 @@ class ConvNeXtBlock(nn.Module):
     `nn.Conv1d` (Vocos, `dwconv.*`). `layer_scale`: initial `gamma`, None for none.
     """
 
-    def __init__(self, dim: int, intermediate_dim: int | None = None, kernel_size: int = 7, causal: bool = True,
-                 layer_scale: float | None = 1e-6, eps: float = 1e-6) -> None:
+    def __init__(
+        self, dim: int, intermediate_dim: int | None = None, kernel_size: int = 7, causal: bool = True, layer_scale: float | None = 1e-6, eps: float = 1e-6
+    ) -> None:
         super().__init__()
         hidden = intermediate_dim or 4 * dim
-        self.dwconv: nn.Module = (CausalConv1d(dim, dim, kernel_size, groups=dim) if causal
-                                  else nn.Conv1d(dim, dim, kernel_size, padding=kernel_size // 2, groups=dim))
+        self.dwconv: nn.Module = (
+            CausalConv1d(dim, dim, kernel_size, groups=dim) if causal else nn.Conv1d(dim, dim, kernel_size, padding=kernel_size // 2, groups=dim)
+        )
         self.norm = nn.LayerNorm(dim, eps=eps)
         self.pwconv1 = nn.Linear(dim, hidden)
         self.pwconv2 = nn.Linear(hidden, dim)
-        self.gamma = None if layer_scale is None else nn.Parameter(torch.full((dim,), float(layer_scale)))  # no scalar x meta tensor: that imports torch._dynamo (~1 s of a load)
+        self.gamma = (
+            None if layer_scale is None else nn.Parameter(torch.full((dim,), float(layer_scale)))
+        )  # no scalar x meta tensor: that imports torch._dynamo (~1 s of a load)
 
     def pointwise(self, h: torch.Tensor) -> torch.Tensor:
         """The block after its depthwise conv: dwconv output (B, C, T) -> residual branch (B, C, T)."""

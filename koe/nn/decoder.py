@@ -54,10 +54,15 @@ class DecoderLayer(nn.Module):
     def __init__(self, spec: DecoderSpec) -> None:
         super().__init__()
         self.self_attn = Attention(
-            spec.hidden_size, spec.num_heads, spec.num_kv_heads, spec.head_dim,
+            spec.hidden_size,
+            spec.num_heads,
+            spec.num_kv_heads,
+            spec.head_dim,
             qk_norm_eps=spec.rms_norm_eps if spec.qk_norm else None,
             qkv_bias=spec.attention_bias if spec.qkv_bias is None else spec.qkv_bias,
-            out_bias=spec.attention_bias, causal=spec.causal, window=spec.sliding_window,
+            out_bias=spec.attention_bias,
+            causal=spec.causal,
+            window=spec.sliding_window,
         )
         self.mlp = GatedMLP(spec.hidden_size, spec.intermediate_size)
         self.input_layernorm = RMSNorm(spec.hidden_size, eps=spec.rms_norm_eps)
@@ -68,8 +73,7 @@ class DecoderLayer(nn.Module):
             self.self_attn_layer_scale = LayerScale(spec.hidden_size, spec.layer_scale)
             self.mlp_layer_scale = LayerScale(spec.hidden_size, spec.layer_scale)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: LayerCache | None,
-                mask: torch.Tensor | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: LayerCache | None, mask: torch.Tensor | None) -> torch.Tensor:
         """x (B, T, C) -> (B, T, C); cos, sin, cache and mask as `Attention.forward` takes them."""
         h = self.self_attn(self.input_layernorm(x), cos, sin, cache, mask)
         x = x + (h if self.self_attn_layer_scale is None else self.self_attn_layer_scale(h))

@@ -19,9 +19,19 @@ from torch import nn
 from koe.nn.norm import RMSNorm
 
 __all__ = [
-    "AdaLayerNorm", "AdaLayerNormFinal", "ConvNeXtV2Block", "ConvPositionEmbedding", "DiTBlock",
-    "FeedForward", "GlobalResponseNorm", "SelfAttention", "TimestepEmbedding", "apply_pair_rotary",
-    "pair_rotary_freqs", "pair_rotary_tables", "sinusoidal_embedding",
+    "AdaLayerNorm",
+    "AdaLayerNormFinal",
+    "ConvNeXtV2Block",
+    "ConvPositionEmbedding",
+    "DiTBlock",
+    "FeedForward",
+    "GlobalResponseNorm",
+    "SelfAttention",
+    "TimestepEmbedding",
+    "apply_pair_rotary",
+    "pair_rotary_freqs",
+    "pair_rotary_tables",
+    "sinusoidal_embedding",
 ]
 
 
@@ -86,8 +96,10 @@ class ConvPositionEmbedding(nn.Module):
             raise ValueError("ConvPositionEmbedding needs an odd kernel size")
         pad = kernel_size // 2
         self.conv1d = nn.Sequential(
-            nn.Conv1d(dim, dim, kernel_size, groups=groups, padding=pad), nn.Mish(),
-            nn.Conv1d(dim, dim, kernel_size, groups=groups, padding=pad), nn.Mish(),
+            nn.Conv1d(dim, dim, kernel_size, groups=groups, padding=pad),
+            nn.Mish(),
+            nn.Conv1d(dim, dim, kernel_size, groups=groups, padding=pad),
+            nn.Mish(),
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -149,8 +161,7 @@ class SelfAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
         batch = x.shape[0]
-        q, k, v = (proj(x).view(batch, -1, self.heads, proj.out_features // self.heads).transpose(1, 2)
-                   for proj in (self.to_q, self.to_k, self.to_v))
+        q, k, v = (proj(x).view(batch, -1, self.heads, proj.out_features // self.heads).transpose(1, 2) for proj in (self.to_q, self.to_k, self.to_v))
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         if rope is not None:
@@ -207,8 +218,7 @@ class AdaLayerNormFinal(nn.Module):
 class DiTBlock(nn.Module):
     """AdaLN-zero transformer block: gated attention and gated feed-forward, both modulated by t."""
 
-    def __init__(self, dim: int, heads: int, dim_head: int, ff_mult: float = 4, qk_norm: str | None = None,
-                 rotary_heads: int | None = None) -> None:
+    def __init__(self, dim: int, heads: int, dim_head: int, ff_mult: float = 4, qk_norm: str | None = None, rotary_heads: int | None = None) -> None:
         super().__init__()
         self.attn_norm = AdaLayerNorm(dim)
         self.attn = SelfAttention(dim, heads, dim_head, qk_norm=qk_norm, rotary_heads=rotary_heads)

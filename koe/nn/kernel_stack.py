@@ -29,13 +29,21 @@ class _QMat(ctypes.Structure):
 
 
 class _QLayer(ctypes.Structure):
-    _fields_ = [("input_norm", _P), ("post_norm", _P), ("q_norm", _P), ("k_norm", _P),
-                ("qkv", _QMat), ("o", _QMat), ("gate_up", _QMat), ("down", _QMat)]  # fmt: skip
+    _fields_ = [("input_norm", _P), ("post_norm", _P), ("q_norm", _P), ("k_norm", _P), ("qkv", _QMat), ("o", _QMat), ("gate_up", _QMat), ("down", _QMat)]
 
 
 class _QStack(ctypes.Structure):
-    _fields_ = [("layers", _I), ("hidden", _I), ("heads", _I), ("kv_heads", _I), ("head_dim", _I), ("intermediate", _I),
-                ("layer", ctypes.POINTER(_QLayer)), ("final_norm", _P), ("eps", ctypes.c_float)]  # fmt: skip
+    _fields_ = [
+        ("layers", _I),
+        ("hidden", _I),
+        ("heads", _I),
+        ("kv_heads", _I),
+        ("head_dim", _I),
+        ("intermediate", _I),
+        ("layer", ctypes.POINTER(_QLayer)),
+        ("final_norm", _P),
+        ("eps", ctypes.c_float),
+    ]
 
 
 def _kernel_layer(m: nn.Module | None) -> bool:
@@ -95,8 +103,7 @@ class KernelStack:
         intermediate = stack.layers[0].mlp.down_proj.in_features
         final = self._ptr(_norm_weight(stack.norm))
         self._layers = layers
-        self.desc = _QStack(self.num_layers, hidden, first.num_heads, self.kv_heads, self.head_dim, intermediate,
-                            layers, final, float(stack.norm.eps))  # fmt: skip
+        self.desc = _QStack(self.num_layers, hidden, first.num_heads, self.kv_heads, self.head_dim, intermediate, layers, final, float(stack.norm.eps))
 
     def _ptr(self, t: torch.Tensor | None) -> int | None:
         if t is None:
@@ -161,8 +168,21 @@ class KernelCache:
         sin = sin.to(torch.float32).expand(b, 1, t, d).reshape(b, t, d).contiguous()
         out = torch.empty_like(x)
         start = None if self.start is None else self.start.data_ptr()
-        self.stack._fn(ctypes.byref(self.stack.desc), x.data_ptr(), b, t, cos.data_ptr(), sin.data_ptr(), self.keys.data_ptr(),
-                       self.values.data_ptr(), self.capacity, self.length, start, out.data_ptr(), torch.get_num_threads())  # fmt: skip
+        self.stack._fn(
+            ctypes.byref(self.stack.desc),
+            x.data_ptr(),
+            b,
+            t,
+            cos.data_ptr(),
+            sin.data_ptr(),
+            self.keys.data_ptr(),
+            self.values.data_ptr(),
+            self.capacity,
+            self.length,
+            start,
+            out.data_ptr(),
+            torch.get_num_threads(),
+        )
         self.length += t
         return out
 

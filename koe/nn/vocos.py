@@ -38,7 +38,7 @@ class VocosConfig:
     n_mels: int = 100
 
     @classmethod
-    def from_yaml(cls, path: Path) -> "VocosConfig":
+    def from_yaml(cls, path: Path) -> VocosConfig:
         """Read a Vocos `config.yaml`; anything but a mel ConvNeXt/ISTFT Vocos is a ValueError that says so."""
         import yaml
 
@@ -48,17 +48,23 @@ class VocosConfig:
         except (OSError, yaml.YAMLError, KeyError, TypeError) as e:
             raise ValueError(f"{path}: not a Vocos config.yaml ({e})") from e
         if backbone.get("class_path") != _BACKBONE or head.get("class_path") != _HEAD:
-            raise ValueError(f"{path}: koe runs Vocos with {_BACKBONE} and {_HEAD}; this one has "
-                             f"{backbone.get('class_path')} and {head.get('class_path')}")
+            raise ValueError(f"{path}: koe runs Vocos with {_BACKBONE} and {_HEAD}; this one has {backbone.get('class_path')} and {head.get('class_path')}")
         b, h = backbone.get("init_args", {}), head.get("init_args", {})
         if b.get("adanorm_num_embeddings"):
             raise ValueError(f"{path}: Vocos with AdaLayerNorm (EnCodec features) is not supported; koe runs the mel Vocos")
         features = raw.get("feature_extractor", {})
         f = features.get("init_args", {}) if features.get("class_path") == _FEATURES else {}
-        return cls(input_channels=int(b["input_channels"]), dim=int(b["dim"]), intermediate_dim=int(b["intermediate_dim"]),
-                   num_layers=int(b["num_layers"]), n_fft=int(h["n_fft"]), hop_length=int(h["hop_length"]),
-                   padding=str(h.get("padding", "same")), sample_rate=int(f.get("sample_rate", 24000)),
-                   n_mels=int(f.get("n_mels", b["input_channels"])))
+        return cls(
+            input_channels=int(b["input_channels"]),
+            dim=int(b["dim"]),
+            intermediate_dim=int(b["intermediate_dim"]),
+            num_layers=int(b["num_layers"]),
+            n_fft=int(h["n_fft"]),
+            hop_length=int(h["hop_length"]),
+            padding=str(h.get("padding", "same")),
+            sample_rate=int(f.get("sample_rate", 24000)),
+            n_mels=int(f.get("n_mels", b["input_channels"])),
+        )
 
 
 class VocosBackbone(nn.Module):
@@ -67,7 +73,8 @@ class VocosBackbone(nn.Module):
         self.embed = nn.Conv1d(cfg.input_channels, cfg.dim, kernel_size=7, padding=3)
         self.norm = nn.LayerNorm(cfg.dim, eps=1e-6)
         self.convnext = nn.ModuleList(
-            [ConvNeXtBlock(cfg.dim, cfg.intermediate_dim, causal=False, layer_scale=1 / cfg.num_layers) for _ in range(cfg.num_layers)])
+            [ConvNeXtBlock(cfg.dim, cfg.intermediate_dim, causal=False, layer_scale=1 / cfg.num_layers) for _ in range(cfg.num_layers)]
+        )
         self.final_layer_norm = nn.LayerNorm(cfg.dim, eps=1e-6)
 
     def forward(self, mel: torch.Tensor) -> torch.Tensor:
@@ -86,7 +93,9 @@ class InverseSTFT(nn.Module):
         if padding not in ("same", "center"):
             raise ValueError(f"ISTFT padding must be 'same' or 'center', not {padding!r}")
         self.n_fft, self.hop_length, self.padding = n_fft, hop_length, padding
-        self.register_buffer("window", torch.hann_window(n_fft, device="cpu"))  # built on the CPU even under a meta build: a meta hann_window imports torch._dynamo
+        self.register_buffer(
+            "window", torch.hann_window(n_fft, device="cpu")
+        )  # built on the CPU even under a meta build: a meta hann_window imports torch._dynamo
 
     def forward(self, spec: torch.Tensor) -> torch.Tensor:
         """Complex spectrogram (B, n_fft/2 + 1, T) -> audio (B, samples)."""

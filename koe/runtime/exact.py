@@ -94,14 +94,27 @@ def pack(lib, weights: torch.Tensor | list[torch.Tensor]) -> tuple[torch.Tensor,
     return packed, bf16
 
 
-def product(lib, x: torch.Tensor, packed: torch.Tensor, bf16: bool, n: int, block: int, bias: torch.Tensor | None = None, portable: bool = False,
-            order: int = CHAIN) -> torch.Tensor:
+def product(
+    lib, x: torch.Tensor, packed: torch.Tensor, bf16: bool, n: int, block: int, bias: torch.Tensor | None = None, portable: bool = False, order: int = CHAIN
+) -> torch.Tensor:
     """x (M, K) float32, contiguous -> x W^T (+ bias), (M, n), on the packed weight, summed in `order`
     (CHAIN: in blocks of `block`)."""
     rows, k = x.shape
     y = torch.empty(rows, n)
-    lib.koe_exact_linear(x.data_ptr(), rows, k, packed.data_ptr(), int(bf16), n, block, order, None if bias is None else bias.data_ptr(), y.data_ptr(), torch.get_num_threads(),
-                         int(portable))  # fmt: skip
+    lib.koe_exact_linear(
+        x.data_ptr(),
+        rows,
+        k,
+        packed.data_ptr(),
+        int(bf16),
+        n,
+        block,
+        order,
+        None if bias is None else bias.data_ptr(),
+        y.data_ptr(),
+        torch.get_num_threads(),
+        int(portable),
+    )
     return y
 
 

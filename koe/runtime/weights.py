@@ -280,8 +280,22 @@ def load_state(
     module.load_state_dict(loaded, strict=False, assign=True)
 
 
-_INIT_FUNCTIONS = ("uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_", "eye_", "dirac_", "xavier_uniform_",
-                   "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_", "sparse_")  # fmt: skip
+_INIT_FUNCTIONS = (
+    "uniform_",
+    "normal_",
+    "trunc_normal_",
+    "constant_",
+    "ones_",
+    "zeros_",
+    "eye_",
+    "dirac_",
+    "xavier_uniform_",
+    "xavier_normal_",
+    "kaiming_uniform_",
+    "kaiming_normal_",
+    "orthogonal_",
+    "sparse_",
+)
 _init_lock = threading.Lock()
 _init_depth = 0
 _init_originals: dict[str, Callable] = {}

@@ -25,11 +25,6 @@ from fastapi.security import HTTPBearer
 
 from koe import __version__
 from koe.runtime import compute
-from koe.service.errors import ConfigError, KoeError, Unavailable
-from koe.service.home import KoeHome
-from koe.service.synthesis.scheduler import Scheduler
-from koe.service.config.settings import ServerSettings, Settings
-from koe.service.synthesis.synthesizer import Synthesizer
 from koe.server.auth import BearerAuth, check_binding
 from koe.server.docs_page import docs_router
 from koe.server.errors import install_error_handlers
@@ -38,6 +33,11 @@ from koe.server.limits import BodyLimit
 from koe.server.page import page_router
 from koe.server.routes import models, speech, voices
 from koe.server.state import Drain, ServerState
+from koe.service.config.settings import ServerSettings, Settings
+from koe.service.errors import ConfigError, KoeError, Unavailable
+from koe.service.home import KoeHome
+from koe.service.synthesis.scheduler import Scheduler
+from koe.service.synthesis.synthesizer import Synthesizer
 
 log = logging.getLogger(__name__)
 

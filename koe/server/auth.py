@@ -9,8 +9,8 @@ import secrets
 from fastapi import Request
 from starlette.exceptions import HTTPException
 
-from koe.service.errors import ConfigError
 from koe.service.config.settings import ServerSettings
+from koe.service.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

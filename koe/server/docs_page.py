@@ -82,14 +82,22 @@ def content_security_policy(page: str) -> str:
     """A policy that lets `page` load only from this server: its inline scripts by their hash,
     styles inline (Swagger UI and ReDoc write their own), images and fonts also as data: URLs,
     ReDoc's search worker from a blob:, and no framing (clickjacking a page a token is typed into)."""
-    hashes = " ".join(
-        "'sha256-" + base64.b64encode(hashlib.sha256(script.encode()).digest()).decode() + "'" for script in _INLINE_SCRIPT.findall(page)
-    )  # fmt: skip
-    return "; ".join((
-        "default-src 'self'", f"script-src 'self' {hashes}".strip(), "style-src 'self' 'unsafe-inline'",
-        "img-src 'self' data:", "font-src 'self' data:", "connect-src 'self'", "worker-src 'self' blob:",
-        "frame-ancestors 'none'", "base-uri 'self'", "form-action 'self'", "object-src 'none'",
-    ))  # fmt: skip
+    hashes = " ".join("'sha256-" + base64.b64encode(hashlib.sha256(script.encode()).digest()).decode() + "'" for script in _INLINE_SCRIPT.findall(page))
+    return "; ".join(
+        (
+            "default-src 'self'",
+            f"script-src 'self' {hashes}".strip(),
+            "style-src 'self' 'unsafe-inline'",
+            "img-src 'self' data:",
+            "font-src 'self' data:",
+            "connect-src 'self'",
+            "worker-src 'self' blob:",
+            "frame-ancestors 'none'",
+            "base-uri 'self'",
+            "form-action 'self'",
+            "object-src 'none'",
+        )
+    )
 
 
 def _page(response: HTMLResponse, status: int = 200) -> HTMLResponse:
@@ -131,12 +139,17 @@ def docs_router(title: str, openapi_url: str, assets: DocsAssets | None = None) 
         spec, base = urls(request)
         if not assets.available:
             return missing_page(assets, spec)
-        return _page(get_swagger_ui_html(
-            openapi_url=spec, title=f"{title} - API", oauth2_redirect_url=OAUTH_REDIRECT_URL,
-            swagger_js_url=f"{base}/swagger-ui-bundle.js", swagger_css_url=f"{base}/swagger-ui.css",
-            swagger_favicon_url=f"{base}/favicon.png",
-            swagger_ui_parameters={"validatorUrl": None},  # Swagger UI would otherwise send the schema to validator.swagger.io
-        ))  # fmt: skip
+        return _page(
+            get_swagger_ui_html(
+                openapi_url=spec,
+                title=f"{title} - API",
+                oauth2_redirect_url=OAUTH_REDIRECT_URL,
+                swagger_js_url=f"{base}/swagger-ui-bundle.js",
+                swagger_css_url=f"{base}/swagger-ui.css",
+                swagger_favicon_url=f"{base}/favicon.png",
+                swagger_ui_parameters={"validatorUrl": None},  # Swagger UI would otherwise send the schema to validator.swagger.io
+            )
+        )
 
     @router.get(OAUTH_REDIRECT_URL)
     async def oauth_redirect() -> HTMLResponse:
@@ -147,17 +160,20 @@ def docs_router(title: str, openapi_url: str, assets: DocsAssets | None = None) 
         spec, base = urls(request)
         if not assets.available:
             return missing_page(assets, spec)
-        return _page(get_redoc_html(
-            openapi_url=spec, title=f"{title} - API", redoc_js_url=f"{base}/redoc.standalone.js",
-            redoc_favicon_url=f"{base}/favicon.png", with_google_fonts=False,
-        ))  # fmt: skip
+        return _page(
+            get_redoc_html(
+                openapi_url=spec,
+                title=f"{title} - API",
+                redoc_js_url=f"{base}/redoc.standalone.js",
+                redoc_favicon_url=f"{base}/favicon.png",
+                with_google_fonts=False,
+            )
+        )
 
     @router.api_route(ASSETS_URL + "/{name}", methods=["GET", "HEAD"])
     async def asset(name: str):
         if name not in ASSETS or assets.folder is None:
             return error_response(404, f"no such asset: {name!r}", code="not_found")
-        return FileResponse(
-            assets.folder / name, media_type=ASSETS[name], headers={"Cache-Control": ASSET_CACHE, "X-Content-Type-Options": "nosniff"}
-        )  # fmt: skip
+        return FileResponse(assets.folder / name, media_type=ASSETS[name], headers={"Cache-Control": ASSET_CACHE, "X-Content-Type-Options": "nosniff"})
 
     return router

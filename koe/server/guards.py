@@ -25,11 +25,11 @@ import anyio
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from koe.service.errors import ConfigError
-from koe.service.config.settings import DEFAULT_PORTS, is_ip_literal, origin_of, split_host  # the settings check entries with them too
 from koe.server.auth import is_loopback
 from koe.server.errors import error_body, error_response
 from koe.server.state import Drain, ShutdownCancelled
+from koe.service.config.settings import DEFAULT_PORTS, is_ip_literal, origin_of, split_host  # the settings check entries with them too
+from koe.service.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -137,10 +137,7 @@ class BrowserGuard:
         host = split_host(host_header) if host_header else None
         if host_header and (host is None or not self.hosts.allows(host[0], scope.get("server"))):
             log.warning("refused a request for Host %r (not an allowed host name)", host_header)
-            message = (
-                f"this server does not answer for the host name {host_header!r} (a guard against DNS rebinding); "
-                f"to allow it, add it to {_HOSTS_SETTING}"
-            )
+            message = f"this server does not answer for the host name {host_header!r} (a guard against DNS rebinding); to allow it, add it to {_HOSTS_SETTING}"
             await error_response(421, message, code="host_not_allowed")(scope, receive, send)
             return
         if scope["method"] in STATE_CHANGING:

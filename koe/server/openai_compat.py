@@ -25,13 +25,13 @@ from typing import Any
 from koe.engines.base import CLONE, CLONE_WITHOUT_TRANSCRIPT, NO_VOICE, PRESET
 from koe.engines.registry import spec
 from koe.engines.spec import VoiceAlias
+from koe.server.schemas import SpeechBody
 from koe.service.errors import InvalidRequest, KoeError
 from koe.service.home import KoeHome
 from koe.service.store.models import ModelDetails
 from koe.service.synthesis.plan import Planner
 from koe.service.synthesis.requests import SpeechRequest
 from koe.service.voices.library import Voice
-from koe.server.schemas import SpeechBody
 from koe.text.checks import lone_surrogate, text_problem
 
 # OpenAI's model names; each means the configured default model.
@@ -66,9 +66,16 @@ def speech_request(body: SpeechBody, home: KoeHome, planner: Planner) -> SpeechR
     model = model_name(body.model, home)
     details = planner.details(planner.resolve_model(model))
     request = SpeechRequest(
-        text=body.input, model=model, instruct=body.instructions, language=body.language, seed=body.seed,
-        options=_options(body, details), speed=body.speed, format=body.response_format, save=False,
-    )  # fmt: skip
+        text=body.input,
+        model=model,
+        instruct=body.instructions,
+        language=body.language,
+        seed=body.seed,
+        options=_options(body, details),
+        speed=body.speed,
+        format=body.response_format,
+        save=False,
+    )
     voice = body.voice_name.strip()
     if not voice:
         raise InvalidRequest("voice is empty: name a library voice, a preset speaker or an OpenAI voice", param="voice")
@@ -83,8 +90,15 @@ def speech_request(body: SpeechBody, home: KoeHome, planner: Planner) -> SpeechR
 def check_body_texts(body: SpeechBody) -> None:
     """`InvalidRequest` naming the first field whose text (options and flat fields included, at
     any depth) holds a lone surrogate."""
-    fields: dict[str, Any] = {"model": body.model, "input": body.input, "voice": body.voice_name, "instructions": body.instructions,
-                              "language": body.language, **(body.options or {}), **body.flat_options}  # fmt: skip
+    fields: dict[str, Any] = {
+        "model": body.model,
+        "input": body.input,
+        "voice": body.voice_name,
+        "instructions": body.instructions,
+        "language": body.language,
+        **(body.options or {}),
+        **body.flat_options,
+    }
     for param, value in fields.items():
         bad = first_bad_text(value)
         if bad is not None:

@@ -37,7 +37,12 @@ class SpeechBody(BaseModel):
     )
     # koe's extras
     language: str | None = Field(None, description="language of the text (auto, english, chinese, ...)")
-    seed: int | None = Field(None, ge=0, json_schema_extra={"maximum": 2**63 - 1}, description="random seed (0 <= seed < 2**63); a seeded request is reproducible (and never batched)")
+    seed: int | None = Field(
+        None,
+        ge=0,
+        json_schema_extra={"maximum": 2**63 - 1},
+        description="random seed (0 <= seed < 2**63); a seeded request is reproducible (and never batched)",
+    )
     options: dict[str, Any] | None = Field(None, description="the model family's options (GET /v1/models/{id} lists them with types, ranges, defaults)")
 
     @field_validator("response_format")
@@ -73,7 +78,9 @@ class DesignBody(BaseModel):
     )
     input: str | None = Field(None, description="the sample text the voice speaks (its transcript); absent: a short standard passage")
     language: str | None = Field(None, description="language of the sample text (auto, english, chinese, ...)")
-    seed: int | None = Field(None, ge=0, json_schema_extra={"maximum": 2**63 - 1}, description="random seed (0 <= seed < 2**63): the same seed designs the same voice")
+    seed: int | None = Field(
+        None, ge=0, json_schema_extra={"maximum": 2**63 - 1}, description="random seed (0 <= seed < 2**63): the same seed designs the same voice"
+    )
     options: dict[str, Any] | None = Field(None, description="the model family's options (GET /v1/models/{id} lists them)")
     overwrite: bool = Field(False, description="replace a voice of that name (otherwise 409)")
 

@@ -7,14 +7,14 @@ from dataclasses import dataclass, field
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
-from koe.service.home import KoeHome
-from koe.service.synthesis.plan import SpeechPlan
-from koe.service.synthesis.scheduler import Scheduler
-from koe.service.config.settings import Settings
-from koe.service.synthesis.synthesizer import Synthesizer
 from koe.server.errors import error_response
 from koe.server.openai_compat import speech_request
 from koe.server.schemas import SpeechBody
+from koe.service.config.settings import Settings
+from koe.service.home import KoeHome
+from koe.service.synthesis.plan import SpeechPlan
+from koe.service.synthesis.scheduler import Scheduler
+from koe.service.synthesis.synthesizer import Synthesizer
 
 SHUTDOWN_RETRY_AFTER_S = 5  # what a refused client is told: about how long a restart takes
 

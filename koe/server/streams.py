@@ -18,11 +18,11 @@ from collections.abc import AsyncIterator
 import anyio
 from fastapi import Request
 
+from koe.server.errors import error_body
+from koe.server.state import Drain, ShutdownCancelled
 from koe.service.errors import KoeError, RequestCancelled, Unavailable
 from koe.service.synthesis.requests import SpeechOutput, StreamChunk
 from koe.service.synthesis.scheduler import SpeechJob, StreamJob
-from koe.server.errors import error_body
-from koe.server.state import Drain, ShutdownCancelled
 
 log = logging.getLogger(__name__)
 

@@ -8,25 +8,61 @@ Torch-free at import. The CLI and the HTTP server are thin shells over these nam
     for chunk in synth.stream(SpeechRequest(...), cancel=token): send(chunk.data)
 """
 
-from koe.service.synthesis.encode import FORMATS, AudioFormat, EncodedAudio, StreamEncoder, encode_audio, format_for_path, get_format
+from koe.service.config.settings import Settings, load_settings
 from koe.service.errors import (
-    AlreadyExists, Busy, ConfigError, InvalidRequest, KoeError, NotFound, PayloadTooLarge, RequestCancelled,
-    StorageError, Unavailable,
-)  # fmt: skip
+    AlreadyExists,
+    Busy,
+    ConfigError,
+    InvalidRequest,
+    KoeError,
+    NotFound,
+    PayloadTooLarge,
+    RequestCancelled,
+    StorageError,
+    Unavailable,
+)
 from koe.service.home import KoeHome
-from koe.service.store.models import ModelDetails, ModelRef, ModelStore
 from koe.service.names import check_name
+from koe.service.store.models import ModelDetails, ModelRef, ModelStore
+from koe.service.synthesis.encode import FORMATS, AudioFormat, EncodedAudio, StreamEncoder, encode_audio, format_for_path, get_format
 from koe.service.synthesis.plan import SpeechPlan
 from koe.service.synthesis.requests import SpeechOutput, SpeechRequest, StreamChunk
-from koe.service.config.settings import Settings, load_settings
 from koe.service.synthesis.synthesizer import Synthesizer
 from koe.service.synthesis.tempo import TempoChanger, change_speed
 from koe.service.voices.library import Voice, VoiceLibrary
 
 __all__ = [
-    "FORMATS", "AlreadyExists", "AudioFormat", "Busy", "ConfigError", "EncodedAudio", "InvalidRequest", "KoeError",
-    "KoeHome", "ModelDetails", "ModelRef", "ModelStore", "NotFound", "PayloadTooLarge", "RequestCancelled",
-    "Settings", "SpeechOutput", "SpeechPlan", "SpeechRequest", "StorageError", "StreamChunk",
-    "StreamEncoder", "Synthesizer", "TempoChanger", "Unavailable", "Voice", "VoiceLibrary", "change_speed",
-    "check_name", "encode_audio", "format_for_path", "get_format", "load_settings",
-]  # fmt: skip
+    "FORMATS",
+    "AlreadyExists",
+    "AudioFormat",
+    "Busy",
+    "ConfigError",
+    "EncodedAudio",
+    "InvalidRequest",
+    "KoeError",
+    "KoeHome",
+    "ModelDetails",
+    "ModelRef",
+    "ModelStore",
+    "NotFound",
+    "PayloadTooLarge",
+    "RequestCancelled",
+    "Settings",
+    "SpeechOutput",
+    "SpeechPlan",
+    "SpeechRequest",
+    "StorageError",
+    "StreamChunk",
+    "StreamEncoder",
+    "Synthesizer",
+    "TempoChanger",
+    "Unavailable",
+    "Voice",
+    "VoiceLibrary",
+    "change_speed",
+    "check_name",
+    "encode_audio",
+    "format_for_path",
+    "get_format",
+    "load_settings",
+]

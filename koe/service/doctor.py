@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from koe.service.config.settings import Settings
 from koe.service.errors import KoeError, Unavailable
 from koe.service.store.resolve import hub_cache_dir, hub_offline
-from koe.service.config.settings import Settings
 
 Status = Literal["ok", "warn", "fail"]
 
@@ -68,11 +68,23 @@ def check_torch() -> tuple[list[Check], dict]:
         facts["gpu_memory"] = max(mem)
         checks.append(Check("gpu", "ok", "; ".join(f"cuda:{i} {n} ({_gb(m)})" for i, (n, m) in enumerate(zip(names, mem, strict=True)))))
     elif nvidia_gpu_present() and not cuda_build:
-        checks.append(Check("gpu", "warn", "an NVIDIA GPU is present but this torch is a CPU-only build; install a CUDA build: "
-                                          "pip install torch --index-url https://download.pytorch.org/whl/cu124"))
+        checks.append(
+            Check(
+                "gpu",
+                "warn",
+                "an NVIDIA GPU is present but this torch is a CPU-only build; install a CUDA build: "
+                "pip install torch --index-url https://download.pytorch.org/whl/cu124",
+            )
+        )
     elif nvidia_gpu_present():
-        checks.append(Check("gpu", "warn", f"an NVIDIA GPU is present and torch is built for CUDA {cuda_build}, but CUDA is unavailable: "
-                                          "check the driver (nvidia-smi) supports that CUDA version"))
+        checks.append(
+            Check(
+                "gpu",
+                "warn",
+                f"an NVIDIA GPU is present and torch is built for CUDA {cuda_build}, but CUDA is unavailable: "
+                "check the driver (nvidia-smi) supports that CUDA version",
+            )
+        )
     elif amd_gpu_present() and not hip_build:
         checks.append(Check("gpu", "warn", "an AMD GPU is present but this torch is not a ROCm build"))
     elif getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
@@ -151,8 +163,13 @@ def check_models(home, settings: Settings) -> list[Check]:
             out.append(Check("default model", status, f"{default} -> {ref.path}{detail}"))
         except Unavailable as e:
             later = settings.models.download and not hub_offline()
-            out.append(Check("default model", "warn" if later else "fail",
-                             f"models.default={default!r} is not here yet" + ("; the first use downloads it" if later else f": {e}")))  # fmt: skip
+            out.append(
+                Check(
+                    "default model",
+                    "warn" if later else "fail",
+                    f"models.default={default!r} is not here yet" + ("; the first use downloads it" if later else f": {e}"),
+                )
+            )
         except KoeError as e:
             out.append(Check("default model", "fail", f"models.default={default!r}: {e}"))
     out.append(check_hub(settings))
@@ -177,7 +194,11 @@ def check_exact_products() -> Check:
 
     reason = exact.unused_reason()
     if reason is None:
-        return Check("exact products", "ok", f"koe's kernel: torch's summation order ({exact.describe_orders(exact.summation_orders())}), weights read as bf16 where they are bf16")
+        return Check(
+            "exact products",
+            "ok",
+            f"koe's kernel: torch's summation order ({exact.describe_orders(exact.summation_orders())}), weights read as bf16 where they are bf16",
+        )
     return Check("exact products", "warn", f"torch's own (same output, about 3x slower on the CPU): {reason}")
 
 

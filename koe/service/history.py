@@ -21,8 +21,8 @@ from typing import Any
 
 from koe.service.errors import InvalidRequest, NotFound, StorageError
 from koe.service.home import KoeHome
-from koe.service.synthesis.requests import SpeechRequest
 from koe.service.storage import OutputRow
+from koe.service.synthesis.requests import SpeechRequest
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +46,16 @@ class Entry:
         """What `koe history list --json` prints per row."""
         r = self.row
         return {
-            "id": r.id, "created_at": r.created_at, "when": self.when(), "model": r.model, "voice": r.voice,
-            "format": r.format, "seconds": round(r.duration_s, 3), "text": r.text, "path": str(self.file) if self.file else None,
-        }  # fmt: skip
+            "id": r.id,
+            "created_at": r.created_at,
+            "when": self.when(),
+            "model": r.model,
+            "voice": r.voice,
+            "format": r.format,
+            "seconds": round(r.duration_s, 3),
+            "text": r.text,
+            "path": str(self.file) if self.file else None,
+        }
 
     def details(self) -> dict[str, Any]:
         """Everything recorded: the summary, the recorded path (kept or not) and the metadata."""
@@ -120,8 +127,9 @@ class History:
                     path.parent.rmdir()  # only when empty
         return Deleted(rows, files, left)
 
-    def replay_request(self, output_id: int, *, model: str | None = None, ref_audio: str | None = None,
-                       ref_text: str | None = None, save: bool | None = None) -> SpeechRequest:  # fmt: skip
+    def replay_request(
+        self, output_id: int, *, model: str | None = None, ref_audio: str | None = None, ref_text: str | None = None, save: bool | None = None
+    ) -> SpeechRequest:
         """The request that made output `output_id`, to speak again: same text, model, voice, seed,
         language, options, speed and format; the runtime (device, dtype, precision) is this run's.
 
@@ -134,10 +142,15 @@ class History:
         if mode is None or "seed" not in meta:
             raise StorageError(f"output {output_id} was recorded without its request", hint="speak it again with `koe speak`")
         request = SpeechRequest(
-            text=row.text, model=model or meta.get("model_path") or meta.get("model_name") or row.model,
-            language=meta.get("language"), seed=meta.get("seed"), options=dict(meta.get("options") or {}),
-            speed=meta.get("speed"), format=meta.get("format") or row.format, save=save,
-        )  # fmt: skip
+            text=row.text,
+            model=model or meta.get("model_path") or meta.get("model_name") or row.model,
+            language=meta.get("language"),
+            seed=meta.get("seed"),
+            options=dict(meta.get("options") or {}),
+            speed=meta.get("speed"),
+            format=meta.get("format") or row.format,
+            save=save,
+        )
         instruct = meta.get("instruct")
         if mode == "speaker":
             request.speaker = meta.get("speaker")
@@ -151,8 +164,9 @@ class History:
             if ref_audio is None:
                 raise InvalidRequest(
                     f"output {output_id} cloned a reference clip, which the history does not keep",
-                    hint="give the clip again: koe history replay ID --ref CLIP [--ref-text ...]", param="ref_audio",
-                )  # fmt: skip
+                    hint="give the clip again: koe history replay ID --ref CLIP [--ref-text ...]",
+                    param="ref_audio",
+                )
             request.ref_audio, request.ref_text = ref_audio, ref_text
         request.instruct = instruct
         return request

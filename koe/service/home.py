@@ -5,12 +5,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from koe.service.synthesis.encode import AudioFormat
+from koe.service.config.settings import Settings, load_settings
 from koe.service.errors import StorageError
 from koe.service.fsio import atomic_write_bytes, sweep_leftovers
-from koe.service.store.models import ModelStore
-from koe.service.config.settings import Settings, load_settings
 from koe.service.storage import Database
+from koe.service.store.models import ModelStore
+from koe.service.synthesis.encode import AudioFormat
 from koe.service.voices.library import VoiceLibrary
 
 
@@ -30,9 +30,12 @@ class KoeHome:
         self.models = ModelStore(settings.models_dir, self.db, settings=settings)
         server = settings.server
         self.voices = VoiceLibrary(
-            settings.voices_dir, self.db, max_reference_seconds=server.max_reference_seconds,
-            max_transcript_chars=server.max_transcript_chars, max_description_chars=server.max_description_chars,
-        )  # fmt: skip
+            settings.voices_dir,
+            self.db,
+            max_reference_seconds=server.max_reference_seconds,
+            max_transcript_chars=server.max_transcript_chars,
+            max_description_chars=server.max_description_chars,
+        )
 
     @classmethod
     def open(cls, home: str | Path | None = None, flags: dict | None = None) -> KoeHome:

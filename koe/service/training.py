@@ -57,8 +57,9 @@ def trainer_for(folder: Path, method: str = "speaker"):
     target = (getattr(spec, "trainers", None) or {}).get(method)
     if target is None:
         trainable = [s.title for s in registry.specs() if method in (getattr(s, "trainers", None) or {})]
-        raise InvalidRequest(f"{folder}: {spec.title} models have no {method} training in koe",
-                             hint=f"families that train: {', '.join(trainable) or 'none'}", param="model")
+        raise InvalidRequest(
+            f"{folder}: {spec.title} models have no {method} training in koe", hint=f"families that train: {', '.join(trainable) or 'none'}", param="model"
+        )
     return registry.import_target(target)
 
 
@@ -111,9 +112,19 @@ def run_speaker(job: SpeakerJob, reporter=None, should_stop=None):
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise InvalidRequest(f"device {device!r}: no CUDA GPU is available here", param="device")
     try:
-        return train(Path(job.model), Path(job.data), job.speaker, Path(job.out), settings_type(**job.settings), ref=job.ref,
-                     device=device, export_dtype=dtype,
-                     stop_after=job.stop_after, reporter=reporter, should_stop=should_stop)
+        return train(
+            Path(job.model),
+            Path(job.data),
+            job.speaker,
+            Path(job.out),
+            settings_type(**job.settings),
+            ref=job.ref,
+            device=device,
+            export_dtype=dtype,
+            stop_after=job.stop_after,
+            reporter=reporter,
+            should_stop=should_stop,
+        )
     except TrainingError as e:  # bad data (the data stage's DatasetError), a model or settings the recipe refuses
         raise InvalidRequest(e.message, hint=e.hint, param=e.param) from e
 

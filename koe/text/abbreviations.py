@@ -24,16 +24,16 @@ def _words(text: str) -> frozenset[str]:
 # Latin-script words in any language's text (English titles turn up in CJK texts too).
 _COMMON = "mr mrs ms dr prof e.g i.e cf vs"
 NON_TERMINAL = {
-    "en": _words(_COMMON + " sr jr st fig figs no nos vol pp p ch chap sec approx dept est inc ltd co corp mt ft tel eq"
-                 " jan feb mar apr jun jul aug sep sept oct nov dec"),
-    "de": _words(_COMMON + " z.b d.h u.a u.ä o.ä z.t bzw ca vgl nr s hr fr frl dipl ing abb bd kap abs art tel jh jhd"
-                 " evtl ggf inkl zzgl st str"),
+    "en": _words(
+        _COMMON + " sr jr st fig figs no nos vol pp p ch chap sec approx dept est inc ltd co corp mt ft tel eq jan feb mar apr jun jul aug sep sept oct nov dec"
+    ),
+    "de": _words(_COMMON + " z.b d.h u.a u.ä o.ä z.t bzw ca vgl nr s hr fr frl dipl ing abb bd kap abs art tel jh jhd evtl ggf inkl zzgl st str"),
     "fr": _words(_COMMON + " m mm mgr pr p pp chap n no art vol fig tél av bd st ste ex"),
     "es": _words(_COMMON + " sr sra srta sres dra d dña ud uds vd vds lic ing núm pág págs cap art tel avda av p ej aprox"),
     "it": _words(_COMMON + " sig sigg dott prof avv ing arch on geom rag pag pagg cap art n nr tel fig es vol"),
     "pt": _words(_COMMON + " sr sra srs dra exa exmo exma prof eng av r n pág cap art tel p ex"),
     "ru": _words(_COMMON + " ул г гг д пр пер просп им см ср стр с рис гл ст тел т.е т.к т.н проф акад"),
-}  # fmt: skip
+}
 TERMINAL = {
     "en": _words("etc"),
     "de": _words("usw etc usf u.s.w"),
@@ -49,10 +49,13 @@ _COMMON_WORDS = frozenset(w for words in FUNCTION_WORDS.values() for w in words)
 _ANY_NON_TERMINAL = frozenset().union(*NON_TERMINAL.values()) - _COMMON_WORDS
 _ANY_TERMINAL = frozenset().union(*TERMINAL.values()) - _COMMON_WORDS
 
-GERMAN_MONTHS = _words("januar jänner februar märz april mai juni juli august september oktober november dezember"
-                       " jan feb mär apr jun jul aug sep sept okt nov dez")  # fmt: skip
-GERMAN_ORDINAL_LEADS = _words("am im vom zum beim ab bis seit zur der die das den dem des jeden jede jedes jeder"
-                              " ihr ihre ihrem ihren sein seine seinem seinen mein meine unser unsere dieser diese dieses")  # fmt: skip
+GERMAN_MONTHS = _words(
+    "januar jänner februar märz april mai juni juli august september oktober november dezember jan feb mär apr jun jul aug sep sept okt nov dez"
+)
+GERMAN_ORDINAL_LEADS = _words(
+    "am im vom zum beim ab bis seit zur der die das den dem des jeden jede jedes jeder"
+    " ihr ihre ihrem ihren sein seine seinem seinen mein meine unser unsere dieser diese dieses"
+)
 
 
 def non_terminal(code: str, *, guessed: bool = False) -> frozenset[str]:

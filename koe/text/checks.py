@@ -72,7 +72,9 @@ def text_problem(text: object, what: str, *, controls: bool = False, speech: boo
         return TextProblem("type", f"{what} must be a string, got {type(text).__name__}")
     i = lone_surrogate(text)
     if i is not None:
-        return TextProblem("surrogate", f"{what}: a lone surrogate ({_codepoint(text[i])}, half of a UTF-16 pair) at character {i} is not valid Unicode text", i)
+        return TextProblem(
+            "surrogate", f"{what}: a lone surrogate ({_codepoint(text[i])}, half of a UTF-16 pair) at character {i} is not valid Unicode text", i
+        )
     if speech and not has_speech(text):
         return TextProblem("silent", f"{what} has nothing to speak: only whitespace, invisible or control characters")
     if controls:

@@ -13,9 +13,17 @@ import re
 from collections import Counter
 
 NAMES = {
-    "english": "en", "german": "de", "french": "fr", "spanish": "es", "italian": "it", "portuguese": "pt",
-    "russian": "ru", "chinese": "zh", "japanese": "ja", "korean": "ko",
-}  # fmt: skip
+    "english": "en",
+    "german": "de",
+    "french": "fr",
+    "spanish": "es",
+    "italian": "it",
+    "portuguese": "pt",
+    "russian": "ru",
+    "chinese": "zh",
+    "japanese": "ja",
+    "korean": "ko",
+}
 CODES = frozenset(NAMES.values())
 
 # Frequent short words that tell the Latin-script languages apart (shared ones count for each).

@@ -13,9 +13,24 @@ import numpy as np
 import pytest
 
 from koe.engines.base import (
-    CLONE, DESIGN, NO_VOICE, PRESET, Capabilities, CancelToken, Engine, InvalidOption, Option, OptionsSchema, RequestError,
-    SynthesisRequest, UnsupportedLanguage, UnsupportedVoice, VoicePromptMismatch, VoiceReference, collect,
-)  # fmt: skip
+    CLONE,
+    DESIGN,
+    NO_VOICE,
+    PRESET,
+    CancelToken,
+    Capabilities,
+    Engine,
+    InvalidOption,
+    Option,
+    OptionsSchema,
+    RequestError,
+    SynthesisRequest,
+    UnsupportedLanguage,
+    UnsupportedVoice,
+    VoicePromptMismatch,
+    VoiceReference,
+    collect,
+)
 from koe.engines.chunker import Chunker
 from koe.engines.engine import BaseEngine, Checked
 from koe.engines.pipeline import Piece, PipelineDefaults, Segment
@@ -56,10 +71,18 @@ class ToyEngine(BaseEngine):
     sample_rate = 1000
 
     def __init__(self, modes=frozenset({CLONE}), languages=("auto", "english"), speakers=(), instruct=False) -> None:
-        self.caps = Capabilities(family="toy", variant="t", voice_modes=frozenset(modes), languages=languages, sample_rate=1000,
-                                 speakers=speakers, instruct=instruct, stream_step_s=0.01,
-                                 options=OptionsSchema((Option("gain", "float", "gain", 1.0, low=0), PAD)),
-                                 voice_options=OptionsSchema((PAD,)))  # fmt: skip
+        self.caps = Capabilities(
+            family="toy",
+            variant="t",
+            voice_modes=frozenset(modes),
+            languages=languages,
+            sample_rate=1000,
+            speakers=speakers,
+            instruct=instruct,
+            stream_step_s=0.01,
+            options=OptionsSchema((Option("gain", "float", "gain", 1.0, low=0), PAD)),
+            voice_options=OptionsSchema((PAD,)),
+        )
         self.released = False
 
     @classmethod
@@ -78,9 +101,9 @@ class ToyEngine(BaseEngine):
         if not segment.streamed:
             yield Piece(samples, len(samples) // 10, last=True)
             return
-        chunker, held, start = Chunker.of(segment.first_chunk_s, segment.chunk_s, self.sample_rate), [], 0
+        chunker, held = Chunker.of(segment.first_chunk_s, segment.chunk_s, self.sample_rate), []
         for step in range(0, len(samples), 10):
-            held.append(samples[step:step + 10])
+            held.append(samples[step : step + 10])
             if chunker.add(10):
                 yield Piece(np.concatenate(held), step // 10 + 1)
                 held = []

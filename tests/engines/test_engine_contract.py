@@ -18,9 +18,19 @@ import torch
 
 import koe
 from koe.engines.base import (
-    CLONE, CLONE_WITHOUT_TRANSCRIPT, DESIGN, NO_VOICE, PRESET, Cancelled, CancelToken, Engine, RequestError, SynthesisRequest,
-    VoiceReference, collect,
-)  # fmt: skip
+    CLONE,
+    CLONE_WITHOUT_TRANSCRIPT,
+    DESIGN,
+    NO_VOICE,
+    PRESET,
+    Cancelled,
+    CancelToken,
+    Engine,
+    RequestError,
+    SynthesisRequest,
+    VoiceReference,
+    collect,
+)
 from koe.engines.engine import BaseEngine
 from koe.engines.registry import describe, families, spec, write_fixture
 

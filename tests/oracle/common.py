@@ -6,7 +6,6 @@ scalars. It runs single-threaded, as koe's side of a parity test does, so float 
 
 from __future__ import annotations
 
-
 import torch
 from oracle_io import read_job, write_results  # noqa: F401 - the scripts import them from here
 

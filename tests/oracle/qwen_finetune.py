@@ -46,8 +46,7 @@ import numpy as np
 import torch
 from common import load_upstream_model, read_job, write_results
 
-BATCH_KEYS = ("input_ids", "ref_mels", "attention_mask", "text_embedding_mask", "codec_embedding_mask",
-              "codec_0_labels", "codec_ids", "codec_mask")  # fmt: skip
+BATCH_KEYS = ("input_ids", "ref_mels", "attention_mask", "text_embedding_mask", "codec_embedding_mask", "codec_0_labels", "codec_ids", "codec_mask")
 SPEAKER_CODEC_ID = 3000
 SUB_TALKER_WEIGHT = 0.3
 
@@ -94,22 +93,22 @@ class RecipeExamples(torch.utils.data.Dataset):
             input_ids[i, :3, 0] = text[:3]
             input_ids[i, 3:7, 0] = cfg.tts_pad_token_id
             input_ids[i, 7, 0] = cfg.tts_bos_token_id
-            input_ids[i, 8:first_code - 2, 0] = text[3:]
+            input_ids[i, 8 : first_code - 2, 0] = text[3:]
             input_ids[i, first_code - 2, 0] = cfg.tts_eos_token_id
-            input_ids[i, first_code - 1:end, 0] = cfg.tts_pad_token_id
+            input_ids[i, first_code - 1 : end, 0] = cfg.tts_pad_token_id
             text_mask[i, :end] = True
             # codec channel: nothink, think bos/eos, speaker slot (0), pads under the text, bos, codebook 0, eos
             input_ids[i, 3:8, 1] = torch.tensor([tcfg.codec_nothink_id, tcfg.codec_think_bos_id, tcfg.codec_think_eos_id, 0, tcfg.codec_pad_id])
-            input_ids[i, 8:first_code - 1, 1] = tcfg.codec_pad_id
+            input_ids[i, 8 : first_code - 1, 1] = tcfg.codec_pad_id
             input_ids[i, first_code - 1, 1] = tcfg.codec_bos_id
-            input_ids[i, first_code:first_code + n_codes, 1] = codes[:, 0]
+            input_ids[i, first_code : first_code + n_codes, 1] = codes[:, 0]
             input_ids[i, first_code + n_codes, 1] = tcfg.codec_eos_token_id
-            labels[i, first_code:first_code + n_codes] = codes[:, 0]
+            labels[i, first_code : first_code + n_codes] = codes[:, 0]
             labels[i, first_code + n_codes] = tcfg.codec_eos_token_id
-            codec_ids[i, first_code:first_code + n_codes, :] = codes
+            codec_ids[i, first_code : first_code + n_codes, :] = codes
             codec_emb_mask[i, 3:end] = True
             codec_emb_mask[i, 6] = False  # the speaker embedding goes there
-            codec_mask[i, first_code:first_code + n_codes] = True
+            codec_mask[i, first_code : first_code + n_codes] = True
             attention[i, :end] = 1
         return {
             "input_ids": input_ids,
@@ -129,8 +128,7 @@ def reference_mels(wav: np.ndarray, sr: int) -> torch.Tensor:
     from qwen_tts.core.models.modeling_qwen3_tts import mel_spectrogram
 
     assert sr == 24000, "the recipe only takes 24 kHz references"
-    mels = mel_spectrogram(torch.from_numpy(wav).unsqueeze(0), n_fft=1024, num_mels=128, sampling_rate=24000,
-                           hop_size=256, win_size=1024, fmin=0, fmax=12000)  # fmt: skip
+    mels = mel_spectrogram(torch.from_numpy(wav).unsqueeze(0), n_fft=1024, num_mels=128, sampling_rate=24000, hop_size=256, win_size=1024, fmin=0, fmax=12000)
     return mels.transpose(1, 2)
 
 
@@ -165,8 +163,9 @@ def training_loss(model, batch):
     frames = batch["codec_mask"].unsqueeze(-1)
     for group in range(1, 16):
         embeds = embeds + talker.code_predictor.get_input_embeddings()[group - 1](batch["codec_ids"][:, :, group]) * frames
-    out = talker(inputs_embeds=embeds[:, :-1, :], attention_mask=batch["attention_mask"][:, :-1],
-                 labels=batch["codec_0_labels"][:, 1:], output_hidden_states=True)  # fmt: skip
+    out = talker(
+        inputs_embeds=embeds[:, :-1, :], attention_mask=batch["attention_mask"][:, :-1], labels=batch["codec_0_labels"][:, 1:], output_hidden_states=True
+    )
     last_hidden = out.hidden_states[0][-1]
     _, sub_loss = talker.forward_sub_talker_finetune(batch["codec_ids"][batch["codec_mask"]], last_hidden[batch["codec_mask"][:, :-1]])
     return out.loss + SUB_TALKER_WEIGHT * sub_loss, out.loss, sub_loss, speaker
@@ -232,8 +231,9 @@ def main():
                 optimizer.step()
                 optimizer.zero_grad()
             losses.append(torch.stack([loss, talker_loss, sub_loss]).detach().clone())
-            info["steps"].append({"epoch": epoch, "step": step, "sync": sync, "loss": loss.item(),
-                                  "talker_loss": talker_loss.item(), "sub_talker_loss": sub_loss.item()})  # fmt: skip
+            info["steps"].append(
+                {"epoch": epoch, "step": step, "sync": sync, "loss": loss.item(), "talker_loss": talker_loss.item(), "sub_talker_loss": sub_loss.item()}
+            )
             if step % 10 == 0:  # the recipe's progress line
                 accelerator.print(f"Epoch {epoch} | Step {step} | Loss: {loss.item():.4f}")
         info["order"].append(list(asked))

@@ -25,6 +25,8 @@ def spy(*args, **kwargs):
 
 
 tts.model.generate = spy
+
+
 def audio_arg(value):
     """A reference given as {"npy": path, "sr": rate} becomes upstream's (array, sr) tuple."""
     if isinstance(value, dict) and "npy" in value:

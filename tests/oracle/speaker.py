@@ -18,15 +18,13 @@ import types
 import librosa
 import numpy as np
 import torch
-from safetensors.torch import save_file
-
 from common import read_job, write_results
+from safetensors.torch import save_file
 
 
 def _upstream():
     from qwen_tts.core.models.configuration_qwen3_tts import Qwen3TTSSpeakerEncoderConfig
-    from qwen_tts.core.models.modeling_qwen3_tts import (Qwen3TTSForConditionalGeneration,
-                                                          Qwen3TTSSpeakerEncoder, mel_spectrogram)
+    from qwen_tts.core.models.modeling_qwen3_tts import Qwen3TTSForConditionalGeneration, Qwen3TTSSpeakerEncoder, mel_spectrogram
     from qwen_tts.inference.qwen3_tts_model import Qwen3TTSModel
 
     return Qwen3TTSSpeakerEncoderConfig, Qwen3TTSSpeakerEncoder, Qwen3TTSForConditionalGeneration, mel_spectrogram, Qwen3TTSModel
@@ -47,8 +45,7 @@ def main() -> None:
     for task in job["tasks"]:
         kind, name = task["kind"], task["name"]
         if kind == "mel_filterbank":
-            fb = librosa.filters.mel(sr=task["sr"], n_fft=task["n_fft"], n_mels=task["n_mels"],
-                                     fmin=task["fmin"], fmax=task["fmax"])
+            fb = librosa.filters.mel(sr=task["sr"], n_fft=task["n_fft"], n_mels=task["n_mels"], fmin=task["fmin"], fmax=task["fmax"])
             tensors[f"{name}.fb"] = torch.from_numpy(np.ascontiguousarray(fb))
         elif kind == "resample":
             x = np.load(task["npy"])
@@ -62,8 +59,9 @@ def main() -> None:
             info[f"{name}.dtype"] = str(wav.dtype)
         elif kind == "mel":
             x = np.load(task["npy"])
-            mel = mel_spectrogram(torch.from_numpy(x).unsqueeze(0), n_fft=1024, num_mels=128, sampling_rate=24000,
-                                  hop_size=256, win_size=1024, fmin=0, fmax=12000)
+            mel = mel_spectrogram(
+                torch.from_numpy(x).unsqueeze(0), n_fft=1024, num_mels=128, sampling_rate=24000, hop_size=256, win_size=1024, fmin=0, fmax=12000
+            )
             tensors[f"{name}.mel"] = mel
         elif kind == "encoder":
             torch.manual_seed(task["seed"])

@@ -17,9 +17,8 @@ import contextlib
 import io
 
 import torch
-from safetensors.torch import load_file
-
 from common import read_job, use_soundfile_loader, write_results
+from safetensors.torch import load_file
 
 
 def main() -> None:
@@ -37,9 +36,7 @@ def main() -> None:
 
     for case in job.get("fbank", []):
         sr = case["sample_rate"]
-        tensors[f"fbank/{case['name']}"] = torchaudio.functional.melscale_fbanks(
-            case["n_freqs"], 0.0, float(sr // 2), case["n_mels"], sr, None, "htk"
-        )
+        tensors[f"fbank/{case['name']}"] = torchaudio.functional.melscale_fbanks(case["n_freqs"], 0.0, float(sr // 2), case["n_mels"], sr, None, "htk")
 
     if job.get("mel"):
         from f5_tts.model.modules import get_vocos_mel_spectrogram

@@ -53,8 +53,14 @@ def main() -> None:
         if kind == "sample":
             torch.manual_seed(case["seed"])
             with torch.inference_mode():
-                mel, _ = model.sample(cond=given[case["ref_mel"]], text=[case["tokens"]], duration=case["frames"], steps=case["nfe_step"],
-                                      cfg_strength=case["cfg_strength"], sway_sampling_coef=case["sway_sampling_coef"])
+                mel, _ = model.sample(
+                    cond=given[case["ref_mel"]],
+                    text=[case["tokens"]],
+                    duration=case["frames"],
+                    steps=case["nfe_step"],
+                    cfg_strength=case["cfg_strength"],
+                    sway_sampling_coef=case["sway_sampling_coef"],
+                )
                 mel = mel.to(torch.float32)
                 ref = given[case["ref_mel"]].shape[1]
                 wav = vocoder.decode(mel[:, ref:, :].permute(0, 2, 1))
@@ -75,7 +81,7 @@ def main() -> None:
             from omegaconf import OmegaConf
 
             folder = job["model"]
-            api.OmegaConf = type("TinyArch", (), {"load": staticmethod(lambda path: OmegaConf.load(f"{folder}/config.yaml"))})
+            api.OmegaConf = type("TinyArch", (), {"load": staticmethod(lambda path, folder=folder: OmegaConf.load(f"{folder}/config.yaml"))})
             F5TTS = api.F5TTS
             tts = F5TTS(model=model_cfg["name"], ckpt_file=str(ckpt), vocab_file=f"{folder}/vocab.txt", vocoder_local_path=f"{folder}/vocos", device="cpu")
             wav, sr, spec = tts.infer(case["ref_audio"], case["ref_text"], case["text"], seed=case["seed"], **quiet, **case.get("settings", {}))

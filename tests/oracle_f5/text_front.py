@@ -38,13 +38,15 @@ class RecordingModel:
     def sample(self, cond, text, duration, **kwargs):
         from f5_tts.model.utils import list_str_to_idx
 
-        self.calls.append({
-            "cond_samples": int(cond.shape[-1]),
-            "duration": duration,
-            "type": type(duration).__name__,
-            "tokens": text[0],
-            "ids": list_str_to_idx(text, self.vocab_map)[0].tolist(),
-        })
+        self.calls.append(
+            {
+                "cond_samples": int(cond.shape[-1]),
+                "duration": duration,
+                "type": type(duration).__name__,
+                "tokens": text[0],
+                "ids": list_str_to_idx(text, self.vocab_map)[0].tolist(),
+            }
+        )
         return torch.zeros(1, max(int(duration), 0), 100), None
 
 
@@ -102,15 +104,24 @@ def main() -> None:
         original_batch_process = utils_infer.infer_batch_process
 
         def recording_batch_process(ref_audio, ref_text, gen_text_batches, *args, **kwargs):
-            batches.extend(gen_text_batches)
-            return original_batch_process(ref_audio, ref_text, gen_text_batches, *args, **kwargs)
+            batches.extend(gen_text_batches)  # noqa: B023 (called within this case, as the next line)
+            return original_batch_process(ref_audio, ref_text, gen_text_batches, *args, **kwargs)  # noqa: B023
 
         utils_infer.infer_batch_process = recording_batch_process
         try:
             utils_infer.infer_process(
-                str(wav), case["ref_text"], case["gen_text"], model, ZeroVocoder(), mel_spec_type="vocos",
-                show_info=lambda *a: None, progress=None, cross_fade_duration=case.get("cross_fade", 0.15),
-                speed=case.get("speed", 1.0), fix_duration=case.get("fix_duration"), device="cpu",
+                str(wav),
+                case["ref_text"],
+                case["gen_text"],
+                model,
+                ZeroVocoder(),
+                mel_spec_type="vocos",
+                show_info=lambda *a: None,
+                progress=None,
+                cross_fade_duration=case.get("cross_fade", 0.15),
+                speed=case.get("speed", 1.0),
+                fix_duration=case.get("fix_duration"),
+                device="cpu",
             )
         finally:
             utils_infer.infer_batch_process = original_batch_process
@@ -121,11 +132,21 @@ def main() -> None:
     for case in job.get("batch_processes", []):
         model = RecordingModel(packaged_map)
         audio = torch.from_numpy(tone(case["samples"], 24000))[None]
-        next(utils_infer.infer_batch_process(
-            (audio, 24000), case["ref_text"], case["batches"], model, ZeroVocoder(), mel_spec_type="vocos",
-            progress=None, cross_fade_duration=case.get("cross_fade", 0.15), speed=case.get("speed", 1.0),
-            fix_duration=case.get("fix_duration"), device="cpu",
-        ))
+        next(
+            utils_infer.infer_batch_process(
+                (audio, 24000),
+                case["ref_text"],
+                case["batches"],
+                model,
+                ZeroVocoder(),
+                mel_spec_type="vocos",
+                progress=None,
+                cross_fade_duration=case.get("cross_fade", 0.15),
+                speed=case.get("speed", 1.0),
+                fix_duration=case.get("fix_duration"),
+                device="cpu",
+            )
+        )
         info["batch_processes"].append({"calls": model.calls})
 
     write_results(out, {}, info)

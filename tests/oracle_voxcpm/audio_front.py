@@ -14,7 +14,6 @@ info `{name: {"source_rate": sr}}` (torchaudio only).
 from __future__ import annotations
 
 import torch
-
 from common import read_job, write_results
 
 

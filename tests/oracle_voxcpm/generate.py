@@ -88,8 +88,11 @@ def main() -> None:
     from voxcpm import VoxCPM
 
     m = VoxCPM(
-        voxcpm_model_path=job["model"], zipenhancer_model_path=None,
-        enable_denoiser=False, optimize=False, device="cpu",
+        voxcpm_model_path=job["model"],
+        zipenhancer_model_path=None,
+        enable_denoiser=False,
+        optimize=False,
+        device="cpu",
     )
     info = {
         "sample_rate": int(m.tts_model.sample_rate),

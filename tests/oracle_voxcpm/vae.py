@@ -25,9 +25,8 @@ import time
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file
-
 from common import read_job, write_results
+from safetensors.torch import load_file
 
 
 def _module(name: str):
@@ -90,7 +89,7 @@ def run_case(case: dict, inputs: dict[str, torch.Tensor], tensors: dict[str, tor
             start = 0
             with vae.streaming_decode() as dec:
                 for i, n in enumerate(case["patches"]):
-                    tensors[f"{name}/stream/{i}"] = dec.decode_chunk(z[..., start:start + n])
+                    tensors[f"{name}/stream/{i}"] = dec.decode_chunk(z[..., start : start + n])
                     start += n
 
 
@@ -111,7 +110,7 @@ def bench(job: dict) -> dict:
             t0 = time.perf_counter()
             with vae.streaming_decode() as dec:
                 for start in range(0, z.shape[-1], job["patch"]):
-                    dec.decode_chunk(z[..., start:start + job["patch"]])
+                    dec.decode_chunk(z[..., start : start + job["patch"]])
             stream.append(time.perf_counter() - t0)
     return {"seconds": seconds, "stream_seconds": stream}
 

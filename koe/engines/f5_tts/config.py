@@ -20,30 +20,71 @@ _MEL = {"target_sample_rate": 24000, "n_mel_channels": 100, "hop_length": 256, "
 # The `model:` sections of upstream's released configs (f5-tts 1.1.22 `configs/*.yaml`).
 ARCHS: dict[str, dict] = {
     "F5TTS_v1_Base": {
-        "name": "F5TTS_v1_Base", "tokenizer": "pinyin", "tokenizer_path": None, "backbone": "DiT",
-        "arch": {"dim": 1024, "depth": 22, "heads": 16, "ff_mult": 2, "text_dim": 512, "text_mask_padding": True,
-                 "qk_norm": None, "conv_layers": 4, "pe_attn_head": None, "attn_backend": "torch",
-                 "attn_mask_enabled": False, "checkpoint_activations": False},
-        "mel_spec": dict(_MEL), "vocoder": {"is_local": False, "local_path": None},
+        "name": "F5TTS_v1_Base",
+        "tokenizer": "pinyin",
+        "tokenizer_path": None,
+        "backbone": "DiT",
+        "arch": {
+            "dim": 1024,
+            "depth": 22,
+            "heads": 16,
+            "ff_mult": 2,
+            "text_dim": 512,
+            "text_mask_padding": True,
+            "qk_norm": None,
+            "conv_layers": 4,
+            "pe_attn_head": None,
+            "attn_backend": "torch",
+            "attn_mask_enabled": False,
+            "checkpoint_activations": False,
+        },
+        "mel_spec": dict(_MEL),
+        "vocoder": {"is_local": False, "local_path": None},
     },
     "F5TTS_Base": {
-        "name": "F5TTS_Base", "tokenizer": "pinyin", "tokenizer_path": None, "backbone": "DiT",
-        "arch": {"dim": 1024, "depth": 22, "heads": 16, "ff_mult": 2, "text_dim": 512, "text_mask_padding": False,
-                 "conv_layers": 4, "pe_attn_head": 1, "attn_backend": "torch", "attn_mask_enabled": False,
-                 "checkpoint_activations": False},
-        "mel_spec": dict(_MEL), "vocoder": {"is_local": False, "local_path": None},
+        "name": "F5TTS_Base",
+        "tokenizer": "pinyin",
+        "tokenizer_path": None,
+        "backbone": "DiT",
+        "arch": {
+            "dim": 1024,
+            "depth": 22,
+            "heads": 16,
+            "ff_mult": 2,
+            "text_dim": 512,
+            "text_mask_padding": False,
+            "conv_layers": 4,
+            "pe_attn_head": 1,
+            "attn_backend": "torch",
+            "attn_mask_enabled": False,
+            "checkpoint_activations": False,
+        },
+        "mel_spec": dict(_MEL),
+        "vocoder": {"is_local": False, "local_path": None},
     },
     "E2TTS_Base": {
-        "name": "E2TTS_Base", "tokenizer": "pinyin", "tokenizer_path": None, "backbone": "UNetT",
+        "name": "E2TTS_Base",
+        "tokenizer": "pinyin",
+        "tokenizer_path": None,
+        "backbone": "UNetT",
         "arch": {"dim": 1024, "depth": 24, "heads": 16, "ff_mult": 4, "text_mask_padding": False, "pe_attn_head": 1},
-        "mel_spec": dict(_MEL), "vocoder": {"is_local": False, "local_path": None},
+        "mel_spec": dict(_MEL),
+        "vocoder": {"is_local": False, "local_path": None},
     },
 }
 
 # DiT constructor arguments and their defaults (what a config may leave out).
-_DIT_DEFAULTS = {"dim_head": 64, "ff_mult": 4, "text_dim": None, "text_mask_padding": True, "qk_norm": None,
-                 "conv_layers": 0, "pe_attn_head": None, "long_skip_connection": False,
-                 "text_embedding_average_upsampling": False}
+_DIT_DEFAULTS = {
+    "dim_head": 64,
+    "ff_mult": 4,
+    "text_dim": None,
+    "text_mask_padding": True,
+    "qk_norm": None,
+    "conv_layers": 0,
+    "pe_attn_head": None,
+    "long_skip_connection": False,
+    "text_embedding_average_upsampling": False,
+}
 _IGNORED = {"attn_backend", "attn_mask_enabled", "checkpoint_activations", "dropout"}
 
 
@@ -83,7 +124,7 @@ class F5Config:
 
     @property
     def arch_family(self) -> str:
-        """"v1" (masked text padding, rotary on every head) or "base" (the first release's options)."""
+        """ "v1" (masked text padding, rotary on every head) or "base" (the first release's options)."""
         return "v1" if self.text_mask_padding and self.pe_attn_head is None else "base"
 
 
@@ -112,11 +153,19 @@ def parse_config(model: dict, where: Path | str = "config") -> F5Config:
     try:
         args = {k: arch.get(k, v) for k, v in _DIT_DEFAULTS.items() if k != "text_embedding_average_upsampling"}
         return F5Config(
-            name=str(model.get("name") or "F5-TTS"), backbone=backbone,
-            dim=int(arch["dim"]), depth=int(arch["depth"]), heads=int(arch["heads"]), **args,
-            mel=MelConfig(sample_rate=int(mel.get("target_sample_rate", 24000)), n_mels=int(mel.get("n_mel_channels", 100)),
-                          hop_length=int(mel.get("hop_length", 256)), win_length=int(mel.get("win_length", 1024)),
-                          n_fft=int(mel.get("n_fft", 1024))),
+            name=str(model.get("name") or "F5-TTS"),
+            backbone=backbone,
+            dim=int(arch["dim"]),
+            depth=int(arch["depth"]),
+            heads=int(arch["heads"]),
+            **args,
+            mel=MelConfig(
+                sample_rate=int(mel.get("target_sample_rate", 24000)),
+                n_mels=int(mel.get("n_mel_channels", 100)),
+                hop_length=int(mel.get("hop_length", 256)),
+                win_length=int(mel.get("win_length", 1024)),
+                n_fft=int(mel.get("n_fft", 1024)),
+            ),
             raw=copy.deepcopy(model),
         )
     except (KeyError, TypeError, ValueError) as e:
@@ -142,5 +191,6 @@ def arch_yaml(name: str, model: dict | None = None) -> str:
     import yaml
 
     section = copy.deepcopy(model if model is not None else ARCHS[name])
-    return "# F5-TTS model config in upstream's schema (the `model:` section of f5_tts/configs/<name>.yaml)\n" + \
-        yaml.safe_dump({"model": section}, sort_keys=False)
+    return "# F5-TTS model config in upstream's schema (the `model:` section of f5_tts/configs/<name>.yaml)\n" + yaml.safe_dump(
+        {"model": section}, sort_keys=False
+    )

@@ -94,7 +94,8 @@ class DiT(nn.Module):
         self.input_embed = InputEmbedding(mel, cfg.text_width, cfg.dim)
         self.rotary_embed = RotaryFrequencies(cfg.dim_head)
         self.transformer_blocks = nn.ModuleList(
-            [DiTBlock(cfg.dim, cfg.heads, cfg.dim_head, cfg.ff_mult, cfg.qk_norm, cfg.pe_attn_head) for _ in range(cfg.depth)])
+            [DiTBlock(cfg.dim, cfg.heads, cfg.dim_head, cfg.ff_mult, cfg.qk_norm, cfg.pe_attn_head) for _ in range(cfg.depth)]
+        )
         self.long_skip_connection = nn.Linear(cfg.dim * 2, cfg.dim, bias=False) if cfg.long_skip_connection else None
         self.norm_out = AdaLayerNormFinal(cfg.dim)
         self.proj_out = nn.Linear(cfg.dim, mel)
@@ -104,8 +105,7 @@ class DiT(nn.Module):
         cond = self.text_embed(text, frames)
         return cond, (self.text_embed(text, frames, drop_text=True) if guided else None)
 
-    def forward(self, x: torch.Tensor, cond: torch.Tensor, time: torch.Tensor, text_cond: torch.Tensor,
-                text_uncond: torch.Tensor | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cond: torch.Tensor, time: torch.Tensor, text_cond: torch.Tensor, text_uncond: torch.Tensor | None) -> torch.Tensor:
         """One velocity prediction. x, cond (1, n, mels); time 0-d; with `text_uncond` the batch is
         [cond, uncond] (audio and text dropped) and the output (2, n, mels)."""
         t = self.time_embed(time.repeat(x.shape[0]))

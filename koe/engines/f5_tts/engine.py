@@ -18,21 +18,23 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from koe.engines.base import Capabilities, CancelToken, EmptyText, RequestError, SynthesisRequest, VoiceReference
+from koe.audio.decode import MAX_CLIP_SECONDS
+from koe.engines.base import CancelToken, Capabilities, EmptyText, RequestError, SynthesisRequest, VoiceReference
 from koe.engines.chunker import Chunker
 from koe.engines.engine import BaseEngine, Checked
-from koe.engines.f5_tts import spec, text as front
+from koe.engines.f5_tts import spec
+from koe.engines.f5_tts import text as front
 from koe.engines.f5_tts.config import F5Config, read_config
 from koe.engines.f5_tts.dit import F5Model
-from koe.engines.native import NativeAPI
-from koe.audio.decode import MAX_CLIP_SECONDS
 from koe.engines.f5_tts.reference import load_reference, normalised_reference
 from koe.engines.f5_tts.sampler import FlowSettings, sample_mel
 from koe.engines.f5_tts.voice import F5Voice, F5VoiceError
+from koe.engines.native import NativeAPI
 from koe.engines.pipeline import Piece, PipelineDefaults, Segment, steps_for
 from koe.nn.vocos import Vocos, VocosConfig
 from koe.runtime.device import resolve_device
-from koe.runtime.precision import check as check_precision, float_dtype
+from koe.runtime.precision import check as check_precision
+from koe.runtime.precision import float_dtype
 from koe.runtime.weights import build_from_weights
 
 __all__ = ["Batch", "CrossFade", "F5TTSEngine", "Settings"]
@@ -107,7 +109,8 @@ class F5TTSEngine(BaseEngine, NativeAPI):
             raise FileNotFoundError(
                 f"{folder}: an F5-TTS checkpoint without config.yaml: the architecture is not in the release's files. "
                 f"Write it with `koe models import {folder} --arch F5TTS_v1_Base` (or F5TTS_Base; add `--vocoder DIR` for the "
-                f"Vocos folder), or get it complete with `koe models pull SWivid/F5-TTS --arch F5TTS_v1_Base`")
+                f"Vocos folder), or get it complete with `koe models pull SWivid/F5-TTS --arch F5TTS_v1_Base`"
+            )
         checkpoints = spec.checkpoint_files(folder)
         if not checkpoints:
             raise FileNotFoundError(f"{folder}: no checkpoint (model_<step>.safetensors or .pt)")
@@ -117,20 +120,31 @@ class F5TTSEngine(BaseEngine, NativeAPI):
         for name in ("config.yaml", "pytorch_model.bin"):
             if not (vocos_dir / name).is_file():
                 raise FileNotFoundError(f"{folder}: missing vocos/{name} (the Vocos vocoder, {spec.VOCODER_REPO})")
-        return cls.from_files(read_config(folder / "config.yaml"), checkpoints[:1], folder / "vocab.txt", vocos_dir, device=device, folder=folder,
-                              dtype=dit_dtype)  # fmt: skip
+        return cls.from_files(
+            read_config(folder / "config.yaml"), checkpoints[:1], folder / "vocab.txt", vocos_dir, device=device, folder=folder, dtype=dit_dtype
+        )
 
     @classmethod
-    def from_files(cls, cfg: F5Config, checkpoints: list[Path], vocab_file: Path, vocoder_dir: Path, *, device=None,
-                   folder: Path | None = None, dtype: torch.dtype = torch.float32) -> F5TTSEngine:
+    def from_files(
+        cls,
+        cfg: F5Config,
+        checkpoints: list[Path],
+        vocab_file: Path,
+        vocoder_dir: Path,
+        *,
+        device=None,
+        folder: Path | None = None,
+        dtype: torch.dtype = torch.float32,
+    ) -> F5TTSEngine:
         """Build from separate files: a DiT checkpoint (EMA weights), its vocab.txt, a Vocos folder."""
         dev = resolve_device(device)
         vocab = front.Vocab.load(vocab_file)
         vocoder_dir = Path(vocoder_dir)
         model = build_from_weights(lambda: F5Model(cfg, vocab.size), [Path(p) for p in checkpoints], device=dev, rename=F5Model.checkpoint_name)
         model = model.to(dtype)  # buffers too (the text position table), as upstream's model.to(dtype)
-        vocoder = build_from_weights(lambda: Vocos(VocosConfig.from_yaml(vocoder_dir / "config.yaml")), [vocoder_dir / "pytorch_model.bin"],
-                                     device=dev, rename=Vocos.checkpoint_name)  # fmt: skip
+        vocoder = build_from_weights(
+            lambda: Vocos(VocosConfig.from_yaml(vocoder_dir / "config.yaml")), [vocoder_dir / "pytorch_model.bin"], device=dev, rename=Vocos.checkpoint_name
+        )
         return cls(folder or Path(checkpoints[0]).parent, cfg, vocab, model.eval(), vocoder.eval(), dev)
 
     def release(self) -> None:
@@ -180,8 +194,16 @@ class F5TTSEngine(BaseEngine, NativeAPI):
         self._reference_cache = {key: (voice, value)}
         return value
 
-    def batches(self, text: str, voice: F5Voice, settings: Settings, *, generator: torch.Generator | None = None,
-                budget: int | None = None, cancel: CancelToken | None = None) -> Iterator[Batch]:
+    def batches(
+        self,
+        text: str,
+        voice: F5Voice,
+        settings: Settings,
+        *,
+        generator: torch.Generator | None = None,
+        budget: int | None = None,
+        cancel: CancelToken | None = None,
+    ) -> Iterator[Batch]:
         """Upstream's `infer_process` for one text, batch by batch: each batch's waveform (float32,
         before cross-fading) and generated mel. `budget` caps the generated mel frames in all."""
         s = settings
@@ -214,8 +236,7 @@ class F5TTSEngine(BaseEngine, NativeAPI):
             wave = self._vocode(generated, rms, s.target_rms)
             made += generated.shape[1]
             truncated = truncated or (budget is not None and made >= budget and i < len(texts) - 1)  # later batches dropped
-            yield Batch(i, len(texts), gen_text, wave, generated[0].permute(1, 0).cpu().numpy(), made, truncated,
-                        text_s, t1 - t0, time.perf_counter() - t1)  # fmt: skip
+            yield Batch(i, len(texts), gen_text, wave, generated[0].permute(1, 0).cpu().numpy(), made, truncated, text_s, t1 - t0, time.perf_counter() - t1)
             if truncated:
                 return
 
@@ -233,8 +254,9 @@ class F5TTSEngine(BaseEngine, NativeAPI):
             param, fix = "speed", "raise speed"
         else:
             param, fix = "input", "split the text into shorter sentences"
-        raise RequestError(f"F5-TTS makes at most {limit / rate:.1f} s per text batch (reference included); this one would be "
-                           f"{frames / rate:.1f} s: {fix}", param=param)  # fmt: skip
+        raise RequestError(
+            f"F5-TTS makes at most {limit / rate:.1f} s per text batch (reference included); this one would be {frames / rate:.1f} s: {fix}", param=param
+        )
 
     def speak_segment(self, segment: Segment, c: Checked) -> Iterator[Piece]:
         s = c.settings
@@ -299,7 +321,7 @@ class CrossFade:
         else:
             joined = np.concatenate([self.held, wave.astype(np.float64)])
         keep = 0 if last else min(max(self.samples, 0), len(joined))
-        ready, self.held = joined[: len(joined) - keep].astype(np.float32), joined[len(joined) - keep:]
+        ready, self.held = joined[: len(joined) - keep].astype(np.float32), joined[len(joined) - keep :]
         self.emitted += len(ready)
         self.kept.append(ready)
         return ready

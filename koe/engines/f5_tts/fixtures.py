@@ -30,8 +30,38 @@ CHECKPOINT_STEP = {"F5TTS_v1_Base": 1250000, "F5TTS_Base": 1200000}
 _TINY_ARCH = {"dim": 64, "depth": 2, "heads": 2, "ff_mult": 2, "text_dim": 32, "conv_layers": 2}
 _TINY_VOCOS = {"dim": 32, "intermediate_dim": 64, "num_layers": 2}
 _REAL_VOCOS = {"dim": 512, "intermediate_dim": 1536, "num_layers": 8}
-_PINYIN = ["a1", "ai4", "an1", "ba1", "bu4", "de5", "ge4", "guo2", "hao3", "hen3", "ji1", "jia1", "jin1", "le5", "ma5",
-           "men5", "ni3", "qi4", "ren2", "shi4", "tian1", "wo3", "xie4", "yi1", "yi2", "yi4", "you3", "zai4", "zhong1", "zhe4"]
+_PINYIN = [
+    "a1",
+    "ai4",
+    "an1",
+    "ba1",
+    "bu4",
+    "de5",
+    "ge4",
+    "guo2",
+    "hao3",
+    "hen3",
+    "ji1",
+    "jia1",
+    "jin1",
+    "le5",
+    "ma5",
+    "men5",
+    "ni3",
+    "qi4",
+    "ren2",
+    "shi4",
+    "tian1",
+    "wo3",
+    "xie4",
+    "yi1",
+    "yi2",
+    "yi4",
+    "you3",
+    "zai4",
+    "zhong1",
+    "zhe4",
+]
 
 
 def write_vocab(path: Path, size: int | None = None) -> list[str]:
@@ -46,10 +76,14 @@ def write_vocab(path: Path, size: int | None = None) -> list[str]:
 
 def _vocos_config(v: dict) -> dict:
     return {
-        "feature_extractor": {"class_path": "vocos.feature_extractors.MelSpectrogramFeatures",
-                              "init_args": {"sample_rate": 24000, "n_fft": 1024, "hop_length": 256, "n_mels": 100, "padding": "center"}},
-        "backbone": {"class_path": "vocos.models.VocosBackbone",
-                     "init_args": {"input_channels": 100, "dim": v["dim"], "intermediate_dim": v["intermediate_dim"], "num_layers": v["num_layers"]}},
+        "feature_extractor": {
+            "class_path": "vocos.feature_extractors.MelSpectrogramFeatures",
+            "init_args": {"sample_rate": 24000, "n_fft": 1024, "hop_length": 256, "n_mels": 100, "padding": "center"},
+        },
+        "backbone": {
+            "class_path": "vocos.models.VocosBackbone",
+            "init_args": {"input_channels": 100, "dim": v["dim"], "intermediate_dim": v["intermediate_dim"], "num_layers": v["num_layers"]},
+        },
         "head": {"class_path": "vocos.heads.ISTFTHead", "init_args": {"dim": v["dim"], "n_fft": 1024, "hop_length": 256, "padding": "same"}},
     }
 
@@ -89,8 +123,7 @@ def write_vocoder(folder: Path, size: str = "tiny", seed: int = 1) -> Path:
     return folder
 
 
-def write_random_model(folder: str | Path, variant: str = "F5TTS_v1_Base", size: str = "tiny", *, seed: int = 0,
-                       checkpoint: str = "safetensors") -> Path:
+def write_random_model(folder: str | Path, variant: str = "F5TTS_v1_Base", size: str = "tiny", *, seed: int = 0, checkpoint: str = "safetensors") -> Path:
     """Write a random-weight F5-TTS folder for `variant` (F5TTS_v1_Base, F5TTS_Base) at `size`
     ("tiny" or "real"); `checkpoint="pt"` writes a training-style `.pt` with `ema_model_state_dict`."""
     from koe.engines.f5_tts.dit import F5Model

@@ -4,6 +4,10 @@
 from koe.engines.oracle import UpstreamOracle
 
 ORACLE = UpstreamOracle(
-    package="f5-tts==1.1.22", venv=".oracle-f5", python_env="KOE_ORACLE_F5_PYTHON", scripts="tests/oracle_f5",
-    requirements=("tests/oracle_f5/requirements.txt",), nodeps=("tests/oracle_f5/requirements-nodeps.txt",),
-)  # fmt: skip
+    package="f5-tts==1.1.22",
+    venv=".oracle-f5",
+    python_env="KOE_ORACLE_F5_PYTHON",
+    scripts="tests/oracle_f5",
+    requirements=("tests/oracle_f5/requirements.txt",),
+    nodeps=("tests/oracle_f5/requirements-nodeps.txt",),
+)

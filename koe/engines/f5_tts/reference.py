@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Union
 
 import numpy as np
 import torch
@@ -75,7 +74,7 @@ _EDGE_THRESHOLD_DB = -42.0
 _EDGE_CHUNK_MS = 10
 _PAD_MS = 50
 
-ReferenceSource = Union[str, os.PathLike, bytes, bytearray, memoryview, tuple]
+ReferenceSource = str | os.PathLike | bytes | bytearray | memoryview | tuple
 
 
 # ---------------------------------------------------------------------------------------------

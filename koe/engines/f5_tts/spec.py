@@ -16,8 +16,17 @@ from pathlib import Path
 
 from koe.engines.base import CLONE, Capabilities, Option, OptionsSchema
 from koe.engines.spec import (
-    Assembly, HubFiles, ModelDescription, ModelInfo, ReleasedModel, SpecError, VoiceAlias, has_random_weights, safetensors_dtype, safetensors_header,
-)  # fmt: skip
+    Assembly,
+    HubFiles,
+    ModelDescription,
+    ModelInfo,
+    ReleasedModel,
+    SpecError,
+    VoiceAlias,
+    has_random_weights,
+    safetensors_dtype,
+    safetensors_header,
+)
 
 FAMILY = "f5_tts"
 SAMPLE_RATE = 24000
@@ -29,29 +38,46 @@ CHECKPOINT_GLOBS = ("model_*.safetensors", "model_*.pt", "model.safetensors", "m
 VOCODER_REPO = "charactr/vocos-mel-24khz"
 VOCODER_FILES = ("config.yaml", "pytorch_model.bin")
 ARCH_NAMES = ("F5TTS_v1_Base", "F5TTS_Base")  # the released architectures koe runs (`config.ARCHS` has their yaml)
-E2_UNSUPPORTED = ("E2-TTS (E2TTS_Base, the UNetT backbone) is not supported yet; koe runs the F5-TTS DiT: "
-                  + ", ".join(ARCH_NAMES))  # fmt: skip
-BIGVGAN_UNSUPPORTED = ("F5-TTS with the BigVGAN vocoder (F5TTS_Base_bigvgan, nvidia/bigvgan_v2_24khz_100band_256x) is not "
-                       f"supported yet; koe runs F5-TTS with the Vocos vocoder ({VOCODER_REPO}): " + ", ".join(ARCH_NAMES))  # fmt: skip
+E2_UNSUPPORTED = "E2-TTS (E2TTS_Base, the UNetT backbone) is not supported yet; koe runs the F5-TTS DiT: " + ", ".join(ARCH_NAMES)
+BIGVGAN_UNSUPPORTED = (
+    "F5-TTS with the BigVGAN vocoder (F5TTS_Base_bigvgan, nvidia/bigvgan_v2_24khz_100band_256x) is not "
+    f"supported yet; koe runs F5-TTS with the Vocos vocoder ({VOCODER_REPO}): " + ", ".join(ARCH_NAMES)
+)
 MIN_REFERENCE_S = 0.3
 
 # upstream's defaults (f5_tts.api.F5TTS.infer / infer_process)
-DEFAULTS = {"nfe_step": 32, "cfg_strength": 2.0, "sway_sampling_coef": -1.0, "speed": 1.0, "fix_duration": None,
-            "target_rms": 0.1, "cross_fade_duration": 0.15}  # fmt: skip
+DEFAULTS = {"nfe_step": 32, "cfg_strength": 2.0, "sway_sampling_coef": -1.0, "speed": 1.0, "fix_duration": None, "target_rms": 0.1, "cross_fade_duration": 0.15}
 
 
 def options_schema() -> OptionsSchema:
     d = DEFAULTS
-    return OptionsSchema((
-        Option("nfe_step", "int", "flow-matching steps (DiT evaluations); fewer is faster, 16 and 32 are the usual", d["nfe_step"], low=1, high=1024),
-        Option("cfg_strength", "float", "classifier-free guidance strength (0: no guidance, one DiT pass per step)", d["cfg_strength"], low=0),
-        Option("sway_sampling_coef", "float", "sway sampling of the step times (-1 front-loads steps; 0 is a uniform grid)", d["sway_sampling_coef"],
-               null="no sway: a uniform time grid, as upstream's sway_sampling_coef=None"),
-        Option("speed", "float", "speaking rate of the model itself (scales the duration estimate)", d["speed"], low=0, low_open=True, high=10),
-        Option("fix_duration", "float", "total seconds of reference + speech (instead of the estimate from the reference's rate)", None, low=0, low_open=True, high=600),
-        Option("target_rms", "float", "loudness a quieter reference is raised to (the output is scaled back)", d["target_rms"], low=0, low_open=True, high=1),
-        Option("cross_fade_duration", "float", "seconds of cross-fade between the text batches of a long text", d["cross_fade_duration"], low=0, high=5),
-    ))  # fmt: skip
+    return OptionsSchema(
+        (
+            Option("nfe_step", "int", "flow-matching steps (DiT evaluations); fewer is faster, 16 and 32 are the usual", d["nfe_step"], low=1, high=1024),
+            Option("cfg_strength", "float", "classifier-free guidance strength (0: no guidance, one DiT pass per step)", d["cfg_strength"], low=0),
+            Option(
+                "sway_sampling_coef",
+                "float",
+                "sway sampling of the step times (-1 front-loads steps; 0 is a uniform grid)",
+                d["sway_sampling_coef"],
+                null="no sway: a uniform time grid, as upstream's sway_sampling_coef=None",
+            ),
+            Option("speed", "float", "speaking rate of the model itself (scales the duration estimate)", d["speed"], low=0, low_open=True, high=10),
+            Option(
+                "fix_duration",
+                "float",
+                "total seconds of reference + speech (instead of the estimate from the reference's rate)",
+                None,
+                low=0,
+                low_open=True,
+                high=600,
+            ),
+            Option(
+                "target_rms", "float", "loudness a quieter reference is raised to (the output is scaled back)", d["target_rms"], low=0, low_open=True, high=1
+            ),
+            Option("cross_fade_duration", "float", "seconds of cross-fade between the text batches of a long text", d["cross_fade_duration"], low=0, high=5),
+        )
+    )
 
 
 PRECISIONS = ("fp32", "bf16")  # koe.runtime.precision: the DiT in bfloat16 (the vocoder stays float32)
@@ -59,10 +85,20 @@ PRECISIONS = ("fp32", "bf16")  # koe.runtime.precision: the DiT in bfloat16 (the
 
 def capabilities(variant: str) -> Capabilities:
     return Capabilities(
-        family=FAMILY, variant=variant, voice_modes=frozenset({CLONE}), languages=LANGUAGES, sample_rate=SAMPLE_RATE,
-        instruct=False, stream_step_s=None, native_speed=True, batch=False, options=options_schema(),
-        training=(), min_reference_s=MIN_REFERENCE_S, precisions=PRECISIONS,
-    )  # fmt: skip
+        family=FAMILY,
+        variant=variant,
+        voice_modes=frozenset({CLONE}),
+        languages=LANGUAGES,
+        sample_rate=SAMPLE_RATE,
+        instruct=False,
+        stream_step_s=None,
+        native_speed=True,
+        batch=False,
+        options=options_schema(),
+        training=(),
+        min_reference_s=MIN_REFERENCE_S,
+        precisions=PRECISIONS,
+    )
 
 
 def checkpoint_files(folder: Path) -> list[Path]:
@@ -193,11 +229,16 @@ class F5Spec:
             raise SpecError(str(e)) from e
         vocoder = folder / "vocos" / "pytorch_model.bin"
         return ModelDescription(
-            info=ModelInfo(FAMILY, variant, "base"), capabilities=capabilities(variant), required_files=REQUIRED_FILES,
-            missing=tuple(missing), weight_files=weights + ((vocoder,) if vocoder.is_file() else ()), stored_dtype=stored,
+            info=ModelInfo(FAMILY, variant, "base"),
+            capabilities=capabilities(variant),
+            required_files=REQUIRED_FILES,
+            missing=tuple(missing),
+            weight_files=weights + ((vocoder,) if vocoder.is_file() else ()),
+            stored_dtype=stored,
             uses="voice cloning from a reference clip and its transcript (--voice NAME or --ref clip.wav --ref-text ...)",
-            extra={"arch": arch, "vocoder": "vocos"}, random_weights=has_random_weights(folder),
-        )  # fmt: skip
+            extra={"arch": arch, "vocoder": "vocos"},
+            random_weights=has_random_weights(folder),
+        )
 
     def openai_voice(self, name: str, capabilities: Capabilities) -> VoiceAlias | None:
         return None  # F5-TTS has no preset voices: a library voice (a prepared reference) is the voice
@@ -225,7 +266,8 @@ class F5Spec:
         elif arch is None:
             raise SpecError(
                 f"{folder}: an F5-TTS checkpoint without config.yaml (the release carries no config, the architecture is known by name): "
-                f"pass --arch NAME, one of {', '.join(ARCH_NAMES)}")  # fmt: skip
+                f"pass --arch NAME, one of {', '.join(ARCH_NAMES)}"
+            )
         else:
             from koe.engines.f5_tts.config import ARCHS, arch_yaml
 
@@ -241,7 +283,8 @@ class F5Spec:
             raise SpecError(
                 f"{folder}: no vocoder: F5-TTS needs the Vocos vocoder in vocos/ ({', '.join(VOCODER_FILES)}). Pass --vocoder DIR, "
                 f"a download of {VOCODER_REPO} (`huggingface-cli download {VOCODER_REPO} --local-dir DIR`), "
-                "or `koe models pull SWivid/F5-TTS --arch NAME` for the whole release")  # fmt: skip
+                "or `koe models pull SWivid/F5-TTS --arch NAME` for the whole release"
+            )
         return Assembly(write=write, copy=copy)
 
     def custom_release(self, ref: str, arch: str) -> ReleasedModel:

@@ -45,8 +45,14 @@ class F5Voice:
 
     def save(self, folder: str | Path) -> Path:
         """Write `prompt.safetensors` + `prompt.json` into `folder` (atomically)."""
-        meta = {"format_version": FORMAT_VERSION, "family": FAMILY, "sample_rate": int(self.sample_rate), "ref_text": self.ref_text,
-                "mel": self.mel, "info": self.info}  # fmt: skip
+        meta = {
+            "format_version": FORMAT_VERSION,
+            "family": FAMILY,
+            "sample_rate": int(self.sample_rate),
+            "ref_text": self.ref_text,
+            "mel": self.mel,
+            "info": self.info,
+        }
         return write_prompt(folder, {"samples": torch.from_numpy(np.ascontiguousarray(self.samples, dtype=np.float32))}, meta)
 
     @classmethod
@@ -54,7 +60,9 @@ class F5Voice:
         meta, tensors = read_prompt(folder, F5VoiceError)
         family = meta.get("family") or (meta.get("model") or {}).get("family")
         if family != FAMILY:
-            raise F5VoiceError(f"{folder}: this voice prompt was made for a {family or 'model of another family'} model, not F5-TTS; prepare the voice again with this model")
+            raise F5VoiceError(
+                f"{folder}: this voice prompt was made for a {family or 'model of another family'} model, not F5-TTS; prepare the voice again with this model"
+            )
         if meta.get("format_version") != FORMAT_VERSION:
             raise F5VoiceError(f"{folder}: unknown F5-TTS voice prompt format {meta.get('format_version')!r}")
         rate = prompt_rate(folder, meta, F5VoiceError)

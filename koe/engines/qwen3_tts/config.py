@@ -148,9 +148,7 @@ class Qwen3TTSConfig:
             raise ConfigError(f"config.json: tts_model_type {model_type!r} is not one of {list(MODEL_TYPES)}")
         tokenizer_type = d.get("tokenizer_type")
         if tokenizer_type != SUPPORTED_TOKENIZER:
-            raise ConfigError(
-                f"config.json: tokenizer_type {tokenizer_type!r} is not supported (only {SUPPORTED_TOKENIZER!r}, the 12 Hz models)"
-            )
+            raise ConfigError(f"config.json: tokenizer_type {tokenizer_type!r} is not supported (only {SUPPORTED_TOKENIZER!r}, the 12 Hz models)")
         return cls(
             talker=TalkerConfig.from_dict(_need(d, "talker_config", "config.json")),
             model_type=model_type,

@@ -97,9 +97,7 @@ class TalkerState:
 def draw_code0(talker: Talker, st: FrameState) -> None:
     """Draw code 0 from `st.logits` with the talker's settings and do the end-of-speech bookkeeping
     of `decode_frames` (finished rows draw end-of-speech; row limits), all on the device."""
-    greedy, scores = process_scores(
-        st.logits, st.talker_params, seen=st.seen, drawn=st.drawn, eos_mask=st.eos_mask, suppress_mask=st.suppress_mask
-    )
+    greedy, scores = process_scores(st.logits, st.talker_params, seen=st.seen, drawn=st.drawn, eos_mask=st.eos_mask, suppress_mask=st.suppress_mask)
     keys = draw_keys(st.seed, st.drawn, st.talker_stream)  # (B, 1)
     token = choose(greedy, scores, exponential_noise(keys[:, 0], st.talker_keys), st.talker_params)
     token = torch.where(st.unfinished, token, st.eos_id)
@@ -175,9 +173,14 @@ class GraphedDecoder:
     """
 
     def __init__(
-        self, talker: Talker, *, capture: bool = True, batch_buckets: Sequence[int] = DEFAULT_BATCH_BUCKETS,
-        capacities: Sequence[int] = DEFAULT_CAPACITIES, warmup: int = 2,
-    ) -> None:  # fmt: skip
+        self,
+        talker: Talker,
+        *,
+        capture: bool = True,
+        batch_buckets: Sequence[int] = DEFAULT_BATCH_BUCKETS,
+        capacities: Sequence[int] = DEFAULT_CAPACITIES,
+        warmup: int = 2,
+    ) -> None:
         self.talker = talker
         self.capture = capture
         self.graphs = GraphBuckets(batch_buckets)
@@ -230,7 +233,9 @@ class GraphedDecoder:
         return g_predict.run, g_step.run, "cuda_graphs"
 
     # -- a request -------------------------------------------------------------------------------
-    def prefill(self, st: FrameState, ts: TalkerState, inputs: TalkerInputs, settings: DecodeSettings, seeds: torch.Tensor, row_limits: torch.Tensor | None) -> None:
+    def prefill(
+        self, st: FrameState, ts: TalkerState, inputs: TalkerInputs, settings: DecodeSettings, seeds: torch.Tensor, row_limits: torch.Tensor | None
+    ) -> None:
         """Run the prompt exactly as `decode_frames` does, fill every buffer, draw code 0 of frame 0."""
         talker = self.talker
         device = inputs.embeds.device
@@ -277,9 +282,15 @@ class GraphedDecoder:
         draw_code0(talker, st)
 
     def decode_frames(
-        self, inputs: TalkerInputs, settings: DecodeSettings, generator: torch.Generator | None = None, *,
-        row_limits: torch.Tensor | None = None, cancel: CancelToken | None = None, outcome: DecodeOutcome | None = None,
-    ) -> Iterator[Frame]:  # fmt: skip
+        self,
+        inputs: TalkerInputs,
+        settings: DecodeSettings,
+        generator: torch.Generator | None = None,
+        *,
+        row_limits: torch.Tensor | None = None,
+        cancel: CancelToken | None = None,
+        outcome: DecodeOutcome | None = None,
+    ) -> Iterator[Frame]:
         """`generate.decode_frames`' contract on static buffers and captured graphs (see module doc)."""
         outcome = outcome if outcome is not None else DecodeOutcome()
         batch, length = inputs.attention_mask.shape
@@ -305,7 +316,12 @@ class GraphedDecoder:
                 log.warning("%s; decoding with decode_frames", reason)
                 yield from self._core(reason, inputs, settings, generator, row_limits, cancel, outcome)
                 return
-            report = {"decode_path": mode, "batch_bucket": plan.bucket, "cache_capacity": plan.capacity, "fallback_reason": self.capture_error if mode != "cuda_graphs" and self.capture else None}
+            report = {
+                "decode_path": mode,
+                "batch_bucket": plan.bucket,
+                "cache_capacity": plan.capacity,
+                "fallback_reason": self.capture_error if mode != "cuda_graphs" and self.capture else None,
+            }
             self._report(outcome, report)
             drawn, index = 1, 0
             while True:

@@ -23,24 +23,38 @@ from pathlib import Path
 import torch
 
 from koe.engines import pipeline
-from koe.engines.base import AudioChunk, Capabilities, CancelToken, EmptyText, InvalidOption, RequestError, SynthesisRequest, UnsupportedLanguage, UnsupportedVoice, VoicePromptMismatch, VoiceReference, check_seed
+from koe.engines.base import (
+    AudioChunk,
+    CancelToken,
+    Capabilities,
+    EmptyText,
+    InvalidOption,
+    RequestError,
+    SynthesisRequest,
+    UnsupportedLanguage,
+    UnsupportedVoice,
+    VoicePromptMismatch,
+    VoiceReference,
+    check_seed,
+)
 from koe.engines.chunker import Chunker
 from koe.engines.engine import BaseEngine, Checked
 from koe.engines.pipeline import Piece, PipelineDefaults, RowFeed, Segment, steps_for
 from koe.engines.qwen3_tts import spec
 from koe.engines.qwen3_tts.codec.fast import FastCodec, fast_codec_for
 from koe.engines.qwen3_tts.config import GenerationDefaults, Qwen3TTSConfig
+from koe.engines.qwen3_tts.continuous_batching import RowDecoder
 from koe.engines.qwen3_tts.generate import DecodeOutcome, DecodeSettings, decode_frames
 from koe.engines.qwen3_tts.limits import FRAME_RATE, MAX_SEGMENT_CHARS, SEGMENT_PAUSE_S
 from koe.engines.qwen3_tts.model import Qwen3TTSNetwork
 from koe.engines.qwen3_tts.native import NativeAPI, SpeechResult, seeded, to_numpy
 from koe.engines.qwen3_tts.prompt import ClonePrompt, PromptItem, build_talker_inputs
-from koe.engines.qwen3_tts.continuous_batching import RowDecoder
 from koe.engines.qwen3_tts.streaming import CodecStream
-from koe.engines.qwen3_tts.voice import VoicePrompt, VoicePromptError, model_stamp, pad_reference, reference_audio, to_codec_rate
 from koe.engines.qwen3_tts.talker import backbone
+from koe.engines.qwen3_tts.voice import VoicePrompt, VoicePromptError, model_stamp, pad_reference, reference_audio, to_codec_rate
 from koe.runtime.device import resolve_device, resolve_dtype
-from koe.runtime.precision import apply as apply_precision, plan as precision_plan
+from koe.runtime.precision import apply as apply_precision
+from koe.runtime.precision import plan as precision_plan
 from koe.runtime.sampling import SamplingConfig
 from koe.text.checks import text_problem
 from koe.text.segment import segment_text
@@ -50,6 +64,7 @@ log = logging.getLogger(__name__)
 SAMPLING_KEYS = tuple(spec.GENERATION_DEFAULTS)
 __all__ = ["Qwen3TTSEngine", "RequestError", "SpeechResult"]
 
+
 class Qwen3TTSEngine(BaseEngine, NativeAPI):
     """A loaded Qwen3-TTS model (see module doc). Not re-entrant: one call at a time."""
 
@@ -58,7 +73,17 @@ class Qwen3TTSEngine(BaseEngine, NativeAPI):
     voice_type, voice_error = VoicePrompt, VoicePromptError
     pipeline_defaults = PipelineDefaults(MAX_SEGMENT_CHARS, SEGMENT_PAUSE_S, first_chunk_s=4 / FRAME_RATE, chunk_s=12 / FRAME_RATE)
 
-    def __init__(self, folder: Path, cfg: Qwen3TTSConfig, defaults: GenerationDefaults, network: Qwen3TTSNetwork, tokenizer, codec, device: torch.device, dtype: torch.dtype) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        cfg: Qwen3TTSConfig,
+        defaults: GenerationDefaults,
+        network: Qwen3TTSNetwork,
+        tokenizer,
+        codec,
+        device: torch.device,
+        dtype: torch.dtype,
+    ) -> None:
         self.folder = folder
         self.cfg = cfg
         self.defaults = defaults
@@ -104,7 +129,9 @@ class Qwen3TTSEngine(BaseEngine, NativeAPI):
         return engine
 
     _precision: str | None = None  # the opt-in mode `load` was given, if any
-    kernel: str | None = None  # what runs the products: int8 / int4 "koe-avx512vnni", "koe-portable", int8's "fbgemm" fallback; exact float32 on the CPU "koe-exact-bf16" / "-fp32" (torch's bits, koe.runtime.exact), None where torch's own
+    kernel: str | None = (
+        None  # what runs the products: int8 / int4 "koe-avx512vnni", "koe-portable", int8's "fbgemm" fallback; exact float32 on the CPU "koe-exact-bf16" / "-fp32" (torch's bits, koe.runtime.exact), None where torch's own
+    )
     fast_codec: FastCodec | None = None  # int8 / int4 (or KOE_FAST_CODEC): the fast codec (codec/fast.py); None: the exact one
 
     @property
@@ -274,13 +301,15 @@ class Qwen3TTSEngine(BaseEngine, NativeAPI):
     def _check_clones(self) -> None:
         if self.cfg.model_type != "base":
             raise UnsupportedVoice(
-                f"this {self.cfg.model_type} model cannot clone a voice; use a Qwen3-TTS Base model "
-                "(e.g. Qwen3-TTS-12Hz-0.6B-Base) for cloning"
+                f"this {self.cfg.model_type} model cannot clone a voice; use a Qwen3-TTS Base model (e.g. Qwen3-TTS-12Hz-0.6B-Base) for cloning"
             )
 
     def _ref_pad(self, value) -> float:
         if self.cfg.model_type != "base":
-            raise InvalidOption(f"{spec.REF_PAD.name} pads a reference clip: it applies to voice cloning (Base models), not to this {self.cfg.model_type} model", param=spec.REF_PAD.name)
+            raise InvalidOption(
+                f"{spec.REF_PAD.name} pads a reference clip: it applies to voice cloning (Base models), not to this {self.cfg.model_type} model",
+                param=spec.REF_PAD.name,
+            )
         return spec.REF_PAD.check(value)
 
     def check_saved(self, voice: VoicePrompt, folder: str | Path) -> VoicePrompt:
@@ -317,16 +346,29 @@ class Qwen3TTSEngine(BaseEngine, NativeAPI):
         for (audio, sr), seconds, code, text, xvec in zip(audios, clip_seconds, codes, ref_texts, x_vector_only, strict=True):
             embedding = extract_speaker_embedding(self.network.speaker_encoder, to_codec_rate(audio, sr))
             info = {"ref_seconds": round(seconds, 3), "ref_sample_rate": sr, **({"ref_pad_seconds": pad} if pad > 0 and not xvec else {})}
-            prompts.append(VoicePrompt(
-                speaker_embedding=embedding.float().cpu(), ref_code=None if xvec else code.cpu(), ref_text=None if xvec else text,
-                x_vector_only=bool(xvec), model=self.stamp, info=info,
-            ))  # fmt: skip
+            prompts.append(
+                VoicePrompt(
+                    speaker_embedding=embedding.float().cpu(),
+                    ref_code=None if xvec else code.cpu(),
+                    ref_text=None if xvec else text,
+                    x_vector_only=bool(xvec),
+                    model=self.stamp,
+                    info=info,
+                )
+            )
         return prompts
 
     @torch.inference_mode()
     def generate_codes(
-        self, items: list[PromptItem], settings: DecodeSettings, *, non_streaming_mode: bool, generator: torch.Generator | None,
-        budgets: list[int] | None = None, cancel: CancelToken | None = None, outcome: DecodeOutcome | None = None,
+        self,
+        items: list[PromptItem],
+        settings: DecodeSettings,
+        *,
+        non_streaming_mode: bool,
+        generator: torch.Generator | None,
+        budgets: list[int] | None = None,
+        cancel: CancelToken | None = None,
+        outcome: DecodeOutcome | None = None,
     ) -> list[torch.Tensor]:
         """Run the decode core to the end; each item's frames (T_i, 16) up to its end of speech."""
         inputs = build_talker_inputs(self.network.talker, self.cfg, items, non_streaming_mode)
@@ -410,8 +452,19 @@ class Qwen3TTSEngine(BaseEngine, NativeAPI):
             return [list(self.synthesize(replace(r, seed=first.seed))) for r in requests]  # long texts: each through the pipeline
         c = self.check_request(first)
         options = {k: v for k, v in first.options.items() if k != "non_streaming_mode" and v is not None}
-        results = self._generate_batch([r.text for r in requests], c.language, c.speaker, c.instruct, c.voice, first.seed, c.non_streaming,
-                                       seeded(first.seed, c.generator), first.max_segment_s, first.cancel, options)  # fmt: skip
+        results = self._generate_batch(
+            [r.text for r in requests],
+            c.language,
+            c.speaker,
+            c.instruct,
+            c.voice,
+            first.seed,
+            c.non_streaming,
+            seeded(first.seed, c.generator),
+            first.max_segment_s,
+            first.cancel,
+            options,
+        )
         return [[AudioChunk(r.audio, r.sample_rate, 0, True, {**r.metadata, "codes": r.codes})] for r in results]
 
     def check_language(self, language: str | None) -> str:
@@ -438,8 +491,9 @@ class Qwen3TTSEngine(BaseEngine, NativeAPI):
         settings = self.decode_settings(**{k: v for k, v in options.items() if v is not None})
         (item,) = self.prompt_items([request.text], [checked.language], [speaker], [request.instruct], [prompt])
         instruct = request.instruct if item.instruct_ids is not None else None  # dropped (with a warning) where ignored
-        return _Checked(prompt, checked.language, instruct, settings, request.cancel, checked.user_cap, speaker, non_streaming,
-                        getattr(request, "generator", None))  # the native API's request may carry a generator  # fmt: skip
+        return _Checked(
+            prompt, checked.language, instruct, settings, request.cancel, checked.user_cap, speaker, non_streaming, getattr(request, "generator", None)
+        )  # the native API's request may carry a generator
 
     def speak_segment(self, segment: Segment, c: _Checked) -> Iterator[Piece]:
         """One segment: whole (the exact one-shot path) or in pieces as the talker makes frames."""
@@ -452,13 +506,21 @@ class Qwen3TTSEngine(BaseEngine, NativeAPI):
         generator = seeded(segment.seed, c.generator)
         outcome = DecodeOutcome()
         started = time.perf_counter()
-        (codes,) = self.generate_codes(items, c.settings, non_streaming_mode=c.non_streaming, generator=generator, budgets=[budget], cancel=c.cancel, outcome=outcome)
+        (codes,) = self.generate_codes(
+            items, c.settings, non_streaming_mode=c.non_streaming, generator=generator, budgets=[budget], cancel=c.cancel, outcome=outcome
+        )
         decoded_at = time.perf_counter()
         (wav,) = self.decode_waveforms([codes], items)
         timings = {"generate_s": decoded_at - started, "codec_s": time.perf_counter() - decoded_at}
         n = int(codes.shape[0])
-        yield Piece(to_numpy(wav), n, last=True, truncated=not bool(outcome.eos[0]), info=self._segment_info(n, budget),
-                    metadata={"codes": codes.cpu(), "decode_path": outcome.decode_path, "timings": timings, **_voice_metadata(c.voice)})  # fmt: skip
+        yield Piece(
+            to_numpy(wav),
+            n,
+            last=True,
+            truncated=not bool(outcome.eos[0]),
+            info=self._segment_info(n, budget),
+            metadata={"codes": codes.cpu(), "decode_path": outcome.decode_path, "timings": timings, **_voice_metadata(c.voice)},
+        )
 
     def speak_segments(self, segments: list[Segment], c: _Checked, cancel: CancelToken | None, feed: RowFeed | None = None) -> Iterator[tuple[int, Piece]]:
         """Streamed segments as one batched decode (one: `speak_segment`; several: `pipeline.run_batch`),
@@ -475,8 +537,15 @@ class Qwen3TTSEngine(BaseEngine, NativeAPI):
         with torch.inference_mode():
             inputs = build_talker_inputs(self.network.talker, self.cfg, items, c.non_streaming)
         rows = [self._row_stream(s, item, c) for s, item in zip(segments, items, strict=True)]
-        frames = self.frames_core()(self.network.talker, inputs, c.settings, seeded(segments[0].seed, c.generator),
-                                    row_limits=torch.tensor([r.budget for r in rows], device=self.device), cancel=cancel, outcome=outcome)  # fmt: skip
+        frames = self.frames_core()(
+            self.network.talker,
+            inputs,
+            c.settings,
+            seeded(segments[0].seed, c.generator),
+            row_limits=torch.tensor([r.budget for r in rows], device=self.device),
+            cancel=cancel,
+            outcome=outcome,
+        )
         meta = {**({"batch_size": n} if n > 1 else {}), **_voice_metadata(c.voice)}  # and the decode path, known once it ran
         open_rows = set(range(n))
         try:
@@ -540,9 +609,15 @@ class Qwen3TTSEngine(BaseEngine, NativeAPI):
         return segment_info(frames, budget)
 
     def result_metadata(self) -> dict:
-        meta = {"model": self.cfg.model_type, "size": self.cfg.model_size, "precision": self.precision, "device": str(self.device),
-                "codec": "exact" if self.fast_codec is None else self.fast_codec.name}  # fmt: skip
+        meta = {
+            "model": self.cfg.model_type,
+            "size": self.cfg.model_size,
+            "precision": self.precision,
+            "device": str(self.device),
+            "codec": "exact" if self.fast_codec is None else self.fast_codec.name,
+        }
         return meta if self.kernel is None else {**meta, "kernel": self.kernel}
+
 
 _NEEDS_TRANSCRIPT = (
     "reference {i}: in-context cloning needs the transcript of the reference clip (ref_text). Without one, use x-vector mode "

@@ -147,9 +147,7 @@ def decode_frames(
     while True:
         if cancel is not None:
             cancel.raise_if_cancelled()
-        scores = process_logits(
-            logits[:, -1, :].to(copy=True, dtype=torch.float32), history, settings.talker, eos_ids=eos, suppress_mask=suppress
-        )
+        scores = process_logits(logits[:, -1, :].to(copy=True, dtype=torch.float32), history, settings.talker, eos_ids=eos, suppress_mask=suppress)
         token = draw(scores, settings.talker, generator)
         token = token * unfinished + settings.eos_id * (1 - unfinished)
         history = torch.cat([history, token[:, None]], dim=-1)

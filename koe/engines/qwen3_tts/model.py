@@ -26,7 +26,9 @@ class Qwen3TTSNetwork(nn.Module):
             self.speaker_encoder = SpeakerEncoder(SpeakerEncoderConfig.from_dict(cfg.speaker_encoder))
 
     @classmethod
-    def from_folder(cls, folder: Path, cfg: Qwen3TTSConfig, *, device: torch.device | str = "cpu", dtype: torch.dtype | None = torch.float32) -> Qwen3TTSNetwork:
+    def from_folder(
+        cls, folder: Path, cfg: Qwen3TTSConfig, *, device: torch.device | str = "cpu", dtype: torch.dtype | None = torch.float32
+    ) -> Qwen3TTSNetwork:
         """Build on the meta device, then fill every tensor from the checkpoint (strict); `dtype`
         None keeps the floating tensors as stored (zero-copy on the CPU)."""
         return build_from_weights(lambda: cls(cfg), weight_files(Path(folder)), dtype=dtype, device=device, as_stored=dtype is None).eval()

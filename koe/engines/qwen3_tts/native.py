@@ -61,7 +61,19 @@ class NativeAPI:
         nsm = self.non_streaming(sampling)
         segmented = [segment_text(t, max_segment_chars) if isinstance(t, str) else [t] for t in texts]
         if not single and all(len(s) <= 1 for s in segmented):
-            results = self._generate_batch(texts, language, speaker, instruct, voice, seed, nsm, seeded(seed, generator), None if max_frames is None else max_frames / FRAME_RATE, cancel, sampling)
+            results = self._generate_batch(
+                texts,
+                language,
+                speaker,
+                instruct,
+                voice,
+                seed,
+                nsm,
+                seeded(seed, generator),
+                None if max_frames is None else max_frames / FRAME_RATE,
+                cancel,
+                sampling,
+            )
             for r in results:
                 for w in r.metadata["warnings"]:
                     warnings.warn(w, stacklevel=2)
@@ -70,10 +82,18 @@ class NativeAPI:
         results = []
         for i, t in enumerate(texts):
             request = _NativeRequest(
-                t, one(language, i), one(voice, i) if one(voice, i) is not None else one(speaker, i), one(instruct, i), seed, cancel,
-                options={**sampling, "non_streaming_mode": nsm}, max_segment_chars=max_segment_chars, pause_s=pause_s,
-                max_segment_s=None if max_frames is None else max_frames / FRAME_RATE, generator=generator,
-            )  # fmt: skip
+                t,
+                one(language, i),
+                one(voice, i) if one(voice, i) is not None else one(speaker, i),
+                one(instruct, i),
+                seed,
+                cancel,
+                options={**sampling, "non_streaming_mode": nsm},
+                max_segment_chars=max_segment_chars,
+                pause_s=pause_s,
+                max_segment_s=None if max_frames is None else max_frames / FRAME_RATE,
+                generator=generator,
+            )
             results.append(_result(self.synthesize(_both(request, one(speaker, i), one(voice, i)))))
         return results[0] if single else results
 
@@ -91,10 +111,16 @@ class NativeAPI:
             frames, truncated = int(c.shape[0]), not bool(outcome.eos[i])
             segment = {"text": texts[i], "seed": seed, "frames": frames, "truncated": truncated, **self._segment_info(frames, budgets[i])}
             meta = {
-                **self.result_metadata(), "seed": seed, "frames": frames, "truncated": truncated, "frame_budget": budgets[i],
-                "warnings": [truncation_warning(frames / FRAME_RATE, 0, 1)] if truncated else [], "segments": [segment],
-                "timings": {"generate_s": decoded_at - started, "codec_s": finished - decoded_at}, "decode_path": outcome.decode_path,
-            }  # fmt: skip
+                **self.result_metadata(),
+                "seed": seed,
+                "frames": frames,
+                "truncated": truncated,
+                "frame_budget": budgets[i],
+                "warnings": [truncation_warning(frames / FRAME_RATE, 0, 1)] if truncated else [],
+                "segments": [segment],
+                "timings": {"generate_s": decoded_at - started, "codec_s": finished - decoded_at},
+                "decode_path": outcome.decode_path,
+            }
             results.append(SpeechResult(to_numpy(wav), self.sample_rate, meta, codes=c.cpu()))  # codes: (frames, 16) int64
         return results
 
@@ -128,10 +154,20 @@ class NativeAPI:
         if first_chunk_frames < 1 or chunk_frames < 1:
             raise RequestError(f"first_chunk_frames and chunk_frames must be >= 1 (got {first_chunk_frames}, {chunk_frames})")
         request = _NativeRequest(
-            text, language, voice if voice is not None else speaker, instruct, seed, cancel, first_chunk_s=first_chunk_frames / FRAME_RATE,
-            chunk_s=chunk_frames / FRAME_RATE, options=sampling, max_segment_chars=max_segment_chars,
-            pause_s=pause_s, max_segment_s=None if max_frames is None else max_frames / FRAME_RATE, generator=generator,
-        )  # fmt: skip
+            text,
+            language,
+            voice if voice is not None else speaker,
+            instruct,
+            seed,
+            cancel,
+            first_chunk_s=first_chunk_frames / FRAME_RATE,
+            chunk_s=chunk_frames / FRAME_RATE,
+            options=sampling,
+            max_segment_chars=max_segment_chars,
+            pause_s=pause_s,
+            max_segment_s=None if max_frames is None else max_frames / FRAME_RATE,
+            generator=generator,
+        )
         return self.synthesize(_both(request, speaker, voice))
 
 

@@ -48,7 +48,5 @@ def extract_speaker_embedding(encoder: SpeakerEncoder, audio_24k: np.ndarray) ->
     # reflect padding needs more frames than the widest 'same' pad of any convolution
     widest = max(d * (k - 1) - d * (k - 1) // 2 for k, d in zip(cfg.enc_kernel_sizes, cfg.enc_dilations))
     if mels.shape[1] <= widest:
-        raise AudioError(
-            f"reference audio too short for a speaker embedding: {mels.shape[1]} mel frames, need > {widest}"
-        )
+        raise AudioError(f"reference audio too short for a speaker embedding: {mels.shape[1]} mel frames, need > {widest}")
     return encoder(mels)[0]

@@ -22,17 +22,34 @@ USES = {
 VOICE_MODES = {"custom_voice": {PRESET}, "voice_design": {DESIGN}, "base": {CLONE, CLONE_WITHOUT_TRANSCRIPT}}
 # upstream's defaults where generation_config.json leaves a value out
 GENERATION_DEFAULTS = {
-    "do_sample": True, "top_k": 50, "top_p": 1.0, "temperature": 0.9, "repetition_penalty": 1.05,
-    "subtalker_dosample": True, "subtalker_top_k": 50, "subtalker_top_p": 1.0, "subtalker_temperature": 0.9,
+    "do_sample": True,
+    "top_k": 50,
+    "top_p": 1.0,
+    "temperature": 0.9,
+    "repetition_penalty": 1.05,
+    "subtalker_dosample": True,
+    "subtalker_top_k": 50,
+    "subtalker_top_p": 1.0,
+    "subtalker_temperature": 0.9,
     "max_new_tokens": 2048,
-}  # fmt: skip
+}
 
 # OpenAI voice -> CustomVoice preset speaker.
 OPENAI_SPEAKERS = {
-    "alloy": "serena", "ash": "aiden", "ballad": "uncle_fu", "coral": "vivian", "echo": "ryan", "fable": "eric",
-    "onyx": "uncle_fu", "nova": "sohee", "sage": "ono_anna", "shimmer": "vivian", "verse": "dylan",
-    "marin": "serena", "cedar": "ryan",
-}  # fmt: skip
+    "alloy": "serena",
+    "ash": "aiden",
+    "ballad": "uncle_fu",
+    "coral": "vivian",
+    "echo": "ryan",
+    "fable": "eric",
+    "onyx": "uncle_fu",
+    "nova": "sohee",
+    "sage": "ono_anna",
+    "shimmer": "vivian",
+    "verse": "dylan",
+    "marin": "serena",
+    "cedar": "ryan",
+}
 
 # OpenAI voice -> a description for VoiceDesign models.
 OPENAI_DESIGNS = {
@@ -60,10 +77,14 @@ MAX_REF_PAD_SECONDS = 2.0
 # last codec frames are silence and the clip's last phoneme does not bleed into the start of the
 # generated speech (faster-qwen3-tts appends 0.5 s). It changes the prompt, so the bits: off by default.
 REF_PAD = Option(
-    "ref_pad_seconds", "float", "cloning: seconds of silence appended to the reference before it is encoded "
-    "(0.5 keeps its last phoneme out of the speech; changes the output, so 0 = off, as upstream)", 0.0,
-    low=0, high=MAX_REF_PAD_SECONDS,
-)  # fmt: skip
+    "ref_pad_seconds",
+    "float",
+    "cloning: seconds of silence appended to the reference before it is encoded "
+    "(0.5 keeps its last phoneme out of the speech; changes the output, so 0 = off, as upstream)",
+    0.0,
+    low=0,
+    high=MAX_REF_PAD_SECONDS,
+)
 
 
 def options_schema(defaults: dict, variant: str | None = None) -> OptionsSchema:
@@ -71,22 +92,28 @@ def options_schema(defaults: dict, variant: str | None = None) -> OptionsSchema:
     The talker draws each frame's first codebook; the sub-talker (code predictor) the other 15."""
     d = {**GENERATION_DEFAULTS, **{k: v for k, v in defaults.items() if k in GENERATION_DEFAULTS}}
     clone = (REF_PAD,) if variant == "base" else ()
-    return OptionsSchema((
-        Option("do_sample", "bool", "talker: sample (true) or take the likeliest code (false)", d["do_sample"]),
-        Option("temperature", "float", "talker sampling temperature", d["temperature"], low=0, low_open=True),
-        Option("top_k", "int", "talker top-k (0 = off)", d["top_k"], low=0),
-        Option("top_p", "float", "talker nucleus top-p", d["top_p"], low=0, high=1, low_open=True),
-        Option("repetition_penalty", "float", "talker repetition penalty", d["repetition_penalty"], low=0, low_open=True),
-        Option("max_new_tokens", "int", f"cap on codec frames per segment ({FRAME_RATE:g} a second)", d["max_new_tokens"], low=2),
-        Option("subtalker_dosample", "bool", "code predictor: sample or greedy", d["subtalker_dosample"]),
-        Option("subtalker_temperature", "float", "code predictor temperature", d["subtalker_temperature"], low=0, low_open=True),
-        Option("subtalker_top_k", "int", "code predictor top-k (0 = off)", d["subtalker_top_k"], low=0),
-        Option("subtalker_top_p", "float", "code predictor top-p", d["subtalker_top_p"], low=0, high=1, low_open=True),
-        Option("non_streaming_mode", "bool", "feed the whole text before the first frame (default: as upstream, "
-               "true for CustomVoice/VoiceDesign, false for Base)", None,
-               null="false: the text fed along, as upstream's non_streaming_mode=None (it tests the flag's truth)"),
-        *clone,
-    ))  # fmt: skip
+    return OptionsSchema(
+        (
+            Option("do_sample", "bool", "talker: sample (true) or take the likeliest code (false)", d["do_sample"]),
+            Option("temperature", "float", "talker sampling temperature", d["temperature"], low=0, low_open=True),
+            Option("top_k", "int", "talker top-k (0 = off)", d["top_k"], low=0),
+            Option("top_p", "float", "talker nucleus top-p", d["top_p"], low=0, high=1, low_open=True),
+            Option("repetition_penalty", "float", "talker repetition penalty", d["repetition_penalty"], low=0, low_open=True),
+            Option("max_new_tokens", "int", f"cap on codec frames per segment ({FRAME_RATE:g} a second)", d["max_new_tokens"], low=2),
+            Option("subtalker_dosample", "bool", "code predictor: sample or greedy", d["subtalker_dosample"]),
+            Option("subtalker_temperature", "float", "code predictor temperature", d["subtalker_temperature"], low=0, low_open=True),
+            Option("subtalker_top_k", "int", "code predictor top-k (0 = off)", d["subtalker_top_k"], low=0),
+            Option("subtalker_top_p", "float", "code predictor top-p", d["subtalker_top_p"], low=0, high=1, low_open=True),
+            Option(
+                "non_streaming_mode",
+                "bool",
+                "feed the whole text before the first frame (default: as upstream, true for CustomVoice/VoiceDesign, false for Base)",
+                None,
+                null="false: the text fed along, as upstream's non_streaming_mode=None (it tests the flag's truth)",
+            ),
+            *clone,
+        )
+    )
 
 
 def drops_instruct(variant: str, size: str) -> bool:
@@ -97,13 +124,24 @@ def drops_instruct(variant: str, size: str) -> bool:
 def capabilities(variant: str, size: str, speakers, languages, sample_rate: int, defaults: dict) -> Capabilities:
     """Capabilities from config values (shared by `describe` and the loaded engine)."""
     return Capabilities(
-        family=FAMILY, variant=variant, voice_modes=frozenset(VOICE_MODES.get(variant, set())),
-        languages=tuple(languages), sample_rate=int(sample_rate), speakers=tuple(speakers),
+        family=FAMILY,
+        variant=variant,
+        voice_modes=frozenset(VOICE_MODES.get(variant, set())),
+        languages=tuple(languages),
+        sample_rate=int(sample_rate),
+        speakers=tuple(speakers),
         instruct=variant == "voice_design" or (variant == "custom_voice" and not drops_instruct(variant, size)),
-        stream_step_s=1 / FRAME_RATE, native_speed=False, batch=True, batch_stream=True, options=options_schema(defaults, variant),
-        training=("speaker",) if variant == "base" and size != "0b6" else (), min_reference_s=1.0, precisions=PRECISIONS, length_option="max_new_tokens",
+        stream_step_s=1 / FRAME_RATE,
+        native_speed=False,
+        batch=True,
+        batch_stream=True,
+        options=options_schema(defaults, variant),
+        training=("speaker",) if variant == "base" and size != "0b6" else (),
+        min_reference_s=1.0,
+        precisions=PRECISIONS,
+        length_option="max_new_tokens",
         voice_options=OptionsSchema((REF_PAD,) if variant == "base" else ()),  # a Base prompt's padding (`prepare_voice(..., ref_pad_seconds=)`)
-    )  # fmt: skip
+    )
 
 
 class QwenSpec:
@@ -119,11 +157,13 @@ class QwenSpec:
     released = tuple(
         ReleasedModel(f"Qwen/Qwen3-TTS-12Hz-{size}-{name}", variant, tag)
         for size, tag, name, variant in (
-            ("0.6B", "0b6", "CustomVoice", "custom_voice"), ("0.6B", "0b6", "Base", "base"),
-            ("1.7B", "1b7", "CustomVoice", "custom_voice"), ("1.7B", "1b7", "VoiceDesign", "voice_design"),
+            ("0.6B", "0b6", "CustomVoice", "custom_voice"),
+            ("0.6B", "0b6", "Base", "base"),
+            ("1.7B", "1b7", "CustomVoice", "custom_voice"),
+            ("1.7B", "1b7", "VoiceDesign", "voice_design"),
             ("1.7B", "1b7", "Base", "base"),
         )
-    )  # fmt: skip
+    )
 
     def probe(self, folder: Path) -> ModelInfo | None:
         path = Path(folder) / "config.json"
@@ -156,11 +196,14 @@ class QwenSpec:
         return ModelDescription(
             info=info,
             capabilities=capabilities(info.variant, info.size, speakers, languages, codec.get("output_sample_rate", 24000), defaults),
-            required_files=REQUIRED_FILES, missing=tuple(missing),
+            required_files=REQUIRED_FILES,
+            missing=tuple(missing),
             weight_files=weights + tuple(sorted((folder / "speech_tokenizer").glob("*.safetensors"))),
-            stored_dtype=stored, uses=USES.get(info.variant, info.variant), extra={"size": info.size},
+            stored_dtype=stored,
+            uses=USES.get(info.variant, info.variant),
+            extra={"size": info.size},
             random_weights=has_random_weights(folder),
-        )  # fmt: skip
+        )
 
     def openai_voice(self, name: str, capabilities: Capabilities) -> VoiceAlias | None:
         name = name.lower()

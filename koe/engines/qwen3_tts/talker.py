@@ -19,8 +19,8 @@ from koe.nn.decoder import DecoderLayer
 from koe.nn.kernel_stack import KernelCache, KernelStack
 from koe.nn.norm import RMSNorm
 from koe.nn.rotary import inverse_frequencies, multimodal_cos_sin, rotary_cos_sin
-from koe.runtime.precision import Backbone
 from koe.runtime.kv_cache import ConcatCache
+from koe.runtime.precision import Backbone
 
 
 class TextProjection(nn.Module):
@@ -62,8 +62,15 @@ class DecoderStack(nn.Module):
                 return ConcatCache(len(self.layers))
         return self.kernel.new_cache(batch, capacity, start)
 
-    def run(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: ConcatCache | KernelCache | None,
-            mask: torch.Tensor | None, checkpointed: bool = False) -> torch.Tensor:
+    def run(
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        cache: ConcatCache | KernelCache | None,
+        mask: torch.Tensor | None,
+        checkpointed: bool = False,
+    ) -> torch.Tensor:
         """`checkpointed` (training, no cache): each layer's activations are recomputed in the
         backward pass instead of kept (less memory, the same results). With a `KernelCache` the
         C step runs the stack (its padding is the cache's: `mask` is not read)."""
@@ -87,9 +94,7 @@ class TalkerBody(DecoderStack):
 class CodePredictorBody(DecoderStack):
     def __init__(self, cfg: CodePredictorConfig, talker_hidden: int) -> None:
         super().__init__(cfg)
-        self.codec_embedding = nn.ModuleList(
-            [nn.Embedding(cfg.vocab_size, talker_hidden) for _ in range(cfg.num_code_groups - 1)]
-        )
+        self.codec_embedding = nn.ModuleList([nn.Embedding(cfg.vocab_size, talker_hidden) for _ in range(cfg.num_code_groups - 1)])
 
 
 class CodePredictor(nn.Module):
@@ -99,9 +104,7 @@ class CodePredictor(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.model = CodePredictorBody(cfg, talker_hidden)
-        self.lm_head = nn.ModuleList(
-            [nn.Linear(cfg.decoder.hidden_size, cfg.vocab_size, bias=False) for _ in range(cfg.num_code_groups - 1)]
-        )
+        self.lm_head = nn.ModuleList([nn.Linear(cfg.decoder.hidden_size, cfg.vocab_size, bias=False) for _ in range(cfg.num_code_groups - 1)])
         if cfg.decoder.hidden_size != talker_hidden:
             self.small_to_mtp_projection: nn.Module = nn.Linear(talker_hidden, cfg.decoder.hidden_size, bias=True)
         else:
@@ -149,8 +152,9 @@ class Talker(nn.Module):
     def embed_codec(self, ids: torch.Tensor) -> torch.Tensor:
         return self.model.codec_embedding(ids)
 
-    def forward_hidden(self, embeds: torch.Tensor, positions: torch.Tensor, cache: ConcatCache | None, mask: torch.Tensor | None,
-                       checkpointed: bool = False) -> torch.Tensor:
+    def forward_hidden(
+        self, embeds: torch.Tensor, positions: torch.Tensor, cache: ConcatCache | None, mask: torch.Tensor | None, checkpointed: bool = False
+    ) -> torch.Tensor:
         """embeds (B, T, C) at multimodal `positions` (3, B, T) -> final-norm hidden states (B, T, C)."""
         cos, sin = rotary_cos_sin(self.inv_freq, positions, embeds.dtype)  # (3, B, T, D)
         cos, sin = multimodal_cos_sin(cos, sin, list(self.cfg.mrope_section), self.cfg.mrope_interleaved)

@@ -82,9 +82,13 @@ class VoicePrompt:
         if self.ref_code is not None:
             tensors["ref_code"] = self.ref_code.long()
         meta = {
-            "format": FORMAT_VERSION, "family": self.model.family, "ref_text": self.ref_text, "x_vector_only": self.x_vector_only,
-            "model": self.model.__dict__, "info": self.info,
-        }  # fmt: skip
+            "format": FORMAT_VERSION,
+            "family": self.model.family,
+            "ref_text": self.ref_text,
+            "x_vector_only": self.x_vector_only,
+            "model": self.model.__dict__,
+            "info": self.info,
+        }
         return write_prompt(folder, tensors, meta)
 
     @classmethod

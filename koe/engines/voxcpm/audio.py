@@ -50,7 +50,7 @@ rates outside 8000-384000 Hz and more than 64 channels.
 from __future__ import annotations
 
 import os
-from typing import BinaryIO, Union
+from typing import BinaryIO
 
 import numpy as np
 import torch
@@ -66,7 +66,7 @@ __all__ = ["METHODS", "SILENT_PEAK", "PromptAudioSource", "load_prompt_audio", "
 METHODS = ("librosa", "torchaudio")  # VoxCPM2; VoxCPM 1.5 / 0.5B
 SILENT_PEAK = 1e-4  # a mono clip whose largest |sample| is below this is "silent" (-80 dBFS)
 
-PromptAudioSource = Union[str, os.PathLike, bytes, bytearray, memoryview, BinaryIO, tuple]
+PromptAudioSource = str | os.PathLike | bytes | bytearray | memoryview | BinaryIO | tuple
 
 # libsndfile reads these to the same float32 samples as FFmpeg's decoders (hence torchcodec)
 _FFMPEG_EQUAL_FORMATS = frozenset({"WAV", "WAVEX", "W64", "RF64", "AIFF", "FLAC"})

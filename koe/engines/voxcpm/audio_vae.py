@@ -39,10 +39,26 @@ __all__ = ["AudioVAE", "COND_TYPES", "VAEConfig", "VAEStreamDecoder"]
 COND_TYPES = ("scale_bias", "scale_bias_init", "add", "concat")
 
 # upstream's pydantic defaults: AudioVAEConfig (audio_vae.py) and AudioVAEConfigV2 (audio_vae_v2.py)
-_V1 = dict(encoder_dim=128, encoder_rates=(2, 5, 8, 8), latent_dim=64, decoder_dim=1536, decoder_rates=(8, 8, 5, 2),
-           depthwise=True, sample_rate=16000, use_noise_block=False)
-_V2 = dict(_V1, decoder_dim=2048, decoder_rates=(8, 6, 5, 2, 2, 2), out_sample_rate=48000,
-           sr_bin_boundaries=(20000, 30000, 40000), cond_type="scale_bias", cond_dim=128, cond_out_layer=False)
+_V1 = dict(
+    encoder_dim=128,
+    encoder_rates=(2, 5, 8, 8),
+    latent_dim=64,
+    decoder_dim=1536,
+    decoder_rates=(8, 8, 5, 2),
+    depthwise=True,
+    sample_rate=16000,
+    use_noise_block=False,
+)
+_V2 = dict(
+    _V1,
+    decoder_dim=2048,
+    decoder_rates=(8, 6, 5, 2, 2, 2),
+    out_sample_rate=48000,
+    sr_bin_boundaries=(20000, 30000, 40000),
+    cond_type="scale_bias",
+    cond_dim=128,
+    cond_out_layer=False,
+)
 _DEFAULTS = {1: _V1, 2: _V2}
 _INTS = ("encoder_dim", "latent_dim", "decoder_dim", "sample_rate", "out_sample_rate", "cond_dim")
 _BOOLS = ("depthwise", "use_noise_block", "cond_out_layer")
@@ -75,7 +91,7 @@ class VAEConfig:
     cond_out_layer: bool = False
 
     @classmethod
-    def from_json(cls, d: dict | None, version: int) -> "VAEConfig":
+    def from_json(cls, d: dict | None, version: int) -> VAEConfig:
         """`audio_vae_config` of a release's config.json (None: all defaults). Unknown keys are
         ignored, as upstream's pydantic model ignores them; V1 ignores V2's fields likewise."""
         if version not in _DEFAULTS:
@@ -106,8 +122,10 @@ class VAEConfig:
             if not isinstance(rates, tuple) or not rates or not all(_is_int(r) and r > 0 for r in rates):
                 raise ValueError(f"audio_vae_config.{name} must be a non-empty list of positive integers, not {rates!r}")
         if self.decoder_dim < 2 ** len(self.decoder_rates):
-            raise ValueError(f"audio_vae_config.decoder_dim ({self.decoder_dim}) must be at least 2 ** len(decoder_rates) "
-                             f"= {2 ** len(self.decoder_rates)}: each decoder block halves the channels")
+            raise ValueError(
+                f"audio_vae_config.decoder_dim ({self.decoder_dim}) must be at least 2 ** len(decoder_rates) "
+                f"= {2 ** len(self.decoder_rates)}: each decoder block halves the channels"
+            )
         if self.cond_type not in COND_TYPES:
             raise ValueError(f"audio_vae_config.cond_type must be one of {', '.join(COND_TYPES)}, not {self.cond_type!r}")
         bounds = self.sr_bin_boundaries
@@ -176,8 +194,9 @@ class WNCausalConv1d(_WeightNormed):
     """Upstream's `WNCausalConv1d`: `left_pad` zeros in front (2 p, or 2 p - output_padding in V2),
     then a padding-free conv; in a stream, the last `left_pad` input frames seen instead of zeros."""
 
-    def __init__(self, c_in: int, c_out: int, kernel_size: int, *, stride: int = 1, dilation: int = 1, groups: int = 1,
-                 left_pad: int = 0, bias: bool = True) -> None:
+    def __init__(
+        self, c_in: int, c_out: int, kernel_size: int, *, stride: int = 1, dilation: int = 1, groups: int = 1, left_pad: int = 0, bias: bool = True
+    ) -> None:
         super().__init__()
         self._init_weight_norm((c_out, c_in // groups, kernel_size), c_out, bias)
         self.stride, self.dilation, self.groups, self.left_pad = stride, dilation, groups, left_pad
@@ -214,10 +233,10 @@ class WNCausalTransposeConv1d(_WeightNormed):
             if prev is None:
                 prev = x.new_zeros(x.shape[0], x.shape[1], self.context)
             x = torch.cat([prev, x], dim=-1)
-            state[self] = x[..., -self.context:].contiguous()
+            state[self] = x[..., -self.context :].contiguous()
             left = self.context * self.stride
         y = F.conv_transpose1d(x, self.weight(), self.bias, self.stride)
-        return y[..., left:y.shape[-1] - self.trim]
+        return y[..., left : y.shape[-1] - self.trim]
 
 
 class Snake1d(nn.Module):
@@ -253,8 +272,8 @@ class CausalResidualUnit(nn.Module):
     def __init__(self, dim: int, dilation: int, groups: int) -> None:
         super().__init__()
         self.block = nn.Sequential(
-            Snake1d(dim), WNCausalConv1d(dim, dim, 7, dilation=dilation, groups=groups, left_pad=6 * dilation),
-            Snake1d(dim), WNCausalConv1d(dim, dim, 1))
+            Snake1d(dim), WNCausalConv1d(dim, dim, 7, dilation=dilation, groups=groups, left_pad=6 * dilation), Snake1d(dim), WNCausalConv1d(dim, dim, 1)
+        )
 
     def forward(self, x: torch.Tensor, state: dict | None = None) -> torch.Tensor:
         y = _chain(self.block, x, state)
@@ -270,8 +289,8 @@ class CausalEncoderBlock(nn.Module):
         c = dim // 2
         pad = 2 * math.ceil(stride / 2) - (stride % 2 if version == 2 else 0)
         self.block = nn.Sequential(
-            *(CausalResidualUnit(c, d, groups) for d in (1, 3, 9)), Snake1d(c),
-            WNCausalConv1d(c, dim, 2 * stride, stride=stride, left_pad=pad))
+            *(CausalResidualUnit(c, d, groups) for d in (1, 3, 9)), Snake1d(c), WNCausalConv1d(c, dim, 2 * stride, stride=stride, left_pad=pad)
+        )
 
     def forward(self, x: torch.Tensor, state: dict | None = None) -> torch.Tensor:
         return _chain(self.block, x, state)
@@ -371,9 +390,14 @@ class CausalDecoder(nn.Module):
         if cfg.sr_bin_boundaries is not None:
             self.register_buffer("sr_bin_boundaries", torch.tensor(cfg.sr_bin_boundaries, dtype=torch.int32))
             buckets = len(cfg.sr_bin_boundaries) + 1
-            self.sr_cond_model = nn.ModuleList([
-                SampleRateConditionLayer(layer.input_channels, buckets, cfg.cond_type, cfg.cond_dim, cfg.cond_out_layer)
-                if isinstance(layer, CausalDecoderBlock) else None for layer in layers])
+            self.sr_cond_model = nn.ModuleList(
+                [
+                    SampleRateConditionLayer(layer.input_channels, buckets, cfg.cond_type, cfg.cond_dim, cfg.cond_out_layer)
+                    if isinstance(layer, CausalDecoderBlock)
+                    else None
+                    for layer in layers
+                ]
+            )
 
     def forward(self, z: torch.Tensor, sr_idx: torch.Tensor | None = None, state: dict | None = None) -> torch.Tensor:
         x = z
@@ -436,12 +460,13 @@ class AudioVAE(nn.Module):
         `out_sample_rate` picks the bucket (None: the config's), as upstream's `sr_cond`."""
         return self.decoder(z, self._sr_index(z, out_sample_rate))
 
-    def stream_decoder(self, out_sample_rate: int | torch.Tensor | None = None) -> "VAEStreamDecoder":
+    def stream_decoder(self, out_sample_rate: int | torch.Tensor | None = None) -> VAEStreamDecoder:
         """A fresh streaming decoder (V2's `streaming_decode()`). V1 has none upstream: VoxCPM 1.5
         re-decodes an overlap of patches with `decode` (the engine does that)."""
         if self.config.version == 1:
-            raise NotImplementedError("VoxCPM 1.5's AudioVAE (version 1) has no streaming decoder upstream; "
-                                      "stream by re-decoding the last patches with decode(), as upstream does")
+            raise NotImplementedError(
+                "VoxCPM 1.5's AudioVAE (version 1) has no streaming decoder upstream; stream by re-decoding the last patches with decode(), as upstream does"
+            )
         return VAEStreamDecoder(self, out_sample_rate)
 
 

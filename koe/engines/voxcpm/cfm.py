@@ -24,8 +24,16 @@ def time_grid(steps: int, dtype: torch.dtype, device: torch.device, sway: float 
     return t + sway * (torch.cos(torch.pi / 2 * t) - 1 + t)
 
 
-def sample_patch(dit: LocalDiT, mu: torch.Tensor, cond: torch.Tensor, patch_size: int, steps: int, cfg_value: float,
-                 mean_mode: bool = False, generator: torch.Generator | None = None) -> torch.Tensor:
+def sample_patch(
+    dit: LocalDiT,
+    mu: torch.Tensor,
+    cond: torch.Tensor,
+    patch_size: int,
+    steps: int,
+    cfg_value: float,
+    mean_mode: bool = False,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     """One latent patch: mu (B, C) LM states, cond (B, D, P) the previous patch -> (B, D, P)."""
     b = mu.shape[0]
     channels = cond.shape[1]
@@ -45,7 +53,7 @@ def sample_patch(dit: LocalDiT, mu: torch.Tensor, cond: torch.Tensor, patch_size
             dt_in = dt.expand(2 * b).contiguous() if mean_mode else torch.zeros(2 * b, device=mu.device, dtype=mu.dtype)
             v_cond, v_uncond = dit(x_in, mu_in, t_in, cond_in, dt_in).split([b, b], dim=0)
             positive, negative = v_cond.reshape(b, -1), v_uncond.reshape(b, -1)
-            s = (torch.sum(positive * negative, dim=1, keepdim=True) / (torch.sum(negative**2, dim=1, keepdim=True) + 1e-8))
+            s = torch.sum(positive * negative, dim=1, keepdim=True) / (torch.sum(negative**2, dim=1, keepdim=True) + 1e-8)
             s = s.view(b, *([1] * (v_cond.dim() - 1)))
             velocity = v_uncond * s + cfg_value * (v_cond - v_uncond * s)
         x = x - dt * velocity

@@ -120,13 +120,19 @@ class VoxCPMConfig:
         return 2 if self.v2 else 1
 
     def _local(self, part: LocalConfig) -> LMConfig:
-        return replace(self.lm, hidden_size=part.hidden_dim, intermediate_size=part.ffn_dim, num_attention_heads=part.num_heads,
-                       num_hidden_layers=part.num_layers, kv_channels=part.kv_channels, vocab_size=0)  # fmt: skip
+        return replace(
+            self.lm,
+            hidden_size=part.hidden_dim,
+            intermediate_size=part.ffn_dim,
+            num_attention_heads=part.num_heads,
+            num_hidden_layers=part.num_layers,
+            kv_channels=part.kv_channels,
+            vocab_size=0,
+        )
 
     @property
     def residual_lm(self) -> LMConfig:
-        return replace(self.lm, num_hidden_layers=self.residual_lm_num_layers, vocab_size=0,
-                       no_rope=self.residual_lm_no_rope if self.v2 else self.lm.no_rope)  # fmt: skip
+        return replace(self.lm, num_hidden_layers=self.residual_lm_num_layers, vocab_size=0, no_rope=self.residual_lm_no_rope if self.v2 else self.lm.no_rope)
 
     @property
     def encoder_lm(self) -> LMConfig:
@@ -142,9 +148,23 @@ _DEFAULTS = {
     "voxcpm": {"patch_size": 2, "residual_lm_num_layers": 6, "scalar_quantization_latent_dim": 256, "max_length": 4096},
     "voxcpm2": {"patch_size": 4, "residual_lm_num_layers": 8, "scalar_quantization_latent_dim": 512, "max_length": 8192},
 }
-_LM_REQUIRED = ("hidden_size", "intermediate_size", "max_position_embeddings", "num_attention_heads", "num_hidden_layers",
-                "num_key_value_heads", "rms_norm_eps", "rope_scaling", "vocab_size", "scale_emb", "dim_model_base", "scale_depth",
-                "rope_theta", "bos_token_id", "eos_token_id")  # fmt: skip
+_LM_REQUIRED = (
+    "hidden_size",
+    "intermediate_size",
+    "max_position_embeddings",
+    "num_attention_heads",
+    "num_hidden_layers",
+    "num_key_value_heads",
+    "rms_norm_eps",
+    "rope_scaling",
+    "vocab_size",
+    "scale_emb",
+    "dim_model_base",
+    "scale_depth",
+    "rope_theta",
+    "bos_token_id",
+    "eos_token_id",
+)
 
 
 def _need(d: Any, key: str, where: str, kind: type | tuple[type, ...]) -> Any:
@@ -176,15 +196,35 @@ def _lm(d: Any, where: str) -> LMConfig:
     for key in ("type", "long_factor", "short_factor", "original_max_position_embeddings"):
         if key not in rs:
             raise ValueError(f"{where}: lm_config.rope_scaling is missing {key!r}")
-    ints = {k: _need(d, k, f"{where}: lm_config", int) for k in ("hidden_size", "intermediate_size", "max_position_embeddings",
-            "num_attention_heads", "num_hidden_layers", "num_key_value_heads", "vocab_size", "dim_model_base", "bos_token_id", "eos_token_id")}  # fmt: skip
+    ints = {
+        k: _need(d, k, f"{where}: lm_config", int)
+        for k in (
+            "hidden_size",
+            "intermediate_size",
+            "max_position_embeddings",
+            "num_attention_heads",
+            "num_hidden_layers",
+            "num_key_value_heads",
+            "vocab_size",
+            "dim_model_base",
+            "bos_token_id",
+            "eos_token_id",
+        )
+    }
     floats = {k: _need(d, k, f"{where}: lm_config", float) for k in ("rms_norm_eps", "scale_emb", "scale_depth", "rope_theta")}
     cfg = LMConfig(
-        **ints, **floats,
-        rope_scaling=RopeScaling(str(rs["type"]), tuple(float(x) for x in rs["long_factor"]), tuple(float(x) for x in rs["short_factor"]),
-                                 int(rs["original_max_position_embeddings"])),
-        use_mup=bool(d.get("use_mup", True)), kv_channels=d.get("kv_channels"), no_rope=bool(d.get("no_rope", False)),
-    )  # fmt: skip
+        **ints,
+        **floats,
+        rope_scaling=RopeScaling(
+            str(rs["type"]),
+            tuple(float(x) for x in rs["long_factor"]),
+            tuple(float(x) for x in rs["short_factor"]),
+            int(rs["original_max_position_embeddings"]),
+        ),
+        use_mup=bool(d.get("use_mup", True)),
+        kv_channels=d.get("kv_channels"),
+        no_rope=bool(d.get("no_rope", False)),
+    )
     if cfg.num_attention_heads % cfg.num_key_value_heads:
         raise ValueError(f"{where}: num_attention_heads must be a multiple of num_key_value_heads")
     if not cfg.no_rope and len(cfg.rope_scaling.short_factor) != cfg.head_dim // 2:
@@ -215,8 +255,12 @@ def parse_config(raw: dict, where: str | Path = "config.json") -> VoxCPMConfig:
     cfm_raw = dit_raw.get("cfm_config")
     if not isinstance(cfm_raw, dict):
         raise ValueError(f"{where}: dit_config.cfm_config must be an object")
-    cfm = CfmConfig(float(cfm_raw.get("sigma_min", 1e-6)), str(cfm_raw.get("solver", "euler")), str(cfm_raw.get("t_scheduler", "log-norm")),
-                    float(cfm_raw.get("inference_cfg_rate", 1.0)))  # fmt: skip
+    cfm = CfmConfig(
+        float(cfm_raw.get("sigma_min", 1e-6)),
+        str(cfm_raw.get("solver", "euler")),
+        str(cfm_raw.get("t_scheduler", "log-norm")),
+        float(cfm_raw.get("inference_cfg_rate", 1.0)),
+    )
     if cfm.solver != "euler":
         raise ValueError(f"{where}: cfm solver {cfm.solver!r} is not supported (upstream runs euler)")
     # VoxCPM2 keeps the mean-velocity switch in dit_config, VoxCPM 1.5 at the top level
@@ -225,16 +269,22 @@ def parse_config(raw: dict, where: str | Path = "config.json") -> VoxCPMConfig:
     if vae is not None and not isinstance(vae, dict):
         raise ValueError(f"{where}: audio_vae_config must be an object")
     cfg = VoxCPMConfig(
-        architecture=arch, lm=lm, encoder=_local(raw.get("encoder_config", {}), f"{where}: encoder_config"),
-        dit=_local(dit_raw, f"{where}: dit_config"), cfm=cfm,
-        patch_size=_opt(raw, "patch_size", defaults["patch_size"], where, int), feat_dim=_opt(raw, "feat_dim", 64, where, int),
+        architecture=arch,
+        lm=lm,
+        encoder=_local(raw.get("encoder_config", {}), f"{where}: encoder_config"),
+        dit=_local(dit_raw, f"{where}: dit_config"),
+        cfm=cfm,
+        patch_size=_opt(raw, "patch_size", defaults["patch_size"], where, int),
+        feat_dim=_opt(raw, "feat_dim", 64, where, int),
         residual_lm_num_layers=_opt(raw, "residual_lm_num_layers", defaults["residual_lm_num_layers"], where, int),
         residual_lm_no_rope=bool(raw.get("residual_lm_no_rope", False)),
         scalar_quantization_latent_dim=_opt(raw, "scalar_quantization_latent_dim", defaults["scalar_quantization_latent_dim"], where, int),
         scalar_quantization_scale=_opt(raw, "scalar_quantization_scale", 9, where, int),
-        dit_mean_mode=bool(mean_mode), max_length=_opt(raw, "max_length", defaults["max_length"], where, int),
-        dtype=str(raw.get("dtype", "bfloat16")), audio_vae=vae,
-    )  # fmt: skip
+        dit_mean_mode=bool(mean_mode),
+        max_length=_opt(raw, "max_length", defaults["max_length"], where, int),
+        dtype=str(raw.get("dtype", "bfloat16")),
+        audio_vae=vae,
+    )
     if cfg.patch_size < 1 or cfg.feat_dim < 1 or cfg.max_length < 2:
         raise ValueError(f"{where}: patch_size, feat_dim must be >= 1 and max_length >= 2")
     return cfg

@@ -28,17 +28,21 @@ from koe.audio.errors import AudioError
 from koe.engines.base import Capabilities, InvalidOption, RequestError, SynthesisRequest, UnsupportedVoice, VoicePromptMismatch, VoiceReference
 from koe.engines.chunker import Chunker
 from koe.engines.engine import BaseEngine, Checked
+from koe.engines.native import NativeAPI
 from koe.engines.pipeline import Piece, PipelineDefaults, Segment, steps_for
-from koe.engines.voxcpm import generate as core, spec
+from koe.engines.voxcpm import generate as core
+from koe.engines.voxcpm import spec
 from koe.engines.voxcpm.audio import load_prompt_audio
 from koe.engines.voxcpm.audio_vae import AudioVAE, VAEConfig
 from koe.engines.voxcpm.config import VoxCPMConfig, read_config
 from koe.engines.voxcpm.model import VoxCPMModel
-from koe.engines.native import NativeAPI
 from koe.engines.voxcpm.text import TextTokenizer, normalise_text
 from koe.engines.voxcpm.voice import VoxCPMVoice, VoxCPMVoiceError
 from koe.runtime.device import resolve_device
-from koe.runtime.precision import apply as apply_precision, check as check_precision, float_dtype, plan as precision_plan
+from koe.runtime.precision import apply as apply_precision
+from koe.runtime.precision import check as check_precision
+from koe.runtime.precision import float_dtype
+from koe.runtime.precision import plan as precision_plan
 from koe.runtime.weights import build_from_weights
 
 __all__ = ["VoxCPMEngine"]
@@ -66,8 +70,9 @@ class VoxCPMEngine(BaseEngine, NativeAPI):
     voice_type, voice_error = VoxCPMVoice, VoxCPMVoiceError
     pipeline_defaults = PipelineDefaults(max_segment_chars=MAX_SEGMENT_CHARS, pause_s=0.25, first_chunk_s=0.32, chunk_s=0.96)
 
-    def __init__(self, folder: Path, cfg: VoxCPMConfig, tokenizer: TextTokenizer, model: VoxCPMModel, vae: AudioVAE,
-                 device: torch.device, variant: str) -> None:
+    def __init__(
+        self, folder: Path, cfg: VoxCPMConfig, tokenizer: TextTokenizer, model: VoxCPMModel, vae: AudioVAE, device: torch.device, variant: str
+    ) -> None:
         self.folder, self.cfg, self.tokenizer, self.model, self.vae, self.device = folder, cfg, tokenizer, model, vae, device
         self.variant = variant
         self._features: dict[tuple[int, str], tuple[np.ndarray, torch.Tensor]] = {}
@@ -104,12 +109,20 @@ class VoxCPMEngine(BaseEngine, NativeAPI):
         if tokenizer.vocab_size > cfg.lm.vocab_size:
             raise ValueError(f"{folder}: the tokenizer has {tokenizer.vocab_size} ids, the model's embedding {cfg.lm.vocab_size} rows")
         model = build_from_weights(lambda: VoxCPMModel(cfg), [weights], dtype=numeric.load_dtype, device=dev, rename=VoxCPMModel.checkpoint_name)
-        vae = build_from_weights(lambda: AudioVAE(VAEConfig.from_json(cfg.audio_vae, cfg.vae_version)), [vae_file], device=dev,
-                                 rename=VoxCPMModel.checkpoint_name)  # fmt: skip
+        vae = build_from_weights(
+            lambda: AudioVAE(VAEConfig.from_json(cfg.audio_vae, cfg.vae_version)), [vae_file], device=dev, rename=VoxCPMModel.checkpoint_name
+        )
         kernel = apply_precision(numeric, model, [model.base_lm.backbone(), model.residual_lm.backbone()])
         model = model.to(numeric.dtype).eval()  # the weights are in that dtype already; this sets the rotary tables' dtype
-        engine = cls(folder, cfg, tokenizer, model, vae.to(torch.float32).eval(), dev,
-                     spec.variant_of({"architecture": cfg.architecture, "audio_vae_config": cfg.audio_vae}))
+        engine = cls(
+            folder,
+            cfg,
+            tokenizer,
+            model,
+            vae.to(torch.float32).eval(),
+            dev,
+            spec.variant_of({"architecture": cfg.architecture, "audio_vae_config": cfg.audio_vae}),
+        )
         engine._precision, engine.kernel = numeric.reported, kernel
         return engine
 
@@ -143,8 +156,9 @@ class VoxCPMEngine(BaseEngine, NativeAPI):
     def _clip(self, audio, trim: bool = False) -> np.ndarray:
         method = "librosa" if self.cfg.v2 else "torchaudio"
         try:
-            clip = load_prompt_audio(audio, self.encode_rate, method, min_seconds=spec.MIN_REFERENCE_S,
-                                     max_seconds=MAX_CLIP_SECONDS if trim else spec.MAX_REFERENCE_S)  # fmt: skip
+            clip = load_prompt_audio(
+                audio, self.encode_rate, method, min_seconds=spec.MIN_REFERENCE_S, max_seconds=MAX_CLIP_SECONDS if trim else spec.MAX_REFERENCE_S
+            )
         except AudioError as e:
             raise UnsupportedVoice(f"the voice clip cannot be used: {e}") from e
         if trim:
@@ -189,8 +203,10 @@ class VoxCPMEngine(BaseEngine, NativeAPI):
     def check_prompt(self, voice: VoxCPMVoice) -> VoxCPMVoice:
         """A VoxCPM prompt fits this model when it was made for its architecture at its encode rate."""
         if voice.architecture != self.cfg.architecture or voice.sample_rate != self.encode_rate:
-            raise VoicePromptMismatch(f"this voice was prepared for a {voice.architecture} model at {voice.sample_rate} Hz; this model is "
-                                      f"{self.cfg.architecture} at {self.encode_rate} Hz: prepare the voice again with it")  # fmt: skip
+            raise VoicePromptMismatch(
+                f"this voice was prepared for a {voice.architecture} model at {voice.sample_rate} Hz; this model is "
+                f"{self.cfg.architecture} at {self.encode_rate} Hz: prepare the voice again with it"
+            )
         return voice
 
     def features(self, voice: VoxCPMVoice) -> tuple[torch.Tensor | None, torch.Tensor | None]:
@@ -214,11 +230,11 @@ class VoxCPMEngine(BaseEngine, NativeAPI):
     def settings(self, options: dict | None) -> core.GenerationSettings:
         values = self.capabilities.options.validate(options)
         if values.get("normalize"):
-            raise InvalidOption("normalize=true: upstream's text normaliser (wetext) is not supported by koe yet; write numbers and "
-                                "symbols out in words", param="normalize")  # fmt: skip
+            raise InvalidOption(
+                "normalize=true: upstream's text normaliser (wetext) is not supported by koe yet; write numbers and symbols out in words", param="normalize"
+            )
         if values.get("denoise"):
-            raise InvalidOption("denoise=true: upstream's ZipEnhancer denoiser is not supported by koe yet; denoise the clip beforehand",
-                                param="denoise")  # fmt: skip
+            raise InvalidOption("denoise=true: upstream's ZipEnhancer denoiser is not supported by koe yet; denoise the clip beforehand", param="denoise")
         known = {k: v for k, v in {**spec.DEFAULTS, **values}.items() if k not in ("normalize", "denoise")}
         return core.GenerationSettings(**known)
 
@@ -246,13 +262,20 @@ class VoxCPMEngine(BaseEngine, NativeAPI):
         seq = self.sequence(segment.text, c.voice, c.control)
         limit = steps_for(segment.budget_s, 1 / core.patch_seconds(self.model, self.vae)) if c.user_cap else None
         generator = torch.Generator(device=self.device).manual_seed(int(segment.seed)) if segment.seed is not None else None
-        info = {"decode": "streaming" if segment.streamed else "one-shot", "mode": c.voice.mode if c.voice is not None else
-                ("design" if c.control else "own voice")}  # fmt: skip
+        info = {
+            "decode": "streaming" if segment.streamed else "one-shot",
+            "mode": c.voice.mode if c.voice is not None else ("design" if c.control else "own voice"),
+        }
         step_s = core.patch_seconds(self.model, self.vae)
         if not segment.streamed:
             out = core.one_shot(self.model, self.vae, seq, c.settings, limit=limit, generator=generator, cancel=c.cancel)
-            yield Piece(out.samples, out.patches, last=True, truncated=not out.stopped,
-                        info={**info, "seconds": out.patches * step_s, "runs": out.runs, "patch_limit": limit})  # fmt: skip
+            yield Piece(
+                out.samples,
+                out.patches,
+                last=True,
+                truncated=not out.stopped,
+                info={**info, "seconds": out.patches * step_s, "runs": out.runs, "patch_limit": limit},
+            )
             return
         loops: list = []
         chunker = Chunker.of(segment.first_chunk_s, segment.chunk_s, self.sample_rate)

@@ -37,10 +37,36 @@ ASCII = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.,!?'-:;\
 CHINESE = "你好世界中国人我们的是说再见"
 # (left, right) merges in priority order; each result becomes a vocabulary token.
 MERGES = (
-    ("▁", "t"), ("h", "e"), ("▁t", "he"), ("l", "l"), ("he", "ll"), ("hell", "o"), ("▁", "hello"),
-    ("▁", "w"), ("o", "r"), ("▁w", "or"), ("l", "d"), ("▁wor", "ld"), ("▁", "a"), ("i", "s"), ("▁", "is"),
-    ("▁", "H"), ("▁H", "e"), ("▁He", "ll"), ("▁Hell", "o"), ("i", "n"), ("in", "g"), ("▁", "1"), ("0", "0"),
-    ("你", "好"), ("世", "界"), ("中", "国"), ("▁", "你好"), ("▁", "我"), ("▁我", "们"), ("再", "见"),
+    ("▁", "t"),
+    ("h", "e"),
+    ("▁t", "he"),
+    ("l", "l"),
+    ("he", "ll"),
+    ("hell", "o"),
+    ("▁", "hello"),
+    ("▁", "w"),
+    ("o", "r"),
+    ("▁w", "or"),
+    ("l", "d"),
+    ("▁wor", "ld"),
+    ("▁", "a"),
+    ("i", "s"),
+    ("▁", "is"),
+    ("▁", "H"),
+    ("▁H", "e"),
+    ("▁He", "ll"),
+    ("▁Hell", "o"),
+    ("i", "n"),
+    ("in", "g"),
+    ("▁", "1"),
+    ("0", "0"),
+    ("你", "好"),
+    ("世", "界"),
+    ("中", "国"),
+    ("▁", "你好"),
+    ("▁", "我"),
+    ("▁我", "们"),
+    ("再", "见"),
 )
 ADDED = ("谢谢",)  # an added token whose characters are not in the vocabulary
 
@@ -65,9 +91,14 @@ def build_tokenizer(legacy: bool = True) -> Tokenizer:
         tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
     else:
         tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first", split=False)
-    tok.decoder = decoders.Sequence([
-        decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0),
-    ])
+    tok.decoder = decoders.Sequence(
+        [
+            decoders.Replace("▁", " "),
+            decoders.ByteFallback(),
+            decoders.Fuse(),
+            decoders.Strip(" ", 1, 0),
+        ]
+    )
     tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", 1)])
     tok.add_special_tokens([AddedToken(t, lstrip=False, rstrip=False, normalized=False, single_word=False, special=True) for t in SPECIALS])
     tok.add_tokens([AddedToken(t, lstrip=False, rstrip=False, normalized=False, single_word=False, special=False) for t in ADDED])
@@ -102,6 +133,8 @@ def write_tokenizer(folder: Path, *, legacy: bool = True) -> None:
         "use_default_system_prompt": False,
     }
     (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    special = {name: {k: v for k, v in _added_entry(t, True).items() if k != "special"}
-               for name, t in (("bos_token", "<s>"), ("eos_token", "</s>"), ("unk_token", "<unk>"))}
+    special = {
+        name: {k: v for k, v in _added_entry(t, True).items() if k != "special"}
+        for name, t in (("bos_token", "<s>"), ("eos_token", "</s>"), ("unk_token", "<unk>"))
+    }
     (folder / "special_tokens_map.json").write_text(json.dumps(special, indent=2) + "\n", encoding="utf-8")

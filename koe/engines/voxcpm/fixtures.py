@@ -55,37 +55,109 @@ VARIANTS = ("VoxCPM2", "VoxCPM1.5")
 
 def _rope(head_dim: int, original: int = 32768) -> dict:
     n = head_dim // 2
-    return {"type": "longrope", "long_factor": [1.0 + 0.9 * i / n for i in range(n)], "short_factor": [1.0 + 0.05 * i / n for i in range(n)],
-            "original_max_position_embeddings": original}  # fmt: skip
+    return {
+        "type": "longrope",
+        "long_factor": [1.0 + 0.9 * i / n for i in range(n)],
+        "short_factor": [1.0 + 0.05 * i / n for i in range(n)],
+        "original_max_position_embeddings": original,
+    }
 
 
 def _lm(hidden: int, ffn: int, heads: int, kv: int, layers: int, vocab: int, kv_channels: int | None) -> dict:
     head_dim = kv_channels or hidden // heads
-    return {"bos_token_id": 1, "eos_token_id": 2, "hidden_size": hidden, "intermediate_size": ffn, "max_position_embeddings": 32768,
-            "num_attention_heads": heads, "num_hidden_layers": layers, "num_key_value_heads": kv, "rms_norm_eps": 1e-5,
-            "rope_scaling": _rope(head_dim), "vocab_size": vocab, "use_mup": True, "scale_emb": 12, "dim_model_base": 256,
-            "scale_depth": 1.4, "rope_theta": 10000.0, **({"kv_channels": kv_channels} if kv_channels else {})}  # fmt: skip
+    return {
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "hidden_size": hidden,
+        "intermediate_size": ffn,
+        "max_position_embeddings": 32768,
+        "num_attention_heads": heads,
+        "num_hidden_layers": layers,
+        "num_key_value_heads": kv,
+        "rms_norm_eps": 1e-5,
+        "rope_scaling": _rope(head_dim),
+        "vocab_size": vocab,
+        "use_mup": True,
+        "scale_emb": 12,
+        "dim_model_base": 256,
+        "scale_depth": 1.4,
+        "rope_theta": 10000.0,
+        **({"kv_channels": kv_channels} if kv_channels else {}),
+    }
 
 
 def _local(hidden: int, ffn: int, heads: int, layers: int, v2: bool) -> dict:
     return {"hidden_dim": hidden, "ffn_dim": ffn, "num_heads": heads, "num_layers": layers}
 
 
-_CFM = {"sigma_min": 1e-06, "solver": "euler", "t_scheduler": "log-norm", "training_cfg_rate": 0.1, "inference_cfg_rate": 1.0,
-        "reg_loss_type": "l1", "ratio_r_neq_t_range": [0.25, 0.75], "noise_cond_prob_range": [0.0, 0.0], "noise_cond_scale": 0.0}  # fmt: skip
+_CFM = {
+    "sigma_min": 1e-06,
+    "solver": "euler",
+    "t_scheduler": "log-norm",
+    "training_cfg_rate": 0.1,
+    "inference_cfg_rate": 1.0,
+    "reg_loss_type": "l1",
+    "ratio_r_neq_t_range": [0.25, 0.75],
+    "noise_cond_prob_range": [0.0, 0.0],
+    "noise_cond_scale": 0.0,
+}
 
 _VAE = {
-    "VoxCPM2": {"tiny": {"encoder_dim": 8, "encoder_rates": [2, 5, 8, 8], "latent_dim": 16, "decoder_dim": 64, "decoder_rates": [8, 6, 5, 2, 2, 2],
-                         "depthwise": True, "sample_rate": 16000, "out_sample_rate": 48000, "use_noise_block": False,
-                         "sr_bin_boundaries": [20000, 30000, 40000], "cond_type": "scale_bias", "cond_dim": 128, "cond_out_layer": False},
-                "real": {"encoder_dim": 128, "encoder_rates": [2, 5, 8, 8], "latent_dim": 64, "decoder_dim": 2048, "decoder_rates": [8, 6, 5, 2, 2, 2],
-                         "depthwise": True, "sample_rate": 16000, "out_sample_rate": 48000, "use_noise_block": False,
-                         "sr_bin_boundaries": [20000, 30000, 40000], "cond_type": "scale_bias", "cond_dim": 128, "cond_out_layer": False}},
-    "VoxCPM1.5": {"tiny": {"encoder_dim": 8, "encoder_rates": [2, 3, 6, 7, 7], "latent_dim": 16, "decoder_dim": 64, "decoder_rates": [7, 7, 6, 3, 2],
-                           "depthwise": True, "sample_rate": 44100, "use_noise_block": False},
-                  "real": {"encoder_dim": 64, "encoder_rates": [2, 3, 6, 7, 7], "latent_dim": 64, "decoder_dim": 2048, "decoder_rates": [7, 7, 6, 3, 2],
-                           "depthwise": True, "sample_rate": 44100, "use_noise_block": False}},
-}  # fmt: skip
+    "VoxCPM2": {
+        "tiny": {
+            "encoder_dim": 8,
+            "encoder_rates": [2, 5, 8, 8],
+            "latent_dim": 16,
+            "decoder_dim": 64,
+            "decoder_rates": [8, 6, 5, 2, 2, 2],
+            "depthwise": True,
+            "sample_rate": 16000,
+            "out_sample_rate": 48000,
+            "use_noise_block": False,
+            "sr_bin_boundaries": [20000, 30000, 40000],
+            "cond_type": "scale_bias",
+            "cond_dim": 128,
+            "cond_out_layer": False,
+        },
+        "real": {
+            "encoder_dim": 128,
+            "encoder_rates": [2, 5, 8, 8],
+            "latent_dim": 64,
+            "decoder_dim": 2048,
+            "decoder_rates": [8, 6, 5, 2, 2, 2],
+            "depthwise": True,
+            "sample_rate": 16000,
+            "out_sample_rate": 48000,
+            "use_noise_block": False,
+            "sr_bin_boundaries": [20000, 30000, 40000],
+            "cond_type": "scale_bias",
+            "cond_dim": 128,
+            "cond_out_layer": False,
+        },
+    },
+    "VoxCPM1.5": {
+        "tiny": {
+            "encoder_dim": 8,
+            "encoder_rates": [2, 3, 6, 7, 7],
+            "latent_dim": 16,
+            "decoder_dim": 64,
+            "decoder_rates": [7, 7, 6, 3, 2],
+            "depthwise": True,
+            "sample_rate": 44100,
+            "use_noise_block": False,
+        },
+        "real": {
+            "encoder_dim": 64,
+            "encoder_rates": [2, 3, 6, 7, 7],
+            "latent_dim": 64,
+            "decoder_dim": 2048,
+            "decoder_rates": [7, 7, 6, 3, 2],
+            "depthwise": True,
+            "sample_rate": 44100,
+            "use_noise_block": False,
+        },
+    },
+}
 
 
 def config_for(variant: str, size: str = "tiny") -> dict:
@@ -110,10 +182,21 @@ def config_for(variant: str, size: str = "tiny") -> dict:
     else:
         raise ValueError(f"unknown fixture size {size!r}: tiny or real")
     dit["cfm_config"] = dict(_CFM)
-    raw = {"architecture": "voxcpm2" if v2 else "voxcpm", "lm_config": lm, "patch_size": 4, "feat_dim": feat,
-           "residual_lm_num_layers": res_layers, "scalar_quantization_latent_dim": fsq, "scalar_quantization_scale": 9,
-           "encoder_config": enc, "dit_config": dit, "audio_vae_config": copy.deepcopy(_VAE[variant][size]), "max_length": 8192 if v2 else 4096,
-           "device": "cuda", "dtype": "float32" if size == "tiny" else "bfloat16"}  # fmt: skip
+    raw = {
+        "architecture": "voxcpm2" if v2 else "voxcpm",
+        "lm_config": lm,
+        "patch_size": 4,
+        "feat_dim": feat,
+        "residual_lm_num_layers": res_layers,
+        "scalar_quantization_latent_dim": fsq,
+        "scalar_quantization_scale": 9,
+        "encoder_config": enc,
+        "dit_config": dit,
+        "audio_vae_config": copy.deepcopy(_VAE[variant][size]),
+        "max_length": 8192 if v2 else 4096,
+        "device": "cuda",
+        "dtype": "float32" if size == "tiny" else "bfloat16",
+    }
     if v2:
         raw["residual_lm_no_rope"] = True
         dit["dit_mean_mode"] = False

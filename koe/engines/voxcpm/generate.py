@@ -94,8 +94,9 @@ def encode_clip(vae: AudioVAE, samples: np.ndarray, patch_size: int, left: bool,
     return feat.view(vae.config.latent_dim, -1, patch_size).permute(1, 2, 0)
 
 
-def build_sequence(model: VoxCPMModel, tokenize, text: str, prompt_text: str | None = None, prompt_feat: torch.Tensor | None = None,
-                   ref_feat: torch.Tensor | None = None) -> Sequence:
+def build_sequence(
+    model: VoxCPMModel, tokenize, text: str, prompt_text: str | None = None, prompt_feat: torch.Tensor | None = None, ref_feat: torch.Tensor | None = None
+) -> Sequence:
     """upstream's input layout for `text`, with an optional continuation prompt (its patches and
     transcript) and, on VoxCPM2, a structural reference (its patches)."""
     cfg = model.cfg
@@ -111,17 +112,20 @@ def build_sequence(model: VoxCPMModel, tokenize, text: str, prompt_text: str | N
         r = ref_feat.size(0)
         one, zero = torch.tensor([1], dtype=torch.int32), torch.tensor([0], dtype=torch.int32)
         z1 = torch.zeros((1, p, d), dtype=torch.float32)
-        parts_tokens.insert(0, torch.cat([torch.tensor([REF_START], dtype=torch.int32), torch.zeros(r, dtype=torch.int32),
-                                          torch.tensor([REF_END], dtype=torch.int32)]))  # fmt: skip
+        parts_tokens.insert(
+            0, torch.cat([torch.tensor([REF_START], dtype=torch.int32), torch.zeros(r, dtype=torch.int32), torch.tensor([REF_END], dtype=torch.int32)])
+        )
         parts_feat.insert(0, torch.cat([z1, ref_feat, z1], dim=0))
         text_mask.insert(0, torch.cat([one, torch.zeros(r, dtype=torch.int32), one]))
         feat_mask.insert(0, torch.cat([zero, torch.ones(r, dtype=torch.int32), zero]))
     dtype = next(model.parameters()).dtype
     return Sequence(
-        tokens=torch.cat(parts_tokens).unsqueeze(0), text_mask=torch.cat(text_mask).unsqueeze(0),
-        feat=torch.cat(parts_feat, dim=0).unsqueeze(0).to(dtype), feat_mask=torch.cat(feat_mask).unsqueeze(0),
+        tokens=torch.cat(parts_tokens).unsqueeze(0),
+        text_mask=torch.cat(text_mask).unsqueeze(0),
+        feat=torch.cat(parts_feat, dim=0).unsqueeze(0).to(dtype),
+        feat_mask=torch.cat(feat_mask).unsqueeze(0),
         target_tokens=len(tokenize(text)),
-    )  # fmt: skip
+    )
 
 
 def patch_limit(seq: Sequence, settings: GenerationSettings) -> int:
@@ -133,8 +137,15 @@ class PatchLoop:
     """One run of the autoregressive loop: iterate for patches (1, P, D); afterwards `stopped`
     says whether the stop head ended it (else it ran to `limit`)."""
 
-    def __init__(self, model: VoxCPMModel, seq: Sequence, settings: GenerationSettings, limit: int,
-                 generator: torch.Generator | None = None, cancel: CancelToken | None = None) -> None:
+    def __init__(
+        self,
+        model: VoxCPMModel,
+        seq: Sequence,
+        settings: GenerationSettings,
+        limit: int,
+        generator: torch.Generator | None = None,
+        cancel: CancelToken | None = None,
+    ) -> None:
         self.model, self.seq, self.settings, self.limit = model, seq, settings, limit
         self.generator, self.cancel = generator, cancel
         self.stopped = False
@@ -144,12 +155,19 @@ class PatchLoop:
         model, seq, s = self.model, self.seq, self.settings
         capacity = model.cfg.max_length
         if seq.length >= capacity:
-            raise RequestError(f"the text and voice prompt take {seq.length} positions, more than the model's context "
-                               f"({capacity}): use a shorter prompt clip or text", param="input")  # fmt: skip
+            raise RequestError(
+                f"the text and voice prompt take {seq.length} positions, more than the model's context ({capacity}): use a shorter prompt clip or text",
+                param="input",
+            )
         dev = next(model.parameters()).device
         with torch.inference_mode():
-            state = model.prefill(seq.tokens.to(dev), seq.text_mask.to(dev), seq.feat.to(dev), seq.feat_mask.to(dev),
-                                  capacity=min(capacity, -(-(seq.length + self.limit) // SPAN_BLOCK) * SPAN_BLOCK))  # fmt: skip
+            state = model.prefill(
+                seq.tokens.to(dev),
+                seq.text_mask.to(dev),
+                seq.feat.to(dev),
+                seq.feat_mask.to(dev),
+                capacity=min(capacity, -(-(seq.length + self.limit) // SPAN_BLOCK) * SPAN_BLOCK),
+            )
             for i in range(self.limit):
                 if self.cancel is not None:
                     self.cancel.raise_if_cancelled()
@@ -161,8 +179,9 @@ class PatchLoop:
                     return
                 if i + 1 < self.limit:
                     if state.lm_cache.length >= capacity:
-                        raise RequestError(f"the model's context ({capacity} positions) filled up before the speech ended: "
-                                           "use a shorter prompt clip or text", param="input")  # fmt: skip
+                        raise RequestError(
+                            f"the model's context ({capacity} positions) filled up before the speech ended: use a shorter prompt clip or text", param="input"
+                        )
                     model.step(state, patch)
 
 
@@ -181,8 +200,16 @@ class OneShot:
     runs: int
 
 
-def one_shot(model: VoxCPMModel, vae: AudioVAE, seq: Sequence, settings: GenerationSettings, *, limit: int | None = None,
-             generator: torch.Generator | None = None, cancel: CancelToken | None = None) -> OneShot:
+def one_shot(
+    model: VoxCPMModel,
+    vae: AudioVAE,
+    seq: Sequence,
+    settings: GenerationSettings,
+    *,
+    limit: int | None = None,
+    generator: torch.Generator | None = None,
+    cancel: CancelToken | None = None,
+) -> OneShot:
     """upstream's `generate`: the loop (with retries), then one decode of context + patches."""
     version = model.cfg.vae_version
     cap = patch_limit(seq, settings) if limit is None else min(limit, patch_limit(seq, settings))
@@ -206,8 +233,17 @@ def one_shot(model: VoxCPMModel, vae: AudioVAE, seq: Sequence, settings: Generat
     return OneShot(samples, len(patches), loop.stopped, runs)
 
 
-def stream(model: VoxCPMModel, vae: AudioVAE, seq: Sequence, settings: GenerationSettings, *, limit: int | None = None,
-           generator: torch.Generator | None = None, cancel: CancelToken | None = None, loop_out: list | None = None) -> Iterator[np.ndarray]:
+def stream(
+    model: VoxCPMModel,
+    vae: AudioVAE,
+    seq: Sequence,
+    settings: GenerationSettings,
+    *,
+    limit: int | None = None,
+    generator: torch.Generator | None = None,
+    cancel: CancelToken | None = None,
+    loop_out: list | None = None,
+) -> Iterator[np.ndarray]:
     """upstream's `generate_streaming`: one chunk of samples per patch (no retries, as upstream).
     `loop_out`, if given, receives the `PatchLoop` (its `stopped` and `count` once done)."""
     cap = patch_limit(seq, settings) if limit is None else min(limit, patch_limit(seq, settings))
@@ -233,4 +269,3 @@ def stream(model: VoxCPMModel, vae: AudioVAE, seq: Sequence, settings: Generatio
 def patch_seconds(model: VoxCPMModel, vae: AudioVAE) -> float:
     """Seconds of output audio per patch."""
     return model.cfg.patch_size * vae.config.decode_chunk_size / vae.config.out_sample_rate
-

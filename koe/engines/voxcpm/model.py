@@ -93,8 +93,9 @@ class VoxCPMModel(nn.Module):
     def next_patch(self, state: LoopState, steps: int, cfg_value: float, generator: torch.Generator | None = None) -> torch.Tensor:
         """The DiT's next patch (B, P, D), conditioned on the LM states and the previous patch."""
         cond = state.previous.transpose(1, 2).contiguous()
-        patch = sample_patch(self.feat_decoder.estimator, self.dit_condition(state), cond, self.cfg.patch_size, steps, cfg_value,
-                             self.cfg.dit_mean_mode, generator)  # fmt: skip
+        patch = sample_patch(
+            self.feat_decoder.estimator, self.dit_condition(state), cond, self.cfg.patch_size, steps, cfg_value, self.cfg.dit_mean_mode, generator
+        )
         return patch.transpose(1, 2)
 
     def stops(self, state: LoopState) -> bool:

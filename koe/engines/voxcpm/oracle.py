@@ -5,6 +5,10 @@
 from koe.engines.oracle import UpstreamOracle
 
 ORACLE = UpstreamOracle(
-    package="voxcpm==2.0.3", venv=".oracle-voxcpm", python_env="KOE_ORACLE_VOXCPM_PYTHON", scripts="tests/oracle_voxcpm",
-    requirements=("tests/oracle_voxcpm/requirements.txt",), nodeps=("tests/oracle_voxcpm/requirements-nodeps.txt",),
-)  # fmt: skip
+    package="voxcpm==2.0.3",
+    venv=".oracle-voxcpm",
+    python_env="KOE_ORACLE_VOXCPM_PYTHON",
+    scripts="tests/oracle_voxcpm",
+    requirements=("tests/oracle_voxcpm/requirements.txt",),
+    nodeps=("tests/oracle_voxcpm/requirements-nodeps.txt",),
+)

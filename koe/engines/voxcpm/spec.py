@@ -28,26 +28,55 @@ VAE_WEIGHTS = ("audiovae.safetensors", "audiovae.pth")
 TOKENIZER_FILES = ("tokenizer.json",)
 
 # upstream's defaults (`VoxCPM.generate`); ranges as upstream's own CLI checks them where it does
-DEFAULTS = {"cfg_value": 2.0, "inference_timesteps": 10, "min_len": 2, "max_len": 4096, "retry_badcase": True,
-            "retry_badcase_max_times": 3, "retry_badcase_ratio_threshold": 6.0, "normalize": False, "denoise": False}  # fmt: skip
+DEFAULTS = {
+    "cfg_value": 2.0,
+    "inference_timesteps": 10,
+    "min_len": 2,
+    "max_len": 4096,
+    "retry_badcase": True,
+    "retry_badcase_max_times": 3,
+    "retry_badcase_ratio_threshold": 6.0,
+    "normalize": False,
+    "denoise": False,
+}
 
 
 def options_schema() -> OptionsSchema:
     d = DEFAULTS
-    return OptionsSchema((
-        Option("cfg_value", "float", "classifier-free guidance of the patch DiT (higher follows the text and prompt more closely)",
-               d["cfg_value"], low=0.1, high=10),
-        Option("inference_timesteps", "int", "flow-matching steps per latent patch; fewer is faster", d["inference_timesteps"], low=1, high=100),
-        Option("min_len", "int", "patches before the stop head may end the speech", d["min_len"], low=0, high=4096),
-        Option("max_len", "int", "most patches of speech (also capped at 6 per text token + 10, as upstream)", d["max_len"], low=1, high=8192),
-        Option("retry_badcase", "bool", "make the speech again when it runs too long for the text (one-shot only, as upstream)", d["retry_badcase"],
-               null="no retries, as upstream's retry_badcase=None (it tests the flag's truth)"),
-        Option("retry_badcase_max_times", "int", "runs at most with retry_badcase", d["retry_badcase_max_times"], low=1, high=20),
-        Option("retry_badcase_ratio_threshold", "float", "patches per text token that count as running too long", d["retry_badcase_ratio_threshold"],
-               low=0, low_open=True, high=100),
-        Option("normalize", "bool", "upstream's text normalisation (numbers, symbols): not supported yet", d["normalize"]),
-        Option("denoise", "bool", "upstream's ZipEnhancer denoising of the prompt clips: not supported yet", d["denoise"]),
-    ))  # fmt: skip
+    return OptionsSchema(
+        (
+            Option(
+                "cfg_value",
+                "float",
+                "classifier-free guidance of the patch DiT (higher follows the text and prompt more closely)",
+                d["cfg_value"],
+                low=0.1,
+                high=10,
+            ),
+            Option("inference_timesteps", "int", "flow-matching steps per latent patch; fewer is faster", d["inference_timesteps"], low=1, high=100),
+            Option("min_len", "int", "patches before the stop head may end the speech", d["min_len"], low=0, high=4096),
+            Option("max_len", "int", "most patches of speech (also capped at 6 per text token + 10, as upstream)", d["max_len"], low=1, high=8192),
+            Option(
+                "retry_badcase",
+                "bool",
+                "make the speech again when it runs too long for the text (one-shot only, as upstream)",
+                d["retry_badcase"],
+                null="no retries, as upstream's retry_badcase=None (it tests the flag's truth)",
+            ),
+            Option("retry_badcase_max_times", "int", "runs at most with retry_badcase", d["retry_badcase_max_times"], low=1, high=20),
+            Option(
+                "retry_badcase_ratio_threshold",
+                "float",
+                "patches per text token that count as running too long",
+                d["retry_badcase_ratio_threshold"],
+                low=0,
+                low_open=True,
+                high=100,
+            ),
+            Option("normalize", "bool", "upstream's text normalisation (numbers, symbols): not supported yet", d["normalize"]),
+            Option("denoise", "bool", "upstream's ZipEnhancer denoising of the prompt clips: not supported yet", d["denoise"]),
+        )
+    )
 
 
 def _config(folder: Path) -> dict | None:
@@ -95,10 +124,22 @@ def capabilities(variant: str, sample_rate: int, step_s: float) -> Capabilities:
     v2 = variant == "VoxCPM2"
     modes = {NO_VOICE, CLONE} | ({DESIGN, CLONE_WITHOUT_TRANSCRIPT} if v2 else set())
     return Capabilities(
-        family=FAMILY, variant=variant, voice_modes=frozenset(modes), languages=LANGUAGES, sample_rate=sample_rate,
-        instruct=v2, stream_step_s=round(step_s, 6), native_speed=False, batch=False, options=options_schema(), training=(),
-        min_reference_s=MIN_REFERENCE_S, stream_is_one_shot=False, precisions=PRECISIONS, length_option="max_len",
-    )  # fmt: skip
+        family=FAMILY,
+        variant=variant,
+        voice_modes=frozenset(modes),
+        languages=LANGUAGES,
+        sample_rate=sample_rate,
+        instruct=v2,
+        stream_step_s=round(step_s, 6),
+        native_speed=False,
+        batch=False,
+        options=options_schema(),
+        training=(),
+        min_reference_s=MIN_REFERENCE_S,
+        stream_is_one_shot=False,
+        precisions=PRECISIONS,
+        length_option="max_len",
+    )
 
 
 def _first(folder: Path, names: tuple[str, ...]) -> Path | None:
@@ -149,16 +190,25 @@ class VoxCPMSpec:
         if vae is None:
             missing.append("audiovae.safetensors")
         stored = (safetensors_dtype(weights) if weights is not None and weights.suffix == ".safetensors" else None) or cfg.dtype
-        uses = ("speech in the model's own voice, a designed voice (--instruct \"a warm female voice\"), or a clone of a clip "
-                "(--ref clip.wav, with --ref-text for the closest clone)") if cfg.v2 else \
-               "speech in the model's own voice, or a clone of a clip and its transcript (--ref clip.wav --ref-text ...)"  # fmt: skip
+        uses = (
+            (
+                'speech in the model\'s own voice, a designed voice (--instruct "a warm female voice"), or a clone of a clip '
+                "(--ref clip.wav, with --ref-text for the closest clone)"
+            )
+            if cfg.v2
+            else "speech in the model's own voice, or a clone of a clip and its transcript (--ref clip.wav --ref-text ...)"
+        )
         return ModelDescription(
-            info=ModelInfo(FAMILY, variant, _size(variant)), capabilities=capabilities(variant, output_rate(raw), stream_step(raw)),
+            info=ModelInfo(FAMILY, variant, _size(variant)),
+            capabilities=capabilities(variant, output_rate(raw), stream_step(raw)),
             required_files=("config.json", *TOKENIZER_FILES, "model.safetensors|pytorch_model.bin", "audiovae.safetensors|audiovae.pth"),
-            missing=tuple(missing), weight_files=tuple(p for p in (weights, vae) if p is not None), stored_dtype=stored, uses=uses,
+            missing=tuple(missing),
+            weight_files=tuple(p for p in (weights, vae) if p is not None),
+            stored_dtype=stored,
+            uses=uses,
             extra={"architecture": cfg.architecture, "patch_size": cfg.patch_size, "config_dtype": cfg.dtype},
             random_weights=has_random_weights(folder),
-        )  # fmt: skip
+        )
 
     def openai_voice(self, name: str, capabilities: Capabilities) -> VoiceAlias | None:
         return None  # no preset speakers: the model's own voice, a design, or a library voice

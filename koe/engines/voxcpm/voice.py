@@ -51,17 +51,27 @@ class VoxCPMVoice:
 
     @property
     def mode(self) -> str:
-        """"continuation", "reference" or "ref_continuation" (upstream's names)."""
+        """ "continuation", "reference" or "ref_continuation" (upstream's names)."""
         if self.prompt is not None and self.reference is not None:
             return "ref_continuation"
         return "continuation" if self.prompt is not None else "reference"
 
     def save(self, folder: str | Path) -> Path:
         """Write `prompt.safetensors` + `prompt.json` into `folder` (atomically)."""
-        tensors = {name: torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32))
-                   for name, a in (("prompt", self.prompt), ("reference", self.reference)) if a is not None}  # fmt: skip
-        meta = {"format_version": FORMAT_VERSION, "family": FAMILY, "architecture": self.architecture, "sample_rate": int(self.sample_rate),
-                "prompt_text": self.prompt_text, "mode": self.mode, "info": self.info}  # fmt: skip
+        tensors = {
+            name: torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32))
+            for name, a in (("prompt", self.prompt), ("reference", self.reference))
+            if a is not None
+        }
+        meta = {
+            "format_version": FORMAT_VERSION,
+            "family": FAMILY,
+            "architecture": self.architecture,
+            "sample_rate": int(self.sample_rate),
+            "prompt_text": self.prompt_text,
+            "mode": self.mode,
+            "info": self.info,
+        }
         return write_prompt(folder, tensors, meta)
 
     @classmethod
@@ -69,14 +79,18 @@ class VoxCPMVoice:
         meta, tensors = read_prompt(folder, VoxCPMVoiceError)
         family = meta.get("family") or (meta.get("model") or {}).get("family")
         if family != FAMILY:
-            raise VoxCPMVoiceError(f"{folder}: this voice prompt was made for a {family or 'model of another family'} model, not VoxCPM; "
-                                   "prepare the voice again with this model")  # fmt: skip
+            raise VoxCPMVoiceError(
+                f"{folder}: this voice prompt was made for a {family or 'model of another family'} model, not VoxCPM; prepare the voice again with this model"
+            )
         if meta.get("format_version") != FORMAT_VERSION:
             raise VoxCPMVoiceError(f"{folder}: unknown VoxCPM voice prompt format {meta.get('format_version')!r}")
         rate, text, info = prompt_rate(folder, meta, VoxCPMVoiceError), meta.get("prompt_text"), meta.get("info") or {}
         if not isinstance(meta.get("architecture"), str) or not (text is None or isinstance(text, str)) or not isinstance(info, dict):
             raise VoxCPMVoiceError(f"{folder}: a damaged VoxCPM voice prompt (prompt.json)")
         longest = int((MAX_REFERENCE_S + 1) * rate)  # a clip is cut to MAX_REFERENCE_S before it is resampled to `rate`
-        arrays = {k: prompt_tensor(folder, tensors, k, VoxCPMVoiceError, dtype=torch.float32, shape=(None,), max_len=longest).numpy()
-                  for k in ("prompt", "reference") if k in tensors}  # fmt: skip
+        arrays = {
+            k: prompt_tensor(folder, tensors, k, VoxCPMVoiceError, dtype=torch.float32, shape=(None,), max_len=longest).numpy()
+            for k in ("prompt", "reference")
+            if k in tensors
+        }
         return cls(meta["architecture"], rate, arrays.get("prompt"), text, arrays.get("reference"), dict(info))

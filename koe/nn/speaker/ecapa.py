@@ -13,8 +13,9 @@ using the same ops in the same order and shapes as upstream (see the forward met
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 from torch import nn
@@ -54,9 +55,7 @@ class SpeakerEncoderConfig:
                 raise ValueError(f"speaker encoder config: {name} must be a positive int, got {value!r}")
         n = len(self.enc_channels)
         if n < 2 or len(self.enc_kernel_sizes) != n or len(self.enc_dilations) != n:
-            raise ValueError(
-                "speaker encoder config: enc_channels, enc_kernel_sizes and enc_dilations need the same length (>= 2)"
-            )
+            raise ValueError("speaker encoder config: enc_channels, enc_kernel_sizes and enc_dilations need the same length (>= 2)")
         if any(v <= 0 for v in self.enc_channels + self.enc_kernel_sizes + self.enc_dilations):
             raise ValueError("speaker encoder config: channels, kernel sizes and dilations must be positive")
         for c in self.enc_channels[1:-1]:
@@ -64,7 +63,7 @@ class SpeakerEncoderConfig:
                 raise ValueError(f"speaker encoder config: channels {c} not divisible by res2net scale {self.enc_res2net_scale}")
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "SpeakerEncoderConfig":
+    def from_dict(cls, data: Mapping[str, Any]) -> SpeakerEncoderConfig:
         """Build from a config dict; unknown keys are ignored (HF configs carry extras), types checked."""
         if not isinstance(data, Mapping):
             raise ValueError(f"speaker encoder config must be a mapping, got {type(data).__name__}")
@@ -81,9 +80,7 @@ class SpeakerEncoderConfig:
 
 def _conv(in_channels: int, out_channels: int, kernel_size: int, dilation: int = 1) -> nn.Conv1d:
     """Conv1d with 'same' reflect padding, as every convolution of the encoder has."""
-    return nn.Conv1d(
-        in_channels, out_channels, kernel_size, dilation=dilation, padding="same", padding_mode="reflect"
-    )
+    return nn.Conv1d(in_channels, out_channels, kernel_size, dilation=dilation, padding="same", padding_mode="reflect")
 
 
 class TDNNBlock(nn.Module):
@@ -105,9 +102,7 @@ class Res2NetBlock(nn.Module):
     def __init__(self, in_channels: int, out_channels: int, scale: int = 8, kernel_size: int = 3, dilation: int = 1) -> None:
         super().__init__()
         self.scale = scale
-        self.blocks = nn.ModuleList(
-            TDNNBlock(in_channels // scale, out_channels // scale, kernel_size, dilation) for _ in range(scale - 1)
-        )
+        self.blocks = nn.ModuleList(TDNNBlock(in_channels // scale, out_channels // scale, kernel_size, dilation) for _ in range(scale - 1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         groups = torch.chunk(x, self.scale, dim=1)  # scale views of (B, C / scale, T)
@@ -187,9 +182,7 @@ class AttentiveStatsPool(nn.Module):
         uniform = valid / valid.sum(dim=2, keepdim=True)  # (B, 1, T), each 1 / T
 
         mean, std = _weighted_stats(x, uniform, self.eps)  # (B, C) each
-        context = torch.cat(
-            [x, mean.unsqueeze(2).repeat(1, 1, frames), std.unsqueeze(2).repeat(1, 1, frames)], dim=1
-        )  # (B, 3C, T)
+        context = torch.cat([x, mean.unsqueeze(2).repeat(1, 1, frames), std.unsqueeze(2).repeat(1, 1, frames)], dim=1)  # (B, 3C, T)
         scores = self.conv(self.tanh(self.tdnn(context)))  # (B, C, T)
         attention = torch.softmax(scores, dim=2)
 

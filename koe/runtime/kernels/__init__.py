@@ -31,7 +31,13 @@ import torch  # noqa: F401  (first: its libgomp is the one the library binds to)
 logger = logging.getLogger(__name__)
 
 HERE = Path(__file__).parent
-SOURCES = (HERE / "qgemv.c", HERE / "decoder.c", HERE / "snake.c", HERE / "quantize.c", HERE / "exact.c")  # one library; qgemv.h is what decoder.c uses of qgemv.c
+SOURCES = (
+    HERE / "qgemv.c",
+    HERE / "decoder.c",
+    HERE / "snake.c",
+    HERE / "quantize.c",
+    HERE / "exact.c",
+)  # one library; qgemv.h is what decoder.c uses of qgemv.c
 HEADERS = (HERE / "qgemv.h",)
 FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fopenmp", "-shared", "-fPIC")
 _P, _I = ctypes.c_void_p, ctypes.c_int64

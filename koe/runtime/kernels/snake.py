@@ -39,8 +39,17 @@ def snake_beta(x: torch.Tensor, alpha: torch.Tensor, inv_beta: torch.Tensor, out
         return _torch_snake_beta(x, alpha, inv_beta).to(out_dtype)
     x = x.contiguous()
     out = torch.empty(x.shape, dtype=out_dtype)
-    lib.koe_snake_beta(x.data_ptr(), out.data_ptr(), x.shape[0] * x.shape[1], x.shape[1], x.shape[2], alpha.data_ptr(), inv_beta.data_ptr(),
-                       _DTYPES[x.dtype], _DTYPES[out_dtype])  # fmt: skip
+    lib.koe_snake_beta(
+        x.data_ptr(),
+        out.data_ptr(),
+        x.shape[0] * x.shape[1],
+        x.shape[1],
+        x.shape[2],
+        alpha.data_ptr(),
+        inv_beta.data_ptr(),
+        _DTYPES[x.dtype],
+        _DTYPES[out_dtype],
+    )
     return out
 
 

@@ -19,14 +19,11 @@ from koe import __version__
 from koe.server.errors import client_text
 from koe.server.schemas import Health, ListOf, ModelCard
 from koe.server.state import ServerState, server_state
-from koe.service.synthesis.cache import LoadFailure
 from koe.service.store.models import ModelDetails
+from koe.service.synthesis.cache import LoadFailure
 
 router = APIRouter(tags=["models"])
 health_router = APIRouter(tags=["health"])
-
-
-
 
 
 def _family_title(family: str) -> str:
@@ -48,17 +45,26 @@ def _card(d: ModelDetails, state: ServerState, loaded: set[str], failure: LoadFa
     elif not is_loaded and d.missing:
         error = f"incomplete: missing {', '.join(d.missing)}"
     return ModelCard(
-        id=d.ref.name, created=int(d.added_at or 0), family=d.ref.family, family_title=_family_title(d.ref.family), variant=d.ref.variant, size=d.size,
-        parameters=d.parameters, random_weights=d.random_weights,
-        speakers=d.speakers, languages=d.languages, loaded=is_loaded,
-        default=d.ref.name == state.settings.models.default, uses=d.uses,
+        id=d.ref.name,
+        created=int(d.added_at or 0),
+        family=d.ref.family,
+        family_title=_family_title(d.ref.family),
+        variant=d.ref.variant,
+        size=d.size,
+        parameters=d.parameters,
+        random_weights=d.random_weights,
+        speakers=d.speakers,
+        languages=d.languages,
+        loaded=is_loaded,
+        default=d.ref.name == state.settings.models.default,
+        uses=d.uses,
         status="loaded" if is_loaded else "failed" if error else "ready",
         error=client_text(error) if error else None,
         failed_at=int(failure.failed_at) if failure is not None and not is_loaded else None,
         voice_modes=sorted(d.capabilities.voice_modes) if d.capabilities else [],
         options=d.capabilities.options.describe() if d.capabilities else [],
         capabilities=d.capabilities.to_dict() if d.capabilities else None,
-    )  # fmt: skip
+    )
 
 
 def _loaded(state: ServerState) -> set[str]:

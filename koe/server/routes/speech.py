@@ -6,11 +6,11 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from koe.service.synthesis.plan import SpeechPlan
-from koe.service.synthesis.requests import SpeechOutput
 from koe.server.schemas import SpeechBody
 from koe.server.state import server_state
 from koe.server.streams import audio_bytes, first_chunk, sse_events, wait_for_output
+from koe.service.synthesis.plan import SpeechPlan
+from koe.service.synthesis.requests import SpeechOutput
 
 router = APIRouter(tags=["speech"])
 
@@ -26,9 +26,7 @@ async def create_speech(body: SpeechBody, request: Request) -> Response:
         job = await run_in_threadpool(lambda: state.scheduler.submit(state.plan_speech(body)))
         output = await wait_for_output(job, request, state.drain)
         return Response(output.audio, media_type=output.format.media_type, headers=_output_headers(job.plan, output))
-    job = await run_in_threadpool(
-        lambda: state.scheduler.submit_stream(state.plan_speech(body), first_chunk_s=state.first_chunk_s, chunk_s=state.chunk_s)
-    )
+    job = await run_in_threadpool(lambda: state.scheduler.submit_stream(state.plan_speech(body), first_chunk_s=state.first_chunk_s, chunk_s=state.chunk_s))
     plan = job.plan
     first = await first_chunk(job, request, state.drain)
     headers = {**_plan_headers(plan), "Cache-Control": "no-cache"}

@@ -27,18 +27,19 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
+from koe.server.openai_compat import CatalogEntry, catalog_models, first_bad_text, library_voice_models, model_name, voice_catalog
+from koe.server.schemas import Deleted, DesignBody, PresetVoiceCard, VoiceCard, VoiceList
+from koe.server.state import ServerState, server_state
+from koe.server.streams import wait_for_output
 from koe.service.errors import InvalidRequest, KoeError
 from koe.service.names import check_name
 from koe.service.synthesis.requests import SpeechRequest
 from koe.service.synthesis.scheduler import SpeechJob
 from koe.service.voices.library import Voice
-from koe.server.openai_compat import CatalogEntry, first_bad_text, catalog_models, library_voice_models, model_name, voice_catalog
-from koe.server.schemas import Deleted, DesignBody, PresetVoiceCard, VoiceCard, VoiceList
-from koe.server.state import ServerState, server_state
-from koe.server.streams import wait_for_output
 from koe.text.checks import text_problem
 
 router = APIRouter(tags=["voices"])
+
 
 def _form_schema(required: list[str], properties: dict) -> dict:
     """The OpenAPI `requestBody` of a multipart form (FastAPI cannot infer it: the routes read the form themselves)."""
@@ -47,19 +48,25 @@ def _form_schema(required: list[str], properties: dict) -> dict:
 
 
 _OVERWRITE = {"type": "boolean", "default": False}
-_UPLOAD_SCHEMA = _form_schema(["name", "file"], {
-    "name": {"type": "string", "description": "letters, digits, '.', '_' and '-' (no paths)"},
-    "file": {"type": "string", "format": "binary", "description": "the reference clip (wav, flac, mp3, ogg, ...); also accepted as audio_sample"},
-    "transcript": {"type": "string", "description": "what the clip says (better cloning); also accepted as ref_text; at most server.max_transcript_chars"},
-    "language": {"type": "string", "maxLength": 64},
-    "description": {"type": "string", "description": "a note about the voice; at most server.max_description_chars"},
-    "overwrite": _OVERWRITE,
-})  # fmt: skip
-_IMPORT_SCHEMA = _form_schema(["file"], {
-    "file": {"type": "string", "format": "binary", "description": "a voice archive as koe voices export (or GET .../export) writes it: .zip or .tar.gz"},
-    "name": {"type": "string", "description": "the name to keep it under (default: the name it was exported with)"},
-    "overwrite": _OVERWRITE,
-})  # fmt: skip
+_UPLOAD_SCHEMA = _form_schema(
+    ["name", "file"],
+    {
+        "name": {"type": "string", "description": "letters, digits, '.', '_' and '-' (no paths)"},
+        "file": {"type": "string", "format": "binary", "description": "the reference clip (wav, flac, mp3, ogg, ...); also accepted as audio_sample"},
+        "transcript": {"type": "string", "description": "what the clip says (better cloning); also accepted as ref_text; at most server.max_transcript_chars"},
+        "language": {"type": "string", "maxLength": 64},
+        "description": {"type": "string", "description": "a note about the voice; at most server.max_description_chars"},
+        "overwrite": _OVERWRITE,
+    },
+)
+_IMPORT_SCHEMA = _form_schema(
+    ["file"],
+    {
+        "file": {"type": "string", "format": "binary", "description": "a voice archive as koe voices export (or GET .../export) writes it: .zip or .tar.gz"},
+        "name": {"type": "string", "description": "the name to keep it under (default: the name it was exported with)"},
+        "overwrite": _OVERWRITE,
+    },
+)
 _ARCHIVES = {"zip": "application/zip", "tar.gz": "application/gzip"}
 _EXPORT_CHUNK = 64 * 1024
 # the library's and the planner's names for a design's texts -> the body's fields
@@ -68,10 +75,18 @@ _DESIGN_PARAMS = {"ref_text": "input", "design": "description"}
 
 def voice_card(v: Voice, models: list[str]) -> VoiceCard:
     return VoiceCard(
-        id=v.name, name=v.name, created_at=int(v.created_at), type="prompt" if v.source == "design" else "audio_sample",
-        models=models, source=v.source, transcript=v.ref_text, description=v.description, language=v.language,
-        duration_s=v.duration_s, sample_rate=v.sample_rate,
-    )  # fmt: skip
+        id=v.name,
+        name=v.name,
+        created_at=int(v.created_at),
+        type="prompt" if v.source == "design" else "audio_sample",
+        models=models,
+        source=v.source,
+        transcript=v.ref_text,
+        description=v.description,
+        language=v.language,
+        duration_s=v.duration_s,
+        sample_rate=v.sample_rate,
+    )
 
 
 def entry_card(e: CatalogEntry) -> VoiceCard | PresetVoiceCard:
@@ -214,9 +229,7 @@ async def create_voice(request: Request) -> VoiceCard:
     if not data:
         raise InvalidRequest("the uploaded clip is empty", param="file")
     try:
-        voice = await run_in_threadpool(
-            lambda: state.home.voices.add(name, data, transcript, description=description, language=language, overwrite=overwrite)
-        )
+        voice = await run_in_threadpool(lambda: state.home.voices.add(name, data, transcript, description=description, language=language, overwrite=overwrite))
     except InvalidRequest as e:
         if e.param == "ref_text":  # the library's name for it; say the field the form used
             e.param = transcript_field
@@ -286,9 +299,15 @@ def _submit_design(state: ServerState, body: DesignBody) -> tuple[SpeechRequest,
     synth = state.synthesizer
     try:
         speech = synth.design_request(
-            body.name, body.description, model=model_name(body.model, state.home) if body.model is not None else None, text=body.input,
-            language=body.language, seed=body.seed, options=body.options, overwrite=body.overwrite,
-        )  # fmt: skip
+            body.name,
+            body.description,
+            model=model_name(body.model, state.home) if body.model is not None else None,
+            text=body.input,
+            language=body.language,
+            seed=body.seed,
+            options=body.options,
+            overwrite=body.overwrite,
+        )
         plan = synth.plan(speech)
     except KoeError as e:
         e.param = _DESIGN_PARAMS.get(e.param or "", e.param)

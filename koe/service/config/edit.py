@@ -23,10 +23,10 @@ from pydantic import BaseModel, SecretStr, ValidationError
 from tomlkit.exceptions import TOMLKitError
 from tomlkit.items import Comment, Table, Whitespace
 
+from koe.service.config.settings import ENV_DELIMITER, ENV_PREFIX, SECRET_KEY, TOML_NAME, Settings, load_settings, resolve_home
 from koe.service.errors import ConfigError, InvalidRequest, NotFound
 from koe.service.fsio import atomic_write_text, path_lock
 from koe.service.names import close_matches, did_you_mean
-from koe.service.config.settings import ENV_DELIMITER, ENV_PREFIX, SECRET_KEY, TOML_NAME, Settings, load_settings, resolve_home
 
 SECTIONS = ("server", "models", "synthesis")
 OPTIONS_KEY = "synthesis.options"  # a table of family options: its entries are keys of their own

@@ -176,8 +176,8 @@ class ModelsSettings(_Section):
     device: str | None = Field(None, description="cpu, cuda, cuda:1, mps; empty = best available")
     dtype: str | None = Field(None, description="float32, bfloat16, float16; empty = float32 on CPU, bfloat16 on CUDA")
     precision: Literal["fp32", "bf16", "int8", "int4"] | None = Field(
-        None, description="opt-in speed mode that changes bits: bf16, int8 or int4 (CPU; each model lists the ones it runs); "
-        "empty = dtype decides, fp32 = exact"
+        None,
+        description="opt-in speed mode that changes bits: bf16, int8 or int4 (CPU; each model lists the ones it runs); empty = dtype decides, fp32 = exact",
     )
 
     @field_validator("device", "dtype", "default", mode="before")
@@ -206,7 +206,8 @@ class SynthesisSettings(_Section):
     save_outputs: bool = Field(False, description="keep every output under KOE_HOME/outputs")
     max_new_tokens: int | None = Field(None, ge=1, description="default max_new_tokens, for models with that option (their length cap); empty = model's")
     options: dict[str, Any] = Field(
-        default_factory=dict, description="family options every request starts from, where the model has them (a table {NAME = VALUE, ...}; `koe models info MODEL` lists a model's)"
+        default_factory=dict,
+        description="family options every request starts from, where the model has them (a table {NAME = VALUE, ...}; `koe models info MODEL` lists a model's)",
     )
 
     @field_validator("speaker", mode="before")
@@ -323,8 +324,12 @@ def read_toml(path: Path) -> dict[str, Any]:
 def read_env(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """`KOE_<SECTION>__<KEY>` variables as a nested dict (pydantic-settings' env source, KOE_HOME excluded)."""
     source = EnvSettingsSource(
-        Settings, env_prefix=ENV_PREFIX, env_nested_delimiter=ENV_DELIMITER, case_sensitive=False, env_parse_none_str="",
-    )  # fmt: skip
+        Settings,
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter=ENV_DELIMITER,
+        case_sensitive=False,
+        env_parse_none_str="",
+    )
     if environ is not None:
         source.env_vars = {k.lower(): v for k, v in environ.items()}
     try:

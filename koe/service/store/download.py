@@ -77,12 +77,18 @@ def check_repo_path(path: object) -> str:
     if not isinstance(path, str) or not path:
         raise UnsafeListing(f"a file name that is not a name: {path!r}")
     why = (
-        "is absolute" if path.startswith("/") else
-        "has a backslash" if "\\" in path else
-        "has a control character" if any(ord(c) < 32 or 0x7F <= ord(c) < 0xA0 for c in path) else
-        "names a drive" if re.match(r"[A-Za-z]:", path) else
-        "has a '..', '.' or empty part" if any(part in ("", ".", "..") for part in path.split("/")) else ""
-    )  # fmt: skip
+        "is absolute"
+        if path.startswith("/")
+        else "has a backslash"
+        if "\\" in path
+        else "has a control character"
+        if any(ord(c) < 32 or 0x7F <= ord(c) < 0xA0 for c in path)
+        else "names a drive"
+        if re.match(r"[A-Za-z]:", path)
+        else "has a '..', '.' or empty part"
+        if any(part in ("", ".", "..") for part in path.split("/"))
+        else ""
+    )
     if why:
         raise UnsafeListing(f"the file name {path!r} {why}")
     return path
@@ -215,8 +221,15 @@ class Transfer:
     over the network in this run.
     """
 
-    def __init__(self, jobs: Iterable[Job], headers: dict[str, str], *, connect_timeout: float = 10.0, read_timeout: float = 60.0,
-                 on_progress: Callable[[int, int], None] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        jobs: Iterable[Job],
+        headers: dict[str, str],
+        *,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 60.0,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> None:
         self.jobs = sorted(jobs, key=lambda j: -(j.file.size or 0))  # the big files first: they set the pace
         self.headers = headers
         self.timeouts = (connect_timeout, read_timeout)

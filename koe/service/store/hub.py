@@ -28,8 +28,8 @@ from urllib.parse import urlparse
 from koe.engines.spec import HubFiles
 from koe.service.errors import AlreadyExists, InvalidRequest, NotFound, StorageError, Unavailable
 from koe.service.fsio import fsync_dir, remove_tree
-from koe.service.store.models import ModelDetails, ModelStore
 from koe.service.names import check_name
+from koe.service.store.models import ModelDetails, ModelStore
 from koe.service.store.resolve import hub_offline, release_for, release_name
 
 log = logging.getLogger(__name__)
@@ -128,8 +128,7 @@ def _look_up(source, partial: Path, revision: str | None, token: str | None, hin
     exact = patterns is not None and not any(c in p for p in patterns for c in "*?[")
     absent = [p for p in patterns if p not in listing.files] if exact else []
     if absent or not wanted:
-        raise NotFound(f"{source.repo}{at} has no {', '.join(absent) or where + ' files'} on the hub",
-                       hint="is the hub id right? (`koe models pull --help`)")  # fmt: skip
+        raise NotFound(f"{source.repo}{at} has no {', '.join(absent) or where + ' files'} on the hub", hint="is the hub id right? (`koe models pull --help`)")
     local = partial / source.repo.replace("/", "--")  # kept between runs: a rerun resumes
     try:
         jobs = [Job(file_url(_endpoint(), source.repo, listing.sha, p), listing.files[p], inside(local, p), partial / ".parts") for p in wanted]
@@ -142,8 +141,10 @@ def _look_up(source, partial: Path, revision: str | None, token: str | None, hin
 
 def _unsafe(repo: str, e: Exception) -> Unavailable:
     """The error for a listing koe refuses (koe.service.store.download.UnsafeListing): nothing was written."""
-    return Unavailable(f"refused the listing of {repo} from {_endpoint()}: {e}; no file was written or removed",
-                       hint="a hub or mirror you trust? check HF_ENDPOINT (unset: huggingface.co)")  # fmt: skip
+    return Unavailable(
+        f"refused the listing of {repo} from {_endpoint()}: {e}; no file was written or removed",
+        hint="a hub or mirror you trust? check HF_ENDPOINT (unset: huggingface.co)",
+    )
 
 
 def _network_error(e: Exception) -> bool:

@@ -26,8 +26,8 @@ from koe.service.storage import Database, ModelRow
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from koe.service.store.resolve import Downloads
     from koe.service.config.settings import Settings
+    from koe.service.store.resolve import Downloads
 
 _DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 _SIGNATURE_FILES = 2000  # a model folder holds a few dozen; cap the walk of an odd one
@@ -149,7 +149,6 @@ class ModelDetails:
         return self.parameters * _DTYPE_BYTES.get(dtype, 4)
 
 
-
 def detect_model(folder: str | Path, name: str | None = None) -> ModelRef:
     """A `ModelRef` for a model folder, or `InvalidRequest` saying why it is not one koe runs."""
     from koe.engines.registry import UnknownModelError, detect
@@ -183,10 +182,18 @@ def inspect_model(ref: ModelRef) -> ModelDetails:
         raise InvalidRequest(str(e), param="model") from e
     caps = d.capabilities
     return ModelDetails(
-        ref=ref, weights_bytes=sum(p.stat().st_size for p in d.weight_files if p.is_file()),
-        parameters=d.parameters, stored_dtype=d.stored_dtype, speakers=list(caps.speakers), languages=list(caps.languages),
-        missing=list(d.missing), extra=dict(d.extra or {}), capabilities=caps, uses=d.uses, random_weights=d.random_weights,
-    )  # fmt: skip
+        ref=ref,
+        weights_bytes=sum(p.stat().st_size for p in d.weight_files if p.is_file()),
+        parameters=d.parameters,
+        stored_dtype=d.stored_dtype,
+        speakers=list(caps.speakers),
+        languages=list(caps.languages),
+        missing=list(d.missing),
+        extra=dict(d.extra or {}),
+        capabilities=caps,
+        uses=d.uses,
+        random_weights=d.random_weights,
+    )
 
 
 def import_hint() -> str | None:
@@ -317,9 +324,15 @@ class ModelStore:
         return self._details(row)
 
     def import_model(
-        self, path: str | Path, name: str | None = None, *, link: bool = False, overwrite: bool = False,
-        arch: str | None = None, vocoder: str | Path | None = None,
-    ) -> ModelDetails:  # fmt: skip
+        self,
+        path: str | Path,
+        name: str | None = None,
+        *,
+        link: bool = False,
+        overwrite: bool = False,
+        arch: str | None = None,
+        vocoder: str | Path | None = None,
+    ) -> ModelDetails:
         """Add the model folder at `path` to the store as `name` (default: the folder's name).
 
         The folder is validated first (its family claims it, required files are present). A
@@ -339,8 +352,10 @@ class ModelStore:
         assembly = plan_assembly(spec, src, arch, voc)
         if assembly and link:
             raise InvalidRequest(
-                f"{src} needs files added ({', '.join([*assembly.write, *assembly.copy])}), so it cannot be linked", hint="import it without --link (a copy)", param="model"
-            )  # fmt: skip
+                f"{src} needs files added ({', '.join([*assembly.write, *assembly.copy])}), so it cannot be linked",
+                hint="import it without --link (a copy)",
+                param="model",
+            )
         ref = None
         if not assembly:
             ref = detect_model(src)
@@ -387,9 +402,14 @@ class ModelStore:
         remove_tree(self.root / d.ref.name)
 
     def resolve(
-        self, spec: str | os.PathLike | None, default: str | None = None, *, allow_paths: bool = True,
-        download: bool | Downloads | None = None, cache_dir: str | os.PathLike | None = None,
-    ) -> ModelRef:  # fmt: skip
+        self,
+        spec: str | os.PathLike | None,
+        default: str | None = None,
+        *,
+        allow_paths: bool = True,
+        download: bool | Downloads | None = None,
+        cache_dir: str | os.PathLike | None = None,
+    ) -> ModelRef:
         """The model a request means: `spec` (a store name, a folder path or a hub id), else
         `default`, else the only installed model (`koe.service.store.resolve.resolve_model` has the
         order). Raises `NotFound`/`InvalidRequest`/`Unavailable` with what to do instead.

@@ -39,8 +39,8 @@ from koe.service.names import MAX_NAME_LENGTH, check_name, close_matches, did_yo
 
 if TYPE_CHECKING:
     from koe.engines.spec import FamilySpec, HubFiles, ReleasedModel
-    from koe.service.store.models import ModelRef, ModelStore
     from koe.service.config.settings import Settings
+    from koe.service.store.models import ModelRef, ModelStore
 
 log = logging.getLogger(__name__)
 
@@ -107,8 +107,10 @@ class CachedRepo:
         storage = self.folder.parent.parent.resolve()
         target = (self.folder / path).resolve()
         if not target.is_relative_to(storage):
-            raise StorageError(f"the Hugging Face cache's copy of {self.repo} has {path} linking outside the cache ({target}); not used",
-                               hint=f"remove that snapshot ({self.folder}) or the whole repo from the cache, then fetch it again")  # fmt: skip
+            raise StorageError(
+                f"the Hugging Face cache's copy of {self.repo} has {path} linking outside the cache ({target}); not used",
+                hint=f"remove that snapshot ({self.folder}) or the whole repo from the cache, then fetch it again",
+            )
         return target
 
 
@@ -292,8 +294,11 @@ def _from_hub(store: ModelStore, ref: str, downloads: Downloads, cache_dir, on_s
     if downloads.listed_only and spec is None:
         if close:
             raise _not_a_release(ref, close)
-        raise NotFound(f"no model {ref!r} here (not in the store nor in the Hugging Face cache), and a request may only "
-                       "download a release koe lists", hint=f"koe lists: {', '.join(listed_ids())}", param="model")  # fmt: skip
+        raise NotFound(
+            f"no model {ref!r} here (not in the store nor in the Hugging Face cache), and a request may only download a release koe lists",
+            hint=f"koe lists: {', '.join(listed_ids())}",
+            param="model",
+        )
     why = _why_not(downloads)
     if why:
         raise _not_a_release(ref, close) if close else _unavailable(release, cache, hit, why, client=downloads.listed_only)

@@ -187,9 +187,13 @@ class ModelCache:
         with self._guard:
             before = self._failures.get(ref.key)
             failed = LoadFailure(
-                ref, failure_reason(error, ref), time.time(), (before.attempts if before else 0) + 1,
-                signature, now + self.retry_failed_after,
-            )  # fmt: skip
+                ref,
+                failure_reason(error, ref),
+                time.time(),
+                (before.attempts if before else 0) + 1,
+                signature,
+                now + self.retry_failed_after,
+            )
             self._failures[ref.key] = failed
         if log_it:
             log.error("model %s failed to load: %s", ref.name, failed.reason, exc_info=error, extra=RAISED)

@@ -48,19 +48,37 @@ FORMATS: dict[str, AudioFormat] = {
         AudioFormat("wav", ".wav", "audio/wav", "wav", "pcm_s16le", "s16"),
         AudioFormat("flac", ".flac", "audio/flac", "flac", "flac", "s16"),
         AudioFormat("mp3", ".mp3", "audio/mpeg", "mp3", "libmp3lame", "fltp", bit_rate=96_000),
-        AudioFormat("opus", ".ogg", "audio/ogg", "ogg", "libopus", "flt", bit_rate=48_000, fixed_rate=48_000,
-                    stream_options={"page_duration": "100000"}),
+        AudioFormat("opus", ".ogg", "audio/ogg", "ogg", "libopus", "flt", bit_rate=48_000, fixed_rate=48_000, stream_options={"page_duration": "100000"}),
         AudioFormat("aac", ".aac", "audio/aac", "adts", "aac", "fltp", bit_rate=96_000),
-        AudioFormat("m4a", ".m4a", "audio/mp4", "mp4", "aac", "fltp", bit_rate=96_000,
-                    stream_options={"movflags": "frag_keyframe+empty_moov+default_base_moof", "frag_duration": "200000"}),
+        AudioFormat(
+            "m4a",
+            ".m4a",
+            "audio/mp4",
+            "mp4",
+            "aac",
+            "fltp",
+            bit_rate=96_000,
+            stream_options={"movflags": "frag_keyframe+empty_moov+default_base_moof", "frag_duration": "200000"},
+        ),
         AudioFormat("pcm", ".pcm", "audio/pcm", None, "pcm_s16le", "s16"),
     )
-}  # fmt: skip
+}
 
 EXTENSIONS: dict[str, str] = {
-    ".wav": "wav", ".wave": "wav", ".flac": "flac", ".mp3": "mp3", ".ogg": "opus", ".opus": "opus",
-    ".oga": "opus", ".aac": "aac", ".adts": "aac", ".m4a": "m4a", ".mp4": "m4a", ".pcm": "pcm", ".raw": "pcm",
-}  # fmt: skip
+    ".wav": "wav",
+    ".wave": "wav",
+    ".flac": "flac",
+    ".mp3": "mp3",
+    ".ogg": "opus",
+    ".opus": "opus",
+    ".oga": "opus",
+    ".aac": "aac",
+    ".adts": "aac",
+    ".m4a": "m4a",
+    ".mp4": "m4a",
+    ".pcm": "pcm",
+    ".raw": "pcm",
+}
 
 
 def get_format(name: str | AudioFormat) -> AudioFormat:

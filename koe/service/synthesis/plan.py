@@ -21,21 +21,24 @@ from koe.audio.errors import AudioError
 from koe.audio.io import load_audio
 from koe.engines.base import CLONE, CLONE_WITHOUT_TRANSCRIPT, DESIGN, NO_VOICE, PRESET, Capabilities, RequestError, check_seed
 from koe.runtime import precision
-from koe.service.synthesis.encode import AudioFormat, get_format
+from koe.service.config.settings import Settings
 from koe.service.errors import InvalidRequest, ModelFailed, NotFound, PayloadTooLarge
 from koe.service.store.models import ModelDetails, ModelRef, ModelStore, inspect_model
-from koe.service.synthesis.requests import SpeechRequest
 from koe.service.store.resolve import downloads_for
-from koe.service.config.settings import Settings
+from koe.service.synthesis.encode import AudioFormat, get_format
+from koe.service.synthesis.requests import SpeechRequest
 from koe.service.synthesis.tempo import check_speed
 from koe.service.voices.library import VoiceLibrary
 from koe.text.checks import text_problem
 
 Mode = Literal["speaker", "design", "clone_voice", "clone_clip", "none"]
 _NEEDS: dict[str, frozenset[str]] = {
-    "speaker": frozenset({PRESET}), "design": frozenset({DESIGN}), "none": frozenset({NO_VOICE}),
-    "clone_voice": frozenset({CLONE, CLONE_WITHOUT_TRANSCRIPT}), "clone_clip": frozenset({CLONE, CLONE_WITHOUT_TRANSCRIPT}),
-}  # fmt: skip
+    "speaker": frozenset({PRESET}),
+    "design": frozenset({DESIGN}),
+    "none": frozenset({NO_VOICE}),
+    "clone_voice": frozenset({CLONE, CLONE_WITHOUT_TRANSCRIPT}),
+    "clone_clip": frozenset({CLONE, CLONE_WITHOUT_TRANSCRIPT}),
+}
 _WHAT = {
     "speaker": "preset speakers need a model that ships them",
     "design": "designing a voice from a description needs a model that designs voices",
@@ -80,8 +83,16 @@ class SpeechPlan:
 
     def batch_key(self) -> tuple:
         """Plans with equal keys differ only in text (and seed) and can share one batched generation."""
-        return (self.model.key, self.mode, self.language, self.speaker, self.instruct, self.voice_name,
-                tuple(sorted(self.options.items())), self.ref_audio is None)  # fmt: skip
+        return (
+            self.model.key,
+            self.mode,
+            self.language,
+            self.speaker,
+            self.instruct,
+            self.voice_name,
+            tuple(sorted(self.options.items())),
+            self.ref_audio is None,
+        )
 
 
 class Planner:
@@ -160,14 +171,26 @@ class Planner:
         if speed != 1.0 and caps.native_speed and caps.options.get("speed") is not None and "speed" not in options:
             options["speed"], speed = caps.options.get("speed").check(speed), 1.0  # the model speaks at that rate itself
         return SpeechPlan(
-            text=text, model=ref, mode=mode, language=language, speaker=speaker, instruct=instruct,
-            voice_name=voice_name, ref_audio=ref_audio, ref_text=ref_text, seed=int(seed), options=options,
+            text=text,
+            model=ref,
+            mode=mode,
+            language=language,
+            speaker=speaker,
+            instruct=instruct,
+            voice_name=voice_name,
+            ref_audio=ref_audio,
+            ref_text=ref_text,
+            seed=int(seed),
+            options=options,
             speed=speed,
             format=get_format(request.format or s.format),
             save=s.save_outputs if request.save is None else bool(request.save),
-            warnings=tuple(warnings), description=description, batchable=caps.batch, stream_batchable=caps.batch_stream,
+            warnings=tuple(warnings),
+            description=description,
+            batchable=caps.batch,
+            stream_batchable=caps.batch_stream,
             seed_given=request.seed is not None,
-        )  # fmt: skip
+        )
 
     def check_precision(self, ref: ModelRef, caps: Capabilities | None) -> None:
         """The settings' `models.precision` must be one the model runs (`Capabilities.precisions`):
@@ -175,8 +198,9 @@ class Planner:
         wanted = self.settings.models.precision
         if wanted is None or caps is None or precision.parse(wanted) in caps.precisions:
             return
-        raise InvalidRequest(f"model {ref.name!r} cannot run precision {wanted!r} (models.precision, --precision); "
-                             f"it runs {', '.join(caps.precisions)}", param="model")  # fmt: skip
+        raise InvalidRequest(
+            f"model {ref.name!r} cannot run precision {wanted!r} (models.precision, --precision); it runs {', '.join(caps.precisions)}", param="model"
+        )
 
     # -- parts ----------------------------------------------------------------------------------
     def _text(self, text: str) -> str:
@@ -199,7 +223,7 @@ class Planner:
             ("instructions", r.instruct, limits.max_instructions_chars, "server.max_instructions_chars"),
             ("design", r.design, limits.max_instructions_chars, "server.max_instructions_chars"),
             ("ref_text", r.ref_text, limits.max_transcript_chars, "server.max_transcript_chars"),
-        )  # fmt: skip
+        )
         for param, value, cap, setting in long_texts:
             if value is None:
                 continue
@@ -220,8 +244,9 @@ class Planner:
         if r.ref_audio is None and r.ref_text and r.ref_text.strip():
             raise InvalidRequest(
                 "a transcript (ref_text) was given without its reference clip: give the clip too, or leave the transcript out",
-                hint="--ref clip.wav --ref-text ...", param="ref_text",
-            )  # fmt: skip
+                hint="--ref clip.wav --ref-text ...",
+                param="ref_text",
+            )
         if r.ref_audio is not None:
             mode: Mode = "clone_clip"
         elif r.voice:

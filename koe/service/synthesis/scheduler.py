@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 
 from koe.engines.base import BatchCancel, Cancelled, CancelToken
 from koe.runtime import compute
-from koe.service.synthesis.cache import RAISED
 from koe.service.errors import Busy, KoeError, RequestCancelled, Unavailable
+from koe.service.synthesis.cache import RAISED
 from koe.service.synthesis.plan import SpeechPlan
 from koe.service.synthesis.requests import SpeechOutput, SpeechRequest, StreamChunk
 from koe.service.synthesis.synthesizer import Synthesizer
@@ -307,10 +307,12 @@ class _Lane:
         delivered = False
         try:
             pairs = self.scheduler.synthesizer.stream_batch(
-                [j.plan for j in batch], [j.cancel_token for j in batch],
-                first_chunk_s=[j.first_chunk_s for j in batch], chunk_s=[j.chunk_s for j in batch],
+                [j.plan for j in batch],
+                [j.cancel_token for j in batch],
+                first_chunk_s=[j.first_chunk_s for j in batch],
+                chunk_s=[j.chunk_s for j in batch],
                 admit=lambda: self._join(batch),
-            )  # fmt: skip
+            )
             with contextlib.closing(pairs):
                 for i, chunk in pairs:
                     job, delivered = batch[i], True

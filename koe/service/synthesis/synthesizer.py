@@ -28,22 +28,19 @@ import numpy as np
 from koe.audio.errors import AudioError
 from koe.engines.base import AudioChunk, Cancelled, CancelToken, RequestError, SynthesisRequest, VoiceReference, collect
 from koe.engines.engine import in_turn
-from koe.service.synthesis.cache import LoadedModel, ModelCache
-from koe.service.synthesis.encode import StreamEncoder, encode_audio
 from koe.service.errors import AlreadyExists, InvalidRequest, KoeError, RequestCancelled, StorageError, disk_full_error, is_disk_full
 from koe.service.home import KoeHome
-from koe.service.store.models import ModelRef
 from koe.service.names import check_name
+from koe.service.store.models import ModelRef
+from koe.service.synthesis.cache import LoadedModel, ModelCache
+from koe.service.synthesis.encode import StreamEncoder, encode_audio
 from koe.service.synthesis.plan import Planner, SpeechPlan
 from koe.service.synthesis.requests import SpeechOutput, SpeechRequest, StreamChunk
 from koe.service.voices.library import Voice
 
 log = logging.getLogger(__name__)
 
-DESIGN_SAMPLE_TEXT = (
-    "Hello! This is the voice I was given. I can read a story, explain an idea, or answer a question, "
-    "clearly and at an easy pace."
-)
+DESIGN_SAMPLE_TEXT = "Hello! This is the voice I was given. I can read a story, explain an idea, or answer a question, clearly and at an easy pace."
 
 
 class Synthesizer:
@@ -67,7 +64,11 @@ class Synthesizer:
         m = self.settings.models
         self.cache = ModelCache(loader or self._load_engine, resident_limit=m.resident_limit, idle_unload_seconds=m.idle_unload_seconds)
         self.planner = Planner(
-            self.settings, home.models, home.voices, max_input_chars=max_input_chars, on_model_failed=self.cache.remember_failure,
+            self.settings,
+            home.models,
+            home.voices,
+            max_input_chars=max_input_chars,
+            on_model_failed=self.cache.remember_failure,
             allow_model_paths=allow_model_paths,
         )  # a model whose configs cannot be read is listed with the failed loads
         self.record_history = record_history
@@ -163,9 +164,7 @@ class Synthesizer:
 
         The two halves are `design_request` and `keep_design`: the server speaks the request on its
         scheduler's threads (queue limits, cancellation) in between."""
-        request = self.design_request(
-            name, description, model=model, text=text, language=language, seed=seed, options=options, overwrite=overwrite
-        )
+        request = self.design_request(name, description, model=model, text=text, language=language, seed=seed, options=options, overwrite=overwrite)
         return self.keep_design(name, request, self.speak(request), overwrite=overwrite)
 
     def design_request(
@@ -190,9 +189,15 @@ class Synthesizer:
             raise InvalidRequest("the voice description is empty: describe the voice (age, gender, tone, pace, ...)", param="description")
         self.home.voices.check_fields(text, description, language)  # what the library would refuse, before any audio is made
         return SpeechRequest(
-            text=text or DESIGN_SAMPLE_TEXT, model=model, design=description, language=language, seed=seed,
-            options=dict(options or {}), format="wav", save=False,
-        )  # fmt: skip
+            text=text or DESIGN_SAMPLE_TEXT,
+            model=model,
+            design=description,
+            language=language,
+            seed=seed,
+            options=dict(options or {}),
+            format="wav",
+            save=False,
+        )
 
     def keep_design(self, name: str, request: SpeechRequest, out: SpeechOutput, *, overwrite: bool = False) -> Voice:
         """Keep `out`, the spoken `design_request`, as library voice `name` (source "design"; the
@@ -200,9 +205,14 @@ class Synthesizer:
         lang = out.metadata.get("language")
         with disk_full_as(f"cannot keep the designed voice {name!r}"):
             return self.home.voices.add(
-                name, (out.samples, out.engine_sample_rate), request.text, description=(request.design or "").strip(),
-                language=None if lang in (None, "auto") else lang, source="design", overwrite=overwrite,
-            )  # fmt: skip
+                name,
+                (out.samples, out.engine_sample_rate),
+                request.text,
+                description=(request.design or "").strip(),
+                language=None if lang in (None, "auto") else lang,
+                source="design",
+                overwrite=overwrite,
+            )
 
     def capabilities(self, model: str | None = None) -> dict[str, Any]:
         """What a loaded model can do (loads it): voice modes, speakers, languages, options, ..."""
@@ -226,8 +236,15 @@ class Synthesizer:
         return koe.load(ref.path, device=m.device, dtype=m.dtype, precision=m.precision)
 
     def _synthesis_request(
-        self, plan: SpeechPlan, entry: LoadedModel, cancel: CancelToken | None, *, stream: bool = False,
-        first_chunk_s: float | None = None, chunk_s: float | None = None, notes: list[str] | None = None,
+        self,
+        plan: SpeechPlan,
+        entry: LoadedModel,
+        cancel: CancelToken | None,
+        *,
+        stream: bool = False,
+        first_chunk_s: float | None = None,
+        chunk_s: float | None = None,
+        notes: list[str] | None = None,
     ) -> SynthesisRequest:
         """The engine contract's request for a plan (preparing or loading its voice prompt; what the
         user should know about that, e.g. a prompt that could not be kept, is added to `notes`)."""
@@ -235,9 +252,17 @@ class Synthesizer:
         if plan.mode in ("clone_voice", "clone_clip"):
             voice = self._voice_prompt(plan, entry, notes if notes is not None else [])
         return SynthesisRequest(
-            text=plan.text, language=plan.language, voice=voice, instruct=plan.instruct, seed=plan.seed, cancel=cancel,
-            stream=stream, first_chunk_s=first_chunk_s, chunk_s=chunk_s, options=dict(plan.options),
-        )  # fmt: skip
+            text=plan.text,
+            language=plan.language,
+            voice=voice,
+            instruct=plan.instruct,
+            seed=plan.seed,
+            cancel=cancel,
+            stream=stream,
+            first_chunk_s=first_chunk_s,
+            chunk_s=chunk_s,
+            options=dict(plan.options),
+        )
 
     def _voice_prompt(self, plan: SpeechPlan, entry: LoadedModel, notes: list[str]) -> Any:
         """The engine's prompt for the plan's voice: prepared from the clip, or the library's (prepared
@@ -265,27 +290,49 @@ class Synthesizer:
 
     # -- results --------------------------------------------------------------------------------
     def _finish(
-        self, plan: SpeechPlan, samples: np.ndarray, sample_rate: int, meta: dict[str, Any], seed: int | None = None,
+        self,
+        plan: SpeechPlan,
+        samples: np.ndarray,
+        sample_rate: int,
+        meta: dict[str, Any],
+        seed: int | None = None,
         notes: list[str] | None = None,
-    ) -> SpeechOutput:  # fmt: skip
+    ) -> SpeechOutput:
         encoded = encode_audio(samples, sample_rate, plan.format, speed=plan.speed)
         seed = plan.seed if seed is None else seed
         metadata = self._metadata(plan, meta, seed)
         output_id, path, kept = self._record(plan, encoded.duration, metadata, encoded.data)
         return SpeechOutput(
-            audio=encoded.data, format=encoded.format, sample_rate=encoded.sample_rate, duration=encoded.duration,
-            samples=np.asarray(samples, dtype=np.float32), engine_sample_rate=int(sample_rate), model=plan.model.name,
-            voice=plan.voice_label, seed=seed, warnings=[*result_warnings(plan, meta), *(notes or []), *kept], metadata=metadata,
-            output_id=output_id, path=path,
-        )  # fmt: skip
+            audio=encoded.data,
+            format=encoded.format,
+            sample_rate=encoded.sample_rate,
+            duration=encoded.duration,
+            samples=np.asarray(samples, dtype=np.float32),
+            engine_sample_rate=int(sample_rate),
+            model=plan.model.name,
+            voice=plan.voice_label,
+            seed=seed,
+            warnings=[*result_warnings(plan, meta), *(notes or []), *kept],
+            metadata=metadata,
+            output_id=output_id,
+            path=path,
+        )
 
     def _metadata(self, plan: SpeechPlan, meta: dict[str, Any], seed: int) -> dict[str, Any]:
         out = {
             **{k: v for k, v in meta.items() if k not in ("codes",)},
-            "seed": seed, "mode": plan.mode, "language": plan.language, "speaker": plan.speaker,
-            "instruct": plan.instruct, "voice": plan.voice_name, "speed": plan.speed, "format": plan.format.name,
-            "options": plan.options, "model_name": plan.model.name, "model_key": plan.model.key,
-        }  # fmt: skip
+            "seed": seed,
+            "mode": plan.mode,
+            "language": plan.language,
+            "speaker": plan.speaker,
+            "instruct": plan.instruct,
+            "voice": plan.voice_name,
+            "speed": plan.speed,
+            "format": plan.format.name,
+            "options": plan.options,
+            "model_name": plan.model.name,
+            "model_key": plan.model.key,
+        }
         if not plan.model.installed:  # a folder or a Hugging Face cache snapshot: `koe history replay` finds it again
             out["model_path"] = str(plan.model.path)
         return out
@@ -301,9 +348,14 @@ class Synthesizer:
             return None, None, []
         try:
             output_id = self.home.db.add_output(
-                text=plan.text, model=plan.model.name, voice=plan.voice_label, format=plan.format.name,
-                duration_s=duration, path=None, metadata=metadata,
-            )  # fmt: skip
+                text=plan.text,
+                model=plan.model.name,
+                voice=plan.voice_label,
+                format=plan.format.name,
+                duration_s=duration,
+                path=None,
+                metadata=metadata,
+            )
         except Exception as e:  # noqa: BLE001 - any database failure: the audio is still good
             if plan.save:
                 raise _save_failed(e) from e
@@ -379,7 +431,9 @@ class Synthesizer:
                 _check_chunk_size(name, value)
         return self._stream_batch(plans, cancels, *sizes, admit=admit)
 
-    def _stream_batch(self, plans: list[SpeechPlan], cancels: list[CancelToken], firsts: list, everys: list, admit=None) -> Iterator[tuple[int, StreamChunk | KoeError]]:
+    def _stream_batch(
+        self, plans: list[SpeechPlan], cancels: list[CancelToken], firsts: list, everys: list, admit=None
+    ) -> Iterator[tuple[int, StreamChunk | KoeError]]:
         if not plans:
             return
         first = plans[0]

@@ -46,9 +46,21 @@ from koe.service.names import check_name, close_matches, did_you_mean
 from koe.service.storage import Database, VoiceRow
 from koe.service.voices.archive import archive_kind, read_archive, write_archive
 from koe.service.voices.manifest import (
-    MAX_MANIFEST_BYTES, MAX_REFERENCE_BYTES, MAX_STORED_SECONDS, REFERENCE, SAMPLE_RATES, SOURCES, TRANSCRIPT, VOICE_JSON,
-    VoiceLimits, check_manifest, check_row, check_text, manifest_json, parse_manifest,
-)  # fmt: skip
+    MAX_MANIFEST_BYTES,
+    MAX_REFERENCE_BYTES,
+    MAX_STORED_SECONDS,
+    REFERENCE,
+    SAMPLE_RATES,
+    SOURCES,
+    TRANSCRIPT,
+    VOICE_JSON,
+    VoiceLimits,
+    check_manifest,
+    check_row,
+    check_text,
+    manifest_json,
+    parse_manifest,
+)
 
 log = logging.getLogger(__name__)
 
@@ -101,9 +113,14 @@ class VoiceLibrary:
     """Add, list, show, remove, export and import voices; hand out prepared voice prompts per model."""
 
     def __init__(
-        self, root: str | Path, db: Database, *, max_reference_seconds: float | None = None,
-        max_transcript_chars: int = VoiceLimits.transcript_chars, max_description_chars: int = VoiceLimits.description_chars,
-    ) -> None:  # fmt: skip
+        self,
+        root: str | Path,
+        db: Database,
+        *,
+        max_reference_seconds: float | None = None,
+        max_transcript_chars: int = VoiceLimits.transcript_chars,
+        max_description_chars: int = VoiceLimits.description_chars,
+    ) -> None:
         self.root = Path(root)
         self.db = db
         self.max_reference_seconds = max_reference_seconds
@@ -181,8 +198,9 @@ class VoiceLibrary:
         if voice.duration_s < min_seconds:
             raise InvalidRequest(
                 f"voice {voice.name!r} is {voice.duration_s:.2f} s of audio; {model} clones from at least {min_seconds:g} s",
-                hint=f"add it again from a longer clip (koe voices add {voice.name} --ref CLIP --overwrite)", param="voice",
-            )  # fmt: skip
+                hint=f"add it again from a longer clip (koe voices add {voice.name} --ref CLIP --overwrite)",
+                param="voice",
+            )
         return voice
 
     # -- writing --------------------------------------------------------------------------------
@@ -319,9 +337,14 @@ class VoiceLibrary:
         if not target:
             raise InvalidRequest("voice archive has no name in voice.json; give one")
         return self.add(
-            target, files[REFERENCE], ref_text, description=fields.get("description"),
-            language=fields.get("language"), source="import", overwrite=overwrite,
-        )  # fmt: skip
+            target,
+            files[REFERENCE],
+            ref_text,
+            description=fields.get("description"),
+            language=fields.get("language"),
+            source="import",
+            overwrite=overwrite,
+        )
 
     # -- prepared prompts -----------------------------------------------------------------------
     def prompt_for(
@@ -374,8 +397,11 @@ class VoiceLibrary:
 
     def _not_found(self, name: str) -> NotFound:
         known = [v.name for v in self.list()]
-        return NotFound(f"no voice named {name!r}; voices: {', '.join(known) if known else '(none yet: koe voices add NAME --ref clip.wav)'}",
-                        hint=did_you_mean(close_matches(name, known)), param="voice")  # fmt: skip
+        return NotFound(
+            f"no voice named {name!r}; voices: {', '.join(known) if known else '(none yet: koe voices add NAME --ref clip.wav)'}",
+            hint=did_you_mean(close_matches(name, known)),
+            param="voice",
+        )
 
     def _warn(self, message: str) -> None:
         """Log `message` once per library (a listing is not a flood of the same warning)."""
@@ -398,9 +424,15 @@ class VoiceLibrary:
         with open(ref, "rb"):
             pass  # readable
         return VoiceRow(
-            folder.name, float(fields["created_at"]), fields["source"], fields.get("ref_text"), fields.get("description"),
-            fields.get("language"), float(fields["duration_s"]), int(fields["sample_rate"]),
-        )  # fmt: skip
+            folder.name,
+            float(fields["created_at"]),
+            fields["source"],
+            fields.get("ref_text"),
+            fields.get("description"),
+            fields.get("language"),
+            float(fields["duration_s"]),
+            int(fields["sample_rate"]),
+        )
 
     def _read_live(self, name: str) -> VoiceRow:
         """`_read_folder(root/name)`, retried for up to SWAP_WAIT_S while the folder is missing: an

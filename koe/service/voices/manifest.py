@@ -94,7 +94,9 @@ def check_manifest(meta: Any, limits: VoiceLimits, *, complete: bool) -> dict[st
     if present("sample_rate"):
         v = meta["sample_rate"]
         if not _is_int(v) or not SAMPLE_RATES[0] <= v <= SAMPLE_RATES[1]:
-            raise InvalidRequest(f"{VOICE_JSON}: 'sample_rate' must be a whole number of Hz from {SAMPLE_RATES[0]} to {SAMPLE_RATES[1]}, not {_shown(v)}", param="sample_rate")
+            raise InvalidRequest(
+                f"{VOICE_JSON}: 'sample_rate' must be a whole number of Hz from {SAMPLE_RATES[0]} to {SAMPLE_RATES[1]}, not {_shown(v)}", param="sample_rate"
+            )
         out["sample_rate"] = v
     for key, what, limit, one_line in (
         ("ref_text", "'ref_text' (the transcript)", limits.transcript_chars, False),
@@ -170,4 +172,3 @@ def _shown(v: Any) -> str:
     if isinstance(v, str) and len(v) <= 40:
         return repr(v)
     return _kind(v)
-

@@ -15,17 +15,16 @@ import numpy as np
 import pytest
 import soundfile as sf
 import torch
+from oracle_harness import run_oracle
 from safetensors.torch import save_file
 
-from oracle_harness import run_oracle
-
+from koe.audio import pcm
 from koe.audio.errors import AudioError
 from koe.audio.mel import htk_mel_filterbank, vocos_log_mel
-from koe.audio.sinc_resample import resample_sinc
-from koe.engines.base import UnsupportedVoice
-from koe.audio import pcm
 from koe.audio.pcm import pcm16_from_float
 from koe.audio.silence import WindowRms
+from koe.audio.sinc_resample import resample_sinc
+from koe.engines.base import UnsupportedVoice
 from koe.engines.f5_tts.reference import MIN_REFERENCE_SECONDS, load_reference, normalised_reference, prepare_reference
 from koe.engines.f5_tts.text import end_ref_text as fix_transcript
 from koe.engines.f5_tts.text import ref_text_for_batches
@@ -76,24 +75,43 @@ def _clips(rng: np.random.Generator) -> dict[str, tuple[np.ndarray, int, str, st
     sr = 24000
     clips["edges_24k_mono16"] = (
         np.concatenate([np.zeros(int(0.2 * sr)), _quiet(rng, 1.1, sr), _speech(rng, 4.0, sr), _quiet(rng, 2.2, sr, 1e-4)]),
-        sr, "PCM_16", "中文结尾。", 0.1,
+        sr,
+        "PCM_16",
+        "中文结尾。",
+        0.1,
     )
     clips["quiet_16k_mono16"] = (_speech(rng, 5.0, 16000, level=0.02), 16000, "PCM_16", "trailing space ", 0.1)
     sr = 44100
     clips["edges_44k_stereo24"] = (
-        _stereo(np.concatenate([_quiet(rng, 0.7, sr), _speech(rng, 5.0, sr), _quiet(rng, 0.9, sr)])), sr, "PCM_24", "Stereo clip", 0.1,
+        _stereo(np.concatenate([_quiet(rng, 0.7, sr), _speech(rng, 5.0, sr), _quiet(rng, 0.9, sr)])),
+        sr,
+        "PCM_24",
+        "Stereo clip",
+        0.1,
     )
     clips["pause_16k_stereo24"] = (
-        _stereo(np.concatenate([_speech(rng, 2.0, 16000), _quiet(rng, 2.5, 16000), _speech(rng, 2.5, 16000)])), 16000, "PCM_24", "Two parts", 0.1,
+        _stereo(np.concatenate([_speech(rng, 2.0, 16000), _quiet(rng, 2.5, 16000), _speech(rng, 2.5, 16000)])),
+        16000,
+        "PCM_24",
+        "Two parts",
+        0.1,
     )
     sr = 8000
     clips["pause_8k_mono16"] = (
-        np.concatenate([_quiet(rng, 0.4, sr), _speech(rng, 2.0, sr), _quiet(rng, 2.5, sr), _speech(rng, 2.5, sr)]), sr, "PCM_16", "Telephone", 0.1,
+        np.concatenate([_quiet(rng, 0.4, sr), _speech(rng, 2.0, sr), _quiet(rng, 2.5, sr), _speech(rng, 2.5, sr)]),
+        sr,
+        "PCM_16",
+        "Telephone",
+        0.1,
     )
     clips["u8_22k_mono"] = (np.concatenate([_speech(rng, 3.0, 22050), np.zeros(9000)]), 22050, "PCM_U8", "Eight bits", 0.1)
     sr = 48000
     clips["full_48k_stereo32"] = (
-        _stereo(np.concatenate([_quiet(rng, 0.5, sr), np.clip(_speech(rng, 4.0, sr, level=0.9), -1, 1), _quiet(rng, 0.5, sr)])), sr, "PCM_32", "Loud", 0.1,
+        _stereo(np.concatenate([_quiet(rng, 0.5, sr), np.clip(_speech(rng, 4.0, sr, level=0.9), -1, 1), _quiet(rng, 0.5, sr)])),
+        sr,
+        "PCM_32",
+        "Loud",
+        0.1,
     )
     clips["short_16k_mono16"] = (_speech(rng, 0.8, 16000), 16000, "PCM_16", "Short", 0.05)
     # lengths whose rounded milliseconds run past the data: pydub zero-fills the last slice
@@ -234,8 +252,10 @@ def test_reference_matches_upstream(oracle, name):
 
 def test_reference_clipping_steps(oracle):
     cases = _reference_cases(oracle)
-    steps = {name: load_reference(cases[name]["path"], cases[name]["text"]).clip_steps for name in
-             ("long_pauses_16k_mono16", "short_pauses_44k_stereo16", "no_silence_24k_mono24", "edges_24k_mono16")}
+    steps = {
+        name: load_reference(cases[name]["path"], cases[name]["text"]).clip_steps
+        for name in ("long_pauses_16k_mono16", "short_pauses_44k_stereo16", "no_silence_24k_mono24", "edges_24k_mono16")
+    }
     assert steps["long_pauses_16k_mono16"] == (1,)
     assert 2 in steps["short_pauses_44k_stereo16"]
     assert steps["no_silence_24k_mono24"][-1] == 3
@@ -268,7 +288,7 @@ def test_tuple_source_is_the_pcm16_wav(session_tmp):
 def test_pcm16_from_float_is_soundfile_pcm16():
     rng = np.random.default_rng(3)
     for dtype in (np.float32, np.float64):
-        x = np.concatenate([rng.uniform(-1.3, 1.3, 50000), rng.uniform(-2**-7, 2**-7, 50000), [1.0, -1.0, 0.5, -0.5, 0.0]]).astype(dtype)
+        x = np.concatenate([rng.uniform(-1.3, 1.3, 50000), rng.uniform(-(2**-7), 2**-7, 50000), [1.0, -1.0, 0.5, -0.5, 0.0]]).astype(dtype)
         buf = io.BytesIO()
         sf.write(buf, x, 8000, format="WAV", subtype="PCM_16")
         buf.seek(0)

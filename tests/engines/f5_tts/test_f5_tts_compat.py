@@ -18,8 +18,10 @@ from koe.engines.f5_tts.fixtures import write_random_model
 pytestmark = pytest.mark.oracle
 
 REF_TEXT = "Some call me nature, others call me mother nature."
-LONG = ("I don't really care what you call me. I've been a silent spectator, watching species evolve, empires rise and fall. "
-        "But always remember, I am mighty and enduring. Respect me and I'll nurture you; ignore me and you shall face the consequences.")  # fmt: skip
+LONG = (
+    "I don't really care what you call me. I've been a silent spectator, watching species evolve, empires rise and fall. "
+    "But always remember, I am mighty and enduring. Respect me and I'll nurture you; ignore me and you shall face the consequences."
+)
 CASES = [
     ("one", "A single batch of text.", 5, {"nfe_step": 8}),
     ("many", LONG, 6, {"nfe_step": 7, "cfg_strength": 1.5}),
@@ -40,9 +42,13 @@ def setup(request, tmp_path_factory):
     released size, as the oracle script does for upstream's configs/<name>.yaml."""
     folder = write_random_model(tmp_path_factory.mktemp(f"f5-{request.param}"), "F5TTS_v1_Base", checkpoint=request.param)
     ref = _clip(folder.parent / "ref.wav")
-    job = {"model": str(folder), "cases": [
-        {"id": cid, "kind": "api", "ref_audio": ref, "ref_text": REF_TEXT, "text": text, "seed": seed, "settings": settings}
-        for cid, text, seed, settings in CASES]}  # fmt: skip
+    job = {
+        "model": str(folder),
+        "cases": [
+            {"id": cid, "kind": "api", "ref_audio": ref, "ref_text": REF_TEXT, "text": text, "seed": seed, "settings": settings}
+            for cid, text, seed, settings in CASES
+        ],
+    }
     tensors, info = run_oracle("generate", job, tmp_path_factory.mktemp("oracle"), family="f5_tts")
     ckpt = next(folder.glob("model_*"))
     tiny = yaml.safe_load((folder / "config.yaml").read_text())["model"]

@@ -30,10 +30,13 @@ def compared(request, tmp_path_factory):
     g = torch.Generator().manual_seed(5)
     given = {"ref": torch.randn(1, 40, 100, generator=g), "mel": torch.randn(1, 100, 57, generator=g)}
     save_file(given, str(folder.parent / "given.safetensors"))
-    cases = [dict(id=cid, kind="sample", ref_mel="ref", tokens=TOKENS, frames=frames, nfe_step=nfe, cfg_strength=cfg, sway_sampling_coef=sway, seed=seed)
-             for cid, frames, nfe, cfg, sway, seed in CASES] + [dict(id="vocos", kind="vocos", mel="mel")]  # fmt: skip
-    tensors, _ = run_oracle("generate", dict(model=str(folder), tensors=str(folder.parent / "given.safetensors"), cases=cases),
-                            tmp_path_factory.mktemp("oracle"), family="f5_tts")  # fmt: skip
+    cases = [
+        dict(id=cid, kind="sample", ref_mel="ref", tokens=TOKENS, frames=frames, nfe_step=nfe, cfg_strength=cfg, sway_sampling_coef=sway, seed=seed)
+        for cid, frames, nfe, cfg, sway, seed in CASES
+    ] + [dict(id="vocos", kind="vocos", mel="mel")]
+    tensors, _ = run_oracle(
+        "generate", dict(model=str(folder), tensors=str(folder.parent / "given.safetensors"), cases=cases), tmp_path_factory.mktemp("oracle"), family="f5_tts"
+    )
     engine = koe.load(folder, device="cpu")
     yield engine, given, tensors
     engine.close()
@@ -47,7 +50,7 @@ def test_sampled_mel_and_waveform_equal_upstream(compared, case):
     mel = sample_mel(engine.model.transformer, given["ref"], ids, frames, FlowSettings(nfe, cfg, sway), generator=torch.Generator().manual_seed(seed))
     assert torch.equal(mel, tensors[f"{cid}.mel"])
     with torch.inference_mode():
-        wave = engine.vocoder(mel[:, given["ref"].shape[1]:, :].permute(0, 2, 1))
+        wave = engine.vocoder(mel[:, given["ref"].shape[1] :, :].permute(0, 2, 1))
     assert torch.equal(wave, tensors[f"{cid}.wav"])
 
 

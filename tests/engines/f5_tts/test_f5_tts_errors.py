@@ -22,9 +22,16 @@ from safetensors.torch import load_file, save_file
 import koe
 from koe.audio.errors import AudioError
 from koe.engines.base import (
-    EmptyText, InvalidOption, RequestError, SynthesisRequest, UnsupportedLanguage, UnsupportedVoice, VoicePromptMismatch,
-    VoiceReference, collect,
-)  # fmt: skip
+    EmptyText,
+    InvalidOption,
+    RequestError,
+    SynthesisRequest,
+    UnsupportedLanguage,
+    UnsupportedVoice,
+    VoicePromptMismatch,
+    VoiceReference,
+    collect,
+)
 from koe.engines.f5_tts.config import ARCHS, arch_yaml
 from koe.engines.f5_tts.fixtures import write_random_model
 from koe.engines.f5_tts.voice import F5Voice
@@ -154,8 +161,11 @@ def test_option_out_of_range_names_the_option(tts, voice, options, match):
 
 
 def test_unknown_option_names_the_valid_ones(tts, voice):
-    with pytest.raises(InvalidOption, match=r"unknown option\(s\) 'steps'; valid: nfe_step, cfg_strength, sway_sampling_coef, speed, "
-                                             r"fix_duration, target_rms, cross_fade_duration") as e:
+    with pytest.raises(
+        InvalidOption,
+        match=r"unknown option\(s\) 'steps'; valid: nfe_step, cfg_strength, sway_sampling_coef, speed, "
+        r"fix_duration, target_rms, cross_fade_duration",
+    ) as e:
         synth(tts, voice=voice, options={"steps": 4})
     assert e.value.param == "steps"
     with pytest.raises(InvalidOption, match="'temperature'"):  # another family's option

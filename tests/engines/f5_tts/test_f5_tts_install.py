@@ -24,9 +24,9 @@ import koe
 from koe.engines.f5_tts import config as f5_config
 from koe.engines.f5_tts.fixtures import write_random_model
 from koe.service.errors import AlreadyExists, InvalidRequest, NotFound, Unavailable
+from koe.service.storage import Database
 from koe.service.store.hub import pull_model
 from koe.service.store.models import ModelStore
-from koe.service.storage import Database
 
 VARIANTS = ("F5TTS_v1_Base", "F5TTS_Base")
 CHECKPOINT = {"F5TTS_v1_Base": "model_1250000.safetensors", "F5TTS_Base": "model_1200000.safetensors"}
@@ -83,7 +83,8 @@ def test_import_a_release_with_arch_and_vocoder(store, built, tiny_archs, varian
     assert d.ok and d.ref.name == variant and (d.ref.family, d.ref.variant) == ("f5_tts", variant)
     folder = store.root / variant
     assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()) == sorted(
-        ["config.yaml", CHECKPOINT[variant], "vocab.txt", "vocos/config.yaml", "vocos/pytorch_model.bin"])  # fmt: skip
+        ["config.yaml", CHECKPOINT[variant], "vocab.txt", "vocos/config.yaml", "vocos/pytorch_model.bin"]
+    )
     assert (folder / "config.yaml").read_text() == f5_config.arch_yaml(variant)
     assert (folder / "vocos" / "pytorch_model.bin").read_bytes() == (b.vocos / "pytorch_model.bin").read_bytes()
     assert store.get(variant).origin == str(b.bare.resolve())
@@ -139,7 +140,9 @@ def test_import_errors_say_what_to_do(store, built, tiny_archs, tmp_path, arch, 
 
 def test_the_wrong_arch_for_a_checkpoint_is_refused_before_install(store, built):
     b = built["F5TTS_v1_Base"]  # a tiny checkpoint: the released F5TTS_v1_Base (dim 1024, depth 22) does not fit it
-    with pytest.raises(InvalidRequest, match=r"this checkpoint has dim 64, depth 2, text_dim 32, but F5TTS_v1_Base has dim 1024, depth 22, text_dim 512: is --arch right"):
+    with pytest.raises(
+        InvalidRequest, match=r"this checkpoint has dim 64, depth 2, text_dim 32, but F5TTS_v1_Base has dim 1024, depth 22, text_dim 512: is --arch right"
+    ):
         store.import_model(b.bare, arch="F5TTS_v1_Base", vocoder=b.vocos)
     assert nothing_installed(store)
 
@@ -270,7 +273,7 @@ def test_pull_resumes_and_verifies_checksums(store, hub):
     first = list(hub.fetched)
     assert "SWivid/F5-TTS/F5TTS_v1_Base/model_1250000.safetensors" in first
     pull_model(store, "SWivid/F5-TTS/F5TTS_v1_Base")
-    assert not set(hub.fetched[len(first):]) & set(first)  # the rerun fetched only what was missing
+    assert not set(hub.fetched[len(first) :]) & set(first)  # the rerun fetched only what was missing
     store.remove("F5TTS_v1_Base")
 
     hub.bad_sha.add("SWivid/F5-TTS/F5TTS_v1_Base/vocab.txt")
@@ -280,7 +283,9 @@ def test_pull_resumes_and_verifies_checksums(store, hub):
 
 
 def test_pull_errors(store, hub):
-    with pytest.raises(InvalidRequest, match=r"SWivid/F5-TTS holds several models: pass --arch NAME \(one of F5TTS_v1_Base, F5TTS_Base\), or pull SWivid/F5-TTS/F5TTS_v1_Base"):
+    with pytest.raises(
+        InvalidRequest, match=r"SWivid/F5-TTS holds several models: pass --arch NAME \(one of F5TTS_v1_Base, F5TTS_Base\), or pull SWivid/F5-TTS/F5TTS_v1_Base"
+    ):
         pull_model(store, "SWivid/F5-TTS")
     for ref, arch in (("SWivid/E2-TTS", None), ("SWivid/E2-TTS/E2TTS_Base", None), ("SWivid/F5-TTS", "E2TTS_Base")):
         with pytest.raises(InvalidRequest, match="E2-TTS .* is not supported yet"):

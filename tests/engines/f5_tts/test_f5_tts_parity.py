@@ -21,9 +21,11 @@ pytestmark = pytest.mark.oracle
 
 EN_REF = "Some call me nature, others call me mother nature."
 ZH_REF = "对，这就是我，万人敬仰的太乙真人。"
-LONG = ("I don't really care what you call me. I've been a silent spectator, watching species evolve, empires rise and fall. "
-        "But always remember, I am mighty and enduring. Respect me and I'll nurture you; ignore me and you shall face the consequences. "
-        "The rivers run where I let them, and the mountains keep their shape because I allow it.")  # fmt: skip
+LONG = (
+    "I don't really care what you call me. I've been a silent spectator, watching species evolve, empires rise and fall. "
+    "But always remember, I am mighty and enduring. Respect me and I'll nurture you; ignore me and you shall face the consequences. "
+    "The rivers run where I let them, and the mountains keep their shape because I allow it."
+)
 
 
 def _speechy(seconds: float, sr: int, channels: int = 1, level: float = 0.3, gaps: tuple[float, ...] = (), seed: int = 0) -> np.ndarray:
@@ -34,7 +36,7 @@ def _speechy(seconds: float, sr: int, channels: int = 1, level: float = 0.3, gap
     x = sum(np.sin(2 * np.pi * k * np.cumsum(f0) / sr) / k for k in range(1, 5))
     x = x * (0.55 + 0.45 * np.sin(2 * np.pi * 3.1 * t)) + 0.02 * rng.standard_normal(len(t))
     for g in gaps:
-        x[int(g * sr): int((g + 1.2) * sr)] = 0.0
+        x[int(g * sr) : int((g + 1.2) * sr)] = 0.0
     x = (level * x / np.max(np.abs(x))).astype(np.float32)
     if channels == 2:
         x = np.stack([x, 0.8 * x], axis=1)
@@ -82,9 +84,13 @@ CASES = [
 @pytest.fixture(scope="module", params=["F5TTS_v1_Base", "F5TTS_Base"])
 def compared(request, refs, tmp_path_factory):
     folder = write_random_model(tmp_path_factory.mktemp(request.param), request.param)
-    job = {"model": str(folder), "cases": [
-        {"id": cid, "kind": "infer", "ref_audio": refs[ref], "ref_text": ref_text, "text": text, "seed": seed, "settings": settings}
-        for cid, ref, ref_text, text, seed, settings in CASES]}  # fmt: skip
+    job = {
+        "model": str(folder),
+        "cases": [
+            {"id": cid, "kind": "infer", "ref_audio": refs[ref], "ref_text": ref_text, "text": text, "seed": seed, "settings": settings}
+            for cid, ref, ref_text, text, seed, settings in CASES
+        ],
+    }
     tensors, info = run_oracle("generate", job, tmp_path_factory.mktemp("oracle"), family="f5_tts")
     engine = koe.load(folder, device="cpu")
     yield engine, refs, tensors, info

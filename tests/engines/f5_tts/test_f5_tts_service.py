@@ -32,9 +32,11 @@ from koe.service import KoeHome, load_settings
 
 REF_TEXT = "A short test clip."
 TEXT = "Hello there, this is koe speaking."
-LONG = ("This text is long enough to be split into several batches by the reference's pace. "
-        "Each batch is one run of the flow-matching sampler, and the batches are joined with a cross-fade. "
-        "Streaming sends each batch as soon as it is made, and the joined samples are the same as one-shot synthesis.")  # fmt: skip
+LONG = (
+    "This text is long enough to be split into several batches by the reference's pace. "
+    "Each batch is one run of the flow-matching sampler, and the batches are joined with a cross-fade. "
+    "Streaming sends each batch as soon as it is made, and the joined samples are the same as one-shot synthesis."
+)
 OPTION_NAMES = ["nfe_step", "cfg_strength", "sway_sampling_coef", "speed", "fix_duration", "target_rms", "cross_fade_duration"]
 
 
@@ -299,7 +301,7 @@ def test_streaming_gives_the_one_shot_samples(client):
     assert b"".join(chunks) == whole.content
     with client.stream("POST", "/v1/audio/speech", json={**body, "stream_format": "sse"}) as r:
         assert r.headers["content-type"].startswith("text/event-stream")
-        events = [json.loads(line[len("data: "):]) for line in r.iter_lines() if line.startswith("data: ")]
+        events = [json.loads(line[len("data: ") :]) for line in r.iter_lines() if line.startswith("data: ")]
     kinds = [e["type"] for e in events]
     assert kinds[-1] == "speech.audio.done" and set(kinds[:-1]) == {"speech.audio.delta"}
     assert len(kinds) >= 3, "a multi-batch text streams in several chunks"
@@ -334,7 +336,8 @@ def test_openai_client_against_a_real_server(tmp_path, f5_dir, clip, client):
 
         def one(i: int):
             raw = api.audio.speech.with_raw_response.create(
-                model="f5", voice="kim", input=f"Request number {i}, in a cloned voice.", response_format="wav", extra_body={"nfe_step": 2})
+                model="f5", voice="kim", input=f"Request number {i}, in a cloned voice.", response_format="wav", extra_body={"nfe_step": 2}
+            )
             return raw.headers["x-koe-batch-size"], decode(raw.content)[:2]
 
         with concurrent.futures.ThreadPoolExecutor(4) as pool:  # F5-TTS does not batch: each runs in turn, all answered

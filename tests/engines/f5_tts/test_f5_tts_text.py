@@ -66,18 +66,26 @@ LONG_EN = (
     "would sail about a little.\nIt is a truth universally acknowledged...  Really?No space here."
 )
 LONG_ZH = (
-    "对，这就是我，万人敬仰的太乙真人。虽然有点婴儿肥，但也掩不住我逼人的帅气！你相信吗？"
-    "今天天气很好；我们去公园散步吧：好的。 后面有个空格，还有一个句子"
+    "对，这就是我，万人敬仰的太乙真人。虽然有点婴儿肥，但也掩不住我逼人的帅气！你相信吗？今天天气很好；我们去公园散步吧：好的。 后面有个空格，还有一个句子"
 )
-LONG_MIX = (
-    "我用iPhone拍照, 然后发给friends. Then I said: 你好！OK? 好的。"
-    "Café au lait, s'il vous plaît. 一二三四五六七八九十。End"
-)
+LONG_MIX = "我用iPhone拍照, 然后发给friends. Then I said: 你好！OK? 好的。Café au lait, s'il vous plaît. 一二三四五六七八九十。End"
 CHUNK_TEXTS = [
-    LONG_EN, LONG_ZH, LONG_MIX,
+    LONG_EN,
+    LONG_ZH,
+    LONG_MIX,
     "no punctuation at all just words and more words",
-    "a.b.c,d;e:f!g?h", "Hi.   There!\n\nNew para.\tTab, end. ", "你好。 世界。", "。。。", "！？",
-    "Hello,world", "End with ascii, then 中文。", "   ", "", "one", "é.", "x.\u3000y. z",
+    "a.b.c,d;e:f!g?h",
+    "Hi.   There!\n\nNew para.\tTab, end. ",
+    "你好。 世界。",
+    "。。。",
+    "！？",
+    "Hello,world",
+    "End with ascii, then 中文。",
+    "   ",
+    "",
+    "one",
+    "é.",
+    "x.\u3000y. z",
 ]
 BUDGETS = [-5, 0, 1, 5, 10, 20, 50, 135, 1000]
 
@@ -91,14 +99,10 @@ PROCESSES = [
     {"samples": 16000 * 5 + 11, "sr": 16000, "ref_text": REF_EN, "gen_text": LONG_MIX, "speed": 1.3},
     {"samples": 44100 * 2 + 7, "sr": 44100, "ref_text": "Hello", "gen_text": LONG_MIX + LONG_EN, "speed": 1.0},
     {"samples": 24000 * 6, "sr": 24000, "ref_text": REF_ZH, "gen_text": "Hi.", "speed": 1.0},
-    {"samples": 24000 * 6 + 255, "sr": 24000, "ref_text": REF_EN, "gen_text": "Hello there, friend.", "speed": 1.0,
-     "fix_duration": 5.3},
-    {"samples": 24000 * 3 + 1, "sr": 24000, "ref_text": REF_EN, "gen_text": LONG_EN, "speed": 1.0,
-     "fix_duration": 30.0},
-    {"samples": 24000 * 3 + 1, "sr": 24000, "ref_text": REF_EN, "gen_text": LONG_EN, "speed": 0.7,
-     "fix_duration": 23.7, "cross_fade": 0.0},
-    {"samples": 16000 * 4 + 3, "sr": 16000, "ref_text": REF_ZH, "gen_text": LONG_ZH, "speed": 1.0,
-     "fix_duration": 17.1, "cross_fade": 0.3},
+    {"samples": 24000 * 6 + 255, "sr": 24000, "ref_text": REF_EN, "gen_text": "Hello there, friend.", "speed": 1.0, "fix_duration": 5.3},
+    {"samples": 24000 * 3 + 1, "sr": 24000, "ref_text": REF_EN, "gen_text": LONG_EN, "speed": 1.0, "fix_duration": 30.0},
+    {"samples": 24000 * 3 + 1, "sr": 24000, "ref_text": REF_EN, "gen_text": LONG_EN, "speed": 0.7, "fix_duration": 23.7, "cross_fade": 0.0},
+    {"samples": 16000 * 4 + 3, "sr": 16000, "ref_text": REF_ZH, "gen_text": LONG_ZH, "speed": 1.0, "fix_duration": 17.1, "cross_fade": 0.3},
     # budgets that land on an integer, where the order of upstream's float operations shows
     {"samples": 67320, "sr": 24000, "ref_text": REF_EN, "gen_text": LONG_EN, "speed": 1.0},
     {"samples": 103950, "sr": 44100, "ref_text": REF_ZH, "gen_text": LONG_MIX, "speed": 1.0},
@@ -113,10 +117,8 @@ def sized(n: int) -> str:
 
 
 BATCH_PROCESSES = [
-    {"samples": 24000 * 5 + 100, "ref_text": REF_EN, "batches": ["Hi.", "好的。", "This is a longer batch of text."],
-     "speed": 1.5},
-    {"samples": 24000 * 5 + 100, "ref_text": "你好。", "batches": ["Hi.", "好的。", "This is a longer batch."],
-     "speed": 0.9, "fix_duration": 12.0},
+    {"samples": 24000 * 5 + 100, "ref_text": REF_EN, "batches": ["Hi.", "好的。", "This is a longer batch of text."], "speed": 1.5},
+    {"samples": 24000 * 5 + 100, "ref_text": "你好。", "batches": ["Hi.", "好的。", "This is a longer batch."], "speed": 0.9, "fix_duration": 12.0},
     {"samples": 24000 * 2, "ref_text": "Hello", "batches": ["ok"], "speed": 2.0, "fix_duration": 4.0},
     {"samples": 24000 * 2 + 17, "ref_text": "Hello", "batches": ["123456789", "1234567890", "一二三"], "speed": 1.1},
     # durations that move with the order of upstream's float operations
@@ -148,14 +150,20 @@ def lookup_tokens() -> list[list[str]]:
 
 @pytest.fixture(scope="module")
 def oracle(tmp_path_factory, vocab_files):
-    _, info = run_oracle("text_front", {
-        "texts": TEXTS,
-        "chunks": [[t, b] for t in CHUNK_TEXTS for b in BUDGETS],
-        "ref_endings": REF_ENDINGS,
-        "vocabs": [{"path": str(p), "tokens": lookup_tokens()} for p in vocab_files],
-        "processes": PROCESSES,
-        "batch_processes": BATCH_PROCESSES,
-    }, tmp_path_factory.mktemp("f5-text-oracle"), family="f5_tts", timeout=300)
+    _, info = run_oracle(
+        "text_front",
+        {
+            "texts": TEXTS,
+            "chunks": [[t, b] for t in CHUNK_TEXTS for b in BUDGETS],
+            "ref_endings": REF_ENDINGS,
+            "vocabs": [{"path": str(p), "tokens": lookup_tokens()} for p in vocab_files],
+            "processes": PROCESSES,
+            "batch_processes": BATCH_PROCESSES,
+        },
+        tmp_path_factory.mktemp("f5-text-oracle"),
+        family="f5_tts",
+        timeout=300,
+    )
     return info
 
 
@@ -222,8 +230,7 @@ def test_process_matches_upstream(oracle):
         ref_samples = got["calls"][0]["cond_samples"]  # after upstream's resampling to 24 kHz
         if case["sr"] == 24000:
             assert ref_samples == case["samples"]
-        check_calls(got["calls"], case["ref_text"], batches, ref_samples, case["speed"],
-                    case.get("fix_duration"), case.get("cross_fade", 0.15), packaged)
+        check_calls(got["calls"], case["ref_text"], batches, ref_samples, case["speed"], case.get("fix_duration"), case.get("cross_fade", 0.15), packaged)
         several += len(batches) > 1
     assert several >= 5
     assert oracle["processes"][-1]["max_chars"] < 0
@@ -232,8 +239,9 @@ def test_process_matches_upstream(oracle):
 def test_batch_process_matches_upstream(oracle):
     packaged = ft.Vocab.load(oracle["packaged_vocab"])
     for case, got in zip(BATCH_PROCESSES, oracle["batch_processes"], strict=True):
-        check_calls(got["calls"], case["ref_text"], case["batches"], case["samples"], case["speed"],
-                    case.get("fix_duration"), case.get("cross_fade", 0.15), packaged)
+        check_calls(
+            got["calls"], case["ref_text"], case["batches"], case["samples"], case["speed"], case.get("fix_duration"), case.get("cross_fade", 0.15), packaged
+        )
 
 
 # --- koe only -----------------------------------------------------------------------------------

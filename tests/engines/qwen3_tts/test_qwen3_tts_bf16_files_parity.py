@@ -18,8 +18,8 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 import koe
-from koe.engines.qwen3_tts.bench.models import store_as_released
 from koe.compat.qwen_tts import Qwen3TTSModel
+from koe.engines.qwen3_tts.bench.models import store_as_released
 from koe.engines.qwen3_tts.fixtures import write_random_model
 from koe.runtime import exact
 
@@ -31,19 +31,45 @@ CALLS = {
     "custom_voice": {
         "sampled": {"seed": 0, "kwargs": {"text": "Hello world, this is koe speaking.", "speaker": "ryan", "language": "english", "max_new_tokens": 14}},
         "greedy": {"seed": 1, "kwargs": {"text": "Greedy decoding, please.", "speaker": "vivian", "language": "english", "max_new_tokens": 12, **GREEDY}},
-        "batch": {"seed": 6, "kwargs": {"text": ["The first sentence of a batch is longer.", "Short one."], "speaker": ["ryan", "eric"], "language": ["english", "chinese"], "max_new_tokens": 10}},
+        "batch": {
+            "seed": 6,
+            "kwargs": {
+                "text": ["The first sentence of a batch is longer.", "Short one."],
+                "speaker": ["ryan", "eric"],
+                "language": ["english", "chinese"],
+                "max_new_tokens": 10,
+            },
+        },
     },
     "voice_design": {
-        "sampled": {"seed": 10, "kwargs": {"text": "A voice from a description.", "instruct": "A warm, low male voice, slow and calm.", "language": "english", "max_new_tokens": 14}},
+        "sampled": {
+            "seed": 10,
+            "kwargs": {
+                "text": "A voice from a description.",
+                "instruct": "A warm, low male voice, slow and calm.",
+                "language": "english",
+                "max_new_tokens": 14,
+            },
+        },
     },
     "base": {
-        "icl": {"seed": 0, "kwargs": {"text": "Cloned speech, sampled.", "language": "english", "ref_audio": "REF", "ref_text": REF_TEXT, "max_new_tokens": 12}},
+        "icl": {
+            "seed": 0,
+            "kwargs": {"text": "Cloned speech, sampled.", "language": "english", "ref_audio": "REF", "ref_text": REF_TEXT, "max_new_tokens": 12},
+        },
         "xvec": {"seed": 3, "kwargs": {"text": "Only the x-vector.", "ref_audio": "REF", "x_vector_only_mode": True, "max_new_tokens": 12, **GREEDY}},
     },
 }
 METHOD = {"custom_voice": "generate_custom_voice", "voice_design": "generate_voice_design", "base": "generate_voice_clone"}
 # (kind, size, codec in bf16 too)
-FOLDERS = [("custom_voice", "tiny", False), ("custom_voice", "tiny-proj", False), ("custom_voice", "tiny-wide", False), ("custom_voice", "tiny", True), ("voice_design", "tiny", False), ("base", "tiny", False)]
+FOLDERS = [
+    ("custom_voice", "tiny", False),
+    ("custom_voice", "tiny-proj", False),
+    ("custom_voice", "tiny-wide", False),
+    ("custom_voice", "tiny", True),
+    ("voice_design", "tiny", False),
+    ("base", "tiny", False),
+]
 
 
 def rewrite_bf16(path) -> None:
@@ -88,7 +114,6 @@ def _with_ref(call: dict, ref: str) -> dict:
     return {**call, "kwargs": {k: (ref if v == "REF" else v) for k, v in call["kwargs"].items()}}
 
 
-
 def test_upstream_loads_the_bf16_files_completely(case):
     *_, info = case
     loading = info["loading"]
@@ -109,7 +134,9 @@ def test_koe_float32_path_on_bf16_files_equals_upstream(case):
         if kind == "custom_voice":
             kwargs["non_streaming_mode"] = True  # upstream's generate_custom_voice default
         if kind == "base":
-            kwargs["voice"] = tts.prepare_voice(kwargs.pop("ref_audio"), ref_text=kwargs.pop("ref_text", None), x_vector_only=kwargs.pop("x_vector_only_mode", False))
+            kwargs["voice"] = tts.prepare_voice(
+                kwargs.pop("ref_audio"), ref_text=kwargs.pop("ref_text", None), x_vector_only=kwargs.pop("x_vector_only_mode", False)
+            )
         out = tts.generate(text, seed=call["seed"], **kwargs)
         out = out if isinstance(out, list) else [out]
         assert_same_outputs([(r.codes, r.audio) for r in out], generated(tensors, i), f"{kind}/{name}")
@@ -123,4 +150,3 @@ def test_drop_in_class_on_bf16_files_equals_upstream(case):
         wavs, sr = getattr(tts, METHOD[kind])(**call["kwargs"])
         assert sr == 24000
         assert_same_outputs(list(zip(tts.last_codes, wavs)), generated(tensors, i), f"compat {kind}/{name}")
-

@@ -60,15 +60,57 @@ def calls(refs):
     return {
         "prompt_icl": {"method": "create_voice_clone_prompt", "kwargs": {"ref_audio": r24, "ref_text": REF_TEXT}},
         "prompt_batch": {"method": "create_voice_clone_prompt", "kwargs": {"ref_audio": [r24, r24], "ref_text": [REF_TEXT, "Another transcript."]}},
-        "icl_sampled": {"method": "generate_voice_clone", "seed": 0, "kwargs": {"text": "Cloned speech, sampled.", "language": "english", "ref_audio": r24, "ref_text": REF_TEXT, "max_new_tokens": 12}},
-        "icl_greedy": {"method": "generate_voice_clone", "seed": 1, "kwargs": {"text": "Cloned speech, greedy.", "language": "english", "ref_audio": r24, "ref_text": REF_TEXT, "max_new_tokens": 12, **GREEDY}},
-        "icl_non_streaming": {"method": "generate_voice_clone", "seed": 2, "kwargs": {"text": "Whole text up front.", "ref_audio": r24, "ref_text": REF_TEXT, "non_streaming_mode": True, "max_new_tokens": 12}},
-        "xvec_sampled": {"method": "generate_voice_clone", "seed": 3, "kwargs": {"text": "Only the x-vector.", "ref_audio": r24, "x_vector_only_mode": True, "max_new_tokens": 12}},
-        "xvec_greedy": {"method": "generate_voice_clone", "seed": 4, "kwargs": {"text": "X-vector, greedy.", "ref_audio": r24, "x_vector_only_mode": True, "max_new_tokens": 12, **GREEDY}},
-        "ref_16k": {"method": "generate_voice_clone", "seed": 5, "kwargs": {"text": "A 16 kHz reference.", "ref_audio": r16, "ref_text": REF_TEXT, "max_new_tokens": 12}},
-        "ref_flac": {"method": "generate_voice_clone", "seed": 6, "kwargs": {"text": "A stereo flac reference.", "ref_audio": flac, "ref_text": REF_TEXT, "max_new_tokens": 12}},
-        "ref_mp3": {"method": "generate_voice_clone", "seed": 7, "kwargs": {"text": "A stereo mp3 reference.", "ref_audio": mp3, "ref_text": REF_TEXT, "max_new_tokens": 12}},
-        "batch": {"method": "generate_voice_clone", "seed": 8, "kwargs": {"text": ["First text of the batch, longer.", "Second."], "language": "english", "ref_audio": r24, "ref_text": REF_TEXT, "max_new_tokens": 10}},
+        "icl_sampled": {
+            "method": "generate_voice_clone",
+            "seed": 0,
+            "kwargs": {"text": "Cloned speech, sampled.", "language": "english", "ref_audio": r24, "ref_text": REF_TEXT, "max_new_tokens": 12},
+        },
+        "icl_greedy": {
+            "method": "generate_voice_clone",
+            "seed": 1,
+            "kwargs": {"text": "Cloned speech, greedy.", "language": "english", "ref_audio": r24, "ref_text": REF_TEXT, "max_new_tokens": 12, **GREEDY},
+        },
+        "icl_non_streaming": {
+            "method": "generate_voice_clone",
+            "seed": 2,
+            "kwargs": {"text": "Whole text up front.", "ref_audio": r24, "ref_text": REF_TEXT, "non_streaming_mode": True, "max_new_tokens": 12},
+        },
+        "xvec_sampled": {
+            "method": "generate_voice_clone",
+            "seed": 3,
+            "kwargs": {"text": "Only the x-vector.", "ref_audio": r24, "x_vector_only_mode": True, "max_new_tokens": 12},
+        },
+        "xvec_greedy": {
+            "method": "generate_voice_clone",
+            "seed": 4,
+            "kwargs": {"text": "X-vector, greedy.", "ref_audio": r24, "x_vector_only_mode": True, "max_new_tokens": 12, **GREEDY},
+        },
+        "ref_16k": {
+            "method": "generate_voice_clone",
+            "seed": 5,
+            "kwargs": {"text": "A 16 kHz reference.", "ref_audio": r16, "ref_text": REF_TEXT, "max_new_tokens": 12},
+        },
+        "ref_flac": {
+            "method": "generate_voice_clone",
+            "seed": 6,
+            "kwargs": {"text": "A stereo flac reference.", "ref_audio": flac, "ref_text": REF_TEXT, "max_new_tokens": 12},
+        },
+        "ref_mp3": {
+            "method": "generate_voice_clone",
+            "seed": 7,
+            "kwargs": {"text": "A stereo mp3 reference.", "ref_audio": mp3, "ref_text": REF_TEXT, "max_new_tokens": 12},
+        },
+        "batch": {
+            "method": "generate_voice_clone",
+            "seed": 8,
+            "kwargs": {
+                "text": ["First text of the batch, longer.", "Second."],
+                "language": "english",
+                "ref_audio": r24,
+                "ref_text": REF_TEXT,
+                "max_new_tokens": 10,
+            },
+        },
     }
 
 
@@ -157,8 +199,8 @@ def test_saved_prompt_reused_in_another_process(case, tmp_path):
         import koe
         from koe.engines.qwen3_tts.voice import VoicePrompt
         tts = koe.load({str(folder)!r})
-        voice = VoicePrompt.load({str(tmp_path / 'voice')!r})
-        r = tts.generate({call['kwargs']['text']!r}, language="english", voice=voice, seed={call['seed']}, max_new_tokens=12)
+        voice = VoicePrompt.load({str(tmp_path / "voice")!r})
+        r = tts.generate({call["kwargs"]["text"]!r}, language="english", voice=voice, seed={call["seed"]}, max_new_tokens=12)
         np.save({str(out)!r}, r.audio)
     """)
     subprocess.run([sys.executable, "-c", script], check=True, timeout=300)

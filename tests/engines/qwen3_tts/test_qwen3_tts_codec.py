@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from oracle_harness import run_oracle
 from safetensors.torch import load_file, save_file
 
 from koe.engines.qwen3_tts.codec import (
@@ -19,7 +20,6 @@ from koe.engines.qwen3_tts.codec import (
     chunk_plan,
 )
 from koe.engines.qwen3_tts.codec.random_weights import write_random_speech_tokenizer
-from oracle_harness import run_oracle
 
 SPF = 1920  # samples per frame
 
@@ -46,8 +46,7 @@ def tiny_folder(session_tmp: Path) -> Path:
 def _run_parity(folder: Path, decode_cases: dict, encode_cases: dict, workdir: Path):
     """Run the oracle on all cases at once; returns (inputs, job, outputs, info)."""
     inputs: dict[str, torch.Tensor] = {}
-    job: dict = {"folder": str(folder), "inputs": str(workdir / "codec-inputs.safetensors"),
-                 "decode": {}, "encode": {}}
+    job: dict = {"folder": str(folder), "inputs": str(workdir / "codec-inputs.safetensors"), "decode": {}, "encode": {}}
     for kind, cases in (("decode", decode_cases), ("encode", encode_cases)):
         for case, items in cases.items():
             job[kind][case] = []
@@ -150,8 +149,7 @@ def test_chunked_decode_is_a_sequence_of_decode_chunks(tokenizer):
     gen = torch.Generator().manual_seed(7)
     codes = _codes(gen, 340)
     whole = tokenizer.decode(codes)[0]
-    pieces = [tokenizer.decode_chunk(codes[None, start - ctx : end], ctx)[0]
-              for start, end, ctx in chunk_plan(codes.shape[0])]
+    pieces = [tokenizer.decode_chunk(codes[None, start - ctx : end], ctx)[0] for start, end, ctx in chunk_plan(codes.shape[0])]
     assert torch.equal(torch.cat(pieces), whole)
     assert chunk_plan(650) == [(0, 300, 0), (300, 600, 25), (600, 650, 25)]
 

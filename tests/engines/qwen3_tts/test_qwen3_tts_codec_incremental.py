@@ -35,12 +35,28 @@ def _one_shot(decoder, codes: torch.Tensor, **plan) -> torch.Tensor:
         return decoder.chunked_decode(codes.T[None], **plan)[0, 0]  # (T * SPF,)
 
 
-@pytest.mark.parametrize("frames, sizes", [
-    (1, (1,)), (7, (1,)), (80, (1,)), (310, (1,)),
-    (7, (3,)), (80, (3,)), (310, (3,)), (650, (3,)),
-    (1, (12,)), (7, (12,)), (80, (12,)), (310, (12,)), (650, (12,)),
-    (80, IRREGULAR), (310, IRREGULAR), (650, IRREGULAR), (650, (650,)),
-])
+@pytest.mark.parametrize(
+    "frames, sizes",
+    [
+        (1, (1,)),
+        (7, (1,)),
+        (80, (1,)),
+        (310, (1,)),
+        (7, (3,)),
+        (80, (3,)),
+        (310, (3,)),
+        (650, (3,)),
+        (1, (12,)),
+        (7, (12,)),
+        (80, (12,)),
+        (310, (12,)),
+        (650, (12,)),
+        (80, IRREGULAR),
+        (310, IRREGULAR),
+        (650, IRREGULAR),
+        (650, (650,)),
+    ],
+)
 def test_incremental_equals_one_shot(decoder, frames, sizes):
     """Across the 72-frame attention window (80) and the 300-frame chunk boundaries (310, 650)."""
     codes = _codes(frames, seed=frames)

@@ -11,10 +11,10 @@ import torch
 from fixtures_models import model_folder
 
 from koe.engines.base import Cancelled, CancelToken, RequestError, SynthesisRequest
+from koe.engines.qwen3_tts.continuous_batching import RowDecoder
 from koe.engines.qwen3_tts.engine import Qwen3TTSEngine
 from koe.engines.qwen3_tts.generate import decode_frames
 from koe.engines.qwen3_tts.prompt import build_talker_inputs
-from koe.engines.qwen3_tts.continuous_batching import RowDecoder
 from koe.engines.registry import describe
 
 GREEDY = {"do_sample": False, "subtalker_dosample": False}
@@ -168,7 +168,10 @@ def test_a_joining_request_that_cannot_be_spoken_fails_alone(engine):
 
 def test_a_cancelled_row_is_dropped_and_all_cancelled_stops(engine):
     cancels = [CancelToken(), CancelToken()]
-    requests = [_request("Stays.", cancel=cancels[0], first_chunk_s=0.08, chunk_s=0.08), _request("Leaves.", cancel=cancels[1], first_chunk_s=0.08, chunk_s=0.08)]
+    requests = [
+        _request("Stays.", cancel=cancels[0], first_chunk_s=0.08, chunk_s=0.08),
+        _request("Leaves.", cancel=cancels[1], first_chunk_s=0.08, chunk_s=0.08),
+    ]
     seen = [0, 0]
     for i, _ in engine.synthesize_streams(requests, list):
         seen[i] += 1

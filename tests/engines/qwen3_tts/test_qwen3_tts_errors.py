@@ -129,6 +129,7 @@ def test_unknown_tokenizer_type(broken_copy):
 
 # -- cloning ------------------------------------------------------------------------------------
 
+
 def tone(seconds: float, sr: int = 24000) -> np.ndarray:
     t = np.arange(int(seconds * sr)) / sr
     return (0.3 * np.sin(2 * np.pi * 180 * t)).astype(np.float32)

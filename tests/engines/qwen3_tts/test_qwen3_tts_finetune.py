@@ -87,8 +87,24 @@ def test_collate_lays_out_text_and_codec_channels_as_upstream(setup):
     assert batch.input_ids.shape == (2, 5 + 3 + 8, 2)  # longest example (L + n = 8) + 8
     pad, bos, eos = cfg.tts_pad_id, cfg.tts_bos_id, cfg.tts_eos_id
     text = [11, 12, 13, pad, pad, pad, pad, bos, 21, 22, eos, pad, pad, pad, pad, pad]
-    codec = [0, 0, 0, t.codec_nothink_id, t.codec_think_bos_id, t.codec_think_eos_id, 0, t.codec_pad_id,
-             t.codec_pad_id, t.codec_pad_id, t.codec_pad_id, t.codec_bos_id, 100, 200, 300, t.codec_eos_id]
+    codec = [
+        0,
+        0,
+        0,
+        t.codec_nothink_id,
+        t.codec_think_bos_id,
+        t.codec_think_eos_id,
+        0,
+        t.codec_pad_id,
+        t.codec_pad_id,
+        t.codec_pad_id,
+        t.codec_pad_id,
+        t.codec_bos_id,
+        100,
+        200,
+        300,
+        t.codec_eos_id,
+    ]
     assert batch.input_ids[0, :, 0].tolist() == text
     assert batch.input_ids[0, :, 1].tolist() == codec
     assert batch.labels[0].tolist() == [-100] * 12 + [100, 200, 300, t.codec_eos_id]
@@ -110,8 +126,9 @@ def test_references_of_different_lengths_stay_apart(setup):
     _, base, _ = setup
     cfg = Qwen3TTSConfig.from_folder(base)
     codes = torch.zeros(2, 16, dtype=torch.long)
-    batch = collate([Example(torch.tensor([[1, 2, 3, 4]]), codes, torch.zeros(1, 40, 128)),
-                     Example(torch.tensor([[1, 2, 3, 4]]), codes, torch.zeros(1, 50, 128))], cfg)
+    batch = collate(
+        [Example(torch.tensor([[1, 2, 3, 4]]), codes, torch.zeros(1, 40, 128)), Example(torch.tensor([[1, 2, 3, 4]]), codes, torch.zeros(1, 50, 128))], cfg
+    )
     assert isinstance(batch.ref_mels, list) and [m.shape[1] for m in batch.ref_mels] == [40, 50]
 
 
@@ -208,13 +225,16 @@ def stopped(setup, tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("name, damage, message", [
-    ("optimizer.pt", "torn", r"optimizer.pt cannot be read \(PytorchStreamReader failed"),
-    ("talker.safetensors", "torn", r"talker.safetensors cannot be read \("),
-    ("trainer.safetensors", "missing", r"trainer.safetensors is missing"),
-    ("state.json", "torn", r"state.json cannot be read \(not valid JSON"),
-    ("state.json", "missing", r"state.json is missing"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "name, damage, message",
+    [
+        ("optimizer.pt", "torn", r"optimizer.pt cannot be read \(PytorchStreamReader failed"),
+        ("talker.safetensors", "torn", r"talker.safetensors cannot be read \("),
+        ("trainer.safetensors", "missing", r"trainer.safetensors is missing"),
+        ("state.json", "torn", r"state.json cannot be read \(not valid JSON"),
+        ("state.json", "missing", r"state.json is missing"),
+    ],
+)
 def test_a_damaged_checkpoint_is_one_named_error(setup, stopped, tmp_path, name, damage, message):
     run = tmp_path / "run"
     shutil.copytree(stopped, run)
@@ -266,7 +286,7 @@ def test_offloaded_adamw_steps_as_adamw():
     a = [torch.nn.Parameter(torch.randn(5, 3)), torch.nn.Parameter(torch.randn(4)), torch.nn.Parameter(torch.randn(2))]
     b = [torch.nn.Parameter(p.detach().clone()) for p in a]
     plain, offloaded = torch.optim.AdamW(a, lr=0.1, weight_decay=0.01), OffloadedAdamW(b, lr=0.1, weight_decay=0.01)
-    for step in range(3):
+    for _ in range(3):
         for pa, pb in zip(a[:2], b[:2]):  # the last parameter never gets a gradient
             g = torch.randn_like(pa)
             pa.grad, pb.grad = g.clone(), g.clone()

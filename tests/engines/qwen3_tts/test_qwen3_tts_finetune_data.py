@@ -31,7 +31,7 @@ from koe.engines.qwen3_tts.finetune.data import (
     prepare,
     read_dataset,
     summary_path,
-)  # fmt: skip
+)
 from koe.engines.qwen3_tts.fixtures import write_random_model
 
 
@@ -76,8 +76,9 @@ def test_three_formats_give_the_same_records(data):
     pairs = read_dataset(data["pairs"], ref=data["ref"])
     assert (jsonl.kind, table.kind, pairs.kind) == ("jsonl", "csv", "pairs")
     assert len(jsonl.clips) == 11 and jsonl.clips == table.clips
-    assert [(c.audio.name, c.text, c.ref_audio, c.language, c.extra) for c in pairs.clips] == \
-           [(c.audio.name, c.text, c.ref_audio, c.language, c.extra) for c in jsonl.clips]  # fmt: skip
+    assert [(c.audio.name, c.text, c.ref_audio, c.language, c.extra) for c in pairs.clips] == [
+        (c.audio.name, c.text, c.ref_audio, c.language, c.extra) for c in jsonl.clips
+    ]
     assert [c.text for c in jsonl.clips] == TEXTS and all(c.ref_audio == data["ref"] for c in jsonl.clips)
     assert all(c.audio.is_absolute() and c.audio.parent == data["pairs"] for c in pairs.clips)
     assert [c.where for c in jsonl.clips][:2] == ["train_raw.jsonl:1", "train_raw.jsonl:2"]
@@ -103,8 +104,14 @@ def test_relative_paths_are_taken_from_the_files_folder(data, tmp_path, monkeypa
     assert jsonl.clips[0].ref_audio == data["ref"] and jsonl.clips[0].language == "English"
     assert jsonl.clips[0].extra == {"speaker": "me"}
     line = json.loads(jsonl.clips[0].line([[0] * 16]))
-    assert line == {"audio": str(data["clips"] / "utt000.wav"), "text": TEXTS[0], "ref_audio": str(data["ref"]),
-                    "language": "English", "speaker": "me", "audio_codes": [[0] * 16]}
+    assert line == {
+        "audio": str(data["clips"] / "utt000.wav"),
+        "text": TEXTS[0],
+        "ref_audio": str(data["ref"]),
+        "language": "English",
+        "speaker": "me",
+        "audio_codes": [[0] * 16],
+    }
 
 
 def test_reference_fallbacks(data, tmp_path):
@@ -112,7 +119,8 @@ def test_reference_fallbacks(data, tmp_path):
     assert all(c.ref_audio == data["pairs"] / "utt000.wav" for c in pairs.clips)
     assert len(pairs.notes) == 1 and "the first clip (utt000.wav" in pairs.notes[0]
     assert _problems(data["pairs"]) == [  # and is checked as a reference: these clips are too short for one
-        "no reference given, so the first clip is the reference: reference utt000.wav: 0.800 s long, shorter than 1 s (3-10 s works best)"]
+        "no reference given, so the first clip is the reference: reference utt000.wav: 0.800 s long, shorter than 1 s (3-10 s works best)"
+    ]
     rows = [json.loads(line) for line in data["jsonl"].read_text().splitlines()]
     other = tmp_path / "other_ref.wav"
     sf.write(other, voiced(2.0, 200.0, 24000, seed=7), 24000)
@@ -167,23 +175,26 @@ def test_every_bad_row_is_reported_at_once(data, tmp_path):
         ["not", "an", "object"],  # 17
     ]
     problems = _problems(_jsonl(folder / "train.jsonl", rows))
-    _assert_problems(problems, [
-        ("train.jsonl:2", "audio missing.wav: no such file"),
-        ("train.jsonl:3", "audio noise.wav: cannot be used"),
-        ("train.jsonl:4", "the transcript is empty"),
-        ("train.jsonl:5", "the transcript is empty"),
-        ("train.jsonl:6", "audio zeros.wav: cannot be used: audio is all silence"),
-        ("train.jsonl:7", "audio quiet.wav: silent (peak -70 dBFS, below -60 dBFS)"),
-        ("train.jsonl:8", "audio short.wav: 0.050 s long, shorter than one codec frame (0.08 s)"),
-        ("train.jsonl:9", "audio long.wav: 31.0 s long; a clip may be at most 30 s"),
-        ("train.jsonl:10", "the same clip as train.jsonl:1"),
-        ("train.jsonl:11", "audio copy.wav has the same contents as the clip of train.jsonl:1"),
-        ("train.jsonl:12", "not valid JSON"),
-        ("train.jsonl:13", 'no transcript ("text")'),
-        ("train.jsonl:14", '"text" must be a string, got 5'),
-        ("train.jsonl:16", "reference short_ref.wav: 0.500 s long, shorter than 1 s"),
-        ("train.jsonl:17", "not a JSON object"),
-    ])  # fmt: skip
+    _assert_problems(
+        problems,
+        [
+            ("train.jsonl:2", "audio missing.wav: no such file"),
+            ("train.jsonl:3", "audio noise.wav: cannot be used"),
+            ("train.jsonl:4", "the transcript is empty"),
+            ("train.jsonl:5", "the transcript is empty"),
+            ("train.jsonl:6", "audio zeros.wav: cannot be used: audio is all silence"),
+            ("train.jsonl:7", "audio quiet.wav: silent (peak -70 dBFS, below -60 dBFS)"),
+            ("train.jsonl:8", "audio short.wav: 0.050 s long, shorter than one codec frame (0.08 s)"),
+            ("train.jsonl:9", "audio long.wav: 31.0 s long; a clip may be at most 30 s"),
+            ("train.jsonl:10", "the same clip as train.jsonl:1"),
+            ("train.jsonl:11", "audio copy.wav has the same contents as the clip of train.jsonl:1"),
+            ("train.jsonl:12", "not valid JSON"),
+            ("train.jsonl:13", 'no transcript ("text")'),
+            ("train.jsonl:14", '"text" must be a string, got 5'),
+            ("train.jsonl:16", "reference short_ref.wav: 0.500 s long, shorter than 1 s"),
+            ("train.jsonl:17", "not a JSON object"),
+        ],
+    )
 
 
 def test_a_bad_reference_names_its_rows(data, tmp_path):
@@ -215,10 +226,15 @@ def test_csv_problems(data, tmp_path):
     [problem] = _problems(tmp_path / "columns.csv")
     assert problem.startswith("columns.csv:1: the header has no 'audio' or 'text' column")
     clip = data["clips"] / "utt000.wav"
-    (tmp_path / "rows.csv").write_text(f'\ufeffAudio, Text\n{clip},"one, two"\n\n{clip}\n"{data["clips"] / "utt001.wav"}","a\nb"\n,x\n{data["clips"] / "utt002.wav"},ok,extra\n', encoding="utf-8")
+    (tmp_path / "rows.csv").write_text(
+        f'\ufeffAudio, Text\n{clip},"one, two"\n\n{clip}\n"{data["clips"] / "utt001.wav"}","a\nb"\n,x\n{data["clips"] / "utt002.wav"},ok,extra\n',
+        encoding="utf-8",
+    )
     problems = _problems(tmp_path / "rows.csv", ref=data["ref"])
-    _assert_problems(problems, [("rows.csv:4", "1 fields, but the header has 2"), ("rows.csv:7", 'no audio path ("audio")'),
-                                ("rows.csv:8", "3 fields, but the header has 2")])  # fmt: skip
+    _assert_problems(
+        problems,
+        [("rows.csv:4", "1 fields, but the header has 2"), ("rows.csv:7", 'no audio path ("audio")'), ("rows.csv:8", "3 fields, but the header has 2")],
+    )
     table = read_dataset(tmp_path / "rows.csv")  # BOM and header case/spaces tolerated; a quoted newline is one row
     assert [(c.where, c.text) for c in table.clips] == [("rows.csv:2", "one, two"), ("rows.csv:5", "a\nb")]
     tsv = tmp_path / "rows.tsv"
@@ -241,8 +257,10 @@ def test_pairs_folder(data, tmp_path):
     sf.write(folder / "utt001.flac", voiced(1.0, 130.0), 24000)
     shutil.copy(data["ref"], folder / "ref.wav")
     problems = _problems(folder, ref=folder / "ref.wav")  # the reference given is not a clip without a transcript
-    _assert_problems(problems, [("lonely.wav", "no transcript lonely.txt"), ("orphan.txt", "no audio file orphan.wav"),
-                                ("utt001.flac", "more than one audio file for utt001.txt")])  # fmt: skip
+    _assert_problems(
+        problems,
+        [("lonely.wav", "no transcript lonely.txt"), ("orphan.txt", "no audio file orphan.wav"), ("utt001.flac", "more than one audio file for utt001.txt")],
+    )
 
 
 # ---------------------------------------------------------------------------- bounded reading
@@ -327,9 +345,14 @@ def test_a_folders_fifo_or_huge_transcript_is_named_not_read(data):
     (folder / "utt002.wav").unlink()
     os.mkfifo(folder / "utt002.wav")
     err, peak = _refused_in_seconds(folder, fifo=fifo, ref=data["ref"])
-    _assert_problems(err.problems, [("utt000.txt", "a FIFO (named pipe), not a regular file"),
-                                    ("utt001.txt", "3 MiB, more than the 1 MiB a transcript may be"),
-                                    ("utt002.wav: audio utt002.wav", "a FIFO (named pipe), not a regular file")])  # fmt: skip
+    _assert_problems(
+        err.problems,
+        [
+            ("utt000.txt", "a FIFO (named pipe), not a regular file"),
+            ("utt001.txt", "3 MiB, more than the 1 MiB a transcript may be"),
+            ("utt002.wav: audio utt002.wav", "a FIFO (named pipe), not a regular file"),
+        ],
+    )
     assert peak < 8, peak
 
 
@@ -350,15 +373,18 @@ def test_prepared_jsonl_is_taken_as_is_and_validated(data, tmp_path):
     bad[5]["audio_codes"] = []
     bad[6]["audio_codes"] = [[1] * 16, [1] * 15]
     bad[7]["audio_codes"] = [[0] * 16] * 376  # 30.08 s
-    _assert_problems(_problems(_jsonl(tmp_path / "bad.jsonl", bad)), [
-        ("bad.jsonl:2", "audio_codes has 15 codebooks, expected 16"),
-        ("bad.jsonl:3", "audio_codes outside 0..2047"),
-        ("bad.jsonl:4", "audio_codes outside 0..2047"),
-        ("bad.jsonl:5", "audio_codes must be a (frames, 16) list of lists of ints"),
-        ("bad.jsonl:6", "audio_codes must be a (frames, 16) list of lists of ints"),
-        ("bad.jsonl:7", "audio_codes must be a (frames, 16) list of lists of ints"),
-        ("bad.jsonl:8", "audio_codes has 376 frames (30.1 s); at most 30 s per clip"),
-    ])  # fmt: skip
+    _assert_problems(
+        _problems(_jsonl(tmp_path / "bad.jsonl", bad)),
+        [
+            ("bad.jsonl:2", "audio_codes has 15 codebooks, expected 16"),
+            ("bad.jsonl:3", "audio_codes outside 0..2047"),
+            ("bad.jsonl:4", "audio_codes outside 0..2047"),
+            ("bad.jsonl:5", "audio_codes must be a (frames, 16) list of lists of ints"),
+            ("bad.jsonl:6", "audio_codes must be a (frames, 16) list of lists of ints"),
+            ("bad.jsonl:7", "audio_codes must be a (frames, 16) list of lists of ints"),
+            ("bad.jsonl:8", "audio_codes has 376 frames (30.1 s); at most 30 s per clip"),
+        ],
+    )
     mixed = json.loads(json.dumps(rows[:3]))
     del mixed[1]["audio_codes"]
     [problem] = _problems(_jsonl(tmp_path / "mixed.jsonl", mixed))

@@ -37,8 +37,16 @@ def setup(tmp_path_factory):
 def finetune(setup, tag: str, seed: int, epochs: int = EPOCHS, speaker: str = SPEAKER):
     root, base, train = setup
     out = root / f"finetune-{tag}"
-    job = {"model": str(base), "train_jsonl": str(train), "seed": seed, "batch_size": BATCH, "lr": LR,
-           "num_epochs": epochs, "speaker_name": speaker, "out": str(out / "model")}  # fmt: skip
+    job = {
+        "model": str(base),
+        "train_jsonl": str(train),
+        "seed": seed,
+        "batch_size": BATCH,
+        "lr": LR,
+        "num_epochs": epochs,
+        "speaker_name": speaker,
+        "out": str(out / "model"),
+    }
     tensors, info = run_oracle("qwen_finetune", job, out)
     return tensors, info
 
@@ -76,8 +84,9 @@ def test_first_batch_is_the_recipe_layout_of_the_first_two_examples(run_a, setup
     first = info["order"][0][:BATCH]
     mask, codes, labels = tensors["batch0.codec_mask"], tensors["batch0.codec_ids"], tensors["batch0.codec_0_labels"]
     assert sorted(k for k in tensors if k.startswith("batch0.")) == sorted(
-        f"batch0.{k}" for k in ("input_ids", "ref_mels", "attention_mask", "text_embedding_mask", "codec_embedding_mask",
-                                "codec_0_labels", "codec_ids", "codec_mask"))  # fmt: skip
+        f"batch0.{k}"
+        for k in ("input_ids", "ref_mels", "attention_mask", "text_embedding_mask", "codec_embedding_mask", "codec_0_labels", "codec_ids", "codec_mask")
+    )
     assert tensors["batch0.input_ids"].shape[:2] == mask.shape and tensors["batch0.ref_mels"].shape[::2] == (BATCH, 128)
     for i, idx in enumerate(first):
         want = torch.tensor(rows[idx]["audio_codes"])
@@ -138,7 +147,8 @@ def test_parameters_without_gradient(run_a):
     _, info = run_a
     names = info["no_grad_params"]
     assert [n for n in names if not n.startswith("speaker_encoder.")] == [
-        f"talker.text_projection.linear_fc{i}.{leaf}" for i in (1, 2) for leaf in ("weight", "bias")]  # fmt: skip
+        f"talker.text_projection.linear_fc{i}.{leaf}" for i in (1, 2) for leaf in ("weight", "bias")
+    ]
     assert any(n.startswith("speaker_encoder.") for n in names)
     assert info["zero_grad_params"] == ["talker.code_predictor.lm_head.14.weight"]
 
@@ -164,8 +174,14 @@ def test_checkpoints_are_custom_voice_folders_with_the_speaker_at_3000(run_a, se
 
 def test_checkpoint_speaks_in_upstream_as_custom_voice(run_a, setup):
     _, info = run_a
-    calls = [{"method": "generate_custom_voice", "seed": i, "kwargs": {"text": "She said she would be here by noon.", "speaker": name,
-              "language": "english", "max_new_tokens": 12}} for i, name in enumerate([SPEAKER, SPEAKER.upper()])]  # fmt: skip
+    calls = [
+        {
+            "method": "generate_custom_voice",
+            "seed": i,
+            "kwargs": {"text": "She said she would be here by noon.", "speaker": name, "language": "english", "max_new_tokens": 12},
+        }
+        for i, name in enumerate([SPEAKER, SPEAKER.upper()])
+    ]
     tensors, gen = run_oracle("qwen_generate", {"model_dir": info["checkpoints"][-1], "calls": calls}, setup[0] / "finetune-speak")
     assert gen["loading"]["missing_keys"] == [] and gen["loading"]["unexpected_keys"] == []
     for i in range(len(calls)):
@@ -176,7 +192,11 @@ def test_mixed_case_speaker_name_cannot_be_used_upstream(run_c, setup):
     """Upstream looks speakers up as `speaker.lower()` in spk_id, so a name exported with capitals
     is found by no spelling: koe must export (or look up) the lower-cased name."""
     _, info = run_c
-    job = {"model_dir": info["checkpoints"][0], "calls": [{"method": "generate_custom_voice", "seed": 0, "kwargs": {
-        "text": "Hello.", "speaker": "Speaker_Test", "language": "english", "max_new_tokens": 4}}]}  # fmt: skip
+    job = {
+        "model_dir": info["checkpoints"][0],
+        "calls": [
+            {"method": "generate_custom_voice", "seed": 0, "kwargs": {"text": "Hello.", "speaker": "Speaker_Test", "language": "english", "max_new_tokens": 4}}
+        ],
+    }
     with pytest.raises(RuntimeError, match="Speaker Speaker_Test not implemented"):
         run_oracle("qwen_generate", job, setup[0] / "finetune-mixed-case")

@@ -38,10 +38,19 @@ def runs(tmp_path_factory):
     from koe.engines.qwen3_tts.finetune.run import Reporter
 
     out = root / "koe"
-    result = train_speaker(base, data["jsonl"], SPEAKER, out, TrainSettings(epochs=EPOCHS, lr=LR, batch_size=BATCH, seed=SEED),
-                           reporter=Reporter(step=steps.append))
-    job = {"model": str(base), "train_jsonl": str(out / "training" / "prepared.jsonl"), "seed": SEED, "batch_size": BATCH, "lr": LR,
-           "num_epochs": EPOCHS, "speaker_name": SPEAKER, "out": str(root / "upstream")}  # fmt: skip
+    result = train_speaker(
+        base, data["jsonl"], SPEAKER, out, TrainSettings(epochs=EPOCHS, lr=LR, batch_size=BATCH, seed=SEED), reporter=Reporter(step=steps.append)
+    )
+    job = {
+        "model": str(base),
+        "train_jsonl": str(out / "training" / "prepared.jsonl"),
+        "seed": SEED,
+        "batch_size": BATCH,
+        "lr": LR,
+        "num_epochs": EPOCHS,
+        "speaker_name": SPEAKER,
+        "out": str(root / "upstream"),
+    }
     tensors, info = run_oracle("qwen_finetune", job, root / "oracle")
     return base, out, result, steps, tensors, info
 
@@ -70,8 +79,18 @@ def test_the_trained_weights_are_upstreams_bit_for_bit(runs):
 
 def test_the_new_speaker_speaks_in_upstream_as_in_koe(runs):
     _, out, *_ = runs
-    calls = [{"method": "generate_custom_voice", "seed": 11, "kwargs": {"text": "She said she would be here by noon.", "speaker": SPEAKER, "language": "Auto", "max_new_tokens": 14}},
-             {"method": "generate_custom_voice", "seed": 12, "kwargs": {"text": "Hello there.", "speaker": SPEAKER.upper(), "language": "English", "max_new_tokens": 12}}]
+    calls = [
+        {
+            "method": "generate_custom_voice",
+            "seed": 11,
+            "kwargs": {"text": "She said she would be here by noon.", "speaker": SPEAKER, "language": "Auto", "max_new_tokens": 14},
+        },
+        {
+            "method": "generate_custom_voice",
+            "seed": 12,
+            "kwargs": {"text": "Hello there.", "speaker": SPEAKER.upper(), "language": "English", "max_new_tokens": 12},
+        },
+    ]
     tensors, info = run_oracle("qwen_generate", {"model_dir": str(out), "calls": calls}, out.parent / "oracle-generate")
     assert info["loading"]["missing_keys"] == [] and info["loading"]["unexpected_keys"] == []
     tts = koe.load(out)

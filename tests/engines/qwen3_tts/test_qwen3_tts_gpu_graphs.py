@@ -14,8 +14,8 @@ import torch
 from fixtures_models import model_folder, talker_request
 
 import koe
-from koe.engines.qwen3_tts.generate import DecodeOutcome, decode_frames
 from koe.engines.qwen3_tts.cuda_decode import GraphedDecoder
+from koe.engines.qwen3_tts.generate import DecodeOutcome, decode_frames
 from koe.engines.qwen3_tts.streaming import CodecStream
 from koe.runtime import cuda_graph
 from koe.runtime.cuda_graph import CapturedStep, GraphBuckets
@@ -72,9 +72,9 @@ def test_captured_step_returns_its_static_buffer():
 def test_buckets_share_one_pool():
     graphs = GraphBuckets()
     buf = torch.zeros(8, device="cuda")
-    a = graphs.get(("x", 1), lambda: (lambda: buf.add_(1)))
+    a = graphs.get(("x", 1), lambda: lambda: buf.add_(1))
     pool = graphs.pool
-    b = graphs.get(("x", 4), lambda: (lambda: buf.mul_(2)))
+    b = graphs.get(("x", 4), lambda: lambda: buf.mul_(2))
     assert graphs.pool is pool and a.pool is pool and b.pool is pool and len(graphs.graphs) == 2
 
 

@@ -10,9 +10,9 @@ import torch
 from fixtures_models import model_folder, talker_request
 
 import koe
-from koe.engines.base import CancelToken, Cancelled
-from koe.engines.qwen3_tts.generate import DecodeOutcome, decode_frames
+from koe.engines.base import Cancelled, CancelToken
 from koe.engines.qwen3_tts.cuda_decode import GraphedDecoder
+from koe.engines.qwen3_tts.generate import DecodeOutcome, decode_frames
 from koe.nn.decoder import DecoderLayer, DecoderSpec
 from koe.nn.rotary import inverse_frequencies, rotary_cos_sin
 from koe.runtime import device_sampling as ds
@@ -218,7 +218,9 @@ def _frames(frames):
     return [i for i, _, _ in out], [c for _, c, _ in out], [a for _, _, a in out]
 
 
-@pytest.mark.parametrize("texts", [["Hello there, a short test."], ["Hello there, a short test.", "Two."], ["One text.", "Another, longer text here.", "Three."]])
+@pytest.mark.parametrize(
+    "texts", [["Hello there, a short test."], ["Hello there, a short test.", "Two."], ["One text.", "Another, longer text here.", "Three."]]
+)
 def test_eager_mode_greedy_equals_decode_frames(engine, texts):
     inputs, settings = _inputs(engine, texts, greedy=True)
     with torch.inference_mode():

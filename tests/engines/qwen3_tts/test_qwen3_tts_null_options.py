@@ -13,9 +13,8 @@ from fixtures_models import model_folder
 from product_helpers import koe_command
 
 import koe
-from koe.engines.base import InvalidOption
-
 from koe.compat.qwen_tts import Qwen3TTSModel
+from koe.engines.base import InvalidOption
 from koe.engines.qwen3_tts.spec import options_schema
 from koe.service import KoeHome, SpeechRequest, load_settings
 from koe.service.synthesis.synthesizer import Synthesizer
@@ -43,8 +42,10 @@ def test_koes_own_ways_in_take_non_streaming_mode_none_as_false(session_tmp, tmp
     folder = model_folder(session_tmp, "custom_voice")
     tts = koe.load(folder, device="cpu")
     args = {k: v for k, v in CALL.items() if k != "text"}
-    got = {name: tts.generate(CALL["text"], seed=7, **args, **flag).codes for name, flag in
-           (("none", {"non_streaming_mode": None}), ("off", {"non_streaming_mode": False}), ("default", {}))}  # fmt: skip
+    got = {
+        name: tts.generate(CALL["text"], seed=7, **args, **flag).codes
+        for name, flag in (("none", {"non_streaming_mode": None}), ("off", {"non_streaming_mode": False}), ("default", {}))
+    }
     torch.testing.assert_close(got["none"], got["off"], rtol=0, atol=0)
     assert not torch.equal(got["none"], got["default"])  # not given: CustomVoice's default, the text up front
     streamed = {flag: np.concatenate([c.samples for c in tts.stream(CALL["text"], seed=7, **args, non_streaming_mode=flag)]) for flag in (None, False)}
@@ -57,8 +58,11 @@ def test_koes_own_ways_in_take_non_streaming_mode_none_as_false(session_tmp, tmp
     synth = Synthesizer(home)
 
     def service(options: dict) -> bytes:
-        plan = synth.plan(SpeechRequest(text=CALL["text"], model="cv", voice="ryan", language="english", seed=7, format="pcm",
-                                        options={"max_new_tokens": 12, **options}, save=False))  # fmt: skip
+        plan = synth.plan(
+            SpeechRequest(
+                text=CALL["text"], model="cv", voice="ryan", language="english", seed=7, format="pcm", options={"max_new_tokens": 12, **options}, save=False
+            )
+        )
         return synth.speak(plan).audio
 
     assert service({"non_streaming_mode": None}) == service({"non_streaming_mode": False}) != service({})  # null wins over the settings' true

@@ -24,17 +24,63 @@ GREEDY = {"do_sample": False, "subtalker_dosample": False}
 CUSTOM_VOICE_CALLS = {
     "sampled": {"seed": 0, "kwargs": {"text": "Hello world, this is koe speaking.", "speaker": "ryan", "language": "english", "max_new_tokens": 14}},
     "greedy": {"seed": 1, "kwargs": {"text": "Greedy decoding, please.", "speaker": "vivian", "language": "english", "max_new_tokens": 12, **GREEDY}},
-    "instruct": {"seed": 2, "kwargs": {"text": "Say it with feeling!", "speaker": "serena", "language": "english", "instruct": "Speak very happily.", "max_new_tokens": 12}},
+    "instruct": {
+        "seed": 2,
+        "kwargs": {"text": "Say it with feeling!", "speaker": "serena", "language": "english", "instruct": "Speak very happily.", "max_new_tokens": 12},
+    },
     "dialect_auto": {"seed": 3, "kwargs": {"text": "今天天气真不错，我们去公园吧。", "speaker": "dylan", "language": "auto", "max_new_tokens": 12}},
-    "streaming_text": {"seed": 4, "kwargs": {"text": "Text fed one token per frame.", "speaker": "aiden", "language": "english", "non_streaming_mode": False, "max_new_tokens": 16}},
-    "filters": {"seed": 5, "kwargs": {"text": "Top p and temperature.", "speaker": "sohee", "language": "korean", "top_p": 0.8, "top_k": 20, "temperature": 0.7, "repetition_penalty": 1.3, "subtalker_top_p": 0.9, "subtalker_temperature": 1.1, "max_new_tokens": 12}},
-    "batch": {"seed": 6, "kwargs": {"text": ["The first sentence of a batch is longer.", "Short one."], "speaker": ["ryan", "eric"], "language": ["english", "chinese"], "max_new_tokens": 10}},
+    "streaming_text": {
+        "seed": 4,
+        "kwargs": {"text": "Text fed one token per frame.", "speaker": "aiden", "language": "english", "non_streaming_mode": False, "max_new_tokens": 16},
+    },
+    "filters": {
+        "seed": 5,
+        "kwargs": {
+            "text": "Top p and temperature.",
+            "speaker": "sohee",
+            "language": "korean",
+            "top_p": 0.8,
+            "top_k": 20,
+            "temperature": 0.7,
+            "repetition_penalty": 1.3,
+            "subtalker_top_p": 0.9,
+            "subtalker_temperature": 1.1,
+            "max_new_tokens": 12,
+        },
+    },
+    "batch": {
+        "seed": 6,
+        "kwargs": {
+            "text": ["The first sentence of a batch is longer.", "Short one."],
+            "speaker": ["ryan", "eric"],
+            "language": ["english", "chinese"],
+            "max_new_tokens": 10,
+        },
+    },
 }
 VOICE_DESIGN_CALLS = {
-    "sampled": {"seed": 10, "kwargs": {"text": "A voice from a description.", "instruct": "A warm, low male voice, slow and calm.", "language": "english", "max_new_tokens": 14}},
-    "greedy": {"seed": 11, "kwargs": {"text": "Greedy design.", "instruct": "A bright young female voice.", "language": "english", "max_new_tokens": 12, **GREEDY}},
-    "streaming_text": {"seed": 12, "kwargs": {"text": "Streaming text feeding for design.", "instruct": "Whispering.", "language": "auto", "non_streaming_mode": False, "max_new_tokens": 12}},
-    "batch": {"seed": 13, "kwargs": {"text": ["One.", "Two is a bit longer than one."], "instruct": ["Deep voice.", ""], "language": "english", "max_new_tokens": 10}},
+    "sampled": {
+        "seed": 10,
+        "kwargs": {"text": "A voice from a description.", "instruct": "A warm, low male voice, slow and calm.", "language": "english", "max_new_tokens": 14},
+    },
+    "greedy": {
+        "seed": 11,
+        "kwargs": {"text": "Greedy design.", "instruct": "A bright young female voice.", "language": "english", "max_new_tokens": 12, **GREEDY},
+    },
+    "streaming_text": {
+        "seed": 12,
+        "kwargs": {
+            "text": "Streaming text feeding for design.",
+            "instruct": "Whispering.",
+            "language": "auto",
+            "non_streaming_mode": False,
+            "max_new_tokens": 12,
+        },
+    },
+    "batch": {
+        "seed": 13,
+        "kwargs": {"text": ["One.", "Two is a bit longer than one."], "instruct": ["Deep voice.", ""], "language": "english", "max_new_tokens": 10},
+    },
 }
 METHOD = {"custom_voice": "generate_custom_voice", "voice_design": "generate_voice_design"}
 CALLS = {"custom_voice": CUSTOM_VOICE_CALLS, "voice_design": VOICE_DESIGN_CALLS}
@@ -57,7 +103,6 @@ def test_oracle_loads_fixture_without_missing_or_unexpected_keys(case):
     loading = info["loading"]
     assert loading["missing_keys"] == [] and loading["unexpected_keys"] == [] and loading["mismatched_keys"] == []
     assert info["attn"] == {"talker": "sdpa", "code_predictor": "sdpa"}
-
 
 
 def test_native_api_equals_upstream(case):

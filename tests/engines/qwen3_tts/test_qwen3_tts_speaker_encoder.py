@@ -12,15 +12,15 @@ import numpy as np
 import pytest
 import soundfile as sf
 import torch
+from oracle_harness import run_oracle
 from safetensors.torch import load_file
+from test_audio import speechlike
 
 from koe.audio.errors import AudioError
 from koe.audio.io import load_audio
 from koe.audio.resample import resample
 from koe.engines.qwen3_tts.speaker import extract_speaker_embedding
 from koe.nn.speaker import SpeakerEncoder, SpeakerEncoderConfig
-from oracle_harness import run_oracle
-from test_audio import speechlike
 
 TINY = {
     "mel_dim": 128,

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
 from fixtures_models import model_folder
 
 import koe
-from dataclasses import replace
-
-from koe.engines.base import CancelToken, Cancelled, SynthesisRequest
+from koe.engines.base import Cancelled, CancelToken, SynthesisRequest
 from koe.engines.qwen3_tts import generate as core
 from koe.engines.qwen3_tts.limits import frame_budget
 
@@ -210,7 +210,7 @@ def test_a_cancelled_stream_of_a_batch_stops_alone(engines):
     requests = [replace(r, cancel=c, max_segment_s=1.0, first_chunk_s=0.08, chunk_s=0.08) for r, c in zip(_batch_requests("custom_voice", "ryan"), cancels)]
     seen = [0, 0, 0]
     with pytest.warns(UserWarning, match="cut off"):
-        for i, chunk in tts.synthesize_streams(requests):
+        for i, _chunk in tts.synthesize_streams(requests):
             seen[i] += 1
             if i == 1 and seen[1] == 3:
                 cancels[1].cancel()  # its client went away: no more chunks for it, the others go on

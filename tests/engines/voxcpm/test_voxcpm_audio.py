@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 import soundfile as sf
 import torch
-
 from oracle_harness import run_oracle
 
 from koe.audio.errors import AudioError
@@ -88,8 +87,7 @@ def oracle(files, session_tmp):
     cases = []
     for clip, target in _cases():
         method, rate, patch_len, left = TARGETS[target]
-        cases.append({"name": f"{clip}/{target}", "path": str(files[clip]), "method": method,
-                      "target_rate": rate, "patch_len": patch_len, "left": left})
+        cases.append({"name": f"{clip}/{target}", "path": str(files[clip]), "method": method, "target_rate": rate, "patch_len": patch_len, "left": left})
     tensors, info = run_oracle("audio_front", {"cases": cases}, session_tmp / "voxcpm-audio-oracle", family="voxcpm")
     return tensors, info
 

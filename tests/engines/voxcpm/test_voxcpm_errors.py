@@ -18,16 +18,22 @@ from safetensors.torch import load_file, save_file
 
 import koe
 from koe.engines.base import (
-    EmptyText, InvalidOption, RequestError, SynthesisRequest, UnsupportedLanguage, UnsupportedVoice, VoicePromptMismatch,
-    VoiceReference, collect,
-)  # fmt: skip
+    EmptyText,
+    InvalidOption,
+    RequestError,
+    SynthesisRequest,
+    UnsupportedLanguage,
+    UnsupportedVoice,
+    VoicePromptMismatch,
+    VoiceReference,
+    collect,
+)
 from koe.engines.voxcpm.fixtures import write_random_model
 from koe.runtime.weights import WeightsError
 
 REF_TEXT = "A short test clip."
 TEXT = "Hello there, this is koe."
-OPTION_NAMES = ("cfg_value, inference_timesteps, min_len, max_len, retry_badcase, retry_badcase_max_times, retry_badcase_ratio_threshold, "
-                "normalize, denoise")  # fmt: skip
+OPTION_NAMES = "cfg_value, inference_timesteps, min_len, max_len, retry_badcase, retry_badcase_max_times, retry_badcase_ratio_threshold, normalize, denoise"
 
 
 @pytest.fixture(scope="module")
@@ -75,8 +81,11 @@ def synth(tts, text=TEXT, voice=None, **kw):
 
 # -- voices: transcripts and modes -------------------------------------------------------------
 def test_voxcpm15_needs_the_transcript(v15, clips):
-    for call in (lambda: v15.prepare_voice(str(clips["good"])), lambda: v15.prepare_voice(VoiceReference(str(clips["good"]), None)),
-                 lambda: v15.make_voice(reference_wav=str(clips["good"]))):  # fmt: skip
+    for call in (
+        lambda: v15.prepare_voice(str(clips["good"])),
+        lambda: v15.prepare_voice(VoiceReference(str(clips["good"]), None)),
+        lambda: v15.make_voice(reference_wav=str(clips["good"])),
+    ):
         with pytest.raises(UnsupportedVoice, match="VoxCPM1.5 clones from a clip and its transcript") as e:
             call()
         assert e.value.param == "voice"
@@ -102,8 +111,10 @@ def test_voxcpm2_takes_the_three_voice_modes(v2, clips):
     assert v2.prepare_voice(clip).mode == "reference"
     assert v2.make_voice(clip, REF_TEXT).mode == "continuation"
     assert v2.make_voice(clip, REF_TEXT, reference_wav=clip).mode == "ref_continuation"
-    outs = {m: synth(v2, voice=v).samples for m, v in (("ultimate", v2.prepare_voice(clip, REF_TEXT)), ("reference", v2.prepare_voice(clip)),
-                                                        ("continuation", v2.make_voice(clip, REF_TEXT)))}  # fmt: skip
+    outs = {
+        m: synth(v2, voice=v).samples
+        for m, v in (("ultimate", v2.prepare_voice(clip, REF_TEXT)), ("reference", v2.prepare_voice(clip)), ("continuation", v2.make_voice(clip, REF_TEXT)))
+    }
     assert not np.array_equal(outs["ultimate"], outs["reference"]) and not np.array_equal(outs["ultimate"], outs["continuation"])
 
 

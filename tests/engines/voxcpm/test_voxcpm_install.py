@@ -24,9 +24,9 @@ import koe
 from koe.engines.spec import RANDOM_WEIGHTS_FILE
 from koe.engines.voxcpm.fixtures import write_random_model
 from koe.service.errors import AlreadyExists, InvalidRequest, NotFound, Unavailable
+from koe.service.storage import Database
 from koe.service.store.hub import pull_model
 from koe.service.store.models import ModelStore
-from koe.service.storage import Database
 
 VARIANTS = ("VoxCPM2", "VoxCPM1.5")
 RELEASE_FILES = ["audiovae.safetensors", "config.json", "model.safetensors", "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json"]

@@ -23,8 +23,9 @@ CAPACITY = 8192  # VoxCPM2's max_length
 
 
 def _attention(hidden: int, heads: int, kv_heads: int, head_dim: int, seed: int) -> Attention:
-    lm = replace(parse_config(config_for("VoxCPM2", "tiny")).lm, hidden_size=hidden, num_attention_heads=heads, num_key_value_heads=kv_heads,
-                 kv_channels=head_dim)  # fmt: skip
+    lm = replace(
+        parse_config(config_for("VoxCPM2", "tiny")).lm, hidden_size=hidden, num_attention_heads=heads, num_key_value_heads=kv_heads, kv_channels=head_dim
+    )
     torch.manual_seed(seed)
     attn = Attention(lm)
     with torch.no_grad():
@@ -66,7 +67,9 @@ def test_step_over_the_span_equals_the_whole_masked_cache(hidden, heads, kv_head
                 ours = attn.step(x, None, ours_k[0:1], ours_v[0:1], position, step_mask(position, CAPACITY))
                 theirs = _upstream_step(attn, x, theirs_k, theirs_v, position)
                 assert torch.equal(ours_k, theirs_k) and torch.equal(ours_v, theirs_v)
-                assert torch.equal(ours, theirs), f"position {position} (span {-(-(position + 1) // SPAN_BLOCK) * SPAN_BLOCK}): max diff {(ours - theirs).abs().max()}"
+                assert torch.equal(ours, theirs), (
+                    f"position {position} (span {-(-(position + 1) // SPAN_BLOCK) * SPAN_BLOCK}): max diff {(ours - theirs).abs().max()}"
+                )
     finally:
         torch.set_num_threads(before)
 

@@ -73,8 +73,16 @@ def test_the_first_release_layout_runs_as_upstream(tmp_path):
     raw = json.loads((folder / "config.json").read_text())
     del raw["architecture"]
     raw["patch_size"] = 2
-    raw["audio_vae_config"] = {"encoder_dim": 8, "encoder_rates": [2, 5, 8, 8], "latent_dim": 16, "decoder_dim": 64, "decoder_rates": [8, 8, 5, 2],
-                               "depthwise": True, "sample_rate": 16000, "use_noise_block": False}  # fmt: skip
+    raw["audio_vae_config"] = {
+        "encoder_dim": 8,
+        "encoder_rates": [2, 5, 8, 8],
+        "latent_dim": 16,
+        "decoder_dim": 64,
+        "decoder_rates": [8, 8, 5, 2],
+        "depthwise": True,
+        "sample_rate": 16000,
+        "use_noise_block": False,
+    }
     (folder / "config.json").write_text(json.dumps(raw))
     vae = AudioVAE(VAEConfig.from_json(raw["audio_vae_config"], 1))
     save_file({k: v.contiguous() for k, v in vae.state_dict().items()}, str(folder / "audiovae.safetensors"))

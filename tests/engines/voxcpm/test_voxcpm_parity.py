@@ -41,8 +41,11 @@ def _speechy(seconds: float, sr: int, channels: int = 1, seed: int = 0) -> np.nd
 @pytest.fixture(scope="module")
 def clips(tmp_path_factory):
     d = tmp_path_factory.mktemp("voxcpm-clips")
-    made = {"en16": (_speechy(1.7, 16000), 16000, "PCM_16"), "st44": (_speechy(1.3, 44100, channels=2, seed=1), 44100, "FLOAT"),
-            "mono22": (_speechy(2.1, 22050, seed=2), 22050, "PCM_16")}  # fmt: skip
+    made = {
+        "en16": (_speechy(1.7, 16000), 16000, "PCM_16"),
+        "st44": (_speechy(1.3, 44100, channels=2, seed=1), 44100, "FLOAT"),
+        "mono22": (_speechy(2.1, 22050, seed=2), 22050, "PCM_16"),
+    }
     paths = {}
     for name, (x, sr, subtype) in made.items():
         paths[name] = str(d / f"{name}.wav")
@@ -71,11 +74,18 @@ def _cases(v2: bool, clips: dict) -> list[dict]:
             {"text": EN, "seed": 10, "reference_wav_path": clips["st44"], **cap},
             {"text": ZH, "seed": 11, "reference_wav_path": clips["mono22"], "prompt_wav_path": clips["en16"], "prompt_text": "你好", **cap},
             {"text": EN, "seed": 12, "reference_wav_path": clips["en16"], "streaming": True, "max_len": 6},
-            {"text": EN, "seed": 13, "reference_wav_path": clips["en16"], "prompt_wav_path": clips["st44"], "prompt_text": "hello world",
-             "streaming": True, "max_len": 6},
+            {
+                "text": EN,
+                "seed": 13,
+                "reference_wav_path": clips["en16"],
+                "prompt_wav_path": clips["st44"],
+                "prompt_text": "hello world",
+                "streaming": True,
+                "max_len": 6,
+            },
             # what prepare_voice makes of a clip with its transcript: the clip as prompt and as reference
             {"text": EN, "seed": 4, "prompt_wav_path": clips["en16"], "prompt_text": "A prompt, spoken.", "reference_wav_path": clips["en16"], **cap},
-        ]  # fmt: skip
+        ]
     return cases
 
 
@@ -128,8 +138,13 @@ def test_koe_load_gives_upstreams_samples_with_a_seed(model):
     assert engine.sample_rate == info["sample_rate"]
     options = ("cfg_value", "inference_timesteps", "min_len", "max_len", "retry_badcase", "retry_badcase_max_times", "retry_badcase_ratio_threshold")
     for i, case in enumerate(cases):
-        request = SynthesisRequest(text=case["text"], voice=_voice(engine, case), seed=case["seed"], stream=bool(case.get("streaming")),
-                                   options={k: case[k] for k in options if k in case and not (case.get("streaming") and k == "retry_badcase")})
+        request = SynthesisRequest(
+            text=case["text"],
+            voice=_voice(engine, case),
+            seed=case["seed"],
+            stream=bool(case.get("streaming")),
+            options={k: case[k] for k in options if k in case and not (case.get("streaming") and k == "retry_badcase")},
+        )
         expected = _upstream(tensors, info, i)
         expected = np.concatenate(expected) if isinstance(expected, list) else expected
         got = collect(engine.synthesize(request))

@@ -36,8 +36,17 @@ from koe.service import KoeHome, load_settings
 REF_TEXT = "A short test clip."
 TEXT = "Hello there, this is koe speaking."
 DESIGN = "a warm low voice"
-OPTION_NAMES = ["cfg_value", "inference_timesteps", "min_len", "max_len", "retry_badcase", "retry_badcase_max_times",
-                "retry_badcase_ratio_threshold", "normalize", "denoise"]  # fmt: skip
+OPTION_NAMES = [
+    "cfg_value",
+    "inference_timesteps",
+    "min_len",
+    "max_len",
+    "retry_badcase",
+    "retry_badcase_max_times",
+    "retry_badcase_ratio_threshold",
+    "normalize",
+    "denoise",
+]
 RATE = {"VoxCPM2": 48000, "VoxCPM1.5": 44100}
 
 
@@ -166,8 +175,7 @@ def test_cloning_from_a_clip(dirs, engines, clip, tmp_path, koe_cli):
     assert np.array_equal(read(tmp_path / "full.wav")[0], int16(v2.generate(TEXT, voice=full, seed=1).audio))
     assert np.array_equal(read(tmp_path / "ref.wav")[0], int16(v2.generate(TEXT, voice=ref, seed=1).audio))
     assert not np.array_equal(read(tmp_path / "full.wav")[0], read(tmp_path / "ref.wav")[0])
-    koe_cli("speak", TEXT, "-m", dirs["VoxCPM2"], "--ref", clip, "--ref-text", REF_TEXT, "--instruct", DESIGN, "--seed", "1",
-            "-o", tmp_path / "steered.wav")  # fmt: skip
+    koe_cli("speak", TEXT, "-m", dirs["VoxCPM2"], "--ref", clip, "--ref-text", REF_TEXT, "--instruct", DESIGN, "--seed", "1", "-o", tmp_path / "steered.wav")
     assert np.array_equal(read(tmp_path / "steered.wav")[0], int16(v2.generate(TEXT, voice=full, instruct=DESIGN, seed=1).audio))
 
     koe_cli("speak", TEXT, "-m", dirs["VoxCPM1.5"], "--ref", clip, "--ref-text", REF_TEXT, "--seed", "1", "-o", tmp_path / "v15.wav")
@@ -248,8 +256,9 @@ def test_library_voices_and_prepared_prompts(dirs, engines, clip, tmp_path, koe_
     koe_cli("speak", TEXT, "-m", "vox", "--voice", "notext", *seed, "-o", tmp_path / "notext.wav")
     koe_cli("speak", TEXT, "-m", "vox", "--ref", clip, *seed, "-o", tmp_path / "ref.wav")
     assert (tmp_path / "notext.wav").read_bytes() == (tmp_path / "ref.wav").read_bytes()
-    one_line_error(koe_cli("speak", TEXT, "-m", "vox15", "--voice", "notext", "-o", tmp_path / "bad.wav", ok=False),
-                   "VoxCPM1.5 clones from a clip and its transcript")  # fmt: skip
+    one_line_error(
+        koe_cli("speak", TEXT, "-m", "vox15", "--voice", "notext", "-o", tmp_path / "bad.wav", ok=False), "VoxCPM1.5 clones from a clip and its transcript"
+    )
     notext = json.loads(koe_cli("voices", "show", "notext", "--json").stdout)["prepared_for"]
     assert len(notext) == 1 and notext[0] in shown["prepared_for"]  # VoxCPM2's; the failed 1.5 preparation kept none
 
@@ -266,8 +275,9 @@ def test_library_voices_and_prepared_prompts(dirs, engines, clip, tmp_path, koe_
     koe_cli("voices", "prepare", clip, "-m", "vox15", "--ref-text", REF_TEXT, "-o", tmp_path / "p15")
     assert engines["VoxCPM1.5"].load_voice(tmp_path / "p15").mode == "continuation"
     one_line_error(koe_cli("voices", "prepare", clip, "-m", "vox15", "-o", tmp_path / "p15-none", ok=False), "--ref-text")
-    one_line_error(koe_cli("voices", "prepare", clip, "-m", "vox15", "--x-vector-only", "-o", tmp_path / "p15-x", ok=False),
-                   "clones from a clip and its transcript")  # fmt: skip
+    one_line_error(
+        koe_cli("voices", "prepare", clip, "-m", "vox15", "--x-vector-only", "-o", tmp_path / "p15-x", ok=False), "clones from a clip and its transcript"
+    )
     assert not (tmp_path / "p-none").exists() and not (tmp_path / "p15-none").exists() and not (tmp_path / "p15-x").exists()
 
 
@@ -290,8 +300,7 @@ def speech_body(**body) -> dict:
 def server_home(tmp_path_factory, v2_dir, v15_dir):
     """A KOE_HOME with VoxCPM2 "vox" (the default) and VoxCPM1.5 "vox15" installed."""
     root = tmp_path_factory.mktemp("vox-server-home")
-    settings = load_settings(root, flags={"models": {"default": "vox", "resident_limit": 2}, "server": {"max_reference_seconds": 10.0}},
-                             environ={})  # fmt: skip
+    settings = load_settings(root, flags={"models": {"default": "vox", "resident_limit": 2}, "server": {"max_reference_seconds": 10.0}}, environ={})
     home = KoeHome(settings)
     home.models.import_model(v2_dir, "vox", link=True)
     home.models.import_model(v15_dir, "vox15", link=True)
@@ -440,7 +449,7 @@ def test_streaming_gives_the_engines_streamed_samples(client, engines, clip, mod
     assert len(b"".join(chunks)) == len(whole.content)  # the same length: one-shot and streaming make the same patches
     with client.stream("POST", "/v1/audio/speech", json={**body, "stream_format": "sse"}) as r:
         assert r.headers["content-type"].startswith("text/event-stream")
-        events = [json.loads(line[len("data: "):]) for line in r.iter_lines() if line.startswith("data: ")]
+        events = [json.loads(line[len("data: ") :]) for line in r.iter_lines() if line.startswith("data: ")]
     kinds = [e["type"] for e in events]
     assert kinds[-1] == "speech.audio.done" and set(kinds[:-1]) == {"speech.audio.delta"} and len(kinds) >= 3
     assert np.array_equal(np.frombuffer(b"".join(base64.b64decode(e["audio"]) for e in events[:-1]), "<i2"), expected)
@@ -463,8 +472,7 @@ def test_openai_client_against_a_real_server(tmp_path, v2_dir, clip, engines):
         assert np.array_equal(decode(own.read())[2], int16(v2.generate(TEXT, seed=11).audio))
         designed = api.audio.speech.create(model="vox", voice="nova", input=TEXT, instructions=DESIGN, response_format="wav", extra_body={"seed": 11})
         assert np.array_equal(decode(designed.read())[2], int16(v2.generate(TEXT, instruct=DESIGN, seed=11).audio))
-        cloned = api.audio.speech.create(model="vox", voice="kim", input=TEXT, response_format="wav",
-                                         extra_body={"options": {"cfg_value": 1.5}, "seed": 11})  # fmt: skip
+        cloned = api.audio.speech.create(model="vox", voice="kim", input=TEXT, response_format="wav", extra_body={"options": {"cfg_value": 1.5}, "seed": 11})
         voice = v2.prepare_voice(str(clip), REF_TEXT)
         assert np.array_equal(decode(cloned.read())[2], int16(v2.generate(TEXT, voice=voice, seed=11, cfg_value=1.5).audio))
         with api.audio.speech.with_streaming_response.create(

@@ -20,20 +20,52 @@ from koe.engines.voxcpm.text import TextTokenizer, TokenizerError, normalise_tex
 
 TEXTS = [
     # English
-    "Hello world", "Hello, world! This is the test.", "the hello is a world", "hi", "HELLO World",
+    "Hello world",
+    "Hello, world! This is the test.",
+    "the hello is a world",
+    "hi",
+    "HELLO World",
     # Chinese: multi-character tokens (你好 世界 中国 再见, 谢谢 with unknown characters), ▁你好 / ▁我们
-    "你好世界", "中国人说你好", "我们的世界", "谢谢", "你好 我们", "再见，中国！", "说说说", "你好你好",
+    "你好世界",
+    "中国人说你好",
+    "我们的世界",
+    "谢谢",
+    "你好 我们",
+    "再见，中国！",
+    "说说说",
+    "你好你好",
     # mixed
-    "Hello 你好 world 世界", "我们say hello中国", "the中国is", "100 你好100",
+    "Hello 你好 world 世界",
+    "我们say hello中国",
+    "the中国is",
+    "100 你好100",
     # digits and punctuation, some through byte fallback
-    "1 2 3 100 1000 3.14", "a-b: (c); \"d\" 'e'", "@#$%^&*+=|\\/~`", "，。！？、",
+    "1 2 3 100 1000 3.14",
+    "a-b: (c); \"d\" 'e'",
+    "@#$%^&*+=|\\/~`",
+    "，。！？、",
     # emoji and other bytes
-    "😀", "Hi 😀👍🏽 你好", "Café naïve", "Привет", "こんにちは", "𠀀",
+    "😀",
+    "Hi 😀👍🏽 你好",
+    "Café naïve",
+    "Привет",
+    "こんにちは",
+    "𠀀",
     # whitespace
-    "  leading", "trailing  ", "  both  ", "a  b   c", "a\nb", "\n你好\n", "a\tb", "\u3000你好",
-    " ", "",
+    "  leading",
+    "trailing  ",
+    "  both  ",
+    "a  b   c",
+    "a\nb",
+    "\n你好\n",
+    "a\tb",
+    "\u3000你好",
+    " ",
+    "",
     # special tokens written in the text
-    "<s>hi</s>", "<unk> hello", "<|im_end|>你好<|spk|>",
+    "<s>hi</s>",
+    "<unk> hello",
+    "<|im_end|>你好<|spk|>",
 ]
 
 

@@ -12,9 +12,8 @@ import dataclasses
 
 import pytest
 import torch
-from safetensors.torch import save_file
-
 from oracle_harness import run_oracle
+from safetensors.torch import save_file
 
 from koe.engines.voxcpm.audio_vae import AudioVAE, VAEConfig
 
@@ -23,25 +22,67 @@ CASES = [
     # name, version, config, batch, audio samples, latent frames, decode rates, stream patches, noise seed
     ("v1_dw", 1, dict(SMALL, encoder_rates=[2, 5], decoder_rates=[5, 2, 3], depthwise=True), 2, 10 * 7 + 3, 9, [None], [], None),
     ("v1_full", 1, dict(SMALL, encoder_rates=[3, 2], decoder_rates=[4, 3], depthwise=False, sample_rate=24000), 1, 6 * 11, 7, [None], [], None),
-    ("v2_dw", 2, dict(SMALL, encoder_rates=[2, 5], decoder_rates=[3, 2, 5], depthwise=True), 2, 10 * 6 + 1, 10,
-     [None, 16000, 24000, 30000, 44100], [1, 2, 1, 3, 3], None),
-    ("v2_no_sr", 2, dict(SMALL, encoder_rates=[2, 3], decoder_rates=[2, 4], depthwise=False, sr_bin_boundaries=None), 2, 6 * 9, 8,
-     [None], [3, 1, 4], None),
-    ("v2_add", 2, dict(SMALL, encoder_rates=[4], decoder_rates=[2, 3, 2], depthwise=True, cond_type="add", cond_out_layer=True,
-                       sr_bin_boundaries=[24000], out_sample_rate=24000), 2, 4 * 5, 6, [None, 48000], [2, 2, 2], None),
-    ("v2_concat", 2, dict(SMALL, encoder_rates=[2, 2], decoder_rates=[5, 2], depthwise=False, cond_type="concat", cond_dim=8,
-                          cond_out_layer=True), 1, 4 * 8, 7, [None, 16000], [1, 1, 5], None),
-    ("v2_scale_bias_init", 2, dict(SMALL, encoder_rates=[5], decoder_rates=[2, 2, 2, 2], depthwise=True, cond_type="scale_bias_init",
-                                   cond_out_layer=True), 2, 5 * 4, 5, [None, 20000], [2, 3], None),
-    ("v2_noise", 2, dict(SMALL, encoder_rates=[2], decoder_rates=[3, 2], depthwise=True, use_noise_block=True), 2, 9, 6,
-     [None], [2, 4], 1234),
+    (
+        "v2_dw",
+        2,
+        dict(SMALL, encoder_rates=[2, 5], decoder_rates=[3, 2, 5], depthwise=True),
+        2,
+        10 * 6 + 1,
+        10,
+        [None, 16000, 24000, 30000, 44100],
+        [1, 2, 1, 3, 3],
+        None,
+    ),
+    ("v2_no_sr", 2, dict(SMALL, encoder_rates=[2, 3], decoder_rates=[2, 4], depthwise=False, sr_bin_boundaries=None), 2, 6 * 9, 8, [None], [3, 1, 4], None),
+    (
+        "v2_add",
+        2,
+        dict(
+            SMALL,
+            encoder_rates=[4],
+            decoder_rates=[2, 3, 2],
+            depthwise=True,
+            cond_type="add",
+            cond_out_layer=True,
+            sr_bin_boundaries=[24000],
+            out_sample_rate=24000,
+        ),
+        2,
+        4 * 5,
+        6,
+        [None, 48000],
+        [2, 2, 2],
+        None,
+    ),
+    (
+        "v2_concat",
+        2,
+        dict(SMALL, encoder_rates=[2, 2], decoder_rates=[5, 2], depthwise=False, cond_type="concat", cond_dim=8, cond_out_layer=True),
+        1,
+        4 * 8,
+        7,
+        [None, 16000],
+        [1, 1, 5],
+        None,
+    ),
+    (
+        "v2_scale_bias_init",
+        2,
+        dict(SMALL, encoder_rates=[5], decoder_rates=[2, 2, 2, 2], depthwise=True, cond_type="scale_bias_init", cond_out_layer=True),
+        2,
+        5 * 4,
+        5,
+        [None, 20000],
+        [2, 3],
+        None,
+    ),
+    ("v2_noise", 2, dict(SMALL, encoder_rates=[2], decoder_rates=[3, 2], depthwise=True, use_noise_block=True), 2, 9, 6, [None], [2, 4], 1234),
 ]
 
 
 def _case_dict(index: int, case) -> dict:
     name, version, config, _b, _t, _f, rates, patches, noise_seed = case
-    return dict(name=name, version=version, config=config, seed=100 + index, encode=True, decode_rates=rates,
-                patches=patches, noise_seed=noise_seed)
+    return dict(name=name, version=version, config=config, seed=100 + index, encode=True, decode_rates=rates, patches=patches, noise_seed=noise_seed)
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +103,7 @@ def _koe(case, tensors) -> AudioVAE:
     name, version, config = case[:3]
     vae = AudioVAE(VAEConfig.from_json(config, version)).eval()
     prefix = f"{name}/state/"
-    vae.load_state_dict({k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}, strict=True)
+    vae.load_state_dict({k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}, strict=True)
     return vae
 
 
@@ -85,7 +126,7 @@ def test_defaults_are_upstreams(oracle):
 def test_state_dict_names_are_upstreams(oracle, case):
     _, tensors, _ = oracle
     prefix = f"{case[0]}/state/"
-    upstream = {k[len(prefix):]: tuple(v.shape) for k, v in tensors.items() if k.startswith(prefix)}
+    upstream = {k[len(prefix) :]: tuple(v.shape) for k, v in tensors.items() if k.startswith(prefix)}
     mine = {k: tuple(v.shape) for k, v in AudioVAE(VAEConfig.from_json(case[2], case[1])).state_dict().items()}
     assert mine == upstream
 
@@ -134,7 +175,7 @@ def test_stream_decoder_exact(oracle, case):
         start, chunks = 0, []
         with torch.inference_mode():
             for i, n in enumerate(patches):
-                chunk = dec.decode(z[..., start:start + n])
+                chunk = dec.decode(z[..., start : start + n])
                 assert torch.equal(chunk, tensors[f"{name}/stream/{i}"]), (name, i, attempt)
                 chunks.append(chunk)
                 start += n

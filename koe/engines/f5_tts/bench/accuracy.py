@@ -38,8 +38,13 @@ def measure(kit, folder: Path, precision: str, nfe_step: int = 32, seed: int = 0
     ref, got = (e.generate(TEXT, voice=voice, seed=seed, nfe_step=nfe_step) for e in (exact, mode))
     wav_ref, wav_mode = torch.from_numpy(ref.audio), torch.from_numpy(got.audio)
     cos = F.cosine_similarity(wav_ref.double()[None], wav_mode.double()[None])
-    return {"precision": mode.precision, "nfe_step": nfe_step, "seconds": len(ref.audio) / ref.sample_rate,
-            "waveform_cosine": cos.item(), "waveform_snr_db": kit.snr_db(wav_ref, wav_mode)}  # fmt: skip
+    return {
+        "precision": mode.precision,
+        "nfe_step": nfe_step,
+        "seconds": len(ref.audio) / ref.sample_rate,
+        "waveform_cosine": cos.item(),
+        "waveform_snr_db": kit.snr_db(wav_ref, wav_mode),
+    }
 
 
 def main(kit, argv: list[str] | None = None) -> int:

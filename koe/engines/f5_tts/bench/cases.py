@@ -20,7 +20,7 @@ TEXTS = {
         "Long texts are cut into batches at sentence ends, and the batches are joined with a short cross-fade. "
         "Every batch repeats the reference clip and its transcript, so the model keeps the same voice throughout."
     ),
-}  # fmt: skip
+}
 CASES = {"nfe32": (32, "short"), "nfe16": (16, "short"), "long": (16, "long")}
 DEFAULT_CASES = ("nfe32", "nfe16")
 
@@ -36,8 +36,20 @@ def result(wire, total_s: float, prompt_s: float, samples, text_s: float, dit_s:
     (`steps`: a `wire.CallTimer` around the DiT's forward)."""
     audio_s = len(samples) / SAMPLE_RATE
     return {
-        "total_s": total_s, "prompt_s": prompt_s, "audio_s": audio_s, "rtf": total_s / max(audio_s, 1e-9),
-        "text_s": text_s, "dit_s": dit_s, "vocoder_s": vocoder_s, "other_s": total_s - text_s - dit_s - vocoder_s,
-        "dit_steps": steps.calls, "ms_per_step": 1e3 * steps.seconds / max(steps.calls, 1), "forward_s": steps.seconds,
-        "seq_frames": steps.shapes, "wave_sha1": wire.wave_sha1(samples), "audio_samples": len(samples), "peak_rss": wire.peak_rss(), **extra,
-    }  # fmt: skip
+        "total_s": total_s,
+        "prompt_s": prompt_s,
+        "audio_s": audio_s,
+        "rtf": total_s / max(audio_s, 1e-9),
+        "text_s": text_s,
+        "dit_s": dit_s,
+        "vocoder_s": vocoder_s,
+        "other_s": total_s - text_s - dit_s - vocoder_s,
+        "dit_steps": steps.calls,
+        "ms_per_step": 1e3 * steps.seconds / max(steps.calls, 1),
+        "forward_s": steps.seconds,
+        "seq_frames": steps.shapes,
+        "wave_sha1": wire.wave_sha1(samples),
+        "audio_samples": len(samples),
+        "peak_rss": wire.peak_rss(),
+        **extra,
+    }

@@ -22,8 +22,12 @@ def run(kit, opts, progress=lambda msg: None) -> dict:
         for size in opts.sizes:
             progress(f"F5-TTS {opts.variant} {size}: building or finding the model")
             folder = kit.bench_model(opts.family, opts.variant, size, opts.models_root, seed=opts.seed)
-            model = {"folder": str(folder), "variant": opts.variant, "weights_bytes": kit.weights_bytes(folder, ("*.safetensors", "*.pt", "*.bin")),
-                     "parameters": parameter_counts(folder)}  # fmt: skip
+            model = {
+                "folder": str(folder),
+                "variant": opts.variant,
+                "weights_bytes": kit.weights_bytes(folder, ("*.safetensors", "*.pt", "*.bin")),
+                "parameters": parameter_counts(folder),
+            }
             per_size: dict = {"cases": {}, "models": {opts.family: model}}
             results["sizes"][size] = per_size
             workers: dict = {}
@@ -33,7 +37,9 @@ def run(kit, opts, progress=lambda msg: None) -> dict:
                 loads = {}
                 for side, w in workers.items():
                     progress(f"{size}: loading in {side}")
-                    loads[side] = w.call(op="load", model=str(folder), threads=opts.threads, precision=opts.precision if side == "koe" else opts.upstream_precision)
+                    loads[side] = w.call(
+                        op="load", model=str(folder), threads=opts.threads, precision=opts.precision if side == "koe" else opts.upstream_precision
+                    )
                 model["load"] = loads
                 for case in opts.cases:
                     per_size["cases"][case] = _case(kit, opts, size, case, workers, loads, str(reference), folder, progress)
@@ -45,11 +51,15 @@ def run(kit, opts, progress=lambda msg: None) -> dict:
                         checks[side] = w.call(op="run", case=case, seed=opts.seed, reference=str(reference), nfe=opts.warmup_nfe, threads=1)
                     warm = per_size["cases"][case].get("warmup_sha1", {})
                     per_size["exact_1thread"] = {
-                        "case": case, "nfe": opts.warmup_nfe, "threads": 1, "wave_equal": checks["koe"]["wave_sha1"] == checks["upstream"]["wave_sha1"],
-                        **{f"{side}_sha1": c["wave_sha1"] for side, c in checks.items()}, "audio_samples": {side: c["audio_samples"] for side, c in checks.items()},
+                        "case": case,
+                        "nfe": opts.warmup_nfe,
+                        "threads": 1,
+                        "wave_equal": checks["koe"]["wave_sha1"] == checks["upstream"]["wave_sha1"],
+                        **{f"{side}_sha1": c["wave_sha1"] for side, c in checks.items()},
+                        "audio_samples": {side: c["audio_samples"] for side, c in checks.items()},
                         # the same request at opts.threads (the warm-up): does the thread count change the bits?
                         "same_bits_as_threads": {side: warm[side] == c["wave_sha1"] for side, c in checks.items() if side in warm},
-                    }  # fmt: skip
+                    }
             finally:
                 for w in workers.values():
                     w.close()
@@ -82,7 +92,9 @@ def _case(kit, opts, size: str, case: str, workers: dict, loads: dict, reference
             if sample.get("forward_s"):
                 sample["dit_gflops"] = sum(dit_forward_flops(folder, n, 2) for n in sample["seq_frames"]) / sample["forward_s"] / 1e9
             samples[side].append(sample)
-    entry: dict = {side: {"summary": kit.summarize(samples[side], TIMED_KEYS), "runs": samples[side], "precision": loads[side].get("precision")} for side in sides}
+    entry: dict = {
+        side: {"summary": kit.summarize(samples[side], TIMED_KEYS), "runs": samples[side], "precision": loads[side].get("precision")} for side in sides
+    }
     if opts.profile:
         for side in sides:
             progress(f"{size} {case}: {opts.profile} profile ({side})")
@@ -127,6 +139,10 @@ def table(kit, results: dict, width: int | None = None) -> str:
         check = per.get("exact_1thread")
         if check:
             same = check.get("same_bits_as_threads", {})
-            vs = f"; {o['threads']} thread(s) gave " + ", ".join(f"{side} {'the same bits' if v else 'other bits'}" for side, v in same.items()) if same and o["threads"] != 1 else ""
+            vs = (
+                f"; {o['threads']} thread(s) gave " + ", ".join(f"{side} {'the same bits' if v else 'other bits'}" for side, v in same.items())
+                if same and o["threads"] != 1
+                else ""
+            )
             notes.append(f"{size} {check['case']} at NFE {check['nfe']}, 1 thread: waveforms {'equal' if check['wave_equal'] else 'DIFFERENT'}{vs}")
     return "\n".join(kit.lay_out(title, rows, 4, width) + notes)

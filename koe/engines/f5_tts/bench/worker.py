@@ -31,7 +31,13 @@ class F5KoeWorker:
         imported = time.perf_counter()
         self.engine = koe.load(cmd["model"], device="cpu", precision=cmd.get("precision") or "fp32")
         load_s = time.perf_counter() - imported
-        return {"load_s": load_s, "import_s": imported - started, "peak_rss": self.wire.peak_rss(), "rss": self.wire.current_rss(), "precision": self.engine.precision}
+        return {
+            "load_s": load_s,
+            "import_s": imported - started,
+            "peak_rss": self.wire.peak_rss(),
+            "rss": self.wire.current_rss(),
+            "precision": self.engine.precision,
+        }
 
     def run(self, cmd: dict) -> dict:
         text, nfe = cases.request(cmd)
@@ -54,6 +60,17 @@ class F5KoeWorker:
         finally:
             del dit.forward
         timings = result.metadata["timings"]
-        return cases.result(self.wire, total_s, prompt_s, result.audio, timings["text_s"], timings["dit_s"], timings["vocoder_s"], steps,
-                              nfe=nfe, batches=result.metadata["segments"][0]["batches"], threads=torch.get_num_threads(),
-                              minor_faults=faults)  # fmt: skip
+        return cases.result(
+            self.wire,
+            total_s,
+            prompt_s,
+            result.audio,
+            timings["text_s"],
+            timings["dit_s"],
+            timings["vocoder_s"],
+            steps,
+            nfe=nfe,
+            batches=result.metadata["segments"][0]["batches"],
+            threads=torch.get_num_threads(),
+            minor_faults=faults,
+        )

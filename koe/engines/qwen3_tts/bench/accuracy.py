@@ -69,9 +69,14 @@ def measure(kit, folder: Path, precision: str, frames: int, seed: int = 0) -> di
         wav_ref = exact.codec.decode([codes])[0].float()
         wav_mode = mode.audio_codec.decode([codes])[0].float()
     return {
-        "precision": mode.precision, "kernel": mode.kernel, "codec": mode.result_metadata()["codec"], "frames": int(codes.shape[0]), "talker": kit.compare(t_ref, t_mode),
-        "predictor": kit.compare(p_ref, p_mode), "codec_snr_db": kit.snr_db(wav_ref, wav_mode),
-    }  # fmt: skip
+        "precision": mode.precision,
+        "kernel": mode.kernel,
+        "codec": mode.result_metadata()["codec"],
+        "frames": int(codes.shape[0]),
+        "talker": kit.compare(t_ref, t_mode),
+        "predictor": kit.compare(p_ref, p_mode),
+        "codec_snr_db": kit.snr_db(wav_ref, wav_mode),
+    }
 
 
 def main(kit, argv: list[str] | None = None) -> int:
@@ -92,4 +97,3 @@ def main(kit, argv: list[str] | None = None) -> int:
     if a.out:
         a.out.write_text(text)
     return 0
-

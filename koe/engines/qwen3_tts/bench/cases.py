@@ -68,7 +68,9 @@ class Phases:
         per_frame = (decode_end - self.decode_start - prefill) / steps
         predictor = self.predictor_s / steps
         return {
-            "prefill_s": prefill, "decode_s": decode_end - self.decode_start,
-            "ms_per_frame": per_frame * 1e3, "predictor_ms_per_frame": predictor * 1e3,
+            "prefill_s": prefill,
+            "decode_s": decode_end - self.decode_start,
+            "ms_per_frame": per_frame * 1e3,
+            "predictor_ms_per_frame": predictor * 1e3,
             "talker_ms_per_frame": (per_frame - predictor) * 1e3,
-        }  # fmt: skip
+        }

@@ -35,8 +35,9 @@ def codec_folder(kit, size: str = "real", root: Path | None = None, seed: int = 
     from koe.engines.qwen3_tts.codec.random_weights import write_random_speech_tokenizer
 
     folder = (root or kit.cache_root()) / f"qwen3-tts-codec-{size}-seed{seed}"
-    return kit.cached_folder(folder, lambda tmp: write_random_speech_tokenizer(tmp, size=size, seed=seed),
-                   {"version": CODEC_VERSION, "size": size, "seed": seed})  # fmt: skip
+    return kit.cached_folder(
+        folder, lambda tmp: write_random_speech_tokenizer(tmp, size=size, seed=seed), {"version": CODEC_VERSION, "size": size, "seed": seed}
+    )
 
 
 def random_codes(frames: int, seed: int) -> torch.Tensor:
@@ -79,8 +80,11 @@ def measure(kit, folder: Path, seconds: list[float], runs: int, sequences: int, 
                 ways[way](codecs[name], codes)
                 if run:
                     times[key].append((time.perf_counter() - started) / audio_s)
-        entry = {"seconds": audio_s, "frames": int(codes.shape[0]),
-                 "s_per_audio_s": {k: {"median": statistics.median(v), "min": min(v), "runs": v} for k, v in times.items()}}  # fmt: skip
+        entry = {
+            "seconds": audio_s,
+            "frames": int(codes.shape[0]),
+            "s_per_audio_s": {k: {"median": statistics.median(v), "min": min(v), "runs": v} for k, v in times.items()},
+        }
         result["lengths"].append(entry)
     result["snr_db"] = snr_table(kit, codecs, ways, seconds, sequences)
     return result
@@ -124,4 +128,3 @@ def main(kit, argv: list[str] | None = None) -> int:
     if a.out:
         a.out.write_text(json.dumps(result, indent=1))
     return 0
-

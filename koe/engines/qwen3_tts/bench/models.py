@@ -36,8 +36,11 @@ def write_model(folder: Path, kind: str, size: str, seed: int) -> None:
 
     vocabulary = resolve_vocabulary("auto")  # the released vocabulary (dev extra) where installed
     if vocabulary == "synthetic":
-        print(f"note: {VOCAB_PACKAGE} (the real Qwen text vocabulary) is not installed: the benchmark model gets a synthetic "
-              "one, so prompts have other token counts than real text (speed per frame is the same)", file=sys.stderr)  # fmt: skip
+        print(
+            f"note: {VOCAB_PACKAGE} (the real Qwen text vocabulary) is not installed: the benchmark model gets a synthetic "
+            "one, so prompts have other token counts than real text (speed per frame is the same)",
+            file=sys.stderr,
+        )
     write_random_model(folder, kind, size, seed=seed, vocabulary=vocabulary)
     store_as_released(folder)
 

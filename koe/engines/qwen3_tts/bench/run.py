@@ -12,10 +12,23 @@ from koe.engines.qwen3_tts.bench import cases as qwen_cases
 from koe.engines.qwen3_tts.bench.models import bytes_per_frame
 
 TIMED_KEYS = (
-    "load_s", "call_s", "prompt_s", "prefill_s", "ms_per_frame", "talker_ms_per_frame", "predictor_ms_per_frame",
-    "codec_s_per_audio_s", "ttfa_s", "stream_rtf", "frames_per_s", "peak_rss",
-    "ttfa_before_prefill_s", "ttfa_prefill_s", "ttfa_frames_s", "ttfa_codec_s",  # koe's streaming case: where its TTFA goes
-)  # fmt: skip
+    "load_s",
+    "call_s",
+    "prompt_s",
+    "prefill_s",
+    "ms_per_frame",
+    "talker_ms_per_frame",
+    "predictor_ms_per_frame",
+    "codec_s_per_audio_s",
+    "ttfa_s",
+    "stream_rtf",
+    "frames_per_s",
+    "peak_rss",
+    "ttfa_before_prefill_s",
+    "ttfa_prefill_s",
+    "ttfa_frames_s",
+    "ttfa_codec_s",  # koe's streaming case: where its TTFA goes
+)
 BYTES_PER_WEIGHT = {"fp32": 4, "bf16": 2, "int8": 1, "int4": 0.5625}  # int4: 4 bits + a float32 scale per 64
 
 
@@ -93,8 +106,9 @@ def run(kit, opts, progress=lambda msg: None) -> dict:
         if batch_case and single:
             per_size["batch8_speedup"] = {
                 side: batch_case[side]["summary"]["frames_per_s"]["median"] / single[side]["summary"]["frames_per_s"]["median"]
-                for side in sides if "frames_per_s" in batch_case[side]["summary"]
-            }  # fmt: skip
+                for side in sides
+                if "frames_per_s" in batch_case[side]["summary"]
+            }
         results["sizes"][size] = per_size
     return kit.finish_run(opts, results)
 

@@ -31,7 +31,13 @@ class KoeWorker:
         started = time.perf_counter()
         self.engine = Qwen3TTSEngine.load(cmd["model"], device="cpu", precision=cmd.get("precision") or "fp32")
         load_s = time.perf_counter() - started
-        return {"load_s": load_s, "peak_rss": self.wire.peak_rss(), "rss": self.wire.current_rss(), "precision": self.engine.precision, "kernel": self.engine.kernel}
+        return {
+            "load_s": load_s,
+            "peak_rss": self.wire.peak_rss(),
+            "rss": self.wire.current_rss(),
+            "precision": self.engine.precision,
+            "kernel": self.engine.kernel,
+        }
 
     def _voice(self, case: str):
         clip = self.wire.reference_clip()
@@ -86,12 +92,17 @@ class KoeWorker:
         ref_frames = 0 if voice is None or voice.ref_code is None else int(voice.ref_code.shape[0])
         decoded_s = batch * (made + ref_frames) / cases.FRAME_RATE
         result.update(phases.result(decode_end, made))
-        result.update({
-            "frames": made, "codec_s": codec_s, "codec_s_per_audio_s": codec_s / max(decoded_s, 1e-9),
-            "audio_samples": int(sum(len(w) for w in wavs)), "frames_per_s": batch * made / (decode_end - phases.decode_start),
-            "codes_sha1": hashlib.sha1(torch.stack([c.cpu() for c in codes]).numpy().tobytes()).hexdigest(),
-            "peak_rss": self.wire.peak_rss(),
-        })  # fmt: skip
+        result.update(
+            {
+                "frames": made,
+                "codec_s": codec_s,
+                "codec_s_per_audio_s": codec_s / max(decoded_s, 1e-9),
+                "audio_samples": int(sum(len(w) for w in wavs)),
+                "frames_per_s": batch * made / (decode_end - phases.decode_start),
+                "codes_sha1": hashlib.sha1(torch.stack([c.cpu() for c in codes]).numpy().tobytes()).hexdigest(),
+                "peak_rss": self.wire.peak_rss(),
+            }
+        )
         return result
 
     def _stream(self, frames: int, seed: int) -> dict:
@@ -124,8 +135,12 @@ class KoeWorker:
         finally:
             core.prefill, CodecStream.drain = prefill, drain
         if len(marks) == 4:
-            result.update({
-                "ttfa_before_prefill_s": marks["prefill_start"] - started, "ttfa_prefill_s": marks["prefill_end"] - marks["prefill_start"],
-                "ttfa_frames_s": marks["codec_start"] - marks["prefill_end"], "ttfa_codec_s": marks["codec_end"] - marks["codec_start"],
-            })  # fmt: skip
+            result.update(
+                {
+                    "ttfa_before_prefill_s": marks["prefill_start"] - started,
+                    "ttfa_prefill_s": marks["prefill_end"] - marks["prefill_start"],
+                    "ttfa_frames_s": marks["codec_start"] - marks["prefill_end"],
+                    "ttfa_codec_s": marks["codec_end"] - marks["codec_start"],
+                }
+            )
         return {**result, "peak_rss": self.wire.peak_rss()}

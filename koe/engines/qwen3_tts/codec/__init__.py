@@ -6,7 +6,16 @@ from .encoder import SpeechEncoder
 from .tokenizer import SpeechTokenizer, SpeechTokenizerModel, WeightsError
 
 __all__ = [
-    "CHUNK_FRAMES", "LEFT_CONTEXT_FRAMES", "CodecConfigError", "DecoderConfig", "EncoderConfig",
-    "SpeechDecoder", "SpeechEncoder", "SpeechTokenizer", "SpeechTokenizerConfig", "SpeechTokenizerModel",
-    "WeightsError", "chunk_plan",
+    "CHUNK_FRAMES",
+    "LEFT_CONTEXT_FRAMES",
+    "CodecConfigError",
+    "DecoderConfig",
+    "EncoderConfig",
+    "SpeechDecoder",
+    "SpeechEncoder",
+    "SpeechTokenizer",
+    "SpeechTokenizerConfig",
+    "SpeechTokenizerModel",
+    "WeightsError",
+    "chunk_plan",
 ]

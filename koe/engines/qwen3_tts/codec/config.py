@@ -180,24 +180,25 @@ class SpeechTokenizerConfig:
             raise CodecConfigError("encoder_valid_num_quantizers must cover the semantic quantizers")
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> "SpeechTokenizerConfig":
+    def from_dict(cls, raw: dict[str, Any]) -> SpeechTokenizerConfig:
         """Build and validate from the parsed JSON; an unknown `model_type` is an error."""
         model_type = raw.get("model_type")
         if model_type != MODEL_TYPE:
-            raise CodecConfigError(
-                f"unsupported speech tokenizer model_type {model_type!r}: koe supports only {MODEL_TYPE!r}"
-            )
+            raise CodecConfigError(f"unsupported speech tokenizer model_type {model_type!r}: koe supports only {MODEL_TYPE!r}")
         try:
             encoder = EncoderConfig(**_take(EncoderConfig, raw.get("encoder_config") or {}, {"_frame_rate": "frame_rate"}))
             decoder = DecoderConfig(**_take(DecoderConfig, raw.get("decoder_config") or {}))
         except TypeError as exc:  # pragma: no cover - dataclass argument errors
             raise CodecConfigError(str(exc)) from exc
-        top = {k: raw[k] for k in ("encoder_valid_num_quantizers", "input_sample_rate", "output_sample_rate",
-                                   "decode_upsample_rate", "encode_downsample_rate") if k in raw}
+        top = {
+            k: raw[k]
+            for k in ("encoder_valid_num_quantizers", "input_sample_rate", "output_sample_rate", "decode_upsample_rate", "encode_downsample_rate")
+            if k in raw
+        }
         return cls(encoder=encoder, decoder=decoder, **top)
 
     @classmethod
-    def from_file(cls, path: str | Path) -> "SpeechTokenizerConfig":
+    def from_file(cls, path: str | Path) -> SpeechTokenizerConfig:
         """Read `config.json` (a file, or the folder holding it)."""
         path = Path(path)
         if path.is_dir():

@@ -96,10 +96,18 @@ class SplitRVQ(nn.Module):
 def transformer_spec(cfg: DecoderConfig) -> DecoderSpec:
     """The pre-transformer as a decoder stack: no q/k norm, sliding-window causal attention, layer scales."""
     return DecoderSpec(
-        hidden_size=cfg.hidden_size, intermediate_size=cfg.intermediate_size, num_layers=cfg.num_hidden_layers,
-        num_heads=cfg.num_attention_heads, num_kv_heads=cfg.num_key_value_heads, head_dim=cfg.head_dim,
-        rms_norm_eps=cfg.rms_norm_eps, rope_theta=cfg.rope_theta, attention_bias=cfg.attention_bias,
-        qk_norm=False, sliding_window=cfg.sliding_window, layer_scale=cfg.layer_scale_initial_scale,
+        hidden_size=cfg.hidden_size,
+        intermediate_size=cfg.intermediate_size,
+        num_layers=cfg.num_hidden_layers,
+        num_heads=cfg.num_attention_heads,
+        num_kv_heads=cfg.num_key_value_heads,
+        head_dim=cfg.head_dim,
+        rms_norm_eps=cfg.rms_norm_eps,
+        rope_theta=cfg.rope_theta,
+        attention_bias=cfg.attention_bias,
+        qk_norm=False,
+        sliding_window=cfg.sliding_window,
+        layer_scale=cfg.layer_scale_initial_scale,
     )
 
 
@@ -144,10 +152,7 @@ class DecoderBlock(nn.Module):
 
     def __init__(self, in_dim: int, out_dim: int, rate: int) -> None:
         super().__init__()
-        self.block = nn.ModuleList(
-            [SnakeBeta(in_dim), CausalConvTranspose1d(in_dim, out_dim, 2 * rate, rate)]
-            + [ResidualUnit(out_dim, d) for d in (1, 3, 9)]
-        )
+        self.block = nn.ModuleList([SnakeBeta(in_dim), CausalConvTranspose1d(in_dim, out_dim, 2 * rate, rate)] + [ResidualUnit(out_dim, d) for d in (1, 3, 9)])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for layer in self.block:
@@ -166,8 +171,7 @@ class SpeechDecoder(nn.Module):
         self.quantizer = SplitRVQ(cfg.num_quantizers, cfg.codebook_dim // 2, cfg.codebook_dim, cfg.codebook_size)
         self.pre_conv = CausalConv1d(cfg.codebook_dim, cfg.latent_dim, kernel_size=3)
         self.upsample = nn.ModuleList(
-            nn.ModuleList([CausalConvTranspose1d(cfg.latent_dim, cfg.latent_dim, r, r), ConvNeXtBlock(cfg.latent_dim)])
-            for r in cfg.upsampling_ratios
+            nn.ModuleList([CausalConvTranspose1d(cfg.latent_dim, cfg.latent_dim, r, r), ConvNeXtBlock(cfg.latent_dim)]) for r in cfg.upsampling_ratios
         )
         layers: list[nn.Module] = [CausalConv1d(cfg.latent_dim, cfg.decoder_dim, 7)]
         for i, rate in enumerate(cfg.upsample_rates):
@@ -199,8 +203,7 @@ class SpeechDecoder(nn.Module):
         wav = self(codes)
         return wav[..., left_context_frames * self.total_upsample :]
 
-    def chunked_decode(self, codes: torch.Tensor, chunk_size: int = CHUNK_FRAMES,
-                       left_context: int = LEFT_CONTEXT_FRAMES) -> torch.Tensor:
+    def chunked_decode(self, codes: torch.Tensor, chunk_size: int = CHUNK_FRAMES, left_context: int = LEFT_CONTEXT_FRAMES) -> torch.Tensor:
         """Upstream's long-form decode: chunks of `chunk_size` frames, each decoded with up to
         `left_context` frames before it. codes (B, K, T) -> (B, 1, T * total_upsample)."""
         pieces = []
@@ -209,8 +212,7 @@ class SpeechDecoder(nn.Module):
         return torch.cat(pieces, dim=-1)
 
 
-def chunk_plan(n_frames: int, chunk_size: int = CHUNK_FRAMES,
-               left_context: int = LEFT_CONTEXT_FRAMES) -> list[tuple[int, int, int]]:
+def chunk_plan(n_frames: int, chunk_size: int = CHUNK_FRAMES, left_context: int = LEFT_CONTEXT_FRAMES) -> list[tuple[int, int, int]]:
     """(start, end, context) per chunk, as upstream cuts them: frames [start - context, end) are
     decoded and the samples of [start, end) are kept; context = min(start, left_context)."""
     plan = []

@@ -25,12 +25,14 @@ class ResnetBlock(nn.Module):
     def __init__(self, cfg: EncoderConfig, dim: int, dilation: int) -> None:
         super().__init__()
         hidden = dim // cfg.compress
-        self.block = nn.ModuleList([
-            nn.ELU(),
-            CausalConv1d(dim, hidden, cfg.residual_kernel_size, dilation=dilation),
-            nn.ELU(),
-            CausalConv1d(hidden, dim, 1),
-        ])
+        self.block = nn.ModuleList(
+            [
+                nn.ELU(),
+                CausalConv1d(dim, hidden, cfg.residual_kernel_size, dilation=dilation),
+                nn.ELU(),
+                CausalConv1d(hidden, dim, 1),
+            ]
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         residual = x
@@ -75,8 +77,9 @@ class MimiLayer(nn.Module):
     def __init__(self, cfg: EncoderConfig) -> None:
         super().__init__()
         # Mimi repeats grouped K/V heads before SDPA rather than passing `enable_gqa`.
-        self.self_attn = Attention(cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim,
-                                   qkv_bias=cfg.attention_bias, native_gqa=False)
+        self.self_attn = Attention(
+            cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim, qkv_bias=cfg.attention_bias, native_gqa=False
+        )
         self.mlp = MimiMLP(cfg)
         self.input_layernorm = nn.LayerNorm(cfg.hidden_size, eps=cfg.norm_eps)
         self.post_attention_layernorm = nn.LayerNorm(cfg.hidden_size, eps=cfg.norm_eps)
@@ -161,8 +164,7 @@ class SplitResidualVectorQuantizer(nn.Module):
         super().__init__()
         self.n_semantic = cfg.num_semantic_quantizers
         self.semantic_residual_vector_quantizer = ResidualVectorQuantizer(cfg, cfg.num_semantic_quantizers)
-        self.acoustic_residual_vector_quantizer = ResidualVectorQuantizer(
-            cfg, cfg.num_quantizers - cfg.num_semantic_quantizers)
+        self.acoustic_residual_vector_quantizer = ResidualVectorQuantizer(cfg, cfg.num_quantizers - cfg.num_semantic_quantizers)
 
     def encode(self, x: torch.Tensor, n_q: int) -> torch.Tensor:
         """(B, hidden, T) -> codes (n_q, B, T); both quantizers read the same input."""
@@ -185,8 +187,7 @@ class SpeechEncoder(nn.Module):
         self.config = cfg
         self.encoder = SEANetEncoder(cfg)
         self.encoder_transformer = MimiTransformer(cfg)
-        self.downsample = CausalConv1d(cfg.hidden_size, cfg.hidden_size, kernel_size=cfg.downsample_kernel_size,
-                                       stride=2, bias=False, pad_mode="replicate")
+        self.downsample = CausalConv1d(cfg.hidden_size, cfg.hidden_size, kernel_size=cfg.downsample_kernel_size, stride=2, bias=False, pad_mode="replicate")
         self.quantizer = SplitResidualVectorQuantizer(cfg)
 
     def forward(self, wav: torch.Tensor, n_q: int) -> torch.Tensor:

@@ -219,11 +219,17 @@ class FastWeights:
         self.dtype = dtype
         layers = list(decoder.decoder)
         first, blocks, last_act, out_conv = layers[0], layers[1:-2], layers[-2], layers[-1]
-        if not (isinstance(first, CausalConv1d) and all(isinstance(b, DecoderBlock) for b in blocks)
-                and isinstance(last_act, SnakeBeta) and isinstance(out_conv, CausalConv1d)):  # fmt: skip
+        if not (
+            isinstance(first, CausalConv1d)
+            and all(isinstance(b, DecoderBlock) for b in blocks)
+            and isinstance(last_act, SnakeBeta)
+            and isinstance(out_conv, CausalConv1d)
+        ):
             raise TypeError("the fast codec expects the 12 Hz decoder's layout (conv, upsampling blocks, SnakeBeta, conv)")
         self._first = FastConv(first, dtype)
-        self._blocks = [[FastSnake(b.block[0], dtype), FastConvTranspose(b.block[1], dtype), *(FastResidualUnit(u, dtype) for u in b.block[2:])] for b in blocks]
+        self._blocks = [
+            [FastSnake(b.block[0], dtype), FastConvTranspose(b.block[1], dtype), *(FastResidualUnit(u, dtype) for u in b.block[2:])] for b in blocks
+        ]
         self._last_act = FastSnake(last_act, torch.float32)
         self._out_conv = FastMonoConv(out_conv)
         self._upsample = [(FastConvTranspose(conv, torch.float32), block) for conv, block in decoder.upsample]
@@ -257,8 +263,14 @@ class FastLayers:
 class FastIncrementalDecoder(IncrementalDecoder):
     """`IncrementalDecoder` with the upsampling blocks on `FastWeights` (same chunk plan, prefix, push)."""
 
-    def __init__(self, decoder: SpeechDecoder, weights: FastWeights, prefix: torch.Tensor | None = None,
-                 chunk_size: int = CHUNK_FRAMES, left_context: int = LEFT_CONTEXT_FRAMES) -> None:
+    def __init__(
+        self,
+        decoder: SpeechDecoder,
+        weights: FastWeights,
+        prefix: torch.Tensor | None = None,
+        chunk_size: int = CHUNK_FRAMES,
+        left_context: int = LEFT_CONTEXT_FRAMES,
+    ) -> None:
         self.weights = weights
         super().__init__(decoder, prefix=prefix, chunk_size=chunk_size, left_context=left_context)
 

@@ -26,7 +26,7 @@ pays for the 25-frame warm-up.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 import torch.nn.functional as F
@@ -181,8 +181,9 @@ class IncrementalDecoder:
     as in a one-shot decode of prefix + frames.
     """
 
-    def __init__(self, decoder: SpeechDecoder, prefix: torch.Tensor | None = None,
-                 chunk_size: int = CHUNK_FRAMES, left_context: int = LEFT_CONTEXT_FRAMES) -> None:
+    def __init__(
+        self, decoder: SpeechDecoder, prefix: torch.Tensor | None = None, chunk_size: int = CHUNK_FRAMES, left_context: int = LEFT_CONTEXT_FRAMES
+    ) -> None:
         self.decoder = decoder
         self.chunk_size = chunk_size
         self.left_context = left_context

@@ -21,37 +21,103 @@ from .config import SpeechTokenizerConfig
 from .tokenizer import SpeechTokenizerModel
 
 _REAL_ENCODER = {
-    "_frame_rate": 12.5, "audio_channels": 1, "codebook_dim": 256, "codebook_size": 2048, "compress": 2,
-    "dilation_growth_rate": 2, "head_dim": 64, "hidden_act": "gelu", "hidden_size": 512,
-    "intermediate_size": 2048, "kernel_size": 7, "last_kernel_size": 3, "layer_scale_initial_scale": 0.01,
-    "max_position_embeddings": 8000, "norm_eps": 1e-05, "num_attention_heads": 8, "num_filters": 64,
-    "num_hidden_layers": 8, "num_key_value_heads": 8, "num_quantizers": 32, "num_residual_layers": 1,
-    "num_semantic_quantizers": 1, "pad_mode": "constant", "residual_kernel_size": 3, "rope_theta": 10000.0,
-    "sampling_rate": 24000, "sliding_window": 250, "trim_right_ratio": 1.0, "upsample_groups": 512,
-    "upsampling_ratios": [8, 6, 5, 4], "use_cache": False, "use_causal_conv": True,
-    "use_conv_shortcut": False, "use_streaming": False, "vector_quantization_hidden_dimension": 256,
+    "_frame_rate": 12.5,
+    "audio_channels": 1,
+    "codebook_dim": 256,
+    "codebook_size": 2048,
+    "compress": 2,
+    "dilation_growth_rate": 2,
+    "head_dim": 64,
+    "hidden_act": "gelu",
+    "hidden_size": 512,
+    "intermediate_size": 2048,
+    "kernel_size": 7,
+    "last_kernel_size": 3,
+    "layer_scale_initial_scale": 0.01,
+    "max_position_embeddings": 8000,
+    "norm_eps": 1e-05,
+    "num_attention_heads": 8,
+    "num_filters": 64,
+    "num_hidden_layers": 8,
+    "num_key_value_heads": 8,
+    "num_quantizers": 32,
+    "num_residual_layers": 1,
+    "num_semantic_quantizers": 1,
+    "pad_mode": "constant",
+    "residual_kernel_size": 3,
+    "rope_theta": 10000.0,
+    "sampling_rate": 24000,
+    "sliding_window": 250,
+    "trim_right_ratio": 1.0,
+    "upsample_groups": 512,
+    "upsampling_ratios": [8, 6, 5, 4],
+    "use_cache": False,
+    "use_causal_conv": True,
+    "use_conv_shortcut": False,
+    "use_streaming": False,
+    "vector_quantization_hidden_dimension": 256,
     "model_type": "mimi",
 }
 _REAL_DECODER = {
-    "attention_bias": False, "attention_dropout": 0.0, "latent_dim": 1024, "codebook_dim": 512,
-    "codebook_size": 2048, "decoder_dim": 1536, "hidden_act": "silu", "hidden_size": 512,
-    "intermediate_size": 1024, "layer_scale_initial_scale": 0.01, "max_position_embeddings": 8000,
-    "head_dim": 64, "num_attention_heads": 16, "num_hidden_layers": 8, "num_key_value_heads": 16,
-    "num_quantizers": 16, "num_semantic_quantizers": 1, "rms_norm_eps": 1e-05, "rope_theta": 10000,
-    "semantic_codebook_size": 4096, "sliding_window": 72, "upsample_rates": [8, 5, 4, 3],
-    "upsampling_ratios": [2, 2], "vector_quantization_hidden_dimension": 512,
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "latent_dim": 1024,
+    "codebook_dim": 512,
+    "codebook_size": 2048,
+    "decoder_dim": 1536,
+    "hidden_act": "silu",
+    "hidden_size": 512,
+    "intermediate_size": 1024,
+    "layer_scale_initial_scale": 0.01,
+    "max_position_embeddings": 8000,
+    "head_dim": 64,
+    "num_attention_heads": 16,
+    "num_hidden_layers": 8,
+    "num_key_value_heads": 16,
+    "num_quantizers": 16,
+    "num_semantic_quantizers": 1,
+    "rms_norm_eps": 1e-05,
+    "rope_theta": 10000,
+    "semantic_codebook_size": 4096,
+    "sliding_window": 72,
+    "upsample_rates": [8, 5, 4, 3],
+    "upsampling_ratios": [2, 2],
+    "vector_quantization_hidden_dimension": 512,
 }
 # Small widths and depths; frame rate, sample rate, ratios, 16 codebooks of 2048 and windows kept.
-_TINY_ENCODER = {"num_filters": 4, "hidden_size": 32, "head_dim": 16, "num_attention_heads": 2,
-                 "num_key_value_heads": 2, "intermediate_size": 64, "num_hidden_layers": 2,
-                 "codebook_dim": 16, "vector_quantization_hidden_dimension": 16, "upsample_groups": 32}
-_TINY_DECODER = {"latent_dim": 32, "codebook_dim": 32, "decoder_dim": 64, "hidden_size": 32, "head_dim": 16,
-                 "num_attention_heads": 2, "num_key_value_heads": 2, "intermediate_size": 64,
-                 "num_hidden_layers": 2, "vector_quantization_hidden_dimension": 32}
+_TINY_ENCODER = {
+    "num_filters": 4,
+    "hidden_size": 32,
+    "head_dim": 16,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 2,
+    "intermediate_size": 64,
+    "num_hidden_layers": 2,
+    "codebook_dim": 16,
+    "vector_quantization_hidden_dimension": 16,
+    "upsample_groups": 32,
+}
+_TINY_DECODER = {
+    "latent_dim": 32,
+    "codebook_dim": 32,
+    "decoder_dim": 64,
+    "hidden_size": 32,
+    "head_dim": 16,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 2,
+    "intermediate_size": 64,
+    "num_hidden_layers": 2,
+    "vector_quantization_hidden_dimension": 32,
+}
 
 PREPROCESSOR_CONFIG = {
-    "chunk_length_s": None, "feature_extractor_type": "EncodecFeatureExtractor", "feature_size": 1,
-    "overlap": None, "padding_side": "right", "padding_value": 0.0, "return_attention_mask": True,
+    "chunk_length_s": None,
+    "feature_extractor_type": "EncodecFeatureExtractor",
+    "feature_size": 1,
+    "overlap": None,
+    "padding_side": "right",
+    "padding_value": 0.0,
+    "return_attention_mask": True,
     "sampling_rate": 24000,
 }
 
@@ -63,15 +129,22 @@ def speech_tokenizer_config_dict(size: str = "tiny") -> dict:
     encoder = dict(_REAL_ENCODER, **(_TINY_ENCODER if size == "tiny" else {}))
     decoder = dict(_REAL_DECODER, **(_TINY_DECODER if size == "tiny" else {}))
     return {
-        "architectures": ["Qwen3TTSTokenizerV2Model"], "model_type": "qwen3_tts_tokenizer_12hz",
-        "encoder_valid_num_quantizers": 16, "input_sample_rate": 24000, "output_sample_rate": 24000,
-        "decode_upsample_rate": 1920, "encode_downsample_rate": 1920,
-        "encoder_config": encoder, "decoder_config": decoder, "transformers_version": "4.57.3",
+        "architectures": ["Qwen3TTSTokenizerV2Model"],
+        "model_type": "qwen3_tts_tokenizer_12hz",
+        "encoder_valid_num_quantizers": 16,
+        "input_sample_rate": 24000,
+        "output_sample_rate": 24000,
+        "decode_upsample_rate": 1920,
+        "encode_downsample_rate": 1920,
+        "encoder_config": encoder,
+        "decoder_config": decoder,
+        "transformers_version": "4.57.3",
     }
 
 
 def _value(key: str, shape: tuple[int, ...], gen: torch.Generator) -> torch.Tensor:
     """A sane random value for parameter `key` of `shape`."""
+
     def randn(*s: int) -> torch.Tensor:
         return torch.randn(*s, generator=gen)
 

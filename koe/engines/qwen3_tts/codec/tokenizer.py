@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import torch
 from torch import nn
@@ -53,8 +53,7 @@ class SpeechTokenizer:
         return self.config.output_sample_rate
 
     @classmethod
-    def from_folder(cls, path: str | Path, device: torch.device | str = "cpu",
-                    dtype: torch.dtype = torch.float32) -> "SpeechTokenizer":
+    def from_folder(cls, path: str | Path, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> SpeechTokenizer:
         """Load `config.json` and `model.safetensors` from `path` (a `speech_tokenizer/` folder)."""
         path = Path(path)
         config = SpeechTokenizerConfig.from_file(path / "config.json")
@@ -147,4 +146,3 @@ class SpeechTokenizer:
     @property
     def dtype(self) -> torch.dtype:
         return next(self.model.parameters()).dtype
-

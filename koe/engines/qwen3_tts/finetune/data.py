@@ -79,9 +79,24 @@ from koe.engines.qwen3_tts.voice import (
 from koe.runtime.files import atomic_file
 
 __all__ = [
-    "AUDIO_SUFFIXES", "BATCH_SIZE", "MAX_CLIP_SECONDS", "MAX_DATA_BYTES", "MAX_LINE_BYTES", "MAX_TRANSCRIPT_BYTES", "AudioInfo",
-    "CheckedDataset", "Clip", "Dataset", "DatasetError", "Prepared", "check_dataset", "encode_batch", "load_dataset", "prepare",
-    "read_dataset", "summary_path",
+    "AUDIO_SUFFIXES",
+    "BATCH_SIZE",
+    "MAX_CLIP_SECONDS",
+    "MAX_DATA_BYTES",
+    "MAX_LINE_BYTES",
+    "MAX_TRANSCRIPT_BYTES",
+    "AudioInfo",
+    "CheckedDataset",
+    "Clip",
+    "Dataset",
+    "DatasetError",
+    "Prepared",
+    "check_dataset",
+    "encode_batch",
+    "load_dataset",
+    "prepare",
+    "read_dataset",
+    "summary_path",
 ]
 
 BATCH_SIZE = 32  # upstream's BATCH_INFER_NUM: clips encoded together (their codes depend on it)
@@ -209,14 +224,22 @@ class CheckedDataset:
         for a in self.audio:
             if a is not None:
                 rates[str(a.sample_rate)] = rates.get(str(a.sample_rate), 0) + 1
-        refs = [{"path": str(p), "seconds": round(i.seconds, 3), "sample_rate": i.sample_rate,
-                 "rows": sum(c.ref_audio == p for c in self.clips)} for p, i in self.references.items()]
+        refs = [
+            {"path": str(p), "seconds": round(i.seconds, 3), "sample_rate": i.sample_rate, "rows": sum(c.ref_audio == p for c in self.clips)}
+            for p, i in self.references.items()
+        ]
         return {
-            "source": str(self.dataset.source), "kind": self.dataset.kind, "clips": len(self.clips),
-            "seconds": round(sum(seconds), 3), "frames": sum(frames),
-            "shortest_seconds": round(min(seconds), 3), "longest_seconds": round(max(seconds), 3),
-            "sample_rates": rates, "references": refs, "notes": list(self.notes),
-        }  # fmt: skip
+            "source": str(self.dataset.source),
+            "kind": self.dataset.kind,
+            "clips": len(self.clips),
+            "seconds": round(sum(seconds), 3),
+            "frames": sum(frames),
+            "shortest_seconds": round(min(seconds), 3),
+            "longest_seconds": round(max(seconds), 3),
+            "sample_rates": rates,
+            "references": refs,
+            "notes": list(self.notes),
+        }
 
 
 @dataclass(frozen=True)
@@ -237,8 +260,7 @@ def read_dataset(path: str | Path, *, ref: str | Path | None = None) -> Dataset:
     source = Path(os.path.abspath(path))
     given = Path(os.path.abspath(ref)) if ref is not None else None
     if not source.exists():
-        raise DatasetError(source, [f"{source}: no such file or folder"],
-                           hint="give a JSONL or CSV file, or a folder of NAME.wav + NAME.txt pairs")
+        raise DatasetError(source, [f"{source}: no such file or folder"], hint="give a JSONL or CSV file, or a folder of NAME.wav + NAME.txt pairs")
     problems: list[str] = []
     if source.is_dir():
         kind, clips = "pairs", _read_pairs(source, given, problems)
@@ -250,8 +272,7 @@ def read_dataset(path: str | Path, *, ref: str | Path | None = None) -> Dataset:
         with_codes = [c.where for c in clips if c.codes is not None]
         without = [c.where for c in clips if c.codes is None]
         if with_codes and without:
-            problems.append(f"{_few(with_codes)} have audio_codes but {_few(without)} do not: "
-                            "give a raw JSONL (no audio_codes) or a fully prepared one")
+            problems.append(f"{_few(with_codes)} have audio_codes but {_few(without)} do not: give a raw JSONL (no audio_codes) or a fully prepared one")
         elif with_codes:
             kind = "prepared"
     dataset = Dataset(source, kind, clips, problems, given_ref=given)
@@ -290,8 +311,10 @@ def _read_csv(path: Path, problems: list[str]) -> list[Clip]:
         names = [h.strip().lower() for h in header]
         missing = [n for n in ("audio", "text") if n not in names]
         if missing:
-            problems.append(f"{path.name}:1: the header has no {' or '.join(repr(m) for m in missing)} column "
-                            f"(it has {', '.join(repr(h) for h in header)}); the columns are audio, text, ref_audio, language")
+            problems.append(
+                f"{path.name}:1: the header has no {' or '.join(repr(m) for m in missing)} column "
+                f"(it has {', '.join(repr(h) for h in header)}); the columns are audio, text, ref_audio, language"
+            )
             return []
         last = reader.line_num
         for row in reader:
@@ -373,8 +396,9 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
             try:
                 text = raw.decode("utf-8-sig" if number == 0 else "utf-8")
             except UnicodeDecodeError as e:
-                raise DatasetError(path, [f"{path.name}:{number + 1}: not UTF-8 text ({e.reason} at byte {e.start + 1} of the line)"],
-                                   hint="save the file as UTF-8") from e
+                raise DatasetError(
+                    path, [f"{path.name}:{number + 1}: not UTF-8 text ({e.reason} at byte {e.start + 1} of the line)"], hint="save the file as UTF-8"
+                ) from e
             for line in _LONE_CR.split(text):
                 if line:
                     number += 1
@@ -406,8 +430,13 @@ def _open_regular(path: Path, limit: int, what: str, *, hint: str):
     raise DatasetError(path, [f"{path.name}: {_bytes(size)}, more than the {_bytes(limit)} {what} may be"], hint=hint)
 
 
-_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))  # fmt: skip
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def _kind(mode: int) -> str | None:
@@ -429,24 +458,31 @@ def _clip(obj: dict, base: Path, where: str, problems: list[str], *, codes: bool
     found = len(problems)
     audio, text = obj.get("audio"), obj.get("text")
     if not isinstance(audio, str) or not audio.strip():
-        problems.append(f"{where}: no audio path (\"audio\")" if audio in (None, "") else f"{where}: \"audio\" must be a path, got {audio!r}")
+        problems.append(f'{where}: no audio path ("audio")' if audio in (None, "") else f'{where}: "audio" must be a path, got {audio!r}')
     if text is None:
-        problems.append(f"{where}: no transcript (\"text\")")
+        problems.append(f'{where}: no transcript ("text")')
     elif not isinstance(text, str):
-        problems.append(f"{where}: \"text\" must be a string, got {text!r}")
+        problems.append(f'{where}: "text" must be a string, got {text!r}')
     ref, language = _stripped(obj.get("ref_audio")), _stripped(obj.get("language"))
     if ref is not None and not isinstance(ref, str):
-        problems.append(f"{where}: \"ref_audio\" must be a path, got {ref!r}")
+        problems.append(f'{where}: "ref_audio" must be a path, got {ref!r}')
     if language is not None and not isinstance(language, str):
-        problems.append(f"{where}: \"language\" must be a string, got {language!r}")
+        problems.append(f'{where}: "language" must be a string, got {language!r}')
     array = None
     if codes and "audio_codes" in obj:
         array = _codes(obj["audio_codes"], where, problems)
     if len(problems) > found:
         return None
     extra = {k: v for k, v in obj.items() if k not in KNOWN_FIELDS or (k == "audio_codes" and not codes)}
-    return Clip(audio=_absolute(audio.strip(), base), text=text, ref_audio=_absolute(ref, base) if ref else None,
-                language=language, extra=extra, where=where, codes=array)
+    return Clip(
+        audio=_absolute(audio.strip(), base),
+        text=text,
+        ref_audio=_absolute(ref, base) if ref else None,
+        language=language,
+        extra=extra,
+        where=where,
+        codes=array,
+    )
 
 
 def _codes(value: Any, where: str, problems: list[str]) -> np.ndarray | None:
@@ -504,8 +540,10 @@ def _assign_references(dataset: Dataset) -> None:
             dataset.notes.append(f"{len(missing)} rows have no ref_audio: they use {_shown(own, dataset.root)}, the first in the data")
         else:
             fallback = dataset.first_clip_ref = clips[0].audio
-            dataset.notes.append(f"no reference given and none in the data: the first clip ({clips[0].where}, "
-                                 f"{_shown(fallback, dataset.root)}) is the reference; a clean 3-10 s clip of the speaker works best")
+            dataset.notes.append(
+                f"no reference given and none in the data: the first clip ({clips[0].where}, "
+                f"{_shown(fallback, dataset.root)}) is the reference; a clean 3-10 s clip of the speaker works best"
+            )
         for i in missing:
             clips[i] = replace(clips[i], ref_audio=fallback)
     elif given is not None:
@@ -568,13 +606,16 @@ def check_dataset(dataset: Dataset, *, max_seconds: float = MAX_CLIP_SECONDS) ->
             label = "no reference given, so the first clip is the reference"
         else:
             label = rows[0] + (f" (and {len(rows) - 1} more rows)" if len(rows) > 1 else "")
-        info = _check_audio(ref, f"{label}: reference {_shown(ref, root)}", problems,
-                            min_seconds=MIN_REF_SECONDS, max_seconds=MAX_REF_SECONDS, kind="reference")
+        info = _check_audio(
+            ref, f"{label}: reference {_shown(ref, root)}", problems, min_seconds=MIN_REF_SECONDS, max_seconds=MAX_REF_SECONDS, kind="reference"
+        )
         if info is not None:
             references[ref] = info
             if info.sample_rate != SAMPLE_RATE:
-                notes.append(f"reference {_shown(ref, root)} is {info.sample_rate} Hz: koe resamples it to 24 kHz as upstream's "
-                             "inference does (upstream's training recipe accepts only 24 kHz references)")
+                notes.append(
+                    f"reference {_shown(ref, root)} is {info.sample_rate} Hz: koe resamples it to 24 kHz as upstream's "
+                    "inference does (upstream's training recipe accepts only 24 kHz references)"
+                )
     if problems:
         raise DatasetError(dataset.source, problems)
     return CheckedDataset(dataset, infos, references, dataset.notes + notes)
@@ -632,8 +673,9 @@ def summary_path(jsonl: str | Path) -> Path:
     return jsonl.with_name(jsonl.stem + ".summary.json")
 
 
-def prepare(checked: CheckedDataset, codec_folder: str | Path, out: str | Path, *, codec=None, device: str = "cpu",
-            progress: Progress | None = None) -> Prepared:
+def prepare(
+    checked: CheckedDataset, codec_folder: str | Path, out: str | Path, *, codec=None, device: str = "cpu", progress: Progress | None = None
+) -> Prepared:
     """Write upstream's prepared JSONL of `checked` to `out` (and its summary next to it).
 
     `codec_folder` is the model's `speech_tokenizer/` folder (loaded on `device` when there is work
@@ -675,9 +717,16 @@ def prepare(checked: CheckedDataset, codec_folder: str | Path, out: str | Path, 
                 if progress:
                     progress(start + len(batch), len(clips))
     summary = checked.summary()
-    summary.update(frames=frames, jsonl=str(out), jsonl_sha256=digest.hexdigest(), codec=str(Path(codec_folder).absolute()),
-                   device=None if codec is None else str(codec.device), batch_size=BATCH_SIZE,
-                   format=FORMAT_VERSION, fingerprint=fingerprint)
+    summary.update(
+        frames=frames,
+        jsonl=str(out),
+        jsonl_sha256=digest.hexdigest(),
+        codec=str(Path(codec_folder).absolute()),
+        device=None if codec is None else str(codec.device),
+        batch_size=BATCH_SIZE,
+        format=FORMAT_VERSION,
+        fingerprint=fingerprint,
+    )
     with _atomic_text(summary_file) as f:
         f.write(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
     return Prepared(out, summary_file, summary, reused=False)

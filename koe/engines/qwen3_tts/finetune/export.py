@@ -28,8 +28,9 @@ SPEAKER_ID = 3000
 SKIP = ("model.safetensors.index.json", "config.json", "training")  # and every *.safetensors: the base's weights
 
 
-def export_speaker(base: Path, out: Path, talker_state: dict[str, torch.Tensor], speaker: str,
-                   embedding: torch.Tensor, dtype: torch.dtype | None = None) -> Path:
+def export_speaker(
+    base: Path, out: Path, talker_state: dict[str, torch.Tensor], speaker: str, embedding: torch.Tensor, dtype: torch.dtype | None = None
+) -> Path:
     """Write the CustomVoice folder `out` (made or updated in place; the `training/` folder a run
     keeps in it is left alone). `talker_state`: the trained talker's state dict (names without
     the `talker.` prefix); `embedding`: the speaker's x-vector (C,); `dtype`: of the saved weights

@@ -46,14 +46,17 @@ class Reporter:
 def check_base(cfg: Qwen3TTSConfig, folder: Path) -> None:
     """Refuse, with the reason, a model upstream's recipe cannot fine-tune."""
     if cfg.model_type != "base":
-        raise TrainingError(f"{folder} is a {cfg.model_type} model; speaker fine-tuning starts from a Base model "
-                            "(Qwen3-TTS-12Hz-1.7B-Base): it needs the Base model's speaker encoder")
+        raise TrainingError(
+            f"{folder} is a {cfg.model_type} model; speaker fine-tuning starts from a Base model "
+            "(Qwen3-TTS-12Hz-1.7B-Base): it needs the Base model's speaker encoder"
+        )
     talker = cfg.talker
     if talker.text_hidden_size != talker.decoder.hidden_size:
         raise TrainingError(
             f"{folder}: upstream's fine-tuning recipe adds the text embeddings (width {talker.text_hidden_size}) to the "
             f"talker's codec embeddings (width {talker.decoder.hidden_size}) without the text projection, so it only works "
-            "where the two widths match: the 1.7B Base model (2048 and 2048), not the 0.6B (2048 and 1024)")
+            "where the two widths match: the 1.7B Base model (2048 and 2048), not the 0.6B (2048 and 1024)"
+        )
 
 
 def check_speaker(name: str) -> str:
@@ -90,9 +93,20 @@ def load_reference(path: Path):
     return to_codec_rate(*load_audio(path))
 
 
-def train_speaker(base: Path, data: Path, speaker: str, out: Path, settings: TrainSettings, *, ref: Path | None = None,
-                  device: str | torch.device = "cpu", export_dtype: torch.dtype | None = None, stop_after: str | None = None,
-                  reporter: Reporter | None = None, should_stop: Callable[[], bool] | None = None) -> TrainResult | None:
+def train_speaker(
+    base: Path,
+    data: Path,
+    speaker: str,
+    out: Path,
+    settings: TrainSettings,
+    *,
+    ref: Path | None = None,
+    device: str | torch.device = "cpu",
+    export_dtype: torch.dtype | None = None,
+    stop_after: str | None = None,
+    reporter: Reporter | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> TrainResult | None:
     """The whole run: check, prepare (`OUT/training/prepared.jsonl`), train, export to `OUT`.
 
     Each stage reuses what an earlier run left (the same prepared data, the checkpoint), so running
@@ -122,8 +136,19 @@ def train_speaker(base: Path, data: Path, speaker: str, out: Path, settings: Tra
     if stop_after == "prepare":
         return None
     rows = [json.loads(line) for line in prepared.jsonl.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return train_on_rows(base, rows, name, out, settings, load_reference=load_reference, device=device,
-                         export_dtype=export_dtype, on_step=r.step, should_stop=should_stop, export=stop_after is None)
+    return train_on_rows(
+        base,
+        rows,
+        name,
+        out,
+        settings,
+        load_reference=load_reference,
+        device=device,
+        export_dtype=export_dtype,
+        on_step=r.step,
+        should_stop=should_stop,
+        export=stop_after is None,
+    )
 
 
 def claim_output(out: Path, base: Path, speaker: str) -> Path:
@@ -136,8 +161,7 @@ def claim_output(out: Path, base: Path, speaker: str) -> Path:
     if run_file.exists():
         run = read_run(out)
         if run["base"] != str(base) or run["speaker"] != speaker:
-            raise TrainingError(f"{out} holds a run for speaker {run['speaker']!r} from {run['base']}; "
-                                "use another output folder, or remove it to start again")
+            raise TrainingError(f"{out} holds a run for speaker {run['speaker']!r} from {run['base']}; use another output folder, or remove it to start again")
         return work
     if out.exists() and any(out.iterdir()):
         raise TrainingError(f"{out} exists and is not a koe training run; give a new or empty folder")
@@ -197,10 +221,20 @@ def export_checkpoint(out: Path, export_dtype: torch.dtype | None = None) -> Pat
     return export_speaker(base, out, talker, run["speaker"], extra["target_speaker_embedding"], export_dtype)
 
 
-def train_on_rows(base: Path, rows: list[dict], speaker: str, out: Path, settings: TrainSettings, *,
-                  load_reference: Callable[[Path], object], device: str | torch.device = "cpu",
-                  export_dtype: torch.dtype | None = None, on_step: Callable[[StepReport], None] | None = None,
-                  should_stop: Callable[[], bool] | None = None, export: bool = True) -> TrainResult:
+def train_on_rows(
+    base: Path,
+    rows: list[dict],
+    speaker: str,
+    out: Path,
+    settings: TrainSettings,
+    *,
+    load_reference: Callable[[Path], object],
+    device: str | torch.device = "cpu",
+    export_dtype: torch.dtype | None = None,
+    on_step: Callable[[StepReport], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    export: bool = True,
+) -> TrainResult:
     """Train on prepared rows (`text`, `ref_audio`, `audio_codes`) and export to `out` (with `export`)."""
     from koe.engines.qwen3_tts.model import Qwen3TTSNetwork
     from koe.engines.qwen3_tts.text.tokenizer import QwenTokenizer

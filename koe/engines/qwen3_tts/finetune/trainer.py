@@ -150,8 +150,15 @@ def epoch_order(generator: torch.Generator, n: int) -> list[int]:
 class SpeakerTrainer:
     """Trains `net` (a Base model's network, on its device) on `examples`; checkpoints in `folder`."""
 
-    def __init__(self, net: Qwen3TTSNetwork, examples: SpeakerExamples, settings: TrainSettings, folder: Path,
-                 fingerprint: str, on_step: Callable[[StepReport], None] | None = None) -> None:
+    def __init__(
+        self,
+        net: Qwen3TTSNetwork,
+        examples: SpeakerExamples,
+        settings: TrainSettings,
+        folder: Path,
+        fingerprint: str,
+        on_step: Callable[[StepReport], None] | None = None,
+    ) -> None:
         settings.check()
         self.net, self.examples, self.settings = net, examples, settings
         self.cfg = net.cfg
@@ -194,8 +201,11 @@ class SpeakerTrainer:
                 st.next_batch += 1
                 total, talker, predictor = (float(x.detach()) for x in (loss.total, loss.talker, loss.code_predictor))
                 st.losses.append(total)
-                self.report(StepReport(st.epoch, s.epochs, st.next_batch, len(batches), st.optimizer_steps, total, talker, predictor,
-                                       norm, time.perf_counter() - started))
+                self.report(
+                    StepReport(
+                        st.epoch, s.epochs, st.next_batch, len(batches), st.optimizer_steps, total, talker, predictor, norm, time.perf_counter() - started
+                    )
+                )
                 if sync and not last and s.save_every and st.optimizer_steps % s.save_every == 0:
                     self.save()
                     if should_stop is not None and should_stop():
@@ -226,9 +236,12 @@ class SpeakerTrainer:
         return float(norm)
 
     def report(self, r: StepReport) -> None:
-        line = (f"epoch {r.epoch + 1}/{r.epochs} batch {r.batch}/{r.batches} step {r.optimizer_steps} "
-                f"loss {r.loss:.4f} talker {r.talker_loss:.4f} code_predictor {r.code_predictor_loss:.4f}"
-                + (f" grad_norm {r.grad_norm:.4f}" if r.grad_norm is not None else "") + f" {r.seconds:.2f}s")
+        line = (
+            f"epoch {r.epoch + 1}/{r.epochs} batch {r.batch}/{r.batches} step {r.optimizer_steps} "
+            f"loss {r.loss:.4f} talker {r.talker_loss:.4f} code_predictor {r.code_predictor_loss:.4f}"
+            + (f" grad_norm {r.grad_norm:.4f}" if r.grad_norm is not None else "")
+            + f" {r.seconds:.2f}s"
+        )
         self.folder.mkdir(parents=True, exist_ok=True)
         with (self.folder / "train.log").open("a", encoding="utf-8") as f:
             f.write(line + "\n")
@@ -260,8 +273,7 @@ class SpeakerTrainer:
             extra["target_speaker_embedding"] = self.target.cpu().contiguous()
         save_file(extra, str(tmp / "trainer.safetensors"))
         fsync_tree(tmp)
-        meta = {"settings": asdict(self.settings), "resume_key": self.settings.resume_key(), "fingerprint": self.fingerprint,
-                "state": asdict(self.state)}
+        meta = {"settings": asdict(self.settings), "resume_key": self.settings.resume_key(), "fingerprint": self.fingerprint, "state": asdict(self.state)}
         with atomic_file(tmp / STATE_FILE, "w", encoding="utf-8") as f:
             f.write(json.dumps(meta, indent=1))
         fsync_dir(tmp)
@@ -274,20 +286,20 @@ class SpeakerTrainer:
             return
         meta = read_checkpoint_state(checkpoint)
         if meta.get("fingerprint") != self.fingerprint:
-            raise TrainingError(f"{checkpoint} was made from other data or another base model; "
-                                "remove it (or use another output folder) to start again")
+            raise TrainingError(f"{checkpoint} was made from other data or another base model; remove it (or use another output folder) to start again")
         if meta.get("resume_key") != self.settings.resume_key():
             theirs, ours = meta.get("resume_key") or {}, self.settings.resume_key()
             diff = ", ".join(f"{k} {theirs.get(k)!r} (now {ours[k]!r})" for k in ours if theirs.get(k) != ours[k])
-            raise TrainingError(f"{checkpoint} was trained with {diff}; pass the same settings to resume, "
-                                "or remove it to start again")
+            raise TrainingError(f"{checkpoint} was trained with {diff}; pass the same settings to resume, or remove it to start again")
         read_checkpoint_file(checkpoint, "talker.safetensors", self._restore_talker)
         read_checkpoint_file(checkpoint, "optimizer.pt", lambda p: self.optimizer.load_state_dict(torch.load(p, weights_only=True)))
         read_checkpoint_file(checkpoint, "trainer.safetensors", self._restore_trainer)
         self.state = read_checkpoint_file(checkpoint, STATE_FILE, lambda p: RunState(**meta["state"]))
         with (self.folder / "train.log").open("a", encoding="utf-8") as f:  # batches after the checkpoint may be logged twice
-            f.write(f"# resumed from the checkpoint: epoch {self.state.epoch + 1}, batch {self.state.next_batch + 1}, "
-                    f"{self.state.optimizer_steps} optimizer steps\n")
+            f.write(
+                f"# resumed from the checkpoint: epoch {self.state.epoch + 1}, batch {self.state.next_batch + 1}, "
+                f"{self.state.optimizer_steps} optimizer steps\n"
+            )
 
     def _restore_talker(self, path: Path) -> None:
         weights = load_file(str(path), device=str(self.device))
@@ -376,8 +388,10 @@ def read_checkpoint_state(checkpoint: Path) -> dict:
 
 
 def damaged_checkpoint(checkpoint: Path, what: str) -> TrainingError:
-    return TrainingError(f"the training checkpoint {checkpoint} is damaged: {what}",
-                         hint=f"remove the folder {checkpoint} to train again from the first epoch (the prepared data is kept)")
+    return TrainingError(
+        f"the training checkpoint {checkpoint} is damaged: {what}",
+        hint=f"remove the folder {checkpoint} to train again from the first epoch (the prepared data is kept)",
+    )
 
 
 def make_optimizer(net: Qwen3TTSNetwork, s: TrainSettings):

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
@@ -238,9 +239,7 @@ def read_added_tokens(path: Path) -> list[AddedTokenSpec]:
 # --------------------------------------------------------------------------- building
 
 
-def build_backend(
-    vocab: dict[str, int], merges: Sequence[tuple[str, str]], added: Sequence[AddedTokenSpec], branch: RegexBranch
-) -> Tokenizer:
+def build_backend(vocab: dict[str, int], merges: Sequence[tuple[str, str]], added: Sequence[AddedTokenSpec], branch: RegexBranch) -> Tokenizer:
     """The `tokenizers` pipeline upstream's fast Qwen2 tokenizer runs, with the branch's regex."""
     tok = Tokenizer(
         models.BPE(
@@ -278,9 +277,7 @@ def build_backend(
             tok.add_tokens([token])
         got = tok.token_to_id(spec.content)
         if got != spec.id:
-            raise TokenizerFilesError(
-                f"tokenizer_config.json: added token {spec.content!r} declared as id {spec.id} but lands at {got}"
-            )
+            raise TokenizerFilesError(f"tokenizer_config.json: added token {spec.content!r} declared as id {spec.id} but lands at {got}")
     return tok
 
 

@@ -136,7 +136,7 @@ SYNTHETIC_CORPUS = (
     "大家好。这是一个很短的句子，下一个句子也很短。今天天气很好，我们去公园散步吧。",
     "皆さん、こんにちは。これは短い文です。次の文もとても短いです。",
     "안녕하세요. 이것은 짧은 문장입니다. 다음 문장도 아주 짧습니다.",
-    "Numbers: 0 1 2 3 4 5 6 7 8 9, 10, 42, 100, 2026; (a), [b], \"c\" - d? e!",
+    'Numbers: 0 1 2 3 4 5 6 7 8 9, 10, 42, 100, 2026; (a), [b], "c" - d? e!',
 )
 #: Upper bound on the trained part (the corpus yields fewer: merges need two occurrences).
 SYNTHETIC_TRAINED_SIZE = 4096

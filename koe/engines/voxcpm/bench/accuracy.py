@@ -61,10 +61,15 @@ def measure(kit, folder: Path, precision: str, patches: int = 24, seed: int = 0)
         wav_ref, wav_mode = (exact.vae.decode(_to_latents(run["patches"])).float() for run in (ref, got))
     agree = (ref["stops"].argmax(-1) == got["stops"].argmax(-1)).double().mean().item()
     return {
-        "variant": mode.variant, "precision": mode.precision, "kernel": mode.kernel, "patches": patches,
-        "dit_condition": _cosine(ref["conditions"], got["conditions"]), "stop": {**_cosine(ref["stops"], got["stops"]), "agreement": agree},
-        "patch_snr_db": kit.snr_db(torch.cat(ref["patches"]), torch.cat(got["patches"])), "waveform_snr_db": kit.snr_db(wav_ref, wav_mode),
-    }  # fmt: skip
+        "variant": mode.variant,
+        "precision": mode.precision,
+        "kernel": mode.kernel,
+        "patches": patches,
+        "dit_condition": _cosine(ref["conditions"], got["conditions"]),
+        "stop": {**_cosine(ref["stops"], got["stops"]), "agreement": agree},
+        "patch_snr_db": kit.snr_db(torch.cat(ref["patches"]), torch.cat(got["patches"])),
+        "waveform_snr_db": kit.snr_db(wav_ref, wav_mode),
+    }
 
 
 def main(kit, argv: list[str] | None = None) -> int:

@@ -1,6 +1,6 @@
 """What attending over only the filled KV span saves per patch at VoxCPM2's size (a micro-benchmark).
 
-    python -m koe.engines.voxcpm.bench.kv_span 100 1500      # fill levels; JSON on stdout
+python -m koe.engines.voxcpm.bench.kv_span 100 1500      # fill levels; JSON on stdout
 """
 
 from __future__ import annotations
@@ -8,8 +8,16 @@ from __future__ import annotations
 import time
 
 
-def kv_span_timing(filled: tuple[int, ...] = (100, 1500), capacity: int = 8192, layers: int = 28 + 8, heads: int = 16, kv_heads: int = 2,
-                   head_dim: int = 128, threads: int = 2, repeats: int = 20) -> dict:
+def kv_span_timing(
+    filled: tuple[int, ...] = (100, 1500),
+    capacity: int = 8192,
+    layers: int = 28 + 8,
+    heads: int = 16,
+    kv_heads: int = 2,
+    head_dim: int = 128,
+    threads: int = 2,
+    repeats: int = 20,
+) -> dict:
     """What attending over only the filled KV span saves per patch at VoxCPM2's size: one patch steps
     the base LM (28 layers) and the residual LM (8), each layer one SDPA of one query over its cache.
     Upstream's way: the whole static cache (`capacity` slots) with its mask; koe's: the filled span
@@ -31,7 +39,7 @@ def kv_span_timing(filled: tuple[int, ...] = (100, 1500), capacity: int = 8192, 
             position = n - 1
             span = min(capacity, -(-n // SPAN_BLOCK) * SPAN_BLOCK)
 
-            def patch(slots: int) -> float:
+            def patch(slots: int, position: int = position) -> float:
                 t = time.perf_counter()
                 for i in range(layers):
                     k, v = cache[0, i], cache[1, i]

@@ -12,8 +12,22 @@ from pathlib import Path
 from koe.engines.voxcpm.bench import cases
 from koe.engines.voxcpm.bench.models import parameter_counts
 
-TIMED_KEYS = ("load_s", "prompt_s", "prefill_s", "total_s", "rtf", "first_chunk_s", "ms_per_patch", "base_lm_ms", "residual_lm_ms", "dit_ms",
-              "locenc_ms", "vae_ms", "other_s", "peak_rss")  # fmt: skip
+TIMED_KEYS = (
+    "load_s",
+    "prompt_s",
+    "prefill_s",
+    "total_s",
+    "rtf",
+    "first_chunk_s",
+    "ms_per_patch",
+    "base_lm_ms",
+    "residual_lm_ms",
+    "dit_ms",
+    "locenc_ms",
+    "vae_ms",
+    "other_s",
+    "peak_rss",
+)
 
 
 def run(kit, opts, progress=lambda msg: None) -> dict:
@@ -54,8 +68,10 @@ def run(kit, opts, progress=lambda msg: None) -> dict:
                             sample = workers[side].call(**cmd)
                             sample["load_s"] = loads[side]["load_s"]
                             samples[side].append(sample)
-                    entry: dict = {side: {"summary": kit.summarize(samples[side], TIMED_KEYS), "runs": samples[side], "precision": loads[side].get("precision")}
-                                   for side in sides}  # fmt: skip
+                    entry: dict = {
+                        side: {"summary": kit.summarize(samples[side], TIMED_KEYS), "runs": samples[side], "precision": loads[side].get("precision")}
+                        for side in sides
+                    }
                     if opts.profile:
                         for side in sides:
                             progress(f"{size} {case}: {opts.profile} profile ({side})")
@@ -86,8 +102,10 @@ def table(kit, results: dict, width: int | None = None) -> str:
         model = per["models"][results["family"]]
         params = model.get("parameters", {})
         if params:
-            notes.append(f"{size}: {model['variant']}, {(params['total'] - params.get('audio_vae', 0)) / 1e6:.1f} M parameters + AudioVAE "
-                         f"{params.get('audio_vae', 0) / 1e6:.1f} M, {model['weights_bytes'] / 1e9:.2f} GB on disk")  # fmt: skip
+            notes.append(
+                f"{size}: {model['variant']}, {(params['total'] - params.get('audio_vae', 0)) / 1e6:.1f} M parameters + AudioVAE "
+                f"{params.get('audio_vae', 0) / 1e6:.1f} M, {model['weights_bytes'] / 1e9:.2f} GB on disk"
+            )
         for case, entry in per["cases"].items():
             for side in ("koe", "upstream"):
                 if side not in entry:

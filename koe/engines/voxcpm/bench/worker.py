@@ -28,20 +28,32 @@ class VoxKoeWorker:
         imported = time.perf_counter()
         self.engine = VoxCPMEngine.load(cmd["model"], device="cpu", precision=cmd.get("precision") or "fp32")
         load_s = time.perf_counter() - imported
-        return {"load_s": load_s, "import_s": imported - started, "peak_rss": self.wire.peak_rss(), "rss": self.wire.current_rss(), "precision": self.engine.precision}
+        return {
+            "load_s": load_s,
+            "import_s": imported - started,
+            "peak_rss": self.wire.peak_rss(),
+            "rss": self.wire.current_rss(),
+            "precision": self.engine.precision,
+        }
 
     def run(self, cmd: dict) -> dict:
         return self.wire.run_case(cmd, lambda: self._run(*cases.request(cmd)))
 
     def _run(self, mode: str, text: str, reference: str, patches: int, timesteps: int, seed: int) -> dict:
-        from koe.engines.voxcpm import generate as core, model as model_mod
+        from koe.engines.voxcpm import generate as core
+        from koe.engines.voxcpm import model as model_mod
 
         eng = self.engine
         m, vae = eng.model, eng.vae
         settings = eng.settings({"min_len": patches, "max_len": patches, "retry_badcase": False, "inference_timesteps": timesteps})
         one_token = lambda x, *a, **k: int(x.shape[1])  # noqa: E731  (the LocEnc's patches per call: 1 in the loop)
-        timers = {"prefill": self.wire.SpanTimer(m.prefill), "base": self.wire.SpanTimer(m.base_lm.step), "residual": self.wire.SpanTimer(m.residual_lm.step),
-                  "locenc": self.wire.SpanTimer(m.feat_encoder.forward, one_token), "vae": self.wire.SpanTimer(vae.decode)}  # fmt: skip
+        timers = {
+            "prefill": self.wire.SpanTimer(m.prefill),
+            "base": self.wire.SpanTimer(m.base_lm.step),
+            "residual": self.wire.SpanTimer(m.residual_lm.step),
+            "locenc": self.wire.SpanTimer(m.feat_encoder.forward, one_token),
+            "vae": self.wire.SpanTimer(vae.decode),
+        }
         dit = self.wire.SpanTimer(model_mod.sample_patch)
         stream_decoder = vae.stream_decoder
 
@@ -80,7 +92,23 @@ class VoxKoeWorker:
             del m.prefill, m.base_lm.step, m.residual_lm.step, m.feat_encoder.forward, vae.decode, vae.stream_decoder
             model_mod.sample_patch = dit.fn
         vae_s = timers["vae"].total() + sum(d.total() for d in timers.get("stream_dec", []))
-        return cases.result(self.wire, total_s, samples, eng.sample_rate, made, timers["prefill"].total(),
-                               timers["base"].total(), timers["residual"].total(), dit.total(), timers["locenc"].total(lambda n: n == 1), vae_s,
-                               prompt_s=prompt_s, first_chunk_s=first, mode=mode, seq_len=int(seq.length), threads=torch.get_num_threads(),
-                               dit_calls=dit.count(), base_calls=timers["base"].count())  # fmt: skip
+        return cases.result(
+            self.wire,
+            total_s,
+            samples,
+            eng.sample_rate,
+            made,
+            timers["prefill"].total(),
+            timers["base"].total(),
+            timers["residual"].total(),
+            dit.total(),
+            timers["locenc"].total(lambda n: n == 1),
+            vae_s,
+            prompt_s=prompt_s,
+            first_chunk_s=first,
+            mode=mode,
+            seq_len=int(seq.length),
+            threads=torch.get_num_threads(),
+            dit_calls=dit.count(),
+            base_calls=timers["base"].count(),
+        )

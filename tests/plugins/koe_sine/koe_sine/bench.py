@@ -21,8 +21,13 @@ def write_model(folder: Path, variant: str, size: str, seed: int) -> None:
 
 
 BENCH = FamilyBench(
-    cases=("sentence", "stream"), default_cases=("sentence", "stream"), sizes=("tiny",), default_size="tiny",
-    model_name=model_name, write_model=write_model, model_variants=("base",),
+    cases=("sentence", "stream"),
+    default_cases=("sentence", "stream"),
+    sizes=("tiny",),
+    default_size="tiny",
+    model_name=model_name,
+    write_model=write_model,
+    model_variants=("base",),
     requests={"sentence": {"text": TEXT, "voice": "low"}, "stream": {"text": TEXT, "voice": "high", "stream": True}},
     about="a tone per word, one-shot and streamed",
-)  # fmt: skip
+)

@@ -23,7 +23,8 @@ from koe.engines.chunker import Chunker
 from koe.engines.engine import BaseEngine, Checked
 from koe.engines.pipeline import Piece, PipelineDefaults, Segment, steps_for
 from koe.runtime.device import resolve_device
-from koe.runtime.precision import check as check_precision, float_dtype
+from koe.runtime.precision import check as check_precision
+from koe.runtime.precision import float_dtype
 from koe.runtime.weights import build_from_weights
 from koe_sine import spec
 from koe_sine.voice import SineVoice, SineVoiceError

@@ -43,10 +43,17 @@ def read_config(folder: Path) -> dict:
 def capabilities(config: dict) -> Capabilities:
     """What a sine model can do: its preset speakers, or a voice cloned from a clip alone; one option."""
     return Capabilities(
-        family=FAMILY, variant="base", voice_modes=frozenset({PRESET, CLONE_WITHOUT_TRANSCRIPT}), languages=("auto",),
-        sample_rate=config["sample_rate"], speakers=tuple(config["speakers"]), stream_step_s=float(config["word_seconds"]),
-        options=options_schema(), min_reference_s=MIN_REFERENCE_S, precisions=PRECISIONS,
-    )  # fmt: skip
+        family=FAMILY,
+        variant="base",
+        voice_modes=frozenset({PRESET, CLONE_WITHOUT_TRANSCRIPT}),
+        languages=("auto",),
+        sample_rate=config["sample_rate"],
+        speakers=tuple(config["speakers"]),
+        stream_step_s=float(config["word_seconds"]),
+        options=options_schema(),
+        min_reference_s=MIN_REFERENCE_S,
+        precisions=PRECISIONS,
+    )
 
 
 def _is_ours(folder: Path) -> bool:
@@ -76,12 +83,16 @@ class SineSpec:
         config = read_config(folder)
         weights = folder / "model.safetensors"
         return ModelDescription(
-            info=ModelInfo(FAMILY, "base", "tiny"), capabilities=capabilities(config), required_files=REQUIRED_FILES,
+            info=ModelInfo(FAMILY, "base", "tiny"),
+            capabilities=capabilities(config),
+            required_files=REQUIRED_FILES,
             missing=tuple(f for f in REQUIRED_FILES if not (folder / f).is_file()),
-            weight_files=(weights,) if weights.is_file() else (), stored_dtype=(safetensors_dtype(weights) if weights.is_file() else None) or "float32",
+            weight_files=(weights,) if weights.is_file() else (),
+            stored_dtype=(safetensors_dtype(weights) if weights.is_file() else None) or "float32",
             uses="a tone per word: a preset speaker (--voice NAME) or the pitch of a clip (--ref clip.wav)",
-            extra={"word_seconds": config["word_seconds"]}, random_weights=has_random_weights(folder),
-        )  # fmt: skip
+            extra={"word_seconds": config["word_seconds"]},
+            random_weights=has_random_weights(folder),
+        )
 
     def openai_voice(self, name: str, capabilities: Capabilities) -> VoiceAlias | None:
         """OpenAI's voice names take the preset speakers in turn (alloy: the first, ash: the second, ...)."""

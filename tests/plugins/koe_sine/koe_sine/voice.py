@@ -53,6 +53,7 @@ class SineVoice:
             raise SineVoiceError(f"{folder}: this voice prompt was made for a {meta.get('family') or 'model of another family'} model, not Sine")
         if meta.get("format_version") != FORMAT_VERSION:
             raise SineVoiceError(f"{folder}: unknown sine voice prompt format {meta.get('format_version')!r}")
-        pitch, amplitude = (float(prompt_tensor(folder, tensors, k, SineVoiceError, dtype=torch.float32, shape=(1,), max_len=1)[0])
-                            for k in ("pitch", "amplitude"))  # fmt: skip
+        pitch, amplitude = (
+            float(prompt_tensor(folder, tensors, k, SineVoiceError, dtype=torch.float32, shape=(1,), max_len=1)[0]) for k in ("pitch", "amplitude")
+        )
         return cls(pitch, amplitude, dict(meta.get("info") or {}))
