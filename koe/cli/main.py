@@ -60,7 +60,7 @@ app.command("demo")(demo.demo)
 
 @app.command("bench", add_help_option=False, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def bench(ctx: typer.Context) -> None:
-    """Benchmark Qwen3-TTS or F5-TTS here on random weights at the real sizes, optionally against upstream (`koe bench --help`)."""
+    """Benchmark a model family here on random weights at the released sizes, optionally against upstream and peer runtimes (`koe bench --help`)."""
     from koe.bench import main as bench_main
 
     raise typer.Exit(bench_main(list(ctx.args)))
