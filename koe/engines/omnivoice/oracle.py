@@ -1,0 +1,15 @@
+"""OmniVoice's oracle: upstream omnivoice in `.oracle-omnivoice`, on the Qwen oracle's torch (see
+`koe.engines.oracle`). Its transformers (>= 5.3, for the HiggsAudio-v2 tokenizer), tokenizers and
+huggingface_hub are its own, installed in front of the shared 4.x ones; torchaudio keeps only its
+pure-Python parts (upstream calls `functional.resample`)."""
+
+from koe.engines.oracle import UpstreamOracle
+
+ORACLE = UpstreamOracle(
+    package="omnivoice==0.2.1",
+    venv=".oracle-omnivoice",
+    python_env="KOE_ORACLE_OMNIVOICE_PYTHON",
+    scripts="tests/engines/omnivoice/oracle_scripts",
+    requirements=("tests/engines/omnivoice/oracle_scripts/requirements.txt",),
+    nodeps=("tests/engines/omnivoice/oracle_scripts/requirements-nodeps.txt",),
+)
