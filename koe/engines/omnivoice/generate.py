@@ -1,0 +1,167 @@
+"""OmniVoice's core: iterative unmasking of the 8 x T audio grid of a batch of items.
+
+Per item, one conditional row (style and text ids, the reference's codes if any, then T masked
+frames) and one unconditional row (only the T frames, at its start; pad positions attend only to
+themselves), all rows in one batch of 2B. Every step runs the whole batch through the model and,
+per item that unmasks any slot at this step, in item order:
+
+1. scores: `log_softmax(c + g (c - u))` of the two rows' log-softmaxes (g = `guidance_scale`; g = 0
+   takes the conditional row's log-softmax alone), the mask id excluded;
+2. tokens: the arg-max, or with `class_temperature` > 0 the arg-max of the top 10 % of scores
+   over the temperature plus Gumbel noise (a `(1, 8, T, V)` draw from torch's global generator);
+3. positions: each slot's best score less `layer_penalty_factor` x its codebook index, over
+   `position_temperature` plus Gumbel noise (a `(1, 8, T)` draw) when that is > 0; slots already
+   unmasked are out;
+4. the k best positions take their tokens, k from the schedule: float32 `linspace(0, 1, n + 1)`
+   shifted as `s t / (1 + (s - 1) t)`, each step `min(ceil(8 T dt), left)`, the last step the rest.
+
+Gumbel noise is `-log(-log(u + 1e-10) + 1e-10)` for u uniform. The draws' shapes, order and
+memory layouts are upstream's, so `torch.manual_seed(N)` before a call gives upstream's tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from koe.engines.omnivoice.model import OmniVoiceLM
+
+__all__ = ["Item", "Settings", "schedule", "unmask", "unmask_steps"]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The sampler's knobs (upstream's names and defaults)."""
+
+    num_step: int = 32
+    guidance_scale: float = 2.0
+    t_shift: float = 0.1
+    layer_penalty_factor: float = 5.0
+    position_temperature: float = 5.0
+    class_temperature: float = 0.0
+
+
+@dataclass(frozen=True)
+class Item:
+    """One row's prompt: style and text ids, the reference's codes (8, Tr) or None, T target frames."""
+
+    style_ids: list[int]
+    text_ids: list[int]
+    ref_codes: torch.Tensor | None
+    frames: int
+
+
+def schedule(frames: int, codebooks: int, num_step: int, t_shift: float) -> list[int]:
+    """Slots unmasked at each step (they add up to frames x codebooks)."""
+    t = torch.linspace(0, 1, num_step + 1)
+    t = (t_shift * t / (1 + (t_shift - 1) * t)).tolist()
+    total = left = frames * codebooks
+    counts = []
+    for step in range(num_step):
+        n = left if step == num_step - 1 else min(math.ceil(total * (t[step + 1] - t[step])), left)
+        counts.append(int(n))
+        left -= int(n)
+    return counts
+
+
+def _gumbel(scores: torch.Tensor, temperature: float) -> torch.Tensor:
+    scaled = scores / temperature
+    u = torch.rand_like(scaled)
+    return scaled + -torch.log(-torch.log(u + 1e-10) + 1e-10)
+
+
+def _top_share(scores: torch.Tensor, share: float = 0.1) -> torch.Tensor:
+    """`scores` with all but the best ceil(share * V) of the last dimension set to -inf."""
+    values, index = scores.topk(math.ceil(share * scores.shape[-1]), dim=-1)
+    return torch.full_like(scores, float("-inf")).scatter_(-1, index, values)
+
+
+def _predict(cond: torch.Tensor, uncond: torch.Tensor, s: Settings, mask_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(tokens, confidences) of one item: (1, 8, T) each, from its rows' logits (1, 8, T, V)."""
+    if s.guidance_scale != 0:
+        c, u = F.log_softmax(cond, dim=-1), F.log_softmax(uncond, dim=-1)
+        scores = torch.log_softmax(c + s.guidance_scale * (c - u), dim=-1)
+    else:
+        scores = F.log_softmax(cond, dim=-1)
+    scores[..., mask_id] = float("-inf")
+    if s.class_temperature > 0.0:
+        tokens = _gumbel(_top_share(scores), s.class_temperature).argmax(dim=-1)
+    else:
+        tokens = scores.argmax(dim=-1)
+    return tokens, scores.max(dim=-1)[0]
+
+
+class _Batch:
+    """The 2B rows of a batch: ids (2B, 8, L), audio mask (2B, L), attention mask (2B, 1, L, L)."""
+
+    def __init__(self, items: list[Item], codebooks: int, mask_id: int, device: torch.device) -> None:
+        b = len(items)
+        rows = []
+        for item in items:
+            text = torch.tensor(item.style_ids + item.text_ids, dtype=torch.long, device=device)[None].expand(codebooks, -1)  # (8, N)
+            parts = [text]
+            if item.ref_codes is not None:
+                parts.append(item.ref_codes.to(device=device, dtype=torch.long))
+            parts.append(torch.full((codebooks, item.frames), mask_id, dtype=torch.long, device=device))
+            rows.append(torch.cat(parts, dim=1))
+        self.lengths = [r.shape[1] for r in rows]
+        self.audio_starts = [n - it.frames - (0 if it.ref_codes is None else it.ref_codes.shape[-1]) for n, it in zip(self.lengths, items, strict=True)]
+        longest = max(self.lengths)
+        self.ids = torch.full((2 * b, codebooks, longest), mask_id, dtype=torch.long, device=device)
+        self.audio_mask = torch.zeros((2 * b, longest), dtype=torch.bool, device=device)
+        self.attention = torch.zeros((2 * b, 1, longest, longest), dtype=torch.bool, device=device)
+        for i, (row, item) in enumerate(zip(rows, items, strict=True)):
+            n, t = self.lengths[i], item.frames
+            self.ids[i, :, :n] = row
+            self.audio_mask[i, self.audio_starts[i] : n] = True
+            self.attention[i, :, :n, :n] = True
+            self.ids[b + i, :, :t] = row[:, -t:]
+            self.audio_mask[b + i, :t] = True
+            self.attention[b + i, :, :t, :t] = True
+            if longest > t:
+                pad = torch.arange(t, longest, device=device)
+                self.attention[b + i, :, pad, pad] = True
+
+
+def unmask_steps(model: OmniVoiceLM, items: list[Item], s: Settings) -> Iterator[torch.Tensor]:
+    """The token grid (B, 8, max T) after each step (one tensor, updated in place); masked slots hold the mask id."""
+    cfg = model.config
+    codebooks, mask_id = cfg.num_audio_codebook, cfg.audio_mask_id
+    device = model.audio_heads.weight.device
+    batch = _Batch(items, codebooks, mask_id, device)
+    b = len(items)
+    tokens = torch.full((b, codebooks, max(it.frames for it in items)), mask_id, dtype=torch.long, device=device)
+    plans = [schedule(it.frames, codebooks, s.num_step, s.t_shift) for it in items]
+    layers = torch.arange(codebooks, device=device).view(1, -1, 1)
+    for step in range(s.num_step):
+        logits = model(batch.ids, batch.audio_mask, batch.attention)  # (2B, 8, L, V) float32
+        for i, item in enumerate(items):
+            k = plans[i][step]
+            if k <= 0:
+                continue
+            n, t = batch.lengths[i], item.frames
+            predicted, scores = _predict(logits[i : i + 1, :, n - t : n, :], logits[b + i : b + i + 1, :, :t, :], s, mask_id)
+            scores = scores - layers * s.layer_penalty_factor
+            if s.position_temperature > 0.0:
+                scores = _gumbel(scores, s.position_temperature)
+            current = tokens[i : i + 1, :, :t]  # (1, 8, T)
+            scores.masked_fill_(current != mask_id, float("-inf"))
+            chosen = torch.topk(scores.flatten(), k).indices
+            flat = current.flatten().clone()
+            flat[chosen] = predicted.flatten()[chosen]
+            current.copy_(flat.view_as(current))
+            batch.ids[i : i + 1, :, n - t : n] = current
+            batch.ids[b + i : b + i + 1, :, :t] = current
+        yield tokens
+
+
+def unmask(model: OmniVoiceLM, items: list[Item], s: Settings) -> list[torch.Tensor]:
+    """Each item's codes (8, T) once every step has run."""
+    if s.num_step < 1:
+        raise ValueError(f"num_step must be at least 1, got {s.num_step}")
+    *_, tokens = unmask_steps(model, items, s)
+    return [tokens[i, :, : it.frames].clone() for i, it in enumerate(items)]
