@@ -9,27 +9,33 @@ from __future__ import annotations
 
 from koe.bench import wire
 from koe.bench.models import bench_model, cache_root, cached_folder, weights_bytes
-from koe.bench.runner import BenchError, Worker, compare_sides, compared, finish_run, ratios, start_run, summarize
-from koe.bench.table import lay_out, machine_title, median, ratio_cells
+from koe.bench.runner import BenchError, Worker, compare_sides, compared, finish_run, loaded_workers, ratios, start_run, summarize, time_case
+from koe.bench.table import case_rows, lay_out, machine_title, median, ratio_cells, same_cell, side_ratios
 
 # Also, imported when first asked for (they import torch): `machine` (the machine probes), and
-# koe.bench.accuracy's agreement measures `compare` and `snr_db`.
+# koe.bench.accuracy's agreement measures `compare`, `cosine` and `snr_db` and its `accuracy_tool`
+# (a family's accuracy tool's command line).
 __all__ = [
     "BenchError",
     "Worker",
     "bench_model",
     "cache_root",
+    "case_rows",
     "cached_folder",
     "compare_sides",
     "compared",
     "finish_run",
     "lay_out",
+    "loaded_workers",
     "machine_title",
     "median",
     "ratio_cells",
     "ratios",
+    "same_cell",
+    "side_ratios",
     "start_run",
     "summarize",
+    "time_case",
     "weights_bytes",
     "wire",
 ]
@@ -40,7 +46,7 @@ def __getattr__(name: str):
         from koe.bench import machine
 
         return machine
-    if name in ("compare", "snr_db"):  # the agreement measures of koe.bench.accuracy (torch)
+    if name in ("accuracy_tool", "compare", "cosine", "snr_db"):  # koe.bench.accuracy's agreement measures and tool (torch)
         from koe.bench import accuracy
 
         return getattr(accuracy, name)

@@ -16,6 +16,8 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -157,6 +159,64 @@ class Worker:
         except (OSError, subprocess.TimeoutExpired):
             self.proc.kill()
         self.log.close()
+
+
+@contextmanager
+def loaded_workers(
+    opts: BenchOptions, sides: list[str], folder: Path, logs: Path, label: str, progress, upstream_precision: str | None = None
+) -> Iterator[tuple[dict, dict]]:
+    """Fresh workers for one model, as every family's run starts them: one per side (koe first; the
+    koe side's class is the family's declared `worker`), each logging to `logs`, each loading
+    `folder` at `opts.threads` threads, koe at `opts.precision` and the compared sides at
+    `upstream_precision` (default `opts.upstream_precision`); yields (workers, load replies) and
+    closes the workers after."""
+    koe_worker = family_bench(opts.family, BenchError).worker or "koe.bench.contract:ContractWorker"  # named here: the declaration read in this process
+    workers: dict[str, Worker] = {}
+    try:
+        for side in sides:
+            workers[side] = Worker(side, opts.threads, logs / f"koe-bench-{opts.family}-{side}.log", opts.family, koe_worker)
+        loads = {}
+        for side, w in workers.items():
+            progress(f"{label}: loading in {side}")
+            precision = opts.precision if side == "koe" else upstream_precision or opts.upstream_precision
+            loads[side] = w.call(op="load", model=str(folder), threads=opts.threads, precision=precision)
+        yield workers, loads
+    finally:
+        for w in workers.values():
+            w.close()
+
+
+def time_case(opts: BenchOptions, workers: dict, loads: dict, cmd: dict, label: str, progress, keys, warm: dict | None = None, on_sample=None):
+    """One case, as every family's run times it: `opts.warmup` warm-up calls of `warm` (default
+    `cmd`) per side, excluded; then `opts.runs` timed calls of `cmd`, the sides' order alternating
+    (koe first, then last) so a drifting machine hits every side alike; each sample gets its
+    side's `load_s`, then `on_sample(side, sample, call_s)` (`call_s`: the whole call, seen from
+    here) may add to it; with `opts.profile`, one more call per side, profiled. Returns (entry:
+    per side the summary of `keys` (`summarize`), the runs, the precision loaded, the profile;
+    the samples per side; the last warm-up reply per side)."""
+    sides = list(workers)
+    samples: dict[str, list[dict]] = {side: [] for side in sides}
+    warmed: dict[str, dict] = {}
+    for _ in range(opts.warmup):
+        for side, w in workers.items():
+            progress(f"{label}: warm-up ({side})")
+            warmed[side] = w.call(**(warm or cmd))
+    for r in range(opts.runs):
+        for side in sides if r % 2 == 0 else sides[::-1]:
+            progress(f"{label}: run {r + 1}/{opts.runs} ({side})")
+            started = time.perf_counter()
+            sample = workers[side].call(**cmd)
+            call_s = time.perf_counter() - started
+            sample["load_s"] = loads[side]["load_s"]
+            if on_sample is not None:
+                on_sample(side, sample, call_s)
+            samples[side].append(sample)
+    entry: dict = {side: {"summary": summarize(samples[side], keys), "runs": samples[side], "precision": loads[side].get("precision")} for side in sides}
+    if opts.profile:
+        for side in sides:
+            progress(f"{label}: {opts.profile} profile ({side})")
+            entry[side]["profile"] = workers[side].call(**cmd, profile=opts.profile).get("profile")
+    return entry, samples, warmed
 
 
 def summarize(samples: list[dict], keys: tuple[str, ...]) -> dict:

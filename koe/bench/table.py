@@ -16,6 +16,44 @@ def ratio_cells(r: dict, columns) -> list[str]:
     return [("-" if key not in r else f"{r[key]:.2f}x") for key, _, _ in columns]
 
 
+def case_rows(size: str, case: str, entry: dict, columns, sides, audio: bool = True, extra=None) -> list[list[str]]:
+    """The rows of one case of a result: per side present (koe, then `sides`, the family's
+    `FamilyBench.sides`) [size, case, side, precision, (audio s of the first run,) the medians of
+    `columns`, `extra(side)`...]; then per compared side a ratio row koe/<its short name>."""
+    rows = []
+    width = 0
+    for side in ("koe", *sides):
+        if side not in entry:
+            continue
+        cells = [size, case, side, str(entry[side].get("precision", ""))]
+        if audio:
+            runs = entry[side]["runs"]
+            cells.append(f"{runs[0]['audio_s']:.2f}" if runs else "-")
+        cells += [median(entry[side]["summary"].get(key), scale) for key, _, scale in columns]
+        more = list(extra(side)) if extra else []
+        width = len(more)
+        rows.append(cells + more)
+    for side, r in side_ratios(entry).items():
+        name = f"koe/{sides[side].short if side in sides else side}"
+        rows.append([size, case, name, ""] + ([""] if audio else []) + ratio_cells(r, columns) + [""] * width)
+    return rows
+
+
+def side_ratios(entry: dict) -> dict[str, dict]:
+    """koe / side of one case for each compared side (`ratios`; results from before it, and the
+    families that compare with upstream alone, have only `ratio`, upstream's)."""
+    if "ratios" in entry:
+        return entry["ratios"]
+    return {"upstream": entry["ratio"]} if "ratio" in entry else {}
+
+
+def same_cell(entry: dict, side: str) -> str:
+    """Whether `side` made koe's output (its hashes, `codes_equal_to`; older results: `codes_equal`):
+    "= koe", "DIFFERENT", "-" where not compared, "" for koe."""
+    same = entry.get("codes_equal_to") or ({"upstream": entry["codes_equal"]} if "codes_equal" in entry else {})
+    return "" if side == "koe" else "-" if side not in same else "= koe" if same[side] else "DIFFERENT"
+
+
 def lay_out(title: str, rows: list[list[str]], keys: int, width: int | None = None) -> list[str]:
     """`title` (wrapped) and `rows` (the first is the header) as lines no wider than `width` where the key columns leave room.
 

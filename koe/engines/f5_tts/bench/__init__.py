@@ -7,37 +7,23 @@ both sides' waveforms are equal bit for bit (`--no-exact-check` skips it). koe r
 asked (`koe.runtime.precision`); upstream float32, its precision on the CPU.
 """
 
-from koe.engines.benchmark import FamilyBench, Flag, Side
+from koe.engines.benchmark import Flag, Side, columns, declare
 from koe.engines.f5_tts.bench import cases, models
+from koe.engines.f5_tts.oracle import ORACLE
 from koe.engines.f5_tts.spec import PRECISIONS
 
-COLUMNS = (
-    ("load_s", "load s", 1),
-    ("prompt_s", "prompt s", 1),
-    ("total_s", "total s", 1),
-    ("rtf", "s/audio s", 1),
-    ("text_s", "text s", 1),
-    ("dit_s", "DiT s", 1),
-    ("ms_per_step", "ms/step", 1),
-    ("vocoder_s", "vocoder s", 1),
-    ("dit_gflops", "GFLOP/s", 1),
-    ("peak_rss", "peak RSS GB", 1e-9),
+COLUMNS = columns(
+    prompt_s="prompt s", total_s="total s", rtf="s/audio s", text_s="text s", dit_s="DiT s", ms_per_step="ms/step", vocoder_s="vocoder s", dit_gflops="GFLOP/s"
 )
 
-BENCH = FamilyBench(
-    cases=tuple(cases.CASES),
-    default_cases=cases.DEFAULT_CASES,
-    sizes=models.SIZES,
+BENCH = declare(
+    __name__,
+    cases,
+    models,
     default_size="real",
     size_help="DiT dim 1024 x 22",
-    variants=models.VARIANTS,
-    model_name=models.model_name,
-    write_model=models.write_model,
-    model_version=models.FIXTURE_VERSION,
-    run="koe.engines.f5_tts.bench.run:run",
-    table="koe.engines.f5_tts.bench.run:table",
-    worker="koe.engines.f5_tts.bench.worker:F5KoeWorker",
     columns=COLUMNS,
+    also_timed=("other_s",),
     flags=(
         Flag("--warmup-nfe", "NFE steps of a warm-up request and of the 1-thread bit check (default 2)", default=2, least=1),
         Flag("--nfe", "run every case at this NFE instead of its own (e.g. a quick profile)", least=1),
@@ -45,7 +31,7 @@ BENCH = FamilyBench(
     ),
     precisions=PRECISIONS,
     precision_note="koe: the DiT in bfloat16 with bf16; upstream runs float32, its precision on the CPU",
-    sides={"upstream": Side("f5-tts 1.1.22", "KOE_ORACLE_F5_PYTHON", ".oracle-f5", "oracle-f5", "scripts/bench_f5_upstream_worker.py")},
+    sides={"upstream": Side.upstream(ORACLE, "scripts/bench_f5_upstream_worker.py")},
     faster=("GFLOP/s",),
     about="F5-TTS",
     tools={"accuracy": "koe.engines.f5_tts.bench.accuracy:main"},

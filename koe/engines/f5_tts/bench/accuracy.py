@@ -6,18 +6,18 @@ seed (the same starting noise), so the outputs line up sample for sample. We com
 
     python -m koe.bench.accuracy --family f5_tts --precision bf16 [--size real] [--nfe-step 32]
 
-F5-TTS's `accuracy` tool (`BENCH.tools`); the SNR is the benchmark's own (`kit.snr_db`).
+F5-TTS's `accuracy` tool (`BENCH.tools`); its command line, the cosine and the SNR are the benchmark's
+own (`kit.accuracy_tool`, `kit.cosine`, `kit.snr_db`).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
+
+from koe.engines.base import SynthesisRequest, collect
 
 TEXT = "The quick brown fox jumps over the lazy dog, and then it runs back home."
 REF_TEXT = "A reference clip, three seconds long."
@@ -35,33 +35,22 @@ def measure(kit, folder: Path, precision: str, nfe_step: int = 32, seed: int = 0
     exact = F5TTSEngine.load(folder, device="cpu", precision="fp32")
     mode = F5TTSEngine.load(folder, device="cpu", precision=precision)
     voice = exact.prepare_voice(reference_clip(), REF_TEXT)
-    ref, got = (e.generate(TEXT, voice=voice, seed=seed, nfe_step=nfe_step) for e in (exact, mode))
-    wav_ref, wav_mode = torch.from_numpy(ref.audio), torch.from_numpy(got.audio)
-    cos = F.cosine_similarity(wav_ref.double()[None], wav_mode.double()[None])
+    request = SynthesisRequest(text=TEXT, voice=voice, seed=seed, options={"nfe_step": nfe_step})  # what the native `generate` speaks
+    ref, got = (collect(e.synthesize(request)) for e in (exact, mode))
+    wav_ref, wav_mode = torch.from_numpy(ref.samples), torch.from_numpy(got.samples)
     return {
         "precision": mode.precision,
         "nfe_step": nfe_step,
-        "seconds": len(ref.audio) / ref.sample_rate,
-        "waveform_cosine": cos.item(),
+        "seconds": len(ref.samples) / ref.sample_rate,
+        "waveform_cosine": kit.cosine(wav_ref[None], wav_mode[None])["cosine_mean"],
         "waveform_snr_db": kit.snr_db(wav_ref, wav_mode),
     }
 
 
 def main(kit, argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m koe.bench.accuracy --family f5_tts", description=__doc__.split("\n\n")[0])
-    p.add_argument("--precision", required=True, choices=["bf16"])
-    p.add_argument("--variant", default="F5TTS_v1_Base", choices=["F5TTS_v1_Base", "F5TTS_Base"])
-    p.add_argument("--size", default="tiny", choices=["tiny", "real"], help="random weights (real: the release's shapes)")
-    p.add_argument("--nfe-step", type=int, default=32)
-    p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--models", type=Path)
-    p.add_argument("--out", type=Path)
-    a = p.parse_args(argv)
-    if a.threads:
-        torch.set_num_threads(a.threads)
-    result = {**measure(kit, kit.bench_model("f5_tts", a.variant, a.size, a.models), a.precision, a.nfe_step), "variant": a.variant, "size": a.size}
-    text = json.dumps(result, indent=1)
-    print(text)
-    if a.out:
-        a.out.write_text(text)
-    return 0
+    from koe.engines.f5_tts.bench.models import SIZES, VARIANTS
+
+    nfe = (("--nfe-step", {"type": int, "default": 32}),)
+    return kit.accuracy_tool(
+        kit, argv, "f5_tts", __doc__, measure, ("bf16",), SIZES, variants=VARIANTS, size_help="random weights (real: the release's shapes)", options=nfe
+    )

@@ -5,44 +5,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from koe.engines.benchmark import RandomModels, tensor_sizes
+
 VARIANTS = ("F5TTS_v1_Base", "F5TTS_Base")
 SIZES = ("tiny", "real")
 FIXTURE_VERSION = 1
-
-
-def model_name(variant: str, size: str, seed: int) -> str:
-    if variant not in VARIANTS or size not in SIZES:
-        raise ValueError(f"unknown F5-TTS model {variant!r}/{size!r}: variants {VARIANTS}, sizes {SIZES}")
-    return f"f5-tts-{size}-{variant}-seed{seed}"
-
-
-def write_model(folder: Path, variant: str, size: str, seed: int) -> None:
-    from koe.engines.f5_tts.fixtures import write_random_model
-
-    write_random_model(folder, variant, size, seed=seed)
+MODELS = RandomModels("F5-TTS", "f5-tts", VARIANTS, SIZES, "koe.engines.f5_tts.fixtures:write_random_model")
+model_name, write_model = MODELS.model_name, MODELS.write_model
 
 
 def parameter_counts(folder: Path) -> dict[str, int]:
     """Parameters of an F5-TTS folder's DiT (the checkpoint's `ema_model.transformer.*`) and Vocos (less the
     release's mel front-end buffers), counted from the files' shapes."""
     import torch
-    from safetensors import safe_open
 
     folder = Path(folder)
-    dit = 0
-    for ckpt in sorted(folder.glob("model_*.safetensors")):
-        with safe_open(str(ckpt), "pt") as f:
-            dit += sum(_numel(f.get_slice(k).get_shape()) for k in f.keys() if k.startswith("ema_model.transformer."))
+    dit = sum(n for ckpt in sorted(folder.glob("model_*.safetensors")) for k, n in tensor_sizes(ckpt).items() if k.startswith("ema_model.transformer."))
     vocos = torch.load(folder / "vocos" / "pytorch_model.bin", map_location="cpu", weights_only=True)
     skip = ("feature_extractor.",)  # the release's mel buffers, not parameters of the decoder
     return {"dit": dit, "vocos": sum(t.numel() for k, t in vocos.items() if not k.startswith(skip))}
-
-
-def _numel(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= int(d)
-    return n
 
 
 def dit_forward_flops(folder: Path, frames: int, batch: int = 2) -> float:

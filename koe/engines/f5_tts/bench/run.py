@@ -7,8 +7,6 @@ from pathlib import Path
 
 from koe.engines.f5_tts.bench.models import dit_forward_flops, parameter_counts
 
-TIMED_KEYS = ("load_s", "prompt_s", "total_s", "rtf", "text_s", "dit_s", "ms_per_step", "vocoder_s", "other_s", "dit_gflops", "peak_rss")
-
 
 def run(kit, opts, progress=lambda msg: None) -> dict:
     """`koe bench --family f5_tts`: requests (`cases.CASES`) in koe and, with `--compare upstream`,
@@ -30,16 +28,7 @@ def run(kit, opts, progress=lambda msg: None) -> dict:
             }
             per_size: dict = {"cases": {}, "models": {opts.family: model}}
             results["sizes"][size] = per_size
-            workers: dict = {}
-            try:
-                for side in sides:
-                    workers[side] = kit.Worker(side, opts.threads, logs / f"koe-bench-f5-{side}.log", opts.family)
-                loads = {}
-                for side, w in workers.items():
-                    progress(f"{size}: loading in {side}")
-                    loads[side] = w.call(
-                        op="load", model=str(folder), threads=opts.threads, precision=opts.precision if side == "koe" else opts.upstream_precision
-                    )
+            with kit.loaded_workers(opts, sides, folder, logs, size, progress) as (workers, loads):
                 model["load"] = loads
                 for case in opts.cases:
                     per_size["cases"][case] = _case(kit, opts, size, case, workers, loads, str(reference), folder, progress)
@@ -60,9 +49,6 @@ def run(kit, opts, progress=lambda msg: None) -> dict:
                         # the same request at opts.threads (the warm-up): does the thread count change the bits?
                         "same_bits_as_threads": {side: warm[side] == c["wave_sha1"] for side, c in checks.items() if side in warm},
                     }
-            finally:
-                for w in workers.values():
-                    w.close()
     finally:
         reference.unlink(missing_ok=True)
     if opts.bandwidth:  # the rate again: a shared machine drifts over a long run
@@ -71,42 +57,28 @@ def run(kit, opts, progress=lambda msg: None) -> dict:
 
 
 def _case(kit, opts, size: str, case: str, workers: dict, loads: dict, reference: str, folder: Path, progress) -> dict:
-    """One case: warm-ups at `warmup_nfe`, then `runs` interleaved timed requests, summary, ratios, hashes."""
-    sides = list(workers)
+    """One case (`kit.time_case`): warm-ups at `warmup_nfe`, then `runs` interleaved timed requests; the DiT's
+    arithmetic rate of each, hashes and whether each side's were the same in every run."""
+    from koe.engines.f5_tts.bench import BENCH
 
-    def request(side: str, **extra) -> dict:
-        extra.setdefault("nfe", opts.nfe)
-        return workers[side].call(op="run", case=case, seed=opts.seed, reference=reference, **extra)
+    cmd = {"op": "run", "case": case, "seed": opts.seed, "reference": reference, "nfe": opts.nfe}
 
-    samples: dict[str, list[dict]] = {side: [] for side in sides}
-    warm: dict[str, str] = {}
-    for _ in range(opts.warmup):
-        for side in sides:
-            progress(f"{size} {case}: warm-up at NFE {opts.warmup_nfe} ({side})")
-            warm[side] = request(side, nfe=opts.warmup_nfe)["wave_sha1"]
-    for r in range(opts.runs):
-        for side in sides if r % 2 == 0 else sides[::-1]:
-            progress(f"{size} {case}: run {r + 1}/{opts.runs} ({side})")
-            sample = request(side)
-            sample["load_s"] = loads[side]["load_s"]
-            if sample.get("forward_s"):
-                sample["dit_gflops"] = sum(dit_forward_flops(folder, n, 2) for n in sample["seq_frames"]) / sample["forward_s"] / 1e9
-            samples[side].append(sample)
-    entry: dict = {
-        side: {"summary": kit.summarize(samples[side], TIMED_KEYS), "runs": samples[side], "precision": loads[side].get("precision")} for side in sides
-    }
-    if opts.profile:
-        for side in sides:
-            progress(f"{size} {case}: {opts.profile} profile ({side})")
-            entry[side]["profile"] = request(side, profile=opts.profile).get("profile")
-    hashes = {side: {s["wave_sha1"] for s in samples[side]} for side in sides}
-    for side in sides:
+    def dit_rate(side: str, sample: dict, call_s: float) -> None:
+        if sample.get("forward_s"):
+            sample["dit_gflops"] = sum(dit_forward_flops(folder, n, 2) for n in sample["seq_frames"]) / sample["forward_s"] / 1e9
+
+    label = f"{size} {case}"
+    entry, samples, warmed = kit.time_case(opts, workers, loads, cmd, label, progress, BENCH.timed_keys, {**cmd, "nfe": opts.warmup_nfe}, dit_rate)
+    hashes = {side: {s["wave_sha1"] for s in runs} for side, runs in samples.items()}
+    for side in samples:
         entry[side]["deterministic"] = len(hashes[side]) == 1  # the same seed gave the same waveform in every run
     if opts.compare:
         entry["ratio"] = kit.ratios(entry["koe"]["summary"], entry["upstream"]["summary"])
         entry["wave_equal"] = hashes["koe"] == hashes["upstream"]  # at opts.threads threads
-    if warm:
-        entry["warmup_sha1"] = warm  # at warmup_nfe and opts.threads: the 1-thread check compares with it
+    if warmed:
+        entry["warmup_sha1"] = {
+            side: reply["wave_sha1"] for side, reply in warmed.items()
+        }  # at warmup_nfe and opts.threads: the 1-thread check compares with it
     return entry
 
 
@@ -124,16 +96,7 @@ def table(kit, results: dict, width: int | None = None) -> str:
         if params:
             notes.append(f"{size}: {o['variant']}, DiT {params['dit'] / 1e6:.1f} M parameters, Vocos {params['vocos'] / 1e6:.1f} M")
         for case, entry in per["cases"].items():
-            for side in ("koe", "upstream"):
-                if side not in entry:
-                    continue
-                s = entry[side]["summary"]
-                runs = entry[side]["runs"]
-                cells = [size, case, side, str(entry[side].get("precision", "")), f"{runs[0]['audio_s']:.2f}" if runs else "-"]
-                cells += [kit.median(s.get(key), scale) for key, _, scale in BENCH.columns]
-                rows.append(cells)
-            if "ratio" in entry:
-                rows.append([size, case, "koe/up", "", ""] + kit.ratio_cells(entry["ratio"], BENCH.columns))
+            rows += kit.case_rows(size, case, entry, BENCH.columns, BENCH.sides)
             if "wave_equal" in entry:
                 notes.append(f"{size} {case}: waveforms {'equal' if entry['wave_equal'] else 'DIFFERENT'} at {o['threads']} thread(s) (same seed)")
         check = per.get("exact_1thread")

@@ -1,8 +1,9 @@
-"""The koe side of F5-TTS's benchmark (`koe.bench.wire`'s protocol), through koe's public API.
+"""The koe side of F5-TTS's benchmark (`koe.bench.wire`'s protocol), through the engine contract.
 
-`koe.load`, `prepare_voice`, `generate(seed=N, nfe_step=...)`; the split text / DiT / vocoder comes
-from the result's `metadata["timings"]`, the DiT step count and time from a wrapper around the DiT's
-`forward`. Run by `python -m koe.bench.koe_worker f5_tts`.
+The engine (`koe.engines.benchmark.KoeWorker.load`), `prepare_voice`, then the request through
+`synthesize` (`seed=N`, `nfe_step`), collected: what the native `generate` does. The split text /
+DiT / vocoder comes from the result's `metadata["timings"]`, the DiT step count and time from a
+wrapper around the DiT's `forward`. Run by `python -m koe.bench.koe_worker f5_tts`.
 """
 
 from __future__ import annotations
@@ -11,37 +12,17 @@ import time
 
 import torch
 
+from koe.engines.base import SynthesisRequest, collect
+from koe.engines.benchmark import KoeWorker as Base
 from koe.engines.f5_tts.bench import cases
 
 
-class F5KoeWorker:
-    """F5-TTS through koe's public API, on the reference WAV and texts of `cases.CASES`; `wire` is
-    `koe.bench.wire` (handed in by `koe.bench.koe_worker`)."""
+class KoeWorker(Base):
+    """F5-TTS through koe's engine, on the reference WAV and texts of `cases.CASES`."""
 
-    def __init__(self, wire) -> None:
-        self.wire = wire
-        self.engine = None
-
-    def load(self, cmd: dict) -> dict:
-        self.wire.set_threads(cmd["threads"])
-        started = time.perf_counter()
-        import koe
-        from koe.engines.f5_tts import engine as _  # noqa: F401  (imports apart from the load)
-
-        imported = time.perf_counter()
-        self.engine = koe.load(cmd["model"], device="cpu", precision=cmd.get("precision") or "fp32")
-        load_s = time.perf_counter() - imported
-        return {
-            "load_s": load_s,
-            "import_s": imported - started,
-            "peak_rss": self.wire.peak_rss(),
-            "rss": self.wire.current_rss(),
-            "precision": self.engine.precision,
-        }
-
-    def run(self, cmd: dict) -> dict:
+    def case(self, cmd: dict) -> dict:
         text, nfe = cases.request(cmd)
-        return self.wire.run_case(cmd, lambda: self._run(cmd["reference"], text, nfe, int(cmd.get("seed", 0))))
+        return self._run(cmd["reference"], text, nfe, int(cmd.get("seed", 0)))
 
     def _run(self, reference: str, text: str, nfe: int, seed: int) -> dict:
         eng = self.engine
@@ -54,7 +35,7 @@ class F5KoeWorker:
             prompt_s = time.perf_counter() - t
             faults = self.wire.minor_faults()
             t = time.perf_counter()
-            result = eng.generate(text, voice=voice, seed=seed, nfe_step=nfe)
+            result = collect(eng.synthesize(SynthesisRequest(text=text, voice=voice, seed=seed, options={"nfe_step": nfe})))
             total_s = time.perf_counter() - t
             faults = self.wire.minor_faults() - faults
         finally:
@@ -64,7 +45,7 @@ class F5KoeWorker:
             self.wire,
             total_s,
             prompt_s,
-            result.audio,
+            result.samples,
             timings["text_s"],
             timings["dit_s"],
             timings["vocoder_s"],

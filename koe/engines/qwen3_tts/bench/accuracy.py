@@ -9,13 +9,11 @@ decodes with: int8 and int4 use the fast codec, `metadata["codec"]`) against the
     python -m koe.bench.accuracy --size 0.6b --precision int8 [--frames 24] [--out acc.json]
 
 Qwen3-TTS's `accuracy` tool (`BENCH.tools`; `koe.bench.accuracy` runs it): the agreement measures
-(`kit.compare`, `kit.snr_db`) are the benchmark's own.
+(`kit.compare`, `kit.snr_db`) and its command line (`kit.accuracy_tool`) are the benchmark's own.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -80,20 +78,7 @@ def measure(kit, folder: Path, precision: str, frames: int, seed: int = 0) -> di
 
 
 def main(kit, argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m koe.bench.accuracy", description=__doc__.split("\n\n")[0])
-    p.add_argument("--size", default="0.6b", choices=["tiny", "0.6b", "1.7b"])
-    p.add_argument("--precision", required=True, choices=["bf16", "int8", "int4"])
-    p.add_argument("--frames", type=int, default=24)
-    p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--models", type=Path)
-    p.add_argument("--out", type=Path)
-    a = p.parse_args(argv)
-    if a.threads:
-        torch.set_num_threads(a.threads)
-    result = measure(kit, kit.bench_model("qwen3_tts", "custom_voice", a.size, a.models), a.precision, a.frames)
-    result["size"] = a.size
-    text = json.dumps(result, indent=1)
-    print(text)
-    if a.out:
-        a.out.write_text(text)
-    return 0
+    from koe.engines.qwen3_tts.bench.models import SIZES
+
+    frames = (("--frames", {"type": int, "default": 24}),)
+    return kit.accuracy_tool(kit, argv, "qwen3_tts", __doc__, measure, ("bf16", "int8", "int4"), SIZES, "0.6b", ("custom_voice",), options=frames)

@@ -11,30 +11,12 @@ from __future__ import annotations
 from koe.engines.qwen3_tts.bench import cases as qwen_cases
 from koe.engines.qwen3_tts.bench.models import bytes_per_frame
 
-TIMED_KEYS = (
-    "load_s",
-    "call_s",
-    "prompt_s",
-    "prefill_s",
-    "ms_per_frame",
-    "talker_ms_per_frame",
-    "predictor_ms_per_frame",
-    "codec_s_per_audio_s",
-    "ttfa_s",
-    "stream_rtf",
-    "frames_per_s",
-    "peak_rss",
-    "ttfa_before_prefill_s",
-    "ttfa_prefill_s",
-    "ttfa_frames_s",
-    "ttfa_codec_s",  # koe's streaming case: where its TTFA goes
-)
 BYTES_PER_WEIGHT = {"fp32": 4, "bf16": 2, "int8": 1, "int4": 0.5625}  # int4: 4 bits + a float32 scale per 64
 
 
 def run(kit, opts, progress=lambda msg: None) -> dict:
     """`koe bench` (Qwen3-TTS): every case in koe and the compared sides, interleaved; returns the results."""
-    import time
+    from koe.engines.qwen3_tts.bench import BENCH
 
     sides, logs, results = kit.start_run(opts)
     peers = sides[1:]
@@ -51,41 +33,15 @@ def run(kit, opts, progress=lambda msg: None) -> dict:
             progress(f"{size} {kind}: building or finding the model")
             folder = kit.bench_model(opts.family, kind, size, opts.models_root, seed=opts.seed)
             per_size["models"][kind] = {"folder": str(folder), "weights_bytes": kit.weights_bytes(folder)}
-            workers = {side: kit.Worker(side, opts.threads, logs / f"koe-bench-{side}.log", opts.family) for side in sides}
-            try:
-                loads = {}
-                for side, w in workers.items():
-                    progress(f"{size} {kind}: loading in {side}")
-                    precision = opts.precision if side == "koe" else opts.upstream_precision
-                    loads[side] = w.call(op="load", model=str(folder), threads=opts.threads, precision=precision)
+            with kit.loaded_workers(opts, sides, folder, logs, f"{size} {kind}", progress) as (workers, loads):
                 per_size["models"][kind]["load"] = loads
                 for case in kind_cases:
-                    samples: dict[str, list[dict]] = {side: [] for side in sides}
-                    for _ in range(opts.warmup):
-                        for side, w in workers.items():
-                            progress(f"{size} {case}: warm-up ({side})")
-                            w.call(op="run", case=case, frames=opts.frames, seed=opts.seed)
-                    for r in range(opts.runs):
-                        order = sides if r % 2 == 0 else sides[::-1]
-                        for side in order:
-                            progress(f"{size} {case}: run {r + 1}/{opts.runs} ({side})")
-                            started = time.perf_counter()
-                            sample = workers[side].call(op="run", case=case, frames=opts.frames, seed=opts.seed)
-                            if "unsupported" not in sample:
-                                sample["call_s"] = time.perf_counter() - started  # the whole call, seen from here
-                            sample["load_s"] = loads[side]["load_s"]
-                            samples[side].append(sample)
-                    entry = {side: {"summary": kit.summarize(samples[side], TIMED_KEYS), "runs": samples[side]} for side in sides}
+                    cmd = {"op": "run", "case": case, "frames": opts.frames, "seed": opts.seed}
+                    entry, samples, _ = kit.time_case(opts, workers, loads, cmd, f"{size} {case}", progress, BENCH.timed_keys, on_sample=_whole_call)
                     for side in sides:
                         reason = next((s["unsupported"] for s in samples[side] if "unsupported" in s), None)
                         if reason:
                             entry[side]["unsupported"] = reason
-                    if opts.profile:
-                        for side in sides:
-                            progress(f"{size} {case}: {opts.profile} profile ({side})")
-                            prof = workers[side].call(op="run", case=case, frames=opts.frames, seed=opts.seed, profile=opts.profile)
-                            entry[side]["profile"] = prof.get("profile")
-                    for side in sides:
                         bpw = BYTES_PER_WEIGHT.get(opts.precision if side == "koe" else opts.upstream_precision, 4)
                         if loads[side].get("kernel") == "koe-exact-bf16":
                             bpw = 2  # exact products read the weights as bf16 (the values the float32 path widens)
@@ -94,14 +50,10 @@ def run(kit, opts, progress=lambda msg: None) -> dict:
                             gb = bytes_per_frame(folder, bpw) / 1e9
                             entry[side]["gb_per_frame"] = gb
                             entry[side]["achieved_gbps"] = gb / (mpf["median"] / 1e3)
-                        entry[side]["precision"] = loads[side].get("precision")
                         if loads[side].get("kernel"):
                             entry[side]["kernel"] = loads[side]["kernel"]  # int8 / int4: what ran the products
                     kit.compare_sides(entry, samples, peers)
                     per_size["cases"][case] = entry
-            finally:
-                for w in workers.values():
-                    w.close()
         batch_case, single = per_size["cases"].get("batch8"), per_size["cases"].get("custom_voice")
         if batch_case and single:
             per_size["batch8_speedup"] = {
@@ -111,6 +63,11 @@ def run(kit, opts, progress=lambda msg: None) -> dict:
             }
         results["sizes"][size] = per_size
     return kit.finish_run(opts, results)
+
+
+def _whole_call(side: str, sample: dict, call_s: float) -> None:
+    if "unsupported" not in sample:
+        sample["call_s"] = call_s  # the whole call, seen from the parent
 
 
 def table(kit, results: dict, width: int | None = None) -> str:
@@ -124,28 +81,15 @@ def table(kit, results: dict, width: int | None = None) -> str:
     notes = []
     for size, per in results["sizes"].items():
         for case, entry in per["cases"].items():
-            same = entry.get("codes_equal_to") or ({"upstream": entry["codes_equal"]} if "codes_equal" in entry else {})
-            for side in ("koe", *sides):
-                if side not in entry:
-                    continue
-                s = entry[side]["summary"]
-                cells = [size, case, side, str(entry[side].get("precision", ""))]
-                cells += [kit.median(s.get(key), scale) for key, _, scale in columns]
+
+            def extra(side: str, entry=entry) -> list[str]:
                 gbps = entry[side].get("achieved_gbps")
-                cells.append("-" if gbps is None else f"{gbps:.1f}")
-                cells.append("" if side == "koe" else "-" if side not in same else "= koe" if same[side] else "DIFFERENT")
-                rows.append(cells)
-                if entry[side].get("unsupported"):
-                    notes.append(f"{size} {case}: {side}: unsupported ({entry[side]['unsupported']})")
-            for side, r in side_ratios(entry).items():
-                rows.append([size, case, f"koe/{sides[side].short if side in sides else side}", ""] + kit.ratio_cells(r, columns) + ["", ""])
+                return ["-" if gbps is None else f"{gbps:.1f}", kit.same_cell(entry, side)]
+
+            rows += kit.case_rows(size, case, entry, columns, sides, audio=False, extra=extra)
+            notes += [
+                f"{size} {case}: {side}: unsupported ({entry[side]['unsupported']})" for side in ("koe", *sides) if entry.get(side, {}).get("unsupported")
+            ]
         if "batch8_speedup" in per:
             notes.append(f"{size} batch8/batch1 frames/s: " + ", ".join(f"{side} {v:.2f}x" for side, v in per["batch8_speedup"].items()))
     return "\n".join(kit.lay_out(title, rows, 4, width) + notes)
-
-
-def side_ratios(entry: dict) -> dict[str, dict]:
-    """koe / side of one case for each compared side (`ratios`; results from before it have only `ratio`, upstream's)."""
-    if "ratios" in entry:
-        return entry["ratios"]
-    return {"upstream": entry["ratio"]} if "ratio" in entry else {}

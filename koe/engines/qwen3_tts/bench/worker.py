@@ -13,39 +13,19 @@ from dataclasses import replace
 
 import torch
 
+from koe.engines.benchmark import KoeWorker as Base
 from koe.engines.qwen3_tts.bench import cases
 
 
-class KoeWorker:
-    """Qwen3-TTS through koe's engine, on `cases.CASES`; `wire` is `koe.bench.wire` (handed in by `koe.bench.koe_worker`)."""
-
-    def __init__(self, wire) -> None:
-        self.wire = wire
-        self.engine = None
-        self.voices: dict = {}
-
-    def load(self, cmd: dict) -> dict:
-        from koe.engines.qwen3_tts.engine import Qwen3TTSEngine
-
-        self.wire.set_threads(cmd["threads"])
-        started = time.perf_counter()
-        self.engine = Qwen3TTSEngine.load(cmd["model"], device="cpu", precision=cmd.get("precision") or "fp32")
-        load_s = time.perf_counter() - started
-        return {
-            "load_s": load_s,
-            "peak_rss": self.wire.peak_rss(),
-            "rss": self.wire.current_rss(),
-            "precision": self.engine.precision,
-            "kernel": self.engine.kernel,
-        }
+class KoeWorker(Base):
+    """Qwen3-TTS through koe's engine, on `cases.CASES`."""
 
     def _voice(self, case: str):
         clip = self.wire.reference_clip()
         return self.engine.prepare_voice(clip, ref_text=None if case == "clone_xvector" else self.wire.REF_TEXT, x_vector_only=case == "clone_xvector")
 
-    def run(self, cmd: dict) -> dict:
-        case, frames, seed = cmd["case"], int(cmd["frames"]), int(cmd.get("seed", 0))
-        return self.wire.run_case(cmd, lambda: self._run(case, frames, seed))
+    def case(self, cmd: dict) -> dict:
+        return self._run(cmd["case"], int(cmd["frames"]), int(cmd.get("seed", 0)))
 
     @torch.inference_mode()
     def _run(self, case: str, frames: int, seed: int) -> dict:
@@ -108,7 +88,9 @@ class KoeWorker:
     def _stream(self, frames: int, seed: int) -> dict:
         """The stream as a listener gets it, and where the time to its first audio goes: up to the
         talker's prefill (text and prompt), the prefill, the frames of the first chunk, its codec."""
+        from koe.engines.base import SynthesisRequest
         from koe.engines.qwen3_tts import generate as core
+        from koe.engines.qwen3_tts.limits import MAX_SEGMENT_CHARS, SEGMENT_PAUSE_S
         from koe.engines.qwen3_tts.streaming import CodecStream
 
         eng = self.engine
@@ -130,7 +112,20 @@ class KoeWorker:
         core.prefill, CodecStream.drain = timed_prefill, timed_drain
         try:
             started = time.perf_counter()
-            chunks = eng.stream(cases.TEXT, language=cases.LANGUAGE, speaker=cases.SPEAKER, seed=seed, max_frames=frames, max_new_tokens=frames + 1)
+            chunks = eng.synthesize(
+                SynthesisRequest(
+                    cases.TEXT,
+                    cases.LANGUAGE,
+                    cases.SPEAKER,
+                    seed=seed,
+                    first_chunk_s=4 / cases.FRAME_RATE,  # the native stream's chunks: 4 frames, then 12
+                    chunk_s=12 / cases.FRAME_RATE,
+                    options={"max_new_tokens": frames + 1},
+                    max_segment_chars=MAX_SEGMENT_CHARS,
+                    pause_s=SEGMENT_PAUSE_S,
+                    max_segment_s=frames / cases.FRAME_RATE,
+                )
+            )
             result = self.wire.timed_stream(chunks, started, cases.SAMPLE_RATE)
         finally:
             core.prefill, CodecStream.drain = prefill, drain

@@ -9,46 +9,39 @@ reads the folder with its config's dtype set to float32. With `--precision bf16`
 LM and DiT in bfloat16 (upstream: the release's own config), the AudioVAE in float32 on both.
 """
 
-from koe.engines.benchmark import FamilyBench, Flag, Side
+from koe.engines.benchmark import Flag, Side, columns, declare
 from koe.engines.voxcpm.bench import cases, models
+from koe.engines.voxcpm.oracle import ORACLE
 
-COLUMNS = (
-    ("load_s", "load s", 1),
-    ("prompt_s", "prompt s", 1),
-    ("prefill_s", "prefill s", 1),
-    ("total_s", "total s", 1),
-    ("rtf", "s/audio s", 1),
-    ("first_chunk_s", "1st chunk s", 1),
-    ("ms_per_patch", "ms/patch", 1),
-    ("base_lm_ms", "base LM", 1),
-    ("residual_lm_ms", "res LM", 1),
-    ("dit_ms", "DiT", 1),
-    ("locenc_ms", "LocEnc", 1),
-    ("vae_ms", "VAE", 1),
-    ("peak_rss", "peak RSS GB", 1e-9),
+COLUMNS = columns(
+    prompt_s="prompt s",
+    prefill_s="prefill s",
+    total_s="total s",
+    rtf="s/audio s",
+    first_chunk_s="1st chunk s",
+    ms_per_patch="ms/patch",
+    base_lm_ms="base LM",
+    residual_lm_ms="res LM",
+    dit_ms="DiT",
+    locenc_ms="LocEnc",
+    vae_ms="VAE",
 )
 
-BENCH = FamilyBench(
-    cases=tuple(cases.CASES),
-    default_cases=cases.DEFAULT_CASES,
-    sizes=models.SIZES,
+BENCH = declare(
+    __name__,
+    cases,
+    models,
     default_size="real",
     size_help="the released sizes",
-    variants=models.VARIANTS,
-    model_name=models.model_name,
-    write_model=models.write_model,
-    model_version=models.FIXTURE_VERSION,
-    run="koe.engines.voxcpm.bench.run:run",
-    table="koe.engines.voxcpm.bench.run:table",
-    worker="koe.engines.voxcpm.bench.worker:VoxKoeWorker",
     columns=COLUMNS,
+    also_timed=("other_s",),
     flags=(
         Flag("--patches", "latent patches per request, both sides (min_len = max_len; default 16)", default=16, quick=4, least=1),
         Flag("--timesteps", "CFM steps per patch (default 10, upstream's)", default=10, quick=2, least=1),
     ),
     precisions=("fp32", "bf16"),
     precision_note="fp32 (exact) or bf16, which upstream then runs too (its release config); no --upstream-precision",
-    sides={"upstream": Side("voxcpm 2.0.3", "KOE_ORACLE_VOXCPM_PYTHON", ".oracle-voxcpm", "oracle-voxcpm", "scripts/bench_voxcpm_upstream_worker.py")},
+    sides={"upstream": Side.upstream(ORACLE, "scripts/bench_voxcpm_upstream_worker.py")},
     about="VoxCPM",
     tools={"accuracy": "koe.engines.voxcpm.bench.accuracy:main"},
 )

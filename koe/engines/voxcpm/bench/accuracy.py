@@ -9,24 +9,18 @@ patches against the float32 ones (SNR; the VAE is float32 in every mode).
 
     python -m koe.bench.accuracy --family voxcpm --precision int8 [--variant VoxCPM1.5] [--size real] [--patches 24]
 
-VoxCPM's `accuracy` tool (`BENCH.tools`); the SNR is the benchmark's own (`kit.snr_db`).
+VoxCPM's `accuracy` tool (`BENCH.tools`); its command line, the cosine and the SNR are the benchmark's
+own (`kit.accuracy_tool`, `kit.cosine`, `kit.snr_db`).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 TEXT = "The quick brown fox jumps over the lazy dog, and then it runs back home."
-
-
-def _cosine(a: torch.Tensor, b: torch.Tensor) -> dict:
-    cos = F.cosine_similarity(a.double(), b.double(), dim=-1)
-    return {"cosine_mean": cos.mean().item(), "cosine_min": cos.min().item()}
 
 
 @torch.inference_mode()
@@ -65,28 +59,16 @@ def measure(kit, folder: Path, precision: str, patches: int = 24, seed: int = 0)
         "precision": mode.precision,
         "kernel": mode.kernel,
         "patches": patches,
-        "dit_condition": _cosine(ref["conditions"], got["conditions"]),
-        "stop": {**_cosine(ref["stops"], got["stops"]), "agreement": agree},
+        "dit_condition": kit.cosine(ref["conditions"], got["conditions"]),
+        "stop": {**kit.cosine(ref["stops"], got["stops"]), "agreement": agree},
         "patch_snr_db": kit.snr_db(torch.cat(ref["patches"]), torch.cat(got["patches"])),
         "waveform_snr_db": kit.snr_db(wav_ref, wav_mode),
     }
 
 
 def main(kit, argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m koe.bench.accuracy --family voxcpm", description=__doc__.split("\n\n")[0])
-    p.add_argument("--precision", required=True, choices=["bf16", "int8"])
-    p.add_argument("--variant", default="VoxCPM2", choices=["VoxCPM2", "VoxCPM1.5"])
-    p.add_argument("--size", default="tiny", choices=["tiny", "real"], help="random weights (real: the release's shapes, stored in bf16 as released)")
-    p.add_argument("--patches", type=int, default=24)
-    p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--models", type=Path)
-    p.add_argument("--out", type=Path)
-    a = p.parse_args(argv)
-    if a.threads:
-        torch.set_num_threads(a.threads)
-    result = {**measure(kit, kit.bench_model("voxcpm", a.variant, a.size, a.models), a.precision, a.patches), "size": a.size}
-    text = json.dumps(result, indent=1)
-    print(text)
-    if a.out:
-        a.out.write_text(text)
-    return 0
+    from koe.engines.voxcpm.bench.models import SIZES, VARIANTS
+
+    help = "random weights (real: the release's shapes, stored in bf16 as released)"
+    patches = (("--patches", {"type": int, "default": 24}),)
+    return kit.accuracy_tool(kit, argv, "voxcpm", __doc__, measure, ("bf16", "int8"), SIZES, variants=VARIANTS, size_help=help, options=patches)

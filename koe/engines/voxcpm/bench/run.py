@@ -12,26 +12,11 @@ from pathlib import Path
 from koe.engines.voxcpm.bench import cases
 from koe.engines.voxcpm.bench.models import parameter_counts
 
-TIMED_KEYS = (
-    "load_s",
-    "prompt_s",
-    "prefill_s",
-    "total_s",
-    "rtf",
-    "first_chunk_s",
-    "ms_per_patch",
-    "base_lm_ms",
-    "residual_lm_ms",
-    "dit_ms",
-    "locenc_ms",
-    "vae_ms",
-    "other_s",
-    "peak_rss",
-)
-
 
 def run(kit, opts, progress=lambda msg: None) -> dict:
     """`koe bench --family voxcpm`: every case in koe and, with `--compare upstream`, in voxcpm, interleaved; returns the results."""
+    from koe.engines.voxcpm.bench import BENCH
+
     sides, logs, results = kit.start_run(opts)
     if opts.bandwidth:
         progress("measuring the machine's read bandwidth and fp32 matvec")
@@ -46,44 +31,17 @@ def run(kit, opts, progress=lambda msg: None) -> dict:
             model = {"folder": str(folder), "variant": variant, "weights_bytes": kit.weights_bytes(folder), "parameters": parameter_counts(folder)}
             per_size: dict = {"cases": {}, "models": {opts.family: model}}
             results["sizes"][size] = per_size
-            workers: dict = {}
-            try:
-                for side in sides:
-                    workers[side] = kit.Worker(side, opts.threads, logs / f"koe-bench-voxcpm-{side}.log", opts.family)
-                loads = {}
-                for side, w in workers.items():
-                    progress(f"{variant} {size}: loading in {side}")
-                    loads[side] = w.call(op="load", model=str(folder), threads=opts.threads, precision=opts.precision)
+            # upstream runs the precision asked too (bf16: its release config), not --upstream-precision
+            with kit.loaded_workers(opts, sides, folder, logs, f"{variant} {size}", progress, upstream_precision=opts.precision) as (workers, loads):
                 model["load"] = loads
                 for case in opts.cases:
                     cmd = {"op": "run", "case": case, "reference": str(reference), "patches": opts.patches, "timesteps": opts.timesteps, "seed": opts.seed}
-                    samples: dict = {side: [] for side in sides}
-                    for _ in range(opts.warmup):
-                        for side, w in workers.items():
-                            progress(f"{size} {case}: warm-up ({side})")
-                            w.call(**cmd)
-                    for r in range(opts.runs):
-                        for side in sides if r % 2 == 0 else sides[::-1]:
-                            progress(f"{size} {case}: run {r + 1}/{opts.runs} ({side})")
-                            sample = workers[side].call(**cmd)
-                            sample["load_s"] = loads[side]["load_s"]
-                            samples[side].append(sample)
-                    entry: dict = {
-                        side: {"summary": kit.summarize(samples[side], TIMED_KEYS), "runs": samples[side], "precision": loads[side].get("precision")}
-                        for side in sides
-                    }
-                    if opts.profile:
-                        for side in sides:
-                            progress(f"{size} {case}: {opts.profile} profile ({side})")
-                            entry[side]["profile"] = workers[side].call(**cmd, profile=opts.profile).get("profile")
+                    entry, samples, _ = kit.time_case(opts, workers, loads, cmd, f"{size} {case}", progress, BENCH.timed_keys)
                     if opts.compare:
                         entry["ratio"] = kit.ratios(entry["koe"]["summary"], entry["upstream"]["summary"])
                         hashes = {side: {s["wave_sha1"] for s in samples[side]} for side in sides}
                         entry["wave_equal"] = hashes["koe"] == hashes["upstream"] and len(hashes["koe"]) == 1
                     per_size["cases"][case] = entry
-            finally:
-                for w in workers.values():
-                    w.close()
     finally:
         Path(reference).unlink(missing_ok=True)
     return kit.finish_run(opts, results)
@@ -107,16 +65,7 @@ def table(kit, results: dict, width: int | None = None) -> str:
                 f"{params.get('audio_vae', 0) / 1e6:.1f} M, {model['weights_bytes'] / 1e9:.2f} GB on disk"
             )
         for case, entry in per["cases"].items():
-            for side in ("koe", "upstream"):
-                if side not in entry:
-                    continue
-                s, runs = entry[side]["summary"], entry[side]["runs"]
-                cells = [size, case, side, str(entry[side].get("precision", "")), f"{runs[0]['audio_s']:.2f}" if runs else "-"]
-                cells += [kit.median(s.get(key), scale) for key, _, scale in BENCH.columns]
-                rows.append(cells)
-            if "ratio" in entry:
-                r = entry["ratio"]
-                rows.append([size, case, "koe/up", "", ""] + kit.ratio_cells(r, BENCH.columns))
+            rows += kit.case_rows(size, case, entry, BENCH.columns, BENCH.sides)
             if "wave_equal" in entry:
                 notes.append(f"{size} {case}: waveforms {'equal' if entry['wave_equal'] else 'DIFFERENT'} at {o['threads']} thread(s) (same seed)")
     return "\n".join(kit.lay_out(title, rows, 4, width) + notes)

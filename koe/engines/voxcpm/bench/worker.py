@@ -7,37 +7,17 @@ import time
 import numpy as np
 import torch
 
+from koe.engines.benchmark import KoeWorker as Base
 from koe.engines.voxcpm.bench import cases
 
 
-class VoxKoeWorker:
-    """VoxCPM through koe's engine (`VoxCPMEngine.load`, `make_voice`, and the engine's own one-shot and
-    streaming paths, `generate.one_shot` / `generate.stream`, which `speak_segment` runs), with
-    min_len = max_len = `patches` and no retries; parts timed by wrapping the model's methods. `wire`
-    is `koe.bench.wire` (handed in by `koe.bench.koe_worker`)."""
+class KoeWorker(Base):
+    """VoxCPM through koe's engine (`make_voice`, and the engine's own one-shot and streaming paths,
+    `generate.one_shot` / `generate.stream`, which `speak_segment` runs), with min_len = max_len =
+    `patches` and no retries; parts timed by wrapping the model's methods."""
 
-    def __init__(self, wire) -> None:
-        self.wire = wire
-        self.engine = None
-
-    def load(self, cmd: dict) -> dict:
-        self.wire.set_threads(cmd["threads"])
-        started = time.perf_counter()
-        from koe.engines.voxcpm.engine import VoxCPMEngine
-
-        imported = time.perf_counter()
-        self.engine = VoxCPMEngine.load(cmd["model"], device="cpu", precision=cmd.get("precision") or "fp32")
-        load_s = time.perf_counter() - imported
-        return {
-            "load_s": load_s,
-            "import_s": imported - started,
-            "peak_rss": self.wire.peak_rss(),
-            "rss": self.wire.current_rss(),
-            "precision": self.engine.precision,
-        }
-
-    def run(self, cmd: dict) -> dict:
-        return self.wire.run_case(cmd, lambda: self._run(*cases.request(cmd)))
+    def case(self, cmd: dict) -> dict:
+        return self._run(*cases.request(cmd))
 
     def _run(self, mode: str, text: str, reference: str, patches: int, timesteps: int, seed: int) -> dict:
         from koe.engines.voxcpm import generate as core
