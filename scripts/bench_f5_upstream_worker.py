@@ -2,7 +2,7 @@
 
 Started by `koe.bench.runner` with the F5 oracle's Python (`KOE_ORACLE_F5_PYTHON` or
 `.oracle-f5/bin/python`, made by `make oracle-f5`) as a script. It lives outside the `koe` package
-because it imports f5-tts, which koe never does; it imports `koe/bench/wire.py` and `koe/engines/f5_tts/bench/cases.py` by path (stdlib,
+because it imports f5-tts, which koe never does; it imports `koe/bench/wire.py` and `koe/engines/f5_tts/bench/cases.py` by path (`bench_side.py`; stdlib,
 numpy and torch only) and `tests/oracle_f5/common.py`, nothing else of koe.
 
 It drives upstream's public inference path, as `F5TTS.infer(seed=N)` does:
@@ -23,33 +23,16 @@ but in the calling thread, so the thread count set here and cProfile see the wor
 from __future__ import annotations
 
 import os
-import sys
 import time
 from concurrent.futures import Future
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "koe" / "bench"))
-sys.path.insert(0, str(ROOT / "tests" / "oracle_shared"))  # oracle_io.py, which common.py imports
-sys.path.insert(0, str(ROOT / "tests" / "oracle_f5"))  # common.py
-sys.path.insert(0, str(ROOT / "tests" / "oracle_f5" / "stubs"))  # wandb, datasets, cached_path: imported by f5_tts, unused here
+import torch
+from bench_side import family_cases, on_path, serve, wire
 
-import torch  # noqa: E402
-import wire  # noqa: E402
-
-
-def _by_path(name: str, path: Path):
-    """A stdlib-only file of koe imported by its path (koe itself is not installed here)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-cases = _by_path("bench_cases", ROOT / "koe" / "engines" / "f5_tts" / "bench" / "cases.py")  # the family's cases (stdlib only)
+# wandb, datasets, cached_path (imported by f5_tts, unused here), common.py, and oracle_io.py, which common.py imports
+on_path("tests/oracle_f5/stubs", "tests/oracle_f5", "tests/oracle_shared")
+cases = family_cases("f5_tts")
 
 
 class InlineExecutor:
@@ -157,5 +140,4 @@ class F5UpstreamWorker:
 
 if __name__ == "__main__":
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    worker = F5UpstreamWorker()
-    wire.serve({"load": worker.load, "run": worker.run})
+    serve(F5UpstreamWorker())

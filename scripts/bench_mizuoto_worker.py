@@ -4,7 +4,7 @@ Started by `koe.bench.runner` for `koe bench --compare mizuoto` with the peer's 
 (`KOE_PEER_MIZUOTO_PYTHON` or `.peer-mizuoto/bin/python`, made by `make peer-mizuoto`) as a script.
 Because of mizuoto's licence koe never imports it: this file lives outside the `koe` package, runs
 only in mizuoto's own virtualenv and process, and calls mizuoto's public classes; nothing of
-mizuoto is copied here. It imports `koe/bench/wire.py` and `koe/engines/qwen3_tts/bench/cases.py` by path (stdlib, numpy and torch only).
+mizuoto is copied here. It imports `koe/bench/wire.py` and `koe/engines/qwen3_tts/bench/cases.py` by path (`bench_side.py`; stdlib, numpy and torch only).
 
 Driven as mizuoto's own host drives it (`mizuoto.core.inference.service.InferenceService` and
 `mizuoto.core.inference.local.LocalEngine`, what its `TtsService` uses for a model on this machine),
@@ -46,24 +46,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "koe" / "bench"))
+from bench_side import family_cases, serve, wire  # stdlib at import: torch is imported by the peer's runtime, after its CPU settings
 
-import wire  # noqa: E402  (stdlib at import: torch is imported by the peer's runtime, after its CPU settings)
-
-
-def _by_path(name: str, path: Path):
-    """A stdlib-only file of koe imported by its path (koe itself is not installed here)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-cases = _by_path("bench_cases", ROOT / "koe" / "engines" / "qwen3_tts" / "bench" / "cases.py")  # the family's cases (stdlib only)
+cases = family_cases("qwen3_tts")
 
 ENGINE = "qwen3tts"
 CPU_VARIABLES = ("GLIBC_TUNABLES", "THP_MEM_ALLOC_ENABLE", "OMP_PLACES", "OMP_PROC_BIND")
@@ -279,7 +264,7 @@ def _install_decoder() -> None:
 if __name__ == "__main__":
     worker = MizuotoWorker()
     try:
-        wire.serve({"load": worker.load, "run": worker.run})
+        serve(worker)
     finally:
         import shutil
 

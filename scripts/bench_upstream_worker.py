@@ -2,7 +2,7 @@
 
 Started by `koe.bench.runner` with upstream's Python (`KOE_ORACLE_PYTHON` or `.oracle/bin/python`)
 as a script. It lives outside the `koe` package because it imports qwen-tts, which koe never does;
-it imports `koe/bench/wire.py` and the family's `koe/engines/qwen3_tts/bench/cases.py` by path (stdlib, numpy and torch only) and nothing else of koe. It drives upstream's
+it imports `koe/bench/wire.py` and the family's `koe/engines/qwen3_tts/bench/cases.py` by path (`bench_side.py`; stdlib, numpy and torch only) and nothing else of koe. It drives upstream's
 public wrapper (`Qwen3TTSModel.generate_*`), timing phases by wrapping upstream's own methods:
 `model.generate` (decode), the talker's first forward (prefill), `code_predictor.generate`
 (code predictor) and `speech_tokenizer.decode` (codec). End of speech is disabled by passing
@@ -13,30 +13,14 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "koe" / "bench"))
-sys.path.append(str(ROOT / "tests" / "oracle" / "stubs"))  # torchaudio, only if the venv has none (qwen-tts imports it for its 25 Hz tokenizer)
+import torch
+from bench_side import family_cases, on_path, serve, wire
 
-import torch  # noqa: E402
-import wire  # noqa: E402
-
-
-def _by_path(name: str, path: Path):
-    """A stdlib-only file of koe imported by its path (koe itself is not installed here)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-cases = _by_path("bench_cases", ROOT / "koe" / "engines" / "qwen3_tts" / "bench" / "cases.py")  # the family's cases (stdlib only)
+on_path("tests/oracle/stubs", last=True)  # torchaudio, only if the venv has none (qwen-tts imports it for its 25 Hz tokenizer)
+cases = family_cases("qwen3_tts")
 
 
 class UpstreamWorker:
@@ -142,5 +126,4 @@ class UpstreamWorker:
 
 
 if __name__ == "__main__":
-    worker = UpstreamWorker()
-    wire.serve({"load": worker.load, "run": worker.run})
+    serve(UpstreamWorker())

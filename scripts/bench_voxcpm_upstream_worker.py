@@ -2,8 +2,8 @@
 
 Started by `koe.bench.runner` with the VoxCPM oracle's Python (`KOE_ORACLE_VOXCPM_PYTHON` or
 `.oracle-voxcpm/bin/python`, made by `make oracle-voxcpm`) as a script. It lives outside the `koe`
-package because it imports voxcpm, which koe never does; it imports `koe/bench/wire.py` and `koe/engines/voxcpm/bench/cases.py` by path
-(stdlib, numpy and torch only) and the oracle's `tests/oracle_voxcpm/stubs` (a soundfile-backed
+package because it imports voxcpm, which koe never does; it imports `koe/bench/wire.py` and `koe/engines/voxcpm/bench/cases.py` by path (`bench_side.py`;
+stdlib, numpy and torch only) and the oracle's `tests/oracle_voxcpm/stubs` (a soundfile-backed
 torchcodec: torchaudio's own cannot load here; VoxCPM 1.x reads its prompt with `torchaudio.load`),
 nothing else of koe.
 
@@ -29,31 +29,15 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "koe" / "bench"))
-sys.path.insert(0, str(ROOT / "tests" / "oracle_voxcpm" / "stubs"))  # torchcodec: soundfile-backed, for VoxCPM 1.x's torchaudio.load
+import numpy as np
+import torch
+from bench_side import family_cases, on_path, serve, wire
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-import wire  # noqa: E402
-
-
-def _by_path(name: str, path: Path):
-    """A stdlib-only file of koe imported by its path (koe itself is not installed here)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-cases = _by_path("bench_cases", ROOT / "koe" / "engines" / "voxcpm" / "bench" / "cases.py")  # the family's cases (stdlib only)
+on_path("tests/oracle_voxcpm/stubs")  # torchcodec: soundfile-backed, for VoxCPM 1.x's torchaudio.load
+cases = family_cases("voxcpm")
 
 
 def float32_folder(folder: Path) -> Path:
@@ -194,5 +178,4 @@ class VoxUpstreamWorker:
 
 if __name__ == "__main__":
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    worker = VoxUpstreamWorker()
-    wire.serve({"load": worker.load, "run": worker.run})
+    serve(VoxUpstreamWorker())
