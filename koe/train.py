@@ -58,21 +58,9 @@ def speaker(
     `finished`, `losses`, `optimizer_steps`), or None with `stop_after="prepare"`. Raises
     `koe.service.errors.InvalidRequest` for bad data or settings, before any training."""
     from koe.service.store.resolve import model_folder
-    from koe.service.training import Reporter, SpeakerJob, run_speaker
+    from koe.service.training import Reporter, SpeakerJob, run_speaker, speaker_settings
 
-    settings = {
-        "epochs": epochs,
-        "lr": lr,
-        "batch_size": batch_size,
-        "grad_accum": grad_accum,
-        "seed": seed,
-        "precision": precision,
-        "gradient_checkpointing": gradient_checkpointing,
-        "offload_optimizer": offload_optimizer,
-        "save_every": save_every,
-        "lora_rank": lora_rank,
-        "lora_alpha": lora_alpha,
-    }
+    settings = speaker_settings(locals())  # the run's settings, among the arguments
     job = SpeakerJob(
         model_folder(model),
         Path(data),

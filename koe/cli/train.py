@@ -146,22 +146,10 @@ def speaker(
     from koe.cli.progress import (
         wanted,  # (imports numpy: not at module level, `koe --help` stays light)
     )
-    from koe.service.training import SpeakerJob, run_speaker
+    from koe.service.training import SpeakerJob, run_speaker, speaker_settings
 
     folder = _model_folder(model)
-    settings = {
-        "epochs": epochs,
-        "lr": lr,
-        "batch_size": batch_size,
-        "grad_accum": grad_accum,
-        "seed": seed,
-        "precision": precision,
-        "gradient_checkpointing": gradient_checkpointing,
-        "offload_optimizer": offload_optimizer,
-        "save_every": save_every,
-        "lora_rank": lora_rank,
-        "lora_alpha": lora_alpha,
-    }
+    settings = speaker_settings(locals())  # the run's settings, among the arguments
     job = SpeakerJob(folder, data, name, out_dir, ref=ref, device=device, export_dtype=export_dtype, stop_after=stop_after, settings=settings)
     reporter = TrainProgress(wanted(progress))
     try:

@@ -37,6 +37,26 @@ class SpeakerJob:
     settings: dict[str, Any] = field(default_factory=dict)  # the family's TrainSettings fields
 
 
+SETTINGS = (
+    "epochs",
+    "lr",
+    "batch_size",
+    "grad_accum",
+    "seed",
+    "precision",
+    "gradient_checkpointing",
+    "offload_optimizer",
+    "save_every",
+    "lora_rank",
+    "lora_alpha",
+)  # the run's settings, as `koe train speaker` and `koe.train.speaker` name their arguments
+
+
+def speaker_settings(arguments: dict[str, Any]) -> dict[str, Any]:
+    """`SpeakerJob.settings` from a caller's arguments (its `locals()`) named as `SETTINGS`."""
+    return {name: arguments[name] for name in SETTINGS}
+
+
 @dataclass
 class Reporter:
     """What a run tells its shell while it goes (a trainer calls these): notes, the data stage's
