@@ -1,10 +1,10 @@
-"""An OmniVoice model folder, loaded: text in, 24 kHz float32 samples out (the model's own voice;
-cloning and voice design build on the same calls).
+"""An OmniVoice model folder, loaded: text in, 24 kHz float32 samples out, in the model's own
+voice or a reference's (a `VoicePrompt` from `koe.engines.omnivoice.reference`).
 
 `OmniVoiceModel.generate` follows upstream's `OmniVoice.generate` step by step: each text's length
-(`duration` in seconds, else the rule-based estimate over `speed`), one batch through the
-unmasking sampler, each item's codes decoded, then post-processing (silence removal when
-`postprocess_output`, a 0.5 peak, fades and padding).
+(`duration` in seconds, else the rule-based estimate at the reference's rate over `speed`), one
+batch through the unmasking sampler, each item's codes decoded, then post-processing (silence
+removal when `postprocess_output`, the reference's level or a 0.5 peak, fades and padding).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from koe.engines.omnivoice.audio_tokenizer import AudioTokenizer, load_audio_tok
 from koe.engines.omnivoice.config import read_config
 from koe.engines.omnivoice.generate import Item, Settings, unmask
 from koe.engines.omnivoice.model import OmniVoiceLM
+from koe.engines.omnivoice.reference import VoicePrompt, make_prompt
 from koe.engines.omnivoice.text import TextTokenizer, estimate_frames
 from koe.runtime.weights import build_from_weights
 
@@ -56,21 +57,34 @@ class OmniVoiceModel:
     def frame_rate(self) -> int:
         return self.codec.config.frame_rate
 
-    def frames_for(self, text: str, duration: float | None = None, speed: float | None = None) -> int:
-        """Target frames of one text: `duration` seconds when given, else the estimate at `speed`."""
+    def frames_for(self, text: str, duration: float | None = None, speed: float | None = None, voice: VoicePrompt | None = None) -> int:
+        """Target frames of one text: `duration` seconds when given, else the estimate at the voice's rate and `speed`."""
         if duration is not None:
             return max(1, int(duration * self.frame_rate))
-        return estimate_frames(text, speed=1.0 if speed is None else speed)
+        ref_text, ref_frames = (voice.text, voice.codes.shape[-1]) if voice is not None else (None, None)
+        return estimate_frames(text, ref_text, ref_frames, speed=1.0 if speed is None else speed)
+
+    def prompt(self, clip, text: str | None, preprocess: bool = True) -> VoicePrompt:
+        """The voice prompt of a reference clip (a path or (samples, rate)) and its transcript."""
+        return make_prompt(self.codec, clip, text, preprocess)
 
     def items(
-        self, texts: list[str], language: str | None = None, instruct: str | None = None, frames: list[int] | None = None, denoise: bool = True
+        self,
+        texts: list[str],
+        language: str | None = None,
+        instruct: str | None = None,
+        frames: list[int] | None = None,
+        denoise: bool = True,
+        voices: list[VoicePrompt | None] | None = None,
     ) -> list[Item]:
-        """The prompts of texts spoken in the model's own voice (no reference)."""
-        frames = frames or [self.frames_for(t) for t in texts]
+        """The prompts of texts, each in its voice (None: the model's own)."""
+        voices = voices or [None] * len(texts)
+        frames = frames or [self.frames_for(t, voice=v) for t, v in zip(texts, voices, strict=True)]
         out = []
-        for text, n in zip(texts, frames, strict=True):
-            style, ids = self.text.prompt_ids(text, None, language, instruct, denoise=False)
-            out.append(Item(style, ids, None, n))
+        for text, n, voice in zip(texts, frames, voices, strict=True):
+            ref_text, codes = (voice.text, voice.codes) if voice is not None else (None, None)
+            style, ids = self.text.prompt_ids(text, ref_text, language, instruct, denoise=denoise and voice is not None)
+            out.append(Item(style, ids, codes, n))
         return out
 
     @torch.inference_mode()
@@ -95,10 +109,12 @@ class OmniVoiceModel:
         speeds: list[float | None] | None = None,
         language: str | None = None,
         instruct: str | None = None,
+        voices: list[VoicePrompt | None] | None = None,
+        denoise: bool = True,
     ) -> list[np.ndarray]:
-        """Each text in the model's own voice, one batch (draws from torch's global generator)."""
-        durations = durations or [None] * len(texts)
-        speeds = speeds or [None] * len(texts)
-        frames = [self.frames_for(t, d, s) for t, d, s in zip(texts, durations, speeds, strict=True)]
-        codes = unmask(self.lm, self.items(texts, language, instruct, frames), settings or Settings())
-        return [self.finish(self.decode(c), None, output or Output()) for c in codes]
+        """Each text in its voice (None: the model's own), one batch (draws from torch's global generator)."""
+        n = len(texts)
+        durations, speeds, voices = durations or [None] * n, speeds or [None] * n, voices or [None] * n
+        frames = [self.frames_for(t, d, s, v) for t, d, s, v in zip(texts, durations, speeds, voices, strict=True)]
+        codes = unmask(self.lm, self.items(texts, language, instruct, frames, denoise, voices), settings or Settings())
+        return [self.finish(self.decode(c), None if v is None else v.rms, output or Output()) for c, v in zip(codes, voices, strict=True)]

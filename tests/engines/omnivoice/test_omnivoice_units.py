@@ -143,3 +143,21 @@ def test_fades_pads_and_joins() -> None:
     joined = audio.cross_fade_chunks([x.copy(), x.copy()], 24000)
     assert joined.shape == (20000 + 2400,) and joined[10000:12400].max() == 0
     assert np.array_equal(audio.loudness(np.array([0.2, -0.4], np.float32), None), np.array([0.25, -0.5], np.float32))
+
+
+def test_a_voice_prompt_from_a_clip(model) -> None:
+    from koe.engines.omnivoice.reference import ReferenceError, add_punctuation
+
+    t = np.arange(int(1.5 * 16000)) / 16000
+    clip = (0.05 * np.sin(2 * np.pi * 150 * t)).astype(np.float32)
+    voice = model.prompt((np.stack([clip, clip]), 16000), "  some words ")
+    assert voice.text == "some words." and voice.rms == pytest.approx(0.05 / np.sqrt(2), rel=1e-3)
+    assert voice.codes.shape[0] == 8 and voice.codes.dtype == torch.long and int(voice.codes.max()) < 1024
+    assert model.frames_for("Hello.", voice=voice) > 0
+    with pytest.raises(ReferenceError, match="transcript"):
+        model.prompt((clip, 16000), None)
+    with pytest.raises(ReferenceError, match="silent"):
+        model.prompt((np.zeros(16000, np.float32), 16000), "words")
+    assert add_punctuation("你好") == "你好。" and add_punctuation("Hi!") == "Hi!" and add_punctuation("  ") == ""
+    wave = model.generate(["Hi there."], Settings(num_step=2), voices=[voice])[0]
+    assert wave.dtype == np.float32 and wave.ndim == 1
