@@ -18,7 +18,9 @@ import torch
 from koe.engines.omnivoice import audio
 from koe.engines.omnivoice.audio_tokenizer import AudioTokenizer, load_audio_tokenizer
 from koe.engines.omnivoice.config import read_config
+from koe.engines.omnivoice.design import resolve_instruct
 from koe.engines.omnivoice.generate import Item, Settings, unmask
+from koe.engines.omnivoice.languages import resolve_language
 from koe.engines.omnivoice.model import OmniVoiceLM
 from koe.engines.omnivoice.reference import VoicePrompt, make_prompt
 from koe.engines.omnivoice.text import TextTokenizer, estimate_frames
@@ -77,13 +79,15 @@ class OmniVoiceModel:
         denoise: bool = True,
         voices: list[VoicePrompt | None] | None = None,
     ) -> list[Item]:
-        """The prompts of texts, each in its voice (None: the model's own)."""
+        """The prompts of texts, each in its voice (None: the model's own); `language` a name or code,
+        `instruct` a voice design (checked and normalised per text)."""
         voices = voices or [None] * len(texts)
         frames = frames or [self.frames_for(t, voice=v) for t, v in zip(texts, voices, strict=True)]
         out = []
+        code = resolve_language(language)
         for text, n, voice in zip(texts, frames, voices, strict=True):
             ref_text, codes = (voice.text, voice.codes) if voice is not None else (None, None)
-            style, ids = self.text.prompt_ids(text, ref_text, language, instruct, denoise=denoise and voice is not None)
+            style, ids = self.text.prompt_ids(text, ref_text, code, resolve_instruct(instruct, text), denoise=denoise and voice is not None)
             out.append(Item(style, ids, codes, n))
         return out
 

@@ -161,3 +161,28 @@ def test_a_voice_prompt_from_a_clip(model) -> None:
     assert add_punctuation("你好") == "你好。" and add_punctuation("Hi!") == "Hi!" and add_punctuation("  ") == ""
     wave = model.generate(["Hi there."], Settings(num_step=2), voices=[voice])[0]
     assert wave.dtype == np.float32 and wave.ndim == 1
+
+
+def test_voice_design_instructions() -> None:
+    from koe.engines.omnivoice.design import InvalidInstruction, resolve_instruct
+
+    assert resolve_instruct("Female, Low Pitch", "Hello") == "female, low pitch"
+    assert resolve_instruct("female, low pitch", "你好") == "女，低音调"  # Chinese text: translated
+    assert resolve_instruct("女，british accent", "你好") == "female, british accent"  # an accent keeps it English
+    assert resolve_instruct("male, 四川话", "Hello") == "男，四川话"  # a dialect makes it Chinese
+    assert resolve_instruct("  ", "x") is None and resolve_instruct(None) is None
+    with pytest.raises(InvalidInstruction, match="did you mean 'female'"):
+        resolve_instruct("femal", "Hello")
+    with pytest.raises(InvalidInstruction, match="mix a Chinese dialect and an English accent"):
+        resolve_instruct("四川话, british accent")
+    with pytest.raises(InvalidInstruction, match="conflicting"):
+        resolve_instruct("male, female")
+
+
+def test_languages() -> None:
+    from koe.engines.omnivoice.languages import UnknownLanguage, language_names, resolve_language
+
+    assert len(language_names()) == 646
+    assert resolve_language("English") == "en" and resolve_language("en") == "en" and resolve_language("none") is None and resolve_language(None) is None
+    with pytest.raises(UnknownLanguage, match="Klingon"):
+        resolve_language("Klingon")
