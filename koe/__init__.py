@@ -14,11 +14,11 @@ _reproducible_blas()  # MKL's products in one fixed order, the one koe's exact k
 if TYPE_CHECKING:
     import torch
 
-    from koe.engines.base import Engine
+    from koe.engines.native import TTS
 
 
-def load(path: str | Path, device: str | torch.device | None = None, dtype: str | torch.dtype | None = None, *, precision: str | None = None) -> Engine:
-    """Load a model and return its family's engine.
+def load(path: str | Path, device: str | torch.device | None = None, dtype: str | torch.dtype | None = None, *, precision: str | None = None) -> TTS:
+    """Load a model and return its native API (`koe.engines.native.TTS`, or its family's subclass).
 
     `path`: a model folder (the released layout), or a name the resolver knows
     (`koe.service.store.resolve`): a store name (`koe models list`), or a hub id (`OWNER/NAME`, e.g.
@@ -27,9 +27,11 @@ def load(path: str | Path, device: str | torch.device | None = None, dtype: str 
     first use unless `models.download` is off or HF_HUB_OFFLINE is set. The store is KOE_HOME's
     (its settings, as the CLI reads them). A folder path loads as it is, without opening KOE_HOME.
 
-    The family is found from the folder's own files (`koe.engines.registry.detect`). Every engine
-    meets `koe.engines.base.Engine` (`synthesize`, `prepare_voice`, `capabilities`, `close`) and
-    keeps its family's native API (Qwen3-TTS: `generate`, `stream`).
+    The family is found from the folder's own files (`koe.engines.registry.detect`). The result
+    speaks with `generate` and `stream`, makes voices with `prepare_voice`, says what the model
+    offers in `capabilities` (Qwen3-TTS's also takes batches of texts); it holds the family's engine
+    as `.engine`, which meets `koe.engines.base.Engine` (`synthesize`, `prepare_voice`,
+    `capabilities`, `close`), the contract the CLI and the server use.
 
     `device`: "cpu", "cuda", "cuda:1", or None for the best available. `dtype`: None gives float32
     on the CPU (bit-exact with upstream) and bfloat16 on CUDA. `precision`: "fp32" (exact), or an
@@ -38,10 +40,10 @@ def load(path: str | Path, device: str | torch.device | None = None, dtype: str 
     them); None keeps `dtype`. Results name the mode in `metadata["precision"]`, int8 and int4 also
     their kernel in `metadata["kernel"]` (docs/precision.md has each mode's measured error).
     """
-    from koe.engines.registry import load_engine
+    from koe.engines.registry import load_native
     from koe.service.store.resolve import model_folder
 
-    return load_engine(model_folder(path), device=device, dtype=dtype, precision=precision)
+    return load_native(model_folder(path), device=device, dtype=dtype, precision=precision)
 
 
 def __getattr__(name: str):

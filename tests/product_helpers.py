@@ -17,8 +17,8 @@ import soundfile as sf
 from fixtures_models import model_folder
 from typer.testing import CliRunner
 
-import koe
 from koe.cli.main import app
+from koe.engines.registry import load_engine
 
 
 # -- clips and encoded audio -----------------------------------------------------------------------
@@ -126,7 +126,7 @@ def assert_error(r, status: int, *words: str, param: str | None = None) -> dict:
 # -- models, the voice library, files --------------------------------------------------------------
 def tiny_qwen(tmp_path_factory):
     """For a module fixture (`yield from tiny_qwen(...)`): the tiny Qwen3-TTS Base engine, closed afterwards."""
-    engine = koe.load(model_folder(tmp_path_factory.getbasetemp(), "base", "tiny"))
+    engine = load_engine(model_folder(tmp_path_factory.getbasetemp(), "base", "tiny"))
     yield engine
     engine.close()
 

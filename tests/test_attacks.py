@@ -26,9 +26,9 @@ from product_helpers import decode, speechy, write_wav
 from test_server import wait_for
 from test_server_e2e import live_server
 
-import koe
 from koe.engines import registry
 from koe.engines.base import CLONE, CLONE_WITHOUT_TRANSCRIPT, NO_VOICE, PRESET, Capabilities, RequestError
+from koe.engines.registry import load_engine
 from koe.server import create_app
 from koe.service import KoeHome, Synthesizer, load_settings
 
@@ -82,7 +82,7 @@ def _poisonable(engine):
 
 def _loader(settings):
     m = settings.models
-    return lambda ref: _poisonable(koe.load(ref.path, device=m.device, dtype=m.dtype, precision=m.precision))
+    return lambda ref: _poisonable(load_engine(ref.path, device=m.device, dtype=m.dtype, precision=m.precision))
 
 
 class Attacked:

@@ -55,6 +55,7 @@ def test_bench_models_are_stored_as_released(tmp_path) -> None:
     from safetensors import safe_open
 
     from koe.engines.qwen3_tts.engine import Qwen3TTSEngine
+    from koe.engines.qwen3_tts.native import Qwen3TTS
 
     folder = bench_model("qwen3_tts", "custom_voice", "tiny", tmp_path)
     with safe_open(str(folder / "model.safetensors"), "pt") as f:
@@ -65,7 +66,7 @@ def test_bench_models_are_stored_as_released(tmp_path) -> None:
     for precision, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16), ("int8", torch.float32)):
         engine = Qwen3TTSEngine.load(folder, device="cpu", precision=precision)
         assert engine.network.talker.model.norm.weight.dtype == dtype, precision
-        result = engine.generate("Stored as released.", speaker="ryan", language="english", seed=0, max_new_tokens=4)
+        result = Qwen3TTS(engine).generate("Stored as released.", speaker="ryan", language="english", seed=0, max_new_tokens=4)
         assert result.codes.shape[1] == 16 and result.metadata["precision"] == engine.precision
 
 

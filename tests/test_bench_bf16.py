@@ -39,6 +39,7 @@ CALLS = [(0, {}), (1, {"do_sample": False, "subtalker_dosample": False})]
 
 def test_bf16_equals_upstream_bf16(session_tmp) -> None:
     from koe.engines.qwen3_tts.engine import Qwen3TTSEngine
+    from koe.engines.qwen3_tts.native import Qwen3TTS
 
     folder = model_folder(session_tmp, "custom_voice")
     script = session_tmp / "upstream_bf16.py"
@@ -52,7 +53,7 @@ def test_bf16_equals_upstream_bf16(session_tmp) -> None:
     for seed, extra in CALLS:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            result = engine.generate(TEXT, speaker="ryan", language="english", seed=seed, max_new_tokens=14, **extra)
+            result = Qwen3TTS(engine).generate(TEXT, speaker="ryan", language="english", seed=seed, max_new_tokens=14, **extra)
         assert result.metadata["precision"] == "bfloat16"
         assert torch.equal(result.codes, torch.tensor(upstream[str(seed)]["codes"]))
         assert torch.equal(torch.from_numpy(result.audio), torch.tensor(upstream[str(seed)]["wav"], dtype=torch.float32))
@@ -60,6 +61,7 @@ def test_bf16_equals_upstream_bf16(session_tmp) -> None:
 
 def test_int8_mode_is_named_and_runs(session_tmp) -> None:
     from koe.engines.qwen3_tts.engine import Qwen3TTSEngine
+    from koe.engines.qwen3_tts.native import Qwen3TTS
     from koe.runtime.quant import Int8Linear
 
     engine = Qwen3TTSEngine.load(model_folder(session_tmp, "custom_voice"), device="cpu", precision="int8")
@@ -68,5 +70,5 @@ def test_int8_mode_is_named_and_runs(session_tmp) -> None:
     assert isinstance(engine.network.talker.code_predictor.lm_head[0], Int8Linear)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = engine.generate(TEXT, speaker="ryan", language="english", seed=0, max_new_tokens=6)
+        result = Qwen3TTS(engine).generate(TEXT, speaker="ryan", language="english", seed=0, max_new_tokens=6)
     assert result.metadata["precision"] == "int8" and result.codes.shape[1] == 16

@@ -130,7 +130,7 @@ def test_qwen_codes_past_the_codebook_are_refused(engines, prepared, tmp_path):
     folder = tmp_path / "prompt"
     shutil.copytree(prepared["qwen3_tts"], folder)
     tensors = load_file(str(folder / "prompt.safetensors"))
-    tensors["ref_code"][0, 1] = engines["qwen3_tts"].cfg.talker.code_predictor.vocab_size
+    tensors["ref_code"][0, 1] = engines["qwen3_tts"].engine.cfg.talker.code_predictor.vocab_size
     save_file(tensors, str(folder / "prompt.safetensors"))
     with pytest.raises(VoicePromptMismatch, match="damaged voice prompt: ref_code holds codes over"):
         engines["qwen3_tts"].load_voice(folder)

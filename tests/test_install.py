@@ -155,7 +155,7 @@ else:
     raise SystemExit("the released vocabulary must not fall back silently")
 assert resolve_vocabulary("auto") == "synthetic"
 folder = write_random_model(sys.argv[1] + "/auto", vocabulary="auto")
-engine = koe.load(folder, device="cpu")
+engine = koe.load(folder, device="cpu").engine  # the contract under the native API
 speaker = engine.capabilities.speakers[0]
 chunks = list(engine.synthesize(SynthesisRequest(text="Hello from koe.", voice=speaker, seed=1, options={"max_new_tokens": 6})))
 print("samples", sum(len(c.samples) for c in chunks))

@@ -15,6 +15,7 @@ from product_helpers import assert_error, speechy, strict_koe_command, wav_bytes
 import koe
 from koe.engines import registry
 from koe.engines.base import SynthesisRequest, VoiceReference
+from koe.engines.registry import load_engine
 from koe.runtime import precision
 from koe.runtime.precision import UnsupportedPrecision
 from koe.service import KoeHome, load_settings
@@ -143,7 +144,7 @@ def _speak(engine, family: str):
 @pytest.mark.filterwarnings("ignore:speech was cut off")
 @pytest.mark.parametrize("family", list(OFFERED))
 def test_bf16_runs_on_every_family(folders, family):
-    engine = koe.load(folders[family], device="cpu", precision="bfloat16")
+    engine = load_engine(folders[family], device="cpu", precision="bfloat16")
     samples, meta = _speak(engine, family)
     assert engine.precision == meta["precision"] == "bfloat16" and len(samples) > 0 and np.isfinite(samples).all()
 
@@ -153,7 +154,7 @@ def test_voxcpm_int8_runs_with_its_error_bounded(folders):
     from koe.bench import kit
     from koe.engines.voxcpm.bench.accuracy import measure
 
-    engine = koe.load(folders["voxcpm"], device="cpu", precision="int8")
+    engine = load_engine(folders["voxcpm"], device="cpu", precision="int8")
     samples, meta = _speak(engine, "voxcpm")
     assert meta["precision"] == "int8" and meta["kernel"] == engine.kernel and len(samples) > 0 and np.isfinite(samples).all()
     error = measure(kit, folders["voxcpm"], "int8", patches=8)

@@ -347,11 +347,11 @@ def test_koe_load_takes_a_store_name_and_a_hub_id(hf, custom_voice):
     home.models.import_model(custom_voice, "cv17", link=True)
     home.close()
     engine = koe.load("cv17", device="cpu")
-    assert engine.capabilities.family == "qwen3_tts" and engine.folder.resolve() == custom_voice.resolve()
+    assert engine.capabilities.family == "qwen3_tts" and engine.engine.folder.resolve() == custom_voice.resolve()
     engine.close()
     snapshot = cache_repo(hf, QWEN, folder_files(custom_voice))
     engine = koe.load(QWEN, device="cpu")
-    assert engine.folder == snapshot
+    assert engine.engine.folder == snapshot
     engine.close()
     with pytest.raises(NotFound, match="no model named 'nope'"):
         koe.load("nope")

@@ -194,13 +194,13 @@ def test_no_second_copy_is_resident(tmp_path) -> None:
 
 def test_other_families_still_load(tmp_path) -> None:
     """F5-TTS (a safetensors DiT and a pickled Vocos) and VoxCPM (bf16 weights, float32 AudioVAE) load through the same code."""
-    import koe
     from koe.engines.f5_tts.fixtures import write_random_model as write_f5
+    from koe.engines.registry import load_engine
     from koe.engines.voxcpm.fixtures import write_random_model as write_vox
 
-    f5 = koe.load(write_f5(tmp_path / "f5", "F5TTS_v1_Base", "tiny"))
+    f5 = load_engine(write_f5(tmp_path / "f5", "F5TTS_v1_Base", "tiny"))
     assert {p.dtype for p in f5.model.parameters()} == {torch.float32}
-    vox = koe.load(write_vox(tmp_path / "vox", "VoxCPM2", "tiny", dtype=torch.bfloat16))
+    vox = load_engine(write_vox(tmp_path / "vox", "VoxCPM2", "tiny", dtype=torch.bfloat16))
     assert {p.dtype for p in vox.vae.parameters()} == {torch.float32} and len({p.dtype for p in vox.model.parameters()}) == 1
 
 

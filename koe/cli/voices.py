@@ -65,10 +65,9 @@ def prepare(
 
     The model's voice-prompt options are flags: --NAME VALUE (`koe models info MODEL` lists them under "voice options").
     """
-    import koe
     from koe.cli.model_options import flag_values, model_flags
     from koe.engines.base import CLONE, CLONE_WITHOUT_TRANSCRIPT, RequestError, VoiceReference
-    from koe.engines.registry import describe
+    from koe.engines.registry import describe, load_engine
     from koe.service.store.resolve import downloads_for
 
     home = open_home()
@@ -92,14 +91,14 @@ def prepare(
         fail(f"{ref.name} clones from a clip and its transcript: give what the clip says with --ref-text or --ref-text-file", 2)
     with err.status(f"preparing a voice prompt with {ref.name} …", spinner="dots"):
         m = home.settings.models
-        tts = koe.load(ref.path, device=m.device, dtype=m.dtype, precision=m.precision)
+        engine = load_engine(ref.path, device=m.device, dtype=m.dtype, precision=m.precision)
         try:
-            prompt = tts.prepare_voice(VoiceReference(str(clip), None if x_vector_only else text, trim=trim_ref), **variant)
+            prompt = engine.prepare_voice(VoiceReference(str(clip), None if x_vector_only else text, trim=trim_ref), **variant)
             prompt.save(output)
         except RequestError as e:
             fail(str(e), 2)
         finally:
-            tts.close()
+            engine.close()
     mode = "from the clip alone" if alone else "from the clip and its transcript"
     err.print(f"[green]wrote voice prompt[/] {escape(str(output))}  [dim]({mode}, for {ref.name})[/]")
 

@@ -436,6 +436,7 @@ class Engine(Protocol):
     """
 
     family: str
+    title: str  # the family's name in messages
 
     @classmethod
     def load(cls, folder: str | Path, device: Any = None, dtype: Any = None, *, precision: str | None = None) -> Engine:
@@ -444,6 +445,14 @@ class Engine(Protocol):
 
     @property
     def capabilities(self) -> Capabilities: ...
+
+    @property
+    def sample_rate(self) -> int: ...
+
+    @property
+    def precision(self) -> str:
+        """The numeric mode it runs in ("float32": upstream's bits; "bfloat16", "int8", "int4" opt-in)."""
+        ...
 
     def prepare_voice(self, reference: VoiceReference, **prompt_options: Any) -> VoicePrompt:
         """A reusable prompt from a reference clip, with the prompt options the model declares

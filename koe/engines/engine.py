@@ -71,7 +71,8 @@ class BaseEngine:
 
     A family sets `family`, `title` (its name in messages), `voice_type` / `voice_error` (its prompt
     class and the error that class's `load` raises), `pipeline_defaults`, and defines `load`,
-    `capabilities`, `sample_rate`, `build_voice`, `speak_segment`, `result_metadata` and `release`.
+    `capabilities`, `sample_rate`, `precision`, `build_voice`, `speak_segment`, `result_metadata` and
+    `release`. Its native API (`koe.engines.native.TTS`, what `koe.load` returns) holds it.
     """
 
     family: ClassVar[str]

@@ -1,24 +1,67 @@
-"""The native convenience API a family keeps where it has nothing of its own to add: `generate`
-(text -> `SpeechResult`) and `stream` (text -> chunks), with the model's option names
-(`capabilities.options`, upstream's) as keyword arguments; thin layers over the contract path.
+"""The native API: what `koe.load` returns. It holds the family's engine (as kokoro's `KPipeline`
+holds a `KModel`) and speaks through the engine's contract:
 
-F5-TTS and VoxCPM use it as it is; Qwen3-TTS's own (`qwen3_tts/native.py`) also takes batches
-of texts and speakers, as upstream's wrapper does.
+- `generate` (text -> `SpeechResult`) and `stream` (text -> chunks), with the model's option names
+  (`capabilities.options`, upstream's) as keyword arguments;
+- `prepare_voice` / `load_voice` (a reusable prompt), `capabilities`, `sample_rate`, `close`;
+- `engine`: the contract itself (`koe.engines.base.Engine`: `synthesize`, `prepare_voice`,
+  `capabilities`, `close`), the one the CLI and the server drive, with the family's internals.
+
+A family whose native calls take more than this (Qwen3-TTS's batches of texts and speakers, as
+upstream's wrapper takes them) subclasses `TTS` and names its class in its spec's `native`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
-from koe.engines.base import AudioChunk, CancelToken, SpeechResult, SynthesisRequest, collect
+from koe.engines.base import AudioChunk, CancelToken, Capabilities, SpeechResult, SynthesisRequest, collect
 
-__all__ = ["NativeAPI", "SpeechResult"]
+__all__ = ["TTS", "SpeechResult"]
 
 
-class NativeAPI:
-    """`generate` and `stream` over an engine's `synthesize` (a mixin of the family's engine)."""
+class TTS:
+    """A loaded model's native API over its engine (see the module doc). Not re-entrant: one call at a time."""
 
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+
+    def __repr__(self) -> str:
+        return f"<koe {self.engine.title} model, {self.precision}>"
+
+    # -- what the model is ----------------------------------------------------------------------
+    @property
+    def family(self) -> str:
+        return self.engine.family
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """Voice modes, speakers, languages and the options schema (`koe.engines.base.Capabilities`)."""
+        return self.engine.capabilities
+
+    @property
+    def sample_rate(self) -> int:
+        return self.engine.sample_rate
+
+    @property
+    def precision(self) -> str:
+        """The numeric mode the model runs in ("float32": upstream's bits on the CPU; "bfloat16", "int8", "int4" opt-in)."""
+        return self.engine.precision
+
+    # -- voices ---------------------------------------------------------------------------------
+    def prepare_voice(self, reference: Any, ref_text: str | None = None, *, trim: bool = False, **prompt_options: Any) -> Any:
+        """A reusable voice prompt from a clip (path, bytes, or (samples, sample_rate)) and its
+        transcript, or a `VoiceReference`; `prompt_options` are the model's (`capabilities.voice_options`).
+        `.save(folder)` keeps it; `load_voice(folder)` reads it back."""
+        return self.engine.prepare_voice(reference, ref_text, trim=trim, **prompt_options)
+
+    def load_voice(self, folder: str | Path) -> Any:
+        """A prompt saved by its `save`, checked against this model."""
+        return self.engine.load_voice(folder)
+
+    # -- speaking -------------------------------------------------------------------------------
     def generate(
         self, text: str, *, voice: Any = None, instruct: str | None = None, seed: int | None = None, cancel: CancelToken | None = None, **options: Any
     ) -> SpeechResult:
@@ -27,7 +70,7 @@ class NativeAPI:
         names: F5-TTS's `nfe_step`, VoxCPM's `cfg_value`, ...); None means what it means upstream (F5-TTS's
         `sway_sampling_coef=None`: no sway; VoxCPM's `retry_badcase=None`: no retries; for the others, the
         default). `seed=N` gives upstream's samples after it seeds with N."""
-        out = collect(self.synthesize(SynthesisRequest(text=text, voice=voice, instruct=instruct, seed=seed, cancel=cancel, options=options)))
+        out = collect(self.engine.synthesize(SynthesisRequest(text=text, voice=voice, instruct=instruct, seed=seed, cancel=cancel, options=options)))
         return SpeechResult(out.samples, out.sample_rate, out.metadata)
 
     def stream(
@@ -48,4 +91,15 @@ class NativeAPI:
         request = SynthesisRequest(
             text=text, voice=voice, instruct=instruct, seed=seed, cancel=cancel, options=options, stream=True, first_chunk_s=first_chunk_s, chunk_s=chunk_s
         )
-        return self.synthesize(request)
+        return self.engine.synthesize(request)
+
+    # -- the end --------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Free the model (weights, caches, device memory); it is unusable after."""
+        self.engine.close()
+
+    def __enter__(self) -> TTS:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -23,7 +23,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from koe.engines.spec import FamilySpec, ModelDescription, ModelInfo, SpecError, read_json, spec_demo_fixture
+from koe.engines.spec import FamilySpec, ModelDescription, ModelInfo, SpecError, read_json, spec_demo_fixture, spec_native
 
 log = logging.getLogger(__name__)
 
@@ -189,6 +189,13 @@ def write_demo_fixture(folder: str | Path, family: str = DEMO_FAMILY) -> Path:
 
 
 def load_engine(folder: str | Path, device=None, dtype=None, precision=None):
-    """Load the model in `folder` with its family's engine."""
+    """Load the model in `folder` with its family's engine (the contract, `koe.engines.base.Engine`)."""
     info = detect(folder)
     return engine_class(info.family).load(folder, device=device, dtype=dtype, precision=precision)
+
+
+def load_native(folder: str | Path, device=None, dtype=None, precision=None):
+    """Load the model in `folder` behind its family's native API (`koe.engines.native.TTS` or the
+    family's subclass, the spec's `native`), which holds the engine: what `koe.load` returns."""
+    engine = load_engine(folder, device=device, dtype=dtype, precision=precision)
+    return import_target(spec_native(spec(engine.family)))(engine)

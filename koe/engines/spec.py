@@ -147,6 +147,8 @@ class FamilySpec(Protocol):
     calls the function as Qwen3-TTS's `finetune.run.train_speaker` is called); `bench`, the
     "module:NAME" of the family's benchmark declaration (a `koe.engines.benchmark.FamilyBench`,
     imported only by `koe bench`; default none: `koe bench` lists the family and refuses it);
+    `native`, the "module:Class" of the family's native API, what `koe.load` returns (a subclass of
+    `koe.engines.native.TTS` holding the engine; default `TTS` itself);
     `demo_fixture`, the "module:function" `koe demo` builds its model with (called as `fixture` is,
     with the first of `fixture_variants`): one that also builds on a runtime-only install, saying
     what it fell back to with a `FixtureNote` warning (default: `fixture`).
@@ -187,6 +189,11 @@ def spec_archs(spec: FamilySpec) -> tuple[str, ...]:
 def spec_demo_fixture(spec: FamilySpec) -> str:
     """The "module:function" `koe demo` builds the family's model with (its `demo_fixture`, else its `fixture`)."""
     return getattr(spec, "demo_fixture", None) or spec.fixture
+
+
+def spec_native(spec: FamilySpec) -> str:
+    """The "module:Class" of the family's native API (its `native`, else the generic `koe.engines.native.TTS`)."""
+    return getattr(spec, "native", None) or "koe.engines.native:TTS"
 
 
 def spec_bench(spec: FamilySpec) -> Any | None:

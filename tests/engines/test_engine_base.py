@@ -1,6 +1,6 @@
 """The engine base (`koe.engines.engine.BaseEngine`) on a toy family: the checks `Capabilities`
-drive, declared voice-prompt options, voice loading, the batch defaults, close; and the one
-chunker (`koe.engines.chunker.Chunker`) against the three schedules it replaced."""
+drive, declared voice-prompt options, voice loading, the batch defaults, close; the native API
+holding it (`koe.engines.native.TTS`); and the one chunker (`koe.engines.chunker.Chunker`) against the three schedules it replaced."""
 
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ from koe.engines.base import (
 )
 from koe.engines.chunker import Chunker
 from koe.engines.engine import BaseEngine, Checked
+from koe.engines.native import TTS
 from koe.engines.pipeline import Piece, PipelineDefaults, Segment
 
 PAD = Option("pad", "float", "silence after the clip", 0.0, low=0, high=2)
@@ -69,6 +70,7 @@ class ToyEngine(BaseEngine):
     voice_type, voice_error = ToyVoice, ToyError
     pipeline_defaults = PipelineDefaults(first_chunk_s=0.02, chunk_s=0.05)
     sample_rate = 1000
+    precision = "float32"
 
     def __init__(self, modes=frozenset({CLONE}), languages=("auto", "english"), speakers=(), instruct=False) -> None:
         self.caps = Capabilities(
@@ -211,6 +213,34 @@ def test_the_base_meets_the_contract_and_batches_in_turn():
     assert np.array_equal(np.concatenate([c.samples for i, c in pairs if i == 0]), collect(engine.synthesize(requests[0])).samples)
     engine.close()
     assert engine.released
+
+
+def test_the_native_api_holds_the_engine(tmp_path):
+    """`koe.engines.native.TTS` (what `koe.load` returns) speaks through the engine it holds: the same
+    samples as the contract, the model's options as keyword arguments, voices with their declared
+    prompt options, and `close` (also as a context manager) closes the engine."""
+    engine = ToyEngine()
+    with TTS(engine) as tts:
+        assert tts.engine is engine and tts.capabilities is engine.capabilities and (tts.sample_rate, tts.precision) == (1000, "float32")
+        voice = tts.prepare_voice("clip.wav", "A clip.", pad=0.5)
+        assert (voice.text, voice.pad) == ("A clip.", 0.5)
+        with pytest.raises(InvalidOption, match="pitch"):
+            tts.prepare_voice("clip.wav", "A clip.", pitch=2)
+        said = tts.generate("Hello there.", voice=voice, seed=1, gain=0.5)
+        alone = collect(engine.synthesize(SynthesisRequest("Hello there.", voice=voice, seed=1, options={"gain": 0.5})))
+        assert np.array_equal(said.audio, alone.samples) and said.sample_rate == 1000 and said.metadata["seed"] == 1
+        chunks = list(tts.stream("Hello there.", voice=voice, first_chunk_s=0.03, chunk_s=0.06))
+        assert (
+            [len(c.samples) for c in chunks] == [30, 60, 30]
+            and chunks[-1].final
+            and np.array_equal(np.concatenate([c.samples for c in chunks]), said.audio / 0.5)
+        )
+        with pytest.raises(InvalidOption, match="gain"):
+            tts.generate("Hello there.", voice=voice, gain=-1)
+        voice.save(tmp_path / "v")
+        assert tts.load_voice(tmp_path / "v") == ToyVoice("A clip.", 0.5)
+    assert engine.released  # closed with the block
+    assert not hasattr(engine, "generate") and not hasattr(engine, "stream")  # the engine is not the native API
 
 
 def test_a_stream_is_cut_by_the_chunker():

@@ -1,7 +1,7 @@
 """The engine contract, checked for every registered family on its random-weight fixtures.
 
-Public API only: `koe.engines.registry` (describe, write_fixture), `koe.load`, and the `Engine`
-protocol of `koe.engines.base`. A new family gets these checks by registering its spec: a built-in
+Public API only: `koe.engines.registry` (describe, write_fixture, load_engine), `koe.load` (the
+native API, which holds the engine), and the `Engine` protocol of `koe.engines.base`. A new family gets these checks by registering its spec: a built-in
 one, or a plugin installed through the `koe.families` entry point (`registry.families()`; the toy
 family's test runs this file with tests/plugins/koe_sine installed).
 """
@@ -32,7 +32,9 @@ from koe.engines.base import (
     collect,
 )
 from koe.engines.engine import BaseEngine
-from koe.engines.registry import describe, families, spec, write_fixture
+from koe.engines.native import TTS
+from koe.engines.registry import describe, families, import_target, load_engine, spec, write_fixture
+from koe.engines.spec import spec_native
 
 pytestmark = pytest.mark.filterwarnings("ignore:speech was cut off:UserWarning")  # random weights never stop by themselves
 
@@ -49,7 +51,7 @@ def _tone(seconds: float, sr: int = 24000) -> tuple[np.ndarray, int]:
 def model(request, tmp_path_factory):
     family, variant = request.param
     folder = write_fixture(tmp_path_factory.mktemp(f"{family}-{variant}"), family, variant)
-    engine = koe.load(folder, device="cpu")
+    engine = load_engine(folder, device="cpu")
     yield folder, engine
     engine.close()
 
@@ -90,6 +92,22 @@ def test_every_engine_is_a_base_engine_with_every_method(model):
         assert callable(getattr(engine, name)), name
     caps = engine.capabilities
     assert caps.prompt_options({o.name: o.default for o in caps.voice_options.options}) == {}  # defaults: the plain prompt
+
+
+def test_koe_load_gives_the_native_api_holding_the_engine(model):
+    """`koe.load` returns the family's native API (`koe.engines.native.TTS`, or the subclass its spec
+    names), which holds an engine and is not one: `generate` / `stream` speak what the engine's
+    `synthesize` speaks, and the engine carries no native method of its own."""
+    folder, engine = model
+    with koe.load(folder, device="cpu") as tts:
+        assert isinstance(tts, TTS) and type(tts) is import_target(spec_native(spec(engine.family)))
+        assert isinstance(tts.engine, type(engine)) and not isinstance(tts, BaseEngine)
+        assert not any(hasattr(tts.engine, name) for name in ("generate", "stream"))
+        assert tts.capabilities == engine.capabilities and tts.sample_rate == engine.sample_rate and tts.precision == engine.precision
+        request = replace(_request(tts.engine, "Hi."), max_segment_s=None)  # the native call has no cap: the runaway guard's 5 s
+        said = tts.generate(request.text, voice=request.voice, instruct=request.instruct, seed=request.seed)
+        np.testing.assert_array_equal(said.audio, collect(tts.engine.synthesize(request)).samples)
+        assert said.sample_rate == engine.sample_rate and said.metadata["seed"] == request.seed
 
 
 def test_batch_methods_speak_every_request(model):
@@ -198,7 +216,7 @@ def test_close_frees_the_weights(family, variant, tmp_path):
     folder = write_fixture(tmp_path / "m", family, variant)
     gc.collect()
     before = {id(o) for o in gc.get_objects() if type(o) is torch.nn.Parameter}
-    engine = koe.load(folder, device="cpu")
+    engine = load_engine(folder, device="cpu")
     collect(engine.synthesize(_request(engine)))
     params = [weakref.ref(o) for o in gc.get_objects() if type(o) is torch.nn.Parameter and id(o) not in before]
     assert params
@@ -213,7 +231,7 @@ def test_close_gives_the_device_memory_back(family, variant, tmp_path):
     folder = write_fixture(tmp_path / "m", family, variant)
     torch.cuda.synchronize()
     baseline = torch.cuda.memory_allocated()
-    engine = koe.load(folder, device="cuda")
+    engine = load_engine(folder, device="cuda")
     collect(engine.synthesize(_request(engine)))
     assert torch.cuda.memory_allocated() > baseline
     engine.close()

@@ -29,7 +29,6 @@ from koe.engines.f5_tts.dit import F5Model
 from koe.engines.f5_tts.reference import load_reference, normalised_reference
 from koe.engines.f5_tts.sampler import FlowSettings, sample_mel
 from koe.engines.f5_tts.voice import F5Voice, F5VoiceError
-from koe.engines.native import NativeAPI
 from koe.engines.pipeline import Piece, PipelineDefaults, Segment, steps_for
 from koe.nn.vocos import Vocos, VocosConfig
 from koe.runtime.device import resolve_device
@@ -76,7 +75,7 @@ class Batch:
     vocoder_s: float
 
 
-class F5TTSEngine(BaseEngine, NativeAPI):
+class F5TTSEngine(BaseEngine):
     """A loaded F5-TTS model (DiT + Vocos). Not re-entrant: one call at a time."""
 
     family = spec.FAMILY

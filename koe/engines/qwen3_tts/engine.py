@@ -1,15 +1,14 @@
-"""The Qwen3-TTS engine: the tensor-level core under koe's generic pipeline, and its native API.
+"""The Qwen3-TTS engine: the tensor-level core under koe's generic pipeline.
 
 Under the contract (`koe.engines.base.Engine`, through `koe.engines.engine.BaseEngine`): `synthesize`
-runs `koe.engines.pipeline.run` over `speak_segment` (one segment: prompt -> decode core -> codec -> audio, whole or in pieces).
-The native convenience API (`generate`, `stream`, `prepare_voice`) and the tensor-level methods
-the drop-in `koe.compat.qwen_tts` uses (`decode_settings`, `prompt_items`, `generate_codes`,
-`decode_waveforms`) sit on the same core.
+runs `koe.engines.pipeline.run` over `speak_segment` (one segment: prompt -> decode core -> codec -> audio,
+whole or in pieces); `decode_batch` decodes short texts as one batch. The native API (`native.Qwen3TTS`,
+what `koe.load` returns) and the drop-in `koe.compat.qwen_tts` hold an engine and use its tensor-level
+methods (`decode_settings`, `prompt_items`, `generate_codes`, `decode_waveforms`, `decode_batch`).
 """
 
 from __future__ import annotations
 
-import functools
 import itertools
 import logging
 import math
@@ -20,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from koe.engines import pipeline
@@ -30,16 +30,16 @@ from koe.engines.base import (
     EmptyText,
     InvalidOption,
     RequestError,
+    SpeechResult,
     SynthesisRequest,
     UnsupportedLanguage,
     UnsupportedVoice,
     VoicePromptMismatch,
     VoiceReference,
-    check_seed,
 )
 from koe.engines.chunker import Chunker
 from koe.engines.engine import BaseEngine, Checked
-from koe.engines.pipeline import Piece, PipelineDefaults, RowFeed, Segment, steps_for
+from koe.engines.pipeline import Piece, PipelineDefaults, RowFeed, Segment, steps_for, truncation_warning
 from koe.engines.qwen3_tts import spec
 from koe.engines.qwen3_tts.codec.fast import FastCodec, fast_codec_for
 from koe.engines.qwen3_tts.config import GenerationDefaults, Qwen3TTSConfig
@@ -47,7 +47,6 @@ from koe.engines.qwen3_tts.continuous_batching import RowDecoder
 from koe.engines.qwen3_tts.generate import DecodeOutcome, DecodeSettings, decode_frames
 from koe.engines.qwen3_tts.limits import FRAME_RATE, MAX_SEGMENT_CHARS, SEGMENT_PAUSE_S
 from koe.engines.qwen3_tts.model import Qwen3TTSNetwork
-from koe.engines.qwen3_tts.native import NativeAPI, SpeechResult, seeded, to_numpy
 from koe.engines.qwen3_tts.prompt import ClonePrompt, PromptItem, build_talker_inputs
 from koe.engines.qwen3_tts.streaming import CodecStream
 from koe.engines.qwen3_tts.talker import backbone
@@ -65,7 +64,7 @@ SAMPLING_KEYS = tuple(spec.GENERATION_DEFAULTS)
 __all__ = ["Qwen3TTSEngine", "RequestError", "SpeechResult"]
 
 
-class Qwen3TTSEngine(BaseEngine, NativeAPI):
+class Qwen3TTSEngine(BaseEngine):
     """A loaded Qwen3-TTS model (see module doc). Not re-entrant: one call at a time."""
 
     family = spec.FAMILY
@@ -421,21 +420,36 @@ class Qwen3TTSEngine(BaseEngine, NativeAPI):
         """Frames a segment may take: the runaway guard's seconds (or the caller's cap), within max_new_tokens."""
         return min(steps_for(seconds, FRAME_RATE), settings.max_new_tokens - 1)
 
-    @functools.wraps(NativeAPI.generate)
-    def generate(self, text, *args, seed: int | None = None, **kwargs):
-        # The native API's arguments that its batch path uses before any request exists (the text
-        # list, the seed's generator) are checked first, so a bad one is a RequestError naming it.
-        texts = text if isinstance(text, (list, tuple)) else [text]
-        for t in texts:
-            if not isinstance(t, str):
-                raise RequestError(f"text must be a string or a list of strings, got {type(t).__name__}", param="input")
-        check_seed(seed)
-        return super().generate(text, *args, seed=seed, **kwargs)
-
-    def _generate_batch(self, texts, language, speaker, instruct, voice, *args) -> list[SpeechResult]:
-        results = super()._generate_batch(texts, language, speaker, instruct, voice, *args)
-        for result, prompt in zip(results, _broadcast(voice, len(texts), "voice"), strict=True):
-            result.metadata.update(_voice_metadata(prompt))
+    def decode_batch(self, texts, language, speaker, instruct, voice, seed, nsm, generator, max_segment_s, cancel, sampling) -> list[SpeechResult]:
+        """Short texts (one segment each) as one batched decode, as upstream's wrapper decodes a batch:
+        one `SpeechResult` each (codes included). `language`, `speaker`, `instruct`, `voice`: one value
+        for all or one per text; `nsm`: `non_streaming_mode`; `max_segment_s`: the caller's cap, else the
+        runaway guard's."""
+        items, settings = self._request(texts, language, speaker, instruct, voice, sampling)
+        budgets = [self._budget(pipeline.guard_seconds(t) if max_segment_s is None else max_segment_s, settings) for t in texts]
+        outcome = DecodeOutcome()
+        started = time.perf_counter()
+        codes = self.generate_codes(items, settings, non_streaming_mode=nsm, generator=generator, budgets=budgets, cancel=cancel, outcome=outcome)
+        decoded_at = time.perf_counter()
+        wavs = self.decode_waveforms(codes, items)
+        finished = time.perf_counter()
+        results = []
+        for i, (c, wav, prompt) in enumerate(zip(codes, wavs, _broadcast(voice, len(texts), "voice"), strict=True)):
+            frames, truncated = int(c.shape[0]), not bool(outcome.eos[i])
+            segment = {"text": texts[i], "seed": seed, "frames": frames, "truncated": truncated, **self._segment_info(frames, budgets[i])}
+            meta = {
+                **self.result_metadata(),
+                "seed": seed,
+                "frames": frames,
+                "truncated": truncated,
+                "frame_budget": budgets[i],
+                "warnings": [truncation_warning(frames / FRAME_RATE, 0, 1)] if truncated else [],
+                "segments": [segment],
+                "timings": {"generate_s": decoded_at - started, "codec_s": finished - decoded_at},
+                "decode_path": outcome.decode_path,
+                **_voice_metadata(prompt),
+            }
+            results.append(SpeechResult(to_numpy(wav), self.sample_rate, meta, codes=c.cpu()))  # codes: (frames, 16) int64
         return results
 
     # -- the contract: the generic pipeline (`BaseEngine.synthesize`), batched ----------------------
@@ -452,7 +466,7 @@ class Qwen3TTSEngine(BaseEngine, NativeAPI):
             return [list(self.synthesize(replace(r, seed=first.seed))) for r in requests]  # long texts: each through the pipeline
         c = self.check_request(first)
         options = {k: v for k, v in first.options.items() if k != "non_streaming_mode" and v is not None}
-        results = self._generate_batch(
+        results = self.decode_batch(
             [r.text for r in requests],
             c.language,
             c.speaker,
@@ -632,6 +646,17 @@ class _Checked(Checked):
     speaker: str | None = None
     non_streaming: bool = False
     generator: torch.Generator | None = None  # the native API's, drawn from where no seed is given
+
+
+def seeded(seed: int | None, generator: torch.Generator | None) -> torch.Generator | None:
+    """A fresh CPU generator seeded with `seed`, else the caller's (None: torch's global one)."""
+    return torch.Generator(device="cpu").manual_seed(int(seed)) if seed is not None else generator
+
+
+def to_numpy(wav) -> np.ndarray:
+    if isinstance(wav, torch.Tensor):
+        wav = wav.detach().to(torch.float32).cpu().numpy()
+    return np.asarray(wav, dtype=np.float32)
 
 
 def segment_info(frames: int, budget: int) -> dict:

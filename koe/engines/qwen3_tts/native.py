@@ -1,13 +1,13 @@
-"""Qwen3-TTS's native convenience API: `generate` (one text or a batch -> SpeechResult) and `stream`.
+"""Qwen3-TTS's native API: `generate` (one text or a batch -> SpeechResult) and `stream`, as users
+know them; what `koe.load` returns for a Qwen3-TTS model (the spec's `native`).
 
-Kept exactly as users know it; both are thin layers over the engine's contract path
+It holds the engine (`engine`, `koe.engines.native.TTS`) and speaks through its contract path
 (`Qwen3TTSEngine.synthesize`, the generic pipeline), except that a batch of short texts is decoded
-as one batch, as upstream does.
+as one batch (`Qwen3TTSEngine.decode_batch`), as upstream does.
 """
 
 from __future__ import annotations
 
-import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,17 +15,29 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from koe.engines import pipeline
-from koe.engines.base import AudioChunk, CancelToken, EmptyText, RequestError, SpeechResult, SynthesisRequest, UnsupportedVoice
-from koe.engines.pipeline import truncation_warning
-from koe.engines.qwen3_tts.generate import DecodeOutcome
+from koe.engines.base import AudioChunk, CancelToken, EmptyText, RequestError, SpeechResult, SynthesisRequest, UnsupportedVoice, check_seed
+from koe.engines.native import TTS
+from koe.engines.qwen3_tts.engine import Qwen3TTSEngine, seeded
 from koe.engines.qwen3_tts.limits import FRAME_RATE, MAX_SEGMENT_CHARS, SEGMENT_PAUSE_S
 from koe.engines.qwen3_tts.voice import VoicePrompt
 from koe.text.segment import segment_text
 
+__all__ = ["Qwen3TTS"]
 
-class NativeAPI:
-    """The native methods of `Qwen3TTSEngine` (a mixin: they use its contract path)."""
+
+class Qwen3TTS(TTS):
+    """A loaded Qwen3-TTS model's native API over its engine (`engine`)."""
+
+    engine: Qwen3TTSEngine
+
+    @property
+    def speakers(self) -> list[str]:
+        """The preset speakers (CustomVoice models; none elsewhere)."""
+        return self.engine.speakers
+
+    @property
+    def languages(self) -> list[str]:
+        return self.engine.languages
 
     def generate(
         self,
@@ -54,14 +66,19 @@ class NativeAPI:
         silence. Each segment is capped by the runaway guard (`frame_budget`, or `max_frames`);
         hitting it ends the segment and marks the result `truncated`, with a warning.
         """
-        single = isinstance(text, str)
+        single = not isinstance(text, (list, tuple))
         texts = [text] if single else list(text)
+        for t in texts:  # checked before the batch path uses them, so a bad one is a RequestError naming it
+            if not isinstance(t, str):
+                raise RequestError(f"text must be a string or a list of strings, got {type(t).__name__}", param="input")
+        check_seed(seed)
         if not texts:
             raise EmptyText("no text given")
-        nsm = self.non_streaming(sampling)
+        engine = self.engine
+        nsm = engine.non_streaming(sampling)
         segmented = [segment_text(t, max_segment_chars) if isinstance(t, str) else [t] for t in texts]
         if not single and all(len(s) <= 1 for s in segmented):
-            results = self._generate_batch(
+            results = engine.decode_batch(
                 texts,
                 language,
                 speaker,
@@ -94,35 +111,8 @@ class NativeAPI:
                 max_segment_s=None if max_frames is None else max_frames / FRAME_RATE,
                 generator=generator,
             )
-            results.append(_result(self.synthesize(_both(request, one(speaker, i), one(voice, i)))))
+            results.append(_result(engine.synthesize(_both(request, one(speaker, i), one(voice, i)))))
         return results[0] if single else results
-
-    def _generate_batch(self, texts, language, speaker, instruct, voice, seed, nsm, generator, max_segment_s, cancel, sampling) -> list[SpeechResult]:
-        items, settings = self._request(texts, language, speaker, instruct, voice, sampling)
-        budgets = [self._budget(pipeline.guard_seconds(t) if max_segment_s is None else max_segment_s, settings) for t in texts]
-        outcome = DecodeOutcome()
-        started = time.perf_counter()
-        codes = self.generate_codes(items, settings, non_streaming_mode=nsm, generator=generator, budgets=budgets, cancel=cancel, outcome=outcome)
-        decoded_at = time.perf_counter()
-        wavs = self.decode_waveforms(codes, items)
-        finished = time.perf_counter()
-        results = []
-        for i, (c, wav) in enumerate(zip(codes, wavs, strict=True)):
-            frames, truncated = int(c.shape[0]), not bool(outcome.eos[i])
-            segment = {"text": texts[i], "seed": seed, "frames": frames, "truncated": truncated, **self._segment_info(frames, budgets[i])}
-            meta = {
-                **self.result_metadata(),
-                "seed": seed,
-                "frames": frames,
-                "truncated": truncated,
-                "frame_budget": budgets[i],
-                "warnings": [truncation_warning(frames / FRAME_RATE, 0, 1)] if truncated else [],
-                "segments": [segment],
-                "timings": {"generate_s": decoded_at - started, "codec_s": finished - decoded_at},
-                "decode_path": outcome.decode_path,
-            }
-            results.append(SpeechResult(to_numpy(wav), self.sample_rate, meta, codes=c.cpu()))  # codes: (frames, 16) int64
-        return results
 
     def stream(
         self,
@@ -168,7 +158,7 @@ class NativeAPI:
             max_segment_s=None if max_frames is None else max_frames / FRAME_RATE,
             generator=generator,
         )
-        return self.synthesize(_both(request, speaker, voice))
+        return self.engine.synthesize(_both(request, speaker, voice))
 
 
 @dataclass
@@ -185,11 +175,6 @@ def _both(request: _NativeRequest, speaker, voice) -> _NativeRequest:
     return request
 
 
-def seeded(seed: int | None, generator: torch.Generator | None) -> torch.Generator | None:
-    """A fresh CPU generator seeded with `seed`, else the caller's (None: torch's global one)."""
-    return torch.Generator(device="cpu").manual_seed(int(seed)) if seed is not None else generator
-
-
 def _result(chunks: Iterator[AudioChunk]) -> SpeechResult:
     """A collected stream as the native result: samples and codes joined, the final chunk's metadata."""
     audio, codes, last = [], [], None
@@ -200,9 +185,3 @@ def _result(chunks: Iterator[AudioChunk]) -> SpeechResult:
     meta = {k: v for k, v in last.metadata.items() if k != "codes"}
     meta["frame_budget"] = sum(s["frame_budget"] for s in meta["segments"])
     return SpeechResult(np.concatenate(audio), last.sample_rate, meta, codes=torch.cat(codes))
-
-
-def to_numpy(wav) -> np.ndarray:
-    if isinstance(wav, torch.Tensor):
-        wav = wav.detach().to(torch.float32).cpu().numpy()
-    return np.asarray(wav, dtype=np.float32)

@@ -148,6 +148,7 @@ class QwenSpec:
     family = FAMILY
     title = "Qwen3-TTS 12 Hz"
     engine = "koe.engines.qwen3_tts.engine:Qwen3TTSEngine"
+    native = "koe.engines.qwen3_tts.native:Qwen3TTS"  # what koe.load returns: batches of texts, stream in frames (koe.engines.native)
     trainers = {"speaker": "koe.engines.qwen3_tts.finetune.run:train_speaker"}  # Base 1.7B (see finetune/run.py check_base)
     fixture = "koe.engines.qwen3_tts.fixtures:write_random_model"
     demo_fixture = "koe.engines.qwen3_tts.fixtures:write_demo_model"  # the released vocabulary where installed, else a synthetic one

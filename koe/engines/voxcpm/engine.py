@@ -28,7 +28,6 @@ from koe.audio.errors import AudioError
 from koe.engines.base import Capabilities, InvalidOption, RequestError, SynthesisRequest, UnsupportedVoice, VoicePromptMismatch, VoiceReference
 from koe.engines.chunker import Chunker
 from koe.engines.engine import BaseEngine, Checked
-from koe.engines.native import NativeAPI
 from koe.engines.pipeline import Piece, PipelineDefaults, Segment, steps_for
 from koe.engines.voxcpm import generate as core
 from koe.engines.voxcpm import spec
@@ -62,7 +61,7 @@ def design_text(text: str, control: str | None) -> str:
     return normalise_text(f"({control}){text}" if control else text)
 
 
-class VoxCPMEngine(BaseEngine, NativeAPI):
+class VoxCPMEngine(BaseEngine):
     """A loaded VoxCPM model (LM + DiT + AudioVAE). Not re-entrant: one call at a time."""
 
     family = spec.FAMILY

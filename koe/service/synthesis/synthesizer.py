@@ -230,10 +230,10 @@ class Synthesizer:
     def _load_engine(self, ref: ModelRef) -> Any:
         """The engine for `ref` with the settings' device, dtype and precision. Any failure is the
         cache's to report (`ModelFailed`, remembered until the files change)."""
-        import koe
+        from koe.engines.registry import load_engine
 
         m = self.settings.models
-        return koe.load(ref.path, device=m.device, dtype=m.dtype, precision=m.precision)
+        return load_engine(ref.path, device=m.device, dtype=m.dtype, precision=m.precision)
 
     def _synthesis_request(
         self,

@@ -8,9 +8,9 @@ import torch
 from oracle_harness import run_oracle
 from safetensors.torch import save_file
 
-import koe
 from koe.engines.f5_tts.fixtures import write_random_model
 from koe.engines.f5_tts.sampler import PRUNED_STEPS, FlowSettings, sample_mel, time_grid
+from koe.engines.registry import load_engine
 
 pytestmark = pytest.mark.oracle
 
@@ -37,7 +37,7 @@ def compared(request, tmp_path_factory):
     tensors, _ = run_oracle(
         "generate", dict(model=str(folder), tensors=str(folder.parent / "given.safetensors"), cases=cases), tmp_path_factory.mktemp("oracle"), family="f5_tts"
     )
-    engine = koe.load(folder, device="cpu")
+    engine = load_engine(folder, device="cpu")
     yield engine, given, tensors
     engine.close()
 

@@ -1,4 +1,4 @@
-"""F5-TTS: every bad input gets a clear error (engine level, `koe.load(folder)`), and a failure
+"""F5-TTS: every bad input gets a clear error (engine level, `load_engine(folder)`), and a failure
 through the product (`koe speak`, `koe voices ...`) leaves nothing half-written.
 
 Tiny random-weight models (`write_random_model`); requests use a few ODE steps.
@@ -79,7 +79,7 @@ def voice(tts, clips) -> F5Voice:
 
 def synth(tts, text=TEXT, voice=None, **kw):
     options = {**FAST, **kw.pop("options", {})}
-    return collect(tts.synthesize(SynthesisRequest(text=text, voice=voice, options=options, seed=kw.pop("seed", 1), **kw)))
+    return collect(tts.engine.synthesize(SynthesisRequest(text=text, voice=voice, options=options, seed=kw.pop("seed", 1), **kw)))
 
 
 # -- the transcript ----------------------------------------------------------------------------

@@ -71,9 +71,9 @@ def test_the_schema_keeps_a_null_where_the_option_gives_it_a_meaning():
 
 
 def test_engine_settings_tell_none_from_not_given(engine):
-    assert engine.settings({"sway_sampling_coef": None}).sway_sampling_coef is None
-    assert engine.settings({}).sway_sampling_coef == -1.0
-    assert engine.settings({"sway_sampling_coef": None}).flow.sway_sampling_coef is None
+    assert engine.engine.settings({"sway_sampling_coef": None}).sway_sampling_coef is None
+    assert engine.engine.settings({}).sway_sampling_coef == -1.0
+    assert engine.engine.settings({"sway_sampling_coef": None}).flow.sway_sampling_coef is None
 
 
 def test_python_api_none_is_no_sway(engine, spoken):
@@ -83,7 +83,7 @@ def test_python_api_none_is_no_sway(engine, spoken):
     streamed = np.concatenate([c.samples for c in engine.stream(TEXT, voice=voice, seed=3, sway_sampling_coef=None, chunk_s=0.2, **FAST)])
     np.testing.assert_array_equal(streamed, uniform)
     request = koe.SynthesisRequest(TEXT, voice=voice, seed=3, options={"sway_sampling_coef": None, **FAST})
-    np.testing.assert_array_equal(np.concatenate([c.samples for c in engine.synthesize(request)]), uniform)
+    np.testing.assert_array_equal(np.concatenate([c.samples for c in engine.engine.synthesize(request)]), uniform)
     # the other options' None stays "not given"
     np.testing.assert_array_equal(engine.generate(TEXT, voice=voice, seed=3, cfg_strength=None, **FAST).audio, default)
 

@@ -125,9 +125,9 @@ def test_koe_float32_path_on_bf16_files_equals_upstream(case):
     tts = koe.load(folder)
     assert tts.precision == "float32"
     # where koe's exact kernel gives torch's bits here, it runs the products, reading the weights as bf16
-    assert tts.kernel == (None if exact.summation_orders() is None else "koe-exact-bf16")
-    assert {p.dtype for p in tts.network.parameters()} == {torch.float32}
-    assert {p.dtype for p in tts.codec.model.parameters()} == {torch.float32}
+    assert tts.engine.kernel == (None if exact.summation_orders() is None else "koe-exact-bf16")
+    assert {p.dtype for p in tts.engine.network.parameters()} == {torch.float32}
+    assert {p.dtype for p in tts.engine.codec.model.parameters()} == {torch.float32}
     for i, (name, call) in enumerate(calls.items()):
         kwargs = dict(call["kwargs"])
         text = kwargs.pop("text")

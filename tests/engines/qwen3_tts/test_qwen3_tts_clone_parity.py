@@ -140,7 +140,7 @@ def test_voice_prompt_equals_upstream(case):
         kw = spec[name]["kwargs"]
         refs = kw["ref_audio"] if isinstance(kw["ref_audio"], list) else [kw["ref_audio"]]
         texts = kw["ref_text"] if isinstance(kw["ref_text"], list) else [kw["ref_text"]]
-        prompts = tts.prepare_voices(refs, texts, [False] * len(refs))
+        prompts = tts.engine.prepare_voices(refs, texts, [False] * len(refs))
         for j, p in enumerate(prompts):
             assert torch.equal(p.ref_code, tensors[f"refcode_{i}_{j}"]), f"{name}[{j}] ref_code"
             assert torch.equal(p.speaker_embedding, tensors[f"spk_{i}_{j}"]), f"{name}[{j}] speaker embedding"

@@ -23,6 +23,7 @@ from koe.engines.qwen3_tts.codec.fast import (
 )
 from koe.engines.qwen3_tts.codec.incremental import ConvState, ConvTransposeState
 from koe.engines.qwen3_tts.codec.random_weights import write_random_speech_tokenizer
+from koe.engines.qwen3_tts.native import Qwen3TTS
 from koe.nn.conv import CausalConv1d, CausalConvTranspose1d, SnakeBeta
 from koe.runtime.kernels import snake as snake_kernel
 
@@ -229,8 +230,8 @@ def test_settings_and_refusals(codec) -> None:
 def _speak(engine, **kwargs):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        one_shot = engine.generate("Hello there.", speaker="ryan", language="english", seed=0, max_new_tokens=30, **kwargs)
-        chunks = list(engine.stream("Hello there.", speaker="ryan", language="english", seed=0, max_new_tokens=30, **kwargs))
+        one_shot = Qwen3TTS(engine).generate("Hello there.", speaker="ryan", language="english", seed=0, max_new_tokens=30, **kwargs)
+        chunks = list(Qwen3TTS(engine).stream("Hello there.", speaker="ryan", language="english", seed=0, max_new_tokens=30, **kwargs))
     return one_shot, chunks
 
 
@@ -300,8 +301,8 @@ def test_icl_clone_streams_as_it_speaks_with_the_fast_codec(session_tmp, monkeyp
     voice = engine.prepare_voice(clip, ref_text="A reference clip.")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        one = engine.generate("Hello there.", voice=voice, language="english", seed=0, max_new_tokens=20)
-        streamed = np.concatenate([c.samples for c in engine.stream("Hello there.", voice=voice, language="english", seed=0, max_new_tokens=20)])
+        one = Qwen3TTS(engine).generate("Hello there.", voice=voice, language="english", seed=0, max_new_tokens=20)
+        streamed = np.concatenate([c.samples for c in Qwen3TTS(engine).stream("Hello there.", voice=voice, language="english", seed=0, max_new_tokens=20)])
     assert one.metadata["codec"] == "fast-fp32" and streamed.shape == one.audio.shape
     assert np.abs(streamed - one.audio).max() <= FP32_SAMPLE_BOUND
     engine.fast_codec = None  # the documented Python switch back to the exact codec

@@ -13,10 +13,10 @@ import pytest
 import torch
 from fixtures_models import model_folder, talker_request
 
-import koe
 from koe.engines.qwen3_tts.cuda_decode import GraphedDecoder
 from koe.engines.qwen3_tts.generate import DecodeOutcome, decode_frames
 from koe.engines.qwen3_tts.streaming import CodecStream
+from koe.engines.registry import load_engine
 from koe.runtime import cuda_graph
 from koe.runtime.cuda_graph import CapturedStep, GraphBuckets
 from koe.runtime.sampling import SamplingConfig
@@ -35,7 +35,7 @@ def no_tf32():
 @pytest.fixture(scope="module")
 def engines(tmp_path_factory):
     folder = model_folder(tmp_path_factory.getbasetemp(), "custom_voice", "tiny")
-    return {dt: koe.load(folder, device="cuda", dtype=dt) for dt in ("float32", "bfloat16")}
+    return {dt: load_engine(folder, device="cuda", dtype=dt) for dt in ("float32", "bfloat16")}
 
 
 def _request(engine, texts, max_new_tokens=40, greedy=False, **sampling):

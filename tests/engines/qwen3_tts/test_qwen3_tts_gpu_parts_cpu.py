@@ -9,10 +9,10 @@ import pytest
 import torch
 from fixtures_models import model_folder, talker_request
 
-import koe
 from koe.engines.base import Cancelled, CancelToken
 from koe.engines.qwen3_tts.cuda_decode import GraphedDecoder
 from koe.engines.qwen3_tts.generate import DecodeOutcome, decode_frames
+from koe.engines.registry import load_engine
 from koe.nn.decoder import DecoderLayer, DecoderSpec
 from koe.nn.rotary import inverse_frequencies, rotary_cos_sin
 from koe.runtime import device_sampling as ds
@@ -206,7 +206,7 @@ def test_bucket_selection():
 
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory):
-    return koe.load(model_folder(tmp_path_factory.getbasetemp(), "custom_voice", "tiny"))
+    return load_engine(model_folder(tmp_path_factory.getbasetemp(), "custom_voice", "tiny"))
 
 
 def _inputs(engine, texts, max_new_tokens=24, greedy=False, **sampling):

@@ -82,7 +82,7 @@ def test_code_predictor_rotary_table_equals_each_positions_own(tmp_path_factory)
     position's values are bit for bit those computed for it alone, for a row or a batch."""
     from koe.nn.rotary import rotary_cos_sin
 
-    predictor = koe.load(model_folder(tmp_path_factory.getbasetemp(), "custom_voice", "tiny")).network.talker.code_predictor
+    predictor = koe.load(model_folder(tmp_path_factory.getbasetemp(), "custom_voice", "tiny")).engine.network.talker.code_predictor
     for dtype in (torch.float32, torch.bfloat16):
         cos, sin = predictor._rotary_table(dtype, torch.device("cpu"))
         assert cos.shape[1] == predictor.cfg.num_code_groups + 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from koe.engines.qwen3_tts.native import Qwen3TTS
 from koe.runtime.quant import Int8Linear, quantize_linears, quantize_per_channel
 
 
@@ -75,7 +76,7 @@ def test_int4_and_int8_modes_are_named_with_their_kernel(session_tmp) -> None:
         assert engine.precision == mode and engine.kernel == kernels.describe()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            results[mode] = engine.generate("Hello there.", speaker="ryan", language="english", seed=0, max_new_tokens=6)
+            results[mode] = Qwen3TTS(engine).generate("Hello there.", speaker="ryan", language="english", seed=0, max_new_tokens=6)
         assert results[mode].metadata["precision"] == mode and results[mode].metadata["kernel"] == kernels.describe()
         if mode == "int4":
             assert isinstance(engine.network.talker.model.layers[0].mlp.gate_up_proj, Int4Linear)

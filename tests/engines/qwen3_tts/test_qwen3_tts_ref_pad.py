@@ -87,13 +87,13 @@ def test_the_request_option_must_match_the_prompt(base, ref):
     padded = base.prepare_voice(str(ref), REF_TEXT, ref_pad_seconds=0.5)
     plain = base.prepare_voice(str(ref), REF_TEXT)
     request = dict(text="Hello there.", language="english", seed=1, max_segment_s=0.4)
-    out = collect(base.synthesize(SynthesisRequest(voice=padded, options={PAD: 0.5}, **request)))
+    out = collect(base.engine.synthesize(SynthesisRequest(voice=padded, options={PAD: 0.5}, **request)))
     assert out.metadata[PAD] == 0.5
     with pytest.raises(VoicePromptMismatch, match="prepared with 0 s") as e:
-        list(base.synthesize(SynthesisRequest(voice=plain, options={PAD: 0.5}, **request)))
+        list(base.engine.synthesize(SynthesisRequest(voice=plain, options={PAD: 0.5}, **request)))
     assert e.value.param == PAD
     xvec = base.prepare_voice(str(ref), x_vector_only=True)  # nothing to pad: the option does not apply
-    assert collect(base.synthesize(SynthesisRequest(voice=xvec, options={PAD: 0.5}, **request))).metadata[PAD] == 0.0
+    assert collect(base.engine.synthesize(SynthesisRequest(voice=xvec, options={PAD: 0.5}, **request))).metadata[PAD] == 0.0
 
 
 @pytest.mark.parametrize("value", [-0.1, 2.5, float("nan"), "0.5", True])
@@ -106,7 +106,7 @@ def test_bad_values_are_refused(base, ref, value):
     with pytest.raises(InvalidOption):
         base.capabilities.options.validate({PAD: value})  # what the service and the server check
     with pytest.raises(InvalidOption):
-        list(base.synthesize(SynthesisRequest("Hi.", voice=base.prepare_voice(str(ref), REF_TEXT), options={PAD: value})))
+        list(base.engine.synthesize(SynthesisRequest("Hi.", voice=base.prepare_voice(str(ref), REF_TEXT), options={PAD: value})))
 
 
 def test_the_options_schema_has_it_on_base_models_only(base, tmp_path_factory):
@@ -116,7 +116,7 @@ def test_the_options_schema_has_it_on_base_models_only(base, tmp_path_factory):
     custom = koe.load(model_folder(tmp_path_factory.getbasetemp(), "custom_voice"))
     assert custom.capabilities.options.get(PAD) is None
     with pytest.raises(InvalidOption, match="Base models"):
-        list(custom.synthesize(SynthesisRequest("Hi.", voice="ryan", options={PAD: 0.5})))
+        list(custom.engine.synthesize(SynthesisRequest("Hi.", voice="ryan", options={PAD: 0.5})))
 
 
 def test_prompt_options_name_what_changes_a_prepared_prompt(base):

@@ -180,12 +180,12 @@ def test_batched_streams_equal_the_batched_one_shot(engines, case):
     float32 rounding, its samples; a row that reaches its own budget ends first, alone."""
     tts, kwargs = _cases(engines)[case]
     voice = kwargs.get("speaker") or kwargs.get("voice")
-    one = [c for (c,) in tts.synthesize_batch(_batch_requests(case, voice, max_segment_s=1.0))]  # 13 frames each
+    one = [c for (c,) in tts.engine.synthesize_batch(_batch_requests(case, voice, max_segment_s=1.0))]  # 13 frames each
     assert [c.metadata["frames"] for c in one] == [13] * 3
     budgets = (1.0, 0.4, 0.7)  # 13, 5 and 9 frames: the row caps change no other row
     streamed = [replace(r, max_segment_s=s, first_chunk_s=0.16, chunk_s=0.32) for r, s in zip(_batch_requests(case, voice), budgets)]
     with pytest.warns(UserWarning, match="cut off"):
-        pairs = list(tts.synthesize_streams(streamed))
+        pairs = list(tts.engine.synthesize_streams(streamed))
     rows = _by_request(pairs, 3)
     finals = [next(k for k, (i, c) in enumerate(pairs) if i == row and c.final) for row in range(3)]
     assert finals[1] < finals[2] < finals[0]  # the shortest row's last chunk comes first
@@ -210,13 +210,13 @@ def test_a_cancelled_stream_of_a_batch_stops_alone(engines):
     requests = [replace(r, cancel=c, max_segment_s=1.0, first_chunk_s=0.08, chunk_s=0.08) for r, c in zip(_batch_requests("custom_voice", "ryan"), cancels)]
     seen = [0, 0, 0]
     with pytest.warns(UserWarning, match="cut off"):
-        for i, _chunk in tts.synthesize_streams(requests):
+        for i, _chunk in tts.engine.synthesize_streams(requests):
             seen[i] += 1
             if i == 1 and seen[1] == 3:
                 cancels[1].cancel()  # its client went away: no more chunks for it, the others go on
     assert seen == [14, 3, 14]  # 13 one-frame chunks and the final (empty) one
     cancels = [CancelToken() for _ in BATCH_TEXTS]
-    stream = tts.synthesize_streams([replace(r, cancel=c, first_chunk_s=0.08) for r, c in zip(_batch_requests("custom_voice", "ryan"), cancels)])
+    stream = tts.engine.synthesize_streams([replace(r, cancel=c, first_chunk_s=0.08) for r, c in zip(_batch_requests("custom_voice", "ryan"), cancels)])
     next(stream)
     for c in cancels:
         c.cancel()
@@ -230,12 +230,12 @@ def test_a_long_text_in_a_stream_batch_is_spoken_after_it_alone(engines):
     requests = [replace(r, max_segment_s=0.4, chunk_s=0.32) for r in _batch_requests("custom_voice", "ryan")]
     requests[1] = replace(requests[1], text=long_text, max_segment_chars=30)  # two segments
     with pytest.warns(UserWarning, match="cut off"):
-        pairs = list(tts.synthesize_streams(requests))
+        pairs = list(tts.engine.synthesize_streams(requests))
     order = [i for i, _ in pairs]
     assert order.index(1) > max(k for k, i in enumerate(order) if i in (0, 2))  # after the batch of the other two
     rows = _by_request(pairs, 3)
     assert rows[1][-1].metadata["frames"] == 10 and len(rows[1][-1].metadata["segments"]) == 2
     assert "batch_size" not in rows[1][-1].metadata and rows[0][-1].metadata["batch_size"] == 2
     with pytest.warns(UserWarning, match="cut off"):
-        alone = list(tts.synthesize(requests[1]))
+        alone = list(tts.engine.synthesize(requests[1]))
     assert np.array_equal(np.concatenate([c.samples for c in rows[1]]), np.concatenate([c.samples for c in alone]))

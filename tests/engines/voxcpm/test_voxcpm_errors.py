@@ -1,4 +1,4 @@
-"""VoxCPM: every bad input gets a clear error (engine level, `koe.load(folder)`), and a failure
+"""VoxCPM: every bad input gets a clear error (engine level, `load_engine(folder)`), and a failure
 through the product (`koe speak`, `koe voices ...`, the voice library) leaves nothing half-written.
 
 Tiny random-weight models of both variants (`write_random_model`).
@@ -28,6 +28,8 @@ from koe.engines.base import (
     VoiceReference,
     collect,
 )
+from koe.engines.native import TTS
+from koe.engines.registry import load_engine
 from koe.engines.voxcpm.fixtures import write_random_model
 from koe.runtime.weights import WeightsError
 
@@ -44,7 +46,7 @@ def folders(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def engines(folders):
-    loaded = {v: koe.load(d) for v, d in folders.items()}
+    loaded = {v: load_engine(d) for v, d in folders.items()}
     yield loaded
     for e in loaded.values():
         e.close()
@@ -157,7 +159,7 @@ def test_empty_text(v2, text):
         synth(v2, text)
     assert e.value.param == "input"
     with pytest.raises(EmptyText):
-        v2.generate(text)
+        TTS(v2).generate(text)
 
 
 @pytest.mark.parametrize(
@@ -192,9 +194,9 @@ def test_unknown_option_names_the_valid_ones(v2):
         synth(v2, options={"nfe_step": 4})
     assert e.value.param == "nfe_step"
     with pytest.raises(InvalidOption, match="'temperature'"):  # another family's option, in the native API
-        v2.generate(TEXT, temperature=0.7)
+        TTS(v2).generate(TEXT, temperature=0.7)
     with pytest.raises(InvalidOption, match="cfg_value=50"):
-        v2.generate(TEXT, cfg_value=50)
+        TTS(v2).generate(TEXT, cfg_value=50)
 
 
 def test_a_language_is_refused_naming_auto(v2):

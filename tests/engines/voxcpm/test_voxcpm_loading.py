@@ -23,6 +23,7 @@ from safetensors.torch import load_file, save_file
 
 import koe
 from koe.engines.base import SynthesisRequest, collect
+from koe.engines.registry import load_engine
 from koe.engines.voxcpm.audio_vae import AudioVAE, VAEConfig
 from koe.engines.voxcpm.fixtures import write_random_model
 from koe.runtime.weights import WeightsError
@@ -40,7 +41,7 @@ def _koe(engine, case: dict) -> np.ndarray:
 
 def _assert_upstream(folder, tmp_path, **load):
     tensors, info = run_oracle("generate", {"model": str(folder), "cases": CASES}, tmp_path / "oracle", family="voxcpm")
-    engine = koe.load(folder, device="cpu", **load)
+    engine = load_engine(folder, device="cpu", **load)
     for i, case in enumerate(CASES):
         assert np.array_equal(_koe(engine, case), tensors[f"case{i}"].numpy()), f"case {i}"
     return engine, info
@@ -48,7 +49,7 @@ def _assert_upstream(folder, tmp_path, **load):
 
 def test_pickled_weights_load_safely_and_give_the_same_samples(tmp_path):
     folder = write_random_model(tmp_path / "m", "VoxCPM2")
-    reference = [_koe(koe.load(folder, device="cpu"), case) for case in CASES]
+    reference = [_koe(load_engine(folder, device="cpu"), case) for case in CASES]
     torch.save({"state_dict": load_file(str(folder / "model.safetensors"))}, folder / "pytorch_model.bin")
     torch.save(load_file(str(folder / "audiovae.safetensors")), folder / "audiovae.pth")
     (folder / "model.safetensors").unlink()
@@ -101,7 +102,7 @@ def test_bf16_is_upstreams_own_cpu_bf16(variant, tmp_path):
     assert info["dtype"] == "bfloat16"
     out = collect(engine.synthesize(SynthesisRequest(text=TEXT, seed=3, options={"max_len": 8, "retry_badcase": False})))
     assert out.metadata["precision"] == "bfloat16"
-    exact = koe.load(folder, device="cpu")  # the default: float32 from the bf16 file
+    exact = load_engine(folder, device="cpu")  # the default: float32 from the bf16 file
     assert exact.precision == "float32"
     assert not np.array_equal(_koe(exact, CASES[0]), out.samples)
 

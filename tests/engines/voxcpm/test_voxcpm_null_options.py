@@ -31,7 +31,7 @@ def test_the_schema_keeps_retry_badcase_none():
 
 def test_python_api_none_is_no_retries(folder):
     engine = koe.load(folder, device="cpu")
-    assert not engine.settings({"retry_badcase": None}).retry_badcase and engine.settings({}).retry_badcase is True
+    assert not engine.engine.settings({"retry_badcase": None}).retry_badcase and engine.engine.settings({}).retry_badcase is True
     none = engine.generate("Hello.", seed=8, retry_badcase=None, **BAD)
     off = engine.generate("Hello.", seed=8, retry_badcase=False, **BAD)
     default = engine.generate("Hello.", seed=8, **BAD)

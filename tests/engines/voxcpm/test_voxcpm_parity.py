@@ -16,9 +16,9 @@ import soundfile as sf
 import torch
 from oracle_harness import run_oracle
 
-import koe
 from koe.compat.voxcpm import VoxCPM
 from koe.engines.base import SynthesisRequest, VoiceReference, collect
+from koe.engines.registry import load_engine
 from koe.engines.voxcpm.fixtures import write_random_model
 
 pytestmark = [pytest.mark.oracle, pytest.mark.filterwarnings("ignore:speech was cut off:UserWarning")]
@@ -134,7 +134,7 @@ def _voice(engine, case):
 
 def test_koe_load_gives_upstreams_samples_with_a_seed(model):
     variant, folder, cases, tensors, info = model
-    engine = koe.load(folder, device="cpu")
+    engine = load_engine(folder, device="cpu")
     assert engine.sample_rate == info["sample_rate"]
     options = ("cfg_value", "inference_timesteps", "min_len", "max_len", "retry_badcase", "retry_badcase_max_times", "retry_badcase_ratio_threshold")
     for i, case in enumerate(cases):
@@ -163,7 +163,7 @@ def test_a_prepared_voice_is_upstreams_clone(model, tmp_path):
     """The contract's `prepare_voice`: with a transcript a continuation prompt (VoxCPM2: the clip is its
     reference too, upstream's "ultimate cloning"); a saved and reloaded voice gives the same samples."""
     variant, folder, cases, tensors, info = model
-    engine = koe.load(folder, device="cpu")
+    engine = load_engine(folder, device="cpu")
     voice = engine.prepare_voice(VoiceReference(cases[3]["prompt_wav_path"], cases[3]["prompt_text"]))
     assert voice.mode == ("ref_continuation" if variant == "VoxCPM2" else "continuation")
     voice.save(tmp_path / "v")
