@@ -287,6 +287,7 @@ class Capabilities:
             "min_reference_s": self.min_reference_s,
             "stream_is_one_shot": self.stream_is_one_shot,
             "precisions": list(self.precisions),
+            "length_option": self.length_option or None,
         }
 
 

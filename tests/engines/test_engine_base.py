@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -319,3 +319,9 @@ def test_chunker_keeps_each_familys_schedule(first, every):
 def test_chunker_sizes_from_seconds():
     assert (Chunker.of(0.32, 0.96, 12.5).due, Chunker.of(0.32, 0.96, 12.5).every) == (4, 12)
     assert Chunker.of(0.0001, 0.0001, 100).due == 1  # at least one unit
+
+
+def test_capabilities_say_which_option_caps_a_requests_length():
+    caps = ToyEngine().capabilities
+    assert caps.to_dict()["length_option"] is None  # none: the runaway guard alone
+    assert replace(caps, length_option="gain").to_dict()["length_option"] == "gain"
