@@ -23,10 +23,18 @@ from koe.engines.omnivoice.generate import Item, Settings, unmask
 from koe.engines.omnivoice.languages import resolve_language
 from koe.engines.omnivoice.model import OmniVoiceLM
 from koe.engines.omnivoice.reference import VoicePrompt, make_prompt
-from koe.engines.omnivoice.text import TextTokenizer, estimate_frames
+from koe.engines.omnivoice.text import TextTokenizer, chunk_text, estimate_frames
 from koe.runtime.weights import build_from_weights
 
-__all__ = ["OmniVoiceModel", "Output"]
+__all__ = ["Chunking", "OmniVoiceModel", "Output"]
+
+
+@dataclass(frozen=True)
+class Chunking:
+    """When and how long texts are spoken in chunks (upstream's names and defaults, in seconds)."""
+
+    audio_chunk_duration: float = 15.0
+    audio_chunk_threshold: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -115,10 +123,64 @@ class OmniVoiceModel:
         instruct: str | None = None,
         voices: list[VoicePrompt | None] | None = None,
         denoise: bool = True,
+        chunking: Chunking | None = None,
     ) -> list[np.ndarray]:
-        """Each text in its voice (None: the model's own), one batch (draws from torch's global generator)."""
+        """Each text in its voice (None: the model's own), drawing from torch's global generator as
+        upstream does: the texts under the chunking threshold in one batch, then the longer ones in
+        chunks (`Chunking`)."""
         n = len(texts)
+        settings, output, chunking = settings or Settings(), output or Output(), chunking or Chunking()
         durations, speeds, voices = durations or [None] * n, speeds or [None] * n, voices or [None] * n
         frames = [self.frames_for(t, d, s, v) for t, d, s, v in zip(texts, durations, speeds, voices, strict=True)]
-        codes = unmask(self.lm, self.items(texts, language, instruct, frames, denoise, voices), settings or Settings())
-        return [self.finish(self.decode(c), None if v is None else v.rms, output or Output()) for c, v in zip(codes, voices, strict=True)]
+        # the speed of a long text's chunks: as asked, or what a fixed duration implies
+        rates = [
+            self.frames_for(t, None, None, v) / f if d is not None else (s or 1.0)
+            for t, d, s, v, f in zip(texts, durations, speeds, voices, frames, strict=True)
+        ]
+        limit = int(chunking.audio_chunk_threshold * self.frame_rate)
+        short = [i for i in range(n) if frames[i] <= limit]
+        long = [i for i in range(n) if frames[i] > limit]
+        codes: list[list[torch.Tensor]] = [[] for _ in range(n)]
+        if short:
+            pick = [voices[i] for i in short]
+            done = unmask(self.lm, self.items([texts[i] for i in short], language, instruct, [frames[i] for i in short], denoise, pick), settings)
+            for i, c in zip(short, done, strict=True):
+                codes[i] = [c]
+        if long:
+            for i, chunks in zip(long, self._chunked(long, texts, frames, rates, voices, settings, language, instruct, denoise, chunking), strict=True):
+                codes[i] = chunks
+        out = []
+        for i in range(n):
+            pieces = [self.decode(c) for c in codes[i]]
+            joined = audio.cross_fade_chunks(pieces, self.sample_rate) if len(pieces) > 1 else pieces[0]
+            out.append(self.finish(joined, None if voices[i] is None else voices[i].rms, output))
+        return out
+
+    def _chunked(self, rows, texts, frames, rates, voices, settings, language, instruct, denoise, chunking) -> list[list[torch.Tensor]]:
+        """Codes of each long text's chunks. With references, chunk k of every text in one batch, k
+        in order; without, every text's first chunk, then the rest with that chunk as their reference."""
+        if len({voices[i] is None for i in rows}) > 1:
+            raise ValueError("long texts in one call must all have a reference or all have none (upstream's rule for chunked generation)")
+        pieces = []
+        for i in rows:
+            per_char = frames[i] / len(texts[i])
+            pieces.append(chunk_text(texts[i], int(chunking.audio_chunk_duration * self.frame_rate / per_char), 3))
+        results: list[list[torch.Tensor]] = [[] for _ in rows]
+
+        def run(which: list[int], chunk: list[str], refs: list[VoicePrompt | None]) -> None:
+            sizes = [self.frames_for(t, None, rates[rows[j]], v) for j, t, v in zip(which, chunk, refs, strict=True)]
+            for j, c in zip(which, unmask(self.lm, self.items(chunk, language, instruct, sizes, denoise, refs), settings), strict=True):
+                results[j].append(c)
+
+        if voices[rows[0]] is not None:
+            for k in range(max(len(p) for p in pieces)):
+                which = [j for j, p in enumerate(pieces) if k < len(p)]
+                run(which, [pieces[j][k] for j in which], [voices[rows[j]] for j in which])
+            return results
+        which = [j for j, p in enumerate(pieces) if p]
+        run(which, [pieces[j][0] for j in which], [None] * len(which))
+        firsts = {j: VoicePrompt(results[j][0], pieces[j][0], 0.0) for j in which}
+        for k in range(1, max(len(p) for p in pieces)):
+            which = [j for j, p in enumerate(pieces) if k < len(p)]
+            run(which, [pieces[j][k] for j in which], [firsts[j] for j in which])
+        return results

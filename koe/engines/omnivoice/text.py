@@ -230,3 +230,63 @@ def estimate_frames(text: str, ref_text: str | None = None, ref_frames: int | No
     if speed > 0 and speed != 1.0:
         estimate = estimate / speed
     return max(1, int(estimate))
+
+
+# --------------------------------------------------------------------------- long texts
+
+_SPLIT_AT = frozenset(".,;:!?。，；：！？")
+_CLOSING = frozenset("\"'“”‘’）]》>」】")
+_ABBREVIATIONS = frozenset(
+    "Mr. Mrs. Ms. Dr. Prof. Sr. Jr. Rev. Fr. Hon. Pres. Gov. Capt. Gen. Sen. Rep. Col. Maj. Lt. Cmdr. Sgt. Cpl. "
+    "Co. Corp. Inc. Ltd. Est. Dept. St. Ave. Blvd. Rd. Mt. Ft. No. Jan. Feb. Mar. Apr. Aug. Sep. Sept. Oct. Nov. "
+    "Dec. i.e. e.g. vs. Vs. Etc. approx. fig. def.".split()
+)
+
+
+def chunk_text(text: str, chunk_len: int, min_chunk_len: int | None = 3) -> list[str]:
+    """`text` in chunks of about `chunk_len` characters, cut after punctuation, as upstream cuts it.
+
+    Sentences end at `.,;:!?` (and their full-width forms), except a "." ending a known
+    abbreviation ("Mr.", "e.g.", ...); punctuation or a closing mark right after a cut joins the
+    sentence before. Sentences are packed into chunks while they fit `chunk_len`; a chunk shorter
+    than `min_chunk_len` joins the one before it (the first joins the second). Chunks are stripped,
+    empty ones dropped."""
+    sentences: list[list[str]] = []
+    current: list[str] = []
+    for ch in text:
+        if not current and sentences and (ch in _SPLIT_AT or ch in _CLOSING):
+            sentences[-1].append(ch)
+            continue
+        current.append(ch)
+        if ch in _SPLIT_AT:
+            if ch == ".":
+                words = "".join(current).split()
+                if words and words[-1] in _ABBREVIATIONS:
+                    continue
+            sentences.append(current)
+            current = []
+    if current:
+        sentences.append(current)
+
+    packed: list[list[str]] = []
+    chunk: list[str] = []
+    for sentence in sentences:
+        if len(chunk) + len(sentence) <= chunk_len:
+            chunk = chunk + sentence
+        else:
+            if chunk:
+                packed.append(chunk)
+            chunk = list(sentence)
+    if chunk:
+        packed.append(chunk)
+
+    if min_chunk_len is not None:
+        first_short = bool(packed) and len(packed[0]) < min_chunk_len
+        final: list[list[str]] = []
+        for i, chunk in enumerate(packed):
+            if (i == 1 and first_short) or (len(chunk) < min_chunk_len and final):
+                final[-1] = final[-1] + chunk
+            else:
+                final.append(chunk)
+        packed = final
+    return [s for s in ("".join(c).strip() for c in packed) if s]

@@ -186,3 +186,18 @@ def test_languages() -> None:
     assert resolve_language("English") == "en" and resolve_language("en") == "en" and resolve_language("none") is None and resolve_language(None) is None
     with pytest.raises(UnknownLanguage, match="Klingon"):
         resolve_language("Klingon")
+
+
+def test_long_texts_are_cut_after_punctuation(model) -> None:
+    from koe.engines.omnivoice.synthesis import Chunking
+    from koe.engines.omnivoice.text import chunk_text
+
+    assert chunk_text("Mr. Smith came. He left!", 12) == ["Mr. Smith came.", "He left!"]  # no cut after "Mr."
+    assert chunk_text("A. B. C. D.", 5) == ["A. B.", "C.", "D."]
+    assert chunk_text("Hi. \u201cYes,\u201d he said.", 6) == ["Hi.", "\u201cYes,\u201d", "he said."]  # a closing mark joins the sentence before
+    assert chunk_text("O. Then more words here.", 4, 3) == ["O. Then more words here."]  # a short first chunk joins the next
+    assert chunk_text("", 10) == []
+    long = "One sentence here. Another one there. And a third one, longer than the rest."
+    torch.manual_seed(0)
+    (wave,) = model.generate([long], Settings(num_step=2), chunking=Chunking(audio_chunk_duration=1.0, audio_chunk_threshold=1.0))
+    assert wave.dtype == np.float32 and wave.shape[0] > 2 * 2400
