@@ -112,8 +112,11 @@ browser:
 demo: venv
 	$(BIN)/koe demo
 
+# WORKERS pytest-xdist processes, each test file on one of them (its module fixtures built once, its
+# oracle runs in the worker's order); one torch thread each, so two workers keep two cores busy.
+WORKERS ?= 2
 test: venv-dev oracle peer-mizuoto browser lint
-	$(ORACLE_ENV) $(BIN)/python -m pytest -q
+	$(ORACLE_ENV) $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile
 
 # The linter and the formatter (ruff, pinned in the dev extra; pyproject's [tool.ruff]): part of
 # `make test` and `make test-fast`. `make format` applies what `lint` asks for.
@@ -126,9 +129,7 @@ format: venv-dev
 	$(BIN)/ruff format $(LINTED)
 
 # The fast lane (every change's): the markers tests/conftest.py gives (docs/testing.md) pick out the
-# oracle, browser and slow tests; no oracle venv or browser is needed. WORKERS pytest-xdist
-# processes, each test file on one of them (its module fixtures built once); one torch thread each.
-WORKERS ?= 2
+# oracle, browser and slow tests; no oracle venv or browser is needed; WORKERS workers as `test`.
 FAST_LANE := -m "not oracle and not browser and not slow"
 test-fast: venv-dev lint
 	$(BIN)/python -m pytest -q $(FAST_LANE) -n $(WORKERS) --dist loadfile
