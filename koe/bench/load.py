@@ -65,7 +65,7 @@ def measure_in_this_process(folder: str, precision: str, threads: int) -> dict:
         "loaded_bytes": loaded + packed,
         "packed_bytes": packed,
         "precision": engine.precision,
-        "kernel": getattr(engine, "kernel", None),
+        "kernel": engine.kernel,
         "torch_threads": torch.get_num_threads(),
     }
 

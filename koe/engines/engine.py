@@ -80,6 +80,7 @@ class BaseEngine:
     voice_type: ClassVar[type]
     voice_error: ClassVar[type[Exception]] = ValueError
     pipeline_defaults: ClassVar[PipelineDefaults] = PipelineDefaults()
+    kernel: str | None = None  # what runs the backbone's products where not torch's own (`koe.runtime.precision.apply`)
 
     @property
     def capabilities(self) -> Capabilities:
