@@ -22,7 +22,7 @@ memory layouts are upstream's, so `torch.manual_seed(N)` before a call gives ups
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -159,9 +159,12 @@ def unmask_steps(model: OmniVoiceLM, items: list[Item], s: Settings) -> Iterator
         yield tokens
 
 
-def unmask(model: OmniVoiceLM, items: list[Item], s: Settings) -> list[torch.Tensor]:
-    """Each item's codes (8, T) once every step has run."""
+def unmask(model: OmniVoiceLM, items: list[Item], s: Settings, on_step: Callable[[int], None] | None = None) -> list[torch.Tensor]:
+    """Each item's codes (8, T) once every step has run; `on_step(step)` is called after each
+    (a cancel check may raise there)."""
     if s.num_step < 1:
         raise ValueError(f"num_step must be at least 1, got {s.num_step}")
-    *_, tokens = unmask_steps(model, items, s)
+    for step, tokens in enumerate(unmask_steps(model, items, s)):  # noqa: B007 - the last step's grid is returned
+        if on_step is not None:
+            on_step(step)
     return [tokens[i, :, : it.frames].clone() for i, it in enumerate(items)]

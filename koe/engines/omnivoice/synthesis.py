@@ -9,6 +9,7 @@ removal when `postprocess_output`, the reference's level or a 0.5 peak, fades an
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -124,10 +125,11 @@ class OmniVoiceModel:
         voices: list[VoicePrompt | None] | None = None,
         denoise: bool = True,
         chunking: Chunking | None = None,
+        on_step: Callable[[int], None] | None = None,
     ) -> list[np.ndarray]:
         """Each text in its voice (None: the model's own), drawing from torch's global generator as
         upstream does: the texts under the chunking threshold in one batch, then the longer ones in
-        chunks (`Chunking`)."""
+        chunks (`Chunking`). `on_step(step)` runs after every unmasking step (a cancel check)."""
         n = len(texts)
         settings, output, chunking = settings or Settings(), output or Output(), chunking or Chunking()
         durations, speeds, voices = durations or [None] * n, speeds or [None] * n, voices or [None] * n
@@ -143,11 +145,12 @@ class OmniVoiceModel:
         codes: list[list[torch.Tensor]] = [[] for _ in range(n)]
         if short:
             pick = [voices[i] for i in short]
-            done = unmask(self.lm, self.items([texts[i] for i in short], language, instruct, [frames[i] for i in short], denoise, pick), settings)
+            done = unmask(self.lm, self.items([texts[i] for i in short], language, instruct, [frames[i] for i in short], denoise, pick), settings, on_step)
             for i, c in zip(short, done, strict=True):
                 codes[i] = [c]
         if long:
-            for i, chunks in zip(long, self._chunked(long, texts, frames, rates, voices, settings, language, instruct, denoise, chunking), strict=True):
+            chunked = self._chunked(long, texts, frames, rates, voices, settings, language, instruct, denoise, chunking, on_step)
+            for i, chunks in zip(long, chunked, strict=True):
                 codes[i] = chunks
         out = []
         for i in range(n):
@@ -156,20 +159,60 @@ class OmniVoiceModel:
             out.append(self.finish(joined, None if voices[i] is None else voices[i].rms, output))
         return out
 
-    def _chunked(self, rows, texts, frames, rates, voices, settings, language, instruct, denoise, chunking) -> list[list[torch.Tensor]]:
+    def chunks_of(self, text: str, frames: int, chunking: Chunking) -> list[str]:
+        """The chunks a long text of `frames` target frames is spoken in (upstream's characters per chunk)."""
+        per_char = frames / len(text)
+        return chunk_text(text, int(chunking.audio_chunk_duration * self.frame_rate / per_char), 3)
+
+    def is_long(self, frames: int, chunking: Chunking) -> bool:
+        """Whether a text of `frames` target frames is spoken in chunks."""
+        return frames > int(chunking.audio_chunk_threshold * self.frame_rate)
+
+    @torch.inference_mode()
+    def stream(
+        self,
+        text: str,
+        settings: Settings,
+        output: Output,
+        duration: float | None = None,
+        speed: float | None = None,
+        language: str | None = None,
+        instruct: str | None = None,
+        voice: VoicePrompt | None = None,
+        denoise: bool = True,
+        chunking: Chunking | None = None,
+        on_step: Callable[[int], None] | None = None,
+    ) -> Iterator[tuple[np.ndarray, int]]:
+        """One text as (samples, frames) per text chunk, each as soon as it is made: the tokens of
+        `generate([text])` (the same draws in the same order), but each chunk decoded and
+        post-processed on its own (its own level, fades and padding) instead of joined first. A
+        text under the chunking threshold is one piece, `generate`'s samples."""
+        chunking = chunking or Chunking()
+        frames = self.frames_for(text, duration, speed, voice)
+        if not self.is_long(frames, chunking):
+            (wave,) = self.generate([text], settings, output, [duration], [speed], language, instruct, [voice], denoise, chunking, on_step)
+            yield wave, frames
+            return
+        rate = self.frames_for(text, None, None, voice) / frames if duration is not None else (speed or 1.0)
+        reference = voice
+        for k, chunk in enumerate(self.chunks_of(text, frames, chunking)):
+            n = self.frames_for(chunk, None, rate, reference)
+            (codes,) = unmask(self.lm, self.items([chunk], language, instruct, [n], denoise, [reference]), settings, on_step)
+            if voice is None and k == 0:
+                reference = VoicePrompt(codes, chunk, 0.0)  # the first chunk is the rest's reference
+            yield self.finish(self.decode(codes), None if voice is None else voice.rms, output), n
+
+    def _chunked(self, rows, texts, frames, rates, voices, settings, language, instruct, denoise, chunking, on_step=None) -> list[list[torch.Tensor]]:
         """Codes of each long text's chunks. With references, chunk k of every text in one batch, k
         in order; without, every text's first chunk, then the rest with that chunk as their reference."""
         if len({voices[i] is None for i in rows}) > 1:
             raise ValueError("long texts in one call must all have a reference or all have none (upstream's rule for chunked generation)")
-        pieces = []
-        for i in rows:
-            per_char = frames[i] / len(texts[i])
-            pieces.append(chunk_text(texts[i], int(chunking.audio_chunk_duration * self.frame_rate / per_char), 3))
+        pieces = [self.chunks_of(texts[i], frames[i], chunking) for i in rows]
         results: list[list[torch.Tensor]] = [[] for _ in rows]
 
         def run(which: list[int], chunk: list[str], refs: list[VoicePrompt | None]) -> None:
             sizes = [self.frames_for(t, None, rates[rows[j]], v) for j, t, v in zip(which, chunk, refs, strict=True)]
-            for j, c in zip(which, unmask(self.lm, self.items(chunk, language, instruct, sizes, denoise, refs), settings), strict=True):
+            for j, c in zip(which, unmask(self.lm, self.items(chunk, language, instruct, sizes, denoise, refs), settings, on_step), strict=True):
                 results[j].append(c)
 
         if voices[rows[0]] is not None:

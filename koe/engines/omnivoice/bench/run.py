@@ -1,0 +1,65 @@
+"""OmniVoice's benchmark run and table (`BENCH.run`, `BENCH.table`; handed `koe.bench.kit`).
+
+Each case: `warmup` requests (excluded), then `runs` timed ones, alternating which side goes first;
+same seed on both sides, so the waveforms' hashes say whether the bits are equal.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from koe.engines.omnivoice.bench import cases
+from koe.engines.omnivoice.bench.models import parameter_counts
+
+
+def run(kit, opts, progress=lambda msg: None) -> dict:
+    """`koe bench --family omnivoice`: every case in koe and, with `--compare upstream`, in omnivoice, interleaved; returns the results."""
+    from koe.engines.omnivoice.bench import BENCH
+
+    sides, logs, results = kit.start_run(opts)
+    reference = kit.wire.write_reference_wav(logs / f"koe-bench-omnivoice-reference-{os.getpid()}.wav", cases.REF_SECONDS, cases.REF_RATE)
+    variant = opts.variant
+    try:
+        for size in opts.sizes:
+            progress(f"{variant} {size}: building or finding the model")
+            folder = kit.bench_model(opts.family, variant, size, opts.models_root, seed=opts.seed)
+            model = {"folder": str(folder), "variant": variant, "weights_bytes": kit.weights_bytes(folder), "parameters": parameter_counts(folder)}
+            per_size: dict = {"cases": {}, "models": {opts.family: model}}
+            results["sizes"][size] = per_size
+            with kit.loaded_workers(opts, sides, folder, logs, f"{variant} {size}", progress) as (workers, loads):
+                model["load"] = loads
+                for case in opts.cases:
+                    cmd = {"op": "run", "case": case, "reference": str(reference), "seed": opts.seed}
+                    entry, samples, _ = kit.time_case(opts, workers, loads, cmd, f"{size} {case}", progress, BENCH.timed_keys)
+                    if opts.compare:
+                        entry["ratio"] = kit.ratios(entry["koe"]["summary"], entry["upstream"]["summary"])
+                        hashes = {side: {s["wave_sha1"] for s in samples[side]} for side in sides}
+                        entry["wave_equal"] = hashes["koe"] == hashes["upstream"] and len(hashes["koe"]) == 1
+                    per_size["cases"][case] = entry
+    finally:
+        Path(reference).unlink(missing_ok=True)
+    return kit.finish_run(opts, results)
+
+
+def table(kit, results: dict, width: int | None = None) -> str:
+    """One row per size, case and side (medians), ratios, bit checks; laid out by `kit.lay_out`."""
+    from koe.engines.omnivoice.bench import BENCH
+
+    m, o = results["machine"], results["options"]
+    title = kit.machine_title(m, o["threads"], loadavg=True) + "; one request per run, the length from upstream's estimate"
+    rows = [["size", "case", "side", "prec", "audio s"] + [c[1] for c in BENCH.columns]]
+    notes = []
+    for size, per in results["sizes"].items():
+        model = per["models"][results["family"]]
+        params = model.get("parameters", {})
+        if params:
+            notes.append(
+                f"{size}: LM {params['lm'] / 1e6:.1f} M parameters + audio tokenizer {params['audio_tokenizer'] / 1e6:.1f} M, "
+                f"{model['weights_bytes'] / 1e9:.2f} GB on disk"
+            )
+        for case, entry in per["cases"].items():
+            rows += kit.case_rows(size, case, entry, BENCH.columns, BENCH.sides)
+            if "wave_equal" in entry:
+                notes.append(f"{size} {case}: waveforms {'equal' if entry['wave_equal'] else 'DIFFERENT'} at {o['threads']} thread(s) (same seed)")
+    return "\n".join(kit.lay_out(title, rows, 4, width) + notes)
