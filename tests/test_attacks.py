@@ -41,6 +41,7 @@ FAST = {
     "qwen3_tts": {"max_new_tokens": 4},
     "f5_tts": {"nfe_step": 1, "fix_duration": 1.6},
     "voxcpm": {"max_len": 2, "inference_timesteps": 1},
+    "omnivoice": {"num_step": 1, "duration": 0.4},
 }
 LIBRARY_VOICE = "attack-voice"
 REF_TEXT = "A short test clip."

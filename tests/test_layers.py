@@ -96,6 +96,7 @@ def family_words(tmp: Path) -> dict[str, str]:
     from koe.service.synthesis.requests import SpeechRequest
 
     product = {f.name for f in fields(SpeechRequest)} | set(_setting_keys(Settings))
+    product |= {"duration"}  # the product's own word too (an encoded file's duration), also OmniVoice's option
     words: dict[str, str] = {}
     owners: dict[str, set[str]] = {}
     for family in registry.families():

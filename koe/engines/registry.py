@@ -31,6 +31,7 @@ FAMILIES: dict[str, str] = {  # the built-in families; `families()` adds the ins
     "qwen3_tts": "koe.engines.qwen3_tts.spec:SPEC",
     "f5_tts": "koe.engines.f5_tts.spec:SPEC",
     "voxcpm": "koe.engines.voxcpm.spec:SPEC",
+    "omnivoice": "koe.engines.omnivoice.spec:SPEC",
 }
 DEMO_FAMILY = "qwen3_tts"  # `koe demo` builds a tiny random-weight model of this family
 ENTRY_POINT_GROUP = "koe.families"

@@ -63,8 +63,9 @@ def _request(engine: Engine, text: str = "Every engine meets one contract.", **k
     voice, instruct = None, None
     if PRESET in modes:
         voice = caps.speakers[0]
-    elif DESIGN in modes:
-        instruct = "A calm, low voice."
+    elif DESIGN in modes:  # a description the model takes: its own designed voice for "alloy", else free words
+        alias = spec(engine.family).openai_voice("alloy", caps)
+        instruct = alias.design if alias is not None and alias.design else "A calm, low voice."
     elif CLONE in modes:
         voice = engine.prepare_voice(VoiceReference(_tone(2.0), "A reference clip."))
     elif CLONE_WITHOUT_TRANSCRIPT in modes:

@@ -9,7 +9,7 @@ ORACLE = UpstreamOracle(
     package="omnivoice==0.2.1",
     venv=".oracle-omnivoice",
     python_env="KOE_ORACLE_OMNIVOICE_PYTHON",
-    scripts="tests/engines/omnivoice/oracle_scripts",
-    requirements=("tests/engines/omnivoice/oracle_scripts/requirements.txt",),
-    nodeps=("tests/engines/omnivoice/oracle_scripts/requirements-nodeps.txt",),
+    scripts="tests/oracle_omnivoice",
+    requirements=("tests/oracle_omnivoice/requirements.txt",),
+    nodeps=("tests/oracle_omnivoice/requirements-nodeps.txt",),
 )
