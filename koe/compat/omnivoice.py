@@ -33,21 +33,21 @@ _PROMPT_FORMAT_VERSION = 1
 
 @dataclass
 class OmniVoiceGenerationConfig:
-    """Upstream's generation settings, with its defaults."""
+    """Upstream's generation settings, with its defaults (the core's: `Settings`, `Chunking`, `Output`)."""
 
-    num_step: int = 32
-    guidance_scale: float = 2.0
-    t_shift: float = 0.1
-    layer_penalty_factor: float = 5.0
-    position_temperature: float = 5.0
-    class_temperature: float = 0.0
+    num_step: int = Settings.num_step
+    guidance_scale: float = Settings.guidance_scale
+    t_shift: float = Settings.t_shift
+    layer_penalty_factor: float = Settings.layer_penalty_factor
+    position_temperature: float = Settings.position_temperature
+    class_temperature: float = Settings.class_temperature
     denoise: bool = True
     preprocess_prompt: bool = True
-    postprocess_output: bool = True
-    audio_chunk_duration: float = 15.0
-    audio_chunk_threshold: float = 30.0
-    pad_duration: float = 0.1
-    fade_duration: float = 0.1
+    postprocess_output: bool = Output.postprocess_output
+    audio_chunk_duration: float = Chunking.audio_chunk_duration
+    audio_chunk_threshold: float = Chunking.audio_chunk_threshold
+    pad_duration: float = Output.pad_duration
+    fade_duration: float = Output.fade_duration
 
     @classmethod
     def from_dict(cls, kwargs_dict: dict[str, Any]) -> OmniVoiceGenerationConfig:

@@ -284,6 +284,18 @@ def find_release(specs: Iterable[FamilySpec], ref: str, arch: str | None = None)
     return s, ReleasedModel(ref, arch, "", arch=arch)
 
 
+def folder_config(folder: Path, name: str = "config.json") -> dict[str, Any] | None:
+    """The JSON object in `folder`'s `name`, or None where there is none or it is not one (what a
+    spec's `probe` reads before it claims a folder: an unreadable config is another family's, or none)."""
+    path = Path(folder) / name
+    if not path.is_file():
+        return None
+    try:
+        return read_json_object(path)
+    except ValueError:
+        return None
+
+
 def read_json(path: Path) -> dict[str, Any]:
     """A JSON object from `path`; `SpecError` naming the file if it is not one (`read_json_object`)."""
     return read_json_object(path, SpecError)

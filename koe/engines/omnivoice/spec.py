@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from koe.engines.base import CLONE, DESIGN, NO_VOICE, Capabilities, Option, OptionsSchema
-from koe.engines.spec import HubFiles, ModelDescription, ModelInfo, ReleasedModel, SpecError, VoiceAlias, has_random_weights, safetensors_dtype
+from koe.engines.spec import HubFiles, ModelDescription, ModelInfo, ReleasedModel, SpecError, VoiceAlias, folder_config, has_random_weights, safetensors_dtype
 from koe.runtime.files import read_json_object
 
 FAMILY = "omnivoice"
@@ -146,14 +146,8 @@ def capabilities(variant: str = VARIANT) -> Capabilities:
 
 
 def _config(folder: Path) -> dict | None:
-    path = Path(folder) / "config.json"
-    if not path.is_file():
-        return None
-    try:
-        raw = read_json_object(path)
-    except ValueError:
-        return None
-    return raw if raw.get("model_type") == FAMILY else None
+    raw = folder_config(folder)
+    return raw if raw is not None and raw.get("model_type") == FAMILY else None
 
 
 # OpenAI's voice names as designed voices (upstream's vocabulary: gender, age, pitch, accent)

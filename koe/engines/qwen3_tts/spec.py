@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from koe.engines.base import CLONE, CLONE_WITHOUT_TRANSCRIPT, DESIGN, PRESET, Capabilities, Option, OptionsSchema
-from koe.engines.spec import ModelDescription, ModelInfo, ReleasedModel, SpecError, VoiceAlias, has_random_weights, read_json, safetensors_dtype
+from koe.engines.spec import ModelDescription, ModelInfo, ReleasedModel, VoiceAlias, folder_config, has_random_weights, read_json, safetensors_dtype
 
 FAMILY = "qwen3_tts"
 FRAME_RATE = 12.5  # codec frames per second of audio
@@ -167,12 +167,8 @@ class QwenSpec:
     )
 
     def probe(self, folder: Path) -> ModelInfo | None:
-        path = Path(folder) / "config.json"
-        if not path.is_file():
-            return None
-        try:
-            cfg = read_json(path)
-        except SpecError:
+        cfg = folder_config(folder)
+        if cfg is None:
             return None
         if cfg.get("model_type") != "qwen3_tts" and "tts_model_type" not in cfg:
             return None

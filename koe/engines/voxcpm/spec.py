@@ -16,8 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from koe.engines.base import CLONE, CLONE_WITHOUT_TRANSCRIPT, DESIGN, NO_VOICE, Capabilities, Option, OptionsSchema
-from koe.engines.spec import ModelDescription, ModelInfo, ReleasedModel, SpecError, VoiceAlias, has_random_weights, safetensors_dtype
-from koe.runtime.files import read_json_object
+from koe.engines.spec import ModelDescription, ModelInfo, ReleasedModel, SpecError, VoiceAlias, folder_config, has_random_weights, safetensors_dtype
 
 FAMILY = "voxcpm"
 LANGUAGES = ("auto",)  # the text's own language, no tag (VoxCPM2: 30 languages; 1.5: Chinese and English)
@@ -80,12 +79,8 @@ def options_schema() -> OptionsSchema:
 
 
 def _config(folder: Path) -> dict | None:
-    path = Path(folder) / "config.json"
-    if not path.is_file():
-        return None
-    try:
-        raw = read_json_object(path)
-    except ValueError:
+    raw = folder_config(folder)
+    if raw is None:
         return None
     if "lm_config" in raw and "dit_config" in raw and str(raw.get("architecture", "voxcpm")).lower().startswith("voxcpm"):
         return raw
