@@ -219,6 +219,32 @@ def time_case(opts: BenchOptions, workers: dict, loads: dict, cmd: dict, label: 
     return entry, samples, warmed
 
 
+def run_sizes(
+    opts: BenchOptions, sides: list[str], logs: Path, results: dict, progress, case_cmd, timed_keys, parameter_counts, upstream_precision: str | None = None
+) -> None:
+    """The loop a family's run over whole requests shares: per size, the model built or found (its
+    weights' bytes and `parameter_counts(folder)`), fresh workers, each case timed (`time_case`) with
+    `case_cmd(case)`; with `--compare`, the ratios and `wave_equal` (every run of both sides gave one
+    and the same waveform). Fills `results["sizes"]`."""
+    from koe.bench.models import bench_model, weights_bytes
+
+    for size in opts.sizes:
+        progress(f"{opts.variant} {size}: building or finding the model")
+        folder = bench_model(opts.family, opts.variant, size, opts.models_root, seed=opts.seed)
+        model = {"folder": str(folder), "variant": opts.variant, "weights_bytes": weights_bytes(folder), "parameters": parameter_counts(folder)}
+        per_size: dict = {"cases": {}, "models": {opts.family: model}}
+        results["sizes"][size] = per_size
+        with loaded_workers(opts, sides, folder, logs, f"{opts.variant} {size}", progress, upstream_precision=upstream_precision) as (workers, loads):
+            model["load"] = loads
+            for case in opts.cases:
+                entry, samples, _ = time_case(opts, workers, loads, case_cmd(case), f"{size} {case}", progress, timed_keys)
+                if opts.compare:
+                    entry["ratio"] = ratios(entry["koe"]["summary"], entry["upstream"]["summary"])
+                    hashes = {side: {s["wave_sha1"] for s in samples[side]} for side in sides}
+                    entry["wave_equal"] = hashes["koe"] == hashes["upstream"] and len(hashes["koe"]) == 1
+                per_size["cases"][case] = entry
+
+
 def summarize(samples: list[dict], keys: tuple[str, ...]) -> dict:
     """Median and min of each timed key over the runs (keys absent or None in a run are skipped)."""
     out: dict = {}

@@ -18,25 +18,13 @@ def run(kit, opts, progress=lambda msg: None) -> dict:
     from koe.engines.omnivoice.bench import BENCH
 
     sides, logs, results = kit.start_run(opts)
+
+    def case_cmd(case: str) -> dict:
+        return {"op": "run", "case": case, "reference": str(reference), "seed": opts.seed}
+
     reference = kit.wire.write_reference_wav(logs / f"koe-bench-omnivoice-reference-{os.getpid()}.wav", cases.REF_SECONDS, cases.REF_RATE)
-    variant = opts.variant
     try:
-        for size in opts.sizes:
-            progress(f"{variant} {size}: building or finding the model")
-            folder = kit.bench_model(opts.family, variant, size, opts.models_root, seed=opts.seed)
-            model = {"folder": str(folder), "variant": variant, "weights_bytes": kit.weights_bytes(folder), "parameters": parameter_counts(folder)}
-            per_size: dict = {"cases": {}, "models": {opts.family: model}}
-            results["sizes"][size] = per_size
-            with kit.loaded_workers(opts, sides, folder, logs, f"{variant} {size}", progress) as (workers, loads):
-                model["load"] = loads
-                for case in opts.cases:
-                    cmd = {"op": "run", "case": case, "reference": str(reference), "seed": opts.seed}
-                    entry, samples, _ = kit.time_case(opts, workers, loads, cmd, f"{size} {case}", progress, BENCH.timed_keys)
-                    if opts.compare:
-                        entry["ratio"] = kit.ratios(entry["koe"]["summary"], entry["upstream"]["summary"])
-                        hashes = {side: {s["wave_sha1"] for s in samples[side]} for side in sides}
-                        entry["wave_equal"] = hashes["koe"] == hashes["upstream"] and len(hashes["koe"]) == 1
-                    per_size["cases"][case] = entry
+        kit.run_sizes(opts, sides, logs, results, progress, case_cmd, BENCH.timed_keys, parameter_counts)
     finally:
         Path(reference).unlink(missing_ok=True)
     return kit.finish_run(opts, results)
