@@ -47,6 +47,18 @@ def read_prompt(folder: str | Path, error: type[Exception]) -> tuple[dict, dict[
         raise error(f"{folder}: not a readable voice prompt ({e})") from e
 
 
+def check_header(folder: str | Path, meta: dict, error: type[Exception], *, family: str, title: str, version: int) -> None:
+    """A saved prompt's `prompt.json` names this `family` (else it was made for another family's model)
+    and this format `version`; else `error`, naming what it was made for."""
+    made_for = meta.get("family") or (meta.get("model") or {}).get("family")
+    if made_for != family:
+        raise error(
+            f"{folder}: this voice prompt was made for a {made_for or 'model of another family'} model, not {title}; prepare the voice again with this model"
+        )
+    if meta.get("format_version") != version:
+        raise error(f"{folder}: unknown {title} voice prompt format {meta.get('format_version')!r}")
+
+
 def prompt_tensor(
     folder: str | Path,
     tensors: dict[str, torch.Tensor],

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from koe.engines.prompt_files import prompt_rate, prompt_tensor, read_prompt, write_prompt
+from koe.engines.prompt_files import check_header, prompt_rate, prompt_tensor, read_prompt, write_prompt
 
 FORMAT_VERSION = 1
 FAMILY = "f5_tts"
@@ -58,13 +58,7 @@ class F5Voice:
     @classmethod
     def load(cls, folder: str | Path) -> F5Voice:
         meta, tensors = read_prompt(folder, F5VoiceError)
-        family = meta.get("family") or (meta.get("model") or {}).get("family")
-        if family != FAMILY:
-            raise F5VoiceError(
-                f"{folder}: this voice prompt was made for a {family or 'model of another family'} model, not F5-TTS; prepare the voice again with this model"
-            )
-        if meta.get("format_version") != FORMAT_VERSION:
-            raise F5VoiceError(f"{folder}: unknown F5-TTS voice prompt format {meta.get('format_version')!r}")
+        check_header(folder, meta, F5VoiceError, family=FAMILY, title="F5-TTS", version=FORMAT_VERSION)
         rate = prompt_rate(folder, meta, F5VoiceError)
         samples = prompt_tensor(folder, tensors, "samples", F5VoiceError, dtype=torch.float32, shape=(None,), max_len=int(MAX_PROMPT_SECONDS * rate))
         text, mel, info = meta.get("ref_text"), meta.get("mel") or {}, meta.get("info") or {}

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from koe.engines.omnivoice.reference import VoicePrompt
-from koe.engines.prompt_files import prompt_tensor, read_prompt, write_prompt
+from koe.engines.prompt_files import check_header, prompt_tensor, read_prompt, write_prompt
 
 __all__ = ["FAMILY", "MAX_REFERENCE_S", "OmniVoiceVoice", "OmniVoiceVoiceError"]
 
@@ -55,13 +55,7 @@ class OmniVoiceVoice(VoicePrompt):
     @classmethod
     def load(cls, folder: str | Path) -> OmniVoiceVoice:
         meta, tensors = read_prompt(folder, OmniVoiceVoiceError)
-        family = meta.get("family") or (meta.get("model") or {}).get("family")
-        if family != FAMILY:
-            raise OmniVoiceVoiceError(
-                f"{folder}: this voice prompt was made for a {family or 'model of another family'} model, not OmniVoice; prepare the voice again with this model"
-            )
-        if meta.get("format_version") != FORMAT_VERSION:
-            raise OmniVoiceVoiceError(f"{folder}: unknown OmniVoice voice prompt format {meta.get('format_version')!r}")
+        check_header(folder, meta, OmniVoiceVoiceError, family=FAMILY, title="OmniVoice", version=FORMAT_VERSION)
         text, rms, books, info = meta.get("text"), meta.get("rms"), meta.get("codebooks"), meta.get("info") or {}
         ok = isinstance(text, str) and text.strip() and isinstance(books, int) and not isinstance(books, bool) and books > 0
         ok = ok and isinstance(rms, (int, float)) and not isinstance(rms, bool) and math.isfinite(rms) and rms >= 0 and isinstance(info, dict)

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from koe.engines.prompt_files import prompt_rate, prompt_tensor, read_prompt, write_prompt
+from koe.engines.prompt_files import check_header, prompt_rate, prompt_tensor, read_prompt, write_prompt
 from koe.engines.voxcpm.spec import MAX_REFERENCE_S
 
 __all__ = ["FAMILY", "VoxCPMVoice", "VoxCPMVoiceError"]
@@ -77,13 +77,7 @@ class VoxCPMVoice:
     @classmethod
     def load(cls, folder: str | Path) -> VoxCPMVoice:
         meta, tensors = read_prompt(folder, VoxCPMVoiceError)
-        family = meta.get("family") or (meta.get("model") or {}).get("family")
-        if family != FAMILY:
-            raise VoxCPMVoiceError(
-                f"{folder}: this voice prompt was made for a {family or 'model of another family'} model, not VoxCPM; prepare the voice again with this model"
-            )
-        if meta.get("format_version") != FORMAT_VERSION:
-            raise VoxCPMVoiceError(f"{folder}: unknown VoxCPM voice prompt format {meta.get('format_version')!r}")
+        check_header(folder, meta, VoxCPMVoiceError, family=FAMILY, title="VoxCPM", version=FORMAT_VERSION)
         rate, text, info = prompt_rate(folder, meta, VoxCPMVoiceError), meta.get("prompt_text"), meta.get("info") or {}
         if not isinstance(meta.get("architecture"), str) or not (text is None or isinstance(text, str)) or not isinstance(info, dict):
             raise VoxCPMVoiceError(f"{folder}: a damaged VoxCPM voice prompt (prompt.json)")
