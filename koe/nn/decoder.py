@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from koe.nn.attention import Attention
+from koe.nn.attention import Attention, Packed
 from koe.nn.mlp import GatedMLP
 from koe.nn.norm import LayerScale, RMSNorm
 from koe.runtime.kv_cache import LayerCache
@@ -73,7 +73,7 @@ class DecoderLayer(nn.Module):
             self.self_attn_layer_scale = LayerScale(spec.hidden_size, spec.layer_scale)
             self.mlp_layer_scale = LayerScale(spec.hidden_size, spec.layer_scale)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: LayerCache | None, mask: torch.Tensor | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: LayerCache | None, mask: torch.Tensor | Packed | None) -> torch.Tensor:
         """x (B, T, C) -> (B, T, C); cos, sin, cache and mask as `Attention.forward` takes them."""
         h = self.self_attn(self.input_layernorm(x), cos, sin, cache, mask)
         x = x + (h if self.self_attn_layer_scale is None else self.self_attn_layer_scale(h))

@@ -1,9 +1,10 @@
 """OmniVoice's core: iterative unmasking of the 8 x T audio grid of a batch of items.
 
 Per item, one conditional row (style and text ids, the reference's codes if any, then T masked
-frames) and one unconditional row (only the T frames, at its start; pad positions attend only to
-themselves), all rows in one batch of 2B. Every step runs the whole batch through the model and,
-per item that unmasks any slot at this step, in item order:
+frames) and one unconditional row (only the T frames). Upstream pads them into one batch of 2B
+rows of the longest length; koe packs them end to end without the padding, with upstream's bits
+(`koe.engines.omnivoice.model`). Every step runs all rows through the model and, per item that
+unmasks any slot at this step, in item order:
 
 1. scores: `log_softmax(c + g (c - u))` of the two rows' log-softmaxes (g = `guidance_scale`; g = 0
    takes the conditional row's log-softmax alone), the mask id excluded;
@@ -29,6 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from koe.engines.omnivoice.model import OmniVoiceLM
+from koe.nn.attention import Packed
 
 __all__ = ["Item", "Settings", "schedule", "unmask", "unmask_steps"]
 
@@ -95,36 +97,54 @@ def _predict(cond: torch.Tensor, uncond: torch.Tensor, s: Settings, mask_id: int
     return tokens, scores.max(dim=-1)[0]
 
 
-class _Batch:
-    """The 2B rows of a batch: ids (2B, 8, L), audio mask (2B, L), attention mask (2B, 1, L, L)."""
+class _Rows:
+    """The 2B rows of a batch (each item's conditional row, then each one's unconditional row) packed
+    end to end without upstream's padding: ids (1, 8, N), audio mask and positions (1, N), the
+    `Packed` spans (keys padded to the longest row, as upstream's batch is), where each item's target
+    frames lie in its two rows (`cond`, `uncond`: starts in the packing), and `scored`, the positions
+    the heads score: every item's conditional target frames, then every item's unconditional ones."""
 
     def __init__(self, items: list[Item], codebooks: int, mask_id: int, device: torch.device) -> None:
-        b = len(items)
-        rows = []
+        cond, uncond = [], []
         for item in items:
             text = torch.tensor(item.style_ids + item.text_ids, dtype=torch.long, device=device)[None].expand(codebooks, -1)  # (8, N)
             parts = [text]
             if item.ref_codes is not None:
                 parts.append(item.ref_codes.to(device=device, dtype=torch.long))
             parts.append(torch.full((codebooks, item.frames), mask_id, dtype=torch.long, device=device))
-            rows.append(torch.cat(parts, dim=1))
-        self.lengths = [r.shape[1] for r in rows]
-        self.audio_starts = [n - it.frames - (0 if it.ref_codes is None else it.ref_codes.shape[-1]) for n, it in zip(self.lengths, items, strict=True)]
-        longest = max(self.lengths)
-        self.ids = torch.full((2 * b, codebooks, longest), mask_id, dtype=torch.long, device=device)
-        self.audio_mask = torch.zeros((2 * b, longest), dtype=torch.bool, device=device)
-        self.attention = torch.zeros((2 * b, 1, longest, longest), dtype=torch.bool, device=device)
-        for i, (row, item) in enumerate(zip(rows, items, strict=True)):
-            n, t = self.lengths[i], item.frames
-            self.ids[i, :, :n] = row
-            self.audio_mask[i, self.audio_starts[i] : n] = True
-            self.attention[i, :, :n, :n] = True
-            self.ids[b + i, :, :t] = row[:, -t:]
-            self.audio_mask[b + i, :t] = True
-            self.attention[b + i, :, :t, :t] = True
-            if longest > t:
-                pad = torch.arange(t, longest, device=device)
-                self.attention[b + i, :, pad, pad] = True
+            cond.append(torch.cat(parts, dim=1))
+            uncond.append(parts[-1])
+        rows = cond + uncond
+        lengths = [r.shape[1] for r in rows]
+        starts = [sum(lengths[:j]) for j in range(len(rows))]
+        b = len(items)
+        self.packed = Packed(tuple(zip(starts, lengths, strict=True)), max(lengths[:b]))
+        self.ids = torch.cat(rows, dim=1)[None]  # (1, 8, N)
+        self.positions = torch.cat([torch.arange(n, device=device) for n in lengths])[None]
+        self.audio_mask = torch.zeros_like(self.positions, dtype=torch.bool)
+        self.cond, self.uncond, self.frames = [], [], [it.frames for it in items]
+        for i, item in enumerate(items):
+            audio = item.frames + (0 if item.ref_codes is None else item.ref_codes.shape[-1])
+            end = starts[i] + lengths[i]
+            self.audio_mask[0, end - audio : end] = True
+            self.audio_mask[0, starts[b + i] : starts[b + i] + item.frames] = True
+            self.cond.append(end - item.frames)
+            self.uncond.append(starts[b + i])
+        spans = [(start, it.frames) for start, it in zip(self.cond + self.uncond, items + items, strict=True)]
+        self.scored = torch.cat([torch.arange(start, start + t, device=device) for start, t in spans])
+        self.offsets = [sum(t for _, t in spans[:j]) for j in range(len(spans))]  # each span's first row in the logits
+
+    def logits(self, logits: torch.Tensor, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Item i's conditional and unconditional logits (1, 8, T, V) out of the scored (R, 8, V)."""
+        t = self.frames[i]
+        c, u = self.offsets[i], self.offsets[len(self.frames) + i]
+        return logits[c : c + t].permute(1, 0, 2)[None], logits[u : u + t].permute(1, 0, 2)[None]
+
+    def write(self, i: int, frames: torch.Tensor) -> None:
+        """Item i's target frames (8, T) in both its rows."""
+        t = frames.shape[-1]
+        self.ids[0, :, self.cond[i] : self.cond[i] + t] = frames
+        self.ids[0, :, self.uncond[i] : self.uncond[i] + t] = frames
 
 
 def unmask_steps(model: OmniVoiceLM, items: list[Item], s: Settings) -> Iterator[torch.Tensor]:
@@ -132,30 +152,28 @@ def unmask_steps(model: OmniVoiceLM, items: list[Item], s: Settings) -> Iterator
     cfg = model.config
     codebooks, mask_id = cfg.num_audio_codebook, cfg.audio_mask_id
     device = model.audio_heads.weight.device
-    batch = _Batch(items, codebooks, mask_id, device)
+    rows = _Rows(items, codebooks, mask_id, device)
     b = len(items)
     tokens = torch.full((b, codebooks, max(it.frames for it in items)), mask_id, dtype=torch.long, device=device)
     plans = [schedule(it.frames, codebooks, s.num_step, s.t_shift) for it in items]
     layers = torch.arange(codebooks, device=device).view(1, -1, 1)
     for step in range(s.num_step):
-        logits = model(batch.ids, batch.audio_mask, batch.attention)  # (2B, 8, L, V) float32
+        logits = model(rows.ids, rows.audio_mask, rows.positions, rows.packed, rows.scored)  # (R, 8, V) float32
         for i, item in enumerate(items):
             k = plans[i][step]
             if k <= 0:
                 continue
-            n, t = batch.lengths[i], item.frames
-            predicted, scores = _predict(logits[i : i + 1, :, n - t : n, :], logits[b + i : b + i + 1, :, :t, :], s, mask_id)
+            predicted, scores = _predict(*rows.logits(logits, i), s, mask_id)
             scores = scores - layers * s.layer_penalty_factor
             if s.position_temperature > 0.0:
                 scores = _gumbel(scores, s.position_temperature)
-            current = tokens[i : i + 1, :, :t]  # (1, 8, T)
+            current = tokens[i : i + 1, :, : item.frames]  # (1, 8, T)
             scores.masked_fill_(current != mask_id, float("-inf"))
             chosen = torch.topk(scores.flatten(), k).indices
             flat = current.flatten().clone()
             flat[chosen] = predicted.flatten()[chosen]
             current.copy_(flat.view_as(current))
-            batch.ids[i : i + 1, :, n - t : n] = current
-            batch.ids[b + i : b + i + 1, :, :t] = current
+            rows.write(i, current[0])
         yield tokens
 
 

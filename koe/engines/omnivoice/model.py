@@ -4,10 +4,12 @@ frames, each frame embedded as the sum of its 8 codebook entries, with one head 
 Parameter names are the release's (`llm.*`, `audio_embeddings`, `audio_heads`,
 `codebook_layer_offsets`), so `model.safetensors` loads strictly.
 
-Exactness (float32 on the CPU): the embeddings, the mask and the heads are computed on the same
-shapes upstream computes them on (the whole batch of conditional and unconditional rows, every
-position), so every reduction adds in upstream's order; attention goes through SDPA with a boolean
-mask and repeated K/V heads as transformers' SDPA path does.
+Exactness (float32 on the CPU): upstream runs a padded batch (conditional and unconditional rows,
+the shorter ones padded to the longest); koe runs the same rows packed end to end without the
+padding (`koe.nn.attention.Packed`: each sequence's attention over keys zero-padded to the batch's
+length, as SDPA saw them upstream) and the heads only on the positions the sampler reads. Every
+other operation works per position, and under MKL's strict reproducibility a product's row does
+not depend on the other rows, so each kept position gets upstream's bits.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import torch
 from torch import nn
 
 from koe.engines.omnivoice.config import OmniVoiceConfig
+from koe.nn.attention import Packed
 from koe.nn.decoder import DecoderLayer, DecoderSpec
 from koe.nn.norm import RMSNorm
 from koe.nn.rotary import RotaryEmbedding
@@ -50,17 +53,16 @@ class Backbone(nn.Module):
         self.norm = RMSNorm(spec.hidden_size, eps=spec.rms_norm_eps)
         self.rotary = RotaryEmbedding(spec.head_dim, spec.rope_theta)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """x (B, L, C) input embeddings, mask (B, 1, L, L) bool (True: attend) -> (B, L, C)."""
-        positions = torch.arange(x.shape[1], device=x.device)[None].expand(x.shape[0], -1)  # (B, L): 0..L-1
+    def forward(self, x: torch.Tensor, positions: torch.Tensor, packed: Packed) -> torch.Tensor:
+        """x (1, T, C) input embeddings of packed sequences, positions (1, T) (each sequence's from 0) -> (1, T, C)."""
         cos, sin = self.rotary(positions, x.dtype)
         for layer in self.layers:
-            x = layer(x, cos, sin, None, mask)
+            x = layer(x, cos, sin, None, packed)
         return self.norm(x)
 
 
 class OmniVoiceLM(nn.Module):
-    """Text and audio ids (B, 8, L) -> audio logits (B, 8, L, audio_vocab_size)."""
+    """Text and audio ids of packed sequences (1, 8, T) -> audio logits (R, 8, audio_vocab_size) at R chosen positions."""
 
     codebook_layer_offsets: torch.Tensor
 
@@ -74,16 +76,16 @@ class OmniVoiceLM(nn.Module):
         self.register_buffer("codebook_layer_offsets", torch.arange(n) * vocab)
 
     def embed(self, ids: torch.Tensor, audio_mask: torch.Tensor) -> torch.Tensor:
-        """ids (B, 8, L), audio_mask (B, L) bool -> (B, L, C): text embeddings of row 0 where the
-        mask is False, the sum over codebooks of each codebook's entry where it is True."""
+        """ids (B, 8, L), audio_mask (B, L) bool -> (B, L, C): text embeddings of codebook 0's ids
+        where the mask is False, the sum over codebooks of each codebook's entry where it is True."""
         text = self.llm.embed_tokens(ids[:, 0, :])  # (B, L, C)
         shifted = ids * audio_mask.unsqueeze(1) + self.codebook_layer_offsets.view(1, -1, 1)  # (B, 8, L)
         audio = self.audio_embeddings(shifted).sum(dim=1)  # (B, 8, L, C) -> (B, L, C)
         return torch.where(audio_mask.unsqueeze(-1), audio, text)
 
-    def forward(self, ids: torch.Tensor, audio_mask: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """-> logits (B, 8, L, V) in float32 (a view of the heads' output, as upstream's)."""
-        hidden = self.llm(self.embed(ids, audio_mask), attention_mask)
-        b, length, _ = hidden.shape
-        logits = self.audio_heads(hidden).view(b, length, self.config.num_audio_codebook, self.config.audio_vocab_size)
-        return logits.permute(0, 2, 1, 3).to(torch.float32)  # (B, 8, L, V)
+    def forward(self, ids: torch.Tensor, audio_mask: torch.Tensor, positions: torch.Tensor, packed: Packed, rows: torch.Tensor) -> torch.Tensor:
+        """ids (1, 8, T), audio_mask and positions (1, T), the packed sequences, `rows` (R,) the
+        positions to score -> logits (R, 8, V) in float32."""
+        hidden = self.llm(self.embed(ids, audio_mask), positions, packed)[0, rows]  # (R, C)
+        logits = self.audio_heads(hidden).view(len(rows), self.config.num_audio_codebook, self.config.audio_vocab_size)
+        return logits.to(torch.float32)
