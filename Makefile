@@ -39,10 +39,14 @@ $(VENV)/.installed-dev: $(VENV)/.installed-server pyproject.toml
 
 # Upstream packages, each in its own virtualenv: the oracles for parity tests (never imported by koe).
 # Each family declares its oracle in its own folder (koe/engines/<family>/oracle.py: the pinned
-# package, its venv, requirement files, whether it shares the first oracle's torch);
+# package or source checkout, its venv, requirement files, whether it shares the first oracle's
+# torch), a family under construction too (not registered yet: koe.engines.oracle);
 # scripts/oracles.py prints the declarations as make variables into $(ORACLES_MK), read only by the
 # targets that need them, and ORACLE_RULE below makes `oracle-<family>` of each (also named as its
 # venv: `make oracle-f5`). `make oracle` builds them all; scripts/oracles.py with no argument lists them.
+# UPSTREAM_SOURCES: a folder of upstream checkouts at the pinned commits (`<repo>@<commit>`), for
+# the families whose oracle is upstream's source rather than a PyPI release.
+UPSTREAM_SOURCES ?= ../shared/upstream
 ORACLES_MK := $(VENV)/oracles.mk
 ORACLE_GOALS := oracle oracle-% test peer-mizuoto
 ifneq ($(filter $(ORACLE_GOALS),$(MAKECMDGOALS)),)
@@ -60,17 +64,23 @@ PURELIB = "$$($(1)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()[
 
 # One oracle, from its declaration ($(1): the family): a venv, then torch (the build `make` picks
 # for the machine) or, for one that shares it, a .pth file to the torch oracle's packages, then its
-# requirement files, then the pinned package and the torch-dependent packages with --no-deps. A
-# sharing venv drops torchaudio's compiled libraries (its PyPI wheel is a CUDA build; upstream uses
-# only pure-Python parts of it).
+# requirement files; for a source oracle, upstream's checkout copied to <venv>/src/<repo> (upstream
+# may write into its tree) and its source paths put on the venv's path by a .pth file; then the
+# pinned package and the torch-dependent packages with --no-deps (built in the venv, without
+# isolation, where the declaration says so). A sharing venv drops torchaudio's compiled libraries
+# (its PyPI wheel is a CUDA build; upstream uses only pure-Python parts of it).
+ORACLE_SRC = $(oracle_$(1)_venv)/src/$(oracle_$(1)_source_repo)
 define ORACLE_RULE
 oracle-$(1) $(filter-out oracle,$(patsubst .%,%,$(oracle_$(1)_venv))): $(oracle_$(1)_venv)/.installed
 $(oracle_$(1)_venv)/.installed: $(oracle_$(1)_declared_in) $(oracle_$(1)_requirements) $(oracle_$(1)_nodeps) $(if $(oracle_$(1)_shares_torch),$(ORACLE_TORCH)/.installed)
-	$$(STEP) "the $(oracle_$(1)_package) oracle ($(oracle_$(1)_venv))"
+	$$(STEP) "the $(or $(oracle_$(1)_package),upstream $(oracle_$(1)_source)) oracle ($(oracle_$(1)_venv))"
+	$(if $(oracle_$(1)_source),@test -d "$$(UPSTREAM_SOURCES)/$(oracle_$(1)_source)" || { echo "error: no $$(UPSTREAM_SOURCES)/$(oracle_$(1)_source): the $(1) oracle runs upstream's source at that commit; set UPSTREAM_SOURCES to a folder of upstream checkouts at the pinned commits" >&2; exit 1; })
 	test -x $(oracle_$(1)_venv)/bin/python || $$(PYTHON) -m venv $(oracle_$(1)_venv)
 	$(if $(oracle_$(1)_shares_torch),$(ORACLE_TORCH)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > $$(call PURELIB,$(oracle_$(1)_venv))/_koe_shared_oracle.pth,$(oracle_$(1)_venv)/bin/pip install $$(PIP_FLAGS) $$(TORCH_ARGS))
 	$(if $(oracle_$(1)_requirements),$(oracle_$(1)_venv)/bin/pip install $$(PIP_FLAGS) $(addprefix -r ,$(oracle_$(1)_requirements)))
-	$(oracle_$(1)_venv)/bin/pip install $$(PIP_FLAGS) --no-deps $(oracle_$(1)_package) $(addprefix -r ,$(oracle_$(1)_nodeps))
+	$(if $(oracle_$(1)_source),rm -rf $(ORACLE_SRC) && mkdir -p $(dir $(ORACLE_SRC)) && cp -R "$$(UPSTREAM_SOURCES)/$(oracle_$(1)_source)" $(ORACLE_SRC) && chmod -R u+w $(ORACLE_SRC))
+	$(if $(oracle_$(1)_source),printf '%s\n' $(foreach p,$(oracle_$(1)_source_paths),"$(patsubst %/.,%,$(CURDIR)/$(ORACLE_SRC)/$(p))") > $$(call PURELIB,$(oracle_$(1)_venv))/_koe_upstream_source.pth)
+	$(if $(oracle_$(1)_package)$(oracle_$(1)_nodeps),$(oracle_$(1)_venv)/bin/pip install $$(PIP_FLAGS) --no-deps $(if $(oracle_$(1)_build_isolation),,--no-build-isolation) $(oracle_$(1)_package) $(addprefix -r ,$(oracle_$(1)_nodeps)))
 	$(if $(oracle_$(1)_shares_torch),rm -f $$(call PURELIB,$(oracle_$(1)_venv))/torchaudio/lib/*.so)
 	touch $$@
 endef

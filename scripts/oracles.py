@@ -1,10 +1,11 @@
-"""The oracles the registered families declare (`koe.engines.oracle`), for the Makefile and for people.
+"""The oracles the families declare (`koe.engines.oracle`), for the Makefile and for people.
 
-    python scripts/oracles.py                 # one line per oracle: family, package, venv, make target
+    python scripts/oracles.py                 # one line per oracle: family, upstream, venv, make target
     python scripts/oracles.py make [FILE]     # the declarations as make variables (the Makefile includes them)
 
 The Makefile's oracle targets are one template (`ORACLE_RULE`) instantiated for each family this
-prints, so a family's oracle is built by `make oracle` once its spec declares it: no make target is
+prints, so a family's oracle is built by `make oracle` once it declares one (from its spec, or from
+`koe/engines/<family>/oracle.py` while the family is under construction): no make target is
 written by hand. `make` writes FILE only when its text changes (make re-reads an included makefile
 it has just remade, so an unchanged one must keep its time).
 """
@@ -15,23 +16,24 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from koe.engines import registry
-from koe.engines.oracle import declared, target, torch_home
+from koe.engines.oracle import declarations, declared, target, torch_home, under_construction
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _declared_in(family: str) -> str:
     """The file of `family`'s oracle declaration (relative to the checkout when inside it)."""
-    module = registry.spec(family).oracle.partition(":")[0]
+    module = declarations()[family].partition(":")[0]
     path = Path(importlib.util.find_spec(module).origin).resolve()
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 def make_variables() -> str:
     """`ORACLE_FAMILIES`, `ORACLE_TORCH` (the venv that installs torch) and, per family F,
-    `oracle_F_venv`, `_package`, `_python_env`, `_requirements`, `_nodeps`, `_shares_torch` (1 or empty) and
-    `_declared_in` (the declaration's file: a changed pin rebuilds that oracle)."""
+    `oracle_F_venv`, `_package` (empty for a source oracle), `_source` and `_source_repo` (empty for
+    a package), `_source_paths`, `_python_env`, `_requirements`, `_nodeps`, `_build_isolation` and
+    `_shares_torch` (1 or empty) and `_declared_in` (the declaration's file: a changed pin rebuilds
+    that oracle)."""
     oracles = declared()
     home = torch_home(oracles)
     lines = [
@@ -43,9 +45,13 @@ def make_variables() -> str:
         fields = {
             "venv": o.venv,
             "package": o.package,
+            "source": o.source,
+            "source_repo": o.source_repo,
+            "source_paths": " ".join(o.source_paths) if o.source else "",
             "python_env": o.python_env,
             "requirements": " ".join(o.requirements),
             "nodeps": " ".join(o.nodeps),
+            "build_isolation": "1" if o.build_isolation else "",
             "shares_torch": "1" if o.shares_torch else "",
             "declared_in": _declared_in(family),
         }
@@ -64,9 +70,11 @@ def main(argv: list[str]) -> int:
     if argv:
         print(__doc__.strip(), file=sys.stderr)
         return 2
+    building = set(under_construction())
     for family, o in declared().items():
         torch = "shares torch" if o.shares_torch else "installs torch"
-        print(f"{family:12} {o.package:18} {o.venv:16} make {target(family):18} {torch}")
+        note = "  (family under construction)" if family in building else ""
+        print(f"{family:12} {o.upstream:28} {o.venv:18} make {target(family):18} {torch}{note}")
     return 0
 
 

@@ -1,8 +1,11 @@
 """Run an oracle script in an upstream package's own virtualenv and read back what it wrote.
 
-Each family declares its oracle in its own folder (`koe.engines.oracle`: the pinned package, its
-venv, its scripts folder, the variable naming another venv's python); `make oracle` builds them and
-`ORACLES` below is read from the registered specs. A missing oracle is an error, never a skip.
+Each family declares its oracle in its own folder (`koe.engines.oracle`: the pinned package or
+source checkout, its venv, its scripts folder, the variable naming another venv's python);
+`make oracle` builds them and `ORACLES` below is read from the declarations: the registered specs'
+and those of the families under construction (not registered yet), whose parity tests call
+`run_oracle(script, job, workdir, family="cosyvoice")` the same way. A missing oracle is an error,
+never a skip.
 
 Outputs are cached on disk by content (`cache_key`: the oracle's declaration and requirement
 files, the stamp of its venv, its scripts, the job, and the bytes of every file or folder the job
@@ -31,7 +34,7 @@ from koe.engines.oracle import UpstreamOracle, declared
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT / "tests" / "oracle_shared"  # oracle_io.py: every script's job and result files
-ORACLES: dict[str, UpstreamOracle] = declared()  # family -> its oracle, from the registered specs
+ORACLES: dict[str, UpstreamOracle] = declared()  # family -> its oracle, registered or under construction
 DEFAULT_FAMILY = "qwen3_tts"  # run_oracle's default: the first family, whose tests call it without one
 ORACLE_DIR = ROOT / ORACLES[DEFAULT_FAMILY].scripts
 

@@ -34,10 +34,11 @@ class Side:
     @classmethod
     def upstream(cls, oracle, worker: str, **fields) -> Side:
         """The side that runs the family's oracle (`koe.engines.oracle.UpstreamOracle`, its one
-        declaration): its pinned package, venv, environment variable and make target (the venv's
-        name: `.oracle-f5` -> `make oracle-f5`), running the worker script `worker`."""
+        declaration): its pinned package (or source checkout), venv, environment variable and make
+        target (the venv's name: `.oracle-f5` -> `make oracle-f5`), running the worker script `worker`."""
         name, _, version = oracle.package.partition("==")
-        return cls(f"{name} {version}", oracle.python_env, oracle.venv, oracle.venv.removeprefix("."), worker, **fields)
+        holds = f"{name} {version}" if oracle.package else f"upstream {oracle.source}"
+        return cls(holds, oracle.python_env, oracle.venv, oracle.venv.removeprefix("."), worker, **fields)
 
 
 @dataclass(frozen=True)
