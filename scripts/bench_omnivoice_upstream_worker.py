@@ -6,7 +6,7 @@ Started by `koe.bench.runner` with the OmniVoice oracle's Python (`KOE_ORACLE_OM
 and `koe/engines/omnivoice/bench/cases.py` by path (`bench_side.py`), nothing else of koe.
 
 It drives upstream's public inference path: `OmniVoice.from_pretrained(folder, dtype=float32,
-device_map="cpu")` once; per request `torch.manual_seed(seed)` and `generate(text, ref_audio=...,
+device_map="cpu")` once (`dtype=bfloat16` with precision bf16, upstream's own bf16 run); per request `torch.manual_seed(seed)` and `generate(text, ref_audio=...,
 ref_text=..., num_step=...)` (the clone's prompt made inside the call, as koe's request makes it).
 Phases are timed by wrapping upstream's own methods: `_prepare_inference_inputs` (the text and
 prompt ids), the LM's `forward` (one per step), `audio_tokenizer.decode`, and
@@ -24,6 +24,9 @@ from bench_side import family_cases, serve, wire
 cases = family_cases("omnivoice")
 
 
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
 class OmniVoiceUpstreamWorker:
     def __init__(self) -> None:
         self.model = None
@@ -37,9 +40,13 @@ class OmniVoiceUpstreamWorker:
         from omnivoice import OmniVoice
 
         imported = time.perf_counter()
-        self.model = OmniVoice.from_pretrained(cmd["model"], dtype=torch.float32, device_map="cpu")
+        precision = cmd.get("precision") or "fp32"
+        if precision not in DTYPES:
+            raise ValueError(f"upstream OmniVoice on the CPU runs fp32 or bf16 (from_pretrained's dtype), not {precision!r}")
+        self.model = OmniVoice.from_pretrained(cmd["model"], dtype=DTYPES[precision], device_map="cpu")
         load_s = time.perf_counter() - imported
-        return {"load_s": load_s, "import_s": imported - started, "peak_rss": wire.peak_rss(), "rss": wire.current_rss(), "precision": "float32"}
+        dtype = str(next(self.model.parameters()).dtype).removeprefix("torch.")
+        return {"load_s": load_s, "import_s": imported - started, "peak_rss": wire.peak_rss(), "rss": wire.current_rss(), "precision": dtype}
 
     def run(self, cmd: dict) -> dict:
         mode, steps, reference, seed = cases.request(cmd)

@@ -1,9 +1,9 @@
 """Shared by the scripts in this folder, which run inside the OmniVoice oracle virtualenv
 (omnivoice==0.2.1, transformers 5.x).
 
-`load(folder)` is upstream's own `OmniVoice.from_pretrained(folder)` on the CPU in float32, after
-a strict check of the folder: upstream's loaders (transformers' `from_pretrained`) only warn about
-missing or unexpected tensors, so the keys of `model.safetensors` and
+`load(folder)` is upstream's own `OmniVoice.from_pretrained(folder)` on the CPU in float32 (or
+bfloat16), after a strict check of the folder: upstream's loaders (transformers' `from_pretrained`)
+only warn about missing or unexpected tensors, so the keys of `model.safetensors` and
 `audio_tokenizer/model.safetensors` are compared here with the state dicts of the modules upstream
 builds (parameters and persistent buffers). Any difference fails the script (exit 3), naming them.
 """
@@ -47,11 +47,12 @@ def key_report(model) -> dict:
     return {"checked": checked, "missing": missing, "unexpected": unexpected}
 
 
-def load(folder: str):
-    """Upstream's model from `folder` (CPU, float32), its keys checked strictly."""
+def load(folder: str, dtype: str = "float32"):
+    """Upstream's model from `folder` (CPU, `dtype`: float32, or bfloat16 for upstream's own bf16
+    run; its audio tokenizer stays as its config says), its keys checked strictly."""
     from omnivoice import OmniVoice
 
-    model = OmniVoice.from_pretrained(folder, dtype=torch.float32, device_map="cpu")
+    model = OmniVoice.from_pretrained(folder, dtype=getattr(torch, dtype), device_map="cpu")
     report = key_report(model)
     if report["missing"] or report["unexpected"]:
         print(f"fixture keys do not match upstream's modules: {report}", file=sys.stderr)

@@ -1,6 +1,6 @@
 """Upstream OmniVoice end to end: a job of synthesis cases -> waveforms (and what led to them).
 
-Job: {"model": folder, "cases": [case, ...]}; each case has `text`, `seed` (this script's own:
+Job: {"model": folder, "cases": [case, ...], "dtype": "float32" (default) or "bfloat16"}; each case has `text`, `seed` (this script's own:
 `torch.manual_seed(seed)` right before the call) and any of upstream `generate`'s keyword
 arguments (`language`, `instruct`, `ref_audio`, `ref_text`, `duration`, `speed`, `num_step`,
 `guidance_scale`, `t_shift`, `layer_penalty_factor`, `position_temperature`,
@@ -23,7 +23,7 @@ from common import load, read_job, write_results
 OWN_KEYS = ("seed",)
 
 job, out = read_job()
-model, report = load(job["model"])
+model, report = load(job["model"], job.get("dtype", "float32"))
 
 calls: dict[str, list] = {"tokens": [], "raw": [], "lens": []}
 iterative = model._generate_iterative

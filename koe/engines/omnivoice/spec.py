@@ -115,7 +115,7 @@ def voice_options() -> OptionsSchema:
     )
 
 
-PRECISIONS = ("fp32",)
+PRECISIONS = ("fp32", "bf16")
 
 
 def languages() -> tuple[str, ...]:

@@ -54,10 +54,11 @@ class OmniVoiceModel:
         self.lm, self.codec, self.text = lm, codec, text
 
     @classmethod
-    def load(cls, folder: Path, device: torch.device | str = "cpu") -> OmniVoiceModel:
+    def load(cls, folder: Path, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> OmniVoiceModel:
+        """The folder's models: the LM in `dtype` (float32: upstream's bits), the audio tokenizer in float32."""
         folder = Path(folder)
         config = read_config(folder)
-        lm = build_from_weights(lambda: OmniVoiceLM(config), [folder / "model.safetensors"], dtype=torch.float32, device=device).eval()
+        lm = build_from_weights(lambda: OmniVoiceLM(config), [folder / "model.safetensors"], dtype=dtype, device=device).eval()
         return cls(lm, load_audio_tokenizer(folder, device=device), TextTokenizer.from_folder(folder))
 
     @property
