@@ -387,3 +387,99 @@ def _model(buf, path: Path) -> Graph:
     if graph_span is None:
         raise OnnxFormatError("no graph in the file")
     return _graph(buf, *graph_span, opsets)
+
+
+# -- from a graph's nodes to a torch module's parameters ----------------------------------------------
+
+
+def module_path(node_name: str) -> str:
+    """The module a TorchScript-exported node belongs to, from its name: `/blocks.0/mlp/mlp.0/MatMul`
+    -> `blocks.0.mlp.0` (the last part is the op; a called container's child repeats its name as
+    a prefix, `mlp` then `mlp.0`, and counts once)."""
+    parts: list[str] = []
+    for part in node_name.strip("/").split("/")[:-1]:
+        if parts and part.startswith(parts[-1] + "."):
+            parts[-1] = part
+        else:
+            parts.append(part)
+    return ".".join(parts)
+
+
+_NORM_STATS = ("weight", "bias", "running_mean", "running_var")
+
+
+def graph_state(graph: Graph, module: torch.nn.Module) -> tuple[dict[str, torch.Tensor], list[str]]:
+    """The weights of `graph` in `module`'s parameter and buffer names, found through the nodes' names:
+    a node's module path (`module_path`) names one of `module`'s submodules, and its kind says which
+    of the node's static inputs is which weight:
+
+        Linear      MatMul: the weight, transposed (the exporter stores it as `(in, out)`);
+                    Gemm: the weight (`transB` set) or its transpose; Add: the bias
+        Conv1d/2d   Conv: weight, and bias when the node has one
+        LayerNorm   LayerNormalization: scale, bias; decomposed (opset < 17): the Mul's operand is the
+                    weight, the Add whose operand has more than one value the bias
+        BatchNorm   BatchNormalization: scale, bias, mean, variance
+
+    Returns (state, unclaimed): the weights found, and the names of weight-carrying nodes (Conv,
+    MatMul, Gemm, LayerNormalization, BatchNormalization with a static weight) that name no submodule
+    of `module` or carry what their submodule lacks."""
+    modules = dict(module.named_modules())
+    state: dict[str, torch.Tensor] = {}
+    unclaimed: list[str] = []
+    for node in graph.nodes:
+        weights = graph.node_weights(node)
+        if not any(w is not None for w in weights):
+            continue
+        path = module_path(node.name)
+        target = modules.get(path)
+        found = _node_state(node, weights, target)
+        if found is None:
+            if node.op_type in ("Conv", "MatMul", "Gemm", "LayerNormalization", "BatchNormalization"):
+                unclaimed.append(node.name)
+            continue
+        prefix = f"{path}." if path else ""
+        for key, value in found.items():
+            state[prefix + key] = value
+    return state, unclaimed
+
+
+def _first(weights: list[torch.Tensor | None], *, many: bool = False) -> torch.Tensor | None:
+    for w in weights:
+        if w is not None and (not many or w.numel() > 1):
+            return w
+    return None
+
+
+def _node_state(node: Node, weights: list[torch.Tensor | None], target: torch.nn.Module | None) -> dict[str, torch.Tensor] | None:
+    op = node.op_type
+    if isinstance(target, torch.nn.Linear):
+        if op == "MatMul" and weights[1] is not None:
+            return {"weight": weights[1].t()}
+        if op == "Gemm" and weights[1] is not None:
+            w = weights[1] if node.attributes.get("transB", 0) else weights[1].t()
+            out = {"weight": w}
+            if len(weights) > 2 and weights[2] is not None:
+                out["bias"] = weights[2]
+            return out
+        if op == "Add" and (bias := _first(weights)) is not None:
+            return {"bias": bias}
+    elif isinstance(target, torch.nn.modules.conv._ConvNd) and op == "Conv":
+        out = {"weight": weights[1]}
+        if len(weights) > 2 and weights[2] is not None:
+            out["bias"] = weights[2]
+        return out
+    elif isinstance(target, torch.nn.LayerNorm):
+        if op == "LayerNormalization":
+            out = {"weight": weights[1]}
+            if len(weights) > 2 and weights[2] is not None:
+                out["bias"] = weights[2]
+            return out
+        if op == "Mul" and (w := _first(weights, many=True)) is not None:
+            return {"weight": w}
+        if op == "Add" and (b := _first(weights, many=True)) is not None:
+            return {"bias": b}
+        if op in ("Add", "Mul", "Div", "Pow", "Sqrt", "ReduceMean", "Sub"):
+            return {}  # the decomposition's own constants (eps, the exponent 2)
+    elif isinstance(target, torch.nn.modules.batchnorm._BatchNorm) and op == "BatchNormalization":
+        return dict(zip(_NORM_STATS, weights[1:5], strict=True))
+    return None
