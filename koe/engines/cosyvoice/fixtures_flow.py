@@ -24,9 +24,21 @@ from typing import Any
 import torch
 from torch import nn
 
+from koe.engines.cosyvoice.flow import Flow, FlowConfig
 from koe.engines.cosyvoice.hift import HiFT, HiFTConfig
 
-__all__ = ["SIZES", "flow_args", "hift_args", "hift_config", "hift_state", "write_hift", "yaml_sections"]
+__all__ = [
+    "SIZES",
+    "flow_args",
+    "flow_config",
+    "flow_state",
+    "hift_args",
+    "hift_config",
+    "hift_state",
+    "write_flow",
+    "write_hift",
+    "yaml_sections",
+]
 
 SIZES = ("tiny", "real")
 VERSIONS = (2, 3)
@@ -212,6 +224,8 @@ def _fill(name: str, shape: tuple[int, ...], g: torch.Generator, fan_in: int) ->
     leaf = name.rsplit(".", 1)[-1]
     if leaf == "alpha":
         return torch.rand(shape, generator=g) + 0.5
+    if leaf == "weight" and len(shape) == 1:  # a norm's scale
+        return 1 + torch.randn(shape, generator=g) * 0.1
     if leaf == "bias":
         return torch.randn(shape, generator=g) * 0.02
     return torch.randn(shape, generator=g) / math.sqrt(max(fan_in, 1))
@@ -245,6 +259,36 @@ def hift_state(version: int, size: str = "tiny", seed: int = 0) -> dict[str, tor
             value = torch.rand(shape, generator=g) * 200 + 80  # F0 around 80-280 Hz: a voiced source
         state[key] = value.float()
     return state
+
+
+def flow_config(version: int, size: str = "tiny") -> FlowConfig:
+    return FlowConfig.from_yaml(flow_args(version, size), version)
+
+
+def flow_state(version: int, size: str = "tiny", seed: int = 0) -> dict[str, torch.Tensor]:
+    """`flow.pt`'s state dict for `version` at `size`, filled from `seed` in the modules' order."""
+    with torch.device("meta"):
+        model = Flow(flow_config(version, size))
+    g = torch.Generator().manual_seed(seed)
+    state: dict[str, torch.Tensor] = {}
+    for key, meta in model.state_dict().items():
+        shape = tuple(meta.shape)
+        fan_in = int(math.prod(shape[1:])) if len(shape) > 1 else 1
+        if key.endswith("inv_freq"):  # x-transformers' rotary buffer: its value, not a weight
+            dim_head = 2 * shape[0]
+            state[key] = 1.0 / (10000.0 ** (torch.arange(0, dim_head, 2).float() / dim_head))
+            continue
+        if key.endswith(("pos_bias_u", "pos_bias_v")):
+            fan_in = shape[1]
+        state[key] = _fill(key, shape, g, fan_in)
+    return state
+
+
+def write_flow(path: Path, version: int, size: str = "tiny", seed: int = 0) -> Path:
+    """Write `flow.pt` (torch.save of the state dict) and return its path."""
+    path = Path(path)
+    torch.save(flow_state(version, size, seed), path)
+    return path
 
 
 def write_hift(path: Path, version: int, size: str = "tiny", seed: int = 0) -> Path:
