@@ -55,10 +55,13 @@ _MASK_BIAS = -1.0e10
 @functools.lru_cache(maxsize=2)
 def _rotary(head_size: int, positions: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(cos, sin), each `(positions, head_size)`: the angles `p / 10000^(2i / head_size)` for the
-    first half, repeated for the second."""
+    first half, repeated for the second. Through `torch.polar` (unit length), as LLaMA-style
+    rotary tables are built and as the s3tokenizer package builds these: its cosines and sines
+    differ from `torch.cos`/`torch.sin`'s in the last bit here and there."""
     inv = 1.0 / (10000.0 ** (torch.arange(0, head_size, 2)[: head_size // 2].float() / head_size))
     angles = torch.outer(torch.arange(positions), inv).float()  # (positions, head_size / 2)
-    cos, sin = torch.cos(angles), torch.sin(angles)
+    unit = torch.view_as_real(torch.polar(torch.ones_like(angles), angles))  # (positions, head_size / 2, 2)
+    cos, sin = unit[..., 0], unit[..., 1]
     return torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)
 
 
@@ -152,6 +155,10 @@ class S3Tokenizer(nn.Module):
         return self.conv1.out_channels
 
     def forward(self, feats: torch.Tensor, feats_length: torch.Tensor) -> torch.Tensor:
+        return self.quantizer(self.encode(feats, feats_length)[0])
+
+    def encode(self, feats: torch.Tensor, feats_length: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The hidden states before the quantizer `(B, T', width)` and each row's length `(B,)`."""
         lengths = feats_length.long()
         x = F.gelu(self.conv1(feats * _valid(lengths, feats.shape[-1])))
         lengths = (lengths - 1) // 2 + 1
@@ -165,7 +172,7 @@ class S3Tokenizer(nn.Module):
         valid = valid.transpose(1, 2)  # (B, T', 1)
         for block in self.blocks:
             x = block(x, bias, valid, cos, sin)
-        return self.quantizer(x)
+        return x, lengths
 
     @torch.inference_mode()
     def tokenize(self, speech: torch.Tensor) -> torch.Tensor:
