@@ -1,16 +1,19 @@
-"""CosyVoice's flow models (koe.engines.cosyvoice.flow, cfm, flow_encoder, unet, dit) on their own:
-the fixture writer's names and shapes, strict loading, the precomputed start noise, and the
-streamed chunk's shapes."""
+"""CosyVoice's flow models (koe.engines.cosyvoice.flow, cfm, flow_encoder, unet, dit) and the
+tokens-to-waveform glue (token2wav) on their own: the fixture writer's names and shapes, strict
+loading, the precomputed start noise, the streamed chunks' shapes, the hop schedule."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
 from koe.engines.cosyvoice import cfm
-from koe.engines.cosyvoice.fixtures_flow import flow_args, flow_config, flow_state, write_flow
+from koe.engines.cosyvoice.fixtures_flow import flow_args, flow_config, flow_state, hift_config, hift_state, write_flow
 from koe.engines.cosyvoice.flow import Flow, FlowConfig, load_flow
 from koe.engines.cosyvoice.flow_encoder import chunk_mask, relative_positions
+from koe.engines.cosyvoice.hift import hift_tables, load_hift, v3_draws_before_source
+from koe.engines.cosyvoice.token2wav import HopSchedule, Token2Wav, fade_in_out
 
 
 def _inputs(n: int, p: int, seed: int = 0):
@@ -128,3 +131,42 @@ def test_chunk_mask_and_positions():
     pos = relative_positions(4, 8)
     assert pos.shape == (1, 7, 8)
     assert torch.equal(pos[0, 3], torch.tensor([0.0, 1.0] * 4))  # relative position 0
+
+
+def test_hop_schedule_is_upstreams():
+    s = HopSchedule(prompt_tokens=8)
+    assert s.pad == 17 and not s.ready(44) and s.ready(45)
+    assert s.take() == (45, 0) and s.hop == 50
+    assert not s.ready(42 + 52) and s.ready(42 + 53)
+    assert s.take() == (95, 42) and s.hop == 100
+    assert s.take() == (195, 92) and s.hop == 100  # capped at 4x the start
+    assert HopSchedule(prompt_tokens=50).pad == 0
+
+
+def test_fade_in_out_sums_in_float64():
+    window = torch.from_numpy(np.hamming(8))
+    a, b = torch.randn(1, 10), torch.randn(1, 10)
+    out = fade_in_out(a, b, window)
+    expected = (a[:, :4].double() * window[:4] + b[:, -4:].double() * window[4:]).float()
+    assert out.dtype == torch.float32 and torch.equal(out[:, :4], expected) and torch.equal(out[:, 4:], a[:, 4:])
+
+
+def test_token2wav_checks_versions():
+    flow2 = load_flow(flow_state(2), flow_config(2))
+    hift3 = load_hift(hift_state(3), hift_config(3), hift_tables(v3_draws_before_source(6561, 80, 192, 80, hift_config(3))))
+    with pytest.raises(ValueError, match="different CosyVoice versions"):
+        Token2Wav(flow2, hift3)
+
+
+def test_v2_stream_chunk_lengths():
+    t2w = Token2Wav(load_flow(flow_state(2), flow_config(2)), load_hift(hift_state(2), hift_config(2)))
+    tokens, prompt_token, prompt_feat, embedding = _inputs(80, 0)
+    stream, schedule = t2w.stream(prompt_token, prompt_feat, embedding, generator=torch.Generator().manual_seed(0)), HopSchedule(0)
+    lengths = []
+    while schedule.ready(tokens.shape[1]):
+        end, offset = schedule.take()
+        lengths.append(stream.chunk(tokens[:, :end], offset).shape[1])
+    lengths.append(stream.chunk(tokens, schedule.offset, finalize=True).shape[1])
+    # 25 tokens (50 frames) less the 8 held back; then 50 tokens; then the last 5 and the held-back 8 frames
+    assert lengths == [(50 - 8) * 480, 100 * 480, (10 + 8) * 480]
+    assert sum(lengths) == 80 * 2 * 480
