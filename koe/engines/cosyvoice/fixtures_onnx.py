@@ -20,7 +20,10 @@ What is known of the releases (the files cannot be fetched here; how sure we are
   `/blocks.N/attn/fsmn_block/Conv`, `/blocks.N/{attn_ln,mlp_ln}/...`, `/blocks.N/mlp/mlp.{0,2}/...`,
   `/quantizer/project_in/...`; v2's layer norms are `LayerNormalization` nodes (opset 17 or later),
   v3's decomposed (`.../attn_ln/Mul`, `.../Add_1`: an older opset). These export v2 at opset 17, v3
-  at opset 14. Released sizes: width 1280, 20 heads of 64, 6 (v2) / 12 (v3) blocks.
+  at opset 14. Released sizes: width 1280, 20 heads of 64, 6 (v2) / 12 (v3) blocks. Written at
+  those sizes these graphs are 496,043,754 (v2) and 969,376,700 (v3) bytes, the releases
+  496,082,973 and 969,451,503 (0.01 % apart); the released v2 keeps its conv weights under
+  anonymous names (`onnx::Conv_2216`...: casts folded away), these under `conv1.weight`...
 * CAM++'s names (likely, not seen): 3D-Speaker's module tree (`head.*`, `xvector.tdnn`,
   `xvector.blockN.tdnndK.*`, `xvector.transitN`, `xvector.dense`) exported in eval mode, so the batch
   norms right after a conv are folded into it. Written at the released size this graph is
@@ -50,6 +53,7 @@ __all__ = [
     "random_campplus",
     "random_speech_tokenizer",
     "write_campplus",
+    "write_onnx_parts",
     "write_speech_tokenizer",
 ]
 
@@ -139,3 +143,14 @@ def write_campplus(path: str | os.PathLike, size: str = "tiny", seed: int = 0) -
     example = (torch.zeros(1, 200, 80),)
     axes = {"input": {0: "batch", 1: "frames"}, "output": {0: "batch"}}
     return _export(model, example, Path(path), CAMPPLUS_OPSET, ["input"], ["output"], axes)
+
+
+def write_onnx_parts(folder: str | os.PathLike, version: int, size: str = "tiny", seed: int = 0) -> dict[str, Path]:
+    """A release folder's ONNX files for CosyVoice `version` (2 or 3): `campplus.onnx` and
+    `speech_tokenizer_v{version}.onnx` (seeds `seed` and `seed + 1`); returns {file name: path}."""
+    folder = Path(folder)
+    tokenizer = f"speech_tokenizer_v{version}.onnx"
+    return {
+        "campplus.onnx": write_campplus(folder / "campplus.onnx", size, seed),
+        tokenizer: write_speech_tokenizer(folder / tokenizer, version, size, seed + 1),
+    }

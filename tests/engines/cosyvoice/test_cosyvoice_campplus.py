@@ -11,8 +11,9 @@ from torch import nn
 
 from koe.engines.cosyvoice.campplus import CAMLayer, CAMPPlus, CampPlusConfig, load_campplus
 from koe.engines.cosyvoice.features import ClipError, kaldi_fbank, speaker_fbank
-from koe.engines.cosyvoice.fixtures_onnx import CAMPPLUS_SIZES, random_campplus, write_campplus
+from koe.engines.cosyvoice.fixtures_onnx import CAMPPLUS_SIZES, random_campplus, write_campplus, write_onnx_parts
 from koe.engines.cosyvoice.onnx_weights import read_graph
+from koe.engines.cosyvoice.speech_tokenizer import load_speech_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -83,3 +84,12 @@ def test_embedding_of_a_clip_and_its_rules(graph_path):
     assert model.embed(speech).shape == (1, 192)
     with pytest.raises(ClipError, match="too short for the speaker embedding: 399 samples"):
         model.embed(torch.zeros(1, 399))
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_a_release_folders_onnx_parts(tmp_path, version):
+    parts = write_onnx_parts(tmp_path, version, "tiny", seed=7)
+    assert sorted(parts) == ["campplus.onnx", f"speech_tokenizer_v{version}.onnx"]
+    assert all(p.parent == tmp_path and p.is_file() for p in parts.values())
+    assert load_campplus(parts["campplus.onnx"]).config == CAMPPLUS_SIZES["tiny"]
+    assert len(load_speech_tokenizer(parts[f"speech_tokenizer_v{version}.onnx"]).blocks) == {2: 2, 3: 3}[version]

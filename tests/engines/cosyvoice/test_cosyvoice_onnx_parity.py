@@ -7,7 +7,8 @@ What holds: the features upstream computes (Kaldi fbank less its mean; Whisper's
 the clips read, channel-averaged and resampled to 16 kHz) equal koe's bit for bit; the token ids
 equal; the speaker embeddings differ only by float rounding (onnxruntime's kernels are not torch's:
 measured ≤ 3e-7 on embeddings of magnitude ~0.8, asserted < 1e-5); clips over 30 s are refused by
-both."""
+both. At the released sizes (measured once, not here: 1.5 GB of graphs) the same held on three
+clips: tokens equal for v2 and v3, embeddings within 1.8e-7."""
 
 from __future__ import annotations
 
