@@ -8,7 +8,8 @@ inputs fed to the graphs as they are (optional)}.
 Each session is built as `CosyVoiceFrontEnd.__init__` builds it (all graph optimisations, one
 intra-op thread, the CPU provider). For each clip, upstream's own `_extract_spk_embedding` and
 `_extract_speech_token` run (unbound, on a stand-in holding the two sessions) and write
-embedding_<i> and tokens_<name>_<i>, or the assertion upstream raises, in info; the features they
+embedding_<i> and tokens_<name>_<i>, or the assertion upstream raises, in info (load_<i> when
+`load_wav` refuses the clip, <name>_<i> when the tokenizer does); the features they
 feed are written as upstream computes them (fbank_up_<i>: kaldi.fbank less its mean, mel_up_<i>:
 whisper's log-mel). Each given feature is run through the graphs directly: emb_feat_<i>,
 ids_feat_<name>_<i>. Info: the graphs' input and output names, shapes and dtypes.
@@ -62,7 +63,11 @@ def main() -> None:
         info["graphs"][name] = describe(s)
 
     for i, clip in enumerate(job.get("clips", [])):
-        speech = load_wav(clip, 16000)
+        try:
+            speech = load_wav(clip, 16000)
+        except AssertionError as e:  # a rate under 16 kHz: upstream's load_wav refuses it for both parts
+            info["errors"][f"load_{i}"] = str(e)
+            continue
         if campplus is not None:
             feat = kaldi.fbank(speech, num_mel_bins=80, dither=0, sample_frequency=16000)
             tensors[f"fbank_up_{i}"] = feat - feat.mean(dim=0, keepdim=True)

@@ -48,6 +48,7 @@ CLIPS = {  # name: (seconds, rate, channels, subtype)
     "long22": (12.4, 22050, 1, "PCM_16"),  # several segments and a partial one
     "over30": (30.5, 16000, 1, "PCM_16"),  # the tokenizer refuses it, the embedding takes it
 }
+LOW_RATE = (1.0, 8000, 1, "PCM_16")  # refused by both parts: upstream's load_wav wants 16 kHz or more
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +60,7 @@ def oracle(tmp_path_factory):
         "v3": write_speech_tokenizer(d / "speech_tokenizer_v3.onnx", 3, "tiny", seed=13),
     }
     clips = []
-    for i, (name, (seconds, sr, channels, subtype)) in enumerate(CLIPS.items()):
+    for i, (name, (seconds, sr, channels, subtype)) in enumerate([*CLIPS.items(), ("low8", LOW_RATE)]):
         path = d / f"{name}.wav"
         sf.write(path, _speechy(seconds, sr, channels, seed=i, level=0.02 if name.startswith("quiet") else 0.3), sr, subtype=subtype)
         clips.append(str(path))
@@ -140,3 +141,13 @@ def test_graphs_on_given_features(oracle):
             for v in ("v2", "v3"):
                 ids = models[v](mel, torch.tensor([mel.shape[2]], dtype=torch.int32))
                 assert torch.equal(ids.long(), tensors[f"ids_feat_{v}_{i}"])
+
+
+def test_clip_under_16k_refused_by_both(oracle):
+    i = len(CLIPS)
+    assert "must be greater than" in oracle["info"]["errors"][f"load_{i}"]
+    assert f"embedding_{i}" not in oracle["tensors"] and f"tokens_v2_{i}" not in oracle["tensors"]
+    samples, sr = sf.read(oracle["clips"][i], dtype="float32")
+    for model in (oracle["models"]["campplus"].embed_clip, oracle["models"]["v2"].tokenize_clip):
+        with pytest.raises(ClipError, match="8000 Hz; CosyVoice needs at least 16000 Hz"):
+            model(samples, sr)
