@@ -24,11 +24,15 @@ What is known of the releases (the files cannot be fetched here; how sure we are
   those sizes these graphs are 496,043,754 (v2) and 969,376,700 (v3) bytes, the releases
   496,082,973 and 969,451,503 (0.01 % apart); the released v2 keeps its conv weights under
   anonymous names (`onnx::Conv_2216`...: casts folded away), these under `conv1.weight`...
-* CAM++'s names (likely, not seen): 3D-Speaker's module tree (`head.*`, `xvector.tdnn`,
-  `xvector.blockN.tdnndK.*`, `xvector.transitN`, `xvector.dense`) exported in eval mode, so the batch
-  norms right after a conv are folded into it. Written at the released size this graph is
-  28,280,812 bytes, the released `campplus.onnx` 28,303,423 (0.08 % apart: names and constants), so
-  the structure is very likely the same. koe's loader also takes unfolded norms.
+* CAM++'s names (very likely: what public ports of the released file report of it matches):
+  3D-Speaker's module tree (`head.*`, `xvector.tdnn`, `xvector.blockN.tdnndK.*`, `xvector.transitN`,
+  `xvector.dense`) exported in eval mode, so the batch norms right after a conv are folded into it
+  (anonymous `onnx::Conv_N` weights), the others kept under their names: 56 BatchNormalization
+  nodes, the last (`xvector.dense.nonlinear.batchnorm`, affine-free) with Constant scale and shift;
+  node names such as `/head/Relu_1`, `/xvector/block1/tdnnd1/cam_layer/Slice`, `.../Mul_1`;
+  segment pooling as AveragePool (kernel and stride 100, ceil_mode). Written at the released
+  size this graph is 28,280,812 bytes, the released `campplus.onnx` 28,303,423 (0.08 % apart:
+  names and constants). koe's loader also takes unfolded norms.
 
 Sizes: "tiny" (fast tests: the tokenizer 128 wide with 2 / 3 blocks; CAM++ with narrow channels and
 2-3 layers per block) and "real" (the released sizes).

@@ -37,6 +37,11 @@ def test_fixture_structure_as_released(graph_path):
         assert name in names, name
     assert not g.find("BatchNormalization", "/head/")  # folded into the convs before them
     assert g.find("BatchNormalization", "/xvector/block1/tdnnd1/nonlinear1/")  # a norm after a concatenation stays
+    for name in ("/head/Relu_1", "/xvector/block1/tdnnd1/cam_layer/Slice", "/xvector/block1/tdnnd1/cam_layer/Mul_1", "/xvector/out_nonlinear/relu/Relu"):
+        assert name in names, name  # as ports of the released file name them
+    (last,) = g.find("BatchNormalization", "/xvector/dense/")  # after a Squeeze: not folded; affine-free
+    assert [n for n in last.inputs[1:3] if n in g.initializers] == []
+    assert torch.equal(g.static(last.inputs[1]), torch.ones(192)) and torch.equal(g.static(last.inputs[2]), torch.zeros(192))
     pools = g.find("AveragePool")
     assert pools and all(p.attributes["ceil_mode"] == 1 and p.attributes["count_include_pad"] == 1 for p in pools)
 
