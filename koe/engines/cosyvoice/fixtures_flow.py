@@ -31,9 +31,11 @@ __all__ = [
     "SIZES",
     "flow_args",
     "flow_config",
+    "flow_shapes",
     "flow_state",
     "hift_args",
     "hift_config",
+    "hift_shapes",
     "hift_state",
     "write_flow",
     "write_hift",
@@ -231,38 +233,60 @@ def _fill(name: str, shape: tuple[int, ...], g: torch.Generator, fan_in: int) ->
     return torch.randn(shape, generator=g) / math.sqrt(max(fan_in, 1))
 
 
-def hift_state(version: int, size: str = "tiny", seed: int = 0) -> dict[str, torch.Tensor]:
-    """`hift.pt`'s state dict for `version` at `size`, filled from `seed`."""
-    config = hift_config(version, size)
+def _hift_layout(version: int, size: str) -> list[tuple[str, tuple[int, ...], str, int]]:
+    """`hift.pt`'s tensors in the modules' order: (name, shape, role, fan-in); role "g" / "v" for a
+    weight-normed layer's pair (v2: `weight_g`/`weight_v`, v3: the parametrization's names), else "plain"."""
     with torch.device("meta"):
-        model = HiFT(config)
+        model = HiFT(hift_config(version, size))
     normed = _weight_normed(model, ("conv_pre", "ups", "resblocks", "source_resblocks", "conv_post", "f0_predictor"))
-    g = torch.Generator().manual_seed(seed)
-    legacy = version == 2
-    state: dict[str, torch.Tensor] = {}
+    g_name, v_name = (".weight_g", ".weight_v") if version == 2 else (".parametrizations.weight.original0", ".parametrizations.weight.original1")
+    layout = []
     for key, meta in model.state_dict().items():
         prefix, leaf = key.rsplit(".", 1)
         shape = tuple(meta.shape)
         if leaf == "weight" and prefix in normed:
             fan_in = shape[0] * shape[2] if isinstance(model.get_submodule(prefix), nn.ConvTranspose1d) else shape[1] * shape[2]
-            v = _fill(key, shape, g, fan_in)
-            gain = torch.rand((shape[0], 1, 1), generator=g) + 0.5
-            gnorm = torch.norm_except_dim(v, 2, 0) * gain
-            if legacy:
-                state[prefix + ".weight_g"], state[prefix + ".weight_v"] = gnorm, v
-            else:
-                state[prefix + ".parametrizations.weight.original0"], state[prefix + ".parametrizations.weight.original1"] = gnorm, v
+            layout += [(prefix + g_name, (shape[0], 1, 1), "g", fan_in), (prefix + v_name, shape, "v", fan_in)]
+        else:
+            layout.append((key, shape, "plain", int(math.prod(shape[1:])) if len(shape) > 1 else 1))
+    return layout
+
+
+def hift_shapes(version: int, size: str = "tiny") -> dict[str, tuple[int, ...]]:
+    """Names and shapes of `hift.pt`'s tensors (what `hift_state` writes), without making them."""
+    return {name: shape for name, shape, _, _ in _hift_layout(version, size)}
+
+
+def hift_state(version: int, size: str = "tiny", seed: int = 0) -> dict[str, torch.Tensor]:
+    """`hift.pt`'s state dict for `version` at `size`, filled from `seed` (each pair: v, then g from
+    v's norm times a gain in [0.5, 1.5])."""
+    g = torch.Generator().manual_seed(seed)
+    state: dict[str, torch.Tensor] = {}
+    layout = _hift_layout(version, size)
+    for i, (name, shape, role, fan_in) in enumerate(layout):
+        if role == "g":
             continue
-        fan_in = int(math.prod(shape[1:])) if len(shape) > 1 else 1
-        value = _fill(key, shape, g, fan_in)
-        if key == "f0_predictor.classifier.bias":
+        if role == "v":
+            v = _fill(name, shape, g, fan_in)
+            gain = torch.rand((shape[0], 1, 1), generator=g) + 0.5
+            state[layout[i - 1][0]], state[name] = torch.norm_except_dim(v, 2, 0) * gain, v
+            continue
+        value = _fill(name, shape, g, fan_in)
+        if name == "f0_predictor.classifier.bias":
             value = torch.rand(shape, generator=g) * 200 + 80  # F0 around 80-280 Hz: a voiced source
-        state[key] = value.float()
+        state[name] = value.float()
     return state
 
 
 def flow_config(version: int, size: str = "tiny") -> FlowConfig:
     return FlowConfig.from_yaml(flow_args(version, size), version)
+
+
+def flow_shapes(version: int, size: str = "tiny") -> dict[str, tuple[int, ...]]:
+    """Names and shapes of `flow.pt`'s tensors (what `flow_state` writes), without making them."""
+    with torch.device("meta"):
+        model = Flow(flow_config(version, size))
+    return {k: tuple(v.shape) for k, v in model.state_dict().items()}
 
 
 def flow_state(version: int, size: str = "tiny", seed: int = 0) -> dict[str, torch.Tensor]:
