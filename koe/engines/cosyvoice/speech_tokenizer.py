@@ -206,6 +206,9 @@ def from_graph(graph: Graph) -> S3Tokenizer:
     state, unclaimed = graph_state(graph, model)
     if unclaimed:
         raise ValueError(f"the speech tokenizer graph has weights koe does not place: {unclaimed[:5]}")
+    for name, module in model.named_modules():
+        if isinstance(module, nn.LayerNorm) and f"{name}.weight" in state and f"{name}.bias" not in state:
+            state[f"{name}.bias"] = torch.zeros_like(module.bias)  # a norm exported without a shift adds none
     missing, unexpected = model.load_state_dict(state, strict=False)
     if missing or unexpected:
         raise ValueError(f"the speech tokenizer graph does not fit the module: missing {missing[:5]}, unexpected {unexpected[:5]}")

@@ -104,6 +104,12 @@ def test_strict_loading(graphs, tmp_path):
     g.nodes = [n for n in g.nodes if n.name != "/blocks.1/attn/out/Add"]
     with pytest.raises(ValueError, match="missing.*blocks.1.attn.out.bias"):
         from_graph(g)
+    g = read_graph(graphs[3])
+    g.nodes = [n for n in g.nodes if n.name != "/blocks.0/mlp_ln/Add_1"]  # a norm without a shift (its graph would lack the Add)
+    assert torch.equal(from_graph(g).blocks[0].mlp_ln.bias, torch.zeros(128))
+    g.nodes = [n for n in g.nodes if n.name != "/blocks.0/mlp_ln/Mul"]
+    with pytest.raises(ValueError, match="missing.*blocks.0.mlp_ln.weight"):
+        from_graph(g)
     with pytest.raises(ValueError, match="not an S3 speech tokenizer"):
         from_graph(read_graph(write_tiny_other(tmp_path)))
 
