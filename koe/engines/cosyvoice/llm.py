@@ -1,0 +1,222 @@
+"""CosyVoice 2/3's speech-token LM: a Qwen2 decoder over text and speech-token embeddings.
+
+The prompt, as upstream lays it out (one row of embeddings):
+    [sos] [prompt text + text ids, through Qwen's token embedding] [task id] [prompt speech tokens]
+v2 keeps sos and the task id in a 2-row `llm_embedding`; v3 keeps them in `speech_embedding`
+(rows 6561 and 6563). The Qwen2 stack runs the prompt once (causal, no mask), then one speech
+token at a time on a growing KV cache; `llm_decoder` turns the last hidden state into
+log-probabilities over the speech ids and the extra ids past them (v2: 3, v3: 200); RAS sampling
+(`sampling.py`) picks each token. Decoding ends at any extra id (never yielded), or after
+`max_len` tokens; before `min_len` tokens id 6561 is ruled out. The lengths count the target text
+only: `min_len = int(n * 2)`, `max_len = int(n * 20)` for `n` text ids. The speaker embedding
+upstream passes is not read by these LMs.
+
+Weights load from the release's `llm.pt` by an explicit name map: upstream nests the backbone
+as `llm.model.model.*` (transformers' `Qwen2ForCausalLM` inside `Qwen2Encoder`), whose tied
+`llm.model.lm_head.weight` is the token embedding again and is not used here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from koe.engines.cosyvoice.config import BLANK_FOLDER, ConfigError, LMConfig, QwenConfig
+from koe.engines.cosyvoice.sampling import ras_sample
+from koe.nn.decoder import DecoderLayer, DecoderSpec
+from koe.nn.norm import RMSNorm
+from koe.nn.rotary import RotaryEmbedding
+from koe.runtime.kv_cache import ConcatCache
+
+__all__ = ["ENDOFPROMPT_ID", "SILENT_TOKENS", "Qwen2Backbone", "SpeechLM", "TokenLimits", "generate_tokens", "keep_silences_short", "load_lm", "lm_state_names"]
+
+ENDOFPROMPT_ID = 151646  # "<|endofprompt|>" in the BlankEN tokenizer: v3's text must hold it
+SILENT_TOKENS = {2: (), 3: (1, 2, 28, 29, 55, 248, 494, 2241, 2242, 2322, 2323)}  # v3's FSQ silence and breath ids
+MAX_SILENT_RUN = 5  # upstream keeps at most this many silent tokens in a row
+BACKBONE_PREFIX = "llm.model.model."  # the released names of the Qwen2 stack
+TIED_HEAD = "llm.model.lm_head.weight"
+
+
+def backbone_spec(qwen: QwenConfig) -> DecoderSpec:
+    """koe's decoder layer as Qwen2's: q/k/v biases, no q/k norm, causal."""
+    return DecoderSpec(
+        hidden_size=qwen.hidden_size,
+        intermediate_size=qwen.intermediate_size,
+        num_layers=qwen.num_hidden_layers,
+        num_heads=qwen.num_attention_heads,
+        num_kv_heads=qwen.num_key_value_heads,
+        head_dim=qwen.head_dim,
+        rms_norm_eps=qwen.rms_norm_eps,
+        rope_theta=qwen.rope_theta,
+        qkv_bias=True,
+        qk_norm=False,
+    )
+
+
+class Qwen2Backbone(nn.Module):
+    """Token embedding, Qwen2 decoder layers, final norm (released as `llm.model.model.*`)."""
+
+    def __init__(self, qwen: QwenConfig) -> None:
+        super().__init__()
+        spec = backbone_spec(qwen)
+        self.embed_tokens = nn.Embedding(qwen.vocab_size, qwen.hidden_size)
+        self.layers = nn.ModuleList(DecoderLayer(spec) for _ in range(spec.num_layers))
+        for layer in self.layers:
+            layer.self_attn.native_gqa = False  # K/V heads repeated before SDPA, as transformers 4.51 does
+        self.norm = RMSNorm(qwen.hidden_size, eps=qwen.rms_norm_eps)
+        self.rotary = RotaryEmbedding(spec.head_dim, spec.rope_theta)
+
+    def forward(self, x: torch.Tensor, cache: ConcatCache) -> torch.Tensor:
+        """x (1, T, C) embeddings following the cache's positions -> (1, T, C) normed hidden states."""
+        start = cache.length
+        positions = torch.arange(start, start + x.shape[1], device=x.device)[None]  # (1, T)
+        cos, sin = self.rotary(positions, x.dtype)
+        for i, layer in enumerate(self.layers):
+            x = layer(x, cos, sin, cache.layers[i], None)
+        return self.norm(x)
+
+
+class SpeechLM(nn.Module):
+    """The LM's modules, named as `llm.pt` names them (the backbone mapped, see the module docstring)."""
+
+    def __init__(self, config: LMConfig, qwen: QwenConfig) -> None:
+        super().__init__()
+        if config.input_size != qwen.hidden_size or config.output_size != qwen.hidden_size:
+            raise ConfigError(f"the LM's widths ({config.input_size}/{config.output_size}) are not the backbone's hidden_size ({qwen.hidden_size})")
+        self.config, self.qwen = config, qwen
+        width = qwen.hidden_size
+        self.llm_embedding = nn.Embedding(2, width) if config.version == 2 else None
+        self.backbone = Qwen2Backbone(qwen)
+        self.llm_decoder = nn.Linear(width, config.vocab_size, bias=config.version == 2)
+        self.speech_embedding = nn.Embedding(config.vocab_size, width)
+
+    def marker(self, which: str) -> torch.Tensor:
+        """The sos or task-id embedding, (1, 1, C)."""
+        index = self.config.sos if which == "sos" else self.config.task_id
+        table = self.llm_embedding if self.llm_embedding is not None else self.speech_embedding
+        return table.weight[index].reshape(1, 1, -1)
+
+    def prompt(self, text: torch.Tensor, prompt_text: torch.Tensor, prompt_speech: torch.Tensor) -> torch.Tensor:
+        """The prompt's embeddings (1, L, C) from text ids (1, N), prompt text ids (1, P) and prompt
+        speech tokens (1, S) (S may be 0)."""
+        ids = torch.cat([prompt_text, text], dim=1)
+        if self.config.version == 3 and not bool((ids == ENDOFPROMPT_ID).any()):
+            raise ValueError("CosyVoice 3 needs <|endofprompt|> in the text or the prompt text (its instruction or system prompt ends with it)")
+        text_emb = self.backbone.embed_tokens(ids)
+        if prompt_speech.shape[1]:
+            speech = self.speech_embedding(prompt_speech)
+        else:
+            speech = text_emb.new_zeros(1, 0, self.config.input_size)
+        return torch.cat([self.marker("sos"), text_emb, self.marker("task_id"), speech], dim=1)
+
+    def step(self, x: torch.Tensor, cache: ConcatCache) -> torch.Tensor:
+        """Embeddings (1, T, C) after the cache -> log-probabilities (V,) of the next id (float32)."""
+        hidden = self.backbone(x, cache)
+        return self.llm_decoder(hidden[:, -1]).log_softmax(dim=-1).squeeze(0)
+
+    def token_embedding(self, token: int) -> torch.Tensor:
+        return self.speech_embedding.weight[token].reshape(1, 1, -1)
+
+
+@dataclass(frozen=True)
+class TokenLimits:
+    """How many speech tokens a text of `n` ids gets: at least `int(n * min_ratio)` (the end is
+    ruled out before), at most `int(n * max_ratio)`."""
+
+    min_ratio: float = 2.0
+    max_ratio: float = 20.0
+
+    def of(self, n: int) -> tuple[int, int]:
+        # upstream multiplies an int32 tensor by the ratio (float32), then truncates
+        n32 = torch.tensor([n], dtype=torch.int32)
+        return int(n32 * self.min_ratio), int(n32 * self.max_ratio)
+
+
+@torch.inference_mode()
+def generate_tokens(
+    lm: SpeechLM,
+    text: torch.Tensor,
+    prompt_text: torch.Tensor,
+    prompt_speech: torch.Tensor,
+    limits: TokenLimits = TokenLimits(),
+    generator: torch.Generator | None = None,
+) -> Iterator[int]:
+    """Speech tokens for `text` (1, N) after `prompt_text` (1, P) spoken as `prompt_speech` (1, S),
+    one at a time as they are decoded (upstream's `llm.inference`; the module docstring has the
+    order). Draws come from `generator` (torch's global generator when None)."""
+    min_len, max_len = limits.of(text.shape[1])
+    x = lm.prompt(text, prompt_text, prompt_speech)
+    cache = ConcatCache(len(lm.backbone.layers))
+    out: list[int] = []
+    stop = lm.config.stop_tokens
+    for i in range(max_len):
+        logp = lm.step(x, cache)
+        if i < min_len:
+            logp[lm.config.speech_token_size] = -float("inf")
+        token = ras_sample(logp, out, lm.config.sampling, generator)
+        if token in stop:
+            return
+        yield token
+        out.append(token)
+        x = lm.token_embedding(token)
+
+
+def keep_silences_short(tokens: Iterator[int], version: int) -> Iterator[int]:
+    """Drop v3's silent tokens past `MAX_SILENT_RUN` in a row (what upstream's model keeps of the
+    LM's tokens; v2 has no silent tokens)."""
+    silent, run = SILENT_TOKENS[version], 0
+    for token in tokens:
+        if token in silent:
+            run += 1
+            if run > MAX_SILENT_RUN:
+                continue
+        else:
+            run = 0
+        yield token
+
+
+# --------------------------------------------------------------------------- weights
+
+
+def lm_state_names(lm: SpeechLM) -> dict[str, str]:
+    """koe's parameter names -> `llm.pt`'s names, in koe's order."""
+    names = {}
+    for name in lm.state_dict():
+        names[name] = BACKBONE_PREFIX + name.removeprefix("backbone.") if name.startswith("backbone.") else name
+    return names
+
+
+def load_lm(folder: str | Path, config: LMConfig, qwen: QwenConfig, dtype: torch.dtype = torch.float32) -> SpeechLM:
+    """The LM of a released folder: `llm.pt` (weights only), strictly: every tensor named and
+    shaped as the modules expect, the tied head equal to the token embedding."""
+    path = Path(folder) / "llm.pt"
+    state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    if not isinstance(state, dict):
+        raise ConfigError(f"{path}: not a state dict")
+    with torch.device("meta"):
+        lm = SpeechLM(config, qwen)
+    names = lm_state_names(lm)
+    wanted = set(names.values()) | {TIED_HEAD}
+    missing, unexpected = sorted(wanted - set(state)), sorted(set(state) - wanted)
+    if missing or unexpected:
+        raise ConfigError(
+            f"{path}: tensors missing {missing[:5]}{'...' if len(missing) > 5 else ''}, unexpected {unexpected[:5]}{'...' if len(unexpected) > 5 else ''}"
+        )
+    embed = state[BACKBONE_PREFIX + "embed_tokens.weight"]
+    if state[TIED_HEAD].shape != embed.shape:
+        raise ConfigError(
+            f"{path}: {TIED_HEAD} {tuple(state[TIED_HEAD].shape)} is not the token embedding's shape {tuple(embed.shape)} ({BLANK_FOLDER} ties them)"
+        )
+    mine = lm.state_dict()
+    loaded = {}
+    for name, released in names.items():
+        tensor = state[released]
+        if tuple(tensor.shape) != tuple(mine[name].shape):
+            raise ConfigError(f"{path}: {released} is {tuple(tensor.shape)}, the config gives {tuple(mine[name].shape)}")
+        loaded[name] = tensor.to(dtype)
+    lm.load_state_dict(loaded, strict=True, assign=True)  # the rotary table is built on the CPU even under meta
+    return lm.eval()
