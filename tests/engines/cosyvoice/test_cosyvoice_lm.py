@@ -10,6 +10,7 @@ from koe.engines.cosyvoice.config import ConfigError, SamplingConfig, read_confi
 from koe.engines.cosyvoice.fixtures import lm_state, write_random_model
 from koe.engines.cosyvoice.llm import ENDOFPROMPT_ID, TokenLimits, generate_tokens, keep_silences_short, load_lm
 from koe.engines.cosyvoice.sampling import nucleus, ras_sample
+from koe.engines.cosyvoice.text import TextTokenizer
 
 RAS = SamplingConfig()
 
@@ -137,3 +138,14 @@ def test_the_fixture_is_deterministic_and_ties_the_head():
     assert not torch.equal(a["speech_embedding.weight"], lm_state("Fun-CosyVoice3-0.5B-2512", seed=5)["speech_embedding.weight"])
     assert "llm_embedding.weight" not in a and "llm_decoder.bias" not in a
     assert a["speech_embedding.weight"].shape == (6761, 32) and a["llm.model.model.embed_tokens.weight"].shape == (151936, 32)
+
+
+def test_the_text_tokenizer_gives_cosyvoices_special_ids(folders, tmp_path):
+    v2, v3 = TextTokenizer(folders[2], 2), TextTokenizer(folders[3] / "CosyVoice-BlankEN", 3)
+    assert [v2.token_id(t) for t in ("<|endoftext|>", "<|endofprompt|>", "[breath]", "[mn]")] == [151643, 151646, 151647, 151662]
+    assert v2.token_id("<|endofsystem|>") is None and v3.token_id("<|endofsystem|>") == 151663 and v3.token_id("[ǜ]") == 151923
+    assert v3.encode("a[breath]b") == [64, 151647, 65] and v3.decode([64, 151647, 65]) == "ab"
+    with pytest.raises(ConfigError, match="no vocab.json"):
+        TextTokenizer(tmp_path, 2)
+    with pytest.raises(ConfigError, match="covers 2 or 3"):
+        TextTokenizer(folders[2], 1)
