@@ -43,6 +43,7 @@ NOT_IN_RUNTIME = {
     "python-multipart",
     "ruff",
     "playwright",
+    "onnx",
 }
 SERVER = {"fastapi", "uvicorn", "starlette", "python-multipart"}
 #: Step name -> seconds, printed at the end (`pytest -s`) for docs and CI sizing.
