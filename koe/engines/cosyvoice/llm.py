@@ -9,7 +9,8 @@ log-probabilities over the speech ids and the extra ids past them (v2: 3, v3: 20
 (`sampling.py`) picks each token. Decoding ends at any extra id (never yielded), or after
 `max_len` tokens; before `min_len` tokens id 6561 is ruled out. The lengths count the target text
 only: `min_len = int(n * 2)`, `max_len = int(n * 20)` for `n` text ids. The speaker embedding
-upstream passes is not read by these LMs.
+upstream passes is not read by these LMs. Text that arrives in pieces (from an LLM) has its own
+decoding, `generate_tokens_streamed` (upstream's `inference_bistream`).
 
 Weights load from the release's `llm.pt` by an explicit name map: upstream nests the backbone
 as `llm.model.model.*` (transformers' `Qwen2ForCausalLM` inside `Qwen2Encoder`), whose tied
@@ -18,7 +19,7 @@ as `llm.model.model.*` (transformers' `Qwen2ForCausalLM` inside `Qwen2Encoder`),
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +33,19 @@ from koe.nn.norm import RMSNorm
 from koe.nn.rotary import RotaryEmbedding
 from koe.runtime.kv_cache import ConcatCache
 
-__all__ = ["ENDOFPROMPT_ID", "SILENT_TOKENS", "Qwen2Backbone", "SpeechLM", "TokenLimits", "generate_tokens", "keep_silences_short", "load_lm", "lm_state_names"]
+__all__ = [
+    "ENDOFPROMPT_ID",
+    "SILENT_TOKENS",
+    "Qwen2Backbone",
+    "SpeechLM",
+    "StreamedTextError",
+    "TokenLimits",
+    "generate_tokens",
+    "generate_tokens_streamed",
+    "keep_silences_short",
+    "load_lm",
+    "lm_state_names",
+]
 
 ENDOFPROMPT_ID = 151646  # "<|endofprompt|>" in the BlankEN tokenizer: v3's text must hold it
 SILENT_TOKENS = {2: (), 3: (1, 2, 28, 29, 55, 248, 494, 2241, 2242, 2322, 2323)}  # v3's FSQ silence and breath ids
@@ -71,12 +84,21 @@ class Qwen2Backbone(nn.Module):
         self.rotary = RotaryEmbedding(spec.head_dim, spec.rope_theta)
 
     def forward(self, x: torch.Tensor, cache: ConcatCache) -> torch.Tensor:
-        """x (1, T, C) embeddings following the cache's positions -> (1, T, C) normed hidden states."""
-        start = cache.length
-        positions = torch.arange(start, start + x.shape[1], device=x.device)[None]  # (1, T)
-        cos, sin = self.rotary(positions, x.dtype)
+        """x (1, T, C) embeddings following the cache's positions -> (1, T, C) normed hidden states.
+
+        Attention as transformers 4.51 runs it for these inputs: with no mask (SDPA's causal flag)
+        for a whole prompt or one token; for several tokens after a cache (streamed text), with
+        its additive float mask (0 where a query sees a key, the dtype's minimum elsewhere)."""
+        start, t = cache.length, x.shape[1]
+        positions = torch.arange(start, start + t, device=x.device)  # (T,)
+        cos, sin = self.rotary(positions[None], x.dtype)
+        mask = None
+        if start and t > 1:
+            keys = torch.arange(start + t, device=x.device)
+            mask = torch.full((t, start + t), torch.finfo(x.dtype).min, dtype=x.dtype, device=x.device)
+            mask = (mask * (keys[None, :] > positions[:, None]))[None, None]  # (1, 1, T, S)
         for i, layer in enumerate(self.layers):
-            x = layer(x, cos, sin, cache.layers[i], None)
+            x = layer(x, cos, sin, cache.layers[i], mask)
         return self.norm(x)
 
 
@@ -162,6 +184,91 @@ def generate_tokens(
             return
         yield token
         out.append(token)
+        x = lm.token_embedding(token)
+
+
+class StreamedTextError(ValueError):
+    """The LM gave an id that upstream's streamed-text decoding cannot take (upstream raises too)."""
+
+
+@torch.inference_mode()
+def generate_tokens_streamed(
+    lm: SpeechLM,
+    pieces: Iterable[torch.Tensor],
+    prompt_text: torch.Tensor,
+    prompt_speech: torch.Tensor,
+    generator: torch.Generator | None = None,
+) -> Iterator[int]:
+    """Speech tokens for text arriving in pieces (each (1, n) ids, as an LLM streams it), after
+    `prompt_text` (1, P) spoken as `prompt_speech` (1, S): upstream's `llm.inference_bistream`.
+
+    The prompt interleaves text and speech as the LM was trained for streaming: after sos (and,
+    for v3, the prompt text up to its <|endofprompt|>), every `mix_ratio[0]` (5) text embeddings
+    are followed by `mix_ratio[1]` (15) prompt speech tokens while both last; then, while text
+    arrives, 5 text embeddings at a time let the LM speak until it gives the fill id (forced once
+    its output reaches the next multiple of 15 speech tokens past the prompt's, then every 16
+    ids); the fill id is not yielded, and the end id is ruled out. When the text ends, the rest of
+    it and the task id follow, and decoding runs to the end id (with no length limit, as
+    upstream's). Another id past the speech vocabulary is a `StreamedTextError`, as upstream
+    raises one."""
+    cfg = lm.config
+    embed = lm.backbone.embed_tokens
+    if prompt_speech.shape[1]:
+        speech = lm.speech_embedding(prompt_speech)
+    else:
+        speech = embed.weight.new_zeros(1, 0, cfg.input_size)
+    x = lm.marker("sos")
+    if cfg.version == 3:
+        ids = prompt_text.flatten().tolist()
+        if ENDOFPROMPT_ID not in ids:
+            raise ValueError("CosyVoice 3 needs <|endofprompt|> in the prompt text for streamed text (its instruction or system prompt ends with it)")
+        end = ids.index(ENDOFPROMPT_ID) + 1
+        x = torch.cat([x, embed(prompt_text[:, :end])], dim=1)
+        prompt_text = prompt_text[:, end:]
+    text = embed(prompt_text)
+    n_text, n_speech = cfg.mix_ratio
+    next_fill = (prompt_speech.shape[1] // n_speech + 1) * n_speech - prompt_speech.shape[1]
+    cache = ConcatCache(len(lm.backbone.layers))
+    out: list[int] = []
+    for piece in pieces:
+        text = torch.cat([text, embed(piece)], dim=1)
+        while speech.shape[1] and text.shape[1] >= n_text:  # the prompt's speech, interleaved with text
+            x = torch.cat([x, text[:, :n_text], speech[:, :n_speech]], dim=1)
+            text, speech = text[:, n_text:], speech[:, n_speech:]
+        if speech.shape[1]:
+            continue
+        after_fill = bool(out) and out[-1] == cfg.fill
+        if after_fill or (not out and x.shape[1] == 1):
+            if text.shape[1] < n_text:
+                continue  # wait for more text
+            x = text[:, :n_text] if after_fill else torch.cat([x, text[:, :n_text]], dim=1)
+            text = text[:, n_text:]
+        while True:
+            logp = lm.step(x, cache)
+            if next_fill != -1 and len(out) == next_fill:
+                token = cfg.fill
+                next_fill += n_speech + 1
+            else:
+                logp[cfg.speech_token_size] = -float("inf")
+                token = ras_sample(logp, out, cfg.sampling, generator)
+            if token == cfg.fill:
+                next_fill = len(out) + n_speech + 1
+            out.append(token)
+            if token >= cfg.speech_token_size:
+                if token == cfg.fill:
+                    break
+                raise StreamedTextError(f"the LM gave id {token} (past the speech tokens, not the fill id {cfg.fill}) while text was still arriving")
+            yield token
+            x = lm.token_embedding(token)
+    x = torch.cat([x, text, lm.marker("task_id")], dim=1)
+    while True:
+        token = ras_sample(lm.step(x, cache), out, cfg.sampling, generator)
+        out.append(token)
+        if token >= cfg.speech_token_size:
+            if token == cfg.eos:
+                return
+            raise StreamedTextError(f"the LM gave id {token} (past the speech tokens, not the end id {cfg.eos}) after the text ended")
+        yield token
         x = lm.token_embedding(token)
 
 
