@@ -39,7 +39,7 @@ from koe.engines.cosyvoice.config import BLANK_FOLDER, LMConfig, QwenConfig, yam
 from koe.engines.cosyvoice.llm import TIED_HEAD, SpeechLM, lm_state_names
 from koe.engines.spec import mark_random_weights
 
-__all__ = ["SIZES", "VARIANTS", "lm_state", "qwen_config_for", "write_blank_folder", "write_lm", "write_random_model", "yaml_text"]
+__all__ = ["SIZES", "VARIANTS", "lm_shapes", "lm_state", "qwen_config_for", "write_blank_folder", "write_lm", "write_random_model", "yaml_text"]
 
 VARIANTS = {"CosyVoice2-0.5B": 2, "Fun-CosyVoice3-0.5B-2512": 3}
 SIZES = ("tiny", "real")
@@ -185,19 +185,27 @@ def _fill(name: str, shape: tuple[int, ...], g: torch.Generator) -> torch.Tensor
     return torch.randn(shape, generator=g) / math.sqrt(shape[-1])
 
 
-def lm_state(variant: str, size: str = "tiny", seed: int = 0) -> dict[str, torch.Tensor]:
-    """`llm.pt`'s state dict, in upstream's names and order (the tied head is the token embedding)."""
+def lm_shapes(variant: str, size: str = "tiny") -> dict[str, tuple[int, ...]]:
+    """`llm.pt`'s tensors of `variant` at `size`: upstream's names, in upstream's order, with shapes."""
     version = _check(variant, size)
     qwen = QwenConfig(**{k: v for k, v in qwen_config_for(size).items() if k in QwenConfig.__dataclass_fields__})
     with torch.device("meta"):
         lm = SpeechLM(_lm_config(version, qwen.hidden_size), qwen)
+    mine = lm.state_dict()
+    shapes: dict[str, tuple[int, ...]] = {}
+    for name, released in lm_state_names(lm).items():
+        shapes[released] = tuple(mine[name].shape)
+        if released == "llm.model.model.norm.weight":
+            shapes[TIED_HEAD] = shapes["llm.model.model.embed_tokens.weight"]
+    return shapes
+
+
+def lm_state(variant: str, size: str = "tiny", seed: int = 0) -> dict[str, torch.Tensor]:
+    """`llm.pt`'s state dict, in upstream's names and order (the tied head is the token embedding)."""
     g = torch.Generator().manual_seed(seed)
     state: dict[str, torch.Tensor] = {}
-    shapes = {k: tuple(v.shape) for k, v in lm.state_dict().items()}
-    for name, released in lm_state_names(lm).items():
-        state[released] = _fill(released, shapes[name], g)
-        if released == "llm.model.model.norm.weight":
-            state[TIED_HEAD] = state["llm.model.model.embed_tokens.weight"]
+    for released, shape in lm_shapes(variant, size).items():
+        state[released] = state["llm.model.model.embed_tokens.weight"] if released == TIED_HEAD else _fill(released, shape, g)
     return state
 
 

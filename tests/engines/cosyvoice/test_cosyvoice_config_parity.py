@@ -2,15 +2,19 @@
 `AutoModel` loads koe's random-weight folders whole (every `.pt` with `strict=True`, the ONNX
 graphs in onnxruntime, the tokenizer from CosyVoice-BlankEN), what its yaml loader builds from
 them is what koe's reader reads without executing the yaml, and koe reads upstream's own yamls of
-the released architectures (CosyVoice2-0.5B, Fun-CosyVoice3-0.5B-2512) to the release's sizes."""
+the released architectures (CosyVoice2-0.5B, Fun-CosyVoice3-0.5B-2512) to the release's sizes;
+koe's `llm.pt` at the released size has the names, order and shapes of upstream's LM built from
+those yamls on a Qwen2.5-0.5B-sized backbone."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 from oracle_harness import run_oracle
 
 from koe.engines.cosyvoice.config import parse_config, parse_yaml, read_config
-from koe.engines.cosyvoice.fixtures import VARIANTS, write_random_model
+from koe.engines.cosyvoice.fixtures import VARIANTS, lm_shapes, qwen_config_for, write_random_model
 
 pytestmark = pytest.mark.oracle
 
@@ -56,3 +60,12 @@ def test_koe_reads_upstreams_released_yamls(version, upstream):
         assert config.flow["encoder"]["num_blocks"] == 6 and config.flow["decoder"]["estimator"]["static_chunk_size"] == 50
     else:
         assert config.flow["decoder"]["estimator"]["depth"] == 22 and config.hift["conv_pre_look_right"] == 4
+
+
+def test_the_released_size_llm_pt_has_upstreams_layout(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(qwen_config_for("real")))
+    layouts = run_oracle("lm_release_layout", {"blank": str(tmp_path)}, tmp_path / "run", family="cosyvoice")[1]
+    for variant, version in VARIANTS.items():
+        want = [(name, tuple(shape)) for name, shape in layouts[str(version)]]
+        assert list(lm_shapes(variant, "real").items()) == want, variant
+    assert len(layouts["2"]) == 295 and len(layouts["3"]) == 293  # 24 layers of 12 tensors, the tied head, the LM's own
