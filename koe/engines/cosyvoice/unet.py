@@ -24,7 +24,7 @@ from torch import nn
 from koe.engines.cosyvoice.flow_encoder import chunk_mask
 from koe.nn.dit import sinusoidal_embedding
 
-__all__ = ["CausalUNet", "UNetConfig", "attention_bias"]
+__all__ = ["CausalUNet", "UNetConfig", "attention_bias", "head_bias"]
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,11 @@ def attention_bias(mask: torch.Tensor, chunk: int, streaming: bool, dtype: torch
     else:
         m = m.repeat(1, length, 1)
     return (1.0 - m.to(dtype)) * -1.0e10
+
+
+def head_bias(bias: torch.Tensor, heads: int) -> torch.Tensor:
+    """(B, T, T) -> (B, H, T, T), laid out as diffusers' `prepare_attention_mask` repeats it."""
+    return bias.repeat_interleave(heads, dim=0).view(bias.shape[0], heads, -1, bias.shape[-1])
 
 
 class Transpose(nn.Module):
@@ -129,10 +134,9 @@ class SelfAttention(nn.Module):
         self.to_v = nn.Linear(dim, inner, bias=False)
         self.to_out = nn.ModuleList([nn.Linear(inner, dim), nn.Identity()])
 
-    def forward(self, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-        """x (B, T, C); bias (B, T, T) additive."""
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """x (B, T, C); mask (B, H, T, T) additive (`head_bias`), or None: every frame."""
         b = x.shape[0]
-        mask = bias.repeat_interleave(self.heads, dim=0).view(b, self.heads, -1, bias.shape[-1])  # (B, H, T, T)
         q, k, v = self.to_q(x), self.to_k(x), self.to_v(x)
         head_dim = k.shape[-1] // self.heads
         q, k, v = (y.view(b, -1, self.heads, head_dim).transpose(1, 2) for y in (q, k, v))
@@ -171,7 +175,7 @@ class TransformerBlock(nn.Module):
         self.norm3 = nn.LayerNorm(dim)
         self.ff = FeedForward(dim)
 
-    def forward(self, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         x = self.attn1(self.norm1(x), bias) + x
         return self.ff(self.norm3(x)) + x
 
@@ -210,9 +214,9 @@ class CausalUNet(nn.Module):
         self.final_block = CausalBlock(ch, ch)
         self.final_proj = nn.Conv1d(ch, c.out_channels, 1)
 
-    def _transformers(self, blocks: nn.ModuleList, x: torch.Tensor, mask: torch.Tensor, streaming: bool) -> torch.Tensor:
+    @staticmethod
+    def _transformers(blocks: nn.ModuleList, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         x = x.transpose(1, 2).contiguous()  # (B, T, C)
-        bias = attention_bias(mask, self.config.static_chunk_size, streaming, x.dtype)
         for block in blocks:
             x = block(x, bias)
         return x.transpose(1, 2).contiguous()
@@ -221,18 +225,22 @@ class CausalUNet(nn.Module):
         self, x: torch.Tensor, mask: torch.Tensor, mu: torch.Tensor, t: torch.Tensor, spks: torch.Tensor, cond: torch.Tensor, streaming: bool = False
     ) -> torch.Tensor:
         """x, mu, cond (B, 80, T); mask (B, 1, T); t (B,); spks (B, 80)."""
-        t = self.time_mlp(sinusoidal_embedding(t, self.config.in_channels).to(t.dtype))
+        c = self.config
+        t = self.time_mlp(sinusoidal_embedding(t, c.in_channels).to(t.dtype))
         x = torch.cat([x, mu, spks.unsqueeze(-1).expand(-1, -1, x.shape[-1]), cond], dim=1)
+        # one mask for every block: each level runs at the full frame rate with the same frame mask.
+        # Where it hides nothing (offline, no padding) SDPA runs without it: adding its zeros is exact,
+        # and torch's CPU kernel gives the same bits with and without an all-zero mask (tested)
+        bias = None if not streaming and bool(mask.all()) else head_bias(attention_bias(mask, c.static_chunk_size, streaming, x.dtype), c.num_heads)
         (resnet, blocks, downsample) = self.down_blocks[0]
-        x = resnet(x, mask, t)
-        x = self._transformers(blocks, x, mask, streaming)
+        x = self._transformers(blocks, resnet(x, mask, t), bias)
         skip = x
         x = downsample(x * mask)
         for resnet, blocks in self.mid_blocks:
-            x = self._transformers(blocks, resnet(x, mask, t), mask, streaming)
+            x = self._transformers(blocks, resnet(x, mask, t), bias)
         (resnet, blocks, upsample) = self.up_blocks[0]
         x = torch.cat([x[:, :, : skip.shape[-1]], skip], dim=1)
-        x = self._transformers(blocks, resnet(x, mask, t), mask, streaming)
+        x = self._transformers(blocks, resnet(x, mask, t), bias)
         x = upsample(x * mask)
         x = self.final_block(x, mask)
         return self.final_proj(x * mask) * mask
