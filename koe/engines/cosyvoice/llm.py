@@ -12,7 +12,7 @@ only: `min_len = int(n * 2)`, `max_len = int(n * 20)` for `n` text ids. The spea
 upstream passes is not read by these LMs. Text that arrives in pieces (from an LLM) has its own
 decoding, `generate_tokens_streamed` (upstream's `inference_bistream`).
 
-Weights load from the release's `llm.pt` by an explicit name map: upstream nests the backbone
+Weights load from the release's `llm.pt` (koe's strict loader) by an explicit name map: upstream nests the backbone
 as `llm.model.model.*` (transformers' `Qwen2ForCausalLM` inside `Qwen2Encoder`), whose tied
 `llm.model.lm_head.weight` is the token embedding again and is not used here.
 """
@@ -28,10 +28,16 @@ from torch import nn
 
 from koe.engines.cosyvoice.config import BLANK_FOLDER, ConfigError, LMConfig, QwenConfig
 from koe.engines.cosyvoice.sampling import ras_sample
+from koe.nn import kernel_stack
 from koe.nn.decoder import DecoderLayer, DecoderSpec
+from koe.nn.kernel_stack import KernelCache, KernelStack
 from koe.nn.norm import RMSNorm
 from koe.nn.rotary import RotaryEmbedding
 from koe.runtime.kv_cache import ConcatCache
+from koe.runtime.precision import PRECISIONS, Backbone
+from koe.runtime.precision import apply as apply_precision
+from koe.runtime.precision import plan as precision_plan
+from koe.runtime.weights import build_from_weights
 
 __all__ = [
     "ENDOFPROMPT_ID",
@@ -45,6 +51,7 @@ __all__ = [
     "keep_silences_short",
     "load_lm",
     "lm_state_names",
+    "precision_backbone",
 ]
 
 ENDOFPROMPT_ID = 151646  # "<|endofprompt|>" in the BlankEN tokenizer: v3's text must hold it
@@ -71,7 +78,12 @@ def backbone_spec(qwen: QwenConfig) -> DecoderSpec:
 
 
 class Qwen2Backbone(nn.Module):
-    """Token embedding, Qwen2 decoder layers, final norm (released as `llm.model.model.*`)."""
+    """Token embedding, Qwen2 decoder layers, final norm (released as `llm.model.model.*`).
+
+    In the int8 / int4 modes `kernel` is set (`koe.nn.kernel_stack`): `new_cache` then gives a
+    `KernelCache`, and a run with one goes through koe's C step instead of the modules."""
+
+    kernel: KernelStack | None = None
 
     def __init__(self, qwen: QwenConfig) -> None:
         super().__init__()
@@ -83,7 +95,11 @@ class Qwen2Backbone(nn.Module):
         self.norm = RMSNorm(qwen.hidden_size, eps=qwen.rms_norm_eps)
         self.rotary = RotaryEmbedding(spec.head_dim, spec.rope_theta)
 
-    def forward(self, x: torch.Tensor, cache: ConcatCache) -> torch.Tensor:
+    def new_cache(self, capacity: int = 256) -> ConcatCache | KernelCache:
+        """An empty cache for one row (a `KernelCache` grows past `capacity`)."""
+        return ConcatCache(len(self.layers)) if self.kernel is None else self.kernel.new_cache(1, capacity)
+
+    def forward(self, x: torch.Tensor, cache: ConcatCache | KernelCache) -> torch.Tensor:
         """x (1, T, C) embeddings following the cache's positions -> (1, T, C) normed hidden states.
 
         Attention as transformers 4.51 runs it for these inputs: with no mask (SDPA's causal flag)
@@ -92,6 +108,8 @@ class Qwen2Backbone(nn.Module):
         start, t = cache.length, x.shape[1]
         positions = torch.arange(start, start + t, device=x.device)  # (T,)
         cos, sin = self.rotary(positions[None], x.dtype)
+        if isinstance(cache, KernelCache):
+            return cache.step(x, cos, sin).to(x.dtype)
         mask = None
         if start and t > 1:
             keys = torch.arange(start + t, device=x.device)
@@ -100,6 +118,11 @@ class Qwen2Backbone(nn.Module):
         for i, layer in enumerate(self.layers):
             x = layer(x, cos, sin, cache.layers[i], mask)
         return self.norm(x)
+
+
+def attach_kernel_steps(backbone: Qwen2Backbone) -> None:
+    """int8 / int4 modes: the stack steps in C where it can (`koe.nn.kernel_stack`)."""
+    backbone.kernel = kernel_stack.attach(backbone)
 
 
 class SpeechLM(nn.Module):
@@ -135,10 +158,10 @@ class SpeechLM(nn.Module):
             speech = text_emb.new_zeros(1, 0, self.config.input_size)
         return torch.cat([self.marker("sos"), text_emb, self.marker("task_id"), speech], dim=1)
 
-    def step(self, x: torch.Tensor, cache: ConcatCache) -> torch.Tensor:
+    def step(self, x: torch.Tensor, cache: ConcatCache | KernelCache) -> torch.Tensor:
         """Embeddings (1, T, C) after the cache -> log-probabilities (V,) of the next id (float32)."""
         hidden = self.backbone(x, cache)
-        return self.llm_decoder(hidden[:, -1]).log_softmax(dim=-1).squeeze(0)
+        return self.llm_decoder(hidden[:, -1]).float().log_softmax(dim=-1).squeeze(0)  # float() is a no-op in float32
 
     def token_embedding(self, token: int) -> torch.Tensor:
         return self.speech_embedding.weight[token].reshape(1, 1, -1)
@@ -172,7 +195,7 @@ def generate_tokens(
     order). Draws come from `generator` (torch's global generator when None)."""
     min_len, max_len = limits.of(text.shape[1])
     x = lm.prompt(text, prompt_text, prompt_speech)
-    cache = ConcatCache(len(lm.backbone.layers))
+    cache = lm.backbone.new_cache(x.shape[1] + max_len)
     out: list[int] = []
     stop = lm.config.stop_tokens
     for i in range(max_len):
@@ -228,7 +251,7 @@ def generate_tokens_streamed(
     text = embed(prompt_text)
     n_text, n_speech = cfg.mix_ratio
     next_fill = (prompt_speech.shape[1] // n_speech + 1) * n_speech - prompt_speech.shape[1]
-    cache = ConcatCache(len(lm.backbone.layers))
+    cache = lm.backbone.new_cache()
     out: list[int] = []
     for piece in pieces:
         text = torch.cat([text, embed(piece)], dim=1)
@@ -291,39 +314,37 @@ def keep_silences_short(tokens: Iterator[int], version: int) -> Iterator[int]:
 
 def lm_state_names(lm: SpeechLM) -> dict[str, str]:
     """koe's parameter names -> `llm.pt`'s names, in koe's order."""
-    names = {}
-    for name in lm.state_dict():
-        names[name] = BACKBONE_PREFIX + name.removeprefix("backbone.") if name.startswith("backbone.") else name
-    return names
+    return {name: BACKBONE_PREFIX + name.removeprefix("backbone.") if name.startswith("backbone.") else name for name in lm.state_dict()}
 
 
-def load_lm(folder: str | Path, config: LMConfig, qwen: QwenConfig, dtype: torch.dtype = torch.float32) -> SpeechLM:
-    """The LM of a released folder: `llm.pt` (weights only), strictly: every tensor named and
-    shaped as the modules expect, the tied head equal to the token embedding."""
+def _koe_name(released: str) -> str | None:
+    if released == TIED_HEAD:
+        return None  # the token embedding again (checked in load_lm)
+    return "backbone." + released.removeprefix(BACKBONE_PREFIX) if released.startswith(BACKBONE_PREFIX) else released
+
+
+def precision_backbone(lm: SpeechLM) -> Backbone:
+    """The LM as the precision layer rewrites it (`koe.runtime.precision`): the Qwen2 stack's
+    linears and RMSNorms, and its C decoder step in int8 / int4; the head and embeddings stay float."""
+    return Backbone(lm.backbone, RMSNorm, kernel_steps=attach_kernel_steps)
+
+
+def load_lm(folder: str | Path, config: LMConfig, qwen: QwenConfig, precision: str | None = None) -> SpeechLM:
+    """The LM of a released folder from `llm.pt` (weights only), strictly: every tensor named and
+    shaped as the modules expect, the tied head the token embedding's shape. On the CPU;
+    `precision` one of `koe.runtime.precision.PRECISIONS` (None or "fp32": float32, upstream's bits;
+    the exact path runs on koe's exact kernels where this process's products are theirs). The
+    returned LM carries `kernel` (what runs the backbone's products, None: torch) and `precision`."""
+    numeric = precision_plan(precision, torch.device("cpu"), torch.float32, PRECISIONS, "CosyVoice's LM")
     path = Path(folder) / "llm.pt"
-    state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    if not isinstance(state, dict):
-        raise ConfigError(f"{path}: not a state dict")
-    with torch.device("meta"):
-        lm = SpeechLM(config, qwen)
-    names = lm_state_names(lm)
-    wanted = set(names.values()) | {TIED_HEAD}
-    missing, unexpected = sorted(wanted - set(state)), sorted(set(state) - wanted)
-    if missing or unexpected:
-        raise ConfigError(
-            f"{path}: tensors missing {missing[:5]}{'...' if len(missing) > 5 else ''}, unexpected {unexpected[:5]}{'...' if len(unexpected) > 5 else ''}"
-        )
-    embed = state[BACKBONE_PREFIX + "embed_tokens.weight"]
-    if state[TIED_HEAD].shape != embed.shape:
-        raise ConfigError(
-            f"{path}: {TIED_HEAD} {tuple(state[TIED_HEAD].shape)} is not the token embedding's shape {tuple(embed.shape)} ({BLANK_FOLDER} ties them)"
-        )
-    mine = lm.state_dict()
-    loaded = {}
-    for name, released in names.items():
-        tensor = state[released]
-        if tuple(tensor.shape) != tuple(mine[name].shape):
-            raise ConfigError(f"{path}: {released} is {tuple(tensor.shape)}, the config gives {tuple(mine[name].shape)}")
-        loaded[name] = tensor.to(dtype)
-    lm.load_state_dict(loaded, strict=True, assign=True)  # the rotary table is built on the CPU even under meta
-    return lm.eval()
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: missing (a CosyVoice release folder has llm.pt)")
+    head = torch.load(path, map_location="meta", weights_only=True, mmap=True).get(TIED_HEAD)
+    width, rows = qwen.hidden_size, qwen.vocab_size
+    if head is None or tuple(head.shape) != (rows, width):
+        found = "missing" if head is None else f"{tuple(head.shape)}"
+        raise ConfigError(f"{path}: {TIED_HEAD} is {found}, expected the token embedding's ({rows}, {width}) ({BLANK_FOLDER} ties them)")
+    lm = build_from_weights(lambda: SpeechLM(config, qwen), [path], dtype=numeric.load_dtype, rename=_koe_name)
+    lm.kernel = apply_precision(numeric, lm, [precision_backbone(lm)])
+    lm.precision = numeric.reported
+    return lm.to(numeric.dtype).eval()
