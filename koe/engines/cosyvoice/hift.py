@@ -269,12 +269,14 @@ class SourceModule(nn.Module):
     def forward(self, f0: torch.Tensor, generator: torch.Generator | None, tables: HiFTTables | None) -> torch.Tensor:
         c = self.config
         b, length, _ = f0.shape
+        # draws happen where the generator lives (torch's default generator: where the audio is)
+        draw_on = generator.device if generator is not None else f0.device
         fn = torch.multiply(f0, self.harmonics.to(f0.device))
         rad = (fn / c.sampling_rate) % 1
         if tables is not None:
             rand_ini = tables.rand_ini
         else:
-            rand_ini = torch.rand(b, fn.shape[2], generator=generator, device=f0.device)
+            rand_ini = torch.rand(b, fn.shape[2], generator=generator, device=draw_on)
             rand_ini[:, 0] = 0
         rad[:, 0, :] = rad[:, 0, :] + rand_ini.to(rad.device)
         scale = c.upsample_scale
@@ -290,13 +292,12 @@ class SourceModule(nn.Module):
         else:
             # upstream's randn_like keeps the sines' transposed layout, and torch fills a tensor that
             # is not contiguous with another kernel: draw into the same layout
-            noise = noise_amp * torch.empty((b, sines.shape[2], sines.shape[1]), dtype=sines.dtype, device=sines.device).transpose(1, 2).normal_(
-                generator=generator
-            )
+            drawn = torch.empty((b, sines.shape[2], sines.shape[1]), dtype=sines.dtype, device=draw_on).transpose(1, 2).normal_(generator=generator)
+            noise = noise_amp * drawn.to(sines.device)
         sines = sines * uv + noise
         merged = torch.tanh(self.l_linear(sines))
         if tables is None:
-            torch.randn(uv.shape, generator=generator, dtype=uv.dtype, device=uv.device)  # the noise branch: drawn, unused
+            torch.randn(uv.shape, generator=generator, dtype=uv.dtype, device=draw_on)  # the noise branch: drawn, unused
         return merged
 
 

@@ -170,3 +170,14 @@ def test_v2_stream_chunk_lengths():
     # 25 tokens (50 frames) less the 8 held back; then 50 tokens; then the last 5 and the held-back 8 frames
     assert lengths == [(50 - 8) * 480, 100 * 480, (10 + 8) * 480]
     assert sum(lengths) == 80 * 2 * 480
+
+
+@pytest.mark.parametrize("frames", [7, 123, 400])
+@pytest.mark.parametrize("heads", [8, 16])
+def test_sdpa_without_a_mask_is_sdpa_with_one_that_hides_nothing(frames, heads):
+    # the estimators leave out a mask that hides nothing (offline, unpadded); upstream passes it
+    g = torch.Generator().manual_seed(frames)
+    q, k, v = (torch.randn(2, heads, frames, 64, generator=g) for _ in range(3))
+    plain = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    assert torch.equal(plain, torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=torch.zeros(2, heads, frames, frames)))
+    assert torch.equal(plain, torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=torch.ones(2, 1, frames, frames, dtype=torch.bool)))
