@@ -28,10 +28,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from koe.engines.cosyvoice.flow import Flow
-from koe.engines.cosyvoice.hift import HiFT
+from koe.engines.cosyvoice.flow import Flow, FlowConfig, load_flow
+from koe.engines.cosyvoice.hift import HiFT, HiFTConfig, hift_tables, load_hift, v3_draws_before_source
 
-__all__ = ["HopSchedule", "Token2Wav", "Token2WavStream", "fade_in_out"]
+__all__ = ["HopSchedule", "Token2Wav", "Token2WavStream", "fade_in_out", "load_token2wav"]
 
 MEL_CACHE = 8  # v2: mel frames carried into the next chunk
 TOKEN_HOP = 25
@@ -75,6 +75,16 @@ class HopSchedule:
         self.offset += hop
         self.hop = min(self.max_hop, self.hop * self.scale)
         return end, offset
+
+
+def load_token2wav(flow_state: dict[str, torch.Tensor], hift_state: dict[str, torch.Tensor], flow_config: FlowConfig, hift_config: HiFTConfig) -> Token2Wav:
+    """The flow and the vocoder from `flow.pt` and `hift.pt`'s state dicts (strictly), v3's source
+    tables replayed from the flow's and the vocoder's configs as upstream's build draws them."""
+    tables = None
+    if hift_config.causal:
+        c = flow_config
+        tables = hift_tables(v3_draws_before_source(c.vocab_size, c.input_size, c.spk_embed_dim, c.output_size, hift_config))
+    return Token2Wav(load_flow(flow_state, flow_config), load_hift(hift_state, hift_config, tables))
 
 
 class Token2Wav:

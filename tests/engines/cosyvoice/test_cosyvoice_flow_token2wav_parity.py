@@ -18,9 +18,7 @@ from oracle_harness import run_oracle
 from safetensors.torch import save_file
 
 from koe.engines.cosyvoice.fixtures_flow import flow_config, hift_config, write_flow, write_hift, yaml_sections
-from koe.engines.cosyvoice.flow import load_flow
-from koe.engines.cosyvoice.hift import hift_tables, load_hift, v3_draws_before_source
-from koe.engines.cosyvoice.token2wav import HopSchedule, Token2Wav
+from koe.engines.cosyvoice.token2wav import HopSchedule, Token2Wav, load_token2wav
 
 pytestmark = pytest.mark.oracle
 
@@ -68,9 +66,7 @@ def test_token2wav_matches_upstream(version, inputs, tmp_path):
     flow_pt, hift_pt = write_flow(tmp_path / "flow.pt", version), write_hift(tmp_path / "hift.pt", version)
     job = {"yaml": yaml_sections(version), "flow": str(flow_pt), "hift": str(hift_pt), "version": version, "inputs": str(path), "cases": CASES}
     upstream, info = run_oracle("flow_token2wav", job, tmp_path / "oracle", family="cosyvoice")
-    flow_cfg, hift_cfg = flow_config(version), hift_config(version)
-    tables = hift_tables(v3_draws_before_source(6561, flow_cfg.input_size, 192, 80, hift_cfg)) if version == 3 else None
-    t2w = Token2Wav(load_flow(torch.load(flow_pt, weights_only=True), flow_cfg), load_hift(torch.load(hift_pt, weights_only=True), hift_cfg, tables))
+    t2w = load_token2wav(torch.load(flow_pt, weights_only=True), torch.load(hift_pt, weights_only=True), flow_config(version), hift_config(version))
     assert info["chunks"] == [3, 1, 4, 1, 1]
     for k, case in enumerate(CASES):
         chunks = _koe(t2w, tensors, case)
