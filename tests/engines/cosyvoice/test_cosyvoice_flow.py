@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from koe.engines.cosyvoice import cfm
-from koe.engines.cosyvoice.fixtures_flow import flow_args, flow_config, flow_state, hift_config, hift_state, write_flow
+from koe.engines.cosyvoice.fixtures_flow import flow_args, flow_config, flow_state, hift_config, hift_state, write_flow, yaml_sections
 from koe.engines.cosyvoice.flow import Flow, FlowConfig, load_flow
 from koe.engines.cosyvoice.flow_encoder import chunk_mask, relative_positions
 from koe.engines.cosyvoice.hift import hift_tables, load_hift, v3_draws_before_source
@@ -181,3 +181,15 @@ def test_sdpa_without_a_mask_is_sdpa_with_one_that_hides_nothing(frames, heads):
     plain = torch.nn.functional.scaled_dot_product_attention(q, k, v)
     assert torch.equal(plain, torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=torch.zeros(2, heads, frames, frames)))
     assert torch.equal(plain, torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=torch.ones(2, 1, frames, frames, dtype=torch.bool)))
+
+
+@pytest.mark.parametrize("version", [2, 3])
+@pytest.mark.parametrize("size", ["tiny", "real"])
+def test_yaml_sections_read_back_through_the_config_reader(version, size):
+    # the folder's yaml (as koe.engines.cosyvoice.config reads it) gives the writers' architecture
+    from koe.engines.cosyvoice.config import parse_yaml, plain
+    from koe.engines.cosyvoice.hift import HiFTConfig
+
+    data = parse_yaml(yaml_sections(version, size))
+    assert FlowConfig.from_yaml(plain(data["flow"]), version) == flow_config(version, size)
+    assert HiFTConfig.from_yaml(plain(data["hift"]), causal=version == 3) == hift_config(version, size)
