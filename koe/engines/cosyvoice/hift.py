@@ -196,23 +196,24 @@ class HiFTTables:
     drawn after it and never reaches the output).
 
     Only the first L samples of the noise are ever read, so it is kept as the generator's state
-    and drawn on demand (`noise(L)`): upstream's values without its 260 MB table.
+    and drawn on demand (`noise(L)`; the longest prefix drawn so far is kept, since a shorter draw
+    is its prefix): upstream's values without its 260 MB table.
     """
 
     rand_ini: torch.Tensor
     sine_state: torch.Tensor = field(repr=False)
     dim: int = 9
     length: int = 300 * 24000
-
-    def _draw(self, state: torch.Tensor, length: int, width: int) -> torch.Tensor:
-        if length > self.length:
-            raise ValueError(f"HiFT v3 makes at most {self.length} samples per call (upstream's table); asked for {length}")
-        g = torch.Generator().set_state(state)
-        return torch.rand(1, length, width, generator=g)
+    _drawn: torch.Tensor | None = field(default=None, repr=False)
 
     def noise(self, length: int) -> torch.Tensor:
         """`sine_waves[:, :length]` of upstream's SineGen2 (1, L, 9)."""
-        return self._draw(self.sine_state, length, self.dim)
+        if length > self.length:
+            raise ValueError(f"HiFT v3 makes at most {self.length} samples per call (upstream's table); asked for {length}")
+        if self._drawn is None or self._drawn.shape[1] < length:
+            g = torch.Generator().set_state(self.sine_state)
+            self._drawn = torch.rand(1, length, self.dim, generator=g)
+        return self._drawn[:, :length]
 
 
 def hift_tables(draws_before: list[tuple[str, tuple[int, ...]]], dim: int = 9) -> HiFTTables:
