@@ -1,5 +1,8 @@
-"""CosyVoice's text tokenizer: Qwen's byte-level BPE from `CosyVoice-BlankEN/` with CosyVoice's
-special tokens added, giving upstream's ids.
+"""CosyVoice's text: the tokenizer (upstream's ids) and the front end that normalises and splits
+text before it (upstream's `text_normalize`).
+
+The tokenizer is Qwen's byte-level BPE from `CosyVoice-BlankEN/` with CosyVoice's special tokens
+added.
 
 Upstream builds it with transformers (`AutoTokenizer` on the BlankEN folder: a fast tokenizer
 converted from `vocab.json` and `merges.txt`, the folder's added tokens 151643-151645) and then
@@ -9,19 +12,33 @@ adds its own special tokens in a fixed order, each new one taking the next id: v
 NFC, Qwen2's split regex, the byte-level mapping, BPE; special tokens matched first and never
 split or normalised. Encoding adds nothing around the text (no BOS/EOS).
 
-Normalisation of the text (numbers, symbols; upstream's wetext front end) is not done here.
+The front end (`FrontEnd.normalize`), in upstream's order: text holding a `<|...|>` marker, or
+empty, or with the front end off, is passed as it is (one piece). Otherwise, stripped: Chinese
+text (any of U+4E00-U+9FFF) goes through the Chinese normaliser, loses line breaks, spaces not
+between two ASCII characters, the full-width brackets and the "——" dash (a space), gets "平方"
+and "立方" for "²" and "³", "。" for ".", "，" for " - ", and a trailing run of commas becomes
+"。"; other text goes through the English normaliser and has each run of digits spelled out.
+Then it is cut after sentence marks (closing quotes kept with their sentence) and the sentences
+are packed into pieces of at most 80 units once a piece has more than 60 (units: characters for
+Chinese, tokens otherwise), a last piece under 20 units joining the one before; pieces of only
+punctuation and symbols are dropped. The normalisers are wetext's (the Chinese one keeps erhua)
+and inflect's number words, the packages upstream calls, used when installed (`Normalizers`).
 """
 
 from __future__ import annotations
 
 import json
+import re
+import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
 from koe.engines.cosyvoice.config import BLANK_FOLDER, ConfigError
 
-__all__ = ["SPECIAL_TOKENS", "TextTokenizer"]
+__all__ = ["SPECIAL_TOKENS", "FrontEnd", "Normalizers", "TextTokenizer", "spell_out_numbers", "split_paragraph"]
 
 QWEN2_SPLIT = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 
@@ -125,3 +142,140 @@ class TextTokenizer:
 
     def __len__(self) -> int:
         return self.tokenizer.get_vocab_size(with_added_tokens=True)
+
+
+# --------------------------------------------------------------------------- the front end
+
+_CHINESE = re.compile(r"[\u4e00-\u9fff]")
+_MARKS = {"zh": ("。", "？", "！", "；", "：", "、", ".", "?", "!", ";"), "en": (".", "?", "!", ";", ":")}
+_CLOSING_QUOTES = ('"', "\u201d")
+
+
+@dataclass(frozen=True)
+class Normalizers:
+    """The text normalisers upstream's front end calls: `zh` and `en` (wetext's `Normalizer`, the
+    Chinese one with `remove_erhua=False`), `number` (digits to words: inflect's `number_to_words`).
+    A missing one is skipped, as upstream skips wetext when it cannot load it."""
+
+    zh: Callable[[str], str] | None = None
+    en: Callable[[str], str] | None = None
+    number: Callable[[str], str] | None = None
+
+    @classmethod
+    def installed(cls) -> Normalizers:
+        """wetext's and inflect's, for those of the two packages that are installed."""
+        zh = en = number = None
+        try:
+            from wetext import Normalizer
+        except ImportError:
+            pass
+        else:
+            zh, en = Normalizer(remove_erhua=False).normalize, Normalizer().normalize
+        try:
+            import inflect
+        except ImportError:
+            pass
+        else:
+            number = inflect.engine().number_to_words
+        return cls(zh, en, number)
+
+
+def spell_out_numbers(text: str, number: Callable[[str], str]) -> str:
+    """Each maximal run of characters `str.isdigit` accepts, replaced by `number(run)`."""
+    out, start = [], None
+    for i, ch in enumerate(text):
+        if ch.isdigit():
+            start = i if start is None else start
+            continue
+        if start is not None:
+            out.append(number(text[start:i]))
+            start = None
+        out.append(ch)
+    if start is not None:
+        out.append(number(text[start:]))
+    return "".join(out)
+
+
+def _drop_blanks(text: str) -> str:
+    """Spaces kept only between two ASCII non-space characters (the one before the first
+    character is the last one, as upstream indexes it; a space at the end is dropped)."""
+    out = []
+    for i, ch in enumerate(text):
+        if ch == " ":
+            after = text[i + 1] if i + 1 < len(text) else " "
+            before = text[i - 1]
+            if not (after.isascii() and after != " " and before.isascii() and before != " "):
+                continue
+        out.append(ch)
+    return "".join(out)
+
+
+def _only_punctuation(text: str) -> bool:
+    return all(unicodedata.category(ch)[0] in "PS" for ch in text)
+
+
+def split_paragraph(text: str, length: Callable[[str], int], lang: str, max_units: int = 80, min_units: int = 60, merge_units: int = 20) -> list[str]:
+    """`text` cut after each sentence mark of `lang` ("zh" or "en"; one is added at the end when
+    missing) and packed as the module docstring says; `length` measures a piece in units."""
+    marks = _MARKS[lang]
+    if not text:
+        return []
+    if text[-1] not in marks:
+        text += "。" if lang == "zh" else "."
+    sentences: list[str] = []
+    start = 0
+    for i, ch in enumerate(text):
+        if ch not in marks:
+            continue
+        if i > start:
+            sentences.append(text[start : i + 1])
+        if i + 1 < len(text) and text[i + 1] in _CLOSING_QUOTES:
+            if sentences:  # upstream moves the quote onto the last sentence (even an earlier one)
+                sentences[-1] += text[i + 1]
+            start = i + 2
+        else:
+            start = i + 1
+    pieces: list[str] = []
+    current = ""
+    for sentence in sentences:
+        if length(current + sentence) > max_units and length(current) > min_units:
+            pieces.append(current)
+            current = ""
+        current += sentence
+    if current:
+        if length(current) < merge_units and pieces:
+            pieces[-1] += current
+        else:
+            pieces.append(current)
+    return pieces
+
+
+class FrontEnd:
+    """Upstream's `text_normalize` with koe's tokenizer and the given normalisers."""
+
+    def __init__(self, tokenizer: TextTokenizer, normalizers: Normalizers | None = None) -> None:
+        self.tokenizer = tokenizer
+        self.normalizers = Normalizers() if normalizers is None else normalizers
+
+    def normalize(self, text: str, split: bool = True, text_frontend: bool = True) -> list[str] | str:
+        """The pieces to synthesise (`split`), or the whole normalised text (for a prompt's transcript)."""
+        if ("<|" in text and "|>" in text) or not text_frontend or text == "":
+            return [text] if split else text
+        text = text.strip()
+        n = self.normalizers
+        if _CHINESE.search(text):
+            if n.zh is not None:
+                text = n.zh(text)
+            text = _drop_blanks(text.replace("\n", ""))
+            text = text.replace("²", "平方").replace("³", "立方").replace(".", "。").replace(" - ", "，")
+            text = text.replace("（", "").replace("）", "").replace("【", "").replace("】", "").replace("`", "").replace("——", " ")
+            text = re.sub(r"[，,、]+$", "。", text)
+            pieces = split_paragraph(text, len, "zh")
+        else:
+            if n.en is not None:
+                text = n.en(text)
+            if n.number is not None:
+                text = spell_out_numbers(text, n.number)
+            pieces = split_paragraph(text, lambda t: len(self.tokenizer.encode(t)), "en")
+        pieces = [p for p in pieces if not _only_punctuation(p)]
+        return pieces if split else text

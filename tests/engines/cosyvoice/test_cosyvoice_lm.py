@@ -10,7 +10,7 @@ from koe.engines.cosyvoice.config import ConfigError, SamplingConfig, read_confi
 from koe.engines.cosyvoice.fixtures import lm_state, write_random_model
 from koe.engines.cosyvoice.llm import ENDOFPROMPT_ID, StreamedTextError, TokenLimits, generate_tokens, generate_tokens_streamed, keep_silences_short, load_lm
 from koe.engines.cosyvoice.sampling import nucleus, ras_sample
-from koe.engines.cosyvoice.text import TextTokenizer
+from koe.engines.cosyvoice.text import FrontEnd, TextTokenizer, spell_out_numbers, split_paragraph
 from koe.runtime.weights import WeightsError
 
 RAS = SamplingConfig()
@@ -186,3 +186,16 @@ def test_opt_in_precisions_stay_near_fp32(folders, mode, bound):
         except StreamedTextError:
             pass  # v3's random LM soon gives an id past the speech vocabulary, as upstream's would
         assert got and all(0 <= t < 6561 for t in got)
+
+
+def test_the_front_end_splits_and_packs_as_upstream_does(folders):
+    assert split_paragraph("一。二！三", len, "zh") == ["一。二！三。"]  # short pieces are merged into one
+    assert split_paragraph('He said "hi." Then left', len, "en", 10, 5, 2) == ['He said "hi."', " Then left."]
+    assert split_paragraph('."', len, "en") == []  # a quote after a mark with no sentence before it
+    assert split_paragraph("", len, "en") == []
+    assert spell_out_numbers("a12b3", lambda run: f"<{run}>") == "a<12>b<3>"
+    front = FrontEnd(TextTokenizer(folders[2], 2))
+    assert front.normalize("  Hi there  ") == ["Hi there."] and front.normalize("  Hi there  ", split=False) == "Hi there"
+    assert front.normalize("你 好 world 。", split=False) == "你好world。"
+    assert front.normalize("<|endofprompt|> x ") == ["<|endofprompt|> x "]
+    assert front.normalize("?!") == [] and front.normalize("") == [""]
