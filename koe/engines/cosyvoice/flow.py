@@ -140,8 +140,20 @@ class Flow(nn.Module):
         `finalize=False` the last 3 tokens make none)."""
         if token.shape[0] != 1:
             raise ValueError("the flow runs one utterance at a time (batch 1), as upstream's")
-        if not finalize and token.shape[1] + prompt_token.shape[1] <= self.config.pre_lookahead_len:
-            raise ValueError(f"a streamed chunk needs more than {self.config.pre_lookahead_len} tokens (its look-ahead)")
+        c = self.config
+        if not finalize and token.shape[1] + prompt_token.shape[1] <= c.pre_lookahead_len:
+            raise ValueError(f"a streamed chunk needs more than {c.pre_lookahead_len} tokens (its look-ahead)")
+        if prompt_feat.shape[1] != c.token_mel_ratio * prompt_token.shape[1]:
+            raise ValueError(
+                f"the prompt's mel has {prompt_feat.shape[1]} frames for {prompt_token.shape[1]} tokens; "
+                f"the flow takes {c.token_mel_ratio} frames per token (trim both, as upstream's front end does)"
+            )
+        frames = c.token_mel_ratio * (token.shape[1] + prompt_token.shape[1] - (0 if finalize else c.pre_lookahead_len))
+        if frames > cfm.MAX_FRAMES:
+            raise ValueError(f"{frames} mel frames (prompt included): the flow makes at most {cfm.MAX_FRAMES} per call (300 s), upstream's noise table")
+        for name, ids in (("token", token), ("prompt_token", prompt_token)):
+            if ids.numel() and (int(ids.max()) >= c.vocab_size):
+                raise ValueError(f"{name}: speech token {int(ids.max())} is past the flow's {c.vocab_size} (an LM's stop or control id?)")
         embedding = self.spk_embed_affine_layer(F.normalize(embedding, dim=1))
         token = torch.concat([prompt_token, token], dim=1)
         mask = torch.ones(1, token.shape[1], 1, dtype=embedding.dtype, device=embedding.device)
@@ -149,7 +161,7 @@ class Flow(nn.Module):
         h = self._hidden(token, finalize, streaming)
         prompt_frames = prompt_feat.shape[1]
         frames = h.shape[1]
-        conds = torch.zeros([1, frames, self.config.output_size], device=token.device).to(h.dtype)
+        conds = torch.zeros([1, frames, c.output_size], device=token.device).to(h.dtype)
         conds[:, :prompt_frames] = prompt_feat
         conds = conds.transpose(1, 2)
         frame_mask = torch.ones(1, 1, frames, dtype=h.dtype, device=h.device)

@@ -193,3 +193,16 @@ def test_yaml_sections_read_back_through_the_config_reader(version, size):
     data = parse_yaml(yaml_sections(version, size))
     assert FlowConfig.from_yaml(plain(data["flow"]), version) == flow_config(version, size)
     assert HiFTConfig.from_yaml(plain(data["hift"]), causal=version == 3) == hift_config(version, size)
+
+
+def test_bad_inputs_are_clear_errors(flow):
+    _, model = flow
+    token, prompt_token, prompt_feat, embedding = _inputs(10, 4)
+    with pytest.raises(ValueError, match="2 frames per token"):
+        model.inference(token, prompt_token, prompt_feat[:, :-1], embedding)
+    with pytest.raises(ValueError, match="past the flow's 6561"):
+        model.inference(torch.tensor([[1, 2, 6561]]), prompt_token, prompt_feat, embedding)
+    with pytest.raises(ValueError, match="look-ahead"):
+        model.inference(token[:, :2], prompt_token[:, :0], prompt_feat[:, :0], embedding, finalize=False)
+    with pytest.raises(ValueError, match="at most 15000"):
+        model.inference(torch.zeros(1, 7501, dtype=torch.long), prompt_token[:, :0], prompt_feat[:, :0], embedding)
