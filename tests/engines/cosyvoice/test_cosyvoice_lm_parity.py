@@ -7,7 +7,8 @@ folders in the released layout (upstream builds the LM from the yaml and loads `
 A "peaked" copy of each folder (the final norm keeps one channel, so the head offers the same few
 candidates step after step; v2's end id favoured by its bias) makes RAS redraw often and v2 stop on
 its own, so both of upstream's draws and the end rules are compared, not only the first draw of
-each step.
+each step. Upstream's model-level `llm_job` (what the model keeps of the LM's tokens: v3 drops
+silent tokens past five in a row) is compared on a v3 copy made to speak long silences.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from oracle_harness import run_oracle
 from koe.engines.cosyvoice import sampling
 from koe.engines.cosyvoice.config import read_config
 from koe.engines.cosyvoice.fixtures import write_random_model
-from koe.engines.cosyvoice.llm import ENDOFPROMPT_ID, generate_tokens, load_lm
+from koe.engines.cosyvoice.llm import ENDOFPROMPT_ID, SILENT_TOKENS, generate_tokens, keep_silences_short, load_lm
 
 pytestmark = pytest.mark.oracle
 
@@ -95,3 +96,40 @@ def test_speech_tokens_equal_upstreams(f, folders, upstream, monkeypatch):
         assert redraws >= 5, f"RAS drew a second time {redraws} times: the comparison hardly covered it"
         maxima = [int(len(c["text"]) * 20) for c in CASES]
         assert any(n < m for n, m in zip(lengths, maxima)), "decoding never stopped before its maximum length"
+
+
+def _silent(src, dst):
+    """A v3 copy whose head favours the silent tokens on one sign of its one channel, which their
+    own embeddings push that way: once silent, it stays silent for a while."""
+    _peaked(src, dst, 3)
+    state = torch.load(dst / "llm.pt", weights_only=True)
+    silent = list(SILENT_TOKENS[3])
+    state["llm_decoder.weight"][silent, 0] = 3.0
+    state["speech_embedding.weight"][silent, 0] = 20.0
+    torch.save(state, dst / "llm.pt")
+    return dst
+
+
+@pytest.fixture(scope="module")
+def job_run(folders, tmp_path_factory):
+    """upstream's model-level llm_job (v3 drops silent tokens past five in a row) on a v2 folder and
+    a v3 copy made to speak long silences."""
+    v3 = next(f for f in folders if f.name == "Fun-CosyVoice3-0.5B-2512")
+    picked = [folders[0], _silent(v3, v3.parent / "Fun-CosyVoice3-0.5B-2512-silent")]
+    return picked, run_oracle("lm_job", {"folders": [str(f) for f in picked], "cases": CASES}, tmp_path_factory.mktemp("job"), family="cosyvoice")[0]
+
+
+def test_the_models_token_job_keeps_what_upstreams_keeps(job_run):
+    picked, tensors = job_run
+    dropped = 0
+    for f, folder in enumerate(picked):
+        config, qwen = read_config(folder)
+        lm = load_lm(folder, config.lm, qwen)
+        for i, case in enumerate(CASES):
+            g = torch.Generator().manual_seed(case["seed"])
+            raw = list(generate_tokens(lm, _ids(case["text"]), _ids(case["prompt_text"]), _ids(case["prompt_speech"]), generator=g))
+            kept = list(keep_silences_short(iter(raw), config.version))
+            assert raw == tensors[f"raw_{f}_{i}"].tolist(), f"folder {f} case {i}: raw tokens"
+            assert kept == tensors[f"tokens_{f}_{i}"].tolist(), f"folder {f} case {i}: kept tokens"
+            dropped += len(raw) - len(kept)
+    assert dropped > 0, "no silent token was dropped: the comparison did not cover it"
