@@ -199,3 +199,26 @@ def test_the_front_end_splits_and_packs_as_upstream_does(folders):
     assert front.normalize("你 好 world 。", split=False) == "你好world。"
     assert front.normalize("<|endofprompt|> x ") == ["<|endofprompt|> x "]
     assert front.normalize("?!") == [] and front.normalize("") == [""]
+
+
+def test_the_c_step_computes_what_the_modules_do(folders):
+    """int8: koe's C decoder step (KernelCache) against the same quantized modules on a concat cache
+    with transformers' mask, for prompts, single tokens and several tokens after a cache (streamed
+    text), within float rounding."""
+    config, qwen = read_config(folders[2])
+    lm = load_lm(folders[2], config.lm, qwen, precision="int8")
+    assert lm.backbone.kernel is not None, "koe's C decoder step did not take the stack (its kernels build on the test machines)"
+    g = torch.Generator().manual_seed(0)
+    chunks = [torch.randn(1, n, 32, generator=g) for n in (7, 1, 5, 1, 1, 9, 1)]
+
+    def run(kernel) -> torch.Tensor:
+        lm.backbone.kernel, saved = kernel, lm.backbone.kernel
+        try:
+            cache = lm.backbone.new_cache(4)
+            with torch.inference_mode():
+                return torch.cat([lm.backbone(x, cache) for x in chunks], dim=1)
+        finally:
+            lm.backbone.kernel = saved
+
+    stepped, modules = run(lm.backbone.kernel), run(None)
+    assert (stepped - modules).abs().max().item() < 1e-4
