@@ -14,7 +14,7 @@ make no frames). Upstream's `flow.inference` returns the same frames bit for bit
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from koe.engines.cosyvoice import cfm
+from koe.engines.cosyvoice.dit import DiT, DiTConfig
 from koe.engines.cosyvoice.flow_encoder import EncoderConfig, PreLookahead, UpsampleConformerEncoder
 from koe.engines.cosyvoice.unet import CausalUNet, UNetConfig
 
@@ -43,9 +44,8 @@ class FlowConfig:
     inference_cfg_rate: float = 0.7
     encoder: EncoderConfig | None = None  # v2
     unet: UNetConfig | None = None  # v2
-    dit: Any = None  # v3: koe.engines.cosyvoice.dit.DiTConfig
+    dit: DiTConfig | None = None  # v3
     lookahead_channels: int = 1024  # v3's pre-lookahead layer
-    extra: dict = field(default_factory=dict, compare=False)
 
     @classmethod
     def from_yaml(cls, args: dict[str, Any], version: int) -> FlowConfig:
@@ -72,8 +72,6 @@ class FlowConfig:
             if common["input_size"] != 512 or int(args.get("pre_lookahead_len", 3)) != 3:
                 raise ValueError("flow (v2): upstream's encoder is built at 512 with a 3-token look-ahead; the yaml says otherwise")
             return cls(**common, encoder=EncoderConfig.from_yaml(args.get("encoder") or {}), unet=UNetConfig.from_yaml(estimator))
-        from koe.engines.cosyvoice.dit import DiTConfig
-
         look = args.get("pre_lookahead_layer") or {}
         return cls(**common, dit=DiTConfig.from_yaml(estimator), lookahead_channels=int(look.get("channels", 1024)))
 
@@ -104,8 +102,7 @@ class Flow(nn.Module):
             self.encoder_proj = nn.Linear(512, c.output_size)
             self.decoder = Decoder(CausalUNet(c.unet), c.inference_cfg_rate)
         else:
-            from koe.engines.cosyvoice.dit import DiT
-
+            assert c.dit is not None
             self.pre_lookahead_layer = PreLookahead(c.input_size, c.lookahead_channels, c.pre_lookahead_len)
             self.decoder = Decoder(DiT(c.dit), c.inference_cfg_rate)
 

@@ -30,7 +30,7 @@ from torch import nn
 
 from koe.nn.conv import Snake
 
-__all__ = ["HiFT", "HiFTConfig", "HiFTTables", "fold_weight_norm", "hift_tables", "load_hift"]
+__all__ = ["HiFT", "HiFTConfig", "HiFTTables", "fold_weight_norm", "hift_tables", "load_hift", "v3_draws_before_source"]
 
 
 @dataclass(frozen=True)
