@@ -97,3 +97,26 @@ def test_other_koe_variables_are_not_settings(tmp_path):
     assert s.server.port == 8000
     with pytest.raises(ConfigError, match="unknown setting 'server.foo' \\(from env KOE_SERVER__FOO\\)"):
         load_settings(tmp_path, environ={"KOE_SERVER__FOO": "1"})
+
+
+def test_every_number_has_a_range_and_out_of_range_is_refused(tmp_path):
+    """No numeric setting is open-ended: a huge timeout, queue or limit is a settings error naming
+    the key, not an overflow deep in the server."""
+    import annotated_types
+
+    from koe.service.config.settings import ModelsSettings, ServerSettings, SynthesisSettings
+
+    sections = {"server": ServerSettings, "models": ModelsSettings, "synthesis": SynthesisSettings}
+    for section, model in sections.items():
+        for key, field in model.model_fields.items():
+            kinds = {t for t in (int, float) if field.annotation in (t, t | None)}
+            if not kinds:
+                continue
+            bounds = [m for m in field.metadata if isinstance(m, (annotated_types.Gt, annotated_types.Ge, annotated_types.Lt, annotated_types.Le))]
+            lower = [m for m in bounds if isinstance(m, (annotated_types.Gt, annotated_types.Ge))]
+            upper = [m for m in bounds if isinstance(m, (annotated_types.Lt, annotated_types.Le))]
+            assert lower and upper, f"{section}.{key} has no {'upper' if lower else 'lower'} bound"
+            limit = upper[0].le if isinstance(upper[0], annotated_types.Le) else upper[0].lt
+            too_big = limit * 10 + 1
+            with pytest.raises(ConfigError, match=rf"{section}\.{key}="):
+                load_settings(tmp_path, environ={f"KOE_{section.upper()}__{key.upper()}": str(too_big)})

@@ -86,13 +86,13 @@ class ServerSettings(_Section):
     host: str = Field("127.0.0.1", description="address to bind; anything but loopback requires a token")
     port: int = Field(8000, ge=1, le=65535, description="TCP port")
     token: SecretStr | None = Field(None, description="Bearer token clients must send (required off loopback)")
-    max_input_chars: int = Field(4096, ge=1, description="longest text one request may speak")
+    max_input_chars: int = Field(4096, ge=1, le=1_000_000, description="longest text one request may speak; at most 1,000,000")
     max_upload_bytes: int = Field(
         20 * 1024 * 1024, ge=1024, le=MAX_UPLOAD_BYTES, description="largest uploaded reference clip or voice archive; 1 KiB to 1 GiB"
     )
-    max_reference_seconds: float = Field(30.0, gt=0, description="longest reference clip a voice may use")
-    queue_size: int = Field(16, ge=1, description="requests waiting per loaded model before 429")
-    max_batch_size: int = Field(8, ge=1, description="most requests batched into one generation")
+    max_reference_seconds: float = Field(30.0, gt=0, le=3600, description="longest reference clip a voice may use; at most 3600")
+    queue_size: int = Field(16, ge=1, le=100_000, description="requests waiting per loaded model before 429; at most 100,000")
+    max_batch_size: int = Field(8, ge=1, le=1024, description="most requests batched into one generation; at most 1024")
     batch_window_ms: float = Field(50.0, ge=0, le=10_000, description="how long a one-shot request waits for others to batch with it")
     allowed_hosts: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
@@ -102,13 +102,17 @@ class ServerSettings(_Section):
         default_factory=list,
         description="web origins (scheme://host[:port]) besides the server's own that may make state-changing requests; '*' = any",
     )
-    header_timeout_s: float = Field(10.0, gt=0, description="seconds a client has to send its request line and headers")
-    body_timeout_s: float = Field(30.0, gt=0, description="longest pause while a client sends a request body")
-    max_connections: int = Field(128, ge=1, description="open connections at once; more are refused with 503")
-    shutdown_grace_s: float = Field(10.0, ge=0, description="on SIGTERM, seconds in-flight requests get to finish before they are cancelled")
-    max_instructions_chars: int = Field(4096, ge=1, description="longest instructions (style / voice description) a request may give")
-    max_transcript_chars: int = Field(2000, ge=1, description="longest transcript of a reference clip")
-    max_description_chars: int = Field(1000, ge=1, description="longest description of a library voice")
+    header_timeout_s: float = Field(10.0, gt=0, le=3600, description="seconds a client has to send its request line and headers; at most 3600")
+    body_timeout_s: float = Field(30.0, gt=0, le=3600, description="longest pause while a client sends a request body; at most 3600 s")
+    max_connections: int = Field(128, ge=1, le=100_000, description="open connections at once; more are refused with 503; at most 100,000")
+    shutdown_grace_s: float = Field(
+        10.0, ge=0, le=3600, description="on SIGTERM, seconds in-flight requests get to finish before they are cancelled; at most 3600"
+    )
+    max_instructions_chars: int = Field(
+        4096, ge=1, le=1_000_000, description="longest instructions (style / voice description) a request may give; at most 1,000,000"
+    )
+    max_transcript_chars: int = Field(2000, ge=1, le=1_000_000, description="longest transcript of a reference clip; at most 1,000,000")
+    max_description_chars: int = Field(1000, ge=1, le=1_000_000, description="longest description of a library voice; at most 1,000,000")
     web_page: bool = Field(True, description="serve the web page at / (speak, clone, design voices and stream from a browser)")
     pull_models: bool = Field(
         False, description="a request may name a release koe lists that is not here yet, and the server downloads it (off: it never downloads)"
@@ -171,8 +175,8 @@ class ModelsSettings(_Section):
 
     default: str | None = Field(None, description="model used when a request names none (store name, path or hub id)")
     download: bool = Field(True, description="download a hub id on first use when neither the store nor the Hugging Face cache has it (false: stay offline)")
-    resident_limit: int = Field(1, ge=1, description="most models held in memory at once (least recently used is unloaded)")
-    idle_unload_seconds: float = Field(900.0, ge=0, description="unload a model unused this long (0 = never)")
+    resident_limit: int = Field(1, ge=1, le=64, description="most models held in memory at once (least recently used is unloaded); at most 64")
+    idle_unload_seconds: float = Field(900.0, ge=0, le=31_536_000, description="unload a model unused this long (0 = never); at most a year, 31,536,000")
     device: str | None = Field(None, description="cpu, cuda, cuda:1, mps; empty = best available")
     dtype: str | None = Field(None, description="float32, bfloat16, float16; empty = float32 on CPU, bfloat16 on CUDA")
     precision: Literal["fp32", "bf16", "int8", "int4"] | None = Field(
@@ -204,7 +208,9 @@ class SynthesisSettings(_Section):
     speed: float = Field(1.0, ge=0.25, le=4.0, description="tempo change that keeps pitch")
     seed: int | None = Field(None, ge=0, lt=2**63, description="random seed (empty = a fresh one per request)")
     save_outputs: bool = Field(False, description="keep every output under KOE_HOME/outputs")
-    max_new_tokens: int | None = Field(None, ge=1, description="default max_new_tokens, for models with that option (their length cap); empty = model's")
+    max_new_tokens: int | None = Field(
+        None, ge=1, le=1_000_000, description="default max_new_tokens, for models with that option (their length cap; at most 1,000,000); empty = model's"
+    )
     options: dict[str, Any] = Field(
         default_factory=dict,
         description="family options every request starts from, where the model has them (a table {NAME = VALUE, ...}; `koe models info MODEL` lists a model's)",
