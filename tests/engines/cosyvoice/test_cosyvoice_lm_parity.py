@@ -49,35 +49,42 @@ def _peaked(src, dst, version: int):
     return dst
 
 
-FOLDERS = [(v, peaked) for v in VARIANTS for peaked in (False, True)]
+FOLDERS = [(v, kind) for v in VARIANTS for kind in ("random", "peaked")] + [(VARIANTS[1], "silent")]
+JOB = [0, 4]  # the folders upstream's model-level llm_job also runs on: v2 random, v3 silent
 
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     root = tmp_path_factory.mktemp("cosyvoice")
     found = []
-    for variant, peaked in FOLDERS:
+    for variant, kind in FOLDERS:
         base = root / variant
         if not base.exists():
             write_random_model(base, variant, parts=("yaml", "blank", "llm.pt", "hift.pt"), seed=3)
-        found.append(_peaked(base, root / f"{variant}-peaked", 2 if variant.startswith("CosyVoice2") else 3) if peaked else base)
+        if kind == "peaked":
+            found.append(_peaked(base, root / f"{variant}-peaked", 2 if variant.startswith("CosyVoice2") else 3))
+        elif kind == "silent":
+            found.append(_silent(base, root / f"{variant}-silent"))
+        else:
+            found.append(base)
     return found
 
 
 @pytest.fixture(scope="module")
 def upstream(folders, tmp_path_factory):
     """One oracle run for every folder (one process: the loads dominate)."""
-    return run_oracle("lm_inference", {"folders": [str(f) for f in folders], "cases": CASES}, tmp_path_factory.mktemp("lm"), family="cosyvoice")
+    job = {"folders": [str(f) for f in folders], "cases": CASES, "llm_job": JOB}
+    return run_oracle("lm_inference", job, tmp_path_factory.mktemp("lm"), family="cosyvoice")
 
 
 def _ids(values: list[int]) -> torch.Tensor:
     return torch.tensor([values], dtype=torch.int32).reshape(1, -1)
 
 
-@pytest.mark.parametrize("f", range(len(FOLDERS)), ids=[f"{v}{'-peaked' if p else ''}" for v, p in FOLDERS])
+@pytest.mark.parametrize("f", range(len(FOLDERS)), ids=[f"{v}-{kind}" for v, kind in FOLDERS])
 def test_speech_tokens_equal_upstreams(f, folders, upstream, monkeypatch):
     tensors, info = upstream
-    folder, peaked = folders[f], FOLDERS[f][1]
+    folder, peaked = folders[f], FOLDERS[f][1] == "peaked"
     config, qwen = read_config(folder)
     lm = load_lm(folder, config.lm, qwen)
     assert info["folders"][f]["version"] == config.version
@@ -110,26 +117,19 @@ def _silent(src, dst):
     return dst
 
 
-@pytest.fixture(scope="module")
-def job_run(folders, tmp_path_factory):
-    """upstream's model-level llm_job (v3 drops silent tokens past five in a row) on a v2 folder and
-    a v3 copy made to speak long silences."""
-    v3 = next(f for f in folders if f.name == "Fun-CosyVoice3-0.5B-2512")
-    picked = [folders[0], _silent(v3, v3.parent / "Fun-CosyVoice3-0.5B-2512-silent")]
-    return picked, run_oracle("lm_job", {"folders": [str(f) for f in picked], "cases": CASES}, tmp_path_factory.mktemp("job"), family="cosyvoice")[0]
-
-
-def test_the_models_token_job_keeps_what_upstreams_keeps(job_run):
-    picked, tensors = job_run
+def test_the_models_token_job_keeps_what_upstreams_keeps(folders, upstream):
+    tensors, _ = upstream
     dropped = 0
-    for f, folder in enumerate(picked):
-        config, qwen = read_config(folder)
-        lm = load_lm(folder, config.lm, qwen)
+    for f in JOB:
+        config, qwen = read_config(folders[f])
+        lm = load_lm(folders[f], config.lm, qwen)
         for i, case in enumerate(CASES):
             g = torch.Generator().manual_seed(case["seed"])
-            raw = list(generate_tokens(lm, _ids(case["text"]), _ids(case["prompt_text"]), _ids(case["prompt_speech"]), generator=g))
-            kept = list(keep_silences_short(iter(raw), config.version))
-            assert raw == tensors[f"raw_{f}_{i}"].tolist(), f"folder {f} case {i}: raw tokens"
-            assert kept == tensors[f"tokens_{f}_{i}"].tolist(), f"folder {f} case {i}: kept tokens"
-            dropped += len(raw) - len(kept)
+            kept = list(
+                keep_silences_short(
+                    generate_tokens(lm, _ids(case["text"]), _ids(case["prompt_text"]), _ids(case["prompt_speech"]), generator=g), config.version
+                )
+            )
+            assert kept == tensors[f"kept_{f}_{i}"].tolist(), f"folder {f} case {i}: kept tokens"
+            dropped += len(tensors[f"tokens_{f}_{i}"]) - len(kept)
     assert dropped > 0, "no silent token was dropped: the comparison did not cover it"

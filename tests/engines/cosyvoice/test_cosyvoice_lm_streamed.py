@@ -39,7 +39,7 @@ CASES = [
         "seed": 5,
     },
 ]
-CASES = [{**c, "split": split, "limit": 200} for c in CASES for split in (True, False)]
+CASES = [{**c, "split": split, "limit": 120} for c in CASES for split in (True, False)]
 
 
 def _streamable(src, dst, version: int):
