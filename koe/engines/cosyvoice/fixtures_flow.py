@@ -263,6 +263,7 @@ def hift_state(version: int, size: str = "tiny", seed: int = 0) -> dict[str, tor
     g = torch.Generator().manual_seed(seed)
     state: dict[str, torch.Tensor] = {}
     layout = _hift_layout(version, size)
+    rates = hift_config(version, size).upsample_rates
     for i, (name, shape, role, fan_in) in enumerate(layout):
         if role == "g":
             continue
@@ -271,6 +272,8 @@ def hift_state(version: int, size: str = "tiny", seed: int = 0) -> dict[str, tor
             gain = torch.rand((shape[0], 1, 1), generator=g) + 0.5
             if name.startswith("conv_post."):
                 gain = gain * 0.3  # log-magnitudes small enough that the tiny vocoders' audio stays under the clamp
+            elif name.startswith("ups.") and version == 3:  # v3 convolves a nearest-upsampled (repeated) signal
+                gain = gain / math.sqrt(rates[int(name.split(".")[1])])
             state[layout[i - 1][0]], state[name] = torch.norm_except_dim(v, 2, 0) * gain, v
             continue
         value = _fill(name, shape, g, fan_in)
