@@ -12,9 +12,10 @@ only: `min_len = int(n * 2)`, `max_len = int(n * 20)` for `n` text ids. The spea
 upstream passes is not read by these LMs. Text that arrives in pieces (from an LLM) has its own
 decoding, `generate_tokens_streamed` (upstream's `inference_bistream`).
 
-Weights load from the release's `llm.pt` (koe's strict loader) by an explicit name map: upstream nests the backbone
-as `llm.model.model.*` (transformers' `Qwen2ForCausalLM` inside `Qwen2Encoder`), whose tied
-`llm.model.lm_head.weight` is the token embedding again and is not used here.
+Weights load from the release's `llm.pt` (koe's strict loader) by an explicit name map: upstream
+nests the backbone as `llm.model.model.*` (transformers' `Qwen2ForCausalLM` inside
+`Qwen2Encoder`), whose tied `llm.model.lm_head.weight` is the token embedding again and is not
+used here. The LM runs on the CPU, in float32 with upstream's bits or in an opt-in precision.
 """
 
 from __future__ import annotations
