@@ -23,15 +23,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from koe.engines.cosyvoice.config import CosyVoiceConfig
 from koe.engines.cosyvoice.flow import Flow, FlowConfig, load_flow
 from koe.engines.cosyvoice.hift import HiFT, HiFTConfig, hift_tables, load_hift, v3_draws_before_source
+from koe.runtime.weights import checkpoint_tensors
 
-__all__ = ["HopSchedule", "Token2Wav", "Token2WavStream", "fade_in_out", "load_token2wav"]
+__all__ = ["HopSchedule", "Token2Wav", "Token2WavStream", "fade_in_out", "load_folder", "load_token2wav"]
 
 MEL_CACHE = 8  # v2: mel frames carried into the next chunk
 TOKEN_HOP = 25
@@ -85,6 +88,21 @@ def load_token2wav(flow_state: dict[str, torch.Tensor], hift_state: dict[str, to
         c = flow_config
         tables = hift_tables(v3_draws_before_source(c.vocab_size, c.input_size, c.spk_embed_dim, c.output_size, hift_config))
     return Token2Wav(load_flow(flow_state, flow_config), load_hift(hift_state, hift_config, tables))
+
+
+def load_folder(folder: str | Path, config: CosyVoiceConfig) -> Token2Wav:
+    """The flow and the vocoder of a released folder (`flow.pt`, `hift.pt`, read with
+    `weights_only=True`, memory-mapped) for its parsed yaml (`koe.engines.cosyvoice.config`)."""
+    folder = Path(folder)
+    states = []
+    for name in ("flow.pt", "hift.pt"):
+        path = folder / name
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: missing (a CosyVoice release folder has {name})")
+        states.append(dict(checkpoint_tensors(path)))
+    flow = FlowConfig.from_yaml(config.flow, config.version)
+    hift = HiFTConfig.from_yaml(config.hift, causal=config.version == 3)
+    return load_token2wav(states[0], states[1], flow, hift)
 
 
 class Token2Wav:

@@ -4,6 +4,8 @@ loading, the precomputed start noise, the streamed chunks' shapes, the hop sched
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
@@ -206,3 +208,25 @@ def test_bad_inputs_are_clear_errors(flow):
         model.inference(token[:, :2], prompt_token[:, :0], prompt_feat[:, :0], embedding, finalize=False)
     with pytest.raises(ValueError, match="at most 15000"):
         model.inference(torch.zeros(1, 7501, dtype=torch.long), prompt_token[:, :0], prompt_feat[:, :0], embedding)
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_load_folder_reads_the_released_files(version, tmp_path):
+    from koe.engines.cosyvoice.config import parse_yaml, plain
+    from koe.engines.cosyvoice.fixtures_flow import write_hift
+    from koe.engines.cosyvoice.token2wav import load_folder
+    from koe.runtime.weights import WeightsError
+
+    data = parse_yaml(yaml_sections(version))
+    config = SimpleNamespace(version=version, flow=plain(data["flow"]), hift=plain(data["hift"]))  # what it reads of a CosyVoiceConfig
+    with pytest.raises(FileNotFoundError, match="flow.pt"):
+        load_folder(tmp_path, config)
+    write_flow(tmp_path / "flow.pt", version)
+    write_hift(tmp_path / "hift.pt", version)
+    t2w = load_folder(tmp_path, config)
+    assert t2w.version == version
+    token, prompt_token, prompt_feat, embedding = _inputs(6, 2)
+    assert t2w.offline(token, prompt_token, prompt_feat, embedding, generator=torch.Generator().manual_seed(0)).shape == (1, 12 * 480)
+    (tmp_path / "hift.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(WeightsError, match="hift.pt"):
+        load_folder(tmp_path, config)
