@@ -17,8 +17,9 @@ chunk runs the flow with full attention on all tokens, as upstream's final call 
 `HopSchedule` is upstream's chunking of a stream: the first chunk covers `hop` tokens plus what
 rounds the prompt's tokens up to a multiple of `hop`, each chunk needs `hop` + 3 (look-ahead)
 tokens, and the hop doubles after each chunk up to 4x its start (25 -> 50 -> 100). Upstream keeps
-the grown hop on its model object, so its later streams on the same object start at 100 (a
-stream's start is `HopSchedule(hop=...)`: 25 is a freshly loaded upstream's).
+the grown hop on its model object, so a later stream on the same object starts at the hop the
+previous ones reached (up to 100); a stream's start is `HopSchedule(hop=...)`, 25 a freshly loaded
+upstream's.
 """
 
 from __future__ import annotations
