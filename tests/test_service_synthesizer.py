@@ -366,3 +366,15 @@ def test_a_library_voice_shorter_than_the_model_s_floor_is_refused_when_planned(
     with pytest.raises(InvalidRequest, match=r"voice 'short-ref' is 1\.25 s of audio; base clones from at least 2 s"):
         synth.plan(req(model="base", voice="short-ref"))
     home.voices.remove("short-ref")
+
+
+def test_voice_conversion_is_refused_on_a_model_that_does_not_convert(synth):
+    """`koe convert` / POST /v1/audio/conversions on a model without `Capabilities.conversion`: a
+    clear error naming the model, before anything loads. (Conversion itself, and its other
+    refusals: tests/test_toy_family.py.)"""
+    from koe.service.synthesis.requests import ConvertRequest
+
+    clip = (0.3 * np.sin(np.linspace(0, 600, 24000)).astype(np.float32), 24000)
+    with pytest.raises(InvalidRequest, match="'base' does not convert voices") as e:
+        synth.plan_conversion(ConvertRequest(source=clip, model="base", ref_audio=clip))
+    assert e.value.param == "model"

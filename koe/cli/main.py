@@ -1,11 +1,11 @@
-"""The `koe` command: speak, voices, models, train, config, history, doctor, serve, demo, bench."""
+"""The `koe` command: speak, convert, voices, models, train, config, history, doctor, serve, demo, bench."""
 
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from koe.cli import config, demo, doctor, history, models, serve, speak, train, voices
+from koe.cli import config, convert, demo, doctor, history, models, serve, speak, train, voices
 from koe.cli.common import KoeGroup, configure_logging, state
 from koe.cli.model_options import model_options_command
 
@@ -47,6 +47,7 @@ def main(
 
 
 app.command("speak", cls=model_options_command("options"))(speak.speak)  # the model's options are flags too
+app.command("convert")(convert.convert)
 app.add_typer(voices.app, name="voices")
 app.add_typer(models.app, name="models")
 models.app.command("default")(config.models_default)  # a settings edit, so its code lives with `koe config`

@@ -171,6 +171,7 @@ def info(
         caps = d.capabilities
         rows[3:3] = [
             ("voices", ", ".join(sorted(caps.voice_modes)) or "—"),
+            *((("conversion", "yes: koe convert SPEECH --voice NAME (POST /v1/audio/conversions)"),) if caps.conversion else ()),
             ("sample rate", f"{caps.sample_rate} Hz"),
             ("precisions", ", ".join(caps.precisions) + " (--precision; fp32 = exact)"),
         ]

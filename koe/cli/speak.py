@@ -43,7 +43,7 @@ def read_text(text: str | None, file: Path | None) -> str:
     return text
 
 
-def _check_arguments(**arguments: str | None) -> None:
+def check_arguments(**arguments: str | None) -> None:
     """A one-line error (exit 2) for an option whose bytes on the command line are not UTF-8."""
     from koe.text.checks import argument_bytes_problem
 
@@ -109,7 +109,7 @@ def speak(
     if to_stdout:
         refuse_terminal_stdout("--stream" if stream else "-o -")
     words = read_text(text, file)
-    _check_arguments(voice=voice, speaker=speaker, instruct=instruct, design=design, ref_text=ref_text, language=language, model=model)
+    check_arguments(voice=voice, speaker=speaker, instruct=instruct, design=design, ref_text=ref_text, language=language, model=model)
     if output is not None and not to_stdout:
         audio_format = format_for_path(output, fmt)
     else:
@@ -140,7 +140,7 @@ def speak(
         warn_random(plan.model.name)
     started = time.perf_counter()
     if stream:
-        _stream(synth, plan, None if to_stdout else output)
+        stream_plan(synth, plan, None if to_stdout else output)
         return
     result = speak_plan(synth, plan)
     write_result(result, output, to_stdout, time.perf_counter() - started, random_weights=random_weights)
@@ -173,8 +173,11 @@ def refuse_terminal_stdout(flag: str) -> None:
 
 
 def speak_plan(synth, plan):
-    """Speak a plan with a spinner (or, for long texts on a terminal, seconds of audio made) and print its warnings."""
-    label = f"speaking {len(plan.text):,} characters with {plan.model.name}"
+    """Speak (or convert) a plan with a spinner (or, for long texts on a terminal, seconds of audio made) and print its warnings."""
+    if plan.source is not None:
+        label = f"converting {len(plan.source[0]) / plan.source[1]:.1f} s of speech with {plan.model.name}"
+    else:
+        label = f"speaking {len(plan.text):,} characters with {plan.model.name}"
     if len(plan.text) > LONG_TEXT_CHARS and err.is_terminal:
         result = _speak_with_progress(synth, plan, label)
     else:
@@ -215,7 +218,7 @@ def _speak_with_progress(synth, plan, label: str):
         return synth.speak(plan, on_progress=lambda seconds: bar.update(task, audio=f"{seconds:.1f} s of audio"))
 
 
-def _stream(synth, plan, output: Path | None) -> None:
+def stream_plan(synth, plan, output: Path | None) -> None:
     """Write chunks to stdout (or a file) as soon as they are made.
 
     A file is written as a hidden temporary beside it (`koe.service.fsio.atomic_writer`, as the

@@ -225,7 +225,8 @@ class Capabilities:
     `stream_is_one_shot`: streamed audio has the one-shot samples (False where upstream's own
     streaming decodes differently, as VoxCPM's does: then each mode equals upstream's same mode).
     `precisions`: the `koe.runtime.precision` modes the model can load in ("fp32" = exact first);
-    another is refused before loading.
+    another is refused before loading. `conversion`: the model converts speech into a prepared
+    voice (`convert`: the same words, another speaker).
     """
 
     family: str
@@ -249,6 +250,7 @@ class Capabilities:
     length_option: str = (
         ""  # the option (in `options`) that caps a request's steps, e.g. a model's max_new_tokens ("": none; `koe demo` caps random weights with it)
     )
+    conversion: bool = False
 
     @property
     def streaming(self) -> bool:
@@ -288,6 +290,7 @@ class Capabilities:
             "stream_is_one_shot": self.stream_is_one_shot,
             "precisions": list(self.precisions),
             "length_option": self.length_option or None,
+            "conversion": self.conversion,
         }
 
 
@@ -403,6 +406,46 @@ class SynthesisRequest:
         return self.stream or self.first_chunk_s is not None or self.chunk_s is not None
 
 
+@dataclass(frozen=True)
+class ConversionRequest:
+    """Speech to say again in another voice (voice conversion), in the family-neutral form.
+
+    `source`: the speech, float32 mono samples and their rate; `voice`: a prepared `VoicePrompt`
+    (its transcript, if any, is not needed). `seed`, `cancel`, `stream`, `first_chunk_s`, `chunk_s`
+    and `options` as in `SynthesisRequest`.
+    """
+
+    source: tuple[np.ndarray, int]
+    voice: Any
+    seed: int | None = None
+    cancel: CancelToken | None = None
+    stream: bool = False
+    first_chunk_s: float | None = None
+    chunk_s: float | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        """Refuse what no engine can take, naming the field: a source that is not (samples, rate)
+        with finite samples and a positive rate, or is empty; a seed out of range; bad chunk sizes."""
+        source = self.source
+        ok = isinstance(source, tuple) and len(source) == 2 and isinstance(source[0], np.ndarray)
+        if not ok or source[0].ndim != 1 or isinstance(source[1], bool) or not isinstance(source[1], numbers.Integral) or source[1] <= 0:
+            raise RequestError("source must be (samples, sample_rate): float32 mono samples and a positive rate", param="source")
+        if source[0].size == 0 or not np.isfinite(source[0]).all():
+            raise RequestError("the source speech is empty or not finite", param="source")
+        if self.voice is None or isinstance(self.voice, str):
+            raise UnsupportedVoice("voice conversion needs a prepared voice (a clone of a clip), not a speaker name or none")
+        check_seed(self.seed)
+        if self.options is not None and not isinstance(self.options, Mapping):
+            raise RequestError(f"options must be a mapping of option names to values, got {type(self.options).__name__}", param="options")
+        for name in ("first_chunk_s", "chunk_s"):
+            _check_number(name, getattr(self, name), low=0.0, open_low=True)
+
+    @property
+    def streamed(self) -> bool:
+        return self.stream or self.first_chunk_s is not None or self.chunk_s is not None
+
+
 def _check_number(name: str, value: Any, *, low: float, open_low: bool) -> None:
     """None, or a finite real number above `low` (or at it, unless `open_low`); else `RequestError`."""
     if value is None:
@@ -470,6 +513,11 @@ class Engine(Protocol):
 
     def synthesize_batch(self, requests: list[SynthesisRequest]) -> list[list[AudioChunk]]:
         """One-shot requests (same voice and options): as one batch where `capabilities.batch`, else in turn."""
+        ...
+
+    def convert(self, request: ConversionRequest) -> Iterator[AudioChunk]:
+        """The source speech in the request's voice, as chunks (where `capabilities.conversion`;
+        else `RequestError`); closing the iterator or cancelling stops within one step."""
         ...
 
     def synthesize_streams(

@@ -38,6 +38,7 @@ from koe.engines.base import (
     AudioChunk,
     CancelToken,
     Capabilities,
+    ConversionRequest,
     RequestError,
     SynthesisRequest,
     UnsupportedLanguage,
@@ -102,6 +103,11 @@ class BaseEngine:
         """Streamed requests as `(request index, chunk)` pairs; here in turn, a cancelled one skipped
         (`admit` is never asked: rows join a running batch only where `Capabilities.joins_rows`)."""
         return in_turn(self, requests)
+
+    def convert(self, request: ConversionRequest) -> Iterator[AudioChunk]:
+        """Voice conversion, for a family whose `Capabilities.conversion` is true (it overrides this);
+        here a `RequestError` saying the model does not convert."""
+        raise RequestError(f"{self.title} does not convert voices: give a model whose capabilities list conversion", param="model")
 
     # -- voices -----------------------------------------------------------------------------------
     def prepare_voice(self, reference: Any, ref_text: str | None = None, *, trim: bool = False, **prompt_options: Any) -> Any:

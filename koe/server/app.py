@@ -31,7 +31,7 @@ from koe.server.errors import install_error_handlers
 from koe.server.guards import AllowedOrigins, BodyDeadline, BrowserGuard, DrainGuard, HostNames, guarded_protocol, own_names
 from koe.server.limits import BodyLimit
 from koe.server.page import page_router
-from koe.server.routes import models, speech, voices
+from koe.server.routes import conversions, models, speech, voices
 from koe.server.state import Drain, ServerState
 from koe.service.config.settings import ServerSettings, Settings
 from koe.service.errors import ConfigError, KoeError, Unavailable
@@ -102,7 +102,7 @@ def create_app(
     auth = [Depends(BearerAuth(token))]
     if token:  # only documents it: the schema names the Bearer scheme, so /docs offers "Authorize" for "Try it out"
         auth.append(Security(HTTPBearer(auto_error=False, scheme_name="token", description="server.token, sent as 'Authorization: Bearer TOKEN'")))
-    for router in (speech.router, voices.router, models.router):
+    for router in (speech.router, conversions.router, voices.router, models.router):
         app.include_router(router, dependencies=auth)
     app.include_router(models.health_router)
     app.include_router(docs_router(app.title, app.openapi_url or "/openapi.json"))  # no token: see docs_page

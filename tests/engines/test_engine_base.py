@@ -325,3 +325,28 @@ def test_capabilities_say_which_option_caps_a_requests_length():
     caps = ToyEngine().capabilities
     assert caps.to_dict()["length_option"] is None  # none: the runaway guard alone
     assert replace(caps, length_option="gain").to_dict()["length_option"] == "gain"
+
+
+def test_an_engine_that_does_not_convert_says_so_and_conversion_requests_are_checked():
+    """`BaseEngine.convert` (a family whose `Capabilities.conversion` is false keeps it): a
+    `RequestError` naming the model. `ConversionRequest` refuses what no engine can take."""
+    from koe.engines.base import ConversionRequest
+
+    engine = ToyEngine()
+    voice = engine.prepare_voice(VoiceReference((np.ones(1000, np.float32), 1000), "Hi."))
+    request = ConversionRequest((np.zeros(100, np.float32) + 0.1, 1000), voice, seed=1)
+    assert not engine.capabilities.conversion and engine.capabilities.to_dict()["conversion"] is False
+    with pytest.raises(RequestError, match="Toy does not convert voices") as e:
+        next(iter(engine.convert(request)))
+    assert e.value.param == "model"
+    for bad, match in [
+        (dict(source=(np.zeros((2, 100), np.float32), 1000)), "samples, sample_rate"),
+        (dict(source=(np.zeros(100, np.float32), 0)), "samples, sample_rate"),
+        (dict(source=(np.zeros(0, np.float32), 1000)), "empty or not finite"),
+        (dict(source=(np.full(10, np.nan, np.float32), 1000)), "empty or not finite"),
+        (dict(voice="low"), "prepared voice"),
+        (dict(seed=-1), "seed"),
+        (dict(chunk_s=0), "chunk_s"),
+    ]:
+        with pytest.raises(RequestError, match=match):
+            replace(request, **bad)

@@ -14,10 +14,10 @@ from koe.service.synthesis.requests import SpeechOutput
 
 router = APIRouter(tags=["speech"])
 
-_AUDIO = {"content": {"audio/mpeg": {}, "audio/ogg": {}, "audio/aac": {}, "audio/flac": {}, "audio/wav": {}, "audio/pcm": {}, "text/event-stream": {}}}
+AUDIO_RESPONSES = {"content": {"audio/mpeg": {}, "audio/ogg": {}, "audio/aac": {}, "audio/flac": {}, "audio/wav": {}, "audio/pcm": {}, "text/event-stream": {}}}
 
 
-@router.post("/v1/audio/speech", response_class=Response, responses={200: {"description": "the audio", **_AUDIO}})
+@router.post("/v1/audio/speech", response_class=Response, responses={200: {"description": "the audio", **AUDIO_RESPONSES}})
 async def create_speech(body: SpeechBody, request: Request) -> Response:
     """Speak `input` with `voice`. Without `stream_format` the answer is one complete file; with
     `stream_format=audio` the bytes are sent as they are made; with `sse`, as base64 events."""
@@ -25,23 +25,23 @@ async def create_speech(body: SpeechBody, request: Request) -> Response:
     if body.stream_format is None:
         job = await run_in_threadpool(lambda: state.scheduler.submit(state.plan_speech(body)))
         output = await wait_for_output(job, request, state.drain)
-        return Response(output.audio, media_type=output.format.media_type, headers=_output_headers(job.plan, output))
+        return Response(output.audio, media_type=output.format.media_type, headers=output_headers(job.plan, output))
     job = await run_in_threadpool(lambda: state.scheduler.submit_stream(state.plan_speech(body), first_chunk_s=state.first_chunk_s, chunk_s=state.chunk_s))
     plan = job.plan
     first = await first_chunk(job, request, state.drain)
-    headers = {**_plan_headers(plan), "Cache-Control": "no-cache"}
+    headers = {**plan_headers(plan), "Cache-Control": "no-cache"}
     if body.stream_format == "sse":
         return StreamingResponse(sse_events(job, first, len(plan.text), state.drain), media_type="text/event-stream", headers=headers)
     return StreamingResponse(audio_bytes(job, first, state.drain), media_type=plan.format.media_type, headers=headers)
 
 
-def _plan_headers(plan: SpeechPlan) -> dict[str, str]:
+def plan_headers(plan: SpeechPlan) -> dict[str, str]:
     return {"X-Koe-Model": plan.model.name, "X-Koe-Voice": _ascii(plan.voice_label or ""), "X-Koe-Seed": str(plan.seed)}
 
 
-def _output_headers(plan: SpeechPlan, out: SpeechOutput) -> dict[str, str]:
+def output_headers(plan: SpeechPlan, out: SpeechOutput) -> dict[str, str]:
     headers = {
-        **_plan_headers(plan),
+        **plan_headers(plan),
         "X-Koe-Seed": str(out.seed),
         "X-Koe-Duration": f"{out.duration:.3f}",
         "X-Koe-Batch-Size": str(out.metadata.get("batch_size", 1)),

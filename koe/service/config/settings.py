@@ -91,6 +91,7 @@ class ServerSettings(_Section):
         20 * 1024 * 1024, ge=1024, le=MAX_UPLOAD_BYTES, description="largest uploaded reference clip or voice archive; 1 KiB to 1 GiB"
     )
     max_reference_seconds: float = Field(30.0, gt=0, le=3600, description="longest reference clip a voice may use; at most 3600")
+    max_source_seconds: float = Field(120.0, gt=0, le=3600, description="longest speech a voice conversion may take; at most 3600")
     queue_size: int = Field(16, ge=1, le=100_000, description="requests waiting per loaded model before 429; at most 100,000")
     max_batch_size: int = Field(8, ge=1, le=1024, description="most requests batched into one generation; at most 1024")
     batch_window_ms: float = Field(50.0, ge=0, le=10_000, description="how long a one-shot request waits for others to batch with it")

@@ -26,7 +26,7 @@ from koe.service.errors import InvalidRequest, ModelFailed, NotFound, PayloadToo
 from koe.service.store.models import ModelDetails, ModelRef, ModelStore, inspect_model
 from koe.service.store.resolve import downloads_for
 from koe.service.synthesis.encode import AudioFormat, get_format
-from koe.service.synthesis.requests import SpeechRequest
+from koe.service.synthesis.requests import ConvertRequest, SpeechRequest
 from koe.service.synthesis.tempo import check_speed
 from koe.service.voices.library import VoiceLibrary
 from koe.text.checks import text_problem
@@ -75,6 +75,7 @@ class SpeechPlan:
     batchable: bool = True  # the model can batch one-shot requests
     stream_batchable: bool = False  # ... and streamed ones
     seed_given: bool = False  # the request fixed its seed: it runs alone, so that it stays reproducible
+    source: tuple[np.ndarray, int] | None = None  # voice conversion: the speech said again in the plan's voice (`text` is empty)
 
     @property
     def voice_label(self) -> str | None:
@@ -191,6 +192,78 @@ class Planner:
             stream_batchable=caps.batch_stream,
             seed_given=request.seed is not None,
         )
+
+    def plan_conversion(self, request: ConvertRequest) -> SpeechPlan:
+        """Validate a voice conversion: a model that converts, a cloned voice (a library voice or a
+        clip), the source speech (at most `server.max_source_seconds`), options, seed and format."""
+        s = self.settings.synthesis
+        as_speech = SpeechRequest(text="-", model=request.model, voice=request.voice, ref_audio=request.ref_audio, ref_text=request.ref_text)
+        self._check_fields(as_speech)
+        ref = self.resolve_model(request.model)
+        details = self.details(ref)
+        if details.missing:
+            raise InvalidRequest(f"model {ref.name!r} is incomplete: missing {', '.join(details.missing)}", param="model")
+        caps = details.capabilities
+        if not caps.conversion:
+            others = [m.ref.name for m in self.models.list() if not m.missing and m.capabilities and m.capabilities.conversion]
+            raise InvalidRequest(
+                f"{ref.name!r} does not convert voices (a {ref.variant} model)",
+                hint=f"installed models that can: {', '.join(others)}" if others else "a model whose `koe models info` lists conversion",
+                param="model",
+            )
+        self.check_precision(ref, caps)
+        if request.ref_audio is None and not request.voice:
+            raise InvalidRequest(
+                "voice conversion needs the voice to convert into: a library voice or a reference clip", hint="--voice NAME or --ref clip.wav", param="voice"
+            )
+        warnings: list[str] = []
+        mode, _, voice_name, _ = self._voice(as_speech, ref, caps, warnings)
+        if mode not in ("clone_voice", "clone_clip"):
+            raise InvalidRequest(f"voice conversion needs a voice cloned from a clip, not the preset speaker {request.voice!r}", param="voice")
+        ref_audio = self._clip(request.ref_audio, caps) if mode == "clone_clip" else None
+        ref_text = request.ref_text.strip() if ref_audio is not None and request.ref_text and request.ref_text.strip() else None
+        seed = request.seed if request.seed is not None else s.seed
+        try:
+            seed = check_seed(secrets.randbelow(2**31) if seed is None else seed)
+        except RequestError as e:
+            raise InvalidRequest(str(e), param="seed") from e
+        return SpeechPlan(
+            text="",
+            model=ref,
+            mode=mode,
+            language="auto",
+            speaker=None,
+            instruct=None,
+            voice_name=voice_name,
+            ref_audio=ref_audio,
+            ref_text=ref_text,
+            seed=int(seed),
+            options=self._options(request.options, caps),
+            speed=1.0,
+            format=get_format(request.format or s.format),
+            save=s.save_outputs if request.save is None else bool(request.save),
+            warnings=tuple(warnings),
+            batchable=False,
+            stream_batchable=False,
+            seed_given=request.seed is not None,
+            source=self._source(request.source),
+        )
+
+    def _source(self, source) -> tuple[np.ndarray, int]:
+        """The speech a conversion says again: readable audio of at least 0.1 s, at most `server.max_source_seconds`."""
+        if source is None:
+            raise InvalidRequest("voice conversion needs the speech to convert (the source audio)", param="source")
+        limit = self.settings.server.max_source_seconds
+        try:
+            samples, sr = load_audio(source, max_seconds=limit)
+        except AudioError as e:
+            raise InvalidRequest(f"source audio: {e}", param="source") from e
+        seconds = len(samples) / sr
+        if seconds < 0.1:
+            raise InvalidRequest(f"source audio is {seconds:.2f} s; give at least 0.1 s of speech", param="source")
+        if seconds > limit:
+            raise InvalidRequest(f"source audio is {seconds:.1f} s; at most {limit:g} s is allowed (server.max_source_seconds)", param="source")
+        return samples, sr
 
     def check_precision(self, ref: ModelRef, caps: Capabilities | None) -> None:
         """The settings' `models.precision` must be one the model runs (`Capabilities.precisions`):

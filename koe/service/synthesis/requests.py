@@ -41,6 +41,26 @@ class SpeechRequest:
 
 
 @dataclass
+class ConvertRequest:
+    """Speech to say again in another voice (voice conversion: the same words, another speaker).
+
+    `source`: the speech (a path, bytes, or (samples, rate)). The voice is cloned: `ref_audio` (+
+    `ref_text`, which conversion does not need) or `voice`, a library voice. `options`, `seed`,
+    `format` and `save` as in `SpeechRequest`; the model must convert (`Capabilities.conversion`).
+    """
+
+    source: AudioSource
+    model: str | None = None
+    voice: str | None = None
+    ref_audio: AudioSource | None = None
+    ref_text: str | None = None
+    seed: int | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    format: str | None = None
+    save: bool | None = None
+
+
+@dataclass
 class SpeechOutput:
     """A finished utterance: the encoded file plus what made it.
 

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from koe.audio.errors import AudioError
-from koe.engines.base import AudioChunk, Cancelled, CancelToken, RequestError, SynthesisRequest, VoiceReference, collect
+from koe.engines.base import AudioChunk, Cancelled, CancelToken, ConversionRequest, RequestError, SynthesisRequest, VoiceReference, collect
 from koe.engines.engine import in_turn
 from koe.service.errors import AlreadyExists, InvalidRequest, KoeError, RequestCancelled, StorageError, disk_full_error, is_disk_full
 from koe.service.home import KoeHome
@@ -35,7 +35,7 @@ from koe.service.store.models import ModelRef
 from koe.service.synthesis.cache import LoadedModel, ModelCache
 from koe.service.synthesis.encode import StreamEncoder, encode_audio
 from koe.service.synthesis.plan import Planner, SpeechPlan
-from koe.service.synthesis.requests import SpeechOutput, SpeechRequest, StreamChunk
+from koe.service.synthesis.requests import ConvertRequest, SpeechOutput, SpeechRequest, StreamChunk
 from koe.service.voices.library import Voice
 
 log = logging.getLogger(__name__)
@@ -78,6 +78,16 @@ class Synthesizer:
         """Validate a request without loading anything (raises a `KoeError` for every bad input)."""
         return self.planner.plan(request)
 
+    def plan_conversion(self, request: ConvertRequest) -> SpeechPlan:
+        """Validate a voice conversion without loading anything (a `KoeError` for every bad input)."""
+        return self.planner.plan_conversion(request)
+
+    def convert(self, request: ConvertRequest | SpeechPlan, cancel: CancelToken | None = None) -> SpeechOutput:
+        """Say the source speech again in the request's voice, as a complete encoded file (recorded in
+        history; saved when asked). A conversion plan also goes through `speak` and `stream` (and so
+        through the server's scheduler): the plan's `source` says what to do."""
+        return self.speak(request if isinstance(request, SpeechPlan) else self.plan_conversion(request), cancel)
+
     def speak(
         self,
         request: SpeechRequest | SpeechPlan,
@@ -95,7 +105,7 @@ class Synthesizer:
         with self.cache.use(plan.model) as entry, entry.lock:
             with engine_errors():
                 job = self._synthesis_request(plan, entry, cancel, stream=on_progress is not None, notes=notes)
-                samples, sample_rate, meta = _collect(entry.engine.synthesize(job), on_progress)
+                samples, sample_rate, meta = _collect(_run(entry.engine, job), on_progress)
         return self._finish(plan, samples, sample_rate, meta, notes=notes)
 
     def speak_batch(self, requests: list[SpeechRequest | SpeechPlan], cancel: CancelToken | None = None) -> list[SpeechOutput]:
@@ -110,6 +120,8 @@ class Synthesizer:
             return []
         if len({p.batch_key() for p in plans}) != 1:
             raise InvalidRequest("requests in a batch must differ only in their text, speed and format")
+        if any(p.source is not None for p in plans):
+            raise InvalidRequest("voice conversions are not batched: convert each on its own")
         first = plans[0]
         notes: list[str] = []
         with self.cache.use(first.model) as entry, entry.lock:
@@ -245,12 +257,24 @@ class Synthesizer:
         first_chunk_s: float | None = None,
         chunk_s: float | None = None,
         notes: list[str] | None = None,
-    ) -> SynthesisRequest:
+    ) -> SynthesisRequest | ConversionRequest:
         """The engine contract's request for a plan (preparing or loading its voice prompt; what the
-        user should know about that, e.g. a prompt that could not be kept, is added to `notes`)."""
+        user should know about that, e.g. a prompt that could not be kept, is added to `notes`): a
+        `ConversionRequest` for a conversion plan."""
         voice: Any = plan.speaker if plan.mode == "speaker" else None
         if plan.mode in ("clone_voice", "clone_clip"):
             voice = self._voice_prompt(plan, entry, notes if notes is not None else [])
+        if plan.source is not None:
+            return ConversionRequest(
+                source=plan.source,
+                voice=voice,
+                seed=plan.seed,
+                cancel=cancel,
+                stream=stream,
+                first_chunk_s=first_chunk_s,
+                chunk_s=chunk_s,
+                options=dict(plan.options),
+            )
         return SynthesisRequest(
             text=plan.text,
             language=plan.language,
@@ -335,6 +359,9 @@ class Synthesizer:
         }
         if not plan.model.installed:  # a folder or a Hugging Face cache snapshot: `koe history replay` finds it again
             out["model_path"] = str(plan.model.path)
+        if plan.source is not None:
+            out["task"] = "convert"
+            out["source_seconds"] = round(len(plan.source[0]) / plan.source[1], 3)
         return out
 
     def _record(self, plan: SpeechPlan, duration: float, metadata: dict[str, Any], data: bytes | None) -> tuple[int | None, Any, list[str]]:
@@ -378,7 +405,7 @@ class Synthesizer:
         with self.cache.use(plan.model) as entry, entry.lock:
             with engine_errors():
                 job = self._synthesis_request(plan, entry, cancel, stream=True, first_chunk_s=first_chunk_s, chunk_s=chunk_s, notes=notes)
-                chunks = entry.engine.synthesize(job)
+                chunks = _run(entry.engine, job)
             out = _StreamWriter(self, plan, notes)
             try:
                 with engine_errors():
@@ -519,6 +546,11 @@ class _StreamWriter:
             self.encoder.close()
             self.encoder = None
         self.kept = []
+
+
+def _run(engine: Any, job: SynthesisRequest | ConversionRequest) -> Iterator[AudioChunk]:
+    """The engine's chunks for a request: `convert` for a conversion, else `synthesize`."""
+    return engine.convert(job) if isinstance(job, ConversionRequest) else engine.synthesize(job)
 
 
 def _koe_error(error: Exception) -> KoeError:

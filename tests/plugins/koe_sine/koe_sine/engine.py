@@ -18,7 +18,8 @@ import torch
 from torch import nn
 
 from koe.audio.io import load_audio
-from koe.engines.base import Capabilities, VoiceReference
+from koe.audio.resample import resample
+from koe.engines.base import AudioChunk, Capabilities, ConversionRequest, UnsupportedVoice, VoiceReference
 from koe.engines.chunker import Chunker
 from koe.engines.engine import BaseEngine, Checked
 from koe.engines.pipeline import Piece, PipelineDefaults, Segment, steps_for
@@ -130,6 +131,32 @@ class SineEngine(BaseEngine):
                 held = []
         info = {"seconds": made / rate, "words": spoken}
         yield Piece(np.concatenate(held) if held else np.zeros(0, np.float32), spoken, last=True, truncated=truncated, info=info)
+
+    @torch.inference_mode()
+    def convert(self, request: ConversionRequest) -> Iterator[AudioChunk]:
+        """Voice conversion: the source's loudness, frame by frame (20 ms), carried by a tone at the
+        voice's pitch, with noise from the request's seed; in chunks when streamed."""
+        voice = self.check_voice(request.voice)
+        if not isinstance(voice, SineVoice):
+            raise UnsupportedVoice("voice conversion needs a voice cloned from a clip")
+        samples, rate = request.source
+        samples = resample(samples.astype(np.float32), rate, self.sample_rate)
+        frame = self.sample_rate // 50
+        frames = max(1, len(samples) // frame)
+        level = np.sqrt(np.mean(samples[: frames * frame].reshape(frames, frame) ** 2, axis=1)) if len(samples) >= frame else np.zeros(1)
+        envelope = np.repeat(level / max(float(level.max()), 1e-9), frame)[: len(samples)]
+        t = np.arange(len(envelope)) / self.sample_rate
+        wave = voice.amplitude * envelope * np.sin(2 * np.pi * voice.pitch * t)
+        generator = torch.Generator().manual_seed(int(request.seed)) if request.seed is not None else None
+        wave = (torch.from_numpy(wave).to(torch.float32) + float(self.model.noise[0]) * torch.randn(len(wave), generator=generator)).numpy()
+        step = round((request.chunk_s or 0.5) * self.sample_rate) if request.streamed else len(wave)
+        for start in range(0, len(wave), max(1, step)):
+            if request.cancel is not None:
+                request.cancel.raise_if_cancelled()
+            end = min(len(wave), start + step)
+            final = end >= len(wave)
+            meta = {**self.result_metadata(), "seed": request.seed, "source_seconds": round(len(samples) / self.sample_rate, 3)} if final else {}
+            yield AudioChunk(wave[start:end], self.sample_rate, start, final, meta)
 
     def result_metadata(self) -> dict:
         return {"model": spec.MODEL_TYPE, "precision": self.precision, "device": str(self.device)}

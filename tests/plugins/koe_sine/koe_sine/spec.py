@@ -53,6 +53,7 @@ def capabilities(config: dict) -> Capabilities:
         options=options_schema(),
         min_reference_s=MIN_REFERENCE_S,
         precisions=PRECISIONS,
+        conversion=True,
     )
 
 
