@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from koe.text.segment import segment_text, split_sentences
+from koe.text.segment import segment_text, split_sentences, stream_segments
 
 
 @pytest.mark.parametrize(
@@ -63,3 +63,48 @@ def test_a_word_longer_than_the_limit_is_cut_hard():
 def test_tiny_limits_are_refused():
     with pytest.raises(ValueError, match="at least 8"):
         segment_text("Hello.", 3)
+
+
+STREAMED = (
+    "Hello there. I met Dr. Smith yesterday, and he said hi! How are you? 你好。我们走吧！ "
+    "This is a very long sentence that goes on and on, with clauses, and more clauses, until it is far too long for one segment."
+)
+
+
+@pytest.mark.parametrize("step", [1, 2, 5, 13, 10_000])
+def test_streamed_text_gives_the_same_segments_however_it_is_cut(step):
+    """`stream_segments`: the sentences of text that arrives in pieces, whatever the pieces' sizes,
+    each sentence its own segment, a long one cut at its clauses."""
+    pieces = [STREAMED[i : i + step] for i in range(0, len(STREAMED), step)]
+    assert list(stream_segments(iter(pieces), 60)) == [
+        "Hello there.",
+        "I met Dr. Smith yesterday, and he said hi!",
+        "How are you?",
+        "你好。",
+        "我们走吧！",
+        "This is a very long sentence that goes on and on,",
+        "with clauses, and more clauses,",
+        "until it is far too long for one segment.",
+    ]
+
+
+def test_a_streamed_sentence_comes_out_once_the_next_word_is_whole():
+    """A sentence is given out as soon as more text cannot change where it ends: once the next
+    sentence's first word is complete (`Dr. ` might go on `Smith`), and not before."""
+    read: list[str] = []
+
+    def pieces():
+        for piece in ["Hello there", ".", " I", " met Dr", ". ", "Smith. ", "Bye"]:
+            read.append(piece)
+            yield piece
+
+    seen = []
+    for segment in stream_segments(pieces(), 300):
+        seen.append((segment, "".join(read)))
+    assert seen == [
+        ("Hello there.", "Hello there. I met Dr"),
+        ("I met Dr. Smith.", "Hello there. I met Dr. Smith. Bye"),
+        ("Bye", "Hello there. I met Dr. Smith. Bye"),
+    ]
+    with pytest.raises(TypeError, match="text pieces must be strings"):
+        list(stream_segments(["Hi. ", b"there"]))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import numbers
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -226,7 +226,9 @@ class Capabilities:
     streaming decodes differently, as VoxCPM's does: then each mode equals upstream's same mode).
     `precisions`: the `koe.runtime.precision` modes the model can load in ("fp32" = exact first);
     another is refused before loading. `conversion`: the model converts speech into a prepared
-    voice (`convert`: the same words, another speaker).
+    voice (`convert`: the same words, another speaker). `text_stream`: the model takes text in
+    pieces itself (`synthesize_text`, as CosyVoice's bistream does); elsewhere streamed text is
+    spoken sentence by sentence as each completes.
     """
 
     family: str
@@ -251,6 +253,7 @@ class Capabilities:
         ""  # the option (in `options`) that caps a request's steps, e.g. a model's max_new_tokens ("": none; `koe demo` caps random weights with it)
     )
     conversion: bool = False
+    text_stream: bool = False
 
     @property
     def streaming(self) -> bool:
@@ -291,6 +294,7 @@ class Capabilities:
             "precisions": list(self.precisions),
             "length_option": self.length_option or None,
             "conversion": self.conversion,
+            "text_stream": self.text_stream,
         }
 
 
@@ -513,6 +517,11 @@ class Engine(Protocol):
 
     def synthesize_batch(self, requests: list[SynthesisRequest]) -> list[list[AudioChunk]]:
         """One-shot requests (same voice and options): as one batch where `capabilities.batch`, else in turn."""
+        ...
+
+    def synthesize_text(self, pieces: Iterable[str], request: SynthesisRequest) -> Iterator[AudioChunk]:
+        """Text arriving in pieces (an LLM's output), spoken as it comes; `request` gives everything
+        but the text. The final chunk comes after the last audio and carries the metadata."""
         ...
 
     def convert(self, request: ConversionRequest) -> Iterator[AudioChunk]:

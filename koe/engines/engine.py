@@ -23,7 +23,7 @@ from __future__ import annotations
 import gc
 import sys
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -91,6 +91,13 @@ class BaseEngine:
     def synthesize(self, request: SynthesisRequest) -> Iterator[AudioChunk]:
         """Speak one request as audio chunks (the generic pipeline, `koe.engines.pipeline.run`)."""
         return pipeline.run(self, request)
+
+    def synthesize_text(self, pieces: Iterable[str], request: SynthesisRequest) -> Iterator[AudioChunk]:
+        """Text that arrives in pieces (as an LLM writes it), spoken as it comes: here each sentence
+        as soon as it is complete (`koe.engines.pipeline.run_text_stream`; a family that takes text
+        in pieces itself overrides this and sets `Capabilities.text_stream`). `request` gives
+        everything but the text; the final chunk, after the last audio, carries the metadata."""
+        return pipeline.run_text_stream(self, pieces, request)
 
     def synthesize_batch(self, requests: list[SynthesisRequest]) -> list[list[AudioChunk]]:
         """One-shot requests that share voice and options; here in turn (a family whose

@@ -13,7 +13,7 @@ upstream's wrapper takes them) subclasses `TTS` and names its class in its spec'
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +75,7 @@ class TTS:
 
     def stream(
         self,
-        text: str,
+        text: str | Iterable[str],
         *,
         voice: Any = None,
         instruct: str | None = None,
@@ -87,11 +87,24 @@ class TTS:
     ) -> Iterator[AudioChunk]:
         """`generate` as chunks of about `first_chunk_s`, then `chunk_s` seconds (the model's defaults where
         None). F5-TTS sends each text batch as it is made (the same samples as `generate`); VoxCPM decodes
-        as upstream's `generate_streaming` does, one latent patch at a time (other samples, as upstream's)."""
+        as upstream's `generate_streaming` does, one latent patch at a time (other samples, as upstream's).
+
+        `text` may also arrive in pieces (any iterable of strings, e.g. an LLM's tokens as they come):
+        then each sentence is spoken as soon as it is complete (where the model takes text in pieces
+        itself, `capabilities.text_stream`, it does so), and the final chunk, after the last audio,
+        carries the metadata."""
         request = SynthesisRequest(
-            text=text, voice=voice, instruct=instruct, seed=seed, cancel=cancel, options=options, stream=True, first_chunk_s=first_chunk_s, chunk_s=chunk_s
+            text=text if isinstance(text, str) else "",
+            voice=voice,
+            instruct=instruct,
+            seed=seed,
+            cancel=cancel,
+            options=options,
+            stream=True,
+            first_chunk_s=first_chunk_s,
+            chunk_s=chunk_s,
         )
-        return self.engine.synthesize(request)
+        return self.engine.synthesize(request) if isinstance(text, str) else self.engine.synthesize_text(text, request)
 
     # -- the end --------------------------------------------------------------------------------
     def close(self) -> None:

@@ -13,14 +13,14 @@ import math
 import re
 import time
 import warnings
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
 
 from koe.engines.base import AudioChunk, BatchCancel, CancelToken, Capabilities, EmptyText, RequestError, SynthesisRequest
-from koe.text.segment import segment_text
+from koe.text.segment import segment_text, stream_segments
 
 _WORD = re.compile(r"[^\W\d_\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]+|\d+", re.UNICODE)
 _CJK_CHAR = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
@@ -153,6 +153,43 @@ def run(speaker: SegmentSpeaker, request: SynthesisRequest) -> Iterator[AudioChu
                     yield chunk
         finally:
             pieces.close()
+
+
+def run_text_stream(speaker: SegmentSpeaker, pieces: Iterable[str], request: SynthesisRequest) -> Iterator[AudioChunk]:
+    """Speak text that arrives in pieces (as an LLM writes it) with `speaker`, as chunks: each
+    sentence as soon as it is complete (`koe.text.segment.stream_segments`), segment i with seed +
+    i and the pause between segments, as `run` speaks a text's segments; `request` gives everything
+    but the text (its `text` is not read). Since the end of the text is known only when the pieces
+    end, the final chunk comes after the last segment's audio, without samples, carrying the
+    utterance's metadata. Nothing is asked of `pieces` while a segment is being spoken."""
+    max_chars = request.max_segment_chars or speaker.pipeline_defaults.max_segment_chars
+    utterance = _Utterance(speaker, request, None)
+    checked = None
+    count = 0
+    for text in _checked_pieces(stream_segments(pieces, max_chars, request.language)):
+        if checked is None:
+            checked = speaker.check_request(replace(request, text=text))
+        job = utterance.segment(count, text, request.seed)
+        count += 1
+        spoken = speaker.speak_segment(job, checked)
+        try:
+            for piece in spoken:
+                chunk = utterance.chunk(job, piece)
+                if chunk is not None:
+                    yield chunk
+        finally:
+            spoken.close()
+    if count == 0:
+        raise EmptyText("the text stream held nothing to speak")
+    yield utterance.end()
+
+
+def _checked_pieces(segments: Iterator[str]) -> Iterator[str]:
+    """Streamed segments, a piece that is not text a `RequestError`."""
+    try:
+        yield from segments
+    except TypeError as e:
+        raise RequestError(str(e), param="input") from e
 
 
 def run_batch(
@@ -301,7 +338,7 @@ class _Utterance:
     """One request's way through the pipeline: its segments' jobs, and its pieces turned into
     chunks (offsets, the pause between segments, the frame count, the final metadata)."""
 
-    def __init__(self, speaker: SegmentSpeaker, request: SynthesisRequest, count: int) -> None:
+    def __init__(self, speaker: SegmentSpeaker, request: SynthesisRequest, count: int | None) -> None:
         d = speaker.pipeline_defaults
         self.speaker, self.request, self.count = speaker, request, count
         self.first_s, self.chunk_s = _chunk_sizes(request, d)
@@ -325,7 +362,7 @@ class _Utterance:
         samples = np.asarray(piece.samples, dtype=np.float32)
         if self.head is not None and (len(samples) or piece.last):
             samples, self.head = np.concatenate([self.head, samples]), None
-        final = piece.last and job.index == self.count - 1
+        final = piece.last and self.count is not None and job.index == self.count - 1  # count None: streamed text, `end` finishes
         meta = {**piece.metadata, "frames": self.frames_before + piece.frames, "elapsed_s": time.perf_counter() - self.started, "segment": job.index}
         if piece.last:
             self.seen.append(_segment_record(job, piece, self.speaker.sample_rate, self.count))
@@ -342,6 +379,11 @@ class _Utterance:
         self.offset += len(samples)
         return chunk
 
+    def end(self) -> AudioChunk:
+        """The final chunk of streamed text, after its last segment: no samples, the utterance's metadata."""
+        meta = {"frames": self.frames_before, "elapsed_s": time.perf_counter() - self.started, **_result_metadata(self.speaker, self.request, self.seen)}
+        return AudioChunk(np.zeros(0, np.float32), self.speaker.sample_rate, self.offset, True, meta)
+
 
 def _chunk_sizes(request: SynthesisRequest, d: PipelineDefaults) -> tuple[float | None, float | None]:
     if not request.streamed:
@@ -354,11 +396,11 @@ def _chunk_sizes(request: SynthesisRequest, d: PipelineDefaults) -> tuple[float 
     return first, chunk
 
 
-def _segment_record(job: Segment, piece: Piece, sr: int, count: int) -> dict[str, Any]:
+def _segment_record(job: Segment, piece: Piece, sr: int, count: int | None) -> dict[str, Any]:
     record = {"text": job.text, "seed": job.seed, "frames": piece.frames, "truncated": piece.truncated, "budget_s": job.budget_s, **piece.info}
     if piece.truncated:
         seconds = piece.info.get("seconds", job.budget_s)
-        record["warning"] = truncation_warning(seconds, job.index, count)
+        record["warning"] = truncation_warning(seconds, job.index, count or job.index + 2)  # streamed text: "segment i of more"
     return record
 
 

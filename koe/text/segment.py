@@ -28,6 +28,7 @@ the library supplies the abbreviations no table here lists.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 
 from koe.text.abbreviations import is_german_ordinal, non_terminal, terminal
 from koe.text.language import resolve_language
@@ -97,6 +98,41 @@ def segment_text(text: str, max_chars: int = 300, language: str | None = None) -
     if current:
         segments.append(current)
     return segments
+
+
+def stream_segments(pieces: Iterable[str], max_chars: int = 300, language: str | None = None) -> Iterator[str]:
+    """Segments of text that arrives in pieces (as an LLM writes it), each as soon as it is
+    complete: a sentence once the next one has begun with a whole word (a space after it, or a CJK
+    character), so that more text cannot change where it ends (`split_sentences`' rules); a
+    sentence longer than `max_chars` cut as `segment_text` cuts one, its parts but the last as soon
+    as they are known; whatever is left when the pieces end. Each sentence is its own segment (not
+    packed with the next, which would mean waiting for it). A piece that is not a string is a
+    `TypeError`."""
+    if max_chars < 8:
+        raise ValueError(f"max_chars must be at least 8 (got {max_chars})")
+    buffer = ""
+    for piece in pieces:
+        if not isinstance(piece, str):
+            raise TypeError(f"text pieces must be strings, got {type(piece).__name__}")
+        buffer += piece
+        while True:
+            sentences = split_sentences(buffer, language)
+            if not sentences:
+                break
+            first = sentences[0]
+            end = buffer.find(first) + len(first)
+            rest = buffer[end:]
+            if len(sentences) > 1 and (re.search(r"\S\s", rest) or _CJK.match(rest.lstrip()[:1])):
+                yield from _fit(first, max_chars)
+                buffer = rest
+                continue
+            parts = _fit(first, max_chars) if len(first) > max_chars else [first]
+            if len(parts) > 1:  # a long sentence: its parts but the last are final
+                for part in parts[:-1]:
+                    yield part
+                    buffer = buffer[buffer.find(part) + len(part) :]
+            break
+    yield from (p for sentence in split_sentences(buffer, language) for p in _fit(sentence, max_chars))
 
 
 def _fit(sentence: str, max_chars: int) -> list[str]:

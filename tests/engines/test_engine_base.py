@@ -19,6 +19,7 @@ from koe.engines.base import (
     PRESET,
     CancelToken,
     Capabilities,
+    EmptyText,
     Engine,
     InvalidOption,
     Option,
@@ -350,3 +351,38 @@ def test_an_engine_that_does_not_convert_says_so_and_conversion_requests_are_che
     ]:
         with pytest.raises(RequestError, match=match):
             replace(request, **bad)
+
+
+def test_streamed_text_is_spoken_sentence_by_sentence_as_it_arrives():
+    """`synthesize_text` (the base's: each sentence as soon as it is complete, seed + i, the pause
+    between segments) and the native `stream` given pieces: audio for a sentence comes before the
+    later pieces are read, the samples are each sentence's spoken alone, and the final chunk, after
+    the audio, carries the metadata."""
+    engine = ToyEngine(modes=frozenset({NO_VOICE}))
+    read: list[str] = []
+
+    def pieces():
+        for piece in ["Hello ", "there. ", "How are ", "you? ", "Fine."]:
+            read.append(piece)
+            yield piece
+
+    chunks, seen_when = [], []
+    for chunk in engine.synthesize_text(pieces(), SynthesisRequest("", seed=7, options={"gain": 0.5})):
+        chunks.append(chunk)
+        seen_when.append(len(read))
+    assert seen_when[0] == 3  # "Hello there." spoken once "How" was whole, before "you? " was read
+    spoken = [s["text"] for s in chunks[-1].metadata["segments"]]
+    assert spoken == ["Hello there.", "How are you?", "Fine."] and [s["seed"] for s in chunks[-1].metadata["segments"]] == [7, 8, 9]
+    assert chunks[-1].final and chunks[-1].samples.size == 0 and not any(c.final for c in chunks[:-1])
+    pause = np.zeros(int(round(engine.pipeline_defaults.pause_s * 1000)), np.float32)
+    alone = [collect(engine.synthesize(SynthesisRequest(t, options={"gain": 0.5}))).samples for t in spoken]
+    np.testing.assert_array_equal(collect(iter(chunks)).samples, np.concatenate([alone[0], pause, alone[1], pause, alone[2]]))
+    offsets = np.cumsum([0] + [len(c.samples) for c in chunks[:-1]])
+    assert [c.offset for c in chunks] == list(offsets)
+    native = TTS(engine).stream(iter(["Hello there. ", "How are you? ", "Fine."]), seed=7, gain=0.5)
+    np.testing.assert_array_equal(collect(native).samples, collect(iter(chunks)).samples)
+    with pytest.raises(EmptyText, match="nothing to speak"):
+        list(engine.synthesize_text(iter(["  ", ""]), SynthesisRequest("")))
+    with pytest.raises(RequestError, match="must be strings") as e:
+        list(engine.synthesize_text(iter(["Hi. ", 3]), SynthesisRequest("")))
+    assert e.value.param == "input"
