@@ -1,13 +1,12 @@
 """`koe convert`: speech in, the same words in another voice out (voice conversion)."""
 
-import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from koe.cli.common import command, open_home
-from koe.cli.speak import OPT_HELP, check_arguments, refuse_terminal_stdout, speak_plan, stream_plan, warn_random, write_result
+from koe.cli.speak import OPT_HELP, check_arguments, refuse_terminal_stdout, run_plan
 
 
 @command
@@ -57,13 +56,4 @@ def convert(
         format=audio_format.name if audio_format else ("wav" if stream or to_stdout else None),
         save=save if save is not None else (True if output is None and not stream else None),
     )
-    plan = synth.plan_conversion(request)
-    random_weights = synth.planner.details(plan.model).random_weights
-    if random_weights and model is None:
-        warn_random(plan.model.name)
-    started = time.perf_counter()
-    if stream:
-        stream_plan(synth, plan, None if to_stdout else output)
-        return
-    result = speak_plan(synth, plan)
-    write_result(result, output, to_stdout, time.perf_counter() - started, random_weights=random_weights)
+    run_plan(synth, synth.plan_conversion(request), model is None, stream, output, to_stdout)

@@ -134,9 +134,14 @@ def speak(
         format=audio_format.name if audio_format else ("wav" if stream or to_stdout else None),
         save=keep,
     )
-    plan = synth.plan(request)
+    run_plan(synth, synth.plan(request), model is None, stream, output, to_stdout)
+
+
+def run_plan(synth, plan, default_model: bool, stream: bool, output: Path | None, to_stdout: bool) -> None:
+    """Speak (or convert) a plan: streamed to stdout or `output`, or whole and written (`write_result`);
+    a random-weight model chosen by default (no --model) is warned about first."""
     random_weights = synth.planner.details(plan.model).random_weights
-    if random_weights and model is None:
+    if random_weights and default_model:
         warn_random(plan.model.name)
     started = time.perf_counter()
     if stream:

@@ -395,12 +395,9 @@ class SynthesisRequest:
                 raise RequestError(problem.message, param=param)
         if isinstance(self.voice, str) and (problem := text_problem(self.voice, "voice")) is not None:
             raise UnsupportedVoice(problem.message)
-        check_seed(self.seed)
-        if self.options is not None and not isinstance(self.options, Mapping):
-            raise RequestError(f"options must be a mapping of option names to values, got {type(self.options).__name__}", param="options")
+        _check_run(self)
         _check_number("pause_s", self.pause_s, low=0.0, open_low=False)
-        for name in ("first_chunk_s", "chunk_s", "max_segment_s"):
-            _check_number(name, getattr(self, name), low=0.0, open_low=True)
+        _check_number("max_segment_s", self.max_segment_s, low=0.0, open_low=True)
         n = self.max_segment_chars
         if n is not None and (isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1):
             raise RequestError(f"max_segment_chars must be a whole number >= 1, got {n!r}", param="max_segment_chars")
@@ -439,15 +436,20 @@ class ConversionRequest:
             raise RequestError("the source speech is empty or not finite", param="source")
         if self.voice is None or isinstance(self.voice, str):
             raise UnsupportedVoice("voice conversion needs a prepared voice (a clone of a clip), not a speaker name or none")
-        check_seed(self.seed)
-        if self.options is not None and not isinstance(self.options, Mapping):
-            raise RequestError(f"options must be a mapping of option names to values, got {type(self.options).__name__}", param="options")
-        for name in ("first_chunk_s", "chunk_s"):
-            _check_number(name, getattr(self, name), low=0.0, open_low=True)
+        _check_run(self)
 
     @property
     def streamed(self) -> bool:
         return self.stream or self.first_chunk_s is not None or self.chunk_s is not None
+
+
+def _check_run(request: SynthesisRequest | ConversionRequest) -> None:
+    """What both requests share: a seed in 0 <= seed < 2**63, options a mapping, chunk sizes > 0."""
+    check_seed(request.seed)
+    if request.options is not None and not isinstance(request.options, Mapping):
+        raise RequestError(f"options must be a mapping of option names to values, got {type(request.options).__name__}", param="options")
+    for name in ("first_chunk_s", "chunk_s"):
+        _check_number(name, getattr(request, name), low=0.0, open_low=True)
 
 
 def _check_number(name: str, value: Any, *, low: float, open_low: bool) -> None:

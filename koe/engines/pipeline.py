@@ -144,15 +144,7 @@ def run(speaker: SegmentSpeaker, request: SynthesisRequest) -> Iterator[AudioChu
     utterance = _Utterance(speaker, request, len(segments))
     checked = speaker.check_request(request)
     for i, text in enumerate(segments):
-        job = utterance.segment(i, text, request.seed)
-        pieces = speaker.speak_segment(job, checked)
-        try:
-            for piece in pieces:
-                chunk = utterance.chunk(job, piece)
-                if chunk is not None:
-                    yield chunk
-        finally:
-            pieces.close()
+        yield from utterance.speak(utterance.segment(i, text, request.seed), checked)
 
 
 def run_text_stream(speaker: SegmentSpeaker, pieces: Iterable[str], request: SynthesisRequest) -> Iterator[AudioChunk]:
@@ -169,16 +161,8 @@ def run_text_stream(speaker: SegmentSpeaker, pieces: Iterable[str], request: Syn
     for text in _checked_pieces(stream_segments(pieces, max_chars, request.language)):
         if checked is None:
             checked = speaker.check_request(replace(request, text=text))
-        job = utterance.segment(count, text, request.seed)
+        yield from utterance.speak(utterance.segment(count, text, request.seed), checked)
         count += 1
-        spoken = speaker.speak_segment(job, checked)
-        try:
-            for piece in spoken:
-                chunk = utterance.chunk(job, piece)
-                if chunk is not None:
-                    yield chunk
-        finally:
-            spoken.close()
     if count == 0:
         raise EmptyText("the text stream held nothing to speak")
     yield utterance.end()
@@ -356,6 +340,18 @@ class _Utterance:
         budget = guard_seconds(text) if r.max_segment_s is None else float(r.max_segment_s)
         self.head = self.pause if i > 0 and len(self.pause) else None
         return Segment(text, i, None if seed is None else int(seed) + i, budget, self.first_s if i == 0 else self.chunk_s, self.chunk_s)
+
+    def speak(self, job: Segment, checked: Any) -> Iterator[AudioChunk]:
+        """The speaker's pieces of one segment as chunks (closing the speaker's generator at the end,
+        which stops its decoding when the caller stops early)."""
+        pieces = self.speaker.speak_segment(job, checked)
+        try:
+            for piece in pieces:
+                chunk = self.chunk(job, piece)
+                if chunk is not None:
+                    yield chunk
+        finally:
+            pieces.close()
 
     def chunk(self, job: Segment, piece: Piece) -> AudioChunk | None:
         """The chunk that carries `piece` (None when it holds no samples and ends nothing)."""

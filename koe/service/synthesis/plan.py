@@ -144,11 +144,7 @@ class Planner:
         s = self.settings.synthesis
         text = self._text(request.text)
         self._check_fields(request)
-        ref = self.resolve_model(request.model)
-        details = self.details(ref)
-        if details.missing:
-            raise InvalidRequest(f"model {ref.name!r} is incomplete: missing {', '.join(details.missing)}", param="model")
-        caps = details.capabilities
+        ref, caps = self._model(request.model)
         self.check_precision(ref, caps)
         warnings: list[str] = []
         mode, speaker, voice_name, instruct = self._voice(request, ref, caps, warnings)
@@ -199,11 +195,7 @@ class Planner:
         s = self.settings.synthesis
         as_speech = SpeechRequest(text="-", model=request.model, voice=request.voice, ref_audio=request.ref_audio, ref_text=request.ref_text)
         self._check_fields(as_speech)
-        ref = self.resolve_model(request.model)
-        details = self.details(ref)
-        if details.missing:
-            raise InvalidRequest(f"model {ref.name!r} is incomplete: missing {', '.join(details.missing)}", param="model")
-        caps = details.capabilities
+        ref, caps = self._model(request.model)
         if not caps.conversion:
             others = [m.ref.name for m in self.models.list() if not m.missing and m.capabilities and m.capabilities.conversion]
             raise InvalidRequest(
@@ -248,6 +240,14 @@ class Planner:
             seed_given=request.seed is not None,
             source=self._source(request.source),
         )
+
+    def _model(self, model: str | None) -> tuple[ModelRef, Capabilities]:
+        """The model a request names and its capabilities; an incomplete one is refused."""
+        ref = self.resolve_model(model)
+        details = self.details(ref)
+        if details.missing:
+            raise InvalidRequest(f"model {ref.name!r} is incomplete: missing {', '.join(details.missing)}", param="model")
+        return ref, details.capabilities
 
     def _source(self, source) -> tuple[np.ndarray, int]:
         """The speech a conversion says again: readable audio of at least 0.1 s, at most `server.max_source_seconds`."""

@@ -264,29 +264,18 @@ class Synthesizer:
         voice: Any = plan.speaker if plan.mode == "speaker" else None
         if plan.mode in ("clone_voice", "clone_clip"):
             voice = self._voice_prompt(plan, entry, notes if notes is not None else [])
+        run = {
+            "voice": voice,
+            "seed": plan.seed,
+            "cancel": cancel,
+            "stream": stream,
+            "first_chunk_s": first_chunk_s,
+            "chunk_s": chunk_s,
+            "options": dict(plan.options),
+        }
         if plan.source is not None:
-            return ConversionRequest(
-                source=plan.source,
-                voice=voice,
-                seed=plan.seed,
-                cancel=cancel,
-                stream=stream,
-                first_chunk_s=first_chunk_s,
-                chunk_s=chunk_s,
-                options=dict(plan.options),
-            )
-        return SynthesisRequest(
-            text=plan.text,
-            language=plan.language,
-            voice=voice,
-            instruct=plan.instruct,
-            seed=plan.seed,
-            cancel=cancel,
-            stream=stream,
-            first_chunk_s=first_chunk_s,
-            chunk_s=chunk_s,
-            options=dict(plan.options),
-        )
+            return ConversionRequest(source=plan.source, **run)
+        return SynthesisRequest(text=plan.text, language=plan.language, instruct=plan.instruct, **run)
 
     def _voice_prompt(self, plan: SpeechPlan, entry: LoadedModel, notes: list[str]) -> Any:
         """The engine's prompt for the plan's voice: prepared from the clip, or the library's (prepared
