@@ -2,8 +2,8 @@
 
 Per item, one conditional row (style and text ids, the reference's codes if any, then T masked
 frames) and one unconditional row (only the T frames). Upstream pads them into one batch of 2B
-rows of the longest length; koe packs them end to end without the padding, with upstream's bits
-(`koe.engines.omnivoice.model`). Every step runs all rows through the model and, per item that
+rows of the longest length; in float32 koe packs them end to end without the padding, with
+upstream's bits (`_Rows`). Every step runs all rows through the model and, per item that
 unmasks any slot at this step, in item order:
 
 1. scores: `log_softmax(c + g (c - u))` of the two rows' log-softmaxes (g = `guidance_scale`; g = 0
@@ -98,13 +98,20 @@ def _predict(cond: torch.Tensor, uncond: torch.Tensor, s: Settings, mask_id: int
 
 
 class _Rows:
-    """The 2B rows of a batch (each item's conditional row, then each one's unconditional row) packed
-    end to end without upstream's padding: ids (1, 8, N), audio mask and positions (1, N), the
-    `Packed` spans (keys padded to the longest row, as upstream's batch is), where each item's target
-    frames lie in its two rows (`cond`, `uncond`: starts in the packing), and `scored`, the positions
-    the heads score: every item's conditional target frames, then every item's unconditional ones."""
+    """The 2B rows of a batch: each item's conditional row, then each one's unconditional row.
 
-    def __init__(self, items: list[Item], codebooks: int, mask_id: int, device: torch.device) -> None:
+    `packed` (float32): end to end in one row without upstream's padding (ids (1, 8, N), positions
+    from 0 in each sequence, `Packed` spans with keys padded to the longest row), the heads scoring
+    only the target frames: upstream's bits, since under MKL's strict reproducibility a float32
+    product's row does not depend on the other rows. Else upstream's own padded batch (ids (2B, 8,
+    L), its boolean attention mask, the heads over every position): bfloat16 products (oneDNN's)
+    do depend on the rows around them, and so would the bits of upstream's bf16 run.
+
+    Positions are flat (row x width + column) in both: `cond`, `uncond` (where each item's target
+    frames start in its two rows) and `scored` (the positions whose logits the sampler reads: every
+    item's conditional target frames, then every item's unconditional ones)."""
+
+    def __init__(self, items: list[Item], codebooks: int, mask_id: int, device: torch.device, packed: bool) -> None:
         cond, uncond = [], []
         for item in items:
             text = torch.tensor(item.style_ids + item.text_ids, dtype=torch.long, device=device)[None].expand(codebooks, -1)  # (8, N)
@@ -116,20 +123,36 @@ class _Rows:
             uncond.append(parts[-1])
         rows = cond + uncond
         lengths = [r.shape[1] for r in rows]
-        starts = [sum(lengths[:j]) for j in range(len(rows))]
-        b = len(items)
-        self.packed = Packed(tuple(zip(starts, lengths, strict=True)), max(lengths[:b]))
-        self.ids = torch.cat(rows, dim=1)[None]  # (1, 8, N)
-        self.positions = torch.cat([torch.arange(n, device=device) for n in lengths])[None]
-        self.audio_mask = torch.zeros_like(self.positions, dtype=torch.bool)
-        self.cond, self.uncond, self.frames = [], [], [it.frames for it in items]
+        b, longest = len(items), max(lengths[: len(items)])
+        self.packed, self.frames = packed, [it.frames for it in items]
+        if packed:
+            starts = [sum(lengths[:j]) for j in range(len(rows))]
+            self.mask: torch.Tensor | Packed = Packed(tuple(zip(starts, lengths, strict=True)), longest)
+            self.ids = torch.cat(rows, dim=1)[None]  # (1, 8, N)
+            self.positions = torch.cat([torch.arange(n, device=device) for n in lengths])[None]
+        else:
+            starts = [j * longest for j in range(len(rows))]
+            self.ids = torch.full((len(rows), codebooks, longest), mask_id, dtype=torch.long, device=device)
+            mask = torch.zeros((len(rows), 1, longest, longest), dtype=torch.bool, device=device)
+            for j, (row, n) in enumerate(zip(rows, lengths, strict=True)):
+                self.ids[j, :, :n] = row
+                mask[j, :, :n, :n] = True
+                if j >= b and longest > n:  # an unconditional row's padding attends to itself only
+                    pad = torch.arange(n, longest, device=device)
+                    mask[j, :, pad, pad] = True
+            self.mask = mask
+            self.positions = torch.arange(longest, device=device)[None].expand(len(rows), -1)
+        self.width = self.ids.shape[-1]
+        flat_mask = torch.zeros(self.ids.shape[0] * self.width, dtype=torch.bool, device=device)
+        self.cond, self.uncond = [], []
         for i, item in enumerate(items):
             audio = item.frames + (0 if item.ref_codes is None else item.ref_codes.shape[-1])
             end = starts[i] + lengths[i]
-            self.audio_mask[0, end - audio : end] = True
-            self.audio_mask[0, starts[b + i] : starts[b + i] + item.frames] = True
+            flat_mask[end - audio : end] = True
+            flat_mask[starts[b + i] : starts[b + i] + item.frames] = True
             self.cond.append(end - item.frames)
             self.uncond.append(starts[b + i])
+        self.audio_mask = flat_mask.view(self.ids.shape[0], self.width)
         spans = [(start, it.frames) for start, it in zip(self.cond + self.uncond, items + items, strict=True)]
         self.scored = torch.cat([torch.arange(start, start + t, device=device) for start, t in spans])
         self.offsets = [sum(t for _, t in spans[:j]) for j in range(len(spans))]  # each span's first row in the logits
@@ -143,8 +166,9 @@ class _Rows:
     def write(self, i: int, frames: torch.Tensor) -> None:
         """Item i's target frames (8, T) in both its rows."""
         t = frames.shape[-1]
-        self.ids[0, :, self.cond[i] : self.cond[i] + t] = frames
-        self.ids[0, :, self.uncond[i] : self.uncond[i] + t] = frames
+        for start in (self.cond[i], self.uncond[i]):
+            row, column = divmod(start, self.width)
+            self.ids[row, :, column : column + t] = frames
 
 
 def unmask_steps(model: OmniVoiceLM, items: list[Item], s: Settings) -> Iterator[torch.Tensor]:
@@ -152,13 +176,13 @@ def unmask_steps(model: OmniVoiceLM, items: list[Item], s: Settings) -> Iterator
     cfg = model.config
     codebooks, mask_id = cfg.num_audio_codebook, cfg.audio_mask_id
     device = model.audio_heads.weight.device
-    rows = _Rows(items, codebooks, mask_id, device)
+    rows = _Rows(items, codebooks, mask_id, device, packed=model.audio_heads.weight.dtype == torch.float32)
     b = len(items)
     tokens = torch.full((b, codebooks, max(it.frames for it in items)), mask_id, dtype=torch.long, device=device)
     plans = [schedule(it.frames, codebooks, s.num_step, s.t_shift) for it in items]
     layers = torch.arange(codebooks, device=device).view(1, -1, 1)
     for step in range(s.num_step):
-        logits = model(rows.ids, rows.audio_mask, rows.positions, rows.packed, rows.scored)  # (R, 8, V) float32
+        logits = model(rows.ids, rows.audio_mask, rows.positions, rows.mask, rows.scored)  # (R, 8, V) float32
         for i, item in enumerate(items):
             k = plans[i][step]
             if k <= 0:

@@ -9,7 +9,9 @@ the shorter ones padded to the longest); koe runs the same rows packed end to en
 padding (`koe.nn.attention.Packed`: each sequence's attention over keys zero-padded to the batch's
 length, as SDPA saw them upstream) and the heads only on the positions the sampler reads. Every
 other operation works per position, and under MKL's strict reproducibility a product's row does
-not depend on the other rows, so each kept position gets upstream's bits.
+not depend on the other rows, so each kept position gets upstream's bits. In bfloat16 (oneDNN's
+products, whose rows do depend on the rows around them) koe runs upstream's padded batch as is,
+which gives upstream's own bf16 bits.
 """
 
 from __future__ import annotations
@@ -53,11 +55,12 @@ class Backbone(nn.Module):
         self.norm = RMSNorm(spec.hidden_size, eps=spec.rms_norm_eps)
         self.rotary = RotaryEmbedding(spec.head_dim, spec.rope_theta)
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor, packed: Packed) -> torch.Tensor:
-        """x (1, T, C) input embeddings of packed sequences, positions (1, T) (each sequence's from 0) -> (1, T, C)."""
+    def forward(self, x: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | Packed) -> torch.Tensor:
+        """x (B, T, C) input embeddings, positions (B, T), mask: a padded batch's boolean (B, 1, T, T)
+        (True: attend), or `Packed` sequences in one row (B = 1, positions from 0 in each) -> (B, T, C)."""
         cos, sin = self.rotary(positions, x.dtype)
         for layer in self.layers:
-            x = layer(x, cos, sin, None, packed)
+            x = layer(x, cos, sin, None, mask)
         return self.norm(x)
 
 
@@ -83,9 +86,14 @@ class OmniVoiceLM(nn.Module):
         audio = self.audio_embeddings(shifted).sum(dim=1)  # (B, 8, L, C) -> (B, L, C)
         return torch.where(audio_mask.unsqueeze(-1), audio, text)
 
-    def forward(self, ids: torch.Tensor, audio_mask: torch.Tensor, positions: torch.Tensor, packed: Packed, rows: torch.Tensor) -> torch.Tensor:
-        """ids (1, 8, T), audio_mask and positions (1, T), the packed sequences, `rows` (R,) the
-        positions to score -> logits (R, 8, V) in float32."""
-        hidden = self.llm(self.embed(ids, audio_mask), positions, packed)[0, rows]  # (R, C)
-        logits = self.audio_heads(hidden).view(len(rows), self.config.num_audio_codebook, self.config.audio_vocab_size)
-        return logits.to(torch.float32)
+    def forward(self, ids: torch.Tensor, audio_mask: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | Packed, rows: torch.Tensor) -> torch.Tensor:
+        """ids (B, 8, T), audio_mask and positions (B, T), the mask (`Backbone.forward`), `rows` (R,)
+        the flat positions (row x T + column) to score -> logits (R, 8, V) in float32. Packed, the
+        heads read only those positions; a padded batch is scored whole first, as upstream scores it."""
+        hidden = self.llm(self.embed(ids, audio_mask), positions, mask)
+        flat = hidden.reshape(-1, hidden.shape[-1])  # (B x T, C)
+        if isinstance(mask, Packed):
+            logits = self.audio_heads(flat[rows])
+        else:
+            logits = self.audio_heads(hidden).reshape(flat.shape[0], -1)[rows]
+        return logits.view(len(rows), self.config.num_audio_codebook, self.config.audio_vocab_size).to(torch.float32)
