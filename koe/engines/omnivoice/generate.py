@@ -82,7 +82,7 @@ def _top_share(scores: torch.Tensor, share: float = 0.1) -> torch.Tensor:
     return torch.full_like(scores, float("-inf")).scatter_(-1, index, values)
 
 
-def _predict(cond: torch.Tensor, uncond: torch.Tensor, s: Settings, mask_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _predict(cond: torch.Tensor, uncond: torch.Tensor | None, s: Settings, mask_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(tokens, confidences) of one item: (1, 8, T) each, from its rows' logits (1, 8, T, V)."""
     if s.guidance_scale != 0:
         c, u = F.log_softmax(cond, dim=-1), F.log_softmax(uncond, dim=-1)
@@ -107,11 +107,14 @@ class _Rows:
     L), its boolean attention mask, the heads over every position): bfloat16 products (oneDNN's)
     do depend on the rows around them, and so would the bits of upstream's bf16 run.
 
+    Packed, without guidance (`guidance_scale` 0: upstream still runs the unconditional rows and
+    throws their logits away) the unconditional rows are left out: the conditional ones keep their bits.
+
     Positions are flat (row x width + column) in both: `cond`, `uncond` (where each item's target
     frames start in its two rows) and `scored` (the positions whose logits the sampler reads: every
     item's conditional target frames, then every item's unconditional ones)."""
 
-    def __init__(self, items: list[Item], codebooks: int, mask_id: int, device: torch.device, packed: bool) -> None:
+    def __init__(self, items: list[Item], codebooks: int, mask_id: int, device: torch.device, packed: bool, guided: bool = True) -> None:
         cond, uncond = [], []
         for item in items:
             text = torch.tensor(item.style_ids + item.text_ids, dtype=torch.long, device=device)[None].expand(codebooks, -1)  # (8, N)
@@ -121,7 +124,7 @@ class _Rows:
             parts.append(torch.full((codebooks, item.frames), mask_id, dtype=torch.long, device=device))
             cond.append(torch.cat(parts, dim=1))
             uncond.append(parts[-1])
-        rows = cond + uncond
+        rows = cond + uncond if guided or not packed else cond
         lengths = [r.shape[1] for r in rows]
         b, longest = len(items), max(lengths[: len(items)])
         self.packed, self.frames = packed, [it.frames for it in items]
@@ -149,24 +152,29 @@ class _Rows:
             audio = item.frames + (0 if item.ref_codes is None else item.ref_codes.shape[-1])
             end = starts[i] + lengths[i]
             flat_mask[end - audio : end] = True
-            flat_mask[starts[b + i] : starts[b + i] + item.frames] = True
             self.cond.append(end - item.frames)
-            self.uncond.append(starts[b + i])
+            if len(rows) > b:
+                flat_mask[starts[b + i] : starts[b + i] + item.frames] = True
+                self.uncond.append(starts[b + i])
         self.audio_mask = flat_mask.view(self.ids.shape[0], self.width)
-        spans = [(start, it.frames) for start, it in zip(self.cond + self.uncond, items + items, strict=True)]
+        spans = [(start, it.frames) for start, it in zip(self.cond + self.uncond, items + items[: len(self.uncond)], strict=True)]
         self.scored = torch.cat([torch.arange(start, start + t, device=device) for start, t in spans])
         self.offsets = [sum(t for _, t in spans[:j]) for j in range(len(spans))]  # each span's first row in the logits
 
-    def logits(self, logits: torch.Tensor, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Item i's conditional and unconditional logits (1, 8, T, V) out of the scored (R, 8, V)."""
-        t = self.frames[i]
-        c, u = self.offsets[i], self.offsets[len(self.frames) + i]
-        return logits[c : c + t].permute(1, 0, 2)[None], logits[u : u + t].permute(1, 0, 2)[None]
+    def logits(self, logits: torch.Tensor, i: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Item i's conditional and unconditional logits (1, 8, T, V) out of the scored (R, 8, V)
+        (None for the unconditional ones where those rows were left out)."""
+        t, c = self.frames[i], self.offsets[i]
+        cond = logits[c : c + t].permute(1, 0, 2)[None]
+        if not self.uncond:
+            return cond, None
+        u = self.offsets[len(self.frames) + i]
+        return cond, logits[u : u + t].permute(1, 0, 2)[None]
 
     def write(self, i: int, frames: torch.Tensor) -> None:
         """Item i's target frames (8, T) in both its rows."""
         t = frames.shape[-1]
-        for start in (self.cond[i], self.uncond[i]):
+        for start in (self.cond[i], *self.uncond[i : i + 1]):
             row, column = divmod(start, self.width)
             self.ids[row, :, column : column + t] = frames
 
@@ -176,7 +184,7 @@ def unmask_steps(model: OmniVoiceLM, items: list[Item], s: Settings) -> Iterator
     cfg = model.config
     codebooks, mask_id = cfg.num_audio_codebook, cfg.audio_mask_id
     device = model.audio_heads.weight.device
-    rows = _Rows(items, codebooks, mask_id, device, packed=model.audio_heads.weight.dtype == torch.float32)
+    rows = _Rows(items, codebooks, mask_id, device, packed=model.audio_heads.weight.dtype == torch.float32, guided=s.guidance_scale != 0)
     b = len(items)
     tokens = torch.full((b, codebooks, max(it.frames for it in items)), mask_id, dtype=torch.long, device=device)
     plans = [schedule(it.frames, codebooks, s.num_step, s.t_shift) for it in items]
