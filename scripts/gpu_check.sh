@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# koe GPU check: the GPU tests + the decode-loop benchmark (random-weight 0.6B and 1.7B models built
+# koe GPU check: the GPU tests, every other family's tiny model through the engine contract (fp32, bf16,
+# fp32 against the CPU), and the decode-loop benchmark (random-weight 0.6B and 1.7B models built
 # here), in under 8 minutes, on one NVIDIA GPU with PyTorch installed and no network.
 # Writes ONE JSON file (default: ./gpu_check.json, or the first argument) and prints its summary.
 #
