@@ -328,3 +328,16 @@ def test_binding_beyond_loopback_needs_a_token(tmp_path):
         check_binding(load_settings(tmp_path, flags={"server": {"host": "0.0.0.0", "token": "t"}}, environ={}).server)
     check_binding(load_settings(tmp_path, flags={"server": {"host": "0.0.0.0", "token": "a-strong-token-0123456789"}}, environ={}).server)
     check_binding(load_settings(tmp_path, environ={}).server)  # 127.0.0.1 by default
+
+
+def test_conversions_take_uploads_to_the_limit_and_refuse_a_model_that_does_not_convert(client):
+    """POST /v1/audio/conversions: each upload up to server.max_upload_bytes (the body may hold two,
+    past a speech body's limit), a larger one 413 naming the field, and a model without
+    `capabilities.conversion` a 400 naming it (the conversion itself: tests/test_toy_family.py)."""
+    source, clip = wav_clip(3.0), wav_clip(2.0)  # 144 KB and 96 KB: together over one upload's 200 KB
+    r = client.post("/v1/audio/conversions", files={"file": ("s.wav", source), "reference": ("r.wav", clip)}, data={"model": "tts-1"})
+    assert_error(r, 400, "does not convert voices", param="model")
+    big = client.post("/v1/audio/conversions", files={"file": ("s.wav", wav_clip(5.0))}, data={"voice": "x"})  # 240 KB
+    assert_error(big, 413, "larger than 200000 bytes", param="file")
+    missing = client.post("/v1/audio/conversions", files={"reference": ("r.wav", clip)}, data={"voice": "x"})
+    assert_error(missing, 400, "file field 'file'", param="file")

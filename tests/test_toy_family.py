@@ -144,7 +144,7 @@ def test_koe_convert_says_speech_again_in_a_cloned_voice(sine_site, sine_model, 
 
 
 def test_koe_serve_converts_speech_and_refuses_what_it_cannot(server, tmp_path):
-    t = np.arange(16000) / 16000
+    t = np.arange(16000 * 4) / 16000  # 4 s: 128 KB, past a speech request's body limit
     speech = io.BytesIO()
     sf.write(speech, (0.5 * np.sin(2 * np.pi * 440 * t)).astype(np.float32), 16000, format="WAV")
 
@@ -154,7 +154,7 @@ def test_koe_serve_converts_speech_and_refuses_what_it_cannot(server, tmp_path):
     r = convert({"file": ("speech.wav", speech.getvalue(), "audio/wav")}, voice="hum", seed="5", response_format="wav")
     assert r.status_code == 200, r.text
     out, rate = sf.read(io.BytesIO(r.content), dtype="float32")
-    assert len(out) == 16000 and peak_hz(out, rate) == pytest.approx(HUM_HZ, abs=3) and r.headers["X-Koe-Seed"] == "5"
+    assert len(out) == len(t) and peak_hz(out, rate) == pytest.approx(HUM_HZ, abs=3) and r.headers["X-Koe-Seed"] == "5"
     clip = io.BytesIO()
     sf.write(clip, (0.4 * np.sin(2 * np.pi * 300 * t)).astype(np.float32), 16000, format="WAV")
     streamed = convert({"file": ("s.wav", speech.getvalue()), "reference": ("r.wav", clip.getvalue())}, stream_format="audio", response_format="pcm")

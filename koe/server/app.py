@@ -112,6 +112,8 @@ def create_app(
     def limit_for(path: str) -> tuple[int, str]:
         if path.rstrip("/") in ("/v1/audio/voices", "/v1/audio/voices/import"):  # a clip, or a voice archive
             return server.max_upload_bytes + _FORM_SLACK, "the upload (server.max_upload_bytes)"
+        if path.rstrip("/") == "/v1/audio/conversions":  # the speech, and a clip of the voice
+            return 2 * server.max_upload_bytes + _FORM_SLACK, "the uploads (server.max_upload_bytes each)"
         return json_limit, "the request body (server.max_input_chars)"
 
     app.add_middleware(BodyLimit, limit_for=limit_for)

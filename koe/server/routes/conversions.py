@@ -23,7 +23,7 @@ from koe.server.openai_compat import first_bad_text, model_name
 from koe.server.routes.speech import AUDIO_RESPONSES, output_headers, plan_headers
 from koe.server.state import server_state
 from koe.server.streams import audio_bytes, first_chunk, wait_for_output
-from koe.service.errors import InvalidRequest
+from koe.service.errors import InvalidRequest, PayloadTooLarge
 from koe.service.synthesis.requests import ConvertRequest
 
 router = APIRouter(tags=["speech"])
@@ -58,9 +58,10 @@ _FORM = {
 async def create_conversion(request: Request) -> Response:
     """Say the uploaded speech again in another voice: the same words, another speaker."""
     state = server_state(request)
+    limit = state.settings.server.max_upload_bytes
     async with request.form(max_files=2, max_fields=16) as form:
-        source = await _upload(form.get("file"), "file", required=True)
-        reference = await _upload(form.get("reference"), "reference", required=False)
+        source = await _upload(form.get("file"), "file", limit, required=True)
+        reference = await _upload(form.get("reference"), "reference", limit, required=False)
         fields = {k: _text(form.get(k), k) for k in ("voice", "reference_text", "model", "response_format", "seed", "options", "stream_format")}
     stream = fields["stream_format"]
     if stream not in (None, "audio"):
@@ -91,12 +92,15 @@ async def create_conversion(request: Request) -> Response:
     return StreamingResponse(audio_bytes(job, first, state.drain), media_type=job.plan.format.media_type, headers=headers)
 
 
-async def _upload(value: Any, field: str, *, required: bool) -> bytes | None:
+async def _upload(value: Any, field: str, limit: int, *, required: bool) -> bytes | None:
+    """A file field's bytes: each at most server.max_upload_bytes (the body may hold two)."""
     if value is None and not required:
         return None
     if not isinstance(value, UploadFile):
         raise InvalidRequest(f"the form needs the {'speech to convert' if field == 'file' else 'voice clip'} as a file field {field!r}", param=field)
-    data = await value.read()
+    data = await value.read(limit + 1)
+    if len(data) > limit:
+        raise PayloadTooLarge(f"the uploaded {field!r} is larger than {limit} bytes (server.max_upload_bytes)", param=field)
     if not data:
         raise InvalidRequest(f"the uploaded {field!r} is empty", param=field)
     return data
