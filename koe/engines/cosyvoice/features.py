@@ -37,6 +37,7 @@ __all__ = [
     "SAMPLE_RATE",
     "ClipError",
     "clip_16k",
+    "clip_at",
     "kaldi_fbank",
     "speaker_fbank",
     "tokenizer_log_mel",
@@ -57,11 +58,17 @@ class ClipError(ValueError):
 
 
 def clip_16k(samples: torch.Tensor | np.ndarray, sample_rate: int) -> torch.Tensor:
-    """A clip as upstream's `load_wav(clip, 16000)` returns it: `(1, samples)` float32 at 16 kHz.
+    """A clip as upstream's `load_wav(clip, 16000)` returns it: `(1, samples)` float32 at 16 kHz (`clip_at`)."""
+    return clip_at(samples, sample_rate, SAMPLE_RATE)
+
+
+def clip_at(samples: torch.Tensor | np.ndarray, sample_rate: int, rate: int) -> torch.Tensor:
+    """A clip as upstream's `load_wav(clip, rate)` returns it: `(1, samples)` float32 at `rate`.
 
     `samples` is `(frames,)` mono or `(frames, channels)` as soundfile reads it (or `(channels,
-    frames)` as a torch tensor with fewer channels than frames); channels are averaged first. A rate
-    under 16 kHz is refused, as upstream refuses it."""
+    frames)` as a torch tensor with fewer channels than frames); channels are averaged first, then
+    the clip is resampled (`torchaudio`'s sinc resampling at its defaults, bit for bit) when its
+    rate is not `rate`. A clip under 16 kHz that needs resampling is refused, as upstream refuses it."""
     x = torch.as_tensor(samples)
     if not x.is_floating_point():
         raise ClipError(f"a clip must hold float samples, got {x.dtype}")
@@ -74,10 +81,10 @@ def clip_16k(samples: torch.Tensor | np.ndarray, sample_rate: int) -> torch.Tens
     else:
         raise ClipError(f"a clip is (frames,) or (frames, channels), got shape {tuple(x.shape)}")
     x = x.mean(dim=0, keepdim=True)  # (1, frames)
-    if sample_rate != SAMPLE_RATE:
+    if sample_rate != rate:
         if sample_rate < SAMPLE_RATE:
             raise ClipError(f"the clip's sample rate is {sample_rate} Hz; CosyVoice needs at least {SAMPLE_RATE} Hz")
-        x = resample_sinc(x, sample_rate, SAMPLE_RATE)
+        x = resample_sinc(x, sample_rate, rate)
     return x
 
 

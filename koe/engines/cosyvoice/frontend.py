@@ -40,47 +40,18 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from koe.audio.mel import mel_spectrogram
-from koe.audio.sinc_resample import resample_sinc
 from koe.engines.cosyvoice.campplus import CAMPPlus, load_campplus
 from koe.engines.cosyvoice.config import CosyVoiceConfig, read_config
-from koe.engines.cosyvoice.features import SAMPLE_RATE, ClipError
+from koe.engines.cosyvoice.features import SAMPLE_RATE, ClipError, clip_at
 from koe.engines.cosyvoice.speech_tokenizer import S3Tokenizer, load_speech_tokenizer
 from koe.engines.cosyvoice.text import TextTokenizer
 
 __all__ = ["InputFrontEnd", "Prompt", "clip_at", "trim_to_tokens"]
 
-MIN_RATE = SAMPLE_RATE  # upstream's load_wav refuses to resample from under 16 kHz
 _MEL_KEYS = ("n_fft", "num_mels", "sampling_rate", "hop_size", "win_size", "fmin", "fmax", "center")
-
-
-def clip_at(samples: torch.Tensor | np.ndarray, sample_rate: int, rate: int) -> torch.Tensor:
-    """A clip as upstream's `load_wav(clip, rate)` returns it: `(1, samples)` float32 at `rate`.
-
-    `samples` is `(frames,)` mono or `(frames, channels)` as soundfile reads it (or `(channels,
-    frames)` with fewer channels than frames); channels are averaged, then the clip is resampled
-    (`torchaudio.transforms.Resample` at its defaults, bit for bit) when its rate is not `rate`. A
-    clip under 16 kHz that would need resampling is refused, as upstream refuses it."""
-    x = torch.as_tensor(samples)
-    if not x.is_floating_point():
-        raise ClipError(f"a clip must hold float samples, got {x.dtype}")
-    x = x.to(torch.float32)
-    if x.dim() == 1:
-        x = x.unsqueeze(0)
-    elif x.dim() == 2:
-        if x.shape[0] > x.shape[1]:  # (frames, channels) -> (channels, frames)
-            x = x.t()
-    else:
-        raise ClipError(f"a clip is (frames,) or (frames, channels), got shape {tuple(x.shape)}")
-    x = x.mean(dim=0, keepdim=True)
-    if sample_rate != rate:
-        if sample_rate < MIN_RATE:
-            raise ClipError(f"the clip's sample rate is {sample_rate} Hz; CosyVoice needs at least {MIN_RATE} Hz")
-        x = resample_sinc(x, sample_rate, rate)
-    return x
 
 
 def _length(n: int) -> torch.Tensor:
