@@ -10,7 +10,7 @@ from __future__ import annotations
 from koe.bench import wire
 from koe.bench.models import bench_model, cache_root, cached_folder, weights_bytes
 from koe.bench.runner import BenchError, Worker, compare_sides, compared, finish_run, loaded_workers, ratios, run_sizes, start_run, summarize, time_case
-from koe.bench.table import case_rows, lay_out, machine_title, median, ratio_cells, same_cell, side_ratios
+from koe.bench.table import case_rows, lay_out, machine_title, median, ratio_cells, same_cell, side_ratios, sizes_table
 
 # Also, imported when first asked for (they import torch): `machine` (the machine probes), and
 # koe.bench.accuracy's agreement measures `compare`, `cosine` and `snr_db` and its `accuracy_tool`
@@ -34,6 +34,7 @@ __all__ = [
     "run_sizes",
     "same_cell",
     "side_ratios",
+    "sizes_table",
     "start_run",
     "summarize",
     "time_case",

@@ -39,6 +39,27 @@ def case_rows(size: str, case: str, entry: dict, columns, sides, audio: bool = T
     return rows
 
 
+def sizes_table(results: dict, columns, sides, model_note, size_notes=None) -> tuple[list[list[str]], list[str]]:
+    """The rows (header first) and notes of a family's table of sizes and cases: per size, its
+    model's note (`model_note(size, model entry)`, where the entry has parameters), each case's rows
+    (`case_rows`) and, where both sides ran, whether their waveforms are equal; then the size's own
+    notes (`size_notes(size, per-size results)`)."""
+    threads = results["options"]["threads"]
+    rows = [["size", "case", "side", "prec", "audio s"] + [c[1] for c in columns]]
+    notes: list[str] = []
+    for size, per in results["sizes"].items():
+        model = per["models"][results["family"]]
+        if model.get("parameters"):
+            notes.append(model_note(size, model))
+        for case, entry in per["cases"].items():
+            rows += case_rows(size, case, entry, columns, sides)
+            if "wave_equal" in entry:
+                notes.append(f"{size} {case}: waveforms {'equal' if entry['wave_equal'] else 'DIFFERENT'} at {threads} thread(s) (same seed)")
+        if size_notes is not None:
+            notes += size_notes(size, per)
+    return rows, notes
+
+
 def side_ratios(entry: dict) -> dict[str, dict]:
     """koe / side of one case for each compared side (`ratios`; results from before it, and the
     families that compare with upstream alone, have only `ratio`, upstream's)."""

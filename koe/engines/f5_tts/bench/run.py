@@ -88,24 +88,22 @@ def table(kit, results: dict, width: int | None = None) -> str:
 
     m, o = results["machine"], results["options"]
     title = kit.machine_title(m, o["threads"], loadavg=True)
-    header = ["size", "case", "side", "prec", "audio s"] + [c[1] for c in BENCH.columns]
-    rows = [header]
-    notes = []
-    for size, per in results["sizes"].items():
-        params = per["models"][results["family"]].get("parameters", {})
-        if params:
-            notes.append(f"{size}: {o['variant']}, DiT {params['dit'] / 1e6:.1f} M parameters, Vocos {params['vocos'] / 1e6:.1f} M")
-        for case, entry in per["cases"].items():
-            rows += kit.case_rows(size, case, entry, BENCH.columns, BENCH.sides)
-            if "wave_equal" in entry:
-                notes.append(f"{size} {case}: waveforms {'equal' if entry['wave_equal'] else 'DIFFERENT'} at {o['threads']} thread(s) (same seed)")
+
+    def model_note(size: str, model: dict) -> str:
+        params = model["parameters"]
+        return f"{size}: {o['variant']}, DiT {params['dit'] / 1e6:.1f} M parameters, Vocos {params['vocos'] / 1e6:.1f} M"
+
+    def exact_check(size: str, per: dict) -> list[str]:
         check = per.get("exact_1thread")
-        if check:
-            same = check.get("same_bits_as_threads", {})
-            vs = (
-                f"; {o['threads']} thread(s) gave " + ", ".join(f"{side} {'the same bits' if v else 'other bits'}" for side, v in same.items())
-                if same and o["threads"] != 1
-                else ""
-            )
-            notes.append(f"{size} {check['case']} at NFE {check['nfe']}, 1 thread: waveforms {'equal' if check['wave_equal'] else 'DIFFERENT'}{vs}")
+        if not check:
+            return []
+        same = check.get("same_bits_as_threads", {})
+        vs = (
+            f"; {o['threads']} thread(s) gave " + ", ".join(f"{side} {'the same bits' if v else 'other bits'}" for side, v in same.items())
+            if same and o["threads"] != 1
+            else ""
+        )
+        return [f"{size} {check['case']} at NFE {check['nfe']}, 1 thread: waveforms {'equal' if check['wave_equal'] else 'DIFFERENT'}{vs}"]
+
+    rows, notes = kit.sizes_table(results, BENCH.columns, BENCH.sides, model_note, exact_check)
     return "\n".join(kit.lay_out(title, rows, 4, width) + notes)

@@ -41,19 +41,13 @@ def table(kit, results: dict, width: int | None = None) -> str:
 
     m, o = results["machine"], results["options"]
     title = kit.machine_title(m, o["threads"], loadavg=True) + f"; {o['patches']} patches per request (min_len = max_len), {o['timesteps']} CFM steps per patch"
-    header = ["size", "case", "side", "prec", "audio s"] + [c[1] for c in BENCH.columns]
-    rows = [header]
-    notes = []
-    for size, per in results["sizes"].items():
-        model = per["models"][results["family"]]
-        params = model.get("parameters", {})
-        if params:
-            notes.append(
-                f"{size}: {model['variant']}, {(params['total'] - params.get('audio_vae', 0)) / 1e6:.1f} M parameters + AudioVAE "
-                f"{params.get('audio_vae', 0) / 1e6:.1f} M, {model['weights_bytes'] / 1e9:.2f} GB on disk"
-            )
-        for case, entry in per["cases"].items():
-            rows += kit.case_rows(size, case, entry, BENCH.columns, BENCH.sides)
-            if "wave_equal" in entry:
-                notes.append(f"{size} {case}: waveforms {'equal' if entry['wave_equal'] else 'DIFFERENT'} at {o['threads']} thread(s) (same seed)")
+
+    def model_note(size: str, model: dict) -> str:
+        params = model["parameters"]
+        return (
+            f"{size}: {model['variant']}, {(params['total'] - params.get('audio_vae', 0)) / 1e6:.1f} M parameters + AudioVAE "
+            f"{params.get('audio_vae', 0) / 1e6:.1f} M, {model['weights_bytes'] / 1e9:.2f} GB on disk"
+        )
+
+    rows, notes = kit.sizes_table(results, BENCH.columns, BENCH.sides, model_note)
     return "\n".join(kit.lay_out(title, rows, 4, width) + notes)
