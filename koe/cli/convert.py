@@ -6,7 +6,20 @@ from typing import Annotated
 import typer
 
 from koe.cli.common import command, open_home
-from koe.cli.speak import OPT_HELP, check_arguments, refuse_terminal_stdout, run_plan
+from koe.cli.speak import (
+    DeviceOption,
+    DtypeOption,
+    FormatOption,
+    OptOption,
+    OutputOption,
+    PrecisionOption,
+    SaveOption,
+    SeedOption,
+    StreamOption,
+    check_arguments,
+    refuse_terminal_stdout,
+    run_plan,
+)
 
 
 @command
@@ -18,17 +31,15 @@ def convert(
     voice: Annotated[str | None, typer.Option("--voice", help="The library voice to convert into.")] = None,
     ref: Annotated[Path | None, typer.Option("--ref", help="A clip of the voice to convert into (instead of --voice).")] = None,
     ref_text: Annotated[str | None, typer.Option("--ref-text", help="Transcript of --ref (conversion does not need it).")] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="Random seed, for repeatable output.", min=0)] = None,
-    opt: Annotated[list[str] | None, typer.Option("--opt", "-O", metavar="KEY=VALUE", help=OPT_HELP, show_default=False)] = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Output file (format from its extension); '-' = stdout.")] = None,
-    fmt: Annotated[str | None, typer.Option("--format", "-F", help="wav, flac, mp3, opus, aac, m4a or pcm.")] = None,
-    stream: Annotated[bool, typer.Option("--stream", help="Write audio as it is made (to stdout unless -o).")] = False,
-    save: Annotated[bool | None, typer.Option("--save/--no-save", help="Also keep it under KOE_HOME/outputs.", show_default=False)] = None,
-    device: Annotated[str | None, typer.Option("--device", help="cpu, cuda, cuda:1, mps.", rich_help_panel="Runtime")] = None,
-    dtype: Annotated[str | None, typer.Option("--dtype", help="float32, bfloat16, float16.", rich_help_panel="Runtime")] = None,
-    precision: Annotated[
-        str | None, typer.Option("--precision", help="Opt-in speed mode that changes bits (as the model runs them); fp32 = exact.", rich_help_panel="Runtime")
-    ] = None,
+    seed: SeedOption = None,
+    opt: OptOption = None,
+    output: OutputOption = None,
+    fmt: FormatOption = None,
+    stream: StreamOption = False,
+    save: SaveOption = None,
+    device: DeviceOption = None,
+    dtype: DtypeOption = None,
+    precision: PrecisionOption = None,
 ) -> None:
     """Say the speech in SOURCE again in another voice (--voice NAME or --ref clip.wav): the same words, another speaker.
 

@@ -15,6 +15,25 @@ OWN_VOICE = "(the model's own)"  # how a result without a named voice is labelle
 OPT_HELP = "A model option as NAME=VALUE (repeatable), the long form of its flag --NAME VALUE; `koe models info MODEL` lists them."
 
 
+# The options `koe speak` and `koe convert` share.
+SeedOption = Annotated[int | None, typer.Option("--seed", help="Random seed, for repeatable output.", min=0)]
+OptOption = Annotated[list[str] | None, typer.Option("--opt", "-O", metavar="KEY=VALUE", help=OPT_HELP, rich_help_panel="Model options", show_default=False)]
+OutputOption = Annotated[Path | None, typer.Option("--output", "-o", help="Output file (format from its extension); '-' = stdout.")]
+FormatOption = Annotated[str | None, typer.Option("--format", "-F", help="wav, flac, mp3, opus, aac, m4a or pcm.")]
+StreamOption = Annotated[bool, typer.Option("--stream", help="Write audio as it is made (to stdout unless -o).")]
+SaveOption = Annotated[bool | None, typer.Option("--save/--no-save", help="Also keep it under KOE_HOME/outputs.", show_default=False)]
+DeviceOption = Annotated[str | None, typer.Option("--device", help="cpu, cuda, cuda:1, mps.", rich_help_panel="Runtime")]
+DtypeOption = Annotated[str | None, typer.Option("--dtype", help="float32, bfloat16, float16.", rich_help_panel="Runtime")]
+PrecisionOption = Annotated[
+    str | None,
+    typer.Option(
+        "--precision",
+        help="Opt-in speed mode that changes bits: bf16, int8 or int4 (CPU), as the model runs them (koe models info); fp32 = exact.",
+        rich_help_panel="Runtime",
+    ),
+]
+
+
 def read_text(text: str | None, file: Path | None) -> str:
     """The text to speak: TEXT, '-' (stdin), --file, or piped stdin; bytes that are not UTF-8 are
     a one-line error naming the offset of the first bad byte (exit 2). A leading BOM is dropped."""
@@ -73,25 +92,16 @@ def speak(
     ref: Annotated[Path | None, typer.Option("--ref", help="Reference clip to clone (a cloning model).")] = None,
     ref_text: Annotated[str | None, typer.Option("--ref-text", help="Transcript of --ref (without it: timbre-only cloning).")] = None,
     language: Annotated[str | None, typer.Option("--language", "-l", help="Language of the text (auto, english, chinese, ...).")] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="Random seed, for repeatable output.", min=0)] = None,
-    opt: Annotated[
-        list[str] | None, typer.Option("--opt", "-O", metavar="KEY=VALUE", help=OPT_HELP, rich_help_panel="Model options", show_default=False)
-    ] = None,
+    seed: SeedOption = None,
+    opt: OptOption = None,
     speed: Annotated[float | None, typer.Option("--speed", help="Tempo 0.25-4.0, pitch kept.")] = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Output file (format from its extension); '-' = stdout.")] = None,
-    fmt: Annotated[str | None, typer.Option("--format", "-F", help="wav, flac, mp3, opus, aac, m4a or pcm.")] = None,
-    stream: Annotated[bool, typer.Option("--stream", help="Write audio as it is made (to stdout unless -o).")] = False,
-    save: Annotated[bool | None, typer.Option("--save/--no-save", help="Also keep it under KOE_HOME/outputs.", show_default=False)] = None,
-    device: Annotated[str | None, typer.Option("--device", help="cpu, cuda, cuda:1, mps.", rich_help_panel="Runtime")] = None,
-    dtype: Annotated[str | None, typer.Option("--dtype", help="float32, bfloat16, float16.", rich_help_panel="Runtime")] = None,
-    precision: Annotated[
-        str | None,
-        typer.Option(
-            "--precision",
-            help="Opt-in speed mode that changes bits: bf16, int8 or int4 (CPU), as the model runs them (koe models info); fp32 = exact.",
-            rich_help_panel="Runtime",
-        ),
-    ] = None,
+    output: OutputOption = None,
+    fmt: FormatOption = None,
+    stream: StreamOption = False,
+    save: SaveOption = None,
+    device: DeviceOption = None,
+    dtype: DtypeOption = None,
+    precision: PrecisionOption = None,
 ) -> None:
     """Speak TEXT (or stdin, or --file) and write the audio.
 
