@@ -127,7 +127,7 @@ class _Rows:
         rows = cond + uncond if guided or not packed else cond
         lengths = [r.shape[1] for r in rows]
         b, longest = len(items), max(lengths[: len(items)])
-        self.packed, self.frames = packed, [it.frames for it in items]
+        self.frames = [it.frames for it in items]
         if packed:
             starts = [sum(lengths[:j]) for j in range(len(rows))]
             self.mask: torch.Tensor | Packed = Packed(tuple(zip(starts, lengths, strict=True)), longest)
