@@ -37,6 +37,7 @@ embedding differs from onnxruntime's by float rounding only.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -104,8 +105,12 @@ class InputFrontEnd:
 
     # -- the parts ------------------------------------------------------------------------------------
 
-    def text_token(self, text: str) -> tuple[torch.Tensor, torch.Tensor]:
-        """`(1, n)` int32 ids of `text` as given, and `(1,)` int32 `[n]`."""
+    def text_token(self, text: str | Iterable[str]) -> tuple[torch.Tensor | Iterable[str], torch.Tensor]:
+        """`(1, n)` int32 ids of `text` as given, and `(1,)` int32 `[n]`; text that arrives in
+        pieces (an iterable of strings) is passed on as it is, its length `[0]` (upstream's
+        placeholder: the LM tokenizes it as it comes, `CosyVoiceModel.tokens`)."""
+        if not isinstance(text, str):
+            return text, _length(0)
         ids = torch.tensor([self.tokenizer.encode(text)], dtype=torch.int32).reshape(1, -1)
         return ids, _length(ids.shape[1])
 
