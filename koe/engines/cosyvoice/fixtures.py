@@ -30,6 +30,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import shutil
 from pathlib import Path
 
 import torch
@@ -39,7 +40,21 @@ from koe.engines.cosyvoice.config import BLANK_FOLDER, LMConfig, QwenConfig, yam
 from koe.engines.cosyvoice.llm import TIED_HEAD, SpeechLM, lm_state_names
 from koe.engines.spec import mark_random_weights
 
-__all__ = ["SIZES", "VARIANTS", "lm_shapes", "lm_state", "qwen_config_for", "write_blank_folder", "write_lm", "write_random_model", "yaml_text"]
+__all__ = [
+    "SIZES",
+    "VARIANTS",
+    "lm_shapes",
+    "lm_state",
+    "qwen_config_for",
+    "speechy",
+    "streamable_copy",
+    "write_blank_folder",
+    "write_clip",
+    "write_lm",
+    "write_random_model",
+    "write_sft_speakers",
+    "yaml_text",
+]
 
 VARIANTS = {"CosyVoice2-0.5B": 2, "Fun-CosyVoice3-0.5B-2512": 3}
 SIZES = ("tiny", "real")
@@ -307,3 +322,67 @@ def write_random_model(folder: str | Path, variant: str = "CosyVoice2-0.5B", siz
             fixtures_onnx.write_speech_tokenizer(folder / f"speech_tokenizer_v{version}.onnx", version, size, seed + SEED_OFFSETS["speech_tokenizer"])
     mark_random_weights(folder, __name__)
     return folder
+
+
+# --------------------------------------------------------------------------- what tests add to a folder
+
+
+def write_sft_speakers(folder: str | Path, names: tuple[str, ...] = ("sft_0", "sft_1"), seed: int = 0) -> Path:
+    """An SFT release's `spk2info.pt` in `folder` (a random `(1, 192)` embedding per speaker name,
+    the layout upstream's `frontend_sft` reads); returns the file."""
+    g = torch.Generator().manual_seed(seed)
+    table = {name: {"embedding": torch.randn(1, 192, generator=g)} for name in names}
+    path = Path(folder) / "spk2info.pt"
+    torch.save(table, path)
+    return path
+
+
+def streamable_copy(src: str | Path, dst: str | Path) -> Path:
+    """A copy of the random folder `src` at `dst` whose LM speaks streamed text to its natural end.
+
+    A random LM soon draws an id past the speech vocabulary, which upstream's streamed-text
+    decoding refuses (v3 has 200 such ids), and its last phase (after the text) has no length
+    limit. In the copy's `llm.pt` every input embedding is shifted along one direction that the
+    head's rows past the speech vocabulary point away from (so those ids are unlikely), and the
+    task id (which follows the text) stands out in channel 1, which only the end id's row
+    answers (so the stream ends soon after the text does). Returns `dst`."""
+    src, dst = Path(src), Path(dst)
+    version = 3 if (src / yaml_name(3)).is_file() else 2
+    shutil.copytree(src, dst)
+    state = torch.load(dst / "llm.pt", weights_only=True)
+    width = state["speech_embedding.weight"].shape[1]
+    shift = torch.randn(width, generator=torch.Generator().manual_seed(0))
+    shift[1] = 0.0
+    shift = shift / shift.norm()
+    embed = state["llm.model.model.embed_tokens.weight"] + 50 * shift
+    state["llm.model.model.embed_tokens.weight"] = state["llm.model.lm_head.weight"] = embed
+    state["speech_embedding.weight"] = state["speech_embedding.weight"] + 50 * shift
+    if version == 2:
+        state["llm_embedding.weight"] = state["llm_embedding.weight"] + 50 * shift
+    table, task = ("speech_embedding.weight", 6563) if version == 3 else ("llm_embedding.weight", 1)
+    state[table][task, 1] += 500.0
+    head = state["llm_decoder.weight"]
+    head[6561:] = -3.0 * shift
+    head[6562 if version == 3 else 6561, 1] = 3.0  # the end id
+    torch.save(state, dst / "llm.pt")
+    return dst
+
+
+def speechy(seconds: float, sample_rate: int, seed: int = 0):
+    """A voiced, speech-like test signal (a gliding 110 Hz harmonic tone, its loudness swinging,
+    a little noise): float32 numpy samples in [-0.41, 0.41]."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(seconds * sample_rate)) / sample_rate
+    f0 = 110 + 30 * np.sin(2 * np.pi * 0.9 * t)
+    x = sum(np.sin(2 * np.pi * k * np.cumsum(f0) / sample_rate) / k for k in range(1, 6)) * (0.5 + 0.5 * np.sin(2 * np.pi * 2.3 * t))
+    return (0.4 * x / np.max(np.abs(x)) + 0.01 * rng.standard_normal(len(t))).astype(np.float32)
+
+
+def write_clip(path: str | Path, seconds: float, sample_rate: int, seed: int = 0) -> Path:
+    """`speechy(seconds, sample_rate, seed)` as a 16-bit WAV at `path`; returns `path`."""
+    import soundfile as sf
+
+    sf.write(path, speechy(seconds, sample_rate, seed), sample_rate, subtype="PCM_16")
+    return Path(path)

@@ -9,19 +9,17 @@ it expects; both sides read at most `limit` tokens and must end the same way. On
 folders v3 soon draws such an id (200 of its ids are past the speech vocabulary), so a
 "streamable" copy of each folder makes those ids unlikely (every input embedding shifted along one
 direction the head's extra rows point away from) and the task id's embedding call the end id, so
-streams run to their natural end.
+streams run to their natural end (`fixtures.streamable_copy`).
 """
 
 from __future__ import annotations
-
-import shutil
 
 import pytest
 import torch
 from oracle_harness import run_oracle
 
 from koe.engines.cosyvoice.config import read_config
-from koe.engines.cosyvoice.fixtures import VARIANTS, write_random_model
+from koe.engines.cosyvoice.fixtures import VARIANTS, streamable_copy, write_random_model
 from koe.engines.cosyvoice.llm import ENDOFPROMPT_ID as E
 from koe.engines.cosyvoice.llm import StreamedTextError, generate_tokens_streamed, load_lm
 
@@ -42,34 +40,13 @@ CASES = [
 CASES = [{**c, "split": split, "limit": 120} for c in CASES for split in (True, False)]
 
 
-def _streamable(src, dst, version: int):
-    shutil.copytree(src, dst)
-    state = torch.load(dst / "llm.pt", weights_only=True)
-    width = state["speech_embedding.weight"].shape[1]
-    shift = torch.randn(width, generator=torch.Generator().manual_seed(0))
-    shift[1] = 0.0
-    shift = shift / shift.norm()
-    embed = state["llm.model.model.embed_tokens.weight"] + 50 * shift
-    state["llm.model.model.embed_tokens.weight"] = state["llm.model.lm_head.weight"] = embed
-    state["speech_embedding.weight"] = state["speech_embedding.weight"] + 50 * shift
-    if version == 2:
-        state["llm_embedding.weight"] = state["llm_embedding.weight"] + 50 * shift
-    table, task = ("speech_embedding.weight", 6563) if version == 3 else ("llm_embedding.weight", 1)
-    state[table][task, 1] += 500.0  # the task id (after the text) stands out in channel 1 ...
-    head = state["llm_decoder.weight"]
-    head[6561:] = -3.0 * shift  # ... the ids past the speech vocabulary point away from the shift ...
-    head[6562 if version == 3 else 6561, 1] = 3.0  # ... but the end id answers channel 1
-    torch.save(state, dst / "llm.pt")
-    return dst
-
-
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     root = tmp_path_factory.mktemp("cosyvoice-streamed")
     found = []
     for variant in VARIANTS:
         base = write_random_model(root / variant, variant, parts=("yaml", "blank", "llm.pt", "hift.pt"), seed=7)
-        found += [base, _streamable(base, root / f"{variant}-streamable", 2 if variant.startswith("CosyVoice2") else 3)]
+        found += [base, streamable_copy(base, root / f"{variant}-streamable")]
     return found
 
 
