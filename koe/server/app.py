@@ -28,10 +28,10 @@ from koe.runtime import compute
 from koe.server.auth import BearerAuth, check_binding
 from koe.server.docs_page import docs_router
 from koe.server.errors import install_error_handlers
-from koe.server.guards import AllowedOrigins, BodyDeadline, BrowserGuard, DrainGuard, HostNames, guarded_protocol, own_names
-from koe.server.limits import BodyLimit
+from koe.server.guards import AllowedOrigins, BodyDeadline, BrowserGuard, DrainGuard, HostNames, draining_ws_protocol, guarded_protocol, own_names
+from koe.server.limits import BodyLimit, message_limit
 from koe.server.page import page_router
-from koe.server.routes import conversions, models, speech, voices
+from koe.server.routes import conversions, models, speech, speech_stream, voices
 from koe.server.state import Drain, ServerState
 from koe.service.config.settings import ServerSettings, Settings
 from koe.service.errors import ConfigError, KoeError, Unavailable
@@ -104,10 +104,11 @@ def create_app(
         auth.append(Security(HTTPBearer(auto_error=False, scheme_name="token", description="server.token, sent as 'Authorization: Bearer TOKEN'")))
     for router in (speech.router, conversions.router, voices.router, models.router):
         app.include_router(router, dependencies=auth)
+    app.include_router(speech_stream.router)  # a WebSocket: checks the token itself, before it accepts
     app.include_router(models.health_router)
     app.include_router(docs_router(app.title, app.openapi_url or "/openapi.json"))  # no token: see docs_page
     app.include_router(page_router(server.web_page))  # the web page at /; no token: see page.py
-    json_limit = server.max_input_chars * 8 + 64 * 1024
+    json_limit = message_limit(server.max_input_chars)
 
     def limit_for(path: str) -> tuple[int, str]:
         if path.rstrip("/") in ("/v1/audio/voices", "/v1/audio/voices/import"):  # a clip, or a voice archive
@@ -253,16 +254,21 @@ def banner(settings: Settings, models: list[str]) -> str:
 
 
 def uvicorn_config(app: FastAPI, server: ServerSettings):  # -> uvicorn.Config (uvicorn is imported only when serving)
-    """How `run` configures uvicorn: the guarded HTTP protocol (header deadline, connection cap), no
-    WebSockets, and uvicorn's own shutdown timeout as a backstop behind the drain's grace."""
+    """How `run` configures uvicorn: the guarded HTTP protocol (header deadline, connection cap), the
+    WebSocket protocol that leaves open streams to the drain (`draining_ws_protocol`; messages at
+    most `message_limit` bytes, no compression; none when no WebSocket library is installed), and
+    uvicorn's own shutdown timeout as a backstop behind the drain's grace."""
     import uvicorn
 
+    ws = draining_ws_protocol()
     return uvicorn.Config(
         app,
         host=server.host,
         port=server.port,
         log_level="info",
-        ws="none",
+        ws=ws or "none",
+        ws_max_size=message_limit(server.max_input_chars),
+        ws_per_message_deflate=False,
         http=guarded_protocol(server.header_timeout_s, server.max_connections),
         timeout_graceful_shutdown=server.shutdown_grace_s + DRAIN_MARGIN_S,
     )

@@ -58,14 +58,21 @@ class BearerAuth:
         self.token = token or None
 
     async def __call__(self, request: Request) -> None:
+        refusal = self.refusal(request.headers.get("authorization", ""))
+        if refusal is not None:
+            raise _unauthorized(refusal)
+
+    def refusal(self, header: str) -> str | None:
+        """Why a request with this Authorization `header` is refused (None: it may pass); the
+        WebSocket routes ask this before they accept."""
         if self.token is None:
-            return
-        header = request.headers.get("authorization", "")
+            return None
         scheme, _, given = header.partition(" ")
         if not header:
-            raise _unauthorized("missing access token: send 'Authorization: Bearer TOKEN'")
+            return "missing access token: send 'Authorization: Bearer TOKEN'"
         if scheme.lower() != "bearer" or not secrets.compare_digest(given.strip().encode(), self.token.encode()):
-            raise _unauthorized("invalid access token")
+            return "invalid access token"
+        return None
 
 
 def _unauthorized(message: str) -> HTTPException:

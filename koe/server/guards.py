@@ -1,11 +1,17 @@
 """What the server refuses before a route runs (pure ASGI middleware), and per connection (uvicorn).
 
 - `BrowserGuard`: a Host allow-list (against DNS rebinding) and an Origin check on state-changing
-  requests (against cross-site form posts and `fetch(..., {mode: "no-cors"})`).
+  requests (against cross-site form posts and `fetch(..., {mode: "no-cors"})`) and on every
+  WebSocket handshake (which CORS does not cover: any page may open one).
 - `BodyDeadline`: a 408 when a request body stalls for `server.body_timeout_s`.
 - `DrainGuard`: 503 + Retry-After for requests that arrive, or cannot finish, while the server drains.
 - `guarded_protocol`: uvicorn's HTTP protocol with a header deadline (`server.header_timeout_s`) and
   a cap on open connections (`server.max_connections`), neither of which uvicorn has.
+- `draining_ws_protocol`: uvicorn's WebSocket protocol that leaves an open stream to its route when
+  the server shuts down (the route ends it, within `server.shutdown_grace_s`), where uvicorn would
+  close it at once.
+
+A WebSocket handshake is refused with the same JSON error responses as an HTTP request (`refuse`).
 
 See docs/security.md for the threat model.
 """
@@ -23,6 +29,7 @@ from typing import Any
 
 import anyio
 from starlette.exceptions import HTTPException
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from koe.server.auth import is_loopback
@@ -118,9 +125,10 @@ class BrowserGuard:
 
     - Host: a name not in `hosts` is refused with 421 (a page that rebinds its DNS name to this
       machine sends its own name as Host; IP literals cannot be rebound and pass).
-    - Origin, on POST/PUT/PATCH/DELETE: refused (403) unless it is the server's own origin (its
-      host:port is the request's Host) or in `origins`. `Origin: null` is refused. Without an
-      Origin the caller is not a browser and passes, unless `Sec-Fetch-Site: cross-site` says it is.
+    - Origin, on POST/PUT/PATCH/DELETE and on every WebSocket handshake: refused (403) unless it
+      is the server's own origin (its host:port is the request's Host) or in `origins`. `Origin:
+      null` is refused. Without an Origin the caller is not a browser and passes, unless
+      `Sec-Fetch-Site: cross-site` says it is (browsers send an Origin with every WebSocket).
     """
 
     def __init__(self, app: ASGIApp, hosts: HostNames, origins: AllowedOrigins) -> None:
@@ -129,7 +137,7 @@ class BrowserGuard:
         self.origins = origins
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
         headers = _headers(scope)
@@ -138,13 +146,14 @@ class BrowserGuard:
         if host_header and (host is None or not self.hosts.allows(host[0], scope.get("server"))):
             log.warning("refused a request for Host %r (not an allowed host name)", host_header)
             message = f"this server does not answer for the host name {host_header!r} (a guard against DNS rebinding); to allow it, add it to {_HOSTS_SETTING}"
-            await error_response(421, message, code="host_not_allowed")(scope, receive, send)
+            await refuse(scope, receive, send, error_response(421, message, code="host_not_allowed"))
             return
-        if scope["method"] in STATE_CHANGING:
+        method = "WebSocket" if scope["type"] == "websocket" else scope["method"]
+        if method == "WebSocket" or method in STATE_CHANGING:
             refusal = self._origin_refusal(headers, host)
             if refusal:
-                log.warning("refused a cross-origin %s %s: %s", scope["method"], scope["path"], refusal)
-                await error_response(403, refusal, code="origin_not_allowed")(scope, receive, send)
+                log.warning("refused a cross-origin %s %s: %s", method, scope["path"], refusal)
+                await refuse(scope, receive, send, error_response(403, refusal, code="origin_not_allowed"))
                 return
         await self.app(scope, receive, send)
 
@@ -166,6 +175,16 @@ class BrowserGuard:
         if scheme in ("http", "https") and host is not None and name == host[0] and port == (host[1] if host[1] is not None else DEFAULT_PORTS[scheme]):
             return None  # same origin: koe's own pages
         return f"requests from the web origin {origin!r} may not change anything here; to allow it, add it to {_ORIGINS_SETTING}"
+
+
+async def refuse(scope: Scope, receive: Receive, send: Send, response: Response) -> None:
+    """Answer `response` instead of the route: as it is to an HTTP request, and to a WebSocket
+    handshake too where the server can send an HTTP response there (ASGI's denial response,
+    which uvicorn has); elsewhere the handshake is closed (the server answers 403)."""
+    if scope["type"] == "websocket" and "websocket.http.response" not in (scope.get("extensions") or {}):
+        await send({"type": "websocket.close", "code": 1008})
+        return
+    await response(scope, receive, send)
 
 
 def _headers(scope: Scope) -> dict[str, str]:
@@ -223,6 +242,9 @@ class DrainGuard:
         self.drain = drain
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket" and self.drain.draining:  # an open stream ends itself (routes/speech_stream.py)
+            await refuse(scope, receive, send, self.drain.response())
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -308,6 +330,10 @@ class _ConnectionGuard:
         self._disarm()
         super().connection_lost(exc)  # type: ignore[misc]
 
+    def handle_websocket_upgrade(self, *args: Any) -> None:
+        self._disarm()  # the connection is the WebSocket protocol's now (no request cycle: the deadline would cut it)
+        super().handle_websocket_upgrade(*args)  # type: ignore[misc]
+
     def _arm(self) -> None:
         self._disarm()
         self._answered, self._partial = self.cycle, False  # type: ignore[attr-defined]
@@ -355,3 +381,27 @@ def guarded_protocol(header_timeout_s: float, max_connections: int, base: type[a
         base = AutoHTTPProtocol
     attrs = {"header_timeout_s": float(header_timeout_s), "max_connections": int(max_connections), "__module__": __name__}
     return type(f"Guarded{base.__name__}", (_ConnectionGuard, base), attrs)
+
+
+def draining_ws_protocol(base: type[asyncio.Protocol] | None = None) -> type[asyncio.Protocol] | None:
+    """uvicorn's WebSocket protocol (`base`, default: the one uvicorn picks; None when no WebSocket
+    library is installed) whose `shutdown` leaves an accepted connection open, for `uvicorn.Config(ws=...)`.
+
+    uvicorn closes every WebSocket (1012) the moment it starts shutting down; koe's streams instead
+    get the drain's grace like HTTP requests: the route finishes the stream, or, when the grace runs
+    out, cancels it and closes with an error (`routes.speech_stream`). A handshake not yet accepted
+    is refused by uvicorn as before. uvicorn still cancels the route after its own backstop."""
+    if base is None:
+        from uvicorn.protocols.websockets.auto import AutoWebSocketsProtocol
+
+        if AutoWebSocketsProtocol is None:
+            return None
+        base = AutoWebSocketsProtocol  # type: ignore[assignment]
+
+    def shutdown(self: Any) -> None:
+        accepted = getattr(self, "handshake_complete", False) and getattr(self, "initial_response", None) is None
+        if accepted and not getattr(self, "close_sent", False) and not getattr(self, "disconnected", False):
+            return  # the route ends it (its stream done, or the drain's grace over)
+        base.shutdown(self)  # type: ignore[attr-defined]
+
+    return type(f"Draining{base.__name__}", (base,), {"shutdown": shutdown, "__module__": __name__})

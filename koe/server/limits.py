@@ -10,6 +10,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from koe.server.errors import error_response
 
 
+def message_limit(max_input_chars: int) -> int:
+    """The largest JSON body (or WebSocket message) a request may send: its text at most
+    `max_input_chars` characters (server.max_input_chars), each escaped to at most 8 bytes, and
+    room for the rest."""
+    return max_input_chars * 8 + 64 * 1024
+
+
 class BodyLimit:
     """Answer 413 when a body is larger than `limit_for(path)` bytes: at once from Content-Length,
     or as soon as a chunked body passes the limit (the route's read raises)."""

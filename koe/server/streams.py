@@ -149,15 +149,22 @@ async def sse_events(job: StreamJob, first: StreamChunk | None, input_chars: int
 
 def _error_of(e: Exception, drain: Drain) -> dict:
     """The OpenAI error body an SSE stream ends with when `e` stopped it."""
+    return stream_failure(e, drain, "an SSE stream")[1]
+
+
+def stream_failure(e: Exception, drain: Drain, what: str) -> tuple[int, dict]:
+    """The HTTP status and OpenAI error body a stream (`what`, for the log) ends with when `e`
+    stopped it: a service error's, 503 when the shutdown cut it, 500 for anything else (logged
+    with its traceback)."""
     if isinstance(e, ShutdownCancelled) or (drain.draining and isinstance(e, RequestCancelled | Unavailable)):
-        log.info("an SSE stream was cut by the shutdown")
-        return error_body(503, drain.message(), code="shutting_down")
+        log.info("%s was cut by the shutdown", what)
+        return 503, error_body(503, drain.message(), code="shutting_down")
     if isinstance(e, KoeError):
         if e.status >= 500:
-            log.error("an SSE stream failed: %s", e)
-        return error_body(e.status, str(e), param=e.param, code=e.code)
-    log.error("an SSE stream failed", exc_info=e)
-    return error_body(500, f"internal error: {type(e).__name__}: {e}", code="internal_error")
+            log.error("%s failed: %s", what, e)
+        return e.status, error_body(e.status, str(e), param=e.param, code=e.code)
+    log.error("%s failed", what, exc_info=e)
+    return 500, error_body(500, f"internal error: {type(e).__name__}: {e}", code="internal_error")
 
 
 def _event(data: dict) -> bytes:

@@ -14,6 +14,9 @@ a generation runs, new requests pile up and form the next batch without any extr
 model's batches take rows while they run (Qwen3-TTS in int8 / int4), the streams at the head of
 the queue that share a running stream batch's key join it at its next frame instead (`_join`).
 
+A stream whose text arrives while it runs (`submit_text_stream`, a `TextFeed`) runs alone and
+holds its lane until its text has ended and been spoken.
+
 Every job carries a `CancelToken`: a job cancelled while waiting is dropped; a running job stops
 within a frame; a batch stops when all of its jobs are cancelled (a stream cancelled in a batch
 gets no more chunks at once). A batch that fails in a way one request could cause (before any
@@ -42,6 +45,7 @@ from koe.service.synthesis.cache import RAISED
 from koe.service.synthesis.plan import SpeechPlan
 from koe.service.synthesis.requests import SpeechOutput, SpeechRequest, StreamChunk
 from koe.service.synthesis.synthesizer import Synthesizer
+from koe.service.synthesis.textfeed import TextFeed
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +102,14 @@ class StreamJob(SpeechJob):
     def __iter__(self) -> Iterator[StreamChunk]:
         while (chunk := self.next_chunk()) is not None:
             yield chunk
+
+
+@dataclass
+class TextStreamJob(StreamJob):
+    """A stream whose text arrives in pieces (`feed`) while it runs: it runs alone (never batched,
+    never joins a batch) and holds its model's lane from its start until its text ends."""
+
+    feed: TextFeed = field(default_factory=TextFeed)
 
 
 @dataclass
@@ -360,7 +372,11 @@ class _Lane:
 
     def _run_stream(self, job: StreamJob) -> None:
         synth = self.scheduler.synthesizer
-        chunks = synth.stream(job.plan, job.cancel_token, first_chunk_s=job.first_chunk_s, chunk_s=job.chunk_s)
+        sizes = {"first_chunk_s": job.first_chunk_s, "chunk_s": job.chunk_s}
+        if isinstance(job, TextStreamJob):
+            chunks = synth.stream_text(job.plan, job.feed, job.cancel_token, **sizes)
+        else:
+            chunks = synth.stream(job.plan, job.cancel_token, **sizes)
         with contextlib.closing(chunks):
             for chunk in chunks:
                 job.chunks.put(chunk)
@@ -453,6 +469,18 @@ class Scheduler:
         take rows while they run)."""
         plan = self._plan(request)
         job = StreamJob(plan, batchable=plan.stream_batchable and not plan.seed_given, first_chunk_s=first_chunk_s, chunk_s=chunk_s)
+        self._lane(plan).put(job)
+        return job
+
+    def submit_text_stream(
+        self, request: SpeechRequest | SpeechPlan, feed: TextFeed, *, first_chunk_s: float | None = None, chunk_s: float | None = None
+    ) -> TextStreamJob:
+        """Queue a stream whose text arrives in pieces: `feed` gets them (`put`, then `end`) while the
+        job waits or runs; read its chunks as a `submit_stream` job's. The request's own text is not
+        spoken. The job's cancel handle is the feed's, so cancelling it also stops a generation that
+        waits for text. It runs alone, holding the model's lane until its text has ended and been spoken."""
+        plan = self._plan(request)
+        job = TextStreamJob(plan, batchable=False, cancel_token=feed.cancel, first_chunk_s=first_chunk_s, chunk_s=chunk_s, feed=feed)
         self._lane(plan).put(job)
         return job
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -158,6 +158,27 @@ class Synthesizer:
         _check_chunk_size("first_chunk_s", first_chunk_s)
         _check_chunk_size("chunk_s", chunk_s)
         return self._stream(plan, cancel or CancelToken(), first_chunk_s, chunk_s)
+
+    def stream_text(
+        self,
+        request: SpeechRequest | SpeechPlan,
+        pieces: Iterable[str],
+        cancel: CancelToken | None = None,
+        *,
+        first_chunk_s: float | None = None,
+        chunk_s: float | None = None,
+    ) -> Iterator[StreamChunk]:
+        """`stream` for text that arrives in pieces (an LLM's output, a `TextFeed`): the request gives
+        everything but the text (its own is not spoken), `pieces` the text, spoken as it comes
+        (`Engine.synthesize_text`: each sentence once it is complete, or the family's own streamed
+        text decoding). The final chunk comes once the pieces have ended; the history records the
+        whole text they held. Waiting for a piece holds the model, as a generation does."""
+        plan = request if isinstance(request, SpeechPlan) else self.plan(request)
+        if plan.source is not None:
+            raise InvalidRequest("a voice conversion takes speech, not text: use stream")
+        _check_chunk_size("first_chunk_s", first_chunk_s)
+        _check_chunk_size("chunk_s", chunk_s)
+        return self._stream(plan, cancel or CancelToken(), first_chunk_s, chunk_s, pieces=pieces)
 
     def design_voice(
         self,
@@ -388,19 +409,24 @@ class Synthesizer:
             return output_id, None, [f"the output was saved, but its path is not in the history ({_why(e)})"]
         return output_id, path, []
 
-    def _stream(self, plan: SpeechPlan, cancel: CancelToken, first_chunk_s: float | None, chunk_s: float | None) -> Iterator[StreamChunk]:
+    def _stream(
+        self, plan: SpeechPlan, cancel: CancelToken, first_chunk_s: float | None, chunk_s: float | None, pieces: Iterable[str] | None = None
+    ) -> Iterator[StreamChunk]:
         notes: list[str] = []
         out: _StreamWriter | None = None
+        said: list[str] = []  # streamed text: what the pieces held, for the history
         with self.cache.use(plan.model) as entry, entry.lock:
             with engine_errors():
                 job = self._synthesis_request(plan, entry, cancel, stream=True, first_chunk_s=first_chunk_s, chunk_s=chunk_s, notes=notes)
-                chunks = _run(entry.engine, job)
+                chunks = _run(entry.engine, job) if pieces is None else entry.engine.synthesize_text(_kept(pieces, said), job)
             out = _StreamWriter(self, plan, notes)
             try:
                 with engine_errors():
                     for chunk in chunks:
                         if cancel.cancelled:
                             raise RequestCancelled("the request was cancelled")
+                        if chunk.final and pieces is not None:
+                            out.plan = replace(plan, text="".join(p for p in said if isinstance(p, str)).strip())
                         yield out.write(chunk)
                         if out.finished:
                             return
@@ -540,6 +566,13 @@ class _StreamWriter:
 def _run(engine: Any, job: SynthesisRequest | ConversionRequest) -> Iterator[AudioChunk]:
     """The engine's chunks for a request: `convert` for a conversion, else `synthesize`."""
     return engine.convert(job) if isinstance(job, ConversionRequest) else engine.synthesize(job)
+
+
+def _kept(pieces: Iterable[str], said: list[str]) -> Iterator[str]:
+    """`pieces`, each also appended to `said` as it is given."""
+    for piece in pieces:
+        said.append(piece)
+        yield piece
 
 
 def _koe_error(error: Exception) -> KoeError:
