@@ -23,6 +23,14 @@ are packed into pieces of at most 80 units once a piece has more than 60 (units:
 Chinese, tokens otherwise), a last piece under 20 units joining the one before; pieces of only
 punctuation and symbols are dropped. The normalisers are wetext's (the Chinese one keeps erhua)
 and inflect's number words, the packages upstream calls, used when installed (`Normalizers`).
+
+One departure, where upstream fails: wetext's English normaliser raises (an AssertionError in its
+tagger's token parser) on some text with a run of blanks, a blank line between paragraphs above
+all ("Hello.\n\nWorld."), and upstream's front end raises with it. koe speaks such text: where a
+normaliser refuses the text whole, the text is cut at every run of two or more blanks (spaces,
+tabs, line breaks, no-break spaces), each paragraph is normalised alone and the paragraphs are
+joined by one space ("Hello. World."); the rest of the front end goes on as above. Text a
+normaliser takes whole is normalised whole, so every text upstream speaks gets upstream's pieces.
 """
 
 from __future__ import annotations
@@ -196,6 +204,22 @@ def spell_out_numbers(text: str, number: Callable[[str], str]) -> str:
     return "".join(out)
 
 
+_GAP = re.compile(r"[ \t\r\n\xa0]{2,}")  # the blanks wetext's English tagger trips over, two or more in a row
+
+
+def _normalise(normaliser: Callable[[str], str], text: str) -> str:
+    """`normaliser(text)`; where it refuses the text whole (wetext's tagger asserts on some runs of
+    blanks; an IndexError under `python -O`), each paragraph between runs of blanks alone, joined
+    by one space (the module docstring)."""
+    try:
+        return normaliser(text)
+    except (AssertionError, IndexError):
+        paragraphs = [p for p in _GAP.split(text) if p.strip()]
+        if len(paragraphs) < 2:
+            raise
+    return " ".join(normaliser(p) for p in paragraphs)
+
+
 def _drop_blanks(text: str) -> str:
     """Spaces kept only between two ASCII non-space characters (the one before the first
     character is the last one, as upstream indexes it; a space at the end is dropped)."""
@@ -265,7 +289,7 @@ class FrontEnd:
         n = self.normalizers
         if _CHINESE.search(text):
             if n.zh is not None:
-                text = n.zh(text)
+                text = _normalise(n.zh, text)
             text = _drop_blanks(text.replace("\n", ""))
             text = text.replace("²", "平方").replace("³", "立方").replace(".", "。").replace(" - ", "，")
             text = text.replace("（", "").replace("）", "").replace("【", "").replace("】", "").replace("`", "").replace("——", " ")
@@ -273,7 +297,7 @@ class FrontEnd:
             pieces = split_paragraph(text, len, "zh")
         else:
             if n.en is not None:
-                text = n.en(text)
+                text = _normalise(n.en, text)
             if n.number is not None:
                 text = spell_out_numbers(text, n.number)
             pieces = split_paragraph(text, lambda t: len(self.tokenizer.encode(t)), "en")
