@@ -42,6 +42,7 @@ FAST = {
     "f5_tts": {"nfe_step": 1, "fix_duration": 1.6},
     "voxcpm": {"max_len": 2, "inference_timesteps": 1},
     "omnivoice": {"num_step": 1, "duration": 0.4},
+    "cosyvoice": {"max_tokens": 4},
 }
 LIBRARY_VOICE = "attack-voice"
 REF_TEXT = "A short test clip."

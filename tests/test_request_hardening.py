@@ -122,6 +122,7 @@ def natives(tmp_path_factory):
         "f5_tts": lambda e: {"voice": e.prepare_voice(clip, "A short clip."), "nfe_step": 1, "fix_duration": 1.6},
         "voxcpm": lambda e: {"max_len": 2, "inference_timesteps": 1},
         "omnivoice": lambda e: {"num_step": 1, "duration": 0.4},
+        "cosyvoice": lambda e: {"voice": e.prepare_voice(clip, "A short clip."), "max_tokens": 4},
     }
     out = {}
     for family in registry.FAMILIES:

@@ -130,3 +130,76 @@ def test_speech_with_native_campplus_is_close(setup, k):
     """Wholly native (koe's CAM++): the same tokens, so the same length, and samples within the tolerance."""
     case = CASES[k]
     _compare(setup, k, _koe(setup["models"][case["folder"]], case, setup["clips"]), NATIVE_TOLERANCE)
+
+
+# -- the engine (koe.load: what the CLI, the server and the Python API run) ---------------------------------------------
+
+ENGINE_CASES = {  # case index -> how the engine is asked for it (the v3 system prompt and v2's <|endofprompt|> left to the engine)
+    0: {"text": "Hello there, it is 5 pm.", "ref_text": "This is the prompt."},
+    1: {"text": "今天天气真不错。", "ref_text": "希望你以后能够做的比我还好呦。"},
+    2: {"text": "Speak a little faster.", "ref_text": "Faster.", "speed": 1.3},
+    3: {"text": "<|en|>Across languages."},
+    4: {"text": "Say it with joy!", "instruct": "用开心的语气说"},
+    6: {"text": "Hello there, it is 5 pm.", "ref_text": "This is the prompt."},
+    7: {"text": "A stream of speech, chunk by chunk.", "ref_text": "Stream.", "stream": True},
+    8: {"text": "Across languages."},
+    9: {"text": "Say it with joy!", "instruct": "Speak happily."},
+}
+
+
+@pytest.fixture(scope="module")
+def engines(setup, tmp_path_factory):
+    import koe
+
+    folders = [m.model_dir for m in setup["models"]]
+    loaded = [koe.load(f, device="cpu") for f in folders]
+    yield loaded
+    for tts in loaded:
+        tts.close()
+
+
+def _voice(tts, setup, k: int, ref_text: str | None):
+    """The case's prompt clip as an engine voice, carrying upstream's speaker embedding."""
+    from dataclasses import replace
+
+    case = CASES[k]
+    voice = tts.prepare_voice(sf.read(setup["clips"][case["prompt"]], dtype="float32"), ref_text)
+    return replace(voice, prompt=replace(voice.prompt, embedding=setup["tensors"][f"embedding_{k}"]))
+
+
+@pytest.mark.parametrize("k", sorted(ENGINE_CASES), ids=lambda k: IDS[k])
+def test_engine_speech_equals_upstreams(setup, engines, k):
+    """`koe.load(folder).generate/stream(text, voice=..., seed=N)` gives upstream's `inference_*`
+    samples after `torch.manual_seed(N)` (pieces joined; streamed chunk by chunk)."""
+    ask = dict(ENGINE_CASES[k])
+    tts = engines[CASES[k]["folder"]]
+    voice = _voice(tts, setup, k, ask.pop("ref_text", None))
+    stream = ask.pop("stream", False)
+    text, speed = ask.pop("text"), ask.pop("speed", None)
+    extra = {"speed": speed} if speed is not None else {}
+    want = [setup["tensors"][f"speech_{k}_{j}"][0] for j in range(setup["info"]["chunks"][k])]
+    if stream:
+        made = [torch.from_numpy(c.samples) for c in tts.stream(text, voice=voice, seed=CASES[k]["seed"], **ask) if len(c.samples)]
+        assert len(made) == len(want)
+        for j, (a, b) in enumerate(zip(made, want, strict=True)):
+            assert torch.equal(a, b), f"chunk {j}"
+        return
+    out = tts.generate(text, voice=voice, seed=CASES[k]["seed"], **ask, **extra)
+    assert torch.equal(torch.from_numpy(out.audio), torch.cat(want))
+
+
+@pytest.mark.parametrize("k", [5, 10, 11], ids=lambda k: IDS[k])
+def test_engine_conversion_equals_upstreams(setup, engines, k):
+    """`convert` (what `koe convert` and POST /v1/audio/conversions run) gives upstream's `inference_vc`."""
+    from koe.engines.base import ConversionRequest, collect
+
+    case = CASES[k]
+    tts = engines[case["folder"]]
+    voice = _voice(tts, setup, k, None)
+    source = sf.read(setup["clips"][case["source"]], dtype="float32")
+    request = ConversionRequest(source=source, voice=voice, seed=case["seed"], stream=case.get("stream", False))
+    want = [setup["tensors"][f"speech_{k}_{j}"][0] for j in range(setup["info"]["chunks"][k])]
+    chunks = list(tts.engine.convert(request))
+    assert [len(c.samples) for c in chunks if len(c.samples)] == [len(w) for w in want]  # upstream's chunks, one by one
+    assert chunks[-1].final and chunks[-1].metadata["mode"] == "conversion"
+    assert torch.equal(torch.from_numpy(collect(iter(chunks)).samples), torch.cat(want))
