@@ -28,12 +28,14 @@ pytestmark = pytest.mark.slow  # pip, and koe serve in real processes (about 45 
 
 RATE = 16000  # the sine model's sample rate; pcm is s16le mono at it
 WORD_S = 0.2  # the sine model speaks one 0.2 s tone per word
+HEADER_TIMEOUT = 1.0  # the HTTP header deadline must not cut a WebSocket once it is upgraded
 START = {"type": "start", "model": "sine", "voice": "low", "response_format": "pcm", "seed": 7}
 
 
 @pytest.fixture(scope="module")
 def server(sine_site, sine_model, tmp_path_factory):
-    s = start_sine_serve(sine_site, sine_model, tmp_path_factory.mktemp("ws-serve"), body_timeout_s=2.0, max_input_chars=120)
+    root = tmp_path_factory.mktemp("ws-serve")
+    s = start_sine_serve(sine_site, sine_model, root, header_timeout_s=HEADER_TIMEOUT, body_timeout_s=2.0, max_input_chars=120)
     yield s
     s.stop()
 
@@ -96,6 +98,7 @@ def test_each_sentence_is_spoken_as_soon_as_it_is_complete_and_the_metadata_come
         send(ws, type="text", text=". How ")  # the next sentence has begun with a whole word: the first is complete
         first = receive(ws)
         assert isinstance(first, bytes) and first  # before the text has ended
+        time.sleep(HEADER_TIMEOUT + 0.5)  # a pause in the text, past the header deadline (not the idle timeout)
         send(ws, type="text", text="are you today?")
         send(ws, type="end")
         audio, events = rest_of(ws)
@@ -210,6 +213,13 @@ def test_a_client_that_stops_sending_text_is_timed_out(server):
     assert 1.5 < time.monotonic() - began < 8
 
 
+def wait_for(condition, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
 def idle(server) -> dict:
     """The sine model's queue stats once nothing runs or waits there."""
     deadline = time.monotonic() + 10
@@ -283,6 +293,7 @@ def test_a_full_queue_is_busy_with_a_retry_hint(sine_site, sine_model, tmp_path)
         with open_stream(s) as holding, open_stream(s) as waiting, open_stream(s) as third:
             send(holding, **START)  # runs: holds the lane while it waits for text
             assert receive(holding)["type"] == "speech.started"
+            wait_for(lambda: s.stats("sine").get("running") == 1)  # taken off the queue
             send(waiting, **START)  # waits in the queue's one slot
             assert receive(waiting)["type"] == "speech.started"
             send(third, **START)
