@@ -94,6 +94,7 @@ def create_app(
         title="koe",
         version=__version__,
         summary="Open text-to-speech models behind OpenAI's speech API",
+        description=WEBSOCKET_NOTE,
         lifespan=lifespan,
         docs_url=None,  # FastAPI's pages load from a CDN; docs_page serves them from local assets
         redoc_url=None,
@@ -131,6 +132,19 @@ def create_app(
     app.add_middleware(DrainGuard, drain=drain)
     app.state.drain = drain
     return app
+
+
+# OpenAPI describes no WebSockets: the API page says what else there is.
+WEBSOCKET_NOTE = (
+    "Besides these routes: `WS /v1/audio/speech/stream`, streamed text in and audio out over a WebSocket. "
+    'The client sends JSON text messages: `{"type": "start", ...}` (the fields of `POST /v1/audio/speech` but `stream_format`; '
+    '`input` is the first piece), `{"type": "text", "text": "..."}` as the text comes, then `{"type": "end"}`. '
+    "The server sends `speech.started`, the audio as binary messages as it is made (one file in `response_format`), "
+    "then `speech.audio.done` (usage, duration, seed, warnings) and closes with 1000; or one `error` message "
+    "(this API's error object) and a close code by kind (1008 client error, 1009 text too long, 1011 server error, "
+    "1012 shutting down, 1013 busy). The handshake passes the same Host, Origin and token checks as these routes; "
+    "koe's server documentation (server.md, Streamed text) has the protocol in full."
+)
 
 
 def _preload(synth: Synthesizer) -> None:
