@@ -7,7 +7,8 @@ measures what koe's own CAM++ changes).
 
 - Streamed text: `tts_text` a generator of strings (as an LLM streams it) through
   `inference_zero_shot`, `inference_instruct2` and `inference_cross_lingual`, v2 offline and v3
-  offline and streamed (upstream's v2 stream races two threads on one generator). The random LM
+  offline and streamed (upstream's v2 stream races two threads on one generator), with a prompt
+  clip or a saved speaker (`zero_shot_spk_id`). The random LM
   would soon draw an id upstream's streamed-text decoding refuses, and that decoding has no length
   limit, so these cases run on `fixtures.streamable_copy` folders, whose LM ends after the text;
   the oracle also stops a runaway one and records it, and the test asserts none ran away. v3's
@@ -37,9 +38,8 @@ V3 = "You are a helpful assistant.<|endofprompt|>"
 CLIPS = [(2.4, 16000), (1.9, 24000), (2.2, 22050), (3.5, 16000), (6.0, 24000)]  # (seconds, rate)
 WORDS = ["The", " quick", " brown", "", " fox", " jumps", " over", " the", " lazy", " dog", ",", " and", " then", " it", " rests", "."]
 PIECES = ["Hello there, ", "this is text ", "arriving from an LLM, ", "piece by piece."]
-SPEAKERS = [
-    {"folder": 0, "id": "alice", "prompt_text": "This is the prompt.", "prompt": 0},
-    {"folder": 1, "id": "alice", "prompt_text": V3 + "This is the prompt.", "prompt": 0},
+SPEAKERS = [  # added by each side, to every folder (2 and 3: saved speakers with streamed text)
+    {"folder": f, "id": "alice", "prompt_text": (V3 if f % 2 else "") + "This is the prompt.", "prompt": 0} for f in range(4)
 ]
 KOE_SPEAKERS = {0: ("Another prompt, saved by koe.", 1), 1: (V3 + "Another prompt, saved by koe.", 1)}  # koe_alice: (prompt text, clip)
 
@@ -58,6 +58,8 @@ STREAMED_TEXT = [  # folders 2 (v2) and 3 (v3): streamable copies
     _case(3, "instruct2", 9, text=PIECES, instruct_text="You are a helpful assistant. Speak happily.<|endofprompt|>", stream=True),
     _case(3, "zero_shot", 10, text=["今天天气", "真不错，", "我们去公园吧。"], prompt_text=V3 + "希望你以后能够做的比我还好呦。", prompt=1, stream=True),
     _case(3, "zero_shot", 11, text=WORDS, prompt_text=V3 + "Words, one at a time, as an LLM writes them.", prompt=1),
+    _case(2, "zero_shot", 12, text=PIECES, spk="alice"),
+    _case(3, "zero_shot", 12, text=PIECES, spk="alice", stream=True),
 ]
 NO_SYSTEM_PROMPT = [_case(3, "cross_lingual", 7, text=["Across ", "languages."])]  # v3 streamed text without <|endofprompt|>
 SPEAKER_CASES = [  # folders 0 (v2) and 1 (v3): SFT speakers, koe_alice (saved by koe), alice (added by each side)
@@ -177,7 +179,7 @@ def test_v3_streamed_text_without_a_system_prompt_is_refused(setup, k):
         _koe(setup, k)
 
 
-@pytest.mark.parametrize("f", [0, 1], ids=["v2", "v3"])
+@pytest.mark.parametrize("f", range(4), ids=["v2", "v3", "v2-streamable", "v3-streamable"])
 def test_added_speaker_equals_upstreams(setup, f):
     """`add_zero_shot_spk`: the entry upstream's `save_spkinfo` wrote (every key, dtype and value)."""
     tables, tensors = setup["info"]["tables"][str(f)], setup["tensors"]
