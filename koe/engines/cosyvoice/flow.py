@@ -132,20 +132,20 @@ class Flow(nn.Module):
         streaming: bool = False,
         finalize: bool = True,
     ) -> torch.Tensor:
-        """token (1, N), prompt_token (1, P) ids; prompt_feat (1, P*2, 80) the prompt's mel; embedding
+        """token (1, N), prompt_token (1, P) ids; prompt_feat (1, F, 80) the prompt's mel; embedding
         (1, 192) the speaker vector -> mel (1, 80, frames) of the new tokens (2 per token; with
-        `finalize=False` the last 3 tokens make none)."""
+        `finalize=False` the last 3 tokens make none). The prompt's mel conditions the first F of
+        the 2 (N + P) frames and the rest are returned, as upstream's: F is 2P where the front end
+        trimmed the prompt (text-to-speech), and may be a frame more or less where it did not
+        (voice conversion), which moves the first returned frame by as much."""
         if token.shape[0] != 1:
             raise ValueError("the flow runs one utterance at a time (batch 1), as upstream's")
         c = self.config
         if not finalize and token.shape[1] + prompt_token.shape[1] <= c.pre_lookahead_len:
             raise ValueError(f"a streamed chunk needs more than {c.pre_lookahead_len} tokens (its look-ahead)")
-        if prompt_feat.shape[1] != c.token_mel_ratio * prompt_token.shape[1]:
-            raise ValueError(
-                f"the prompt's mel has {prompt_feat.shape[1]} frames for {prompt_token.shape[1]} tokens; "
-                f"the flow takes {c.token_mel_ratio} frames per token (trim both, as upstream's front end does)"
-            )
         frames = c.token_mel_ratio * (token.shape[1] + prompt_token.shape[1] - (0 if finalize else c.pre_lookahead_len))
+        if prompt_feat.shape[1] >= frames:
+            raise ValueError(f"the prompt's mel has {prompt_feat.shape[1]} frames, as many as the {frames} the flow makes with it: nothing is left to speak")
         if frames > cfm.MAX_FRAMES:
             raise ValueError(f"{frames} mel frames (prompt included): the flow makes at most {cfm.MAX_FRAMES} per call (300 s), upstream's noise table")
         for name, ids in (("token", token), ("prompt_token", prompt_token)):

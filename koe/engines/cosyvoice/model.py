@@ -27,7 +27,7 @@ import torch
 from koe.engines.cosyvoice.config import CosyVoiceConfig, QwenConfig, read_config
 from koe.engines.cosyvoice.frontend import InputFrontEnd
 from koe.engines.cosyvoice.llm import SpeechLM, TokenLimits, generate_tokens, generate_tokens_streamed, keep_silences_short, load_lm
-from koe.engines.cosyvoice.text import FrontEnd, Normalizers, TextTokenizer
+from koe.engines.cosyvoice.text import FrontEnd, Normalizers
 from koe.engines.cosyvoice.token2wav import TOKEN_HOP, HopSchedule, Token2Wav, load_folder
 
 __all__ = ["CosyVoiceModel", "TokenBudgetExceeded"]
@@ -63,9 +63,8 @@ class CosyVoiceModel:
         `normalizers`: the text front end's, by default those installed)."""
         folder = Path(folder)
         config, qwen = read_config(folder)
-        tokenizer = TextTokenizer(folder, config.version)
-        text = FrontEnd(tokenizer, Normalizers.installed() if normalizers is None else normalizers)
         inputs = InputFrontEnd.from_folder(folder)
+        text = FrontEnd(inputs.tokenizer, Normalizers.installed() if normalizers is None else normalizers)
         lm = load_lm(folder, config.lm, qwen, precision)
         token2wav = load_folder(folder, config)
         return cls(folder, config, qwen, inputs, text, lm, token2wav, read_speakers(folder / "spk2info.pt"))

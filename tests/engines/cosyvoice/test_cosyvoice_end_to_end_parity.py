@@ -26,7 +26,7 @@ pytestmark = pytest.mark.oracle
 
 VARIANTS = ("CosyVoice2-0.5B", "Fun-CosyVoice3-0.5B-2512")
 V3_PROMPT = "You are a helpful assistant.<|endofprompt|>"
-CLIPS = [(2.4, 16000), (1.9, 24000), (2.2, 22050)]  # (seconds, rate)
+CLIPS = [(2.4, 16000), (1.9, 24000), (2.2, 22050), (1.53, 24000), (2.07, 22050)]  # (seconds, rate); 3 and 4: a mel 2 and 1 frames short of twice the tokens
 
 
 def _case(folder: int, mode: str, **kw) -> dict:
@@ -47,6 +47,9 @@ CASES = [
     _case(1, "vc", source=2, seed=1),
     _case(1, "vc", source=1, stream=True, seed=2),
     _case(1, "zero_shot", text="No system prompt.", prompt_text="This is the prompt."),  # v3 refuses: no <|endofprompt|>
+    _case(0, "vc", source=0, prompt=3, seed=5),  # conversion keeps the prompt untrimmed: its mel is not twice its tokens
+    _case(1, "vc", source=0, prompt=4, seed=6),
+    _case(1, "vc", source=0, prompt=3, stream=True, seed=8),
 ]
 
 
@@ -188,7 +191,7 @@ def test_engine_speech_equals_upstreams(setup, engines, k):
     assert torch.equal(torch.from_numpy(out.audio), torch.cat(want))
 
 
-@pytest.mark.parametrize("k", [5, 10, 11], ids=lambda k: IDS[k])
+@pytest.mark.parametrize("k", [k for k, c in enumerate(CASES) if c["mode"] == "vc"], ids=lambda k: IDS[k])
 def test_engine_conversion_equals_upstreams(setup, engines, k):
     """`convert` (what `koe convert` and POST /v1/audio/conversions run) gives upstream's `inference_vc`."""
     from koe.engines.base import ConversionRequest, collect
