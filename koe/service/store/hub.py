@@ -271,7 +271,8 @@ def pull_model(
     partial = store.root / f".{name}.partial"  # kept between runs: a rerun resumes
     looked = [_look_up(h, partial, revision if h.repo == release.repo_id else None, token, hint, status) for h in release.sources]
     fetched = [f for f, _ in looked]
-    _download([j for _, jobs in looked for j in jobs], fetched, token, connect_timeout, status, on_progress)
+    jobs = {j.dest: j for _, found in looked for j in found}  # a file two sources of one repo name is fetched once
+    _download(list(jobs.values()), fetched, token, connect_timeout, status, on_progress)
     status(f"assembling {name}")
     from koe.service.store.download import UnsafeListing
 
