@@ -10,7 +10,7 @@ Job: {"folders": [...], "clips": [wav paths],
 "cases": [{"folder": i, "mode" ("zero_shot", "cross_lingual", "instruct2", "vc", "sft"),
 "text" (a string, or a list of strings handed over as a generator), "prompt_text", "instruct_text",
 "prompt" (clip index), "source" (clip index), "spk" (a speaker id: `zero_shot_spk_id`, or `spk_id`
-for sft), "stream", "speed", "seed", "keep_hop" (start at the hop the previous stream left; by
+for sft), "stream", "speed", "text_frontend", "seed", "keep_hop" (start at the hop the previous stream left; by
 default the hop is reset to 25, a freshly loaded model's)}], "cap": n}.
 
 Upstream runs its LM in a thread: an error there is printed and lost, and a stream then waits
@@ -84,14 +84,15 @@ def _run(model, case: dict, clips: list[str]):
         text = _generator(text)
     spk = case.get("spk", "")
     prompt = "" if spk else clips[case.get("prompt", 0)]
+    kw = {"stream": stream, "speed": speed, "text_frontend": case.get("text_frontend", True)}
     if mode == "zero_shot":
-        return model.inference_zero_shot(text, case.get("prompt_text", ""), prompt, zero_shot_spk_id=spk, stream=stream, speed=speed)
+        return model.inference_zero_shot(text, case.get("prompt_text", ""), prompt, zero_shot_spk_id=spk, **kw)
     if mode == "cross_lingual":
-        return model.inference_cross_lingual(text, prompt, zero_shot_spk_id=spk, stream=stream, speed=speed)
+        return model.inference_cross_lingual(text, prompt, zero_shot_spk_id=spk, **kw)
     if mode == "instruct2":
-        return model.inference_instruct2(text, case.get("instruct_text", ""), prompt, zero_shot_spk_id=spk, stream=stream, speed=speed)
+        return model.inference_instruct2(text, case.get("instruct_text", ""), prompt, zero_shot_spk_id=spk, **kw)
     if mode == "sft":
-        return model.inference_sft(text, spk, stream=stream, speed=speed)
+        return model.inference_sft(text, spk, **kw)
     if mode == "vc":
         return model.inference_vc(clips[case["source"]], prompt, stream=stream, speed=speed)
     raise ValueError(f"unknown mode {mode!r}")

@@ -18,7 +18,8 @@ measures what koe's own CAM++ changes).
   writes a file upstream's `AutoModel` loads (`torch.load(weights_only=True)`) and reads as koe
   wrote it, and `zero_shot_spk_id` in zero-shot, cross-lingual and instruct2 (whose instruction
   upstream then ignores: the saved prompt text stands) speaks as upstream does, with a speaker
-  upstream added and one koe saved; `inference_sft` on a folder with an SFT `spk2info.pt`.
+  upstream added and one koe saved; `inference_sft` on a folder with an SFT `spk2info.pt`; a
+  long text spoken in several pieces and `text_frontend=False`, with a saved speaker.
 - The hop: consecutive v3 streams on one object start where the previous stream's hop grew to
   (25, 50, 100), as upstream's model object keeps it; an offline call leaves it.
 """
@@ -37,6 +38,7 @@ pytestmark = pytest.mark.oracle
 V3 = "You are a helpful assistant.<|endofprompt|>"
 CLIPS = [(2.4, 16000), (1.9, 24000), (2.2, 22050), (3.5, 16000), (6.0, 24000)]  # (seconds, rate)
 WORDS = ["The", " quick", " brown", "", " fox", " jumps", " over", " the", " lazy", " dog", ",", " and", " then", " it", " rests", "."]
+LONG = " ".join(f"This is sentence number {i} of a text long enough to be spoken in several pieces." for i in range(1, 13))
 PIECES = ["Hello there, ", "this is text ", "arriving from an LLM, ", "piece by piece."]
 SPEAKERS = [  # added by each side, to every folder (2 and 3: saved speakers with streamed text)
     {"folder": f, "id": "alice", "prompt_text": (V3 if f % 2 else "") + "This is the prompt.", "prompt": 0} for f in range(4)
@@ -72,6 +74,8 @@ SPEAKER_CASES = [  # folders 0 (v2) and 1 (v3): SFT speakers, koe_alice (saved b
     _case(1, "cross_lingual", 3, text=V3 + "Across languages.", spk="koe_alice"),
     _case(1, "instruct2", 4, text="Say it with joy!", instruct_text="You are a helpful assistant. Speak happily.<|endofprompt|>", spk="koe_alice"),
     _case(1, "sft", 2, text=V3 + "Hello from a fine-tuned speaker.", spk="sft_1"),
+    _case(1, "zero_shot", 5, text=LONG, spk="koe_alice"),  # several pieces, one after another
+    _case(0, "zero_shot", 6, text="It is 5 pm, see you at 6.", prompt_text="The prompt has 3 words.", text_frontend=False, spk="koe_alice"),
 ]
 HOPS = [  # folder 1 (v3), in this order on one object (conversion: as many tokens as the source has)
     _case(1, "vc", 2, source=3, stream=True),  # 87 tokens: one chunk at hop 25, the hop grows to 50
@@ -126,7 +130,7 @@ def _koe(setup, k: int, fresh_hop: bool = False) -> list[torch.Tensor]:
         text = (piece for piece in list(text))
     spk = case.get("spk", "")
     prompt = "" if spk else setup["clips"][case["prompt"]]
-    kw = {"stream": case.get("stream", False), "speed": case.get("speed", 1.0)}
+    kw = {"stream": case.get("stream", False), "speed": case.get("speed", 1.0), "text_frontend": case.get("text_frontend", True)}
     torch.manual_seed(case["seed"])
     mode = case["mode"]
     if mode == "zero_shot":
@@ -138,6 +142,7 @@ def _koe(setup, k: int, fresh_hop: bool = False) -> list[torch.Tensor]:
     elif mode == "sft":
         made = model.inference_sft(text, spk, **kw)
     else:
+        del kw["text_frontend"]
         made = model.inference_vc(setup["clips"][case["source"]], prompt, **kw)
     return [out["tts_speech"] for out in made]
 
@@ -208,6 +213,10 @@ def test_saved_speakers_load_in_upstream(setup, f):
 @pytest.mark.parametrize("k", SPEAKER_K, ids=_id)
 def test_speaker_cases_equal_upstreams(setup, k):
     _compare(setup, k)
+
+
+def test_a_long_text_is_spoken_in_pieces(setup):
+    assert max(setup["info"]["chunks"][k] for k in SPEAKER_K) >= 3
 
 
 def test_consecutive_streams_carry_the_hop(setup):
