@@ -10,6 +10,8 @@ client that goes away (its generation is cancelled) and the shutdown's drain.
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import json
 import signal
 import socket
@@ -271,20 +273,112 @@ def test_a_host_name_the_server_does_not_answer_for_is_refused(server):
     assert status == 421 and body["error"]["code"] == "host_not_allowed"
 
 
-def test_the_access_token_is_required_when_the_server_has_one(sine_site, sine_model, tmp_path):
-    token = "a-long-enough-test-token-0123456789"
-    s = start_sine_serve(sine_site, sine_model, tmp_path, token=token)
-    try:
-        status, body = denial(ws_url(s))
-        assert status == 401 and body["error"]["code"] == "invalid_api_key" and "missing access token" in body["error"]["message"]
-        status, body = denial(ws_url(s), additional_headers={"Authorization": "Bearer wrong"})
-        assert status == 401 and body["error"]["message"] == "invalid access token"
-        with open_stream(s) as ws:  # s.headers(): the right token
-            send(ws, **START, input="Hi.")
-            send(ws, type="end")
-            assert rest_of(ws)[1][-1]["type"] == "speech.audio.done"
-    finally:
-        s.stop()
+TOKEN = "a-long-enough/test+token=0123456789"  # '/', '+' and '=' cannot be a subprotocol's: base64url carries them
+MAX_STREAM_S = 4.0
+
+
+def b64url(text: str) -> str:
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+@pytest.fixture(scope="module")
+def token_server(sine_site, sine_model, tmp_path_factory):
+    """A server with an access token, and a cap on a stream's time (server.max_stream_s) short enough to test."""
+    s = start_sine_serve(sine_site, sine_model, tmp_path_factory.mktemp("ws-token"), token=TOKEN, max_stream_s=MAX_STREAM_S, body_timeout_s=2.0)
+    yield s
+    s.stop()
+
+
+def speaks(ws: ClientConnection) -> bool:
+    send(ws, **START, input="Hi.")
+    send(ws, type="end")
+    _, events = rest_of(ws)
+    return [e["type"] for e in events] == ["speech.started", "speech.audio.done"] and ws.close_code == 1000
+
+
+def test_the_access_token_is_required_when_the_server_has_one(token_server):
+    s = token_server
+    status, body = denial(ws_url(s))
+    assert status == 401 and body["error"]["code"] == "invalid_api_key" and "missing access token" in body["error"]["message"]
+    assert "koe.bearer." in body["error"]["message"]  # says how a browser sends it
+    status, body = denial(ws_url(s), additional_headers={"Authorization": "Bearer wrong"})
+    assert status == 401 and body["error"]["message"] == "invalid access token"
+    with open_stream(s) as ws:  # s.headers(): the right token
+        assert ws.subprotocol is None and speaks(ws)
+
+
+def test_a_browser_sends_the_token_as_a_subprotocol_and_the_server_selects_koe_never_the_token(token_server):
+    s = token_server
+    with connect(ws_url(s), open_timeout=10, subprotocols=["koe", f"koe.bearer.{b64url(TOKEN)}"]) as ws:
+        assert ws.subprotocol == "koe" and ws.response.headers.get_all("Sec-WebSocket-Protocol") == ["koe"]
+        assert speaks(ws)
+    with connect(ws_url(s), open_timeout=10, subprotocols=[f"koe.bearer.{b64url(TOKEN)}", "koe"]) as ws:
+        assert ws.subprotocol == "koe" and speaks(ws)  # in either order
+    # a request with the header and the subprotocol: the header decides
+    with connect(ws_url(s), open_timeout=10, additional_headers=s.headers(), subprotocols=["koe", f"koe.bearer.{b64url('wrong')}"]) as ws:
+        assert speaks(ws)
+    status, body = denial(ws_url(s), additional_headers={"Authorization": "Bearer wrong"}, subprotocols=["koe", f"koe.bearer.{b64url(TOKEN)}"])
+    assert status == 401 and body["error"]["message"] == "invalid access token"
+    log = s.log()
+    assert TOKEN not in log and b64url(TOKEN) not in log  # never logged
+
+
+@pytest.mark.parametrize(
+    ("protocols", "status", "code", "says"),
+    [
+        (["koe", f"koe.bearer.{b64url('not-the-token-at-all')}"], 401, "invalid_api_key", "invalid access token"),
+        (["koe", "koe.bearer.a.raw.token"], 401, "invalid_api_key", "base64url"),  # a token as it is: not base64url
+        (["koe", "koe.bearer.%%%"], 401, "invalid_api_key", "base64url"),
+        (["koe", "koe.bearer."], 401, "invalid_api_key", "invalid access token"),
+        (["koe"], 401, "invalid_api_key", "missing access token"),
+        ([f"koe.bearer.{b64url(TOKEN)}"], 400, "invalid_protocol", "offer the subprotocol 'koe'"),  # the right token, but nothing to select
+        (["koe", f"koe.bearer.{b64url(TOKEN)}", f"koe.bearer.{b64url(TOKEN)}"], 400, "invalid_protocol", "at most one"),
+    ],
+)
+def test_a_bad_subprotocol_token_is_refused_before_the_handshake(token_server, protocols, status, code, says):
+    got, body = denial(ws_url(token_server), additional_headers={"Sec-WebSocket-Protocol": ", ".join(protocols)})
+    assert got == status and body["error"]["code"] == code and says in body["error"]["message"], body
+    assert TOKEN not in body["error"]["message"]
+
+
+def test_a_server_without_a_token_selects_koe_when_it_is_offered(server):
+    with connect(ws_url(server), open_timeout=10, subprotocols=["koe"]) as ws:
+        assert ws.subprotocol == "koe" and speaks(ws)
+    with connect(ws_url(server), open_timeout=10, subprotocols=["koe", f"koe.bearer.{b64url('anything')}"]) as ws:
+        assert ws.subprotocol == "koe" and speaks(ws)  # a token the server does not ask for is ignored, as the header is
+
+
+def test_a_stream_that_outlasts_max_stream_s_is_ended(token_server):
+    """Text trickled just inside the pause limit (body_timeout_s, 2 s here) would hold the model for
+    as long as the client likes: server.max_stream_s ends the stream, and frees the model."""
+    s = token_server
+    with open_stream(s) as ws:
+        send(ws, **START)
+        began = time.monotonic()
+        assert receive(ws)["type"] == "speech.started"
+        audio, error = b"", None
+        while error is None and time.monotonic() - began < 3 * MAX_STREAM_S:
+            with contextlib.suppress(ConnectionClosed):  # ended meanwhile: its error message is still to be read
+                send(ws, type="text", text="More. ")  # a sentence a second: never a pause the idle timeout would cut
+            try:
+                while True:
+                    message = receive(ws, timeout=1.0)
+                    if isinstance(message, bytes):
+                        audio += message
+                    else:
+                        error = message
+                        break
+            except TimeoutError:
+                continue
+        took = time.monotonic() - began
+        with pytest.raises(ConnectionClosed):
+            receive(ws)
+        code = ws.close_code
+    assert error is not None and error["type"] == "error" and error["error"]["code"] == "stream_too_long", error
+    assert "server.max_stream_s" in error["error"]["message"] and code == 1008
+    assert audio and MAX_STREAM_S <= took < MAX_STREAM_S + 3
+    stats = idle(s)
+    assert stats["running"] == 0 and stats["waiting"] == 0  # the model is free
 
 
 def test_a_full_queue_is_busy_with_a_retry_hint(sine_site, sine_model, tmp_path):

@@ -13,7 +13,7 @@ import pytest
 from koe.engines.base import Cancelled
 from koe.server.errors import error_response
 from koe.server.guards import draining_ws_protocol, refuse
-from koe.server.routes.speech_stream import close_code
+from koe.server.routes.speech_stream import close_code, offered_protocols, token_header
 from koe.service.synthesis.textfeed import POLL_SECONDS, TextFeed
 
 
@@ -92,3 +92,24 @@ def test_an_accepted_websocket_is_left_open_by_the_shutdown_and_any_other_closed
 @pytest.mark.parametrize(("status", "code"), [(400, 1008), (404, 1008), (408, 1008), (413, 1009), (429, 1013), (500, 1011), (503, 1012), (507, 1011)])
 def test_each_error_closes_with_the_code_of_its_kind(status, code):
     assert close_code(status) == code
+
+
+def test_the_offered_subprotocols_are_every_header_split_at_its_commas():
+    assert offered_protocols(["koe, koe.bearer.YWJj", " other ,,"]) == ["koe", "koe.bearer.YWJj", "other"]
+    assert offered_protocols([]) == []
+
+
+@pytest.mark.parametrize(
+    ("protocol", "header"),
+    [
+        ("koe.bearer.YS10b2tlbi8-Pz0", "Bearer a-token/>?="),  # base64url without padding
+        ("koe.bearer.YS10b2tlbi8-Pz0=", "Bearer a-token/>?="),  # padding is allowed
+        ("koe.bearer.4pyTIMOg", "Bearer \u2713 \u00e0"),  # UTF-8
+        ("koe.bearer.a-token", "Bearer "),  # not base64url: no token
+        ("koe.bearer.%%", "Bearer "),
+        ("koe.bearer.__8", "Bearer "),  # not UTF-8
+        ("koe.bearer.", "Bearer "),
+    ],
+)
+def test_a_subprotocol_token_is_base64url(protocol, header):
+    assert token_header(protocol) == header

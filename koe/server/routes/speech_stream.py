@@ -14,15 +14,20 @@ but it holds the lane from its start until its text has ended and been spoken.
 
 The guards are the HTTP routes' (a WebSocket is not covered by CORS): the Host and Origin checks
 (`guards.BrowserGuard`, every handshake as a state-changing request), the access token (checked
-before the handshake is accepted), the drain (refused while shutting down; an open stream gets the
+before the handshake is accepted; from `Authorization: Bearer`, or, since a browser cannot set
+that header on a WebSocket, from the subprotocol `koe.bearer.<base64url of the token>` offered
+beside `koe`, which the server then selects: it never sends the token back), the drain (refused while shutting down; an open stream gets the
 grace, then an `error` and close 1012), `server.max_input_chars` for the whole text, uvicorn's
-message size cap, and `server.body_timeout_s` for the longest pause before the text has ended.
-A client that goes away cancels its generation.
+message size cap, `server.body_timeout_s` for the longest pause before the text has ended, and
+`server.max_stream_s` for the whole stream (a client trickling text just inside the pause limit
+would otherwise hold the model for hours). A client that goes away cancels its generation.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextlib
 import json
 import logging
@@ -53,6 +58,11 @@ router = APIRouter()
 
 PATH = "/v1/audio/speech/stream"
 PLACEHOLDER = "-"  # the text a start message is planned with (`plan` needs one; the stream's text comes in pieces)
+# A browser cannot set Authorization on a WebSocket; it can offer subprotocols. A client offers
+# PROTOCOL and TOKEN_PROTOCOL + base64url(token) (as Kubernetes' base64url.bearer.authorization.k8s.io.
+# does: any token fits a subprotocol's characters so); the server selects PROTOCOL, never the token's.
+PROTOCOL = "koe"
+TOKEN_PROTOCOL = "koe.bearer."
 
 # The close code that follows an `error` message, by its HTTP status (RFC 6455's codes).
 CLOSE_CODES = {413: 1009, 429: 1013, 503: 1012}  # message too big, try again later, service restart
@@ -86,15 +96,48 @@ async def speech_stream(websocket: WebSocket) -> None:
     """Speak text that arrives in pieces; see the module's docstring and docs/server.md."""
     state: ServerState = websocket.app.state.koe
     server = state.settings.server
+    offered = offered_protocols(websocket.headers.getlist("sec-websocket-protocol"))
+    tokens = [p for p in offered if p.startswith(TOKEN_PROTOCOL)]
+    problem = None
+    if len(tokens) > 1:
+        problem = f"offer at most one {TOKEN_PROTOCOL}… subprotocol (the access token)"
+    elif tokens and PROTOCOL not in offered:
+        problem = f"offer the subprotocol {PROTOCOL!r} beside {TOKEN_PROTOCOL}…: the server selects {PROTOCOL!r} (it never answers with the token)"
+    if problem is not None:
+        log.warning("refused a WebSocket on %s: %s", PATH, problem)
+        await refuse(websocket.scope, websocket.receive, websocket.send, error_response(400, problem, param="Sec-WebSocket-Protocol", code="invalid_protocol"))
+        return
     auth = BearerAuth(server.token.get_secret_value() if server.token else None)
-    refusal = auth.refusal(websocket.headers.get("authorization", ""))
+    header = websocket.headers.get("authorization", "")
+    refusal = auth.refusal(header or (token_header(tokens[0]) if tokens else ""))  # the header wins where both are sent
     if refusal is not None:
-        log.warning("refused a WebSocket on %s: %s", PATH, refusal)
+        log.warning("refused a WebSocket on %s: %s", PATH, refusal)  # never the token
+        if tokens and not header:
+            refusal = f"invalid access token (the {TOKEN_PROTOCOL}… subprotocol carries the token in base64url, without padding)"
+        elif not header:
+            refusal = f"{refusal}, or from a browser offer the subprotocols {PROTOCOL!r} and '{TOKEN_PROTOCOL}<base64url of the token>'"
         denial = error_response(401, refusal, code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
         await refuse(websocket.scope, websocket.receive, websocket.send, denial)
         return
-    await websocket.accept()
+    await websocket.accept(subprotocol=PROTOCOL if PROTOCOL in offered else None)
     await _Stream(websocket, state).run()
+
+
+def offered_protocols(values: list[str]) -> list[str]:
+    """The subprotocols a handshake offers: every Sec-WebSocket-Protocol header, split at its commas
+    (read from the headers, not the ASGI scope: uvicorn 0.50 put each header there unsplit)."""
+    return [p.strip() for value in values for p in value.split(",") if p.strip()]
+
+
+def token_header(protocol: str) -> str:
+    """The Authorization header a `koe.bearer.<base64url>` subprotocol stands for: `Bearer TOKEN`,
+    or `Bearer ` (an invalid token) when its base64url or UTF-8 is broken."""
+    encoded = protocol[len(TOKEN_PROTOCOL) :]
+    try:
+        token = base64.b64decode(encoded + "=" * (-len(encoded) % 4), altchars=b"-_", validate=True).decode("utf-8")
+    except (binascii.Error, ValueError):
+        token = ""
+    return f"Bearer {token}"
 
 
 class _Stream:
@@ -105,6 +148,8 @@ class _Stream:
         server = state.settings.server
         self.idle_s = server.body_timeout_s
         self.max_chars = server.max_input_chars
+        self.max_s = server.max_stream_s
+        self.began = time.monotonic()  # reset when the start message has come
         self.feed = TextFeed()
         self.job: TextStreamJob | None = None
 
@@ -112,6 +157,7 @@ class _Stream:
         reader: asyncio.Task | None = None
         try:
             start = await self._start()
+            self.began = time.monotonic()
             self.job = await run_in_threadpool(self._submit, start)
             await self._send(self._started(self.job))
             reader = asyncio.create_task(self._read())
@@ -236,6 +282,13 @@ class _Stream:
             if self.state.drain.expired:
                 log.info("the shutdown's grace is over; ending a text stream")
                 raise _refused(503, self.state.drain.message(), code="shutting_down")
+            if time.monotonic() - self.began > self.max_s:
+                log.info("a text stream ran past server.max_stream_s (%g s); ending it", self.max_s)
+                raise _refused(
+                    408,
+                    f"the stream lasted longer than {self.max_s:g} s (server.max_stream_s): end the text sooner, one connection per reply",
+                    code="stream_too_long",
+                )
             try:
                 chunk = await anyio.to_thread.run_sync(job.next_chunk, POLL_SECONDS, abandon_on_cancel=True)
             except TimeoutError:
@@ -281,4 +334,4 @@ class _Stream:
             await self.ws.close(code)
 
 
-__all__ = ["CLOSE_CODES", "PATH", "router"]
+__all__ = ["CLOSE_CODES", "PATH", "PROTOCOL", "TOKEN_PROTOCOL", "router"]

@@ -105,6 +105,9 @@ class ServerSettings(_Section):
     )
     header_timeout_s: float = Field(10.0, gt=0, le=3600, description="seconds a client has to send its request line and headers; at most 3600")
     body_timeout_s: float = Field(30.0, gt=0, le=3600, description="longest pause while a client sends a request body; at most 3600 s")
+    max_stream_s: float = Field(
+        600.0, gt=0, le=86_400, description="longest a streamed-text WebSocket may last, from its start message to its last audio; at most 86,400 s"
+    )
     max_connections: int = Field(128, ge=1, le=100_000, description="open connections at once; more are refused with 503; at most 100,000")
     shutdown_grace_s: float = Field(
         10.0, ge=0, le=3600, description="on SIGTERM, seconds in-flight requests get to finish before they are cancelled; at most 3600"
