@@ -17,9 +17,9 @@ Which upstream call a request is:
   write it; CosyVoice 2's instruction gets the `<|endofprompt|>` it ends with.
 
 Streaming (`stream=True`) runs upstream's streamed mode: the flow's chunk-causal attention and the
-hop that grows from 25 tokens to 50 and 100, starting at 25 for every request (upstream's grows
-across requests on one model object; the drop-in keeps that), so streamed audio is not the one-shot
-audio (`Capabilities.stream_is_one_shot` is False). Text that arrives in pieces goes to the LM as it
+hop that grows from 25 tokens to 50 and 100, starting at 25 for every request and carried from one
+text piece to the next (upstream's grows across requests on one model object; the drop-in keeps
+that), so streamed audio is not the one-shot audio (`Capabilities.stream_is_one_shot` is False). Text that arrives in pieces goes to the LM as it
 comes (`synthesize_text`: upstream's streamed-text decoding). Voice conversion (`convert`): the
 source's speech tokens spoken in the voice by the flow and the vocoder.
 """
@@ -53,6 +53,7 @@ from koe.engines.cosyvoice.features import ClipError
 from koe.engines.cosyvoice.frontend import trim_to_tokens
 from koe.engines.cosyvoice.llm import ENDOFPROMPT_ID, StreamedTextError
 from koe.engines.cosyvoice.model import CosyVoiceModel
+from koe.engines.cosyvoice.token2wav import TOKEN_HOP
 from koe.engines.cosyvoice.voice import CosyVoiceVoice, CosyVoiceVoiceError
 from koe.engines.engine import BaseEngine, Checked
 from koe.engines.pipeline import Piece, PipelineDefaults, Segment, steps_for
@@ -240,13 +241,15 @@ class CosyVoiceEngine(BaseEngine):
     def _speak(self, pieces: list, c: Checked, cap: int, streamed: bool) -> Iterator[tuple[np.ndarray, dict]]:
         """(samples, state) per chunk of every piece, upstream's calls one after another."""
         state = {"tokens": 0, "truncated": False}
-        speed = float(c.settings["speed"])
+        speed, hop = float(c.settings["speed"]), TOKEN_HOP
         for piece in pieces:
             inputs = self.inputs_for(piece, c)
             tokens = self._tokens(inputs, cap, c.cancel, state)
             if streamed:
-                for wave in self.model.stream(tokens, inputs):
+                schedule = self.model.schedule(inputs, hop)  # a piece's stream starts at the hop the one before grew to, as upstream's
+                for wave in self.model.stream(tokens, inputs, schedule):
                     yield wave[0].numpy(), state
+                hop = schedule.hop
             else:
                 made = list(tokens)
                 yield self.model.offline(made, inputs, speed)[0].numpy(), state

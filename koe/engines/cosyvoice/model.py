@@ -128,7 +128,10 @@ class CosyVoiceModel:
         return inputs.get("flow_prompt_speech_token", _EMPTY_IDS), inputs.get("prompt_speech_feat", torch.zeros(1, 0, 80)), inputs["flow_embedding"]
 
     def offline(self, tokens: list[int], inputs: dict, speed: float = 1.0, generator: torch.Generator | None = None) -> torch.Tensor:
-        """All tokens at once -> audio (1, samples) (upstream's non-streamed `tts`)."""
+        """All tokens at once -> audio (1, samples) (upstream's non-streamed `tts`). No tokens (the LM
+        may end at once: v3 can give its end id first) make no samples (upstream's vocoder fails there)."""
+        if not tokens:
+            return torch.zeros(1, 0)
         ids = torch.tensor([tokens], dtype=torch.int32).reshape(1, -1)
         return self.token2wav.offline(ids, *self._flow_prompt(inputs), speed=speed, generator=generator)
 
@@ -153,7 +156,10 @@ class CosyVoiceModel:
         while schedule.ready(len(made)):  # tokens handed over at once (conversion) make several chunks
             end, offset = schedule.take()
             yield stream.chunk(torch.tensor([made[:end]], dtype=torch.int32), offset)
-        yield stream.chunk(torch.tensor([made], dtype=torch.int32).reshape(1, -1), schedule.offset, finalize=True)
+        if made:
+            yield stream.chunk(torch.tensor([made], dtype=torch.int32).reshape(1, -1), schedule.offset, finalize=True)
+        else:
+            yield torch.zeros(1, 0)
 
     def tts(
         self, inputs: dict, stream: bool = False, speed: float = 1.0, schedule: HopSchedule | None = None, generator: torch.Generator | None = None

@@ -26,6 +26,9 @@ pytestmark = pytest.mark.oracle
 
 VARIANTS = ("CosyVoice2-0.5B", "Fun-CosyVoice3-0.5B-2512")
 V3_PROMPT = "You are a helpful assistant.<|endofprompt|>"
+LONG = ("The first sentence is here to make the text long enough for two pieces, with quite a few words in it. " * 4) + (
+    "And then one more sentence follows, so that upstream splits the text in two."
+)
 CLIPS = [(2.4, 16000), (1.9, 24000), (2.2, 22050), (1.53, 24000), (2.07, 22050)]  # (seconds, rate); 3 and 4: a mel 2 and 1 frames short of twice the tokens
 
 
@@ -50,6 +53,9 @@ CASES = [
     _case(0, "vc", source=0, prompt=3, seed=5),  # conversion keeps the prompt untrimmed: its mel is not twice its tokens
     _case(1, "vc", source=0, prompt=4, seed=6),
     _case(1, "vc", source=0, prompt=3, stream=True, seed=8),
+    _case(
+        1, "zero_shot", text=LONG, prompt_text=V3_PROMPT + "Pieces.", stream=True, seed=1
+    ),  # two pieces: the second's stream starts at the hop the first grew to
 ]
 
 
@@ -147,6 +153,7 @@ ENGINE_CASES = {  # case index -> how the engine is asked for it (the v3 system 
     7: {"text": "A stream of speech, chunk by chunk.", "ref_text": "Stream.", "stream": True},
     8: {"text": "Across languages."},
     9: {"text": "Say it with joy!", "instruct": "Speak happily."},
+    16: {"text": LONG, "ref_text": "Pieces.", "stream": True},
 }
 
 

@@ -146,3 +146,12 @@ def test_streamed_text_speaks_as_it_comes(models):
     chunks = list(tts.stream(pieces(), voice=voice, seed=5, max_tokens=30))
     assert asked == ["Hello ", "there, ", "how are you?"] and chunks[-1].final
     assert chunks[-1].metadata.get("text_stream") and sum(len(c.samples) for c in chunks) > 0
+
+
+def test_no_tokens_make_no_samples_instead_of_failing(models):
+    """v3's LM may give its end id first (upstream's vocoder then fails on an empty mel): koe says nothing."""
+    model = models[V3].engine.model
+    prompt = model.inputs.prompt(*_tone(1.5))
+    inputs = model.inputs.zero_shot("Hello.", "You are a helpful assistant.<|endofprompt|>A clip.", prompt)
+    assert model.offline([], inputs).shape == (1, 0)
+    assert [c.shape for c in model.stream(iter([]), inputs)] == [(1, 0)]
