@@ -5,10 +5,11 @@
   v3's phone tokens included, and the same decoded text;
 - the front end (FrontEnd) against upstream's `text_normalize`: the same pieces and the same
   normalised text, for Chinese and other text, with wetext and inflect (upstream's normalisers)
-  and without wetext (upstream's fallback). koe's runtime does not ship wetext or inflect, so
-  koe's side is given the outputs upstream's normalisers gave for the very calls upstream's front
-  end made (recorded by the oracle): what is compared is everything around them (where they are
-  called, the clean-up, the splitting and packing, the punctuation filter, the marker rule).
+  and without wetext (upstream's fallback). Here koe's side is given the outputs upstream's
+  normalisers gave for the very calls upstream's front end made (recorded by the oracle), so what
+  is compared is everything around them (where they are called, the clean-up, the splitting and
+  packing, the punctuation filter, the marker rule); test_cosyvoice_text_normalize.py compares
+  each side with its own installed wetext and inflect (koe's dependencies).
 """
 
 from __future__ import annotations
