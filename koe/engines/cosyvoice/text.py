@@ -35,6 +35,8 @@ normaliser takes whole is normalised whole, so every text upstream speaks gets u
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
 import re
 import unicodedata
@@ -179,13 +181,21 @@ class Normalizers:
             pass
         else:
             zh, en = Normalizer(remove_erhua=False).normalize, Normalizer().normalize
-        try:
-            import inflect
-        except ImportError:
-            pass
-        else:
-            number = inflect.engine().number_to_words
+        if importlib.util.find_spec("inflect") is not None:
+            number = _number_words
         return cls(zh, en, number)
+
+
+@functools.cache
+def _inflect_engine():
+    import inflect  # imported on the first number: its import takes seconds (typeguard), most texts never need it
+
+    return inflect.engine()
+
+
+def _number_words(digits: str) -> str:
+    """inflect's `number_to_words`, as upstream's front end calls it."""
+    return _inflect_engine().number_to_words(digits)
 
 
 def spell_out_numbers(text: str, number: Callable[[str], str]) -> str:

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import koe
-from koe.engines.base import ConversionRequest, InvalidOption, RequestError, UnsupportedVoice, VoicePromptMismatch, collect
+from koe.engines.base import ConversionRequest, InvalidOption, RequestError, SynthesisRequest, UnsupportedVoice, VoicePromptMismatch, collect
 from koe.engines.registry import write_fixture
 
 pytestmark = pytest.mark.filterwarnings("ignore:speech was cut off:UserWarning")
@@ -155,3 +155,29 @@ def test_no_tokens_make_no_samples_instead_of_failing(models):
     inputs = model.inputs.zero_shot("Hello.", "You are a helpful assistant.<|endofprompt|>A clip.", prompt)
     assert model.offline([], inputs).shape == (1, 0)
     assert [c.shape for c in model.stream(iter([]), inputs)] == [(1, 0)]
+
+
+@pytest.mark.parametrize("variant", [V2, V3])
+def test_streamed_text_equals_the_drop_ins_generator_input(tmp_path, variant):
+    """The engine's streamed text (what `tts.stream(pieces)` and the WebSocket run) gives the drop-in's
+    `inference_zero_shot(generator, ...)` samples, which equal upstream's (test_cosyvoice_compat_parity)."""
+    import soundfile as sf
+
+    from koe.compat.cosyvoice import AutoModel
+    from koe.engines.cosyvoice.fixtures import streamable_copy, write_clip, write_random_model
+
+    base = write_random_model(tmp_path / variant, variant, seed=40 + (variant == V3))
+    folder = streamable_copy(base, tmp_path / "streamable")
+    clip = write_clip(tmp_path / "clip.wav", 2.4, 16000)
+    transcript = ("You are a helpful assistant.<|endofprompt|>" if variant == V3 else "") + "This is the prompt."
+    pieces = ["Hello there, ", "this is text ", "arriving from an LLM, ", "piece by piece."]
+    drop_in = AutoModel(model_dir=str(folder))
+    torch.manual_seed(5)
+    want = torch.cat([o["tts_speech"] for o in drop_in.inference_zero_shot(iter(pieces), transcript, str(clip))], dim=1)[0]
+    tts = koe.load(folder, device="cpu")
+    try:
+        voice = tts.prepare_voice(sf.read(clip, dtype="float32"), transcript)
+        out = collect(tts.engine.synthesize_text(iter(pieces), SynthesisRequest(text="", voice=voice, seed=5)))
+    finally:
+        tts.close()
+    assert len(want) > 0 and np.array_equal(out.samples, want.numpy())
