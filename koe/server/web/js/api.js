@@ -39,6 +39,19 @@ export function forgetToken() {
   localStorage.removeItem(TOKEN_KEY);
 }
 
+// The subprotocols a WebSocket to koe offers: `koe`, and the token as `koe.bearer.<base64url>`
+// when there is one (a browser cannot set Authorization on a WebSocket; the server selects `koe`).
+export function webSocketProtocols() {
+  if (!token) return ["koe"];
+  const bytes = new TextEncoder().encode(token);
+  const b64url = btoa(String.fromCharCode(...bytes)).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  return ["koe", `koe.bearer.${b64url}`];
+}
+
+export function hasToken() {
+  return Boolean(token);
+}
+
 // fetch(path) with the token; `json` or `form` as the body. Returns the Response (ok), or throws
 // ApiError. An AbortError (the signal) passes through as it is.
 export async function call(path, { method = "GET", json, form, signal } = {}) {

@@ -1,15 +1,17 @@
-// koe's web page: tabs, the token dialog, the server's status, and the three tabs wired together.
+// koe's web page: tabs, the token dialog, the server's status, and the tabs wired together.
 import { forgetToken, getJSON, onTokenNeeded } from "./api.js";
+import { refreshConvertVoices, setupConvert, showConvertModels } from "./convert.js";
 import { $, showError } from "./dom.js";
 import { setupHistory, showHistory } from "./history.js";
+import { refreshLiveVoices, setupLive, showLiveModels } from "./live.js";
 import { fillForm, loadModels, modelCards, refreshVoices, setupSpeak, speakWith } from "./speak.js";
 import { setupVoices, showDesignModels, showLibrary } from "./voices.js";
 
-// Tabs (WAI-ARIA tabs pattern: arrow keys move between them, Home/End jump).
+// Tabs (WAI-ARIA tabs pattern: arrow keys move between them, Home/End jump; a hidden tab is skipped).
 function setupTabs() {
-  const tabs = [...document.querySelectorAll('[role="tab"]')];
+  const all = [...document.querySelectorAll('[role="tab"]')];
   const select = (tab, focus = true) => {
-    for (const t of tabs) {
+    for (const t of all) {
       const on = t === tab;
       t.setAttribute("aria-selected", String(on));
       t.tabIndex = on ? 0 : -1;
@@ -18,9 +20,10 @@ function setupTabs() {
     if (focus) tab.focus();
     history.replaceState(null, "", `#${tab.getAttribute("aria-controls")}`);
   };
-  for (const tab of tabs) {
+  for (const tab of all) {
     tab.addEventListener("click", () => select(tab));
     tab.addEventListener("keydown", (e) => {
+      const tabs = all.filter((t) => !t.hidden);
       const i = tabs.indexOf(tab);
       const to = { ArrowRight: i + 1, ArrowLeft: i - 1, Home: 0, End: tabs.length - 1 }[e.key];
       if (to === undefined) return;
@@ -28,9 +31,9 @@ function setupTabs() {
       select(tabs[(to + tabs.length) % tabs.length]);
     });
   }
-  const wanted = tabs.find((t) => `#${t.getAttribute("aria-controls")}` === location.hash);
+  const wanted = all.find((t) => `#${t.getAttribute("aria-controls")}` === location.hash);
   if (wanted) select(wanted, false);
-  return (id) => select(tabs.find((t) => t.getAttribute("aria-controls") === id));
+  return (id, focus = true) => select(all.find((t) => t.getAttribute("aria-controls") === id), focus);
 }
 
 // The token dialog: resolves {token, remember}, or null when cancelled.
@@ -77,8 +80,12 @@ async function start() {
   const refreshVoiceLists = async () => {
     await showLibrary();
     await refreshVoices();
+    await refreshLiveVoices();
+    await refreshConvertVoices();
   };
   setupSpeak();
+  setupLive();
+  setupConvert();
   setupVoices({
     changed: refreshVoiceLists,
     use: async (model, voice) => {
@@ -96,6 +103,8 @@ async function start() {
   try {
     await loadModels();
     showDesignModels(modelCards());
+    await showLiveModels(modelCards());
+    if (!(await showConvertModels(modelCards())) && location.hash === "#convert") show("speak", false); // no model converts
     await showLibrary();
   } catch (error) {
     if (error.status === 401) forgetToken();

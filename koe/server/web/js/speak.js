@@ -45,7 +45,7 @@ export function currentModel() {
 }
 
 // "cv — Qwen3-TTS 12 Hz CustomVoice 11M · random weights (loaded)": the family's title (its spec's), the size from the weights' parameter count.
-function modelLabel(m) {
+export function modelLabel(m) {
   const state = m.status === "failed" ? " (failed)" : m.loaded ? " (loaded)" : "";
   const random = m.random_weights ? " · random weights" : "";
   return `${m.id} — ${m.family_title || m.family} ${variantName(m.variant)}${m.size ? " " + m.size : ""}${random}${state}`;
@@ -58,7 +58,7 @@ function variantName(variant) {
 }
 
 // What the model can do, in words, from its capabilities.
-function abilities(m) {
+export function abilities(m) {
   const caps = m.capabilities || {};
   const modes = m.voice_modes || [];
   const said = {
@@ -70,6 +70,8 @@ function abilities(m) {
   const parts = modes.filter((mode) => said[mode]).map((mode) => said[mode]);
   if (caps.instruct) parts.push("style instructions");
   if (caps.streaming) parts.push("streams");
+  if (caps.text_stream) parts.push("reads streamed text");
+  if (caps.conversion) parts.push("converts voices");
   const languages = (m.languages || []).filter((l) => l !== "auto");
   if (languages.length) parts.push(`${languages.length} language${languages.length > 1 ? "s" : ""}`);
   if (caps.sample_rate) parts.push(`${caps.sample_rate / 1000} kHz`);
@@ -101,22 +103,27 @@ async function modelChanged(voice) {
 // OpenAI voice names (with what each means there).
 export async function refreshVoices(wanted) {
   const model = currentModel();
-  const select = $("speak-voice");
-  if (!model) return;
+  if (model) await fillVoices($("speak-voice"), model, wanted);
+}
+
+// Fill `select` with the voices that work on `model` (GET /v1/audio/voices?model=, `kind` one kind
+// only), grouped; keep `wanted` (or what was chosen) selected where it is still there.
+export async function fillVoices(select, model, wanted, kind = null) {
   const previous = wanted || select.value;
-  const list = await getJSON(`/v1/audio/voices?model=${encodeURIComponent(model.id)}`);
+  const query = `model=${encodeURIComponent(model.id)}${kind ? `&kind=${kind}` : ""}`;
+  const list = await getJSON(`/v1/audio/voices?${query}`);
   const groups = { library: [], speaker: [], openai: [] };
   for (const v of list.data) (groups[v.kind] || groups.openai).push(v);
   const titles = { library: "Library voices", speaker: "Speakers", openai: "OpenAI voice names" };
   select.replaceChildren();
-  for (const [kind, voices] of Object.entries(groups)) {
+  for (const [group, voices] of Object.entries(groups)) {
     if (!voices.length) continue;
-    const group = el("optgroup", { label: titles[kind] });
+    const box = el("optgroup", { label: titles[group] });
     for (const v of voices) {
       const means = v.means && v.means[model.id] ? ` → ${v.means[model.id]}` : "";
-      group.append(el("option", { value: v.id, text: `${v.name}${means}` }));
+      box.append(el("option", { value: v.id, text: `${v.name}${means}` }));
     }
-    select.append(group);
+    select.append(box);
   }
   if (!select.options.length) select.append(el("option", { value: "", text: "no voice for this model: clone one under Voices" }));
   const names = [...select.options].map((o) => o.value);

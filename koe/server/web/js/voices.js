@@ -3,11 +3,10 @@
 // play the reference, use, export, delete; import an exported archive).
 import { call, getJSON } from "./api.js";
 import { $, clearError, el, fileName, saveBlob, seconds, showDone, showError } from "./dom.js";
-import { audioBufferToWav, audioContext } from "./player.js";
+import { Recorder } from "./recorder.js";
 
 const MAX_RECORD_S = 30;
 let recorded = null; // a File made from the microphone
-let recording = null; // {recorder, stream, timer, started}
 let designing = null; // AbortController
 let onVoicesChanged = async () => {};
 let useVoice = async () => {};
@@ -17,7 +16,18 @@ export function setupVoices({ changed, use }) {
   onVoicesChanged = changed;
   useVoice = use;
   $("clone-form").addEventListener("submit", saveClone);
-  $("clone-record").addEventListener("click", toggleRecording);
+  new Recorder({
+    button: $("clone-record"),
+    status: $("clone-record-status"),
+    maxSeconds: MAX_RECORD_S,
+    starting: () => clearError($("clone-error"), "clone"),
+    done: (file) => {
+      recorded = file;
+      $("clone-file").value = "";
+      preview(file);
+    },
+    failed: (error) => showError($("clone-error"), error, "clone"),
+  });
   $("clone-file").addEventListener("change", () => {
     recorded = null;
     const file = $("clone-file").files[0];
@@ -40,59 +50,6 @@ function preview(blob) {
   if (audio.src) URL.revokeObjectURL(audio.src);
   audio.hidden = !blob;
   audio.src = blob ? URL.createObjectURL(blob) : "";
-}
-
-async function toggleRecording() {
-  const button = $("clone-record");
-  const status = $("clone-record-status");
-  if (recording) {
-    recording.recorder.stop();
-    return;
-  }
-  clearError($("clone-error"), "clone");
-  if (!navigator.mediaDevices || !window.MediaRecorder) {
-    const why = window.isSecureContext ? "this browser cannot record" : "browsers allow the microphone only on https:// pages or on localhost";
-    showError($("clone-error"), new Error(`${why}; choose a file instead`), "clone");
-    return;
-  }
-  let stream;
-  try {
-    stream = await navigator.mediaDevices.getUserMedia({ audio: { channelCount: 1, echoCancellation: false, noiseSuppression: false } });
-  } catch (error) {
-    showError($("clone-error"), new Error(`the microphone is not available (${error.message}); choose a file instead`), "clone");
-    return;
-  }
-  const recorder = new MediaRecorder(stream);
-  const parts = [];
-  recorder.ondataavailable = (e) => e.data.size && parts.push(e.data);
-  recorder.onstop = async () => {
-    clearInterval(recording.timer);
-    stream.getTracks().forEach((t) => t.stop());
-    recording = null;
-    button.textContent = "Record";
-    button.setAttribute("aria-pressed", "false");
-    try {
-      const decoded = await audioContext().decodeAudioData(await new Blob(parts).arrayBuffer());
-      const wav = audioBufferToWav(decoded);
-      recorded = new File([wav], "recording.wav", { type: "audio/wav" });
-      $("clone-file").value = "";
-      status.textContent = `recorded ${seconds(decoded.duration)}`;
-      preview(recorded);
-    } catch (error) {
-      showError($("clone-error"), new Error(`the recording could not be read (${error.message})`), "clone");
-    }
-  };
-  const started = performance.now();
-  recording = { recorder, stream, started, timer: null };
-  recording.timer = setInterval(() => {
-    const elapsed = (performance.now() - started) / 1000;
-    status.textContent = `recording… ${elapsed.toFixed(0)} s (press Stop)`;
-    if (elapsed >= MAX_RECORD_S) recorder.stop();
-  }, 250);
-  recorder.start(250);
-  button.textContent = "Stop";
-  button.setAttribute("aria-pressed", "true");
-  status.textContent = "recording…";
 }
 
 async function saveClone(event) {
