@@ -48,8 +48,13 @@ class ModelDescription:
 
     @property
     def parameters(self) -> int:
-        """The weights' element count, from the safetensors headers (pickled files are not counted)."""
-        return sum(safetensors_parameters(p) for p in self.weight_files if p.suffix == ".safetensors")
+        """The weights' element count: from the safetensors headers, and from PyTorch checkpoints
+        (`.pt`, read with `weights_only` onto the meta device: no weight is loaded)."""
+        return sum(
+            safetensors_parameters(p) if p.suffix == ".safetensors" else checkpoint_parameters(p)
+            for p in self.weight_files
+            if p.suffix in (".safetensors", ".pt")
+        )
 
 
 @dataclass(frozen=True)
@@ -319,6 +324,26 @@ def safetensors_parameters(path: Path) -> int:
         if k != "__metadata__" and isinstance(v, dict):
             total += math.prod(int(d) for d in v.get("shape", []))
     return total
+
+
+def checkpoint_parameters(path: Path) -> int:
+    """Element count of a PyTorch checkpoint's tensors (a state dict, possibly nested), read with
+    `weights_only=True` onto the meta device (0 if unreadable). Imports torch."""
+    import torch
+
+    try:
+        state = torch.load(path, map_location="meta", weights_only=True, mmap=True)
+    except Exception:
+        return 0
+
+    def count(value: Any) -> int:
+        if isinstance(value, torch.Tensor):
+            return value.numel()
+        if isinstance(value, dict):
+            return sum(count(v) for v in value.values())
+        return 0
+
+    return count(state)
 
 
 def safetensors_header(path: Path) -> dict[str, Any]:
