@@ -1,0 +1,130 @@
+"""The koe side of CosyVoice's benchmark (`koe.bench.wire`'s protocol). Run by `python -m koe.bench.koe_worker cosyvoice`.
+
+It drives koe's `CosyVoiceModel` (`koe.engines.cosyvoice.model`) the way upstream's
+`inference_zero_shot` runs: the prompt's transcript normalised, the prompt clip read and made into
+its features (S3 tokens, mel, CAM++ embedding), each text piece's inputs, then `tts` offline or
+streamed. Phases are timed by wrapping the model's own methods (`wire.SpanTimer`); the LM's time is
+the time spent inside its token generator.
+
+A run command may carry `embedding` (upstream's CAM++ vector of the same clip, from onnxruntime):
+koe still computes its own (timed), then uses upstream's, so the flow sees the same bits on both
+sides (the two CAM++ differ by float rounding: the waveforms would differ in their last bits).
+"""
+
+from __future__ import annotations
+
+import time
+
+import soundfile as sf
+import torch
+
+from koe.engines.benchmark import KoeWorker as Base
+from koe.engines.cosyvoice.bench import cases
+
+
+class _TimedTokens:
+    """A token generator whose `next` calls are timed (the LM's decode, as the consumer pulls it)."""
+
+    def __init__(self, made) -> None:
+        self.made, self.seconds, self.count = made, 0.0, 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> int:
+        t = time.perf_counter()
+        try:
+            token = next(self.made)
+        finally:
+            self.seconds += time.perf_counter() - t
+        self.count += 1
+        return token
+
+    def close(self) -> None:
+        self.made.close()
+
+
+class KoeWorker(Base):
+    """CosyVoice through koe's `CosyVoiceModel` (until the registered engine lands), at the precision asked (the LM's)."""
+
+    def load(self, cmd: dict) -> dict:
+        self.wire.set_threads(cmd["threads"])
+        started = time.perf_counter()
+        from koe.engines.cosyvoice.model import CosyVoiceModel
+
+        imported = time.perf_counter()
+        precision = cmd.get("precision") or "fp32"
+        self.model = CosyVoiceModel.load(cmd["model"], precision=precision)
+        load_s = time.perf_counter() - imported
+        lm = self.model.lm
+        info = {"load_s": load_s, "import_s": imported - started, "peak_rss": self.wire.peak_rss(), "rss": self.wire.current_rss()}
+        info["precision"] = getattr(lm, "precision", None) or str(next(lm.parameters()).dtype).removeprefix("torch.")
+        if getattr(lm, "kernel", None):
+            info["kernel"] = lm.kernel  # what runs the LM's products (koe's kernels), where not torch's
+        return info
+
+    def case(self, cmd: dict) -> dict:
+        variant, stream, reference, seed = cases.request(cmd)
+        model = self.model
+        inputs, flow, hift = model.inputs, model.token2wav.flow, model.token2wav.hift
+        wire = self.wire
+        timers = {
+            "campplus_s": wire.SpanTimer(inputs.embedding),
+            "tokenizer_s": wire.SpanTimer(inputs.speech_token),
+            "mel_s": wire.SpanTimer(inputs.speech_feat),
+            "flow_s": wire.SpanTimer(flow.inference),
+            "vocoder_s": wire.SpanTimer(hift.inference),
+        }
+        text_timers = [wire.SpanTimer(model.text.normalize), wire.SpanTimer(inputs.text_token)]
+        upstream_embedding = cmd.get("embedding")
+        embed = timers["campplus_s"]
+        if upstream_embedding is not None:
+            given = torch.tensor([upstream_embedding], dtype=torch.float32)
+
+            def embed(samples, rate):  # koe's CAM++ runs (and is timed); upstream's vector is used
+                timers["campplus_s"](samples, rate)
+                return given
+
+        generators: list[_TimedTokens] = []
+        tokens = model.tokens
+
+        def timed_tokens(*args, **kwargs):
+            generators.append(_TimedTokens(tokens(*args, **kwargs)))
+            return generators[-1]
+
+        inputs.embedding, inputs.speech_token, inputs.speech_feat = embed, timers["tokenizer_s"], timers["mel_s"]
+        flow.inference, hift.inference = timers["flow_s"], timers["vocoder_s"]
+        model.text.normalize, inputs.text_token = text_timers
+        model.tokens = timed_tokens
+        chunks, first = [], None
+        try:
+            torch.manual_seed(seed)
+            t = time.perf_counter()
+            prompt_text = model.text.normalize(cases.prompt_text(variant), split=False)
+            samples, rate = sf.read(reference, dtype="float32")
+            prompt = inputs.prompt(samples, rate)
+            for piece in model.pieces(cases.TEXT):
+                for chunk in model.tts(inputs.zero_shot(piece, prompt_text, prompt), stream=stream):
+                    if first is None and chunk.shape[1]:
+                        first = time.perf_counter() - t
+                    chunks.append(chunk)
+            total_s = time.perf_counter() - t
+        finally:
+            del inputs.embedding, inputs.speech_token, inputs.speech_feat, flow.inference, hift.inference
+            del model.text.normalize, inputs.text_token, model.tokens
+        parts = {key: timer.total() for key, timer in timers.items()}
+        parts["text_s"] = sum(timer.total() for timer in text_timers)
+        parts["lm_s"] = sum(g.seconds for g in generators)
+        samples = torch.cat(chunks, dim=1)[0].numpy()
+        return cases.result(
+            wire,
+            total_s,
+            samples,
+            first if stream else None,
+            parts,
+            sum(g.count for g in generators),
+            stream,
+            chunks=len(chunks),
+            flow_calls=len(timers["flow_s"].calls),
+            threads=torch.get_num_threads(),
+        )
