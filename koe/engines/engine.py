@@ -28,6 +28,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
+
+from koe.audio.decode import EncodedAudio, array_frames, decode
+from koe.audio.errors import AudioError
 from koe.engines import pipeline
 from koe.engines.base import (
     CLONE,
@@ -48,7 +52,7 @@ from koe.engines.base import (
 )
 from koe.engines.pipeline import PipelineDefaults
 
-__all__ = ["BaseEngine", "Checked", "in_turn"]
+__all__ = ["BaseEngine", "Checked", "in_turn", "reference_frames"]
 
 
 @dataclass
@@ -229,6 +233,30 @@ class BaseEngine:
         torch = sys.modules.get("torch")
         if torch is not None and torch.cuda.is_available():
             torch.cuda.empty_cache()
+
+
+def reference_frames(audio: Any, *, title: str, min_s: float, max_s: float, trim: bool = False, what: str = "voice clip") -> tuple[Any, int]:
+    """A reference clip (path, bytes, file object, or (samples, rate)) as float32 frames, `(n,)` or
+    `(n, channels)`, and its rate; `trim` keeps its first `max_s` seconds, else a longer clip is an
+    `UnsupportedVoice` naming `title`'s limit, as is one shorter than `min_s`."""
+    try:
+        if isinstance(audio, tuple) and len(audio) == 2:
+            samples, rate = audio
+            if hasattr(samples, "detach"):  # a torch tensor
+                samples = samples.detach().cpu().numpy()
+            frames, rate = array_frames(np.asarray(samples)), int(rate)
+            if trim:
+                frames = frames[: int(max_s * rate)]
+        else:
+            frames, rate = decode(EncodedAudio.read(audio, what), max_seconds=max_s, trim=trim)
+    except AudioError as e:
+        raise UnsupportedVoice(f"the {what} cannot be used: {e}") from e
+    seconds = frames.shape[0] / rate if rate > 0 else 0.0
+    if seconds > max_s:
+        raise UnsupportedVoice(f"the {what} is {seconds:.1f} s long; {title} clones from at most {max_s:g} s (trim it, or pass trim=True)")
+    if seconds < min_s:
+        raise UnsupportedVoice(f"the {what} is {seconds:.2f} s long; {title} clones from at least {min_s:g} s")
+    return frames, rate
 
 
 def _ways(modes: frozenset[str]) -> str:

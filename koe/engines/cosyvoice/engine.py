@@ -29,13 +29,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 
-from koe.audio.decode import EncodedAudio, array_frames, decode
-from koe.audio.errors import AudioError
 from koe.engines.base import (
     AudioChunk,
     Capabilities,
@@ -55,7 +52,7 @@ from koe.engines.cosyvoice.llm import ENDOFPROMPT_ID, StreamedTextError
 from koe.engines.cosyvoice.model import CosyVoiceModel
 from koe.engines.cosyvoice.token2wav import TOKEN_HOP
 from koe.engines.cosyvoice.voice import CosyVoiceVoice, CosyVoiceVoiceError
-from koe.engines.engine import BaseEngine, Checked
+from koe.engines.engine import BaseEngine, Checked, reference_frames
 from koe.engines.pipeline import Piece, PipelineDefaults, Segment, steps_for
 from koe.runtime.device import resolve_device
 from koe.runtime.precision import check as check_precision
@@ -119,31 +116,10 @@ class CosyVoiceEngine(BaseEngine):
         return spec.capabilities(self.version, tuple(self.model.speakers))
 
     # -- voices ------------------------------------------------------------------------------------
-    def _clip(self, audio: Any, trim: bool, what: str = "voice clip") -> tuple[np.ndarray, int]:
-        """A clip (path, bytes, file object, or (samples, rate)) as float32 frames and its rate."""
-        try:
-            if isinstance(audio, tuple) and len(audio) == 2:
-                samples, rate = audio
-                if isinstance(samples, torch.Tensor):
-                    samples = samples.detach().cpu().numpy()
-                frames, rate = array_frames(np.asarray(samples)), int(rate)
-                if trim:
-                    frames = frames[: int(spec.MAX_REFERENCE_S * rate)]
-            else:
-                frames, rate = decode(EncodedAudio.read(audio, what), max_seconds=spec.MAX_REFERENCE_S, trim=trim)
-        except AudioError as e:
-            raise UnsupportedVoice(f"the {what} cannot be used: {e}") from e
-        seconds = frames.shape[0] / rate if rate > 0 else 0.0
-        if seconds > spec.MAX_REFERENCE_S:
-            raise UnsupportedVoice(f"the {what} is {seconds:.1f} s long; CosyVoice's speech tokenizer takes at most {spec.MAX_REFERENCE_S:g} s (trim it)")
-        if seconds < spec.MIN_REFERENCE_S:
-            raise UnsupportedVoice(f"the {what} is {seconds:.2f} s long; CosyVoice clones from at least {spec.MIN_REFERENCE_S:g} s")
-        return frames, rate
-
     def build_voice(self, reference: VoiceReference) -> CosyVoiceVoice:
         """A voice prompt from a clip (and its transcript, for zero-shot cloning; without one the
         voice clones cross-lingually), its features as upstream's front end makes them."""
-        frames, rate = self._clip(reference.audio, reference.trim)
+        frames, rate = reference_frames(reference.audio, title="CosyVoice", min_s=spec.MIN_REFERENCE_S, max_s=spec.MAX_REFERENCE_S, trim=reference.trim)
         try:
             prompt = self.model.inputs.prompt(frames, rate, trim=False)
         except ClipError as e:

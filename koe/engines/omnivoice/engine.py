@@ -23,8 +23,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from koe.audio.decode import EncodedAudio, array_frames, decode
-from koe.audio.errors import AudioError
 from koe.engines.base import (
     Capabilities,
     InvalidOption,
@@ -35,7 +33,7 @@ from koe.engines.base import (
     VoicePromptMismatch,
     VoiceReference,
 )
-from koe.engines.engine import BaseEngine, Checked
+from koe.engines.engine import BaseEngine, Checked, reference_frames
 from koe.engines.omnivoice import spec
 from koe.engines.omnivoice.design import InvalidInstruction, resolve_instruct
 from koe.engines.omnivoice.generate import Settings
@@ -135,24 +133,7 @@ class OmniVoiceEngine(BaseEngine):
     # -- voices ------------------------------------------------------------------------------
     def _clip(self, audio: Any, trim: bool) -> tuple[np.ndarray, int]:
         """A clip (path, bytes, file object, or (samples, rate)) as float32 (channels, n) and its rate."""
-        try:
-            if isinstance(audio, tuple) and len(audio) == 2:
-                samples, rate = audio
-                if isinstance(samples, torch.Tensor):
-                    samples = samples.detach().cpu().numpy()
-                frames = array_frames(np.asarray(samples))
-                rate = int(rate)
-                if trim:
-                    frames = frames[: int(MAX_REFERENCE_S * rate)]
-            else:
-                frames, rate = decode(EncodedAudio.read(audio, "reference clip"), max_seconds=MAX_REFERENCE_S, trim=trim)
-        except AudioError as e:
-            raise UnsupportedVoice(f"the voice clip cannot be used: {e}") from e
-        seconds = frames.shape[0] / rate if rate > 0 else 0.0
-        if seconds > MAX_REFERENCE_S:
-            raise UnsupportedVoice(f"the voice clip is {seconds:.1f} s long; OmniVoice clones from at most {MAX_REFERENCE_S:g} s (trim it, or pass trim=True)")
-        if seconds < spec.MIN_REFERENCE_S:
-            raise UnsupportedVoice(f"the voice clip is {seconds:.2f} s long; OmniVoice clones from at least {spec.MIN_REFERENCE_S} s")
+        frames, rate = reference_frames(audio, title="OmniVoice", min_s=spec.MIN_REFERENCE_S, max_s=MAX_REFERENCE_S, trim=trim)
         wave = frames[None, :] if frames.ndim == 1 else frames.T
         return np.ascontiguousarray(wave, dtype=np.float32), rate
 
