@@ -258,3 +258,17 @@ def test_the_new_tabs_fit_a_phone(phone_page, server):
     for tab in ("#tab-live", "#tab-convert"):
         page.click(tab)
         assert page.evaluate("() => document.scrollingElement.scrollWidth <= window.innerWidth"), tab
+
+
+def test_raw_pcm_plays_at_the_models_rate(page, server):
+    """`pcm` comes at the model's sample rate (16 kHz here, not Qwen3-TTS's 24): the page plays and wraps it at that rate."""
+    ready(page)
+    page.select_option("#speak-voice", "low")
+    page.select_option("#speak-response-format", "pcm")
+    page.fill("#speak-input", "Hello there.")
+    page.fill("#speak-seed", "5")
+    page.click("#speak-go")
+    page.wait_for_function("() => document.querySelector('#speak-cancel').disabled", timeout=60_000)
+    assert audio_duration(page, "#speak-audio") == pytest.approx(2 * WORD_S, abs=0.01)  # two words
+    name, data = download(page, "#speak-download")
+    assert name == "koe-sine-low-5.pcm" and len(data) == round(2 * WORD_S * RATE) * 2

@@ -1,9 +1,9 @@
 // Playing speech while it streams: koe streams 16-bit PCM (a WAV whose header has unknown sizes, or
-// raw `pcm` at 24 kHz); each chunk is scheduled on the Web Audio clock right behind the one before,
+// raw `pcm` at the model's sample rate); each chunk is scheduled on the Web Audio clock right behind the one before,
 // so playback starts with the first chunk. At the end the samples become one WAV file (exact
 // sizes) for the <audio> element and the download.
 
-const PCM_RATE = 24000; // koe's `pcm` format: signed 16-bit little-endian mono at 24 kHz
+const PCM_RATE = 24000; // koe's `pcm` format is signed 16-bit little-endian mono at the model's rate: this where it is not known
 const LEAD_S = 0.05; // scheduling slack for the first chunk
 
 let context = null;
@@ -16,12 +16,13 @@ export function audioContext() {
 }
 
 export class StreamPlayer {
-  // format: "wav" (parse the header) or "pcm"; play: schedule on the speakers as chunks arrive.
-  constructor(format, { play = true } = {}) {
+  // format: "wav" (parse the header) or "pcm" (at `rate`: the model's `capabilities.sample_rate`);
+  // play: schedule on the speakers as chunks arrive.
+  constructor(format, { play = true, rate = null } = {}) {
     this.play = play;
     this.context = play ? audioContext() : null;
     this.header = format === "wav" ? new Uint8Array(0) : null; // bytes of the header until "data" is found
-    this.rate = format === "pcm" ? PCM_RATE : null;
+    this.rate = format === "pcm" ? rate || PCM_RATE : null;
     this.channels = 1;
     this.carry = null; // an odd byte left between chunks
     this.chunks = []; // Int16Array per chunk

@@ -165,7 +165,8 @@ async function speak(event) {
   const live = $("speak-stream").checked && LIVE_FORMATS.has(body.response_format);
   const streamed = $("speak-stream").checked;
   const controller = new AbortController();
-  const player = live ? new StreamPlayer(body.response_format) : null;
+  const rate = (currentModel()?.capabilities || {}).sample_rate || null; // raw pcm comes at the model's rate
+  const player = live ? new StreamPlayer(body.response_format, { rate }) : null;
   if (live) audioContext(); // inside the click: the browser lets it play
   running = { controller, player };
   setBusy(true, "Speaking…");
@@ -205,7 +206,7 @@ async function speak(event) {
       duration = player.duration;
     } else {
       download = new Blob(chunks, { type });
-      playable = body.response_format === "pcm" ? pcmAsWav(chunks) : download;
+      playable = body.response_format === "pcm" ? pcmAsWav(chunks, rate) : download;
       duration = Number(response.headers.get("X-Koe-Duration")) || null;
     }
     const metrics = {
@@ -267,14 +268,14 @@ export function metricsText(duration, m, seed) {
   return m.warnings ? `${text}\nNote: ${m.warnings}` : text;
 }
 
-function pcmAsWav(chunks) {
+function pcmAsWav(chunks, rate) {
   const bytes = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
   let offset = 0;
   for (const c of chunks) {
     bytes.set(c, offset);
     offset += c.length;
   }
-  const player = new StreamPlayer("pcm", { play: false });
+  const player = new StreamPlayer("pcm", { play: false, rate });
   player.feed(bytes);
   return player.wav();
 }
