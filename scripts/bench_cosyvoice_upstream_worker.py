@@ -116,7 +116,7 @@ class CosyVoiceUpstreamWorker:
             sum(tokens),
             stream,
             overlapped=stream,
-            chunks=len(chunks),
+            chunks=sum(1 for c in chunks if c.shape[1]),
             flow_calls=timers["flow_s"].calls,
             threads=torch.get_num_threads(),
         )

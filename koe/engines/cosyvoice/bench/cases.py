@@ -4,8 +4,11 @@ Case -> (variant, streamed). Every case is one zero-shot request (upstream's `in
 TEXT in the voice of a 3 s prompt clip (the same 24 kHz WAV on both sides) whose transcript is
 PROMPT_TEXT (v3's with upstream's system prompt, which its LM needs), the prompt's features made
 inside the request on both sides. "v2" / "v3" are offline (the whole request), "v2_stream" /
-"v3_stream" streamed (upstream's growing hop, 25 tokens first). TEXT is short (about ten text
-ids): random weights rarely end speech, so the LM runs to its limit, 20 tokens per text id.
+"v3_stream" streamed (upstream's growing hop, 25 tokens first). TEXT is short (9 text ids, so at
+most 180 speech tokens: 20 per text id). Random weights end speech at random (v2 seldom: 3 end
+ids; v3 often: any of its 200 extra ids past the speech tokens), so the length depends on the
+seed: at the default seed 0 this text gives v2 180 tokens (7.2 s) and v3 70 at the released size
+(109 tiny); the `tokens` column says what each run made (the same on both sides).
 Stdlib only: upstream's worker imports this file by path.
 """
 

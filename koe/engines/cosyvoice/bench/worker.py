@@ -1,10 +1,10 @@
 """The koe side of CosyVoice's benchmark (`koe.bench.wire`'s protocol). Run by `python -m koe.bench.koe_worker cosyvoice`.
 
-It drives koe's `CosyVoiceModel` (`koe.engines.cosyvoice.model`) the way upstream's
-`inference_zero_shot` runs: the prompt's transcript normalised, the prompt clip read and made into
-its features (S3 tokens, mel, CAM++ embedding), each text piece's inputs, then `tts` offline or
-streamed. Phases are timed by wrapping the model's own methods (`wire.SpanTimer`); the LM's time is
-the time spent inside its token generator.
+It drives the registered engine through koe's engine contract (`load_engine` at the precision asked,
+`prepare_voice` with the prompt clip and its transcript, `synthesize` with `seed`, whole or
+streamed), as a user's request runs: one upstream `inference_zero_shot` call. Phases are timed by
+wrapping the engine's `CosyVoiceModel`'s own methods (`wire.SpanTimer`); the LM's time is the time
+spent inside its token generator.
 
 A run command may carry `embedding` (upstream's CAM++ vector of the same clip, from onnxruntime):
 koe still computes its own (timed), then uses upstream's, so the flow sees the same bits on both
@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import time
 
-import soundfile as sf
+import numpy as np
 import torch
 
+from koe.engines.base import SynthesisRequest, VoiceReference
 from koe.engines.benchmark import KoeWorker as Base
 from koe.engines.cosyvoice.bench import cases
 
@@ -45,27 +46,12 @@ class _TimedTokens:
 
 
 class KoeWorker(Base):
-    """CosyVoice through koe's `CosyVoiceModel` (until the registered engine lands), at the precision asked (the LM's)."""
-
-    def load(self, cmd: dict) -> dict:
-        self.wire.set_threads(cmd["threads"])
-        started = time.perf_counter()
-        from koe.engines.cosyvoice.model import CosyVoiceModel
-
-        imported = time.perf_counter()
-        precision = cmd.get("precision") or "fp32"
-        self.model = CosyVoiceModel.load(cmd["model"], precision=precision)
-        load_s = time.perf_counter() - imported
-        lm = self.model.lm
-        info = {"load_s": load_s, "import_s": imported - started, "peak_rss": self.wire.peak_rss(), "rss": self.wire.current_rss()}
-        info["precision"] = getattr(lm, "precision", None) or str(next(lm.parameters()).dtype).removeprefix("torch.")
-        if getattr(lm, "kernel", None):
-            info["kernel"] = lm.kernel  # what runs the LM's products (koe's kernels), where not torch's
-        return info
+    """CosyVoice through koe's engine contract, the precision asked the LM's (`Base.load`)."""
 
     def case(self, cmd: dict) -> dict:
         variant, stream, reference, seed = cases.request(cmd)
-        model = self.model
+        eng = self.engine
+        model = eng.model
         inputs, flow, hift = model.inputs, model.token2wav.flow, model.token2wav.hift
         wire = self.wire
         timers = {
@@ -98,16 +84,12 @@ class KoeWorker(Base):
         model.tokens = timed_tokens
         chunks, first = [], None
         try:
-            torch.manual_seed(seed)
             t = time.perf_counter()
-            prompt_text = model.text.normalize(cases.prompt_text(variant), split=False)
-            samples, rate = sf.read(reference, dtype="float32")
-            prompt = inputs.prompt(samples, rate)
-            for piece in model.pieces(cases.TEXT):
-                for chunk in model.tts(inputs.zero_shot(piece, prompt_text, prompt), stream=stream):
-                    if first is None and chunk.shape[1]:
-                        first = time.perf_counter() - t
-                    chunks.append(chunk)
+            voice = eng.prepare_voice(VoiceReference(reference, cases.prompt_text(variant)))
+            for chunk in eng.synthesize(SynthesisRequest(cases.TEXT, voice=voice, seed=seed, stream=stream)):
+                if first is None and len(chunk.samples):
+                    first = time.perf_counter() - t
+                chunks.append(np.asarray(chunk.samples, dtype=np.float32))
             total_s = time.perf_counter() - t
         finally:
             del inputs.embedding, inputs.speech_token, inputs.speech_feat, flow.inference, hift.inference
@@ -115,16 +97,15 @@ class KoeWorker(Base):
         parts = {key: timer.total() for key, timer in timers.items()}
         parts["text_s"] = sum(timer.total() for timer in text_timers)
         parts["lm_s"] = sum(g.seconds for g in generators)
-        samples = torch.cat(chunks, dim=1)[0].numpy()
         return cases.result(
             wire,
             total_s,
-            samples,
+            np.concatenate(chunks),
             first if stream else None,
             parts,
             sum(g.count for g in generators),
             stream,
-            chunks=len(chunks),
+            chunks=sum(1 for c in chunks if len(c)),
             flow_calls=len(timers["flow_s"].calls),
             threads=torch.get_num_threads(),
         )
