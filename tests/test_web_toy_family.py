@@ -208,6 +208,28 @@ def test_a_pasted_text_is_sent_in_pieces_then_ended(page, server):
     np.testing.assert_array_equal(samples, api_stream(server, text, voice="high", seed=9))
 
 
+def test_the_family_options_go_with_the_start_and_a_refused_start_is_shown_on_its_field(page, server):
+    ready(page)
+    expect_console_errors(page, r"WebSocket connection .* failed")  # Chromium's line for a connection closed with an error code
+    page.click("#tab-live")
+    page.locator("#live-options-box").evaluate("(d) => { d.open = true; }")
+    assert page.get_attribute("#live-opt-pitch_shift", "max") == "24"  # the schema's field, as on Speak
+    page.fill("#live-opt-pitch_shift", "99")
+    page.click("#live-start")
+    page.wait_for_selector("#live-error:not([hidden])", timeout=30_000)
+    assert "pitch_shift" in page.text_content("#live-error") and page.get_attribute("#live-opt-pitch_shift", "aria-invalid") == "true"
+    assert page.is_enabled("#live-start") and page.is_disabled("#live-input")
+    page.fill("#live-opt-pitch_shift", "12")
+    page.fill("#live-seed", "4")
+    page.click("#live-start")
+    page.wait_for_function("() => !document.querySelector('#live-input').disabled", timeout=30_000)
+    page.type("#live-input", "Hi.")
+    page.click("#live-end")
+    samples = live_samples(page)
+    assert page.is_hidden("#live-error")
+    np.testing.assert_array_equal(samples, api_stream(server, "Hi.", voice=page.input_value("#live-voice"), seed=4, options={"pitch_shift": 12}))
+
+
 def test_cancel_closes_the_stream_and_frees_the_model(page, server):
     ready(page)
     before = server.stats("sine").get("cancelled", 0)

@@ -3,6 +3,7 @@
 // played as it comes back; then the whole can be played again and downloaded. One connection per
 // utterance: Start opens it, End says the text is complete, Cancel closes it (the server stops).
 import { ApiError, webSocketProtocols } from "./api.js";
+import { renderOptions } from "./options.js";
 import { $, clearError, el, fileName, seconds, showError } from "./dom.js";
 import { StreamPlayer, audioContext } from "./player.js";
 import { abilities, fillVoices, modelLabel } from "./speak.js";
@@ -11,6 +12,7 @@ const PATH = "/v1/audio/speech/stream";
 let models = [];
 let stream = null; // the open connection's state (see start)
 let resultUrl = null;
+let readOptions = () => ({});
 
 const currentModel = () => models.find((m) => m.id === $("live-model").value) || null;
 
@@ -35,7 +37,8 @@ async function modelChanged() {
   if (!model) return;
   const caps = model.capabilities || {};
   const how = caps.text_stream ? "This model reads streamed text itself" : "Each sentence is spoken once it is complete";
-  $("live-model-about").textContent = `${how} · ${abilities(model)}`;
+  $("live-model-about").textContent = [how, abilities(model)].filter(Boolean).join(" · ");
+  readOptions = renderOptions($("live-options"), model.options || [], "live");
   await fillVoices($("live-voice"), model);
 }
 
@@ -54,6 +57,8 @@ function start() {
   const message = { type: "start", model, voice, response_format: "wav" };
   const seed = $("live-seed").value.trim();
   if (seed !== "") message.seed = Number(seed);
+  const options = readOptions();
+  if (Object.keys(options).length) message.options = options;
   const ws = new WebSocket(url(), webSocketProtocols());
   ws.binaryType = "arraybuffer";
   const state = { ws, model, voice, player: new StreamPlayer("wav"), sent: "", opened: false, began: null, started: null, done: null, error: null, feeding: false };

@@ -2,12 +2,13 @@
 // default, help, range, min/max, choices). Empty fields keep the model's default and are not sent.
 import { el } from "./dom.js";
 
-// Fill `box` with one labelled field per option; returns a function giving the values set.
-export function renderOptions(box, schema) {
+// Fill `box` with one labelled field per option (ids `${prefix}-opt-NAME`, so an error naming the
+// option marks it); returns a function giving the values set.
+export function renderOptions(box, schema, prefix = "speak") {
   box.replaceChildren();
   const readers = [];
   for (const option of schema) {
-    const id = `speak-opt-${option.name}`;
+    const id = `${prefix}-opt-${option.name}`;
     const hintId = `${id}-hint`;
     const defaultText = option.default == null ? "the model's own" : String(option.default);
     const hint = el("p", { class: "hint", id: hintId, text: `${option.help} (default: ${defaultText}${option.range ? `; ${option.range}` : ""})` });

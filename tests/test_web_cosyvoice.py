@@ -1,0 +1,113 @@
+"""The web page at `/` with CosyVoice (a random-weight CosyVoice 2, tiny), in headless Chromium (tests/browser.py):
+the first built-in family that converts voices and reads streamed text itself. The Convert tab is shown for it and
+converts into a library voice, as the API does; the Stream text tab says the model reads the text as it comes, and
+the speech it makes from a pasted text sent a word at a time (with the family's option set on the tab) is the API's
+for the same pieces."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+
+import httpx
+import numpy as np
+import pytest
+import soundfile as sf
+from browser import start_koe_serve
+from product_helpers import run_koe
+from websockets.sync.client import connect
+
+from koe.engines.cosyvoice.fixtures import write_random_model
+from koe.server.routes.speech_stream import PATH
+
+pytest_plugins = ["browser"]
+
+RATE = 24000
+TEXT = "Hello there, how are you?"
+
+
+def tone(seconds: float, hz: float, rate: int = RATE) -> np.ndarray:
+    t = np.arange(int(seconds * rate)) / rate
+    return (0.3 * np.sin(2 * np.pi * hz * t * (1 + 0.05 * np.sin(2 * np.pi * 3 * t)))).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """The page fixtures open the fixture named `server`: `koe serve` with the model `cosy` and the library voice `alice`."""
+    root = tmp_path_factory.mktemp("cosyvoice-web")
+    model = write_random_model(root / "CosyVoice2-0.5B", "CosyVoice2-0.5B")
+    home = root / "home"
+    sf.write(root / "ref.wav", tone(2.0, 150), RATE)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("KOE_HOME", str(home))
+        run_koe("models", "import", model, "--name", "cosy", "--link")
+        run_koe("voices", "add", "alice", "--ref", root / "ref.wav", "--ref-text", "A reference clip.")
+    s = start_koe_serve(home, root, models=(), default="cosy")
+    yield s
+    s.stop()
+
+
+def ready(page):
+    page.goto("/")
+    page.wait_for_selector("body[data-ready=true]", timeout=30_000)
+    return page
+
+
+def download(page, selector: str) -> tuple[str, bytes]:
+    with page.expect_download() as info:
+        page.click(selector)
+    return info.value.suggested_filename, open(info.value.path(), "rb").read()
+
+
+def test_convert_into_a_library_voice(page, server, tmp_path):
+    source = tmp_path / "speech.wav"
+    sf.write(source, tone(1.6, 220, 16000), 16000)
+    ready(page)
+    page.click("#tab-convert")
+    assert page.eval_on_selector_all("#convert-model option", "(os) => os.map((o) => o.value)") == ["cosy"]
+    assert page.input_value("#convert-voice") == "alice"
+    page.set_input_files("#convert-file", str(source))
+    page.fill("#convert-seed", "3")
+    page.click("#convert-go")
+    page.wait_for_function("() => document.querySelector('#convert-cancel').disabled && document.querySelector('#convert-audio').src !== ''", timeout=120_000)
+    name, data = download(page, "#convert-download")
+    assert name == "koe-convert-cosy-alice-3.wav"
+    r = httpx.post(
+        f"{server.url}/v1/audio/conversions",
+        files={"file": ("speech.wav", source.read_bytes(), "audio/wav")},
+        data={"model": "cosy", "voice": "alice", "seed": "3", "response_format": "wav"},
+        timeout=120,
+    )
+    assert r.status_code == 200 and data == r.content  # the API's own answer
+    assert len(sf.read(io.BytesIO(data))[0]) == 40 * 960  # 1.6 s of source: 40 speech tokens, 960 samples each
+
+
+def test_stream_text_reads_the_pieces_as_they_come(page, server):
+    ready(page)
+    page.click("#tab-live")
+    assert page.text_content("#live-model-about").startswith("This model reads streamed text itself")
+    page.select_option("#live-voice", "alice")
+    page.fill("#live-seed", "7")
+    page.locator("#live-options-box").evaluate("(d) => { d.open = true; }")
+    page.fill("#live-opt-max_tokens", "40")  # random weights: a cap keeps it short
+    page.locator("#live-pieces-box").evaluate("(d) => { d.open = true; }")
+    page.fill("#live-paste", TEXT)
+    page.select_option("#live-pace", "40")
+    page.click("#live-pieces")
+    page.wait_for_selector("#live-result:not([hidden])", timeout=120_000)
+    assert page.is_hidden("#live-error")
+    _, data = download(page, "#live-download")
+    samples, rate = sf.read(io.BytesIO(data), dtype="int16")
+    assert rate == RATE and len(samples) > 0
+    # the API's answer for the same pieces (the page sends a word at a time, with the spaces after it)
+    audio = b""
+    with connect(server.url.replace("http://", "ws://") + PATH, open_timeout=30) as ws:
+        ws.send(json.dumps({"type": "start", "model": "cosy", "voice": "alice", "response_format": "pcm", "seed": 7, "options": {"max_tokens": 40}}))
+        for piece in re.findall(r"\s*\S+\s*", TEXT):
+            ws.send(json.dumps({"type": "text", "text": piece}))
+        ws.send(json.dumps({"type": "end"}))
+        for message in ws:
+            if isinstance(message, bytes):
+                audio += message
+    np.testing.assert_array_equal(samples, np.frombuffer(audio, "<i2"))
