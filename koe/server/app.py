@@ -142,7 +142,9 @@ WEBSOCKET_NOTE = (
     "The server sends `speech.started`, the audio as binary messages as it is made (one file in `response_format`), "
     "then `speech.audio.done` (usage, duration, seed, warnings) and closes with 1000; or one `error` message "
     "(this API's error object) and a close code by kind (1008 client error, 1009 text too long, 1011 server error, "
-    "1012 shutting down, 1013 busy). The handshake passes the same Host, Origin and token checks as these routes; "
+    "1012 shutting down, 1013 busy); a stream lasts at most `server.max_stream_s`. The handshake passes the same Host, Origin "
+    "and token checks as these routes (the token as a Bearer header, or, from a browser, as the subprotocol "
+    "`koe.bearer.<base64url token>` offered beside `koe`); "
     "koe's server documentation (server.md, Streamed text) has the protocol in full."
 )
 

@@ -6,7 +6,8 @@ endpoints any client does, from the server's own origin, so the Host/Origin guar
 browser sends `Origin: <this server>` on its writes, which the guard lets through as same-origin.
 
 The page and its files need no token (a browser cannot send one when it opens a page; they hold
-no data); the page asks for the token when the API answers 401 and sends it as a Bearer header.
+no data); the page asks for the token when the API answers 401 and sends it as a Bearer header
+(on the streamed-text WebSocket, where a browser cannot set headers, as the `koe.bearer.` subprotocol).
 Every answer carries a Content-Security-Policy that allows only this server (scripts, styles,
 fetches) plus `blob:` audio the page makes itself, and forbids framing (no clickjacking).
 `server.web_page = false` turns the page off (404).
