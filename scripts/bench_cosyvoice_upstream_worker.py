@@ -15,7 +15,8 @@ chunks joined. Phases are timed by wrapping upstream's own methods: the front en
 `text_normalize` and `_extract_text_token`, `_extract_spk_embedding` (CAM++ in onnxruntime),
 `_extract_speech_token` (the S3 tokenizer in onnxruntime), `_extract_speech_feat` (the mel), the
 model's `llm_job` (the LM's decode, in upstream's own thread; streamed, it overlaps the rest),
-`flow.inference` and `hift.inference`.
+`flow.inference` and `hift.inference`, and the LM's steps (`llm.llm.forward_one_step`; those over
+several positions are the prompt's prefill).
 
 Besides `load` and `run` it answers `embedding` (the speaker vector its CAM++ gives a clip), which
 the parent hands koe's side so that both flows see the same vector.
@@ -76,8 +77,10 @@ class CosyVoiceUpstreamWorker:
             "text_token": (frontend, "_extract_text_token"),
             "flow_s": (model.flow, "inference"),
             "vocoder_s": (model.hift, "inference"),
+            "step": (model.llm.llm, "forward_one_step"),
         }
         timers = {key: wire.CallTimer(getattr(owner, name)) for key, (owner, name) in names.items()}
+        timers["step"] = wire.SpanTimer(model.llm.llm.forward_one_step, lambda xs, *rest, **kw: xs.shape[1])  # by the positions each reads
         llm_job, tokens = model.llm_job, []
 
         def counted_job(*args):  # (text, prompt_text, prompt tokens, embedding, uuid): the tokens it queued
@@ -114,6 +117,7 @@ class CosyVoiceUpstreamWorker:
             first if stream else None,
             parts,
             sum(tokens),
+            timers["step"].total(lambda positions: positions > 1),
             stream,
             overlapped=stream,
             chunks=sum(1 for c in chunks if c.shape[1]),

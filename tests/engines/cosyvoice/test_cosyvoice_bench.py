@@ -31,7 +31,7 @@ def _check_run(run: dict, case: str, side: str = "koe") -> None:
     for key in PARTS + ("total_s", "rtf", "front_s", "ms_per_token", "peak_rss"):
         assert run[key] > 0, (case, side, key)
     assert abs(run["front_s"] - sum(run[k] for k in PARTS[:4])) < 1e-9
-    assert abs(run["ms_per_token"] - 1e3 * run["lm_s"] / run["tokens"]) < 1e-9
+    assert 0 < run["prefill_s"] < run["lm_s"] and abs(run["ms_per_token"] - 1e3 * (run["lm_s"] - run["prefill_s"]) / run["tokens"]) < 1e-9
     assert (run["ttfa_s"] is not None) == stream and (run["chunks"] > 1) == stream
     if stream:
         assert 0 < run["ttfa_s"] < run["total_s"]

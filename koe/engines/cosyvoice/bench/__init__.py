@@ -6,7 +6,7 @@ workers per variant (koe, and with `--compare upstream` upstream's `AutoModel` f
 its own venv and process). Each case is one zero-shot request with the same seed on both sides,
 offline (v2, v3) or streamed (v2_stream, v3_stream: the time to the first audio too). Seconds and
 seconds per second of audio, split into the front end (text, CAM++, S3 tokenizer, prompt mel), the
-LM (its tokens, ms per token), the flow and the vocoder. With `--compare upstream` both flows get
+LM (its prompt's prefill, its tokens, ms per token after), the flow and the vocoder. With `--compare upstream` both flows get
 upstream's CAM++ vector (koe's own is still computed and timed), so the waveforms' hashes say
 whether the bits are equal (not for v2_stream: upstream's two threads race on one generator).
 `--precision` runs koe's LM in an opt-in precision (bf16, int8, int4; `accuracy` measures its error).
@@ -26,6 +26,7 @@ COLUMNS = columns(
     tokenizer_s="S3 tok s",
     mel_s="mel s",
     lm_s="LM s",
+    prefill_s="prefill s",
     tokens="tokens",
     ms_per_token="ms/token",
     flow_s="flow s",

@@ -47,6 +47,7 @@ def result(
     ttfa_s: float | None,
     parts: dict,
     tokens: int,
+    prefill_s: float,
     stream: bool,
     overlapped: bool = False,
     **extra,
@@ -55,7 +56,8 @@ def result(
     first audio (streamed), and the split: `parts` holds the seconds of text_s (normalising and text
     ids), campplus_s (the speaker embedding), tokenizer_s (the prompt's S3 tokens), mel_s (the
     prompt's mel), lm_s (the LM's whole decode, prompt included), flow_s and vocoder_s; front_s is
-    the first four. `overlapped`: the LM ran beside the rest (upstream's thread, streamed), so the
+    the first four. `prefill_s`: the LM's steps over the prompt (several positions at once);
+    ms_per_token is the rest of the LM's time (one position per step, and sampling) per token. `overlapped`: the LM ran beside the rest (upstream's thread, streamed), so the
     remainder (other_s) is not a share of the total."""
     audio_s = len(samples) / SAMPLE_RATE
     front_s = parts["text_s"] + parts["campplus_s"] + parts["tokenizer_s"] + parts["mel_s"]
@@ -68,7 +70,8 @@ def result(
         "front_s": front_s,
         **parts,
         "tokens": tokens,
-        "ms_per_token": 1e3 * parts["lm_s"] / max(tokens, 1),
+        "prefill_s": prefill_s,
+        "ms_per_token": 1e3 * (parts["lm_s"] - prefill_s) / max(tokens, 1),
         "other_s": None if overlapped else total_s - spent,
         "stream": stream,
         "wave_sha1": wire.wave_sha1(samples),

@@ -61,6 +61,7 @@ class KoeWorker(Base):
             "flow_s": wire.SpanTimer(flow.inference),
             "vocoder_s": wire.SpanTimer(hift.inference),
         }
+        step = wire.SpanTimer(model.lm.step, lambda x, cache: x.shape[1])  # the LM's steps, by the positions each reads
         text_timers = [wire.SpanTimer(model.text.normalize), wire.SpanTimer(inputs.text_token)]
         upstream_embedding = cmd.get("embedding")
         embed = timers["campplus_s"]
@@ -81,7 +82,7 @@ class KoeWorker(Base):
         inputs.embedding, inputs.speech_token, inputs.speech_feat = embed, timers["tokenizer_s"], timers["mel_s"]
         flow.inference, hift.inference = timers["flow_s"], timers["vocoder_s"]
         model.text.normalize, inputs.text_token = text_timers
-        model.tokens = timed_tokens
+        model.tokens, model.lm.step = timed_tokens, step
         chunks, first = [], None
         try:
             t = time.perf_counter()
@@ -93,7 +94,7 @@ class KoeWorker(Base):
             total_s = time.perf_counter() - t
         finally:
             del inputs.embedding, inputs.speech_token, inputs.speech_feat, flow.inference, hift.inference
-            del model.text.normalize, inputs.text_token, model.tokens
+            del model.text.normalize, inputs.text_token, model.tokens, model.lm.step
         parts = {key: timer.total() for key, timer in timers.items()}
         parts["text_s"] = sum(timer.total() for timer in text_timers)
         parts["lm_s"] = sum(g.seconds for g in generators)
@@ -104,6 +105,7 @@ class KoeWorker(Base):
             first if stream else None,
             parts,
             sum(g.count for g in generators),
+            step.total(lambda positions: positions > 1),
             stream,
             chunks=sum(1 for c in chunks if len(c)),
             flow_calls=len(timers["flow_s"].calls),
