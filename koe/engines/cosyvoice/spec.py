@@ -104,6 +104,7 @@ class CosyVoiceSpec:
     engine = "koe.engines.cosyvoice.engine:CosyVoiceEngine"
     fixture = "koe.engines.cosyvoice.fixtures:write_random_model"
     oracle = "koe.engines.cosyvoice.oracle:ORACLE"  # upstream's pinned source its parity tests compare against (koe.engines.oracle)
+    bench = "koe.engines.cosyvoice.bench:BENCH"  # what `koe bench --family cosyvoice` runs (koe.engines.benchmark)
     fixture_variants = tuple(VARIANTS.values())
     released = tuple(
         ReleasedModel(
