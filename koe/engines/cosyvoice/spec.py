@@ -51,6 +51,11 @@ def version_of(folder: Path) -> int | None:
     return found[0] if len(found) == 1 else None
 
 
+# upstream's own v2 stream races its LM thread's draws against the vocoder's (its audio changes from run to run)
+V2_STREAM_NOTE = (
+    "; streamed audio is upstream's streamed mode, in a fixed order (upstream's own CosyVoice 2 stream races two threads, so its audio varies from run to run)"
+)
+
 DEFAULTS = {"speed": 1.0, "text_frontend": True, "max_tokens": None}
 
 
@@ -148,6 +153,7 @@ class CosyVoiceSpec:
             uses=(
                 "a clone of a clip (--ref clip.wav, with --ref-text for zero-shot, without for cross-lingual), "
                 'a style instruction (--instruct "speak happily"), voice conversion (koe convert), text streamed in pieces'
+                + (V2_STREAM_NOTE if version == 2 else "")
             ),
             extra=extra,
             random_weights=has_random_weights(folder),
