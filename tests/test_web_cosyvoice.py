@@ -14,36 +14,20 @@ import httpx
 import numpy as np
 import pytest
 import soundfile as sf
-from browser import start_koe_serve
-from product_helpers import run_koe
+from cosyvoice_serve import RATE, start_cosyvoice_serve, tone
 from websockets.sync.client import connect
 
-from koe.engines.cosyvoice.fixtures import write_random_model
 from koe.server.routes.speech_stream import PATH
 
 pytest_plugins = ["browser"]
 
-RATE = 24000
 TEXT = "Hello there, how are you?"
-
-
-def tone(seconds: float, hz: float, rate: int = RATE) -> np.ndarray:
-    t = np.arange(int(seconds * rate)) / rate
-    return (0.3 * np.sin(2 * np.pi * hz * t * (1 + 0.05 * np.sin(2 * np.pi * 3 * t)))).astype(np.float32)
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """The page fixtures open the fixture named `server`: `koe serve` with the model `cosy` and the library voice `alice`."""
-    root = tmp_path_factory.mktemp("cosyvoice-web")
-    model = write_random_model(root / "CosyVoice2-0.5B", "CosyVoice2-0.5B")
-    home = root / "home"
-    sf.write(root / "ref.wav", tone(2.0, 150), RATE)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("KOE_HOME", str(home))
-        run_koe("models", "import", model, "--name", "cosy", "--link")
-        run_koe("voices", "add", "alice", "--ref", root / "ref.wav", "--ref-text", "A reference clip.")
-    s = start_koe_serve(home, root, models=(), default="cosy")
+    s = start_cosyvoice_serve(tmp_path_factory.mktemp("cosyvoice-web"))
     yield s
     s.stop()
 

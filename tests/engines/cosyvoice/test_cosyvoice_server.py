@@ -8,38 +8,20 @@ import io
 import json
 
 import httpx
-import numpy as np
 import pytest
 import soundfile as sf
-from browser import start_koe_serve
-from product_helpers import run_koe
+from cosyvoice_serve import RATE, start_cosyvoice_serve, tone
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from koe.engines.cosyvoice.fixtures import write_random_model
 from koe.server.routes.speech_stream import PATH
 
 pytestmark = pytest.mark.slow  # koe serve in a real process
 
-RATE = 24000
-
-
-def _tone(seconds: float, hz: float, rate: int = RATE) -> np.ndarray:
-    t = np.arange(int(seconds * rate)) / rate
-    return (0.3 * np.sin(2 * np.pi * hz * t * (1 + 0.05 * np.sin(2 * np.pi * 3 * t)))).astype(np.float32)
-
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    root = tmp_path_factory.mktemp("cosyvoice-serve")
-    model = write_random_model(root / "CosyVoice2-0.5B", "CosyVoice2-0.5B")
-    home = root / "home"
-    sf.write(root / "ref.wav", _tone(2.0, 150), RATE)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("KOE_HOME", str(home))
-        run_koe("models", "import", model, "--name", "cosy", "--link")
-        run_koe("voices", "add", "alice", "--ref", root / "ref.wav", "--ref-text", "A reference clip.")
-    s = start_koe_serve(home, root, models=(), default="cosy")
+    s = start_cosyvoice_serve(tmp_path_factory.mktemp("cosyvoice-serve"))
     yield s
     s.stop()
 
@@ -78,7 +60,7 @@ def test_streamed_text_goes_to_the_lm_as_it_comes(server):
 
 def test_conversion_into_a_library_voice(server):
     source = io.BytesIO()
-    sf.write(source, _tone(1.6, 220, 16000), 16000, format="WAV")
+    sf.write(source, tone(1.6, 220, 16000), 16000, format="WAV")
     r = httpx.post(
         f"{server.url}/v1/audio/conversions",
         files={"file": ("speech.wav", source.getvalue(), "audio/wav")},
@@ -90,7 +72,7 @@ def test_conversion_into_a_library_voice(server):
     out, rate = sf.read(io.BytesIO(r.content), dtype="float32")
     assert rate == RATE and len(out) == 40 * 960  # 1.6 s of source: 40 speech tokens, 960 samples each
     too_long = io.BytesIO()
-    sf.write(too_long, _tone(31.0, 220, 16000), 16000, format="WAV")
+    sf.write(too_long, tone(31.0, 220, 16000), 16000, format="WAV")
     refused = httpx.post(
         f"{server.url}/v1/audio/conversions",
         files={"file": ("long.wav", too_long.getvalue(), "audio/wav")},
