@@ -200,8 +200,10 @@ def test_yaml_sections_read_back_through_the_config_reader(version, size):
 def test_bad_inputs_are_clear_errors(flow):
     _, model = flow
     token, prompt_token, prompt_feat, embedding = _inputs(10, 4)
-    with pytest.raises(ValueError, match="2 frames per token"):
-        model.inference(token, prompt_token, prompt_feat[:, :-1], embedding)
+    mel = model.inference(token, prompt_token, prompt_feat[:, :-1], embedding)  # a frame short of twice its tokens (an untrimmed VC prompt)
+    assert mel.shape[2] == 2 * 10 + 1  # taken as upstream takes it: the prompt conditions its frames, the rest are returned
+    with pytest.raises(ValueError, match="nothing is left to speak"):
+        model.inference(token[:, :0], prompt_token, prompt_feat, embedding)
     with pytest.raises(ValueError, match="past the flow's 6561"):
         model.inference(torch.tensor([[1, 2, 6561]]), prompt_token, prompt_feat, embedding)
     with pytest.raises(ValueError, match="look-ahead"):
