@@ -27,7 +27,7 @@ source's speech tokens spoken in the voice by the flow and the vocoder.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -47,8 +47,7 @@ from koe.engines.base import (
 )
 from koe.engines.cosyvoice import spec
 from koe.engines.cosyvoice.features import ClipError
-from koe.engines.cosyvoice.frontend import trim_to_tokens
-from koe.engines.cosyvoice.llm import ENDOFPROMPT_ID, StreamedTextError
+from koe.engines.cosyvoice.llm import StreamedTextError
 from koe.engines.cosyvoice.model import CosyVoiceModel
 from koe.engines.cosyvoice.token2wav import TOKEN_HOP
 from koe.engines.cosyvoice.voice import CosyVoiceVoice, CosyVoiceVoiceError
@@ -62,6 +61,20 @@ __all__ = ["SYSTEM_PROMPT", "CosyVoiceEngine"]
 MAX_SEGMENT_CHARS = 20000  # one request is one upstream call: upstream splits the text itself
 SYSTEM_PROMPT = "You are a helpful assistant."
 ENDOFPROMPT = "<|endofprompt|>"
+
+
+@dataclass
+class _Run:
+    """One request's speech tokens so far, against its cap (the runaway guard's, or `max_tokens` when lower)."""
+
+    cap: int
+    tokens: int = 0
+    truncated: bool = False
+
+    @classmethod
+    def of(cls, cap: int, c: Checked) -> _Run:
+        wanted = c.settings.get("max_tokens")
+        return cls(cap if wanted is None else min(cap, int(wanted)))
 
 
 class CosyVoiceEngine(BaseEngine):
@@ -160,32 +173,29 @@ class CosyVoiceEngine(BaseEngine):
             return instruct
         return f"{SYSTEM_PROMPT} {instruct}{ENDOFPROMPT}" if self.version == 3 else f"{instruct}{ENDOFPROMPT}"
 
-    def _has_marker(self, text: str) -> bool:
-        return ENDOFPROMPT in text or ENDOFPROMPT_ID in self.model.inputs.tokenizer.encode(text)
-
     def inputs_for(self, piece: str | Iterable[str], c: Checked) -> dict:
         """Upstream's model inputs for one text piece (or streamed text) of a checked request."""
         front, voice, frontend = self.model.inputs, c.voice, c.settings["text_frontend"]
         streamed = not isinstance(piece, str)
         if isinstance(voice, str):
             saved = self.model.speakers[self._speaker_name(voice)]
+            if "llm_embedding" not in saved and "embedding" in saved:  # an SFT release's speaker
+                saved = {"llm_embedding": saved["embedding"], "flow_embedding": saved["embedding"]}
             ids, ids_len = front.text_token(piece)
             inputs = {**saved, "text": ids, "text_len": ids_len}
-            if "llm_embedding" not in inputs and "embedding" in saved:  # an SFT release's speaker
-                inputs = {"text": ids, "text_len": ids_len, "llm_embedding": saved["embedding"], "flow_embedding": saved["embedding"]}
             if c.instruct:
                 inputs["prompt_text"], inputs["prompt_text_len"] = front.text_token(self._instruction(c.instruct))
                 inputs.pop("llm_prompt_speech_token", None), inputs.pop("llm_prompt_speech_token_len", None)
             return inputs
-        prompt = trim_to_tokens(voice.prompt) if self.model.inputs.sample_rate == 24000 else voice.prompt
+        prompt = front.trimmed(voice.prompt)
         if c.instruct:
             return front.instruct(piece, self._instruction(c.instruct), prompt)
         if voice.text is not None:
             text = voice.text
-            if self.version == 3 and not self._has_marker(text) and (streamed or not self._has_marker(piece)):
+            if self.version == 3 and ENDOFPROMPT not in text and (streamed or ENDOFPROMPT not in piece):
                 text = SYSTEM_PROMPT + ENDOFPROMPT + text
             return front.zero_shot(piece, self.model.text.normalize(text, split=False, text_frontend=frontend), prompt)
-        if self.version == 3 and not streamed and not self._has_marker(piece):
+        if self.version == 3 and not streamed and ENDOFPROMPT not in piece:
             piece = SYSTEM_PROMPT + ENDOFPROMPT + piece
         if self.version == 3 and streamed:
             raise UnsupportedVoice("CosyVoice 3 takes streamed text with a voice that has its transcript (or an instruction): its system prompt goes there")
@@ -197,39 +207,36 @@ class CosyVoiceEngine(BaseEngine):
                 return known
         raise UnsupportedVoice(f"unknown speaker {name!r}; supported: {list(self.model.speakers)}")
 
-    def _tokens(self, inputs: dict, cap: int, cancel, state: dict) -> Iterator[int]:
-        """The LM's tokens (or the source's), at most `cap` (state["truncated"] set when it cut)."""
+    def _tokens(self, inputs: dict, run: _Run, cancel) -> Iterator[int]:
+        """The LM's tokens (or the source's) while the run's cap allows (`run.truncated` set when it cuts)."""
         made = self.model.tokens(inputs)
         try:
             for token in made:
-                if state["tokens"] >= cap:
-                    state["truncated"] = True
+                if run.tokens >= run.cap:
+                    run.truncated = True
                     return
                 if cancel is not None:
                     cancel.raise_if_cancelled()
-                state["tokens"] += 1
+                run.tokens += 1
                 yield token
         except StreamedTextError as e:
             raise RequestError(f"CosyVoice's LM could not take the streamed text: {e}") from e
         finally:
             made.close()
 
-    def _speak(self, pieces: list, c: Checked, cap: int, streamed: bool) -> Iterator[tuple[np.ndarray, dict]]:
-        """(samples, state) per chunk of every piece, upstream's calls one after another."""
-        state = {"tokens": 0, "truncated": False}
-        speed, hop = float(c.settings["speed"]), TOKEN_HOP
-        for piece in pieces:
-            inputs = self.inputs_for(piece, c)
-            tokens = self._tokens(inputs, cap, c.cancel, state)
+    def _speak(self, calls: Iterable[dict], c: Checked, run: _Run, streamed: bool) -> Iterator[np.ndarray]:
+        """The samples of each chunk of upstream's calls (their input dicts), one call after another."""
+        hop = TOKEN_HOP
+        for inputs in calls:
+            tokens = self._tokens(inputs, run, c.cancel)
             if streamed:
-                schedule = self.model.schedule(inputs, hop)  # a piece's stream starts at the hop the one before grew to, as upstream's
+                schedule = self.model.schedule(inputs, hop)  # a call's stream starts at the hop the one before grew to, as upstream's
                 for wave in self.model.stream(tokens, inputs, schedule):
-                    yield wave[0].numpy(), state
+                    yield wave[0].numpy()
                 hop = schedule.hop
             else:
-                made = list(tokens)
-                yield self.model.offline(made, inputs, speed)[0].numpy(), state
-            if state["truncated"]:
+                yield self.model.offline(list(tokens), inputs, float(c.settings["speed"]))[0].numpy()
+            if run.truncated:
                 return
 
     def _pieces(self, text: str, c: Checked) -> list[str]:
@@ -240,21 +247,13 @@ class CosyVoiceEngine(BaseEngine):
 
     def speak_segment(self, segment: Segment, c: Checked) -> Iterator[Piece]:
         pieces = self._pieces(segment.text, c)
-        cap = self._cap(steps_for(segment.budget_s, spec.TOKEN_RATE), c)
+        run = _Run.of(steps_for(segment.budget_s, spec.TOKEN_RATE), c)
         if segment.seed is not None:
             torch.manual_seed(int(segment.seed))
-        state = {"tokens": 0, "truncated": False}
-        for wave, seen in self._speak(pieces, c, cap, segment.streamed):
-            state = seen
-            yield Piece(wave, state["tokens"])
-        info = {"mode": self._mode(c), "pieces": len(pieces), "tokens": state["tokens"], "seconds": state["tokens"] / spec.TOKEN_RATE}
-        yield Piece(np.zeros(0, np.float32), state["tokens"], last=True, truncated=state["truncated"], info=info)
-
-    @staticmethod
-    def _cap(cap: int, c: Checked) -> int:
-        """The runaway guard's token cap, or the request's `max_tokens` when lower."""
-        wanted = c.settings.get("max_tokens")
-        return cap if wanted is None else min(cap, int(wanted))
+        for wave in self._speak((self.inputs_for(p, c) for p in pieces), c, run, segment.streamed):
+            yield Piece(wave, run.tokens)
+        info = {"mode": self._mode(c), "pieces": len(pieces), "tokens": run.tokens, "seconds": run.tokens / spec.TOKEN_RATE}
+        yield Piece(np.zeros(0, np.float32), run.tokens, last=True, truncated=run.truncated, info=info)
 
     def _mode(self, c: Checked) -> str:
         if isinstance(c.voice, str):
@@ -269,11 +268,11 @@ class CosyVoiceEngine(BaseEngine):
         the text's ids interleaved with speech tokens), not normalised (as upstream leaves a
         generator's text); audio streamed when `request.stream`, else one chunk at the end."""
         c = self.check_request(replace(request, text="streamed text"))
-        cap = self._cap(steps_for(request.max_segment_s if request.max_segment_s is not None else spec.MAX_SPEECH_S, spec.TOKEN_RATE), c)
+        run = _Run.of(steps_for(request.max_segment_s if request.max_segment_s is not None else spec.MAX_SPEECH_S, spec.TOKEN_RATE), c)
         if request.seed is not None:
             torch.manual_seed(int(request.seed))
-        waves = self._speak([iter(pieces)], c, cap, request.streamed)
-        return self._chunks(waves, request, {"mode": self._mode(c), "text_stream": True})
+        waves = self._speak([self.inputs_for(iter(pieces), c)], c, run, request.streamed)
+        return self._chunks(waves, request, run, {"mode": self._mode(c), "text_stream": True})
 
     # -- voice conversion ------------------------------------------------------------------------------
     def convert(self, request: ConversionRequest) -> Iterator[AudioChunk]:
@@ -298,25 +297,20 @@ class CosyVoiceEngine(BaseEngine):
         if request.seed is not None:
             torch.manual_seed(int(request.seed))
         c = Checked(voice, None, None, values, request.cancel, False)
-        state = {"tokens": 0, "truncated": False}
-        tokens = self._tokens(inputs, self._cap(10**9, c), request.cancel, state)
-        if request.streamed:
-            waves = ((w[0].numpy(), state) for w in self.model.stream(tokens, inputs))
-        else:
-            waves = iter([(self.model.offline(list(tokens), inputs, float(c.settings["speed"]))[0].numpy(), state)])
-        return self._chunks(waves, request, {"mode": "conversion", "source_seconds": round(seconds, 3)})
+        run = _Run.of(inputs["source_speech_token"].shape[1], c)
+        waves = self._speak([inputs], c, run, request.streamed)
+        return self._chunks(waves, request, run, {"mode": "conversion", "source_seconds": round(seconds, 3)})
 
-    def _chunks(self, waves: Iterator[tuple[np.ndarray, dict]], request, info: dict) -> Iterator[AudioChunk]:
+    def _chunks(self, waves: Iterator[np.ndarray], request, run: _Run, info: dict) -> Iterator[AudioChunk]:
         """Audio chunks of `waves`, the final one (no samples) carrying the metadata."""
-        offset, state = 0, {"tokens": 0, "truncated": False}
-        for wave, seen in waves:
-            state = seen
+        offset = 0
+        for wave in waves:
             if request.cancel is not None:
                 request.cancel.raise_if_cancelled()
             if len(wave):
                 yield AudioChunk(wave, self.sample_rate, offset, False, {})
                 offset += len(wave)
-        meta = {**self.result_metadata(), **info, "seed": request.seed, "frames": state["tokens"], "truncated": state["truncated"]}
+        meta = {**self.result_metadata(), **info, "seed": request.seed, "frames": run.tokens, "truncated": run.truncated}
         yield AudioChunk(np.zeros(0, np.float32), self.sample_rate, offset, True, meta)
 
     def result_metadata(self) -> dict:

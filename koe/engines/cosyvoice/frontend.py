@@ -137,7 +137,11 @@ class InputFrontEnd:
         """A prompt clip's features; `trim` applies upstream's twice-the-tokens rule (as it does at a
         24 kHz release for the text-to-speech modes; conversion keeps the prompt whole)."""
         prompt = Prompt(self.speech_token(samples, sample_rate), self.speech_feat(samples, sample_rate), self.embedding(samples, sample_rate))
-        return trim_to_tokens(prompt) if trim and self.sample_rate == 24000 else prompt
+        return self.trimmed(prompt) if trim else prompt
+
+    def trimmed(self, prompt: Prompt) -> Prompt:
+        """A whole prompt as the text-to-speech modes take it: trimmed to twice the tokens at a 24 kHz release."""
+        return trim_to_tokens(prompt) if self.sample_rate == 24000 else prompt
 
     # -- the dicts ------------------------------------------------------------------------------------
 

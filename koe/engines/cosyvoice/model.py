@@ -30,13 +30,9 @@ from koe.engines.cosyvoice.llm import SpeechLM, TokenLimits, generate_tokens, ge
 from koe.engines.cosyvoice.text import FrontEnd, Normalizers
 from koe.engines.cosyvoice.token2wav import TOKEN_HOP, HopSchedule, Token2Wav, load_folder
 
-__all__ = ["CosyVoiceModel", "TokenBudgetExceeded"]
+__all__ = ["CosyVoiceModel"]
 
 _EMPTY_IDS = torch.zeros(1, 0, dtype=torch.int32)
-
-
-class TokenBudgetExceeded(Exception):
-    """Internal: the LM reached the caller's token cap (the runaway guard)."""
 
 
 class CosyVoiceModel:
@@ -95,11 +91,10 @@ class CosyVoiceModel:
             for i in ids:
                 yield torch.tensor([[i]], dtype=torch.int32)
 
-    def tokens(self, inputs: dict, generator: torch.Generator | None = None, max_tokens: int | None = None) -> Iterator[int]:
+    def tokens(self, inputs: dict, generator: torch.Generator | None = None) -> Iterator[int]:
         """The speech tokens of one input dict, as upstream's model queues them: the source's for
         conversion, else the LM's (`inputs["text"]` ids (1, N), or an iterable of strings for
-        streamed text), v3's long silences cut. `max_tokens` caps the LM (`TokenBudgetExceeded`
-        after that many; None: upstream's own limits)."""
+        streamed text), v3's long silences cut. Closing it stops the LM."""
         source = inputs.get("source_speech_token")
         if source is not None and source.shape[1]:
             yield from source.flatten().tolist()
@@ -111,13 +106,8 @@ class CosyVoiceModel:
             made = generate_tokens(self.lm, text, prompt_text, prompt_speech, TokenLimits(), generator)
         else:
             made = generate_tokens_streamed(self.lm, self.text_pieces(text), prompt_text, prompt_speech, generator)
-        count = 0
         try:
-            for token in keep_silences_short(made, self.version):
-                if max_tokens is not None and count >= max_tokens:
-                    raise TokenBudgetExceeded
-                yield token
-                count += 1
+            yield from keep_silences_short(made, self.version)
         finally:
             made.close()
 
@@ -150,12 +140,9 @@ class CosyVoiceModel:
         made: list[int] = []
         for token in tokens:
             made.append(token)
-            if schedule.ready(len(made)):
+            while schedule.ready(len(made)):
                 end, offset = schedule.take()
                 yield stream.chunk(torch.tensor([made[:end]], dtype=torch.int32), offset)
-        while schedule.ready(len(made)):  # tokens handed over at once (conversion) make several chunks
-            end, offset = schedule.take()
-            yield stream.chunk(torch.tensor([made[:end]], dtype=torch.int32), offset)
         if made:
             yield stream.chunk(torch.tensor([made], dtype=torch.int32).reshape(1, -1), schedule.offset, finalize=True)
         else:
