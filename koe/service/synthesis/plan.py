@@ -157,13 +157,7 @@ class Planner:
         description = instruct if mode == "design" else None
         language = self._language(request.language or s.language, ref, caps)
         options = self._options(request.options, caps)
-        seed = request.seed if request.seed is not None else s.seed
-        if seed is None:
-            seed = secrets.randbelow(2**31)
-        try:
-            seed = check_seed(seed)
-        except RequestError as e:
-            raise InvalidRequest(str(e), param="seed") from e
+        seed = self._seed(request.seed)
         speed = check_speed(request.speed if request.speed is not None else s.speed)
         if speed != 1.0 and caps.native_speed and caps.options.get("speed") is not None and "speed" not in options:
             options["speed"], speed = caps.options.get("speed").check(speed), 1.0  # the model speaks at that rate itself
@@ -177,7 +171,7 @@ class Planner:
             voice_name=voice_name,
             ref_audio=ref_audio,
             ref_text=ref_text,
-            seed=int(seed),
+            seed=seed,
             options=options,
             speed=speed,
             format=get_format(request.format or s.format),
@@ -188,6 +182,14 @@ class Planner:
             stream_batchable=caps.batch_stream,
             seed_given=request.seed is not None,
         )
+
+    def _seed(self, asked: int | None) -> int:
+        """The request's seed, else the settings' `synthesis.seed`, else a random one; checked."""
+        seed = asked if asked is not None else self.settings.synthesis.seed
+        try:
+            return int(check_seed(secrets.randbelow(2**31) if seed is None else seed))
+        except RequestError as e:
+            raise InvalidRequest(str(e), param="seed") from e
 
     def plan_conversion(self, request: ConvertRequest) -> SpeechPlan:
         """Validate a voice conversion: a model that converts, a cloned voice (a library voice or a
@@ -214,11 +216,7 @@ class Planner:
             raise InvalidRequest(f"voice conversion needs a voice cloned from a clip, not the preset speaker {request.voice!r}", param="voice")
         ref_audio = self._clip(request.ref_audio, caps) if mode == "clone_clip" else None
         ref_text = request.ref_text.strip() if ref_audio is not None and request.ref_text and request.ref_text.strip() else None
-        seed = request.seed if request.seed is not None else s.seed
-        try:
-            seed = check_seed(secrets.randbelow(2**31) if seed is None else seed)
-        except RequestError as e:
-            raise InvalidRequest(str(e), param="seed") from e
+        seed = self._seed(request.seed)
         return SpeechPlan(
             text="",
             model=ref,
@@ -229,7 +227,7 @@ class Planner:
             voice_name=voice_name,
             ref_audio=ref_audio,
             ref_text=ref_text,
-            seed=int(seed),
+            seed=seed,
             options=self._options(request.options, caps),
             speed=1.0,
             format=get_format(request.format or s.format),
