@@ -437,3 +437,25 @@ def shot(page, name: str) -> Path:
     path = folder / f"{name}.png"
     page.screenshot(path=path, full_page=True, animations="disabled", caret="hide")
     return path
+
+
+# -- the page, as the web tests drive it ---------------------------------------------------------
+def ready(page, path: str = "/"):
+    """Open the page and wait until it has loaded its lists (models, voices, library, history)."""
+    page.goto(path)
+    page.wait_for_selector("body[data-ready=true]", timeout=30_000)
+    return page
+
+
+def audio_duration(page, selector: str = "#speak-audio") -> float:
+    """The seconds of the audio element `selector` holds, once it has loaded them."""
+    page.wait_for_function(f"() => document.querySelector('{selector}').readyState >= 1", timeout=15_000)
+    return page.evaluate(f"() => document.querySelector('{selector}').duration")
+
+
+def download(page, selector: str) -> tuple[str, bytes]:
+    """Click `selector` and return the download it starts: (suggested file name, bytes)."""
+    with page.expect_download() as info:
+        page.click(selector)
+    d = info.value
+    return d.suggested_filename, open(d.path(), "rb").read()

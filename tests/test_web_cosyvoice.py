@@ -14,6 +14,7 @@ import httpx
 import numpy as np
 import pytest
 import soundfile as sf
+from browser import download, ready
 from cosyvoice_serve import RATE, start_cosyvoice_serve, tone
 from websockets.sync.client import connect
 
@@ -30,18 +31,6 @@ def server(tmp_path_factory):
     s = start_cosyvoice_serve(tmp_path_factory.mktemp("cosyvoice-web"))
     yield s
     s.stop()
-
-
-def ready(page):
-    page.goto("/")
-    page.wait_for_selector("body[data-ready=true]", timeout=30_000)
-    return page
-
-
-def download(page, selector: str) -> tuple[str, bytes]:
-    with page.expect_download() as info:
-        page.click(selector)
-    return info.value.suggested_filename, open(info.value.path(), "rb").read()
 
 
 def test_convert_into_a_library_voice(page, server, tmp_path):

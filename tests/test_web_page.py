@@ -17,7 +17,7 @@ import httpx
 import numpy as np
 import pytest
 import soundfile as sf
-from browser import expect_console_errors, shot
+from browser import audio_duration, download, expect_console_errors, ready, shot
 from product_helpers import decode, speechy, write_wav
 from test_server import wait_for
 
@@ -26,13 +26,6 @@ pytestmark = pytest.mark.filterwarnings("ignore:speech was cut off")
 
 TEXT = "Hello there, how are you?"
 LONG = {"input": "one two three four five six seven eight nine ten", "max_new_tokens": 400, "seed": 7}  # ~14 s of audio, seconds of work
-
-
-def ready(page, path: str = "/"):
-    """Open the page and wait until it has loaded its lists (models, voices, library, history)."""
-    page.goto(path)
-    page.wait_for_selector("body[data-ready=true]", timeout=30_000)
-    return page
 
 
 def set_option(page, name: str, value) -> None:
@@ -48,18 +41,6 @@ def speak(page, text: str = TEXT, *, frames: int = 12, seed: int | None = 5, tim
     page.fill("#speak-seed", "" if seed is None else str(seed))
     page.click("#speak-go")
     page.wait_for_function("() => document.querySelector('#speak-cancel').disabled", timeout=timeout)
-
-
-def audio_duration(page, selector: str = "#speak-audio") -> float:
-    page.wait_for_function(f"() => document.querySelector('{selector}').readyState >= 1", timeout=15_000)
-    return page.evaluate(f"() => document.querySelector('{selector}').duration")
-
-
-def download(page, selector: str) -> tuple[str, bytes]:
-    with page.expect_download() as info:
-        page.click(selector)
-    d = info.value
-    return d.suggested_filename, open(d.path(), "rb").read()
 
 
 def one_shot(server, **body) -> bytes:

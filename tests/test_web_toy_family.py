@@ -19,7 +19,7 @@ import httpx
 import numpy as np
 import pytest
 import soundfile as sf
-from browser import expect_console_errors, shot
+from browser import audio_duration, download, expect_console_errors, ready, shot
 from product_helpers import speechy, write_wav
 from toy_family import HUM_HZ, peak_hz, start_sine_serve
 from websockets.sync.client import connect
@@ -59,23 +59,6 @@ def test_the_page_lists_the_plugin_model_its_voices_and_option_and_speaks_with_i
     page.wait_for_function("() => document.querySelector('#speak-audio').readyState >= 1", timeout=15_000)
     assert page.evaluate("() => document.querySelector('#speak-audio').duration") == pytest.approx(0.4, abs=0.02)  # two words
     assert "seed 5" in page.text_content("#speak-metrics")
-
-
-def ready(page):
-    page.goto("/")
-    page.wait_for_selector("body[data-ready=true]", timeout=30_000)
-    return page
-
-
-def download(page, selector: str) -> tuple[str, bytes]:
-    with page.expect_download() as info:
-        page.click(selector)
-    return info.value.suggested_filename, open(info.value.path(), "rb").read()
-
-
-def audio_duration(page, selector: str) -> float:
-    page.wait_for_function(f"() => document.querySelector('{selector}').readyState >= 1", timeout=15_000)
-    return page.evaluate(f"() => document.querySelector('{selector}').duration")
 
 
 def api_conversion(server, source: bytes, **fields) -> bytes:
