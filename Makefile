@@ -19,15 +19,18 @@ PIP_FLAGS := --progress-bar on
 .PHONY: demo test test-fast lint format screenshots browser venv venv-dev oracle peer-mizuoto clean FORCE
 
 # The runtime and the server: what `make demo` needs (and what `pip install "koe[server]"` gives).
+# FAMILY_PACKAGES: the model families that live in packages of their own in this repository (their
+# code or weights carry a licence other than koe's Apache-2.0; each registers through `koe.families`).
+FAMILY_PACKAGES := families/indextts
 venv: $(VENV)/.installed-server
-$(VENV)/.installed-server: pyproject.toml
+$(VENV)/.installed-server: pyproject.toml $(addsuffix /pyproject.toml,$(FAMILY_PACKAGES))
 	$(STEP) "[1/3] $(VENV): a virtualenv with the newest pip"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(STEP) "[2/3] torch ($(TORCH_ARGS)): the largest download, a few hundred MB for the CPU build"
 	$(BIN)/pip install $(PIP_FLAGS) $(TORCH_ARGS)
-	$(STEP) "[3/3] koe and its server (pip install -e .[server])"
-	$(BIN)/pip install $(PIP_FLAGS) -e ".[server]"
+	$(STEP) "[3/3] koe and its server (pip install -e .[server]), and the families in packages of their own"
+	$(BIN)/pip install $(PIP_FLAGS) -e ".[server]" $(addprefix -e ,$(FAMILY_PACKAGES))
 	touch $@
 
 # The test tools on top (a stamp of its own: `make demo` after `make test` reinstalls nothing).
@@ -130,7 +133,7 @@ test: venv-dev oracle peer-mizuoto browser lint
 
 # The linter and the formatter (ruff, pinned in the dev extra; pyproject's [tool.ruff]): part of
 # `make test` and `make test-fast`. `make format` applies what `lint` asks for.
-LINTED := koe tests scripts
+LINTED := koe tests scripts families
 lint: venv-dev
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/ruff format --check $(LINTED)
