@@ -43,15 +43,18 @@ $(VENV)/.installed-dev: $(VENV)/.installed-server pyproject.toml
 # Upstream packages, each in its own virtualenv: the oracles for parity tests (never imported by koe).
 # Each family declares its oracle in its own folder (koe/engines/<family>/oracle.py: the pinned
 # package or source checkout, its venv, requirement files, whether it shares the first oracle's
-# torch), a family under construction too (not registered yet: koe.engines.oracle);
-# scripts/oracles.py prints the declarations as make variables into $(ORACLES_MK), read only by the
-# targets that need them, and ORACLE_RULE below makes `oracle-<family>` of each (also named as its
-# venv: `make oracle-f5`). `make oracle` builds them all; scripts/oracles.py with no argument lists them.
+# torch), a family under construction too (not registered yet: koe.engines.oracle; a family in a
+# package of its own through its `koe.oracles` entry point); scripts/oracles.py prints the
+# declarations as make variables into $(ORACLES_MK), read only by the targets that need them, and
+# ORACLE_RULE below makes `oracle-<family>` of each (also named as its venv: `make oracle-f5`).
+# `make oracle` builds them all but the goldens-only ones (ORACLE_TESTED: no test runs those, their
+# tests compare with committed golden files that `make goldens-<family>` regenerates);
+# scripts/oracles.py with no argument lists them.
 # UPSTREAM_SOURCES: a folder of upstream checkouts at the pinned commits (`<repo>@<commit>`), for
 # the families whose oracle is upstream's source rather than a PyPI release.
 UPSTREAM_SOURCES ?= ../shared/upstream
 ORACLES_MK := $(VENV)/oracles.mk
-ORACLE_GOALS := oracle oracle-% test peer-mizuoto
+ORACLE_GOALS := oracle oracle-% goldens-% test peer-mizuoto
 ifneq ($(filter $(ORACLE_GOALS),$(MAKECMDGOALS)),)
 include $(ORACLES_MK)
 endif
@@ -60,7 +63,7 @@ $(ORACLES_MK): $(VENV)/.installed-server FORCE
 	$(BIN)/python scripts/oracles.py make $@
 FORCE:
 
-oracle: $(foreach f,$(ORACLE_FAMILIES),oracle-$(f))
+oracle: $(foreach f,$(ORACLE_TESTED),oracle-$(f))
 
 # purelib of the venv in $(1), as a shell word; a sharing venv's .pth file names the torch oracle's.
 PURELIB = "$$($(1)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
@@ -89,8 +92,13 @@ $(oracle_$(1)_venv)/.installed: $(oracle_$(1)_declared_in) $(oracle_$(1)_require
 endef
 $(foreach f,$(ORACLE_FAMILIES),$(eval $(call ORACLE_RULE,$(f))))
 
-# Each oracle's python for the tests (KOE_ORACLE_PYTHON=... and one variable per family).
-ORACLE_ENV = $(foreach f,$(ORACLE_FAMILIES),$(oracle_$(f)_python_env)=$(CURDIR)/$(oracle_$(f)_venv)/bin/python)
+# Each tested oracle's python for the tests (KOE_ORACLE_PYTHON=... and one variable per family).
+ORACLE_ENV = $(foreach f,$(ORACLE_TESTED),$(oracle_$(f)_python_env)=$(CURDIR)/$(oracle_$(f)_venv)/bin/python)
+
+# A family's golden files (docs/testing.md): its oracle, then every
+# tests/engines/<family>/goldens/<topic>.npz written again by scripts/goldens.py (TOPICS="a b": those).
+goldens-%: venv oracle-%
+	$(BIN)/python scripts/goldens.py $* $(TOPICS)
 
 # mizuoto==0.2.16 (GPL-3.0), the peer runtime `koe bench --compare mizuoto` measures: only ever run
 # as a separate process from this virtualenv (scripts/bench_mizuoto_worker.py), never imported by

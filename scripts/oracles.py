@@ -5,8 +5,9 @@
 
 The Makefile's oracle targets are one template (`ORACLE_RULE`) instantiated for each family this
 prints, so a family's oracle is built by `make oracle` once it declares one (from its spec, or from
-`koe/engines/<family>/oracle.py` while the family is under construction): no make target is
-written by hand. `make` writes FILE only when its text changes (make re-reads an included makefile
+`koe/engines/<family>/oracle.py` or a `koe.oracles` entry point while the family is under
+construction): no make target is written by hand. A `goldens_only` oracle gets its target but is
+left out of `make oracle` (`ORACLE_TESTED`): `make goldens-FAMILY` builds it (scripts/goldens.py). `make` writes FILE only when its text changes (make re-reads an included makefile
 it has just remade, so an unchanged one must keep its time).
 """
 
@@ -16,7 +17,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from koe.engines.oracle import declarations, declared, target, torch_home, under_construction
+from koe.engines.oracle import declarations, declared, target, for_tests, torch_home, under_construction
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,7 +30,8 @@ def _declared_in(family: str) -> str:
 
 
 def make_variables() -> str:
-    """`ORACLE_FAMILIES`, `ORACLE_TORCH` (the venv that installs torch) and, per family F,
+    """`ORACLE_FAMILIES`, `ORACLE_TESTED` (those `make oracle` builds: not goldens-only),
+    `ORACLE_TORCH` (the venv that installs torch) and, per family F,
     `oracle_F_venv`, `_package` (empty for a source oracle), `_source` and `_source_repo` (empty for
     a package), `_source_paths`, `_python_env`, `_requirements`, `_nodeps`, `_build_isolation` and
     `_shares_torch` (1 or empty) and `_declared_in` (the declaration's file: a changed pin rebuilds
@@ -39,6 +41,7 @@ def make_variables() -> str:
     lines = [
         "# Written by scripts/oracles.py from the families' oracle declarations: do not edit.",
         f"ORACLE_FAMILIES := {' '.join(oracles)}",
+        f"ORACLE_TESTED := {' '.join(for_tests(oracles))}",
         f"ORACLE_TORCH := {home.venv if home else ''}",
     ]
     for family, o in oracles.items():
@@ -73,7 +76,8 @@ def main(argv: list[str]) -> int:
     building = set(under_construction())
     for family, o in declared().items():
         torch = "shares torch" if o.shares_torch else "installs torch"
-        note = "  (family under construction)" if family in building else ""
+        note = "  (goldens only)" if o.goldens_only else ""
+        note += "  (family under construction)" if family in building else ""
         print(f"{family:12} {o.upstream:28} {o.venv:18} make {target(family):18} {torch}{note}")
     return 0
 

@@ -3,17 +3,25 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 from oracle_harness import ORACLES
 
 from koe.engines import registry
-from koe.engines.oracle import UpstreamOracle, declarations, declared, target, torch_home, under_construction
+from koe.engines.oracle import ENTRY_POINT_GROUP, UpstreamOracle, declarations, declared, target, for_tests, torch_home, under_construction
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def _declared_in(family: str) -> str:
+    """The file of `family`'s declaration, relative to the checkout."""
+    module = declarations()[family].partition(":")[0]
+    return str(Path(importlib.util.find_spec(module).origin).resolve().relative_to(ROOT))
 
 
 def test_every_declared_oracle_has_its_files() -> None:
@@ -35,13 +43,45 @@ def test_the_harness_reads_its_table_from_the_declarations() -> None:
 
 
 def test_a_family_under_construction_has_its_oracle_but_no_registration() -> None:
-    """A folder of koe/engines with an oracle.py that no spec names: its oracle is declared (built by
-    `make oracle`, reached by run_oracle), and the registry (so the contract test) never sees it."""
+    """A folder of koe/engines with an oracle.py that no spec names, or a `koe.oracles` entry point
+    of a family's own package: its oracle is declared (built by `make oracle-FAMILY`, reached by
+    run_oracle), and the registry (so the contract test) never sees it."""
     building = under_construction()
+    entry_points = {e.name: e.value for e in metadata.entry_points(group=ENTRY_POINT_GROUP)}
     assert set(building).isdisjoint(registry.families())
     for family in building:
-        assert declarations()[family] == f"koe.engines.{family}.oracle:ORACLE"
+        assert declarations()[family] in (f"koe.engines.{family}.oracle:ORACLE", entry_points.get(family)), family
         assert family in declared()
+
+
+def test_a_family_in_a_package_of_its_own_declares_its_oracle_by_entry_point() -> None:
+    """IndexTTS (families/indextts, its own licence) names its declaration under `koe.oracles`; the
+    declaration lives in its package, not in koe."""
+    entry_points = {e.name: e.value for e in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+    assert entry_points.get("indextts") == "koe_indextts.oracle:ORACLE"
+    assert declarations()["indextts"] == "koe_indextts.oracle:ORACLE"
+    assert _declared_in("indextts") == "families/indextts/koe_indextts/oracle.py"
+
+
+def test_a_goldens_only_oracle_is_left_out_of_make_oracle() -> None:
+    """No test runs a goldens-only oracle: `make oracle` (so `make test`, so CI) never builds it, even
+    when its declaration changed, and no test is given its python; `make goldens-FAMILY` builds it,
+    then regenerates the family's goldens."""
+    oracles = declared()
+    only = [f for f, o in oracles.items() if o.goldens_only]
+    assert "indextts" in only and set(for_tests(oracles)) == set(oracles) - set(only)
+    assert torch_home(oracles) is not None and not torch_home(oracles).goldens_only
+    for family in only:
+        o = oracles[family]
+        touched = ["-W", _declared_in(family)]
+        dry = subprocess.run(["make", "-n", *touched, "oracle"], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+        assert o.venv not in dry, dry
+        dry = subprocess.run(["make", "-n", *touched, "test"], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+        assert o.venv not in dry and o.python_env not in dry, dry
+        dry = subprocess.run(["make", "-n", *touched, f"goldens-{family}", "TOPICS=a b"], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+        lines = dry.splitlines()
+        stamp = lines.index(f"touch {o.venv}/.installed")
+        assert lines[stamp + 1 :] == [f".venv/bin/python scripts/goldens.py {family} a b"], dry
 
 
 def test_a_source_oracle_is_a_pinned_checkout() -> None:
@@ -71,6 +111,7 @@ def test_the_makefile_variables_name_every_oracle() -> None:
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "oracles.py"), "make"], capture_output=True, text=True, check=True, cwd=ROOT).stdout
     lines = dict(ln.split(" := ", 1) for ln in out.splitlines() if " := " in ln)
     assert lines["ORACLE_FAMILIES"].split() == list(declared())
+    assert lines["ORACLE_TESTED"].split() == list(for_tests(declared()))
     for family, o in declared().items():
         assert lines[f"oracle_{family}_venv"] == o.venv and lines[f"oracle_{family}_package"] == o.package
         assert lines[f"oracle_{family}_python_env"] == o.python_env and lines[f"oracle_{family}_source"] == o.source
@@ -92,7 +133,7 @@ def test_the_makefile_copies_a_source_oracle_out_of_the_checkouts() -> None:
     sources = {f: o for f, o in declared().items() if o.source}
     assert sources, "no family's oracle is a source checkout"
     for family, o in sources.items():
-        declared_in = declarations()[family].partition(":")[0].replace(".", "/") + ".py"
+        declared_in = _declared_in(family)
         dry = subprocess.run(
             ["make", "-n", "-W", declared_in, target(family), "UPSTREAM_SOURCES=/checkouts"], capture_output=True, text=True, check=True, cwd=ROOT
         ).stdout

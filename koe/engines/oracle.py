@@ -14,9 +14,13 @@ the declaration is read before any virtualenv exists): a registered family names
 (`oracle = "module:NAME"`); a family under construction (modules and parity tests, no engine or
 spec yet) by having `koe/engines/<family>/oracle.py` define `ORACLE`, which makes its oracle built
 and its parity tests run without the family being registered (its folder's name is its name; once
-registered, its spec names the same declaration). `make oracle` builds every declared oracle (the
-Makefile reads them through `scripts/oracles.py`), `make oracle-FAMILY` one (also named as its
-venv: `make oracle-f5`).
+registered, its spec names the same declaration). A family in a package of its own (its licence is
+not koe's: `families/` in this repository) names its declaration under the entry-point group
+`koe.oracles` (`indextts = "koe_indextts.oracle:ORACLE"`) until its spec does. `make oracle` builds
+every declared oracle (the Makefile reads them through `scripts/oracles.py`) but those marked
+`goldens_only` (upstream too costly to run in every test run: its tests compare with committed
+golden files, which `make goldens-FAMILY` regenerates), `make oracle-FAMILY` one (also named as
+its venv: `make oracle-f5`).
 """
 
 from __future__ import annotations
@@ -24,10 +28,12 @@ from __future__ import annotations
 import importlib
 import re
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 SOURCE_FORM = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*@[0-9a-f]{7,40}")
 ENGINES = Path(__file__).resolve().parent  # koe/engines: the families' folders
+ENTRY_POINT_GROUP = "koe.oracles"  # the declarations of families in packages of their own
 
 
 @dataclass(frozen=True)
@@ -49,7 +55,9 @@ class UpstreamOracle:
     `scripts`: the folder of its oracle scripts (`run_oracle` runs `<scripts>/<name>.py`);
     `<scripts>/stubs`, when present, comes first on their PYTHONPATH (stand-ins for training-only or
     native-only imports). `python_env`: the environment variable that names another virtualenv's
-    python instead of `<venv>/bin/python`.
+    python instead of `<venv>/bin/python`. `goldens_only`: no test runs upstream; its scripts
+    (`<scripts>/golden_<topic>.py`) write the golden files the family's tests compare with, so
+    `make oracle` and `make test` leave this venv out and `make goldens-FAMILY` builds it.
     """
 
     venv: str
@@ -62,6 +70,7 @@ class UpstreamOracle:
     nodeps: tuple[str, ...] = ()
     build_isolation: bool = True
     shares_torch: bool = True
+    goldens_only: bool = False
 
     def __post_init__(self) -> None:
         if bool(self.package) == bool(self.source):
@@ -94,8 +103,9 @@ def target(family: str) -> str:
 
 def declarations() -> dict[str, str]:
     """Every declared oracle as a "module:NAME" target, by family: the registered families' (their
-    specs' `oracle`, in the registry's order), then the families under construction (a folder of
-    `koe/engines` with an `oracle.py` that no registered spec names, by folder name)."""
+    specs' `oracle`, in the registry's order), then the families under construction: a folder of
+    `koe/engines` with an `oracle.py` that no registered spec names (by folder name), then the
+    `koe.oracles` entry points that no registered spec names (by entry name, sorted)."""
     from koe.engines import registry
 
     found: dict[str, str] = {}
@@ -111,6 +121,14 @@ def declarations() -> dict[str, str]:
         if folder.name in found:
             raise ValueError(f"{module}: the registered family {folder.name!r} declares its oracle from its spec; name this one there")
         found[folder.name] = f"{module}:ORACLE"
+    for entry in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        if entry.value in found.values():
+            continue
+        if entry.name in found:
+            raise ValueError(
+                f"{ENTRY_POINT_GROUP} entry point {entry.name} = {entry.value!r}: the family {entry.name!r} declares its oracle already ({found[entry.name]})"
+            )
+        found[entry.name] = entry.value
     return found
 
 
@@ -130,7 +148,15 @@ def declared() -> dict[str, UpstreamOracle]:
         found[family] = getattr(importlib.import_module(module), attr)
     if any(o.shares_torch for o in found.values()) and all(o.shares_torch for o in found.values()):
         raise ValueError("every declared oracle shares torch, none installs it: one needs shares_torch=False")
+    home = torch_home(found)
+    if home is not None and home.goldens_only:
+        raise ValueError(f"{home.venv}: the oracle that installs torch is built for the tests, it cannot be goldens_only")
     return found
+
+
+def for_tests(oracles: dict[str, UpstreamOracle]) -> dict[str, UpstreamOracle]:
+    """The oracles the tests run (`make oracle` builds them): all but the `goldens_only` ones."""
+    return {family: o for family, o in oracles.items() if not o.goldens_only}
 
 
 def torch_home(oracles: dict[str, UpstreamOracle]) -> UpstreamOracle | None:
