@@ -1,0 +1,115 @@
+"""IndexTTS's speech language model: conditioning latents, text and mel codes through one GPT.
+
+The sequence is `[32 conditioning latents | start_text, text…, stop_text | start_mel, codes…]`;
+text and mel tokens each get learned positions counted from 0. `gpt.pth`'s names: `text_embedding`,
+`mel_embedding`, `text_pos_embedding.emb`, `mel_pos_embedding.emb`, `gpt.h.*`, `gpt.ln_f`,
+`final_norm`, `text_head`, `mel_head`, and the conditioning encoders'.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import torch
+from torch import nn
+
+from koe_indextts.gpt import GPT2, KVCache, PositionEmbedding
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    """The `gpt:` section of a release's `config.yaml` (upstream's argument names)."""
+
+    model_dim: int = 1280
+    layers: int = 24
+    heads: int = 20
+    max_text_tokens: int = 600
+    max_mel_tokens: int = 800
+    max_conditioning_inputs: int = 1
+    mel_length_compression: int = 1024
+    number_text_tokens: int = 12000
+    number_mel_codes: int = 8194
+    start_text_token: int = 0
+    stop_text_token: int = 1
+    start_mel_token: int = 8192
+    stop_mel_token: int = 8193
+    types: int = 1
+    condition_num_latent: int = 32
+    condition_type: str = "conformer_perceiver"
+    condition_module: dict[str, Any] = field(default_factory=dict)
+    emo_condition_module: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, section: dict[str, Any]) -> GPTConfig:
+        known = {f.name for f in fields(cls)}
+        cfg = cls(**{k: v for k, v in section.items() if k in known})
+        if cfg.model_dim % cfg.heads:
+            raise ValueError(f"gpt.model_dim {cfg.model_dim} is not a multiple of gpt.heads {cfg.heads}")
+        if not section.get("use_mel_codes_as_input", True) or section.get("train_solo_embeddings", False):
+            raise ValueError("gpt: only use_mel_codes_as_input=true and train_solo_embeddings=false, as released, are supported")
+        return cfg
+
+    @property
+    def text_positions(self) -> int:
+        return self.max_text_tokens + 2
+
+    @property
+    def mel_positions(self) -> int:
+        return self.max_mel_tokens + 2 + self.max_conditioning_inputs
+
+
+class SpeechLM(nn.Module):
+    """Embeddings, the GPT and the heads; the speech conditioning comes in as latents."""
+
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.cfg = cfg
+        d = cfg.model_dim
+        self.text_embedding = nn.Embedding(cfg.number_text_tokens * cfg.types + 1, d)
+        self.mel_embedding = nn.Embedding(cfg.number_mel_codes, d)
+        self.gpt = GPT2(d, cfg.layers, cfg.heads)
+        self.mel_pos_embedding = PositionEmbedding(cfg.mel_positions, d)
+        self.text_pos_embedding = PositionEmbedding(cfg.text_positions, d)
+        self.final_norm = nn.LayerNorm(d)
+        self.text_head = nn.Linear(d, cfg.number_text_tokens * cfg.types + 1)
+        self.mel_head = nn.Linear(d, cfg.number_mel_codes)
+
+    def text_embeddings(self, text: torch.Tensor) -> torch.Tensor:
+        """(n,) text ids without start/stop → (n + 2, d): start, text, stop, each with its position."""
+        cfg = self.cfg
+        ids = torch.cat([text.new_tensor([cfg.start_text_token]), text.long(), text.new_tensor([cfg.stop_text_token])])
+        return self.text_embedding(ids) + self.text_pos_embedding(0, ids.numel())
+
+    def mel_embeddings(self, codes: torch.Tensor, start: int) -> torch.Tensor:
+        """(rows, n) mel codes at mel positions start… → (rows, n, d)."""
+        return self.mel_embedding(codes) + self.mel_pos_embedding(start, codes.shape[-1])
+
+    def prompt(self, conds: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
+        """(1, c, d) conditioning latents and (n,) text ids → (1, c + n' + 3, d): the prompt up to start_mel.
+
+        As upstream's generation does, start/stop text ids inside `text` are dropped first (its
+        latent pass keeps them)."""
+        cfg = self.cfg
+        text = text[(text != cfg.start_text_token) & (text != cfg.stop_text_token)]
+        start = self.mel_embeddings(text.new_tensor([[self.cfg.start_mel_token]]).long(), 0)
+        return torch.cat([conds, self.text_embeddings(text).unsqueeze(0), start], dim=1)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.mel_head(self.final_norm(hidden))
+
+    def step(self, embeddings: torch.Tensor, cache: KVCache) -> torch.Tensor:
+        """The mel logits of the last position after `embeddings` enter the cache: (rows, vocab)."""
+        hidden = self.gpt(embeddings, cache)
+        return self.logits(hidden[:, -1])
+
+    def latent(self, conds: torch.Tensor, text: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
+        """What the vocoder reads: the final-normed hidden states at the codes' positions, (1, n, d).
+
+        Upstream's forward with `return_latent`: the codes are framed by start_mel and stop_mel (the
+        two extra positions are dropped again); one pass over the whole sequence."""
+        cfg = self.cfg
+        framed = torch.cat([codes.new_tensor([cfg.start_mel_token]), codes.long(), codes.new_tensor([cfg.stop_mel_token])])
+        emb = torch.cat([conds, self.text_embeddings(text).unsqueeze(0), self.mel_embeddings(framed.unsqueeze(0), 0)], dim=1)
+        hidden = self.final_norm(self.gpt(emb))
+        return hidden[:, -framed.numel() :][:, :-2]
