@@ -1,0 +1,76 @@
+"""Inputs of the `mel` golden (koe's side): reference clips as WAV files at the rates voices come in.
+
+Each clip is a few tenths of a second of seeded tones and noise, at 16, 22.05, 24, 44.1 and 48 kHz,
+mono and stereo, stored as 16-bit PCM, 24-bit PCM or float (what `torchaudio.load` reads
+differently), plus one clip over upstream's 50 s cap (mono, 16 kHz, 16-bit). The oracle takes each
+through upstream's reference path (`torchaudio.load`, channel mean, `Resample(sr, 24000)`, 50 s cap,
+`MelSpectrogramFeatures()`); `state_sha256.txt` holds the hash of the clips' samples (no weights here).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+
+# name -> (sample rate, channels, libsndfile subtype, seconds)
+CLIPS: dict[str, tuple[int, int, str, float]] = {
+    "16k_mono_pcm16": (16000, 1, "PCM_16", 0.3),
+    "16k_stereo_float": (16000, 2, "FLOAT", 0.3),
+    "22k_mono_float": (22050, 1, "FLOAT", 0.3),
+    "22k_stereo_pcm16": (22050, 2, "PCM_16", 0.3),
+    "24k_mono_pcm16": (24000, 1, "PCM_16", 0.3),
+    "24k_stereo_float": (24000, 2, "FLOAT", 0.3),
+    "44k_mono_pcm16": (44100, 1, "PCM_16", 0.3),
+    "44k_stereo_pcm24": (44100, 2, "PCM_24", 0.3),
+    "48k_mono_float": (48000, 1, "FLOAT", 0.3),
+    "48k_stereo_pcm16": (48000, 2, "PCM_16", 0.3),
+}
+LONG = "16k_mono_pcm16_51s"  # past the 50 s cap: the golden keeps its shape, last frames and hash
+LONG_CLIP = (16000, 1, "PCM_16", 51.0)
+TAIL_FRAMES = 4
+
+
+def clip_samples(name: str, rate: int, channels: int, seconds: float) -> np.ndarray:
+    """Seeded tones (a few partials, a slow envelope) plus noise: float32 `(n, channels)` within +-0.9."""
+    seed = int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "little")
+    rng = np.random.default_rng(seed)
+    n = int(round(rate * seconds))
+    t = np.arange(n) / rate
+    out = np.empty((n, channels), dtype=np.float64)
+    for c in range(channels):
+        f0 = rng.uniform(90, 300)
+        tone = sum(rng.uniform(0.05, 0.3) / k * np.sin(2 * np.pi * k * f0 * t + rng.uniform(0, 2 * np.pi)) for k in range(1, 6))
+        envelope = 0.6 + 0.4 * np.sin(2 * np.pi * rng.uniform(0.5, 3) * t)
+        out[:, c] = tone * envelope + 0.03 * rng.standard_normal(n)
+    return np.clip(out, -0.9, 0.9).astype(np.float32)
+
+
+def clip_path(folder: Path, name: str) -> Path:
+    return folder / f"{name}.wav"
+
+
+def all_clips() -> dict[str, tuple[int, int, str, float]]:
+    return {**CLIPS, LONG: LONG_CLIP}
+
+
+def inputs_sha256(folder: Path) -> str:
+    """One hash of the clips' rates, formats and samples as read back, in the clips' order (not the
+    files' bytes: libsndfile stamps a float WAV's PEAK chunk with the time it was written)."""
+    h = hashlib.sha256()
+    for name in all_clips():
+        info = sf.info(clip_path(folder, name))
+        samples, rate = sf.read(clip_path(folder, name), dtype="float32", always_2d=True)
+        h.update(f"{name}:{rate}:{info.subtype}:{samples.shape};".encode() + samples.tobytes())
+    return h.hexdigest()
+
+
+def write_inputs(folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, (rate, channels, subtype, seconds) in all_clips().items():
+        sf.write(clip_path(folder, name), clip_samples(name, rate, channels, seconds), rate, format="WAV", subtype=subtype)
+    (folder / "clips.json").write_text(json.dumps({"clips": list(CLIPS), "long": LONG, "tail_frames": TAIL_FRAMES}, indent=1))
+    (folder / "state_sha256.txt").write_text(inputs_sha256(folder) + "\n")
