@@ -178,8 +178,12 @@ class ECAPA(nn.Module):
         self.asp = AttentiveStatsPool(channels[-1], attention_channels)
         self.asp_bn = _Norm(channels[-1] * 2)
         self.fc = SameConv(channels[-1] * 2, embedding_dim, 1)
+        # reflect padding needs more frames than it pads
+        self.min_frames = 1 + max(d * (k - 1) // 2 for k, d in zip(kernel_sizes, dilations))
 
     def forward(self, mel: torch.Tensor) -> torch.Tensor:
+        if mel.shape[1] < self.min_frames:
+            raise ValueError(f"the reference mel has {mel.shape[1]} frames; the speaker encoder needs at least {self.min_frames}")
         x = mel.transpose(1, 2)  # (B, T, mels) -> (B, mels, T)
         outs: list[torch.Tensor] = []
         for block in self.blocks:

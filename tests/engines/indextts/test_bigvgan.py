@@ -105,6 +105,13 @@ def test_loading_is_strict():
         load_bigvgan(state, BigVGANConfig.from_dict({**G.SECTIONS["variant"], "gpt_dim": 13}))
 
 
+def test_short_reference_is_refused(vocoders):
+    model = vocoders["release"]
+    model.speaker_embedding(torch.zeros(1, 5, 100))  # 5 frames: more than the widest padding (4)
+    with pytest.raises(ValueError, match="needs at least 5"):
+        model.speaker_embedding(torch.zeros(1, 4, 100))
+
+
 def test_weight_norm_is_folded(vocoders):
     names = set(vocoders["release"].state_dict())
     assert "conv_pre.weight" in names and not any(n.endswith(("weight_g", "weight_v")) for n in names)
