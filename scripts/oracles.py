@@ -17,7 +17,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from koe.engines.oracle import declarations, declared, target, for_tests, torch_home, under_construction
+from koe.engines.oracle import declarations, declared, for_tests, target, torch_home, under_construction
 
 ROOT = Path(__file__).resolve().parent.parent
 

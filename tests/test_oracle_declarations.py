@@ -13,7 +13,7 @@ import pytest
 from oracle_harness import ORACLES
 
 from koe.engines import registry
-from koe.engines.oracle import ENTRY_POINT_GROUP, UpstreamOracle, declarations, declared, target, for_tests, torch_home, under_construction
+from koe.engines.oracle import ENTRY_POINT_GROUP, UpstreamOracle, declarations, declared, for_tests, target, torch_home, under_construction
 
 ROOT = Path(__file__).resolve().parent.parent
 
