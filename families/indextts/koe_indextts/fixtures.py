@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import math
+from pathlib import Path
 
 import torch
+import yaml
 
 
 def random_tensor(name: str, shape: tuple[int, ...], g: torch.Generator) -> torch.Tensor:
@@ -26,11 +28,15 @@ def random_tensor(name: str, shape: tuple[int, ...], g: torch.Generator) -> torc
 
 
 def random_state(module: torch.nn.Module, seed: int = 0) -> dict[str, torch.Tensor]:
-    """A float32 state dict for `module` (integer buffers are kept as they are)."""
+    """A float32 state dict for `module` (integer buffers are kept as they are); `module` may live
+    on the meta device (only its tensors' names, shapes and dtypes are read)."""
     g = torch.Generator().manual_seed(seed)
     state = {}
     for name, t in module.state_dict().items():
-        state[name] = random_tensor(name, tuple(t.shape), g) if t.is_floating_point() else t.clone()
+        if t.is_floating_point():
+            state[name] = random_tensor(name, tuple(t.shape), g)
+        else:  # counters and indices as a fresh module holds them (zeros for a module built on the meta device)
+            state[name] = torch.zeros(t.shape, dtype=t.dtype) if t.is_meta else t.clone()
     return state
 
 
@@ -40,5 +46,114 @@ def state_sha256(state: dict[str, torch.Tensor]) -> str:
     for name, t in state.items():
         t = t.detach().contiguous().cpu()
         h.update(f"{name}:{tuple(t.shape)}:{t.dtype};".encode())
-        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
     return h.hexdigest()
+
+
+# --------------------------------------------------------------------------- a whole 1.5 release
+
+SIZES = {
+    # the released IndexTTS-1.5 (config.yaml's values as its classes need them) and a tiny stand-in
+    "real": {
+        "gpt": {"model_dim": 1280, "layers": 24, "heads": 20, "max_text_tokens": 600, "max_mel_tokens": 800, "number_text_tokens": 12000},
+        "condition_module": {"output_size": 512, "linear_units": 2048, "attention_heads": 8, "num_blocks": 6, "input_layer": "conv2d2", "perceiver_mult": 2},
+        "bigvgan": {
+            "upsample_rates": [4, 4, 4, 4, 2, 2],
+            "upsample_kernel_sizes": [8, 8, 4, 4, 4, 4],
+            "upsample_initial_channel": 1536,
+            "resblock_kernel_sizes": [3, 7, 11],
+            "speaker_embedding_dim": 512,
+        },
+    },
+    "tiny": {
+        "gpt": {"model_dim": 64, "layers": 2, "heads": 4, "max_text_tokens": 120, "max_mel_tokens": 250, "number_text_tokens": 12000},
+        "condition_module": {"output_size": 32, "linear_units": 64, "attention_heads": 2, "num_blocks": 1, "input_layer": "conv2d2", "perceiver_mult": 2},
+        "bigvgan": {
+            "upsample_rates": [4, 4, 4, 4, 2, 2],
+            "upsample_kernel_sizes": [8, 8, 4, 4, 4, 4],
+            "upsample_initial_channel": 64,
+            "resblock_kernel_sizes": [3, 7, 11],
+            "speaker_embedding_dim": 16,
+        },
+    },
+}
+POST_GAIN = 0.1  # conv_post's gain scaled down so that random weights do not saturate the output's tanh
+STOP_BIAS = 4.0  # the stop code's head bias raised so that a random GPT ends its searches
+
+
+def release_config(size: str = "tiny") -> dict:
+    """A 1.5 `config.yaml` (as data) at `size`: the sections and keys upstream's IndexTTS reads."""
+    if size not in SIZES:
+        raise ValueError(f"size {size!r}: one of {sorted(SIZES)}")
+    dims = SIZES[size]
+    gpt = {
+        **dims["gpt"],
+        "max_conditioning_inputs": 1,
+        "mel_length_compression": 1024,
+        "number_mel_codes": 8194,
+        "start_mel_token": 8192,
+        "stop_mel_token": 8193,
+        "start_text_token": 0,
+        "stop_text_token": 1,
+        "train_solo_embeddings": False,
+        "use_mel_codes_as_input": True,
+        "condition_type": "conformer_perceiver",
+        "condition_module": dict(dims["condition_module"]),
+    }
+    bigvgan = {
+        **dims["bigvgan"],
+        "resblock": "1",
+        "resblock_dilation_sizes": [[1, 3, 5], [1, 3, 5], [1, 3, 5]],
+        "feat_upsample": False,
+        "cond_d_vector_in_each_upsampling_layer": True,
+        "gpt_dim": dims["gpt"]["model_dim"],
+        "activation": "snakebeta",
+        "snake_logscale": True,
+        "num_mels": 100,
+        "sampling_rate": 24000,
+    }
+    dataset = {"bpe_model": "bpe.model", "sample_rate": 24000, "squeeze": False}
+    return {"dataset": dataset, "gpt": gpt, "bigvgan": bigvgan, "gpt_checkpoint": "gpt.pth", "bigvgan_checkpoint": "bigvgan_generator.pth", "version": 1.5}
+
+
+def release_states(size: str = "tiny", seed: int = 0) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """`gpt.pth`'s and `bigvgan_generator.pth`'s states (the latter weight-normed, as released)."""
+    from koe_indextts.bigvgan import BigVGAN, BigVGANConfig
+    from koe_indextts.conditioning import ConditioningConfig, SpeechConditioning
+    from koe_indextts.voice_lm import GPTConfig, SpeechLM
+
+    config = release_config(size)
+    with torch.device("meta"):
+        lm = SpeechLM(GPTConfig.from_dict(config["gpt"]))
+        vocoder = BigVGAN(BigVGANConfig.from_dict(config["bigvgan"]))
+    conditioning = SpeechConditioning(ConditioningConfig.speaker(config["gpt"]))  # its positional table is computed
+    table = {k: v for k, v in conditioning.state_dict().items() if k.endswith("pos_enc.pe")}
+    gpt = {**random_state(conditioning, seed), **table, **random_state(lm, seed + 1)}
+    gpt["mel_head.bias"][config["gpt"]["stop_mel_token"]] += STOP_BIAS
+    own = BigVGAN(BigVGANConfig.from_dict({**config["bigvgan"], "upsample_initial_channel": 8 * 2 ** len(config["bigvgan"]["upsample_rates"])}))
+    filters = {k: v for k, v in own.state_dict().items() if k.endswith(".filter")}  # the anti-aliasing filters do not depend on widths
+    vocoder_state = random_state(vocoder, seed + 2)
+    for key in vocoder_state:
+        if key.endswith(".filter"):
+            vocoder_state[key] = filters[key].clone()
+    vocoder_state["conv_post.weight_g"] = vocoder_state["conv_post.weight_g"] * POST_GAIN
+    return gpt, vocoder_state
+
+
+def write_random_model(folder: str | Path, variant: str = "IndexTTS-1.5", size: str = "tiny", seed: int = 0) -> Path:
+    """A complete random-weight 1.5 release folder in the released layout (upstream's IndexTTS
+    loads it with no missing or unexpected keys), marked as random weights."""
+    from koe.engines.spec import mark_random_weights
+    from koe_indextts.fixtures_text import write_bpe_model
+
+    if variant != "IndexTTS-1.5":
+        raise ValueError(f"variant {variant!r}: koe writes IndexTTS-1.5 folders")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    gpt, vocoder = release_states(size, seed)
+    (folder / "config.yaml").write_text(yaml.safe_dump(release_config(size), sort_keys=False))
+    torch.save(gpt, folder / "gpt.pth")
+    torch.save({"generator": vocoder}, folder / "bigvgan_generator.pth")
+    write_bpe_model(folder / "bpe.model")
+    mark_random_weights(folder, "koe_indextts.fixtures:write_random_model")
+    return folder
