@@ -17,7 +17,14 @@ if TYPE_CHECKING:
     from koe.engines.native import TTS
 
 
-def load(path: str | Path, device: str | torch.device | None = None, dtype: str | torch.dtype | None = None, *, precision: str | None = None) -> TTS:
+def load(
+    path: str | Path,
+    device: str | torch.device | None = None,
+    dtype: str | torch.dtype | None = None,
+    *,
+    precision: str | None = None,
+    accept_license: bool = False,
+) -> TTS:
     """Load a model and return its native API (`koe.engines.native.TTS`, or its family's subclass).
 
     `path`: a model folder (the released layout), or a name the resolver knows
@@ -26,6 +33,9 @@ def load(path: str | Path, device: str | torch.device | None = None, dtype: str 
     found in the store, in the Hugging Face cache (used in place), or downloaded into the store on
     first use unless `models.download` is off or HF_HUB_OFFLINE is set. The store is KOE_HOME's
     (its settings, as the CLI reads them). A folder path loads as it is, without opening KOE_HOME.
+    A release whose licence must be accepted (`koe models info` shows it) is downloaded only once
+    it is accepted in the store: earlier (`koe models pull` asks), or now with `accept_license=True`;
+    else `koe.service.errors.LicenseNotAccepted` names the licence, before any download.
 
     The family is found from the folder's own files (`koe.engines.registry.detect`). The result
     speaks with `generate` and `stream`, makes voices with `prepare_voice`, says what the model
@@ -43,7 +53,7 @@ def load(path: str | Path, device: str | torch.device | None = None, dtype: str 
     from koe.engines.registry import load_native
     from koe.service.store.resolve import model_folder
 
-    return load_native(model_folder(path), device=device, dtype=dtype, precision=precision)
+    return load_native(model_folder(path, accept_license=accept_license), device=device, dtype=dtype, precision=precision)
 
 
 def __getattr__(name: str):

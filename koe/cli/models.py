@@ -2,6 +2,7 @@
 
 import json
 import re
+import sys
 import time
 from pathlib import Path
 from typing import Annotated
@@ -27,8 +28,27 @@ def short_origin(origin: str | None) -> str:
     return re.sub(r"@([0-9a-f]{12})[0-9a-f]{28}\b", r"@\1", origin or "")
 
 
-def details_dict(d) -> dict:
-    """A model's details as plain JSON-able data."""
+def license_rows(license, licenses=None) -> list[tuple[str, str]]:
+    """`koe models info`'s lines about a model's licence: which, where to read it, its key terms, and
+    for one that needs acceptance whether it was accepted in this store."""
+    if license is None:
+        return [("license", "not declared by its family (see where the model was published)")]
+    rows = [("license", license.title + (f" — {license.where()}" if license.where() else ""))]
+    if license.summary:
+        rows.append(("license terms", license.summary))
+    if license.needs_acceptance:
+        found = licenses.get(license) if licenses is not None else None
+        said = "not yet: `koe models pull` asks for it (--accept-license)"
+        if found is not None:
+            said = "yes, " + time.strftime("%Y-%m-%d %H:%M", time.localtime(found.accepted_at)) + (f" ({found.by})" if found.by else "")
+        rows.append(("license accepted", said))
+    return rows
+
+
+def details_dict(d, licenses=None) -> dict:
+    """A model's details as plain JSON-able data (`licenses`: the store's accepted licences, for `license.accepted_at`)."""
+    from koe.service.store.licenses import license_data
+
     return {
         "name": d.ref.name,
         "path": str(d.ref.path),
@@ -50,6 +70,7 @@ def details_dict(d) -> dict:
         "added_at": d.added_at,
         "capabilities": d.capabilities.to_dict() if d.capabilities else None,
         "revisions": hub_revisions(d.origin),
+        "license": license_data(d.license, licenses),
     }
 
 
@@ -70,7 +91,7 @@ def list_models(as_json: Annotated[bool, typer.Option("--json", help="Print JSON
     home = open_home()
     models = home.models.list()
     if as_json:
-        out.print_json(json.dumps([details_dict(d) for d in models]))
+        out.print_json(json.dumps([details_dict(d, home.models.licenses) for d in models]))
         return
     if not models:
         err.print("no models installed: koe models import PATH, koe models pull ID, or koe demo for a test model")
@@ -144,7 +165,7 @@ def info(
     home = open_home()
     ref = home.models.resolve(model)
     d = home.models.get(ref.name) if ref.installed else inspect_model(ref)
-    data = details_dict(d)
+    data = details_dict(d, home.models.licenses)
     if as_json:
         out.print_json(json.dumps(data))
         return
@@ -166,6 +187,7 @@ def info(
         *(("revision", f"{r['repo']}{'/' + r['subfolder'] if r['subfolder'] else ''} at commit {r['sha']}") for r in data["revisions"]),
         ("added", time.strftime("%Y-%m-%d %H:%M", time.localtime(d.added_at)) if d.added_at else "—"),
         ("status", "ok" if d.ok else "missing " + ", ".join(d.missing)),
+        *license_rows(d.license, home.models.licenses),
     ]
     if d.capabilities:
         caps = d.capabilities
@@ -225,6 +247,15 @@ def pull(
     ] = None,
     token: Annotated[str | None, typer.Option("--token", envvar="HF_TOKEN", help="Hub token for gated/private repos.", show_default=False)] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
+    accept_license: Annotated[
+        bool,
+        typer.Option(
+            "--accept-license",
+            help="Accept the model's licence where it must be accepted (`koe models info` shows it), without being asked: for scripts. "
+            "Without it koe shows the licence and asks on a terminal, and refuses elsewhere, before downloading anything. "
+            "An acceptance is recorded in the model store: models under the same licence do not ask again.",
+        ),
+    ] = False,
     timeout: Annotated[float, typer.Option("--connect-timeout", help="Seconds to wait for the hub before giving up.")] = 3.0,
     progress: Annotated[
         bool | None,
@@ -235,13 +266,44 @@ def pull(
         ),
     ] = None,
 ) -> None:
-    """Download a model from the Hugging Face hub (resumable to the byte; checksums verified; a release's vocoder too)."""
+    """Download a model from the Hugging Face hub (resumable to the byte; checksums verified; a release's vocoder too).
+
+    A model under a licence that must be accepted (`koe models info` shows a model's licence) is
+    downloaded once you accept it: koe shows the licence and asks, or `--accept-license` accepts it.
+    """
     home = open_home()
+    _accept_license(home.models, repo_id, arch, accept_license)
     d, bar = pull_with_progress(
         home.models, repo_id, arch=arch, name=name, revision=revision, token=token, overwrite=overwrite, connect_timeout=timeout, progress=progress
     )
     err.print(f"[green]installed[/] {escape(d.ref.name)}  [dim]({d.ref.variant} {_size(d)}, {human_bytes(d.weights_bytes)}) from {escape(d.origin or '')}[/]")
     err.print(f"[dim]  downloaded {bar.summary()}[/]")
+
+
+def can_ask() -> bool:
+    """Whether koe may ask the user a question: stdin is a terminal."""
+    return sys.stdin.isatty()
+
+
+def _ask(license, release) -> bool:
+    from koe.service.store.licenses import license_question
+
+    err.print(escape(license_question(license, release)))
+    return typer.confirm("Accept this licence? (recorded in the model store; not asked again)", default=False, err=True)
+
+
+def _accept_license(store, repo_id: str, arch: str | None, accept: bool) -> None:
+    """Before a pull: the licence of the release `repo_id` means accepted (on record, by `--accept-license`,
+    or asked on a terminal) where it needs acceptance; `LicenseNotAccepted` (nothing downloaded) otherwise."""
+    from koe.service.store.licenses import accept_release_license
+    from koe.service.store.resolve import release_for
+
+    _, release = release_for((repo_id or "").strip(), arch)
+    if release.license is None or not release.license.needs_acceptance or store.licenses.get(release.license) is not None:
+        return
+    how = "pass --accept-license to accept it" + ("" if can_ask() else "; koe asks only on a terminal")
+    accept_release_license(store.licenses, release, accept=accept, ask=_ask if can_ask() else None, hint=how)
+    err.print(f"[green]accepted[/] {escape(release.license.title)}[dim]: recorded in the model store; not asked again[/]")
 
 
 def pull_with_progress(store, repo_id: str, *, progress: bool | None = None, talk: bool | None = None, **kwargs):

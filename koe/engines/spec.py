@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from koe.engines.base import Capabilities
+from koe.engines.licenses import License
 from koe.runtime.files import read_json_object
 
 
@@ -33,7 +34,8 @@ class ModelDescription:
 
     `weight_files` are the checkpoint files (for sizes and parameter counts); `uses` says in one
     line what the model is for; `extra` holds family facts worth showing (`koe models info`);
-    `random_weights`: the folder carries koe's random-weights marker (`has_random_weights`).
+    `random_weights`: the folder carries koe's random-weights marker (`has_random_weights`);
+    `license`: the licence of the model the folder holds (`koe.engines.licenses`; None: not declared).
     """
 
     info: ModelInfo
@@ -45,6 +47,7 @@ class ModelDescription:
     uses: str
     extra: dict[str, Any] | None = None
     random_weights: bool = False
+    license: License | None = None
 
     @property
     def parameters(self) -> int:
@@ -107,7 +110,9 @@ class ReleasedModel:
     `arch`: the architecture name handed to the spec's `assemble` once downloaded (a release that
     carries no config). `id`: the name `koe models pull` also takes for it (default `repo_id`,
     e.g. "OWNER/NAME/SUBFOLDER"); `name`: the store's default name. `unsupported`: set for a
-    release koe knows but does not run yet, the message a pull of it fails with.
+    release koe knows but does not run yet, the message a pull of it fails with. `license`: the
+    licence it is released under (`koe.engines.licenses.License`; None: not declared); one that
+    `needs_acceptance` is accepted once, before the first pull of a model under it.
     """
 
     repo_id: str
@@ -118,6 +123,7 @@ class ReleasedModel:
     id: str = ""
     name: str = ""
     unsupported: str = ""
+    license: License | None = None
 
     @property
     def ref(self) -> str:

@@ -113,6 +113,11 @@ class ModelCard(BaseModel):
     capabilities: dict[str, Any] | None = Field(
         None, description="everything the model can do: voice modes, instruct, sample rate, streaming step, stream_is_one_shot, options, ..."
     )
+    license: dict[str, Any] | None = Field(
+        None,
+        description="the model's licence as its family declares it: id (SPDX, or LicenseRef-...), name, url, file (in the model folder), "
+        "needs_acceptance, summary, and for one that needs acceptance accepted_at (Unix seconds, or null); null when none is declared",
+    )
 
 
 VOICE_OBJECT = "audio.voice"  # OpenAI's object type of a voice (its SDKs' `Voice`)

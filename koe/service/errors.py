@@ -46,6 +46,14 @@ class AlreadyExists(KoeError):
     code = "already_exists"
 
 
+class LicenseNotAccepted(KoeError):
+    """A pull of a model whose licence must be accepted first, which was not (`koe.service.store.licenses`):
+    nothing was downloaded; the hint says how to accept it."""
+
+    status = 403
+    code = "license_not_accepted"
+
+
 class PayloadTooLarge(KoeError):
     """Input over a configured limit (characters, upload bytes, reference seconds)."""
 

@@ -18,10 +18,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from koe.engines.base import CLONE, CLONE_WITHOUT_TRANSCRIPT, PRESET, Capabilities, Option, OptionsSchema
+from koe.engines.licenses import APACHE_2_0
 from koe.engines.spec import HubFiles, ModelDescription, ModelInfo, ReleasedModel, SpecError, has_random_weights
 from koe.runtime.precision import PRECISIONS
 
 FAMILY = "cosyvoice"
+LICENSE = APACHE_2_0  # the released checkpoints' (FunAudioLLM/CosyVoice2-0.5B, Fun-CosyVoice3-0.5B)
 SIZE = "0.5B"
 SAMPLE_RATE = 24000
 TOKEN_RATE = 25  # speech tokens per second
@@ -118,6 +120,7 @@ class CosyVoiceSpec:
             SIZE,
             files=(HubFiles(REPOS[v], (*required_files(v), BLANK_FILES[3])), HubFiles(REPOS[v], ("spk2info.pt*", "cosyvoice*.yaml"))),
             name=VARIANTS[v],
+            license=LICENSE,
         )
         for v in VARIANTS
     )
@@ -157,6 +160,7 @@ class CosyVoiceSpec:
             ),
             extra=extra,
             random_weights=has_random_weights(folder),
+            license=LICENSE,
         )
 
     def openai_voice(self, name: str, capabilities: Capabilities):

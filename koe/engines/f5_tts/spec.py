@@ -12,9 +12,11 @@ F5TTS_v1_Base` (the checkpoint repo's subfolder + the vocoder repo) write comple
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from koe.engines.base import CLONE, Capabilities, Option, OptionsSchema
+from koe.engines.licenses import CC_BY_NC_4_0
 from koe.engines.spec import (
     Assembly,
     HubFiles,
@@ -29,6 +31,9 @@ from koe.engines.spec import (
 )
 
 FAMILY = "f5_tts"
+LICENSE = replace(  # the released weights' (SWivid/F5-TTS, SWivid/E2-TTS); F5-TTS's code is MIT
+    CC_BY_NC_4_0, summary="the released weights: non-commercial use only, with credit to the authors (F5-TTS's code itself is MIT)"
+)
 SAMPLE_RATE = 24000
 HOP = 256
 MEL_FRAME_RATE = SAMPLE_RATE / HOP  # mel frames per second
@@ -131,7 +136,7 @@ VOCODER = HubFiles(VOCODER_REPO, VOCODER_FILES, dest="vocos")
 def _release(repo: str, arch: str, checkpoint: str, unsupported: str = "") -> ReleasedModel:
     """A release on the hub: `repo`'s subfolder `arch` holds its checkpoint and vocab.txt."""
     files = () if unsupported else (HubFiles(repo, (checkpoint, "vocab.txt"), subfolder=arch), VOCODER)
-    return ReleasedModel(repo, arch, "base", files=files, arch=arch, id=f"{repo}/{arch}", name=arch, unsupported=unsupported)
+    return ReleasedModel(repo, arch, "base", files=files, arch=arch, id=f"{repo}/{arch}", name=arch, unsupported=unsupported, license=LICENSE)
 
 
 def check_arch(arch: str) -> None:
@@ -238,6 +243,7 @@ class F5Spec:
             uses="voice cloning from a reference clip and its transcript (--voice NAME or --ref clip.wav --ref-text ...)",
             extra={"arch": arch, "vocoder": "vocos"},
             random_weights=has_random_weights(folder),
+            license=LICENSE,
         )
 
     def openai_voice(self, name: str, capabilities: Capabilities) -> VoiceAlias | None:

@@ -17,10 +17,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from koe.engines.base import CLONE, DESIGN, NO_VOICE, Capabilities, Option, OptionsSchema
+from koe.engines.licenses import APACHE_2_0
 from koe.engines.spec import HubFiles, ModelDescription, ModelInfo, ReleasedModel, SpecError, VoiceAlias, folder_config, has_random_weights, safetensors_dtype
 from koe.runtime.files import read_json_object
 
 FAMILY = "omnivoice"
+LICENSE = APACHE_2_0  # the released checkpoint's (k2-fsa/OmniVoice)
 VARIANT = "OmniVoice"
 SIZE = "0.6B"
 REPO = "k2-fsa/OmniVoice"
@@ -177,7 +179,7 @@ class OmniVoiceSpec:
     oracle = "koe.engines.omnivoice.oracle:ORACLE"  # the upstream package its parity tests compare against (koe.engines.oracle)
     bench = "koe.engines.omnivoice.bench:BENCH"  # what `koe bench --family omnivoice` runs (koe.engines.benchmark)
     fixture_variants = (VARIANT,)
-    released = (ReleasedModel(REPO, VARIANT, SIZE, files=(HubFiles(REPO, REQUIRED_FILES),), name=VARIANT),)
+    released = (ReleasedModel(REPO, VARIANT, SIZE, files=(HubFiles(REPO, REQUIRED_FILES),), name=VARIANT, license=LICENSE),)
 
     def probe(self, folder: Path) -> ModelInfo | None:
         return ModelInfo(FAMILY, VARIANT, SIZE) if _config(Path(folder)) is not None else None
@@ -214,6 +216,7 @@ class OmniVoiceSpec:
             ),
             extra={"backbone_layers": cfg.llm.num_hidden_layers, "hidden_size": cfg.llm.hidden_size, "codebooks": cfg.num_audio_codebook},
             random_weights=has_random_weights(folder),
+            license=LICENSE,
         )
 
     def openai_voice(self, name: str, capabilities: Capabilities) -> VoiceAlias | None:

@@ -8,9 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from koe.engines.base import CLONE, CLONE_WITHOUT_TRANSCRIPT, DESIGN, PRESET, Capabilities, Option, OptionsSchema
+from koe.engines.licenses import APACHE_2_0
 from koe.engines.spec import ModelDescription, ModelInfo, ReleasedModel, VoiceAlias, folder_config, has_random_weights, read_json, safetensors_dtype
 
 FAMILY = "qwen3_tts"
+LICENSE = APACHE_2_0  # the released checkpoints' (Qwen/Qwen3-TTS-12Hz-*)
 FRAME_RATE = 12.5  # codec frames per second of audio
 VARIANTS = ("custom_voice", "voice_design", "base")
 REQUIRED_FILES = ("config.json", "vocab.json", "merges.txt", "speech_tokenizer/config.json", "speech_tokenizer/model.safetensors")
@@ -156,7 +158,7 @@ class QwenSpec:
     oracle = "koe.engines.qwen3_tts.oracle:ORACLE"  # the upstream package its parity tests compare against (koe.engines.oracle)
     fixture_variants = VARIANTS
     released = tuple(
-        ReleasedModel(f"Qwen/Qwen3-TTS-12Hz-{size}-{name}", variant, tag)
+        ReleasedModel(f"Qwen/Qwen3-TTS-12Hz-{size}-{name}", variant, tag, license=LICENSE)
         for size, tag, name, variant in (
             ("0.6B", "0b6", "CustomVoice", "custom_voice"),
             ("0.6B", "0b6", "Base", "base"),
@@ -200,6 +202,7 @@ class QwenSpec:
             uses=USES.get(info.variant, info.variant),
             extra={"size": info.size},
             random_weights=has_random_weights(folder),
+            license=LICENSE,
         )
 
     def openai_voice(self, name: str, capabilities: Capabilities) -> VoiceAlias | None:

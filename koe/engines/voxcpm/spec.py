@@ -16,9 +16,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from koe.engines.base import CLONE, CLONE_WITHOUT_TRANSCRIPT, DESIGN, NO_VOICE, Capabilities, Option, OptionsSchema
+from koe.engines.licenses import APACHE_2_0
 from koe.engines.spec import ModelDescription, ModelInfo, ReleasedModel, SpecError, VoiceAlias, folder_config, has_random_weights, safetensors_dtype
 
 FAMILY = "voxcpm"
+LICENSE = APACHE_2_0  # the released checkpoints' (openbmb/VoxCPM*)
 LANGUAGES = ("auto",)  # the text's own language, no tag (VoxCPM2: 30 languages; 1.5: Chinese and English)
 MIN_REFERENCE_S = 0.5
 MAX_REFERENCE_S = 60.0
@@ -154,9 +156,9 @@ class VoxCPMSpec:
     bench = "koe.engines.voxcpm.bench:BENCH"  # what `koe bench --family voxcpm` runs (koe.engines.benchmark)
     fixture_variants = ("VoxCPM2", "VoxCPM1.5")
     released = (
-        ReleasedModel("openbmb/VoxCPM2", "VoxCPM2", "2B", name="VoxCPM2"),
-        ReleasedModel("openbmb/VoxCPM1.5", "VoxCPM1.5", "0.8B", name="VoxCPM1.5"),
-        ReleasedModel("openbmb/VoxCPM-0.5B", "VoxCPM-0.5B", "0.5B", name="VoxCPM-0.5B"),
+        ReleasedModel("openbmb/VoxCPM2", "VoxCPM2", "2B", name="VoxCPM2", license=LICENSE),
+        ReleasedModel("openbmb/VoxCPM1.5", "VoxCPM1.5", "0.8B", name="VoxCPM1.5", license=LICENSE),
+        ReleasedModel("openbmb/VoxCPM-0.5B", "VoxCPM-0.5B", "0.5B", name="VoxCPM-0.5B", license=LICENSE),
     )
 
     def probe(self, folder: Path) -> ModelInfo | None:
@@ -203,6 +205,7 @@ class VoxCPMSpec:
             uses=uses,
             extra={"architecture": cfg.architecture, "patch_size": cfg.patch_size, "config_dtype": cfg.dtype},
             random_weights=has_random_weights(folder),
+            license=LICENSE,
         )
 
     def openai_voice(self, name: str, capabilities: Capabilities) -> VoiceAlias | None:

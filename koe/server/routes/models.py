@@ -5,7 +5,7 @@ last load failed with its files as they are now, or its files are missing or unr
 reason in `error`. `/health` stays `ok` (the server is alive) and lists failed models.
 `size` comes from the weights' parameter count (`11M`, `0.9B`), never from a config's size tag (a
 tiny random-weight folder in a release's layout keeps the release's tag); `random_weights` marks koe's
-test models, which speak noise.
+test models, which speak noise; `license` is the model's licence (`koe.service.store.licenses.license_data`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from koe import __version__
 from koe.server.errors import client_text
 from koe.server.schemas import Health, ListOf, ModelCard
 from koe.server.state import ServerState, server_state
+from koe.service.store.licenses import license_data
 from koe.service.store.models import ModelDetails
 from koe.service.synthesis.cache import LoadFailure
 
@@ -64,6 +65,7 @@ def _card(d: ModelDetails, state: ServerState, loaded: set[str], failure: LoadFa
         voice_modes=sorted(d.capabilities.voice_modes) if d.capabilities else [],
         options=d.capabilities.options.describe() if d.capabilities else [],
         capabilities=d.capabilities.to_dict() if d.capabilities else None,
+        license=license_data(d.license, state.home.models.licenses),
     )
 
 

@@ -23,14 +23,20 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from koe.engines.spec import HubFiles
 from koe.service.errors import AlreadyExists, InvalidRequest, NotFound, StorageError, Unavailable
 from koe.service.fsio import fsync_dir, remove_tree
 from koe.service.names import check_name
+from koe.service.store.licenses import accept_release_license
 from koe.service.store.models import ModelDetails, ModelStore
 from koe.service.store.resolve import hub_offline, release_for, release_name
+
+if TYPE_CHECKING:
+    from koe.engines.licenses import License
+    from koe.engines.spec import ReleasedModel
 
 log = logging.getLogger(__name__)
 
@@ -232,6 +238,9 @@ def pull_model(
     connect_timeout: float = 3.0,
     on_status: Callable[[str], None] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    accept_license: bool = False,
+    ask_license: Callable[[License, ReleasedModel], bool] | None = None,
+    license_hint: str | None = None,
 ) -> ModelDetails:
     """Download `repo_id` (e.g. "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice") into the store as `name`.
 
@@ -247,7 +256,14 @@ def pull_model(
     already on disk from an interrupted run count as done). The store row's origin records each
     repo's commit: "hub:REPO[/SUBFOLDER]@SHA" joined by " + ".
 
-    Raises `Unavailable` offline or when the hub fails mid-way (the bytes so far are kept),
+    A release whose licence needs acceptance (`ReleasedModel.license`) is pulled only once the
+    licence is accepted in this store (`koe.service.store.licenses`): accepted earlier,
+    `accept_license=True`, or `ask_license(license, release)` answering True (`koe models pull`
+    asks on a terminal); each of the last two records it. Else `LicenseNotAccepted` (403), raised
+    before anything is looked up or downloaded, with `license_hint` (default: the CLI flag and this
+    argument) saying how to accept it.
+
+    Raises `LicenseNotAccepted` as said above, `Unavailable` offline or when the hub fails mid-way (the bytes so far are kept),
     `NotFound` for an unknown repo, revision or file, `InvalidRequest` for a release koe does not
     run, or if what arrived is not a model koe runs or a checksum fails. Nothing is installed until
     the folder is complete and valid; the downloads are kept (hidden) until then, so a rerun resumes,
@@ -268,6 +284,7 @@ def pull_model(
     except ImportError as e:
         raise Unavailable("huggingface_hub is not installed", hint="pip install huggingface_hub") from e
 
+    accept_release_license(store.licenses, release, accept=accept_license, ask=ask_license, hint=license_hint)  # before any byte
     partial = store.root / f".{name}.partial"  # kept between runs: a rerun resumes
     looked = [_look_up(h, partial, revision if h.repo == release.repo_id else None, token, hint, status) for h in release.sources]
     fetched = [f for f, _ in looked]

@@ -22,10 +22,12 @@ from koe.service.errors import AlreadyExists, InvalidRequest, ModelFailed, NotFo
 from koe.service.fsio import atomic_folder, remove_tree, sweep_leftovers
 from koe.service.names import check_name, close_matches, did_you_mean, slug
 from koe.service.storage import Database, ModelRow
+from koe.service.store.licenses import AcceptedLicenses, origin_license
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from koe.engines.licenses import License
     from koe.service.config.settings import Settings
     from koe.service.store.resolve import Downloads
 
@@ -113,7 +115,9 @@ class ModelRef:
 class ModelDetails:
     """What a model folder holds and needs, read from its files (`capabilities`: its family's answer).
 
-    `random_weights`: the folder is one of koe's random-weight test models (its marker file)."""
+    `random_weights`: the folder is one of koe's random-weight test models (its marker file);
+    `license`: the model's licence, as the release it was pulled from declares it, else as its
+    family describes the folder (None: not declared)."""
 
     ref: ModelRef
     weights_bytes: int
@@ -129,6 +133,7 @@ class ModelDetails:
     capabilities: Capabilities | None = None
     uses: str = ""
     random_weights: bool = False
+    license: License | None = None
 
     @property
     def ok(self) -> bool:
@@ -193,6 +198,7 @@ def inspect_model(ref: ModelRef) -> ModelDetails:
         capabilities=caps,
         uses=d.uses,
         random_weights=d.random_weights,
+        license=d.license,
     )
 
 
@@ -287,7 +293,8 @@ class ModelStore:
     `settings` set the download policy of `resolve` (`models.download`, `server.pull_models`);
     without them the defaults hold (download on first use; a client's request never downloads).
     `on_status(text)` hears a first-use download's steps (default: the log), `on_progress(done,
-    total)` its bytes (as `koe.service.store.hub.pull_model` reports them)."""
+    total)` its bytes (as `koe.service.store.hub.pull_model` reports them). `licenses`: the model
+    licences accepted in this store (`koe.service.store.licenses`)."""
 
     def __init__(self, root: str | Path, db: Database, *, settings: Settings | None = None) -> None:
         self.root = Path(root)
@@ -295,6 +302,7 @@ class ModelStore:
         self.settings = settings
         self.on_status: Callable[[str], None] | None = None
         self.on_progress: Callable[[int, int], None] | None = None
+        self.licenses = AcceptedLicenses(self.root)
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -434,7 +442,9 @@ class ModelStore:
         try:
             d = inspect_model(ref)
         except ModelFailed as e:
-            return ModelDetails(ref, 0, 0, "?", [], [], [f"unreadable: {e.reason}"], row.origin, row.linked, row.added_at)
+            return ModelDetails(ref, 0, 0, "?", [], [], [f"unreadable: {e.reason}"], row.origin, row.linked, row.added_at, license=origin_license(row.origin))
         except (OSError, ValueError, InvalidRequest) as e:
-            return ModelDetails(ref, 0, 0, "?", [], [], [f"unreadable: {ref.relative(str(e))}"], row.origin, row.linked, row.added_at)
-        return replace(d, origin=row.origin, linked=row.linked, added_at=row.added_at)
+            return ModelDetails(
+                ref, 0, 0, "?", [], [], [f"unreadable: {ref.relative(str(e))}"], row.origin, row.linked, row.added_at, license=origin_license(row.origin)
+            )
+        return replace(d, origin=row.origin, linked=row.linked, added_at=row.added_at, license=origin_license(row.origin) or d.license)

@@ -30,7 +30,7 @@ import os
 import re
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -200,11 +200,14 @@ def _runs_as_is(release: ReleasedModel) -> bool:
 @dataclass(frozen=True)
 class Downloads:
     """May a hub id that is not here be downloaded? `why_not` says why not, for the message;
-    `listed_only`: only a release a family lists (a client's request, never an arbitrary repo)."""
+    `listed_only`: only a release a family lists (a client's request, never an arbitrary repo);
+    `accept_license`: the caller accepts the licence of a release that needs acceptance
+    (`koe.load(..., accept_license=True)`; a client's request never does)."""
 
     allowed: bool
     why_not: str = ""
     listed_only: bool = False
+    accept_license: bool = False
 
 
 def downloads_for(settings: Settings | None, *, client: bool) -> Downloads:
@@ -248,7 +251,7 @@ def resolve_model(
         if Path(s).expanduser().is_dir() or (looks_like_path(s) and not is_hub_id(s)):
             return detect_model(s)  # NotFound names a folder that is not there
     if is_hub_id(s):
-        operators = Downloads(downloads.allowed, downloads.why_not)  # the default is the operator's: any repo, not only listed ones
+        operators = Downloads(downloads.allowed, downloads.why_not, accept_license=downloads.accept_license)  # the operator's: any repo
         return _from_hub(store, s, downloads if given else operators, cache_dir, on_status)
     return store.get(s).ref  # a typo's NotFound says "did you mean"
 
@@ -306,7 +309,7 @@ def _from_hub(store: ModelStore, ref: str, downloads: Downloads, cache_dir, on_s
         found = pulled_from(store, release)
         if found is not None:
             return found
-        return _download(store, release, cache, hit, on_status, close)
+        return _download(store, release, cache, hit, on_status, close, downloads)
 
 
 def _why_not(downloads: Downloads) -> str:
@@ -330,11 +333,22 @@ def _unavailable(release: ReleasedModel, cache: Path, missing: str, why: str, *,
     return Unavailable(f"{release.ref} is in neither the model store nor the Hugging Face cache ({cache}; {missing}), and {why}", hint=hint, param="model")
 
 
-def _download(store: ModelStore, release: ReleasedModel, cache: Path, missing: str, on_status, close: str | None = None) -> ModelRef:
+def _download(
+    store: ModelStore, release: ReleasedModel, cache: Path, missing: str, on_status, close: str | None = None, downloads: Downloads = Downloads(True)
+) -> ModelRef:
     """Pull `release` into the store. `close`: the release koe runs that an unlisted id is near, named
-    instead when the hub cannot be reached or has no such repo (the typo, not the hub, is the news)."""
+    instead when the hub cannot be reached or has no such repo (the typo, not the hub, is the news).
+    A licence that needs acceptance must have been accepted in the store, or be accepted by
+    `downloads.accept_license` (never by a client's request): else `LicenseNotAccepted`, first."""
     from koe.service.store.hub import check_hub_reachable, pull_model
+    from koe.service.store.licenses import accept_release_license
 
+    hint = None
+    if downloads.listed_only:
+        hint = f"a request cannot accept a licence: on the server, `koe models pull {release.ref}` asks for it (--accept-license accepts it)"
+    elif not downloads.accept_license:
+        hint = f"`koe models pull {release.ref}` asks for it (--accept-license accepts it); Python: koe.load(..., accept_license=True)"
+    accept_release_license(store.licenses, release, accept=downloads.accept_license and not downloads.listed_only, hint=hint)
     try:
         check_hub_reachable(3.0, release.repo_id)
     except Unavailable as e:
@@ -346,7 +360,7 @@ def _download(store: ModelStore, release: ReleasedModel, cache: Path, missing: s
     else:
         log.warning(news)  # nobody is told the steps: the log says a download happens
     try:
-        return pull_model(store, release.ref, name=name, on_status=on_status, on_progress=store.on_progress).ref
+        return pull_model(store, release.ref, name=name, on_status=on_status, on_progress=store.on_progress, accept_license=True).ref  # accepted above
     except NotFound as e:
         if close:
             raise _not_a_release(release.ref, close) from e
@@ -465,12 +479,13 @@ def is_folder_spec(spec: str | os.PathLike) -> bool:
     return looks_like_path(s) and (Path(s).expanduser().is_dir() or not is_hub_id(s))
 
 
-def model_folder(spec: str | os.PathLike, *, cache_dir: str | os.PathLike | None = None, local_files_only: bool = False) -> Path:
+def model_folder(spec: str | os.PathLike, *, cache_dir: str | os.PathLike | None = None, local_files_only: bool = False, accept_license: bool = False) -> Path:
     """The folder `koe.load(spec)` or a drop-in's `from_pretrained(spec)` loads: a folder spec as it
     is (`is_folder_spec`), else what the resolver makes of `spec` with the store of KOE_HOME
     (`KoeHome.open()`, its settings): a store name, a hub id pulled into the store, the Hugging Face
     cache (`cache_dir`: a drop-in's `cache_dir=`), or a download when `models.download` allows
-    and `local_files_only` is not set."""
+    and `local_files_only` is not set; a release whose licence needs acceptance is downloaded only
+    once it is accepted (earlier, in the store, or now: `accept_license=True`)."""
     if is_folder_spec(spec):
         return Path(os.fspath(spec)).expanduser()
     from koe.service.home import KoeHome
@@ -480,6 +495,7 @@ def model_folder(spec: str | os.PathLike, *, cache_dir: str | os.PathLike | None
     home.models.on_progress = bar
     try:
         downloads = Downloads(False, "local_files_only=True was passed") if local_files_only else downloads_for(home.settings, client=False)
+        downloads = replace(downloads, accept_license=accept_license)
         return home.models.resolve(str(spec), download=downloads, cache_dir=cache_dir).path
     finally:
         bar.close()
