@@ -66,6 +66,27 @@ def test_koe_models_info_shows_what_the_spec_describes(sine_site, sine_model, ho
     assert "speakers: low, high" in out and "clone_without_transcript, preset" in out and "precisions: fp32" in out
     assert "in float32 (CPU, exact)" in out and "bfloat16" not in out  # the memory it needs in the precisions it runs
     assert "pitch_shift" in out and "semitones every tone is moved" in out
+    assert "license: koe-sine Tone Terms 1.0 (LicenseRef-koe-sine-Tone-Terms-1.0) — TERMS.md in the model folder" in out  # the spec's licence
+    assert "license accepted: not yet" in out  # it needs acceptance, and nothing accepted it in this home
+
+
+def test_a_pull_of_the_familys_release_asks_for_its_licence_once(sine_site, sine_model, tmp_path, monkeypatch):
+    """The licence flow is the kit's: `koe models pull` of the plugin's release (on a fake hub) refuses off a terminal
+    until `--accept-license`, records it, and `koe models info` says it was accepted."""
+    from product_helpers import folder_files, install_fake_hub
+
+    hub = install_fake_hub(monkeypatch, {"koe-sine/tones": folder_files(sine_model)})  # HF_ENDPOINT: the subprocesses' too
+    try:
+        home = tmp_path / "home"
+        refused = koe(sine_site, home, "models", "pull", "koe-sine/tones", check=False)
+        assert refused.returncode != 0 and "--accept-license" in refused.stderr and "koe-sine Tone Terms 1.0" in refused.stderr
+        assert hub.hits == [] and not (home / "models" / "tones").exists()  # nothing looked up, nothing written
+        koe(sine_site, home, "models", "pull", "koe-sine/tones", "--accept-license")
+        out = koe(sine_site, home, "models", "info", "tones").stdout
+        assert "license accepted: yes" in out and "(pull of koe-sine/tones)" in out
+        koe(sine_site, home, "models", "pull", "koe-sine/tones", "--name", "again")  # accepted once: not asked again
+    finally:
+        hub.close()
 
 
 def test_koe_voices_clones_a_voice_from_a_clip_prepares_lists_and_speaks_it(sine_site, sine_model, home, tmp_path):

@@ -58,6 +58,8 @@ def test_the_page_lists_models_voices_languages_and_the_family_options(page, ser
         "cv — Qwen3-TTS 12 Hz CustomVoice 11M · random weights"
     )  # the family's title (its spec's), the size from its parameter count
     assert "preset speakers (9)" in page.text_content("#speak-model-about")  # what it can do, from its capabilities
+    assert page.text_content("#speak-model-license") == "Licence: Apache License 2.0 (Apache-2.0)"  # its family's declaration
+    assert page.get_attribute("#speak-model-license a", "href") == "https://www.apache.org/licenses/LICENSE-2.0"
     voices = page.eval_on_selector_all("#speak-voice option", "(os) => os.map((o) => o.value)")
     assert {"ryan", "serena", "vivian"} <= set(voices) and "alloy" in voices  # speakers and OpenAI names
     assert "english" in page.eval_on_selector_all("#speak-language option", "(os) => os.map((o) => o.value)")
@@ -90,12 +92,17 @@ def test_a_random_weight_model_wears_a_badge(page, server):
         body = response.json()
         for m in body["data"]:
             m["random_weights"] = False
+            m["license"] = {"id": "LicenseRef-x-1", "name": "X terms", "url": "javascript:alert(1)", "needs_acceptance": True, "accepted_at": None}
         route.fulfill(response=response, json=body)
 
     page.route("**/v1/models", released)
     ready(page)
     assert not badge.is_visible() and "random" not in page.text_content("#speak-model")
     assert page.text_content("#speak-model-about").startswith("preset speakers (9)")
+    license = page.text_content("#speak-model-license")  # one that must be accepted, and was not; a URL that is no http(s) is no link
+    assert (
+        license == "Licence: X terms (LicenseRef-x-1) · must be accepted: `koe models pull` asks for it" and page.locator("#speak-model-license a").count() == 0
+    )
 
 
 def test_speak_streams_plays_then_downloads_the_same_audio_as_the_api(page, server):

@@ -78,6 +78,21 @@ export function abilities(m) {
   return parts.join(" · ");
 }
 
+// "Licence: Apache License 2.0 (Apache-2.0)", linked to where it can be read (an http(s) URL only), with its key
+// terms and, for one that must be accepted, whether it was (GET /v1/models' `license`).
+export function showLicense(box, license) {
+  if (!license) {
+    box.replaceChildren("Licence: not declared by its family");
+    return;
+  }
+  const name = license.name && license.name !== license.id ? `${license.name} (${license.id})` : license.id;
+  const link = /^https?:\/\//.test(license.url || "") ? el("a", { href: license.url, target: "_blank", rel: "noopener noreferrer", text: name }) : name;
+  const notes = [license.summary];
+  if (license.needs_acceptance) notes.push(license.accepted_at ? "accepted on this server" : "must be accepted: `koe models pull` asks for it");
+  const more = notes.filter(Boolean).join(" · ");
+  box.replaceChildren("Licence: ", link, more ? ` · ${more}` : "");
+}
+
 async function modelChanged(voice) {
   const model = currentModel();
   if (!model) return;
@@ -87,6 +102,7 @@ async function modelChanged(voice) {
   const modes = model.voice_modes || [];
   const test = model.random_weights ? "A test model: it speaks noise, not speech" : "";
   $("speak-model-about").textContent = [test, abilities(model), model.error ? `Not usable now: ${model.error}` : ""].filter(Boolean).join(" · ");
+  showLicense($("speak-model-license"), model.license);
   const language = $("speak-language");
   const languages = model.languages.length ? model.languages : ["auto"];
   language.replaceChildren(...languages.map((l) => el("option", { value: l, text: l })));

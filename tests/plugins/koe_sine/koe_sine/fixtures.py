@@ -11,6 +11,7 @@ from safetensors.torch import save_file
 from koe.engines.spec import mark_random_weights
 
 SPEAKERS = ("low", "high")
+TERMS = "# koe-sine Tone Terms 1.0\n\nA test licence for koe's toy family: the tones are for tests only. Accepting it grants nothing.\n"
 
 
 def write_random_model(folder: str | Path, variant: str = "base", size: str = "tiny", *, seed: int = 0) -> Path:
@@ -28,5 +29,6 @@ def write_random_model(folder: str | Path, variant: str = "base", size: str = "t
         "noise": 0.01 + 0.02 * torch.rand(1, generator=g),
     }
     save_file(weights, str(folder / "model.safetensors"))
+    (folder / "TERMS.md").write_text(TERMS)  # the licence's own file (spec.LICENSE), as a release under it carries
     mark_random_weights(folder, __name__)
     return folder

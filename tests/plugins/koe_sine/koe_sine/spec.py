@@ -11,13 +11,21 @@ from __future__ import annotations
 from pathlib import Path
 
 from koe.engines.base import CLONE_WITHOUT_TRANSCRIPT, PRESET, Capabilities, Option, OptionsSchema
-from koe.engines.spec import ModelDescription, ModelInfo, SpecError, VoiceAlias, has_random_weights, read_json, safetensors_dtype
+from koe.engines.licenses import License
+from koe.engines.spec import ModelDescription, ModelInfo, ReleasedModel, SpecError, VoiceAlias, has_random_weights, read_json, safetensors_dtype
 
 FAMILY = "sine"
 MODEL_TYPE = "koe_sine"
 REQUIRED_FILES = ("config.json", "model.safetensors")
 PRECISIONS = ("fp32",)  # koe.runtime.precision's names: the tones are computed in float32 only
 MIN_REFERENCE_S = 0.5  # a clip's mean pitch needs half a second
+LICENSE = License(  # a toy licence that must be accepted, as some releases' are: the family kit's acceptance flow, tested
+    "LicenseRef-koe-sine-Tone-Terms-1.0",
+    "koe-sine Tone Terms 1.0",
+    file="TERMS.md",
+    needs_acceptance=True,
+    summary="a test licence: tones for tests only; accepting it grants nothing",
+)
 OPENAI_VOICES = ("alloy", "ash", "ballad", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer", "verse")
 
 
@@ -74,7 +82,7 @@ class SineSpec:
     fixture = "koe_sine.fixtures:write_random_model"
     fixture_variants = ("base",)
     bench = "koe_sine.bench:BENCH"  # `koe bench --family sine`: requests only (koe.bench.contract times them)
-    released = ()  # nothing on the hub: models are written by `fixture`
+    released = (ReleasedModel("koe-sine/tones", "base", "tiny", name="tones", license=LICENSE),)  # on tests' fake hub only (tests/hub_server.py)
 
     def probe(self, folder: Path) -> ModelInfo | None:
         return ModelInfo(FAMILY, "base", "tiny") if _is_ours(folder) else None
@@ -93,6 +101,7 @@ class SineSpec:
             uses="a tone per word: a preset speaker (--voice NAME) or the pitch of a clip (--ref clip.wav)",
             extra={"word_seconds": config["word_seconds"]},
             random_weights=has_random_weights(folder),
+            license=LICENSE,
         )
 
     def openai_voice(self, name: str, capabilities: Capabilities) -> VoiceAlias | None:
