@@ -109,7 +109,7 @@ def test_a_broken_plugin_is_a_clear_error_when_asked_for_and_skipped_otherwise(s
     with pytest.raises(registry.FamilyPluginError, match=reason):
         registry.spec("toy")
     with caplog.at_level(logging.WARNING, logger="koe.engines.registry"):
-        assert [s.family for s in registry.specs()] == list(registry.FAMILIES)
+        assert [s.family for s in registry.specs()] == [f for f in registry.families() if f != "toy"]  # the others, plugins installed here too
         registry.specs()
     skipped = [r.getMessage() for r in caplog.records if "family plugin skipped" in r.getMessage()]
     assert len(skipped) == 1, skipped  # once, not at every look-up

@@ -12,14 +12,14 @@ then, for each text, `torch.manual_seed(seed)` and `infer(prompt, text, output_p
 
 The npz, per text i (`t{i}.`) and per segment j of it (`t{i}.s{j}.`), read from upstream's own
 methods by wrapping them on the instance (upstream's files are not edited):
-  cond_mel          [1, 100, frames]  the prompt's log-mel (gpt.inference_speech's input)
+  cond_mel          [1, 100, frames]  the prompt's log-mel (gpt.inference_speech's input; kept once)
   s{j}.text_ids     [1, L] int32      the segment's BPE ids
   s{j}.cond_latent  [1, 32, D]        gpt.get_conditioning's output (perceiver latents)
   s{j}.codes_raw    [1, T] int64      inference_speech's codes (stop token included when reached)
   s{j}.codes        [1, T'] int64     the codes after remove_long_silence, as gpt(...) gets them
   s{j}.latent       [1, T', D]        gpt(..., return_latent=True)
   s{j}.wav          [1, samples]      bigvgan's float output (before the 32767 scale and clamp)
-  wav               [samples, 1] int16  infer's return value
+  wav_sha256        sha256 of infer's return value ([samples, 1] int16)
   draws             the calls to torch's global generator during infer, in order (`op shape n`)
   tokens            the normalised text's BPE pieces, space-joined (a str)
 plus `sampling_rate`, `seed` and the weights' hashes.
@@ -27,6 +27,7 @@ plus `sampling_rate`, `seed` and the weights' hashes.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -123,10 +124,12 @@ for i, text in enumerate(job["texts"]):
     torch.manual_seed(job["seed"])
     sr, wav = tts.infer(str(folder / "prompt.wav"), text, output_path=None, max_text_tokens_per_segment=segment_limit, **dict(generation))
     assert sr == 24000
-    result[f"t{i}.wav"] = wav
+    result[f"t{i}.wav_sha256"] = np.array(hashlib.sha256(np.ascontiguousarray(wav).tobytes()).hexdigest())  # the segments' waves are kept whole
     result[f"t{i}.tokens"] = np.array(" ".join(pieces))
     result[f"t{i}.draws"] = np.array(draws)
-    result[f"t{i}.cond_mel"] = record["cond_mel"][0].numpy()
+    mel = record["cond_mel"][0].numpy()
+    assert "cond_mel" not in result or np.array_equal(result["cond_mel"], mel)  # one prompt: kept once
+    result["cond_mel"] = mel
     for name, values in record.items():
         if name != "cond_mel":
             for j, v in enumerate(values):

@@ -99,9 +99,10 @@ def _warp(scores: torch.Tensor, history: torch.Tensor, s: Sampling, keep: int) -
 
 
 @torch.inference_mode()
-def search(lm: SpeechLM, conds: torch.Tensor, text: torch.Tensor, s: Sampling) -> torch.Tensor:
+def search(lm: SpeechLM, conds: torch.Tensor, text: torch.Tensor, s: Sampling, cancel=None) -> torch.Tensor:
     """Mel codes for `text` in the voice `conds` (1, c, d): (n,) long, ending with the stop code
-    when the search closed a hypothesis before `max_mel_tokens` (as upstream returns them)."""
+    when the search closed a hypothesis before `max_mel_tokens` (as upstream returns them).
+    `cancel`: a token whose `raise_if_cancelled` is called before every step."""
     s.check()
     cfg = lm.cfg
     stop, beams = cfg.stop_mel_token, s.num_beams
@@ -112,7 +113,7 @@ def search(lm: SpeechLM, conds: torch.Tensor, text: torch.Tensor, s: Sampling) -
     hidden = lm.gpt(prompt, cache)  # one row: every beam's prompt is the same
     logits = lm.logits(hidden[:, -1]).expand(beams, -1)
     if beams == 1:
-        return _sample(lm, logits, cache, s)
+        return _sample(lm, logits, cache, s, cancel)
     history = torch.tensor([[1, cfg.start_mel_token]] * beams)  # the prompt's ids: all 1, then start_mel
     codes: list[list[int]] = [[] for _ in range(beams)]
     beam_scores = torch.zeros(beams)
@@ -122,6 +123,8 @@ def search(lm: SpeechLM, conds: torch.Tensor, text: torch.Tensor, s: Sampling) -
     done = False
     length = prompt_len
     while True:
+        if cancel is not None:
+            cancel.raise_if_cancelled()
         scores = _warp(F.log_softmax(logits.float(), dim=-1), history, s, keep)
         vocab = scores.shape[-1]
         flat = (scores + beam_scores[:, None].expand_as(scores)).view(1, beams * vocab)
@@ -169,12 +172,14 @@ def search(lm: SpeechLM, conds: torch.Tensor, text: torch.Tensor, s: Sampling) -
     return torch.tensor(best, dtype=torch.long)
 
 
-def _sample(lm: SpeechLM, logits: torch.Tensor, cache, s: Sampling) -> torch.Tensor:
+def _sample(lm: SpeechLM, logits: torch.Tensor, cache, s: Sampling, cancel) -> torch.Tensor:
     """One beam: upstream's `generate` samples plainly then, from the processed logits (no log-softmax)."""
     stop = lm.cfg.stop_mel_token
     history = torch.tensor([[1, lm.cfg.start_mel_token]])
     codes: list[int] = []
     while True:
+        if cancel is not None:
+            cancel.raise_if_cancelled()
         scores = _warp(logits.float(), history, s, keep=1)
         token = torch.multinomial(F.softmax(scores, dim=-1), num_samples=1)[:, 0] if s.do_sample else torch.argmax(scores, dim=-1)
         codes.append(int(token))

@@ -83,9 +83,9 @@ class IndexTTS15:
         return Voice(mel, self.conditioning(mel, lengths), self.vocoder.speaker_embedding(mel.transpose(1, 2)))
 
     @torch.inference_mode()
-    def segment(self, ids: torch.Tensor, voice: Voice, sampling: Sampling) -> tuple[torch.Tensor, torch.Tensor]:
+    def segment(self, ids: torch.Tensor, voice: Voice, sampling: Sampling, cancel=None) -> tuple[torch.Tensor, torch.Tensor]:
         """One text segment's (n,) ids → its audio at 16-bit scale (1, samples) and its codes."""
-        codes = search(self.lm, voice.latents, ids, sampling)
+        codes = search(self.lm, voice.latents, ids, sampling, cancel)
         kept = shrink_silence(codes, self.lm.cfg.stop_mel_token)
         latent = self.lm.latent(voice.latents, ids, kept)
         wav = self.vocoder.decode(latent, voice.speaker).squeeze(1)

@@ -1,0 +1,151 @@
+"""The IndexTTS engine: text + a cloned voice -> upstream's front end (normalised, tokenised, cut
+into segments) -> per segment the GPT's beam-sampled mel codes, its latent, BigVGAN -> 24 kHz audio.
+
+One request is one upstream `IndexTTS.infer` call (`koe_indextts.model`): a request with `seed=N`
+gives upstream's samples after `torch.manual_seed(N)`; the pipeline never cuts a text under
+`MAX_SEGMENT_CHARS`, upstream's own segmenting makes the pieces, spoken one after another without a
+reseed. Audio is upstream's 16-bit-scale wave divided back by 32767 (the float its file writer
+stores as PCM16). Streaming yields one chunk per text segment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from koe.engines.base import Capabilities, EmptyText, RequestError, SynthesisRequest, UnsupportedVoice, VoicePromptMismatch, VoiceReference
+from koe.engines.engine import BaseEngine, Checked, reference_frames
+from koe.engines.pipeline import Piece, PipelineDefaults, Segment, steps_for
+from koe.runtime.device import resolve_device
+from koe_indextts import spec
+from koe_indextts.beam import Sampling
+from koe_indextts.mel import log_mel, reference_audio
+from koe_indextts.model import IndexTTS15, Voice
+from koe_indextts.text import TextNormalizer
+from koe_indextts.text_tokenizer import BpeModelError, TextError, TextTokenizer
+from koe_indextts.voice import IndexTTSVoice, IndexTTSVoiceError
+
+__all__ = ["IndexTTSEngine"]
+
+MAX_SEGMENT_CHARS = 20000  # one request is one upstream call: upstream segments the text itself
+PCM16_MAX = 32767.0
+
+
+class IndexTTSEngine(BaseEngine):
+    """A loaded IndexTTS 1.5 release. Not re-entrant: one call at a time."""
+
+    family = spec.FAMILY
+    title = "IndexTTS"
+    voice_type, voice_error = IndexTTSVoice, IndexTTSVoiceError
+    pipeline_defaults = PipelineDefaults(max_segment_chars=MAX_SEGMENT_CHARS, pause_s=0.0)
+    sample_rate = spec.SAMPLE_RATE
+
+    def __init__(self, folder: Path, model: IndexTTS15, text: TextTokenizer, device: torch.device) -> None:
+        self.folder, self.model, self.text, self.device = folder, model, text, device
+        self._voice_cache: tuple[IndexTTSVoice, Voice] | None = None
+
+    @classmethod
+    def load(cls, folder: str | Path, device=None, dtype=None, *, precision: str | None = None) -> IndexTTSEngine:
+        """Load a 1.5 release folder strictly, on the CPU, in float32 (upstream's bits)."""
+        folder = Path(folder)
+        if not folder.is_dir():
+            raise FileNotFoundError(f"model folder not found: {folder}")
+        if precision not in (None, "fp32") or dtype not in (None, "float32", torch.float32):
+            raise ValueError("IndexTTS runs in float32 (fp32) in this version of koe")
+        dev = resolve_device(device)
+        if dev.type != "cpu":
+            raise ValueError(f"IndexTTS runs on the CPU in this version of koe (device={dev})")
+        description = spec.SPEC.describe(folder)
+        if description.missing:
+            raise FileNotFoundError(f"{folder}: missing {', '.join(description.missing)} (a release folder has them: koe models pull {spec.REPO_15})")
+        model = IndexTTS15.load(folder)
+        try:
+            text = TextTokenizer(folder / model.release.bpe_model, TextNormalizer())
+        except BpeModelError as e:
+            raise FileNotFoundError(str(e)) from e
+        return cls(folder, model, text, dev)
+
+    def release(self) -> None:
+        self.model = None
+        self._voice_cache = None
+
+    @property
+    def precision(self) -> str:
+        return "float32"
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return spec.capabilities(self.model.release.variant)
+
+    # -- voices ------------------------------------------------------------------------------------
+    def build_voice(self, reference: VoiceReference) -> IndexTTSVoice:
+        """A voice prompt from a clip (its transcript, if given, is not needed): the reference log-mel."""
+        frames, rate = reference_frames(reference.audio, title="IndexTTS", min_s=spec.MIN_REFERENCE_S, max_s=spec.MAX_REFERENCE_S, trim=reference.trim)
+        clip = torch.from_numpy(np.ascontiguousarray(frames, dtype=np.float32))
+        clip = clip[None] if clip.dim() == 1 else clip.t()  # (channels, frames), as torchaudio.load gives it
+        mel = log_mel(reference_audio(clip, rate))
+        return IndexTTSVoice(mel, {"ref_seconds": round(frames.shape[0] / rate, 3), "frames": int(mel.shape[-1])})
+
+    def check_prompt(self, voice: IndexTTSVoice) -> IndexTTSVoice:
+        if voice.mel.shape[1] != 100:
+            raise VoicePromptMismatch("this voice prompt is not an IndexTTS 1.5 reference mel: prepare the voice again")
+        return voice
+
+    def _conditioning(self, voice: IndexTTSVoice) -> Voice:
+        if self._voice_cache is None or self._voice_cache[0] is not voice:
+            self._voice_cache = (voice, self.model.voice(voice.mel))
+        return self._voice_cache[1]
+
+    # -- requests ----------------------------------------------------------------------------------
+    def check_options(self, request: SynthesisRequest, checked: Checked) -> Checked:
+        values = {**spec.DEFAULTS, **self.capabilities.options.validate(request.options)}
+        if checked.voice is None:
+            raise UnsupportedVoice("IndexTTS speaks in a cloned voice: pass a voice prepared from a clip (--ref clip.wav)")
+        return Checked(checked.voice, checked.language, checked.instruct, values, checked.cancel, checked.user_cap)
+
+    def _segments(self, text: str, c: Checked) -> list[torch.Tensor]:
+        try:
+            segments = self.text.segments(text, int(c.settings["max_text_tokens_per_segment"]))
+        except TextError as e:
+            raise RequestError(str(e), param="input") from e
+        if not segments:
+            raise EmptyText("the text holds nothing to speak (only punctuation or symbols)")
+        return [torch.tensor(ids, dtype=torch.int32) for ids in segments]
+
+    def speak_segment(self, segment: Segment, c: Checked) -> Iterator[Piece]:
+        s = c.settings
+        cap = steps_for(segment.budget_s, spec.CODE_RATE)
+        sampling = Sampling(
+            do_sample=bool(s["do_sample"]),
+            top_k=int(s["top_k"]),
+            top_p=float(s["top_p"]),
+            temperature=float(s["temperature"]),
+            num_beams=int(s["num_beams"]),
+            repetition_penalty=float(s["repetition_penalty"]),
+            length_penalty=float(s["length_penalty"]),
+            max_mel_tokens=int(s["max_mel_tokens"]),
+        )
+        pieces = self._segments(segment.text, c)
+        voice = self._conditioning(c.voice)
+        if segment.seed is not None:
+            torch.manual_seed(int(segment.seed))
+        codes_total, truncated = 0, False
+        for ids in pieces:
+            wav, codes = self.model.segment(ids, voice, sampling, c.cancel)
+            ended = bool(len(codes)) and int(codes[-1]) == self.model.lm.cfg.stop_mel_token
+            truncated = truncated or not ended
+            codes_total += len(codes)
+            yield Piece((wav[0] / PCM16_MAX).numpy(), codes_total)
+            if c.cancel is not None:
+                c.cancel.raise_if_cancelled()
+            if codes_total >= cap:
+                truncated = True
+                break
+        info = {"segments": len(pieces), "codes": codes_total, "seconds": round(codes_total / spec.CODE_RATE, 3)}
+        yield Piece(np.zeros(0, np.float32), codes_total, last=True, truncated=truncated, info=info)
+
+    def result_metadata(self) -> dict:
+        return {"model": self.model.release.variant, "precision": self.precision, "device": str(self.device)}
