@@ -99,10 +99,13 @@ def _warp(scores: torch.Tensor, history: torch.Tensor, s: Sampling, keep: int) -
 
 
 @torch.inference_mode()
-def search(lm: SpeechLM, conds: torch.Tensor, text: torch.Tensor, s: Sampling, cancel=None) -> torch.Tensor:
+def search(lm: SpeechLM, conds: torch.Tensor, text: torch.Tensor, s: Sampling, cancel=None, *, cached_positions: bool = False) -> torch.Tensor:
     """Mel codes for `text` in the voice `conds` (1, c, d): (n,) long, ending with the stop code
     when the search closed a hypothesis before `max_mel_tokens` (as upstream returns them).
-    `cancel`: a token whose `raise_if_cancelled` is called before every step."""
+    `cancel`: a token whose `raise_if_cancelled` is called before every step. `cached_positions`:
+    number the codes as upstream's KV-cached generation does (release 2 runs it on every device): it
+    takes a new code's mel position from the attention mask's length, one past the uncached count,
+    so the n-th code sits at position n + 1 (the latent pass still counts from start_mel's 0)."""
     s.check()
     cfg = lm.cfg
     stop, beams = cfg.stop_mel_token, s.num_beams
@@ -113,7 +116,7 @@ def search(lm: SpeechLM, conds: torch.Tensor, text: torch.Tensor, s: Sampling, c
     hidden = lm.gpt(prompt, cache)  # one row: every beam's prompt is the same
     logits = lm.logits(hidden[:, -1]).expand(beams, -1)
     if beams == 1:
-        return _sample(lm, logits, cache, s, cancel)
+        return _sample(lm, logits, cache, s, cancel, int(cached_positions))
     history = torch.tensor([[1, cfg.start_mel_token]] * beams)  # the prompt's ids: all 1, then start_mel
     codes: list[list[int]] = [[] for _ in range(beams)]
     beam_scores = torch.zeros(beams)
@@ -161,7 +164,7 @@ def search(lm: SpeechLM, conds: torch.Tensor, text: torch.Tensor, s: Sampling, c
         if done or length >= max_len:
             break
         cache.reorder(order_t)
-        mel_position = length - prompt_len  # start_mel sits at mel position 0
+        mel_position = length - prompt_len + int(cached_positions)  # start_mel sits at mel position 0
         logits = lm.step(lm.mel_embeddings(new[:, None], mel_position), cache)
     if not done:
         for r in range(beams):
@@ -172,7 +175,7 @@ def search(lm: SpeechLM, conds: torch.Tensor, text: torch.Tensor, s: Sampling, c
     return torch.tensor(best, dtype=torch.long)
 
 
-def _sample(lm: SpeechLM, logits: torch.Tensor, cache, s: Sampling, cancel) -> torch.Tensor:
+def _sample(lm: SpeechLM, logits: torch.Tensor, cache, s: Sampling, cancel, shift: int) -> torch.Tensor:
     """One beam: upstream's `generate` samples plainly then, from the processed logits (no log-softmax)."""
     stop = lm.cfg.stop_mel_token
     history = torch.tensor([[1, lm.cfg.start_mel_token]])
@@ -186,4 +189,4 @@ def _sample(lm: SpeechLM, logits: torch.Tensor, cache, s: Sampling, cancel) -> t
         if codes[-1] == stop or len(codes) >= s.max_mel_tokens:
             return torch.tensor(codes, dtype=torch.long)
         history = torch.cat([history, token[:, None]], dim=1)
-        logits = lm.step(lm.mel_embeddings(token[:, None], len(codes)), cache)
+        logits = lm.step(lm.mel_embeddings(token[:, None], len(codes) + shift), cache)

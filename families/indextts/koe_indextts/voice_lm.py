@@ -113,3 +113,29 @@ class SpeechLM(nn.Module):
         emb = torch.cat([conds, self.text_embeddings(text).unsqueeze(0), self.mel_embeddings(framed.unsqueeze(0), 0)], dim=1)
         hidden = self.final_norm(self.gpt(emb))
         return hidden[:, -framed.numel() :][:, :-2]
+
+
+class EmotionSpeechLM(SpeechLM):
+    """Release 2's speech LM: the same GPT, its conditioning latents shifted by an emotion vector and
+    followed by two speed embeddings (`speed_emb`: row 1, then row 0); the emotion vector is the
+    emotion perceiver's 1024-d latent through `emovec_layer` and `emo_layer`."""
+
+    EMOTION_WIDTH = 1024  # the emotion perceiver's latent width (upstream's fixed size)
+
+    def __init__(self, cfg: GPTConfig):
+        super().__init__(cfg)
+        d = cfg.model_dim
+        self.speed_emb = nn.Embedding(2, d)
+        self.emovec_layer = nn.Linear(self.EMOTION_WIDTH, d)
+        self.emo_layer = nn.Linear(d, d)
+
+    def emotion_vector(self, emotion_latent: torch.Tensor) -> torch.Tensor:
+        """(b, 1024) emotion perceiver output → (b, d)."""
+        return self.emo_layer(self.emovec_layer(emotion_latent))
+
+    def conditioning(self, latents: torch.Tensor, emotion: torch.Tensor) -> torch.Tensor:
+        """(b, 32, d) speaker latents and (b, d) emotion → (b, 34, d): the GPT's conditioning rows."""
+        rows = latents.shape[0]
+        speed = self.speed_emb(torch.ones(rows, dtype=torch.long, device=latents.device))
+        plain = self.speed_emb(torch.zeros(rows, dtype=torch.long, device=latents.device))
+        return torch.cat([latents + emotion.unsqueeze(1), speed.unsqueeze(1), plain.unsqueeze(1)], dim=1)
