@@ -20,6 +20,9 @@ methods by wrapping them on the instance (upstream's files are not edited):
   s{j}.latent       [1, T', D]        gpt(..., return_latent=True)
   s{j}.wav          [1, samples]      bigvgan's float output (before the 32767 scale and clamp)
   wav_sha256        sha256 of infer's return value ([samples, 1] int16)
+  fast_wav_sha256   the same of infer_fast's (on the CPU, same seed and segment limit)
+  file_sha256       sha256 of the WAV file infer writes (output_path; same seed), whole
+  file_pcm_sha256   sha256 of that file's samples (int16 [samples, 1], as soundfile reads them)
   draws             the calls to torch's global generator during infer, in order (`op shape n`)
   tokens            the normalised text's BPE pieces, space-joined (a str)
 plus `sampling_rate`, `seed` and the weights' hashes.
@@ -30,9 +33,11 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
+import soundfile
 import torch
 
 torch.set_num_threads(1)
@@ -134,4 +139,18 @@ for i, text in enumerate(job["texts"]):
         if name != "cond_mel":
             for j, v in enumerate(values):
                 result[f"t{i}.s{j}.{name}"] = v.numpy()
+    # the same text through infer_fast (as it runs on the CPU) and through infer writing its WAV file
+    torch.manual_seed(job["seed"])
+    sr, fast = tts.infer_fast(str(folder / "prompt.wav"), text, output_path=None, max_text_tokens_per_segment=segment_limit, **dict(generation))
+    result[f"t{i}.fast_wav_sha256"] = np.array(hashlib.sha256(np.ascontiguousarray(fast).tobytes()).hexdigest())
+    wav_file = Path(tempfile.mkdtemp()) / f"t{i}.wav"
+    torch.manual_seed(job["seed"])
+    assert tts.infer(str(folder / "prompt.wav"), text, output_path=str(wav_file), max_text_tokens_per_segment=segment_limit, **dict(generation)) == str(
+        wav_file
+    )
+    pcm, rate = soundfile.read(wav_file, dtype="int16", always_2d=True)
+    info = soundfile.info(wav_file)
+    assert rate == 24000 and info.subtype == "PCM_16" and info.format == "WAV", info
+    result[f"t{i}.file_pcm_sha256"] = np.array(hashlib.sha256(np.ascontiguousarray(pcm).tobytes()).hexdigest())
+    result[f"t{i}.file_sha256"] = np.array(hashlib.sha256(wav_file.read_bytes()).hexdigest())
 np.savez_compressed(out, **result)
