@@ -39,8 +39,13 @@ def read_yaml(folder: str | Path) -> dict[str, Any]:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError as e:
         raise ConfigError(f"{path}: not found") from e
-    except (yaml.YAMLError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path}: not valid YAML ({e})") from e
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not text (UTF-8): a damaged file; pull the release again") from e
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        what = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{path}: not valid YAML ({where}{what}): a damaged file; pull the release again") from e
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a mapping of sections was expected")
     return data

@@ -16,9 +16,20 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from koe.engines.base import Capabilities, EmptyText, RequestError, SynthesisRequest, UnsupportedVoice, VoicePromptMismatch, VoiceReference
+from koe.audio.decode import MAX_CLIP_SECONDS
+from koe.engines.base import (
+    Capabilities,
+    EmptyText,
+    InvalidOption,
+    RequestError,
+    SynthesisRequest,
+    UnsupportedVoice,
+    VoicePromptMismatch,
+    VoiceReference,
+)
 from koe.engines.engine import BaseEngine, Checked, reference_frames
 from koe.engines.pipeline import Piece, PipelineDefaults, Segment, steps_for
+from koe.engines.spec import SpecError
 from koe.runtime.device import resolve_device
 from koe_indextts import spec
 from koe_indextts.beam import Sampling
@@ -28,10 +39,25 @@ from koe_indextts.text import TextNormalizer
 from koe_indextts.text_tokenizer import BpeModelError, TextError, TextTokenizer
 from koe_indextts.voice import IndexTTSVoice, IndexTTSVoiceError
 
-__all__ = ["IndexTTSEngine"]
+__all__ = ["IndexTTSEngine", "sampling_of"]
 
 MAX_SEGMENT_CHARS = 20000  # one request is one upstream call: upstream segments the text itself
 PCM16_MAX = 32767.0
+
+
+def sampling_of(settings: dict) -> Sampling:
+    """The code search's settings from a request's checked options."""
+    s = settings
+    return Sampling(
+        do_sample=bool(s["do_sample"]),
+        top_k=int(s["top_k"]),
+        top_p=float(s["top_p"]),
+        temperature=float(s["temperature"]),
+        num_beams=int(s["num_beams"]),
+        repetition_penalty=float(s["repetition_penalty"]),
+        length_penalty=float(s["length_penalty"]),
+        max_mel_tokens=int(s["max_mel_tokens"]),
+    )
 
 
 class IndexTTSEngine(BaseEngine):
@@ -61,7 +87,10 @@ class IndexTTSEngine(BaseEngine):
         description = spec.SPEC.describe(folder)
         if description.missing:
             raise FileNotFoundError(f"{folder}: missing {', '.join(description.missing)} (a release folder has them: koe models pull {spec.REPO_15})")
-        model = IndexTTS15.load(folder)
+        try:
+            model = IndexTTS15.load(folder)
+        except KeyError as e:  # a section the config has, without a setting its module needs
+            raise SpecError(f"{folder / 'config.yaml'}: the setting {e.args[0]!r} is missing: a damaged file; pull the release again") from e
         try:
             text = TextTokenizer(folder / model.release.bpe_model, TextNormalizer())
         except BpeModelError as e:
@@ -82,12 +111,20 @@ class IndexTTSEngine(BaseEngine):
 
     # -- voices ------------------------------------------------------------------------------------
     def build_voice(self, reference: VoiceReference) -> IndexTTSVoice:
-        """A voice prompt from a clip (its transcript, if given, is not needed): the reference log-mel."""
-        frames, rate = reference_frames(reference.audio, title="IndexTTS", min_s=spec.MIN_REFERENCE_S, max_s=spec.MAX_REFERENCE_S, trim=reference.trim)
+        """A voice prompt from a clip (its transcript, if given, is not needed): the reference log-mel.
+
+        A clip over 50 s is refused unless `trim`, which keeps its first 50 s as upstream's
+        `infer_fast` does: the whole clip resampled to 24 kHz, then cut (a clip is decoded up to
+        koe's 600 s bound). A clip of zeros has no voice to clone and is refused."""
+        limit = MAX_CLIP_SECONDS if reference.trim else spec.MAX_REFERENCE_S
+        frames, rate = reference_frames(reference.audio, title="IndexTTS", min_s=spec.MIN_REFERENCE_S, max_s=limit, trim=reference.trim)
+        if not np.any(frames):
+            raise UnsupportedVoice("the voice clip is silent (every sample is zero): IndexTTS clones a voice from a clip of speech")
         clip = torch.from_numpy(np.ascontiguousarray(frames, dtype=np.float32))
         clip = clip[None] if clip.dim() == 1 else clip.t()  # (channels, frames), as torchaudio.load gives it
-        mel = log_mel(reference_audio(clip, rate))
-        return IndexTTSVoice(mel, {"ref_seconds": round(frames.shape[0] / rate, 3), "frames": int(mel.shape[-1])})
+        mel = log_mel(reference_audio(clip, rate))  # at most 50 s at 24 kHz
+        seconds = min(frames.shape[0] / rate, spec.MAX_REFERENCE_S)
+        return IndexTTSVoice(mel, {"ref_seconds": round(seconds, 3), "frames": int(mel.shape[-1])})
 
     def check_prompt(self, voice: IndexTTSVoice) -> IndexTTSVoice:
         if voice.mel.shape[1] != 100:
@@ -101,7 +138,15 @@ class IndexTTSEngine(BaseEngine):
 
     # -- requests ----------------------------------------------------------------------------------
     def check_options(self, request: SynthesisRequest, checked: Checked) -> Checked:
-        values = {**spec.DEFAULTS, **self.capabilities.options.validate(request.options)}
+        given = self.capabilities.options.validate(request.options)
+        values = {**spec.DEFAULTS, **given}
+        most = self.model.lm.cfg.max_mel_tokens  # the GPT's mel positions (800 in the release, above the default 600)
+        if "max_mel_tokens" not in given:
+            values["max_mel_tokens"] = min(values["max_mel_tokens"], most)
+        elif values["max_mel_tokens"] > most:
+            raise InvalidOption(
+                f"max_mel_tokens={values['max_mel_tokens']}: this model's GPT has positions for at most {most} mel codes a segment", param="max_mel_tokens"
+            )
         if checked.voice is None:
             raise UnsupportedVoice("IndexTTS speaks in a cloned voice: pass a voice prepared from a clip (--ref clip.wav)")
         return Checked(checked.voice, checked.language, checked.instruct, values, checked.cancel, checked.user_cap)
@@ -111,23 +156,22 @@ class IndexTTSEngine(BaseEngine):
             segments = self.text.segments(text, int(c.settings["max_text_tokens_per_segment"]))
         except TextError as e:
             raise RequestError(str(e), param="input") from e
-        if not segments:
-            raise EmptyText("the text holds nothing to speak (only punctuation or symbols)")
+        if not segments or not any(ch.isalnum() for ids in segments for piece in self.text.pieces(ids) for ch in piece):
+            raise EmptyText(f"the text holds nothing to speak (only punctuation or symbols): {text[:40]!r}")
+        most = self.model.lm.cfg.max_text_tokens
+        longest = max(len(ids) for ids in segments)
+        if longest > most:
+            raise InvalidOption(
+                f"max_text_tokens_per_segment={c.settings['max_text_tokens_per_segment']}: a segment of {longest} text tokens is more "
+                f"than this model's GPT takes ({most}); give at most {most}",
+                param="max_text_tokens_per_segment",
+            )
         return [torch.tensor(ids, dtype=torch.int32) for ids in segments]
 
     def speak_segment(self, segment: Segment, c: Checked) -> Iterator[Piece]:
         s = c.settings
         cap = steps_for(segment.budget_s, spec.CODE_RATE)
-        sampling = Sampling(
-            do_sample=bool(s["do_sample"]),
-            top_k=int(s["top_k"]),
-            top_p=float(s["top_p"]),
-            temperature=float(s["temperature"]),
-            num_beams=int(s["num_beams"]),
-            repetition_penalty=float(s["repetition_penalty"]),
-            length_penalty=float(s["length_penalty"]),
-            max_mel_tokens=int(s["max_mel_tokens"]),
-        )
+        sampling = sampling_of(s)
         pieces = self._segments(segment.text, c)
         voice = self._conditioning(c.voice)
         if segment.seed is not None:
