@@ -21,7 +21,7 @@ def run(kit, opts, progress=lambda msg: None) -> dict:
     sides, logs, results = kit.start_run(opts)
     peers = sides[1:]
     reference = kit.wire.write_reference_wav(logs / f"koe-bench-indextts-reference-{os.getpid()}.wav", cases.REF_SECONDS, cases.REF_RATE)
-    variant = BENCH.variants[0] if BENCH.variants else "IndexTTS-1.5"
+    variant = opts.variant
     try:
         for size in opts.sizes:
             progress(f"{variant} {size}: building or finding the model")
