@@ -101,7 +101,9 @@ class DiTConfig:
             if dit.get(flag, False):
                 raise ValueError(f"s2mel DiT config: {flag}: true is not supported (IndexTTS 2 uses false)")
         missing = [k for k in ("hidden_dim", "num_heads", "depth", "in_channels", "content_dim", "content_codebook_size", "style_condition") if k not in dit]
-        missing += [] if isinstance(s2mel.get("style_encoder"), Mapping) and "dim" in s2mel["style_encoder"] else ["style_encoder.dim"]
+        style = s2mel.get("style_encoder")
+        if not isinstance(style, Mapping) or "dim" not in style:
+            missing.append("style_encoder.dim")
         final = dit.get("final_layer_type", "wavenet")
         if final == "wavenet":
             missing += [f"wavenet.{k}" for k in ("hidden_dim", "num_layers", "kernel_size", "dilation_rate", "style_condition") if k not in wavenet]
