@@ -49,12 +49,27 @@ class KVCache:
         return self.keys.shape[3]
 
     def reorder(self, rows: torch.Tensor) -> None:
-        """Row i now continues row `rows[i]` (a beam search's survivors)."""
-        if torch.equal(rows, torch.arange(rows.numel(), device=rows.device)):
-            return
+        """Row i now continues row `rows[i]` (a beam search's survivors).
+
+        Only the rows that change are copied, each straight from its source row (a gather of every
+        row and a copy back moved four times the bytes, as much as a step's weights late in a long
+        search): a row is overwritten once no pending copy still reads it, and a cycle of rows
+        sets one row aside first."""
         n = self.length
-        self.keys[:, :, :, :n] = self.keys[:, rows, :, :n]
-        self.values[:, :, :, :n] = self.values[:, rows, :, :n]
+        pending = {i: s for i, s in enumerate(rows.tolist()) if s != i}
+        aside: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        while pending:
+            read = {s for s in pending.values() if s not in aside}
+            ready = [i for i in pending if i not in read]
+            if not ready:  # every pending row is still read by another: a cycle
+                i = min(pending)
+                aside[i] = (self.keys[:, i, :, :n].clone(), self.values[:, i, :, :n].clone())
+                continue
+            for i in ready:
+                s = pending.pop(i)
+                keys, values = aside.get(s) or (self.keys[:, s, :, :n], self.values[:, s, :, :n])
+                self.keys[:, i, :, :n] = keys
+                self.values[:, i, :, :n] = values
 
 
 class Attention(nn.Module):

@@ -1,13 +1,17 @@
 """`koe bench --family indextts` on the tiny random release: koe alone (both cases, every part
 timed), and against upstream's `IndexTTS.infer` in the oracle's venv (`make oracle-indextts`; a
-missing venv is an error, not a skip) with the codes' and waveforms' bits compared."""
+missing venv is an error, not a skip) with the codes' and waveforms' bits compared; and the KV
+cache's reorder that the benchmark's profile made cheaper."""
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
+import torch
 from koe_indextts.bench import BENCH, cases
+from koe_indextts.gpt import KVCache
 
 from koe.bench import main, parse_options
 
@@ -72,3 +76,20 @@ def test_indextts_compare_without_upstream_venv_is_a_clear_error(tmp_path, monke
     monkeypatch.setenv("KOE_ORACLE_INDEXTTS_PYTHON", str(tmp_path / "missing" / "python"))
     assert main(["--family", "indextts", "--quick", "--compare", "upstream", "--models", str(tmp_path)]) == 2
     assert "make oracle-indextts" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("beams", [1, 2, 3, 4])
+def test_kv_cache_reorder_is_the_gather_it_replaces(beams) -> None:
+    """The search's cache reorder (made cheaper after this benchmark's profile: only the rows that
+    change are copied, cycles through a row set aside) gives `keys[:, rows]` for every choice of
+    rows, and leaves the positions past the cache's length alone."""
+    for rows in itertools.product(range(beams), repeat=beams):
+        cache = KVCache(2, beams, 2, 3, 10, torch.float32)
+        cache.keys.normal_()
+        cache.values.normal_()
+        cache.length = 7
+        keys, values = cache.keys.clone(), cache.values.clone()
+        order = torch.tensor(rows)
+        cache.reorder(order)
+        assert torch.equal(cache.keys[:, :, :, :7], keys[:, order, :, :7]) and torch.equal(cache.values[:, :, :, :7], values[:, order, :, :7]), rows
+        assert torch.equal(cache.keys[:, :, :, 7:], keys[:, :, :, 7:]) and torch.equal(cache.values[:, :, :, 7:], values[:, :, :, 7:])
