@@ -1,240 +1,36 @@
-"""CAM++ (3D-Speaker's context-aware masking speaker model), CosyVoice's `campplus.onnx`, as a native
-PyTorch module: 80-bin Kaldi filterbanks in (`features.speaker_fbank`), a 192-d speaker embedding out.
+"""CosyVoice's speaker embedding: its `campplus.onnx` loaded into koe's CAM++ (`koe.nn.speaker.campplus`),
+80-bin Kaldi filterbanks in (`features.speaker_fbank`), a 192-d speaker embedding out.
 
-The release is an ONNX graph (`input` `(1, frames, 80)` float32 -> `output` `(1, 192)` float32);
-this module reads its weights by the exporter's node names (`koe.engines.cosyvoice.onnx_weights`),
-so its submodules carry 3D-Speaker's names. The architecture (`CAMPPlus(feat_dim=80,
-embedding_size=192)` at its defaults):
-
-    head (FCM): the filterbank as a 1-channel image (80 frequencies x frames); conv 3x3 (32) + BN +
-        ReLU; layer1, layer2: two residual blocks each (3x3 convs + BN; the first strides 2 over
-        frequency, its shortcut a strided 1x1 conv + BN); conv 3x3 stride (2, 1) + BN + ReLU;
-        flattened to (32 x 10) channels per frame
-    xvector: tdnn (conv k5 stride 2 over time, BN, ReLU), then three dense blocks of 12, 24 and 16
-        CAM layers (kernel 3, dilation 1, 2, 2; growth 32, bottleneck 128) each followed by a transit
-        layer (BN, ReLU, 1x1 conv halving the channels); out_nonlinear (BN, ReLU); statistics
-        pooling (mean and unbiased standard deviation over time); dense (1x1 conv to 192, BN
-        without affine)
-    a CAM layer: BN, ReLU, 1x1 conv to the bottleneck, BN, ReLU, then the context-aware mask: a
-        local conv's output times sigmoid(linear2(relu(linear1(mean over the clip + the mean of its
-        100-frame segment)))); its output is concatenated to its input
+The release is an ONNX graph (`input` `(1, frames, 80)` float32 -> `output` `(1, 192)` float32) of
+3D-Speaker's `CAMPPlus(feat_dim=80, embedding_size=192)`; this module reads its weights by the
+exporter's node names (`koe.engines.cosyvoice.onnx_weights`), which are the network's module paths.
 
 A TorchScript export in eval mode folds each batch norm that directly follows a conv into that
 conv's weight and bias; the loader takes either form: a conv that arrives with a bias its module
 lacks gains one, and the batch norm after it (left without weights) becomes an identity
-(`CAMPPlus.conv_norm_pairs`). Sizes (channels, layers per block, kernels, dilations) are read from
-the graph, so a smaller graph of the same structure loads the same way.
+(`CAMPPlus.conv_norm_pairs`). The graph's segment pooling divides the last, partial segment by 100
+frames (`CAMLayer.partial_over_segment`). Sizes (channels, layers per block, kernels, dilations) are
+read from the graph, so a smaller graph of the same structure loads the same way.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections import OrderedDict
-from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from koe.engines.cosyvoice.features import clip_16k, speaker_fbank
 from koe.engines.cosyvoice.onnx_weights import Graph, graph_state, module_path, read_graph
+from koe.nn.speaker import campplus
+from koe.nn.speaker.campplus import CAMLayer, CampPlusConfig
 
 __all__ = ["CAMPPlus", "CampPlusConfig", "from_graph", "load_campplus"]
 
-SEGMENT = 100  # frames per segment of the CAM layer's segment pooling
 
-
-@dataclass(frozen=True)
-class CampPlusConfig:
-    """CAM++'s sizes; the defaults are the release's."""
-
-    feat_dim: int = 80
-    m_channels: int = 32
-    init_channels: int = 128
-    growth_rate: int = 32
-    bn_channels: int = 128
-    block_layers: tuple[int, ...] = (12, 24, 16)
-    kernel_sizes: tuple[int, ...] = (3, 3, 3)
-    dilations: tuple[int, ...] = (1, 2, 2)
-    embedding_size: int = 192
-
-
-def _bn_relu(channels: int) -> nn.Sequential:
-    return nn.Sequential(OrderedDict(batchnorm=nn.BatchNorm1d(channels), relu=nn.ReLU()))
-
-
-class ResBlock(nn.Module):
-    def __init__(self, c_in: int, c_out: int, stride: int) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(c_in, c_out, 3, stride=(stride, 1), padding=1, bias=False)
-        self.bn1 = nn.BatchNorm2d(c_out)
-        self.conv2 = nn.Conv2d(c_out, c_out, 3, stride=1, padding=1, bias=False)
-        self.bn2 = nn.BatchNorm2d(c_out)
-        self.shortcut = nn.Sequential()
-        if stride != 1 or c_in != c_out:
-            self.shortcut = nn.Sequential(nn.Conv2d(c_in, c_out, 1, stride=(stride, 1), bias=False), nn.BatchNorm2d(c_out))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = F.relu(self.bn1(self.conv1(x)))
-        out = self.bn2(self.conv2(out))
-        return F.relu(out + self.shortcut(x))
-
-
-class FCM(nn.Module):
-    """The 2-D front: (B, F, T) -> (B, m_channels * F / 8, T)."""
-
-    def __init__(self, m_channels: int, feat_dim: int) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, m_channels, 3, stride=1, padding=1, bias=False)
-        self.bn1 = nn.BatchNorm2d(m_channels)
-        self.layer1 = nn.Sequential(ResBlock(m_channels, m_channels, 2), ResBlock(m_channels, m_channels, 1))
-        self.layer2 = nn.Sequential(ResBlock(m_channels, m_channels, 2), ResBlock(m_channels, m_channels, 1))
-        self.conv2 = nn.Conv2d(m_channels, m_channels, 3, stride=(2, 1), padding=1, bias=False)
-        self.bn2 = nn.BatchNorm2d(m_channels)
-        self.out_channels = m_channels * (feat_dim // 8)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = F.relu(self.bn1(self.conv1(x.unsqueeze(1))))  # (B, C, F, T)
-        out = self.layer2(self.layer1(out))
-        out = F.relu(self.bn2(self.conv2(out)))
-        b, c, f, t = out.shape
-        return out.reshape(b, c * f, t)
-
-
-class TDNNLayer(nn.Module):
-    def __init__(self, c_in: int, c_out: int, kernel: int, stride: int) -> None:
-        super().__init__()
-        self.linear = nn.Conv1d(c_in, c_out, kernel, stride=stride, padding=(kernel - 1) // 2, bias=False)
-        self.nonlinear = _bn_relu(c_out)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.nonlinear(self.linear(x))
-
-
-class CAMLayer(nn.Module):
-    """A local conv masked by a context gate from the clip's mean and its 100-frame segments' means."""
-
-    def __init__(self, bn_channels: int, c_out: int, kernel: int, dilation: int) -> None:
-        super().__init__()
-        self.linear_local = nn.Conv1d(bn_channels, c_out, kernel, padding=(kernel - 1) // 2 * dilation, dilation=dilation, bias=False)
-        self.linear1 = nn.Conv1d(bn_channels, bn_channels // 2, 1)
-        self.relu = nn.ReLU()
-        self.linear2 = nn.Conv1d(bn_channels // 2, c_out, 1)
-        self.sigmoid = nn.Sigmoid()
-
-        # torch's avg_pool1d (ceil_mode) divides the last, partial segment by the frames it holds,
-        # as 3D-Speaker's module computes; its ONNX export (AveragePool with ceil_mode and
-        # count_include_pad) divides it by the full 100 frames under onnxruntime. `from_graph` sets
-        # this from the graph's pooling, so koe computes what the released graph computes.
-        self.partial_over_segment = False
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.linear_local(x)
-        context = x.mean(-1, keepdim=True) + self._segments(x)
-        gate = self.sigmoid(self.linear2(self.relu(self.linear1(context))))
-        return y * gate
-
-    def _segments(self, x: torch.Tensor) -> torch.Tensor:
-        """Each frame's 100-frame segment mean (the last segment's sum over 100, or over the frames
-        it holds when `partial_over_segment` is off)."""
-        if self.partial_over_segment:
-            seg = F.avg_pool1d(F.pad(x, (0, -x.shape[-1] % SEGMENT)), kernel_size=SEGMENT, stride=SEGMENT)  # (B, C, S)
-        else:
-            seg = F.avg_pool1d(x, kernel_size=SEGMENT, stride=SEGMENT, ceil_mode=True)
-        shape = seg.shape
-        seg = seg.unsqueeze(-1).expand(*shape, SEGMENT).reshape(*shape[:-1], -1)  # (B, C, S * 100)
-        return seg[..., : x.shape[-1]]
-
-
-class CAMDenseTDNNLayer(nn.Module):
-    def __init__(self, c_in: int, c_out: int, bn_channels: int, kernel: int, dilation: int) -> None:
-        super().__init__()
-        self.nonlinear1 = _bn_relu(c_in)
-        self.linear1 = nn.Conv1d(c_in, bn_channels, 1, bias=False)
-        self.nonlinear2 = _bn_relu(bn_channels)
-        self.cam_layer = CAMLayer(bn_channels, c_out, kernel, dilation)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.cam_layer(self.nonlinear2(self.linear1(self.nonlinear1(x))))
-
-
-class CAMDenseTDNNBlock(nn.ModuleList):
-    def __init__(self, layers: int, c_in: int, c_out: int, bn_channels: int, kernel: int, dilation: int) -> None:
-        super().__init__()
-        for i in range(layers):
-            self.add_module(f"tdnnd{i + 1}", CAMDenseTDNNLayer(c_in + i * c_out, c_out, bn_channels, kernel, dilation))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for layer in self:
-            x = torch.cat([x, layer(x)], dim=1)
-        return x
-
-
-class TransitLayer(nn.Module):
-    def __init__(self, c_in: int, c_out: int) -> None:
-        super().__init__()
-        self.nonlinear = _bn_relu(c_in)
-        self.linear = nn.Conv1d(c_in, c_out, 1, bias=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.linear(self.nonlinear(x))
-
-
-class StatsPool(nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.cat([x.mean(dim=-1), x.std(dim=-1, unbiased=True)], dim=-1)
-
-
-class DenseLayer(nn.Module):
-    def __init__(self, c_in: int, c_out: int) -> None:
-        super().__init__()
-        self.linear = nn.Conv1d(c_in, c_out, 1, bias=False)
-        self.nonlinear = nn.Sequential(OrderedDict(batchnorm=nn.BatchNorm1d(c_out, affine=False)))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.nonlinear(self.linear(x.unsqueeze(dim=-1)).squeeze(dim=-1))
-
-
-class CAMPPlus(nn.Module):
-    """`forward(feats (B, frames, feat_dim)) -> (B, embedding_size)`."""
-
-    def __init__(self, config: CampPlusConfig = CampPlusConfig()) -> None:
-        super().__init__()
-        self.config = config
-        self.head = FCM(config.m_channels, config.feat_dim)
-        channels = config.init_channels
-        self.xvector = nn.Sequential(OrderedDict(tdnn=TDNNLayer(self.head.out_channels, channels, 5, stride=2)))
-        blocks = zip(config.block_layers, config.kernel_sizes, config.dilations, strict=True)
-        for i, (layers, kernel, dilation) in enumerate(blocks):
-            self.xvector.add_module(f"block{i + 1}", CAMDenseTDNNBlock(layers, channels, config.growth_rate, config.bn_channels, kernel, dilation))
-            channels += layers * config.growth_rate
-            self.xvector.add_module(f"transit{i + 1}", TransitLayer(channels, channels // 2))
-            channels //= 2
-        self.xvector.add_module("out_nonlinear", _bn_relu(channels))
-        self.xvector.add_module("stats", StatsPool())
-        self.xvector.add_module("dense", DenseLayer(channels * 2, config.embedding_size))
-
-    def forward(self, feats: torch.Tensor) -> torch.Tensor:
-        return self.xvector(self.head(feats.permute(0, 2, 1)))
-
-    def conv_norm_pairs(self) -> list[tuple[str, str]]:
-        """(conv, batch norm) module paths where the norm directly follows the conv: the pairs an
-        eval-mode export may fold into one conv."""
-        pairs = [("head.conv1", "head.bn1"), ("head.conv2", "head.bn2")]
-        for name, block in self.head.named_modules(prefix="head"):
-            if isinstance(block, ResBlock):
-                pairs += [(f"{name}.conv1", f"{name}.bn1"), (f"{name}.conv2", f"{name}.bn2")]
-                if len(block.shortcut):
-                    pairs.append((f"{name}.shortcut.0", f"{name}.shortcut.1"))
-        pairs.append(("xvector.tdnn.linear", "xvector.tdnn.nonlinear.batchnorm"))
-        for name, layer in self.xvector.named_modules(prefix="xvector"):
-            if isinstance(layer, CAMDenseTDNNLayer):
-                pairs.append((f"{name}.linear1", f"{name}.nonlinear2.batchnorm"))
-        last = len(self.config.block_layers)
-        pairs.append((f"xvector.transit{last}.linear", "xvector.out_nonlinear.batchnorm"))  # the last transit feeds only that norm
-        pairs.append(("xvector.dense.linear", "xvector.dense.nonlinear.batchnorm"))
-        return pairs
+class CAMPPlus(campplus.CAMPPlus):
+    """koe's CAM++ with CosyVoice's embedding of a prompt clip."""
 
     @torch.inference_mode()
     def embed(self, speech: torch.Tensor) -> torch.Tensor:

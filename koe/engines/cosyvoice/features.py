@@ -5,14 +5,9 @@ of its channels, resampled with `torchaudio.transforms.Resample` at its defaults
 differs (koe: `koe.audio.sinc_resample.resample_sinc`, bit for bit); rates under 16 kHz are refused,
 as upstream asserts (`clip_16k`).
 
-* The speaker embedding (CAM++) reads Kaldi filterbanks, `torchaudio.compliance.kaldi.fbank(speech,
-  num_mel_bins=80, dither=0, sample_frequency=16000)` then the mean over frames subtracted
-  (`speaker_fbank`). Kaldi's defaults: 25 ms frames every 10 ms (400 and 160 samples) with only the
-  frames that fit (snip edges), each frame's mean removed, pre-emphasis 0.97 (the first sample
-  against itself), Povey's window (a symmetric Hann to the power 0.85), zero padded to 512, the
-  power spectrum, 80 triangular bins on Kaldi's mel scale `1127 ln(1 + f/700)` from 20 Hz to
-  Nyquist (computed in float32 as torchaudio computes them, the 257th FFT bin weighted 0), then
-  `log(max(energy, float32 eps))`. The same torch ops in the same order, so the same bits.
+* The speaker embedding (CAM++) reads Kaldi filterbanks less their mean over frames
+  (`speaker_fbank`): `torchaudio.compliance.kaldi.fbank(speech, num_mel_bins=80, dither=0,
+  sample_frequency=16000)` as `koe.audio.kaldi` computes it, bit for bit.
 * The speech tokenizer reads Whisper's log-mel (`whisper.log_mel_spectrogram(speech, n_mels=128)`,
   `tokenizer_log_mel`): a 400-point STFT every 160 samples (centred, reflect padded, periodic Hann
   window), the power of all frames but the last, librosa's Slaney mel filterbank (128 bins; koe's
@@ -24,11 +19,11 @@ as upstream asserts (`clip_16k`).
 from __future__ import annotations
 
 import functools
-import math
 
 import numpy as np
 import torch
 
+from koe.audio.kaldi import mean_normalized_fbank
 from koe.audio.mel import mel_filterbank
 from koe.audio.sinc_resample import resample_sinc
 
@@ -38,7 +33,6 @@ __all__ = [
     "ClipError",
     "clip_16k",
     "clip_at",
-    "kaldi_fbank",
     "speaker_fbank",
     "tokenizer_log_mel",
 ]
@@ -47,9 +41,6 @@ SAMPLE_RATE = 16000  # both ONNX parts read 16 kHz
 MAX_TOKENIZER_SECONDS = 30  # upstream asserts `len / 16000 <= 30` before tokenizing
 FRAME = 400  # 25 ms at 16 kHz: Kaldi's frame; also Whisper's n_fft
 HOP = 160  # 10 ms at 16 kHz: both hops
-_FBANK_FFT = 512  # Kaldi rounds the frame up to a power of two
-_PREEMPHASIS = 0.97
-_LOW_HZ = 20.0
 
 
 class ClipError(ValueError):
@@ -91,59 +82,12 @@ def clip_at(samples: torch.Tensor | np.ndarray, sample_rate: int, rate: int) -> 
 # -- Kaldi filterbanks (the speaker embedding's input) ------------------------------------------------
 
 
-def _kaldi_mel(freq: torch.Tensor) -> torch.Tensor:
-    return 1127.0 * (1.0 + freq / 700.0).log()
-
-
-@functools.lru_cache(maxsize=4)
-def _kaldi_mel_banks(num_bins: int, sample_rate: float) -> torch.Tensor:
-    """`(num_bins, 257)` triangular filters on Kaldi's mel scale, in float32 as torchaudio builds them
-    (the edges from Python floats, the rest in float32 tensors), the Nyquist column zero."""
-    nyquist = 0.5 * sample_rate
-    mel_low = 1127.0 * math.log(1.0 + _LOW_HZ / 700.0)
-    mel_high = 1127.0 * math.log(1.0 + nyquist / 700.0)
-    delta = (mel_high - mel_low) / (num_bins + 1)
-    index = torch.arange(num_bins).unsqueeze(1)  # (bins, 1) int64
-    left = mel_low + index * delta  # float32
-    centre = mel_low + (index + 1.0) * delta
-    right = mel_low + (index + 2.0) * delta
-    fft_mel = _kaldi_mel((sample_rate / _FBANK_FFT) * torch.arange(_FBANK_FFT / 2)).unsqueeze(0)  # (1, 256)
-    rising = (fft_mel - left) / (centre - left)
-    falling = (right - fft_mel) / (right - centre)
-    banks = torch.maximum(torch.zeros(1), torch.minimum(rising, falling))  # (bins, 256)
-    return torch.nn.functional.pad(banks, (0, 1))  # (bins, 257): the Nyquist bin weighs nothing
-
-
-@functools.lru_cache(maxsize=1)
-def _povey_window() -> torch.Tensor:
-    return torch.hann_window(FRAME, periodic=False).pow(0.85)
-
-
-def kaldi_fbank(speech: torch.Tensor, num_mel_bins: int = 80) -> torch.Tensor:
-    """`torchaudio.compliance.kaldi.fbank(speech, num_mel_bins=..., dither=0, sample_frequency=16000)`
-    of a `(1, samples)` 16 kHz clip: `(frames, num_mel_bins)` float32, frames = 1 + (samples − 400) // 160."""
-    wave = speech[0] if speech.dim() == 2 else speech
-    if wave.shape[0] < FRAME:
-        raise ClipError(f"the clip is too short for the speaker embedding: {wave.shape[0]} samples at 16 kHz, at least {FRAME} (25 ms) needed")
-    frames = 1 + (wave.shape[0] - FRAME) // HOP
-    x = wave.as_strided((frames, FRAME), (HOP * wave.stride(0), wave.stride(0)))  # (frames, 400)
-    x = x - torch.mean(x, dim=1).unsqueeze(1)  # each frame's DC offset removed
-    previous = torch.nn.functional.pad(x.unsqueeze(0), (1, 0), mode="replicate").squeeze(0)  # (frames, 401)
-    x = x - _PREEMPHASIS * previous[:, :-1]
-    x = x * _povey_window().unsqueeze(0)
-    x = torch.nn.functional.pad(x.unsqueeze(0), (0, _FBANK_FFT - FRAME), mode="constant", value=0).squeeze(0)  # (frames, 512)
-    power = torch.fft.rfft(x).abs().pow(2.0)  # (frames, 257)
-    energies = torch.mm(power, _kaldi_mel_banks(num_mel_bins, float(SAMPLE_RATE)).T)  # (frames, bins)
-    eps = torch.tensor(torch.finfo(torch.float).eps)
-    return torch.max(energies, eps).log()
-
-
 def speaker_fbank(speech: torch.Tensor) -> torch.Tensor:
     """CAM++'s input for a `(1, samples)` 16 kHz clip, as `_extract_spk_embedding` feeds it:
     `(1, frames, 80)`, 80-bin Kaldi filterbanks less their mean over frames."""
-    feat = kaldi_fbank(speech, 80)
-    feat = feat - feat.mean(dim=0, keepdim=True)
-    return feat.unsqueeze(0)
+    if speech.shape[-1] < FRAME:
+        raise ClipError(f"the clip is too short for the speaker embedding: {speech.shape[-1]} samples at 16 kHz, at least {FRAME} (25 ms) needed")
+    return mean_normalized_fbank(speech, 80)
 
 
 # -- Whisper's log-mel (the speech tokenizer's input) -------------------------------------------------

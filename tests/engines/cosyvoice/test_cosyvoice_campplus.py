@@ -9,8 +9,9 @@ import pytest
 import torch
 from torch import nn
 
+from koe.audio.kaldi import kaldi_fbank
 from koe.engines.cosyvoice.campplus import CAMLayer, CAMPPlus, CampPlusConfig, load_campplus
-from koe.engines.cosyvoice.features import ClipError, kaldi_fbank, speaker_fbank
+from koe.engines.cosyvoice.features import ClipError, speaker_fbank
 from koe.engines.cosyvoice.fixtures_onnx import CAMPPLUS_SIZES, random_campplus, write_campplus, write_onnx_parts
 from koe.engines.cosyvoice.onnx_weights import read_graph
 from koe.engines.cosyvoice.speech_tokenizer import load_speech_tokenizer

@@ -1,7 +1,8 @@
-"""Kaldi filterbanks of a 16 kHz clip, as IndexTTS 2 feeds its CAM++ style encoder:
-`torchaudio.compliance.kaldi.fbank(audio_16k, num_mel_bins=80, dither=0, sample_frequency=16000)`
-less its mean over frames (`style_features`), computed with the same torch ops in the same order,
-so the same float32 bits (koe does not depend on torchaudio).
+"""Kaldi's log filterbanks of a 16 kHz clip, as `torchaudio.compliance.kaldi.fbank(audio,
+num_mel_bins=..., dither=0, sample_frequency=16000)` computes them, with the same torch ops in the
+same order, so the same float32 bits (koe does not depend on torchaudio). 3D-Speaker's speaker
+models (CAM++: CosyVoice's speaker embedding, IndexTTS 2's style) read them less their mean over
+frames (`mean_normalized_fbank`).
 
 Kaldi's defaults at 16 kHz: 25 ms frames every 10 ms (400 and 160 samples), only the frames that fit
 (snip edges); each frame's mean removed; pre-emphasis 0.97 (the first sample against itself); Povey's
@@ -18,7 +19,9 @@ import math
 import torch
 import torch.nn.functional as F
 
-__all__ = ["FRAME", "HOP", "SAMPLE_RATE", "kaldi_fbank", "style_features"]
+from koe.audio.errors import AudioError
+
+__all__ = ["FRAME", "HOP", "SAMPLE_RATE", "kaldi_fbank", "mean_normalized_fbank"]
 
 SAMPLE_RATE = 16000
 FRAME = 400  # 25 ms
@@ -57,14 +60,14 @@ def _povey() -> torch.Tensor:
 
 def kaldi_fbank(audio: torch.Tensor, num_mel_bins: int = 80) -> torch.Tensor:
     """Log filterbank energies of a 16 kHz clip (`(samples,)`, or `(channels, samples)` of which the
-    first channel is read, as torchaudio reads it): `(frames, num_mel_bins)` float32 with
-    frames = 1 + (samples - 400) // 160. A clip under 400 samples is refused (torchaudio returns no
-    frames, which the style encoder cannot take)."""
+    first channel is read, as torchaudio reads it; float32): `(frames, num_mel_bins)` float32 with
+    frames = 1 + (samples - 400) // 160. A clip under 400 samples is refused (`AudioError`, a
+    `ValueError`): torchaudio returns no frames, which no speaker model can take."""
     wave = audio[0] if audio.dim() == 2 else audio
     if wave.dim() != 1:
-        raise ValueError(f"a clip is (samples,) or (channels, samples), got shape {tuple(audio.shape)}")
+        raise AudioError(f"a clip is (samples,) or (channels, samples), got shape {tuple(audio.shape)}")
     if wave.shape[0] < FRAME:
-        raise ValueError(f"the clip is too short for filterbanks: {wave.shape[0]} samples at 16 kHz, at least {FRAME} (25 ms) needed")
+        raise AudioError(f"the clip is too short for filterbanks: {wave.shape[0]} samples at 16 kHz, at least {FRAME} (25 ms) needed")
     wave = wave.to(torch.float32)
     frames = 1 + (wave.shape[0] - FRAME) // HOP
     x = wave.as_strided((frames, FRAME), (HOP * wave.stride(0), wave.stride(0)))
@@ -78,9 +81,9 @@ def kaldi_fbank(audio: torch.Tensor, num_mel_bins: int = 80) -> torch.Tensor:
     return torch.max(energies, torch.tensor(torch.finfo(torch.float).eps)).log()
 
 
-def style_features(audio_16k: torch.Tensor) -> torch.Tensor:
-    """CAM++'s input as IndexTTS 2 makes it from the reference clip at 16 kHz `(1, samples)`:
-    `(1, frames, 80)`, the filterbanks less their mean over frames."""
-    feat = kaldi_fbank(audio_16k, 80)
+def mean_normalized_fbank(audio: torch.Tensor, num_mel_bins: int = 80) -> torch.Tensor:
+    """A speaker model's input from a 16 kHz clip `(1, samples)`: `(1, frames, num_mel_bins)`, the
+    filterbanks (`kaldi_fbank`) less their mean over frames, as CosyVoice and IndexTTS 2 feed CAM++."""
+    feat = kaldi_fbank(audio, num_mel_bins)
     feat = feat - feat.mean(dim=0, keepdim=True)
     return feat.unsqueeze(0)
