@@ -96,3 +96,76 @@ def _file_name(value: Any, key: str, path: Path) -> str:
     if not isinstance(value, str) or not value or "/" in value or "\\" in value or value in (".", ".."):
         raise ConfigError(f"{path}: {key} {value!r} must name a file in the model folder")
     return value
+
+
+# The auxiliary models of a release 2 folder, where upstream's own downloader keeps them
+# (`ensure_models_available`: `<model_dir>/hf_cache/...`), so that one folder serves both.
+AUX_W2V_BERT = "hf_cache/w2v-bert-2.0"
+AUX_SEMANTIC_CODEC = "hf_cache/semantic_codec_model.safetensors"
+AUX_CAMPPLUS = "hf_cache/campplus_cn_common.bin"
+AUX_BIGVGAN = "hf_cache/bigvgan"
+EMOTIONS = 8  # the emotion vector's entries: happy, angry, sad, afraid, disgusted, melancholic, surprised, calm
+
+
+@dataclass(frozen=True)
+class Release2:
+    """What koe reads from a release 2 config: the sections, the release's own files and the emotion
+    matrices' row counts per emotion (`emo_num`)."""
+
+    version: float | None
+    gpt: dict[str, Any]
+    semantic_codec: dict[str, Any]
+    s2mel: dict[str, Any]
+    bpe_model: str
+    gpt_checkpoint: str
+    s2mel_checkpoint: str
+    w2v_stat: str
+    emo_matrix: str
+    spk_matrix: str
+    emo_num: tuple[int, ...]
+    qwen_emo_path: str | None
+
+    variant = "IndexTTS-2"
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """The files koe loads (the auxiliary models' included), relative to the folder."""
+        w2v = tuple(f"{AUX_W2V_BERT}/{f}" for f in ("config.json", "preprocessor_config.json", "model.safetensors"))
+        vocoder = (f"{AUX_BIGVGAN}/config.json", f"{AUX_BIGVGAN}/bigvgan_generator.pt")
+        own = (CONFIG, self.gpt_checkpoint, self.s2mel_checkpoint, self.bpe_model, self.w2v_stat, self.emo_matrix, self.spk_matrix)
+        return (*own, *w2v, AUX_SEMANTIC_CODEC, AUX_CAMPPLUS, *vocoder)
+
+    @classmethod
+    def read(cls, folder: str | Path) -> Release2:
+        data = read_yaml(folder)
+        path = Path(folder) / CONFIG
+        for section in ("gpt", "semantic_codec", "s2mel", "dataset"):
+            if not isinstance(data.get(section), dict):
+                raise ConfigError(f"{path}: no `{section}` section")
+        names = {
+            key: _file_name(data.get(key, default), key, path)
+            for key, default in (
+                ("gpt_checkpoint", "gpt.pth"),
+                ("s2mel_checkpoint", "s2mel.pth"),
+                ("w2v_stat", "wav2vec2bert_stats.pt"),
+                ("emo_matrix", "feat2.pt"),
+                ("spk_matrix", "feat1.pt"),
+            )
+        }
+        emo_num = data.get("emo_num")
+        if not isinstance(emo_num, list) or len(emo_num) != EMOTIONS or not all(isinstance(n, int) and n > 0 for n in emo_num):
+            raise ConfigError(f"{path}: emo_num must list {EMOTIONS} positive row counts, one per emotion (got {emo_num!r})")
+        version = data.get("version")
+        if version is not None and not isinstance(version, (int, float)):
+            raise ConfigError(f"{path}: version {version!r} is not a number")
+        qwen = data.get("qwen_emo_path")
+        return cls(
+            version=None if version is None else float(version),
+            gpt=data["gpt"],
+            semantic_codec=data["semantic_codec"],
+            s2mel=data["s2mel"],
+            bpe_model=_file_name(data["dataset"].get("bpe_model", "bpe.model"), "dataset.bpe_model", path),
+            emo_num=tuple(emo_num),
+            qwen_emo_path=str(qwen).strip("/") if qwen else None,
+            **names,
+        )

@@ -1,0 +1,277 @@
+"""A random-weight IndexTTS 2 release folder, written deterministically by koe, in the released
+layout with its auxiliary models where upstream's downloader keeps them (`hf_cache/`): upstream's
+`IndexTTS2(cfg_path, model_dir, aux_paths=...)` loads it with no missing or unexpected keys.
+
+Upstream hard-codes some widths, so even the tiny folder is not small: the GPT is 1280 wide (s2mel's
+`gpt_layer` takes 1280), w2v-BERT is 1024 wide with 17 layers (the GPT reads its layer 17 at width
+1024), CAM++ has its released widths. Everything else is shrunk.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import torch
+import yaml
+from safetensors.torch import save_file
+
+from koe_indextts.fixtures import random_state, state_sha256
+
+EMO_NUM = [3, 17, 2, 8, 4, 5, 10, 24]  # the release's rows per emotion in feat1.pt / feat2.pt
+STOP_BIAS = 3.25  # the stop code's head bias raised so that a random GPT ends its searches
+VOCODER_GAIN = 0.001  # conv_post's gain scaled down: BigVGAN v2's six stages grow its input some 50-fold
+CONFORMER = {"output_size": 32, "linear_units": 64, "attention_heads": 2, "num_blocks": 1, "input_layer": "conv2d2", "perceiver_mult": 2}
+W2V = {"hidden_size": 1024, "num_hidden_layers": 17, "num_attention_heads": 16, "intermediate_size": 8, "conv_depthwise_kernel_size": 3}
+PREPROCESSOR = {
+    "feature_extractor_type": "SeamlessM4TFeatureExtractor",
+    "feature_size": 80,
+    "num_mel_bins": 80,
+    "padding_side": "right",
+    "padding_value": 1,
+    "processor_class": "Wav2Vec2BertProcessor",
+    "return_attention_mask": True,
+    "sampling_rate": 16000,
+    "stride": 2,
+}
+VOCODER = {
+    "resblock": "1",
+    "upsample_rates": [4, 4, 2, 2, 2, 2],
+    "upsample_kernel_sizes": [8, 8, 4, 4, 4, 4],
+    "upsample_initial_channel": 64,
+    "resblock_kernel_sizes": [3, 7, 11],
+    "resblock_dilation_sizes": [[1, 3, 5], [1, 3, 5], [1, 3, 5]],
+    "use_tanh_at_final": False,
+    "use_bias_at_final": False,
+    "activation": "snakebeta",
+    "snake_logscale": True,
+    "num_mels": 80,
+    "n_fft": 1024,
+    "hop_size": 256,
+    "win_size": 1024,
+    "sampling_rate": 22050,
+    "fmin": 0,
+    "fmax": None,
+}
+
+
+def release_config() -> dict:
+    """A tiny release 2 `config.yaml` as data (upstream's sections and keys)."""
+    gpt = {
+        "model_dim": 1280,
+        "max_mel_tokens": 250,
+        "max_text_tokens": 120,
+        "heads": 20,
+        "use_mel_codes_as_input": True,
+        "mel_length_compression": 1024,
+        "layers": 1,
+        "number_text_tokens": 600,
+        "number_mel_codes": 8194,
+        "start_mel_token": 8192,
+        "stop_mel_token": 8193,
+        "start_text_token": 0,
+        "stop_text_token": 1,
+        "train_solo_embeddings": False,
+        "condition_type": "conformer_perceiver",
+        "condition_module": dict(CONFORMER),
+        "emo_condition_module": dict(CONFORMER),
+    }
+    s2mel = {
+        "preprocess_params": {"sr": 22050, "spect_params": {"n_fft": 1024, "win_length": 1024, "hop_length": 256, "n_mels": 80, "fmin": 0, "fmax": "None"}},
+        "dit_type": "DiT",
+        "reg_loss_type": "l1",
+        "style_encoder": {"dim": 192},
+        "length_regulator": {
+            "channels": 32,
+            "is_discrete": False,
+            "in_channels": 1024,
+            "content_codebook_size": 16,
+            "sampling_ratios": [1, 1, 1, 1],
+            "vector_quantize": False,
+            "n_codebooks": 1,
+            "quantizer_dropout": 0.0,
+            "f0_condition": False,
+            "n_f0_bins": 512,
+        },
+        "DiT": {
+            "hidden_dim": 64,
+            "num_heads": 4,
+            "depth": 3,
+            "class_dropout_prob": 0.1,
+            "block_size": 8192,
+            "in_channels": 80,
+            "style_condition": True,
+            "final_layer_type": "wavenet",
+            "target": "mel",
+            "content_dim": 32,
+            "content_codebook_size": 16,
+            "content_type": "discrete",
+            "f0_condition": False,
+            "n_f0_bins": 512,
+            "content_codebooks": 1,
+            "is_causal": False,
+            "long_skip_connection": True,
+            "zero_prompt_speech_token": False,
+            "time_as_token": False,
+            "style_as_token": False,
+            "uvit_skip_connection": True,
+            "add_resblock_in_transformer": False,
+        },
+        "wavenet": {"hidden_dim": 64, "num_layers": 2, "kernel_size": 5, "dilation_rate": 1, "p_dropout": 0.2, "style_condition": True},
+    }
+    codec = {"codebook_size": 8192, "hidden_size": 1024, "codebook_dim": 8, "vocos_dim": 32, "vocos_intermediate_dim": 48, "vocos_num_layers": 1}
+    return {
+        "dataset": {"bpe_model": "bpe.model", "sample_rate": 24000, "squeeze": False},
+        "gpt": gpt,
+        "semantic_codec": codec,
+        "s2mel": s2mel,
+        "gpt_checkpoint": "gpt.pth",
+        "w2v_stat": "wav2vec2bert_stats.pt",
+        "s2mel_checkpoint": "s2mel.pth",
+        "emo_matrix": "feat2.pt",
+        "spk_matrix": "feat1.pt",
+        "emo_num": list(EMO_NUM),
+        "qwen_emo_path": "qwen0.6bemo4-merge/",
+        "vocoder": {"type": "bigvgan", "name": "nvidia/bigvgan_v2_22khz_80band_256x"},
+        "version": 2.0,
+    }
+
+
+def _gpt_state(config: dict, seed: int) -> dict[str, torch.Tensor]:
+    from koe_indextts.conditioning import ConditioningConfig, SpeechConditioning
+    from koe_indextts.voice_lm import EmotionSpeechLM, GPTConfig
+
+    gpt = config["gpt"]
+    state: dict[str, torch.Tensor] = {}
+    for offset, (prefix, cfg) in enumerate((("", ConditioningConfig.speaker(gpt, input_size=1024)), ("emo_", ConditioningConfig.emotion(gpt)))):
+        module = SpeechConditioning(cfg)
+        own = module.state_dict()
+        for key, value in random_state(module, seed + offset).items():
+            state[prefix + key] = own[key].clone() if key.endswith("pos_enc.pe") else value
+    with torch.device("meta"):
+        lm = EmotionSpeechLM(GPTConfig.from_dict(gpt))
+    state.update(random_state(lm, seed + 2))
+    state["mel_head.bias"][gpt["stop_mel_token"]] += STOP_BIAS
+    return state
+
+
+def _s2mel_checkpoint(config: dict, seed: int) -> dict:
+    from koe_indextts.s2mel import S2Mel, S2MelConfig
+
+    module = S2Mel(S2MelConfig.from_dict(config["s2mel"]))
+    own = module.state_dict()
+    state = random_state(module, seed)
+    net: dict[str, dict[str, torch.Tensor]] = {}
+    for key, value in state.items():
+        group, rest = key.split(".", 1)
+        net.setdefault(group, {})[rest] = own[key].clone() if key.endswith(".freqs") else value
+    return {"net": net}
+
+
+def _w2v_state(seed: int) -> dict[str, torch.Tensor]:
+    from koe_indextts.w2vbert import W2VBert, W2VBertConfig
+
+    config = W2VBertConfig(**W2V)
+    with torch.device("meta"):
+        model = W2VBert(config, config.num_hidden_layers)
+    return random_state(model, seed)
+
+
+def _codec_state(config: dict, seed: int) -> dict[str, torch.Tensor]:
+    from koe_indextts.semantic_codec import SemanticCodec, SemanticCodecConfig
+
+    with torch.device("meta"):
+        codec = SemanticCodec(SemanticCodecConfig.from_dict(config["semantic_codec"]))
+    return random_state(codec, seed)
+
+
+def _campplus_state(seed: int) -> dict[str, torch.Tensor]:
+    from koe_indextts.campplus import CAMPPlus
+
+    with torch.device("meta"):
+        module = CAMPPlus()
+    state = random_state(module, seed)
+    for key in state:
+        if key.endswith("running_var"):
+            state[key] = state[key].abs() + 0.5
+    return state
+
+
+def _vocoder_state(seed: int) -> dict[str, torch.Tensor]:
+    from koe_indextts.bigvgan2 import BigVGAN2, BigVGAN2Config
+
+    module = BigVGAN2(BigVGAN2Config.from_dict(VOCODER))
+    own = module.state_dict()
+    state = random_state(module, seed)
+    for key in state:
+        if key.endswith(".filter"):
+            state[key] = own[key].clone()
+    state["conv_post.weight_g"] = state["conv_post.weight_g"] * VOCODER_GAIN
+    return state
+
+
+def release_states(seed: int = 0) -> dict[str, dict]:
+    """Every weight file's state, by file (relative to the folder)."""
+    from koe_indextts.config import AUX_CAMPPLUS, AUX_SEMANTIC_CODEC, AUX_W2V_BERT
+
+    config = release_config()
+    g = torch.Generator().manual_seed(seed + 7)
+    rows, width = sum(EMO_NUM), config["gpt"]["model_dim"]
+    return {
+        "gpt.pth": _gpt_state(config, seed),
+        "s2mel.pth": _s2mel_checkpoint(config, seed + 3),
+        f"{AUX_W2V_BERT}/model.safetensors": _w2v_state(seed + 4),
+        AUX_SEMANTIC_CODEC: _codec_state(config, seed + 5),
+        AUX_CAMPPLUS: _campplus_state(seed + 6),
+        "hf_cache/bigvgan/bigvgan_generator.pt": {"generator": _vocoder_state(seed + 8)},
+        "wav2vec2bert_stats.pt": {"mean": 0.1 * torch.randn(1024, generator=g), "var": 0.5 + torch.rand(1024, generator=g)},
+        "feat1.pt": torch.randn(rows, 192, generator=g),
+        "feat2.pt": 0.1 * torch.randn(rows, width, generator=g),
+    }
+
+
+def states_sha256(states: dict[str, dict]) -> dict[str, str]:
+    """One hash per weight file (0-d tensors seen as 1-d)."""
+    out = {}
+    for name, state in states.items():
+        if isinstance(state, torch.Tensor):
+            state = {"": state}
+        if "net" in state:
+            state = {f"{g}.{k}": v for g, group in state["net"].items() for k, v in group.items()}
+        if "generator" in state:
+            state = state["generator"]
+        out[name] = state_sha256({k: v.reshape(1) if v.dim() == 0 else v for k, v in state.items()})
+    return out
+
+
+def write_random_model2(folder: str | Path, seed: int = 0) -> Path:
+    """The tiny release 2 folder, marked as random weights."""
+    from koe.engines.spec import mark_random_weights
+    from koe_indextts.config import AUX_BIGVGAN, AUX_W2V_BERT
+    from koe_indextts.fixtures_text import write_bpe_model
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.yaml").write_text(yaml.safe_dump(release_config(), sort_keys=False))
+    for name, state in release_states(seed).items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if name.endswith(".safetensors"):
+            save_file({k: v.contiguous() for k, v in state.items()}, str(path))
+        else:
+            torch.save(state, path)
+    from koe_indextts.w2vbert import W2VBertConfig
+
+    w2v_config = {
+        "model_type": "wav2vec2-bert",
+        "architectures": ["Wav2Vec2BertModel"],
+        "apply_spec_augment": False,
+        **dataclasses.asdict(W2VBertConfig(**W2V)),
+    }
+    (folder / AUX_W2V_BERT / "config.json").write_text(json.dumps(w2v_config, indent=2))
+    (folder / AUX_W2V_BERT / "preprocessor_config.json").write_text(json.dumps(PREPROCESSOR, indent=2))
+    (folder / AUX_BIGVGAN / "config.json").write_text(json.dumps(VOCODER, indent=2))
+    write_bpe_model(folder / "bpe.model")
+    mark_random_weights(folder, "koe_indextts.fixtures2:write_random_model2")
+    return folder

@@ -1,0 +1,167 @@
+"""Golden `infer2`: upstream IndexTTS 2 end to end, `IndexTTS2(cfg_path, model_dir, device="cpu",
+use_qwen_emo=False, aux_paths=...)`, then per job: its voice caches emptied, `torch.manual_seed(seed)`,
+`infer(speaker.wav, text, output_path=None, ...)`.
+
+    golden_infer2.py <folder> <out.npz>      (<folder> from tests/engines/indextts/golden_infer2.py)
+
+The npz, per job i (`j{i}.`) and segment k (`j{i}.s{k}.`), read by wrapping upstream's methods on the
+instance: spk_cond (get_emb of the speaker clip), emo_cond, style, ref_mel, s{k}.codes (inference_speech),
+s{k}.latent (the GPT's latent pass), s{k}.mel (flow matching's output before the prompt cut),
+s{k}.wav (BigVGAN's float output), wav_sha256 (infer's int16 return value), draws; an array over
+64 KB is kept as `NAME.sha256` (of its C-order bytes) and `NAME.shape`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import json
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import torch
+
+torch.set_num_threads(1)
+import transformers  # noqa: E402,F401  (first: it looks for tiktoken itself)
+
+for name in ("whisper", "whisper.tokenizer", "tiktoken", "modelscope"):
+    try:
+        __import__(name)
+    except ModuleNotFoundError:
+        stub = types.ModuleType(name)
+        stub.__spec__ = importlib.machinery.ModuleSpec(name, None)
+        stub.Tokenizer = type("Tokenizer", (), {})
+        stub.AutoModelForCausalLM = type("AutoModelForCausalLM", (), {})
+        sys.modules[name] = stub
+
+
+def skip_dac_package_inits() -> None:
+    """The length regulator imports `VectorQuantize` from upstream's vendored DAC package, whose
+    `__init__`s import descript-audiotools (unused here): bare packages over the same folders stand
+    in for those two, so only `nn/quantize.py` and `nn/layers.py` are read."""
+    import importlib.util
+
+    import indextts.s2mel
+
+    root = Path(list(indextts.s2mel.__path__)[0]) / "dac"
+    for name, path in (("indextts.s2mel.dac", root), ("indextts.s2mel.dac.nn", root / "nn")):
+        if name not in sys.modules and importlib.util.find_spec("audiotools") is None:
+            package = types.ModuleType(name)
+            package.__path__ = [str(path)]
+            package.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=True)
+            sys.modules[name] = package
+
+
+skip_dac_package_inits()
+
+from indextts.infer_v2 import IndexTTS2  # noqa: E402
+
+folder, out = Path(sys.argv[1]), Path(sys.argv[2])
+spec = json.loads((folder / "job.json").read_text())
+model = folder / "model"
+aux = {
+    "w2v_bert": str(model / "hf_cache/w2v-bert-2.0"),
+    "semantic_codec": str(model / "hf_cache/semantic_codec_model.safetensors"),
+    "campplus": str(model / "hf_cache/campplus_cn_common.bin"),
+    "bigvgan": str(model / "hf_cache/bigvgan"),
+}
+tts = IndexTTS2(cfg_path=str(model / "config.yaml"), model_dir=str(model), use_fp16=False, device="cpu", use_qwen_emo=False, aux_paths=aux)
+
+record: dict[str, list] = {}
+
+
+def keep(name: str, value: torch.Tensor) -> None:
+    record.setdefault(name, []).append(value.detach().clone())
+
+
+def wrap(obj, name: str, after) -> None:
+    original = getattr(obj, name)
+
+    def wrapper(*args, **kwargs):
+        result = original(*args, **kwargs)
+        after(result, *args, **kwargs)
+        return result
+
+    setattr(obj, name, wrapper)
+
+
+wrap(tts, "get_emb", lambda r, *a, **k: keep("emb", r))
+wrap(tts.campplus_model, "forward", lambda r, *a, **k: keep("style", r))
+wrap(tts.gpt, "inference_speech", lambda r, *a, **k: keep("codes", r[0]))
+wrap(tts.gpt, "forward", lambda r, *a, **k: keep("latent", r))
+cfm = tts.s2mel.models["cfm"]
+wrap(cfm, "inference", lambda r, *a, **k: keep("mel", r))
+wrap(tts.bigvgan, "forward", lambda r, *a, **k: keep("wav", r))
+mel_fn = tts.mel_fn
+
+
+def recorded_mel(x):
+    result = mel_fn(x)
+    keep("ref_mel", result)
+    return result
+
+
+tts.mel_fn = recorded_mel
+
+draws: list[str] = []
+for op in ("multinomial", "rand", "randn", "randint", "rand_like", "randn_like", "bernoulli", "normal", "randperm"):
+    fn = getattr(torch, op)
+
+    def logged(*args, _fn=fn, _op=op, **kwargs):
+        result = _fn(*args, **kwargs)
+        draws.append(f"{_op} {list(result.shape)}")
+        return result
+
+    setattr(torch, op, logged)
+
+result: dict[str, np.ndarray] = {}
+BIG = 64 * 1024  # arrays above this many bytes are kept as the sha256 of their bytes (`NAME.sha256`)
+
+
+def store(name: str, array: np.ndarray) -> None:
+    array = np.ascontiguousarray(array)
+    if array.nbytes > BIG:
+        result[f"{name}.sha256"] = np.array(hashlib.sha256(array.tobytes()).hexdigest())
+        result[f"{name}.shape"] = np.array(array.shape)
+    else:
+        result[name] = array
+
+
+for line in (folder / "state_sha256.txt").read_text().splitlines():
+    name, digest = line.split()
+    result[f"{name}.state_sha256"] = np.array(digest)
+for i, job in enumerate(spec["jobs"]):
+    job = dict(job)
+    seed, text = job.pop("seed"), job.pop("text")
+    if "emo_audio_prompt" in job:
+        job["emo_audio_prompt"] = str(folder / job["emo_audio_prompt"])
+    for cache in (
+        "cache_spk_cond",
+        "cache_s2mel_style",
+        "cache_s2mel_prompt",
+        "cache_spk_audio_prompt",
+        "cache_emo_cond",
+        "cache_emo_audio_prompt",
+        "cache_mel",
+    ):
+        setattr(tts, cache, None)
+    record.clear()
+    draws.clear()
+    torch.manual_seed(seed)
+    sr, wav = tts.infer(
+        str(folder / "speaker.wav"), text, output_path=None, max_text_tokens_per_segment=spec["max_text_tokens_per_segment"], **job, **spec["generation"]
+    )
+    assert sr == 22050
+    result[f"j{i}.wav_sha256"] = np.array(hashlib.sha256(np.ascontiguousarray(wav).tobytes()).hexdigest())
+    result[f"j{i}.draws"] = np.array(draws)
+    spk_cond, emo_cond = (e.numpy() for e in record["emb"])
+    store(f"j{i}.spk_cond", spk_cond)
+    store(f"j{i}.emo_cond", emo_cond)
+    store(f"j{i}.style", record["style"][0].numpy())
+    store(f"j{i}.ref_mel", record["ref_mel"][0].numpy())
+    for name in ("codes", "latent", "mel", "wav"):
+        for k, value in enumerate(record.get(name, [])):
+            store(f"j{i}.s{k}.{name}", value.numpy())
+np.savez_compressed(out, **result)
