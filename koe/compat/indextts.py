@@ -173,7 +173,7 @@ class IndexTTS:
         options = {**generation_kwargs, "max_text_tokens_per_segment": max_text_tokens_per_segment}
         checked = self.engine.check_request(SynthesisRequest(text=text, voice=voice, options=options))
         self._progress(0.1, "text processing...")
-        pieces = self.engine._segments(text, checked)
+        pieces = _family()[0].segment_ids(self.engine.text, text, checked.settings, self.engine.model.lm.cfg.max_text_tokens)
         if verbose:
             print(f">> {len(pieces)} segment(s) of {[len(p) for p in pieces]} text tokens (at most {max_text_tokens_per_segment})", file=sys.stderr)
         conditioning = self.engine._conditioning(voice)

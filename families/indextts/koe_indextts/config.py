@@ -102,6 +102,7 @@ def _file_name(value: Any, key: str, path: Path) -> str:
 # (`ensure_models_available`: `<model_dir>/hf_cache/...`), so that one folder serves both.
 AUX_W2V_BERT = "hf_cache/w2v-bert-2.0"
 AUX_SEMANTIC_CODEC = "hf_cache/semantic_codec_model.safetensors"
+AUX_SEMANTIC_CODEC_PULLED = "hf_cache/semantic_codec/model.safetensors"  # where `koe models pull` puts it (the hub repo's own path)
 AUX_CAMPPLUS = "hf_cache/campplus_cn_common.bin"
 AUX_BIGVGAN = "hf_cache/bigvgan"
 EMOTIONS = 8  # the emotion vector's entries: happy, angry, sad, afraid, disgusted, melancholic, surprised, calm
@@ -134,6 +135,14 @@ class Release2:
         vocoder = (f"{AUX_BIGVGAN}/config.json", f"{AUX_BIGVGAN}/bigvgan_generator.pt")
         own = (CONFIG, self.gpt_checkpoint, self.s2mel_checkpoint, self.bpe_model, self.w2v_stat, self.emo_matrix, self.spk_matrix)
         return (*own, *w2v, AUX_SEMANTIC_CODEC, AUX_CAMPPLUS, *vocoder)
+
+    def missing(self, folder: str | Path) -> tuple[str, ...]:
+        """The files of `files` that `folder` lacks (the semantic codec at either of its two places)."""
+        folder = Path(folder)
+        gone = [f for f in self.files if not (folder / f).is_file()]
+        if AUX_SEMANTIC_CODEC in gone and (folder / AUX_SEMANTIC_CODEC_PULLED).is_file():
+            gone.remove(AUX_SEMANTIC_CODEC)
+        return tuple(gone)
 
     @classmethod
     def read(cls, folder: str | Path) -> Release2:
@@ -169,3 +178,11 @@ class Release2:
             qwen_emo_path=str(qwen).strip("/") if qwen else None,
             **names,
         )
+
+
+def semantic_codec_file(folder: str | Path) -> Path:
+    """The semantic codec's weights in a release 2 folder: where upstream's downloader puts them, or
+    where `koe models pull` does."""
+    folder = Path(folder)
+    upstream = folder / AUX_SEMANTIC_CODEC
+    return upstream if upstream.is_file() or not (folder / AUX_SEMANTIC_CODEC_PULLED).is_file() else folder / AUX_SEMANTIC_CODEC_PULLED

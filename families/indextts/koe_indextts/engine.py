@@ -39,7 +39,7 @@ from koe_indextts.text import TextNormalizer
 from koe_indextts.text_tokenizer import BpeModelError, TextError, TextTokenizer
 from koe_indextts.voice import IndexTTSVoice, IndexTTSVoiceError
 
-__all__ = ["IndexTTSEngine", "sampling_of"]
+__all__ = ["IndexTTSEngine", "sampling_of", "segment_ids"]
 
 MAX_SEGMENT_CHARS = 20000  # one request is one upstream call: upstream segments the text itself
 PCM16_MAX = 32767.0
@@ -60,8 +60,28 @@ def sampling_of(settings: dict) -> Sampling:
     )
 
 
+def segment_ids(tokenizer: TextTokenizer, text: str, settings: dict, most: int) -> list[torch.Tensor]:
+    """Upstream's text segments of a request as ids; clear errors for text with nothing to speak
+    and for a segment longer than the GPT's `most` text positions."""
+    try:
+        segments = tokenizer.segments(text, int(settings["max_text_tokens_per_segment"]))
+    except TextError as e:
+        raise RequestError(str(e), param="input") from e
+    if not segments or not any(ch.isalnum() for ids in segments for piece in tokenizer.pieces(ids) for ch in piece):
+        raise EmptyText(f"the text holds nothing to speak (only punctuation or symbols): {text[:40]!r}")
+    longest = max(len(ids) for ids in segments)
+    if longest > most:
+        raise InvalidOption(
+            f"max_text_tokens_per_segment={settings['max_text_tokens_per_segment']}: a segment of {longest} text tokens is more "
+            f"than this model's GPT takes ({most}); give at most {most}",
+            param="max_text_tokens_per_segment",
+        )
+    return [torch.tensor(ids, dtype=torch.int32) for ids in segments]
+
+
 class IndexTTSEngine(BaseEngine):
-    """A loaded IndexTTS 1.5 release. Not re-entrant: one call at a time."""
+    """A loaded IndexTTS 1.5 release (`load` gives an `IndexTTS2Engine` for a release 2 folder). Not
+    re-entrant: one call at a time."""
 
     family = spec.FAMILY
     title = "IndexTTS"
@@ -75,7 +95,8 @@ class IndexTTSEngine(BaseEngine):
 
     @classmethod
     def load(cls, folder: str | Path, device=None, dtype=None, *, precision: str | None = None) -> IndexTTSEngine:
-        """Load a 1.5 release folder strictly, on the CPU, in float32 (upstream's bits)."""
+        """Load a release folder (1.5, or 2: an `IndexTTS2Engine`) strictly, on the CPU, in float32
+        (upstream's bits)."""
         folder = Path(folder)
         if not folder.is_dir():
             raise FileNotFoundError(f"model folder not found: {folder}")
@@ -85,8 +106,13 @@ class IndexTTSEngine(BaseEngine):
         if dev.type != "cpu":
             raise ValueError(f"IndexTTS runs on the CPU in this version of koe (device={dev})")
         description = spec.SPEC.describe(folder)
+        repo = spec.REPO_2 if description.info.size == "2" else spec.REPO_15
         if description.missing:
-            raise FileNotFoundError(f"{folder}: missing {', '.join(description.missing)} (a release folder has them: koe models pull {spec.REPO_15})")
+            raise FileNotFoundError(f"{folder}: missing {', '.join(description.missing)} (a release folder has them: koe models pull {repo})")
+        if description.info.size == "2":
+            from koe_indextts.engine2 import IndexTTS2Engine
+
+            return IndexTTS2Engine.load(folder, dev)
         try:
             model = IndexTTS15.load(folder)
         except KeyError as e:  # a section the config has, without a setting its module needs
@@ -151,28 +177,11 @@ class IndexTTSEngine(BaseEngine):
             raise UnsupportedVoice("IndexTTS speaks in a cloned voice: pass a voice prepared from a clip (--ref clip.wav)")
         return Checked(checked.voice, checked.language, checked.instruct, values, checked.cancel, checked.user_cap)
 
-    def _segments(self, text: str, c: Checked) -> list[torch.Tensor]:
-        try:
-            segments = self.text.segments(text, int(c.settings["max_text_tokens_per_segment"]))
-        except TextError as e:
-            raise RequestError(str(e), param="input") from e
-        if not segments or not any(ch.isalnum() for ids in segments for piece in self.text.pieces(ids) for ch in piece):
-            raise EmptyText(f"the text holds nothing to speak (only punctuation or symbols): {text[:40]!r}")
-        most = self.model.lm.cfg.max_text_tokens
-        longest = max(len(ids) for ids in segments)
-        if longest > most:
-            raise InvalidOption(
-                f"max_text_tokens_per_segment={c.settings['max_text_tokens_per_segment']}: a segment of {longest} text tokens is more "
-                f"than this model's GPT takes ({most}); give at most {most}",
-                param="max_text_tokens_per_segment",
-            )
-        return [torch.tensor(ids, dtype=torch.int32) for ids in segments]
-
     def speak_segment(self, segment: Segment, c: Checked) -> Iterator[Piece]:
         s = c.settings
         cap = steps_for(segment.budget_s, spec.CODE_RATE)
         sampling = sampling_of(s)
-        pieces = self._segments(segment.text, c)
+        pieces = segment_ids(self.text, segment.text, c.settings, self.model.lm.cfg.max_text_tokens)
         voice = self._conditioning(c.voice)
         if segment.seed is not None:
             torch.manual_seed(int(segment.seed))

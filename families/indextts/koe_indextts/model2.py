@@ -31,7 +31,7 @@ from koe_indextts.bigvgan import to_pcm_scale
 from koe_indextts.bigvgan2 import BigVGAN2, load_bigvgan2
 from koe_indextts.campplus import CAMPPlus, load_campplus, most_similar_cosine
 from koe_indextts.conditioning import ConditioningConfig, SpeechConditioning, load_conditioning
-from koe_indextts.config import AUX_BIGVGAN, AUX_CAMPPLUS, AUX_SEMANTIC_CODEC, AUX_W2V_BERT, Release2
+from koe_indextts.config import AUX_BIGVGAN, AUX_CAMPPLUS, AUX_W2V_BERT, Release2, semantic_codec_file
 from koe_indextts.mel22k import MelConfig, mel22k
 from koe_indextts.s2mel import S2Mel, S2MelConfig, load_s2mel
 from koe_indextts.semantic_codec import SemanticCodec, SemanticCodecConfig, read_semantic_codec
@@ -119,7 +119,7 @@ class IndexTTS2:
             "speaker": speaker,
             "emotion": emotion,
             "s2mel": load_s2mel(folder / release.s2mel_checkpoint, S2MelConfig.from_dict(release.s2mel)),
-            "codec": read_semantic_codec(folder / AUX_SEMANTIC_CODEC, SemanticCodecConfig.from_dict(release.semantic_codec)),
+            "codec": read_semantic_codec(semantic_codec_file(folder), SemanticCodecConfig.from_dict(release.semantic_codec)),
             "w2v": load_w2vbert(load_file(str(w2v_folder / "model.safetensors")), w2v_config),
             "features": FeatureConfig.from_json(w2v_folder / "preprocessor_config.json"),
             "stats": load_stats(folder / release.w2v_stat),
@@ -160,16 +160,18 @@ class IndexTTS2:
             torch.rand([])
 
     @torch.inference_mode()
-    def emotion_vector(self, speaker: Speaker, emotion: Emotion) -> torch.Tensor:
-        """(1, d): upstream's `merge_emovec` of the two clips, then the emotion-vector mix if any."""
+    def emotion_vector(self, speaker: Speaker, emotion: Emotion, rows: tuple[int, ...] | None = None) -> torch.Tensor:
+        """(1, d): upstream's `merge_emovec` of the two clips, then the emotion-vector mix if any, from
+        each emotion's matrix row most like the speaker's style (or the given `rows`: upstream's
+        `use_random` picks them at random)."""
         base = self._emovec(speaker.features)
         wanted = self._emovec(emotion.features)
         emovec = base + emotion.alpha * (wanted - base)
         if emotion.vector is None:
             return emovec
         weights = torch.tensor(emotion.vector)
-        picks = [most_similar_cosine(speaker.style, rows) for rows in self.speaker_rows]
-        chosen = torch.cat([rows[index].unsqueeze(0) for index, rows in zip(picks, self.emotion_rows)], 0)
+        picks = rows if rows is not None else [most_similar_cosine(speaker.style, part) for part in self.speaker_rows]
+        chosen = torch.cat([part[index].unsqueeze(0) for index, part in zip(picks, self.emotion_rows)], 0)
         mix = torch.sum(weights.unsqueeze(1) * chosen, 0).unsqueeze(0)
         return mix + (1 - torch.sum(weights)) * emovec
 

@@ -3,8 +3,12 @@
 Torch-free: reads file names and `config.yaml`. A 1.5 release folder is what the hub repo
 `IndexTeam/IndexTTS-1.5` holds for inference: `config.yaml`, `gpt.pth` (the GPT with its
 conformer/perceiver speech conditioning), `bigvgan_generator.pth` (the vocoder with its speaker
-encoder) and `bpe.model` (the SentencePiece text vocabulary). Releases 2 and 2.5 are known and
-refused with a clear message until koe runs them.
+encoder) and `bpe.model` (the SentencePiece text vocabulary). A release 2 folder is
+`IndexTeam/IndexTTS-2`'s files (`config.yaml`, `gpt.pth`, `s2mel.pth`, `bpe.model`,
+`wav2vec2bert_stats.pt`, the emotion matrices `feat1.pt` / `feat2.pt`) and its auxiliary models
+under `hf_cache/` as upstream's downloader keeps them (`w2v-bert-2.0/`, the MaskGCT semantic codec,
+CAM++'s `campplus_cn_common.bin`, `bigvgan/`): `koe models pull IndexTeam/IndexTTS-2` fetches them
+all. Release 2.5 is known and refused with a clear message until koe runs it.
 
 Code and weights are under the bilibili Model Use License, which a user accepts once before the
 first pull (`koe models pull ... --accept-license` for scripts).
@@ -31,7 +35,11 @@ LICENSE = License(
         "products above 100 million monthly users or RMB 1 billion yearly revenue need a separate licence from bilibili"
     ),
 )
+SAMPLE_RATE_2 = 22050
 REPO_15 = "IndexTeam/IndexTTS-1.5"
+REPO_2 = "IndexTeam/IndexTTS-2"
+FILES_2 = ("config.yaml", "gpt.pth", "s2mel.pth", "bpe.model", "wav2vec2bert_stats.pt", "feat1.pt", "feat2.pt")
+EMOTIONS = ("happy", "angry", "sad", "afraid", "disgusted", "melancholic", "surprised", "calm")  # upstream's emotion vector, in its order
 FILES_15 = ("config.yaml", "gpt.pth", "bigvgan_generator.pth", "bpe.model")
 MIN_REFERENCE_S = 0.5
 MAX_REFERENCE_S = 50.0  # upstream's fast path keeps 50 s of a clip; koe refuses (or trims, on request) longer ones
@@ -66,14 +74,58 @@ def options_schema() -> OptionsSchema:
     )
 
 
+DEFAULTS_2 = {
+    "top_k": 30,
+    "top_p": 0.8,
+    "temperature": 0.8,
+    "num_beams": 3,
+    "repetition_penalty": 10.0,
+    "length_penalty": 0.0,
+    "max_mel_tokens": 1500,
+    "max_text_tokens_per_segment": 120,
+    "emo_alpha": 1.0,
+    "interval_silence": 200,
+    "use_random": False,
+    **dict.fromkeys(EMOTIONS, 0.0),
+}
+
+
+def options_schema_2() -> OptionsSchema:
+    """Release 2's options: upstream's generation settings (it always samples), its emotion controls
+    and the silence between segments."""
+    generation = [o for o in options_schema().options if o.name != "do_sample"]
+    generation = [Option(o.name, o.type, o.help, DEFAULTS_2[o.name], low=o.low, high=o.high) for o in generation]
+    emotions = [
+        Option(
+            name,
+            "float",
+            f"how {name} the voice sounds (upstream's emotion vector; any of the eight above 0 replaces the clip's own emotion)",
+            0.0,
+            low=0.0,
+            high=1.0,
+        )
+        for name in EMOTIONS
+    ]
+    return OptionsSchema(
+        (
+            *generation,
+            *emotions,
+            Option("emo_alpha", "float", "the emotion vector's strength (upstream's emo_alpha)", 1.0, low=0.0, high=1.0),
+            Option("use_random", "bool", "pick the emotion matrices' rows at random rather than by the voice's style (not reproducible upstream)", False),
+            Option("interval_silence", "int", "milliseconds of silence between text segments", 200, low=0, high=10000),
+        )
+    )
+
+
 def capabilities(variant: str = "IndexTTS-1.5") -> Capabilities:
+    two = variant == "IndexTTS-2"
     return Capabilities(
         family=FAMILY,
         variant=variant,
         voice_modes=frozenset({CLONE_WITHOUT_TRANSCRIPT}),
         languages=("auto",),
-        sample_rate=SAMPLE_RATE,
-        options=options_schema(),
+        sample_rate=SAMPLE_RATE_2 if two else SAMPLE_RATE,
+        options=options_schema_2() if two else options_schema(),
         min_reference_s=MIN_REFERENCE_S,
         precisions=("fp32",),
         length_option="max_mel_tokens",
@@ -85,17 +137,31 @@ class IndexTTSSpec:
     title = "IndexTTS"
     engine = "koe_indextts.engine:IndexTTSEngine"
     fixture = "koe_indextts.fixtures:write_random_model"
-    fixture_variants = ("IndexTTS-1.5",)
+    fixture_variants = ("IndexTTS-1.5", "IndexTTS-2")
     bench = "koe_indextts.bench:BENCH"
     released = (
         ReleasedModel(REPO_15, "IndexTTS-1.5", "1.5", files=(HubFiles(REPO_15, FILES_15),), name="IndexTTS-1.5", license=LICENSE),
         ReleasedModel(
-            "IndexTeam/IndexTTS-2",
+            REPO_2,
             "IndexTTS-2",
             "2",
+            files=(
+                HubFiles(REPO_2, FILES_2),
+                HubFiles("facebook/w2v-bert-2.0", ("config.json", "preprocessor_config.json", "model.safetensors"), dest="hf_cache/w2v-bert-2.0"),
+                HubFiles("amphion/MaskGCT", ("semantic_codec/model.safetensors",), dest="hf_cache"),
+                HubFiles("funasr/campplus", ("campplus_cn_common.bin",), dest="hf_cache"),
+                HubFiles("nvidia/bigvgan_v2_22khz_80band_256x", ("config.json", "bigvgan_generator.pt"), dest="hf_cache/bigvgan"),
+            ),
             name="IndexTTS-2",
             license=LICENSE,
-            unsupported="IndexTTS 2 is not supported by koe yet (IndexTTS-1.5 is: koe models pull IndexTeam/IndexTTS-1.5)",
+        ),
+        ReleasedModel(
+            "IndexTeam/IndexTTS-2.5",
+            "IndexTTS-2.5",
+            "2.5",
+            name="IndexTTS-2.5",
+            license=LICENSE,
+            unsupported="IndexTTS 2.5 is not supported by koe yet (IndexTTS-2 and IndexTTS-1.5 are: koe models pull IndexTeam/IndexTTS-2)",
         ),
     )
 
@@ -108,28 +174,39 @@ class IndexTTSSpec:
         return ModelInfo(FAMILY, f"IndexTTS-{release}", release)
 
     def describe(self, folder: Path) -> ModelDescription:
-        from koe_indextts.config import ConfigError, Release15, release_of
+        from koe_indextts.config import ConfigError, Release2, Release15, release_of
 
         folder = Path(folder)
         release = release_of(folder)
         if release is None:
             raise SpecError(f"{folder}: not an IndexTTS release (config.yaml with gpt.pth and bigvgan_generator.pth, s2mel.pth or codec.pth)")
-        if release != "1.5":
-            raise SpecError(f"{folder}: IndexTTS {release} is not supported by koe yet (IndexTTS-1.5 is)")
+        if release == "2.5":
+            raise SpecError(f"{folder}: IndexTTS 2.5 is not supported by koe yet (IndexTTS-2 and IndexTTS-1.5 are)")
         try:
-            config = Release15.read(folder)
+            config = Release2.read(folder) if release == "2" else Release15.read(folder)
         except ConfigError as e:
             raise SpecError(str(e)) from e
-        required = ("config.yaml", config.gpt_checkpoint, config.bigvgan_checkpoint, config.bpe_model)
+        if release == "2":
+            required, missing = config.files, config.missing(folder)
+            weights = (config.gpt_checkpoint, config.s2mel_checkpoint, "hf_cache/bigvgan/bigvgan_generator.pt", "hf_cache/campplus_cn_common.bin")
+            uses = (
+                "a clone of a clip (--ref clip.wav; no transcript needed) with its own emotion or the one the eight emotion options "
+                "give (--option sad=0.6), Chinese and English, at 22.05 kHz"
+            )
+        else:
+            required = ("config.yaml", config.gpt_checkpoint, config.bigvgan_checkpoint, config.bpe_model)
+            missing = tuple(f for f in required if not (folder / f).is_file())
+            weights = required[1:3]
+            uses = "a clone of a clip (--ref clip.wav; no transcript needed), Chinese and English"
         gpt = config.gpt
         return ModelDescription(
             info=ModelInfo(FAMILY, config.variant, release),
             capabilities=capabilities(config.variant),
             required_files=required,
-            missing=tuple(f for f in required if not (folder / f).is_file()),
-            weight_files=tuple(folder / f for f in required[1:3] if (folder / f).is_file()),
+            missing=missing,
+            weight_files=tuple(folder / f for f in weights if (folder / f).is_file()),
             stored_dtype="float32",
-            uses="a clone of a clip (--ref clip.wav; no transcript needed), Chinese and English",
+            uses=uses,
             extra={"gpt_layers": gpt.get("layers"), "model_dim": gpt.get("model_dim")},
             random_weights=has_random_weights(folder),
             license=LICENSE,

@@ -1,0 +1,160 @@
+"""The IndexTTS 2 engine: text + a cloned voice (+ an emotion) -> upstream's front end -> per segment
+the GPT's codes and latent, the semantic codec, flow matching, BigVGAN v2 -> 22.05 kHz audio.
+
+One request is one upstream `IndexTTS2.infer` call (`koe_indextts.model2`), its first with the
+voice's clip: a request with `seed=N` gives upstream's samples after `torch.manual_seed(N)` (the
+draws w2v-BERT makes for the clip in that first call are made again at every request). The emotion:
+the clip's own, or the one the eight emotion options give (upstream's `emo_vector`, scaled by
+`emo_alpha`). Segments are joined with `interval_silence` ms of zeros; a stream yields each segment,
+then its silence. Audio is upstream's 16-bit-scale wave divided back by 32767.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from koe.engines.base import Capabilities, InvalidOption, SynthesisRequest, UnsupportedVoice, VoicePromptMismatch, VoiceReference
+from koe.engines.engine import BaseEngine, Checked, reference_frames
+from koe.engines.pipeline import Piece, PipelineDefaults, Segment, steps_for
+from koe.engines.spec import SpecError
+from koe.runtime.device import resolve_device
+from koe_indextts import spec
+from koe_indextts.engine import MAX_SEGMENT_CHARS, PCM16_MAX, sampling_of, segment_ids
+from koe_indextts.model2 import SAMPLE_RATE, Emotion, IndexTTS2, Speaker
+from koe_indextts.text import TextNormalizer, read_glossary
+from koe_indextts.text_tokenizer import BpeModelError, TextTokenizer
+from koe_indextts.voice import EMOTION_RATE, MAX_CLIP_S, SPEAKER_RATE, IndexTTS2Voice, IndexTTSVoiceError
+from koe_indextts.w2vbert import load_clip
+
+__all__ = ["IndexTTS2Engine"]
+
+CODE_RATE = 22050 / 256 / 1.72  # mel codes a second (a code is 1.72 mel frames of 256 samples)
+
+
+class IndexTTS2Engine(BaseEngine):
+    """A loaded IndexTTS 2 release. Not re-entrant: one call at a time."""
+
+    family = spec.FAMILY
+    title = "IndexTTS"
+    voice_type, voice_error = IndexTTS2Voice, IndexTTSVoiceError
+    pipeline_defaults = PipelineDefaults(max_segment_chars=MAX_SEGMENT_CHARS, pause_s=0.0)
+    sample_rate = SAMPLE_RATE
+
+    def __init__(self, folder: Path, model: IndexTTS2, text: TextTokenizer, device: torch.device) -> None:
+        self.folder, self.model, self.text, self.device = folder, model, text, device
+        self._voice_cache: tuple[IndexTTS2Voice, Speaker, torch.Tensor] | None = None
+
+    @classmethod
+    def load(cls, folder: Path, device: torch.device) -> IndexTTS2Engine:
+        """A release 2 folder (checked by `IndexTTSEngine.load`), strictly, in float32 on the CPU."""
+        try:
+            model = IndexTTS2.load(folder)
+        except KeyError as e:
+            raise SpecError(f"{folder / 'config.yaml'}: the setting {e.args[0]!r} is missing: a damaged file; pull the release again") from e
+        try:
+            text = TextTokenizer(folder / model.release.bpe_model, TextNormalizer(read_glossary(folder / "glossary.yaml")))
+        except BpeModelError as e:
+            raise FileNotFoundError(str(e)) from e
+        return cls(folder, model, text, resolve_device(device))
+
+    def release(self) -> None:
+        self.model = None
+        self._voice_cache = None
+
+    @property
+    def precision(self) -> str:
+        return "float32"
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return spec.capabilities(self.model.release.variant)
+
+    # -- voices ------------------------------------------------------------------------------------
+    def build_voice(self, reference: VoiceReference) -> IndexTTS2Voice:
+        """A voice from a clip (no transcript needed): the clip as upstream reads it, at 22.05 kHz
+        for the speaker and at 16 kHz for its emotion, each cut to 15 s as upstream cuts it."""
+        frames, rate = reference_frames(reference.audio, title="IndexTTS", min_s=spec.MIN_REFERENCE_S, max_s=spec.MAX_REFERENCE_S, trim=reference.trim)
+        if not np.any(frames):
+            raise UnsupportedVoice("the voice clip is silent (every sample is zero): IndexTTS clones a voice from a clip of speech")
+        clip = (frames, rate)
+        speaker = load_clip(clip, SPEAKER_RATE, MAX_CLIP_S)
+        emotion = load_clip(clip, EMOTION_RATE, MAX_CLIP_S)
+        seconds = min(frames.shape[0] / rate, MAX_CLIP_S)
+        return IndexTTS2Voice(speaker, emotion, {"ref_seconds": round(seconds, 3)})
+
+    def check_prompt(self, voice: IndexTTS2Voice) -> IndexTTS2Voice:
+        if not isinstance(voice, IndexTTS2Voice):
+            raise VoicePromptMismatch("this voice prompt was made by an IndexTTS 1.5 model: prepare the voice again with this model")
+        return voice
+
+    def _voice(self, voice: IndexTTS2Voice) -> tuple[Speaker, torch.Tensor]:
+        """The voice's speaker features and its own emotion's, computed once per voice."""
+        if self._voice_cache is None or self._voice_cache[0] is not voice:
+            speaker = self.model.speaker((voice.speaker_audio[0].numpy(), SPEAKER_RATE))
+            emotion = self.model.emotion_features((voice.emotion_audio[0].numpy(), EMOTION_RATE))
+            self._voice_cache = (voice, speaker, emotion)
+        return self._voice_cache[1], self._voice_cache[2]
+
+    # -- requests ----------------------------------------------------------------------------------
+    def check_options(self, request: SynthesisRequest, checked: Checked) -> Checked:
+        given = self.capabilities.options.validate(request.options)
+        values = {**spec.DEFAULTS_2, **given, "do_sample": True}  # upstream's release 2 always samples
+        most = self.model.lm.cfg.max_mel_tokens
+        if "max_mel_tokens" not in given:
+            values["max_mel_tokens"] = min(values["max_mel_tokens"], most)
+        elif values["max_mel_tokens"] > most:
+            raise InvalidOption(
+                f"max_mel_tokens={values['max_mel_tokens']}: this model's GPT has positions for at most {most} mel codes a segment", param="max_mel_tokens"
+            )
+        if checked.voice is None:
+            raise UnsupportedVoice("IndexTTS speaks in a cloned voice: pass a voice prepared from a clip (--ref clip.wav)")
+        return Checked(checked.voice, checked.language, checked.instruct, values, checked.cancel, checked.user_cap)
+
+    def _emotion(self, speaker: Speaker, own: torch.Tensor, settings: dict, seed: int | None) -> torch.Tensor:
+        """Upstream's emotion vector for the request: the clip's own, or the emotion options' mix."""
+        vector = [float(settings[name]) for name in spec.EMOTIONS]
+        if not any(vector):
+            return self.model.emotion_vector(speaker, Emotion(own))
+        scale = max(0.0, min(1.0, float(settings["emo_alpha"])))
+        if scale != 1.0:
+            vector = [int(x * scale * 10000) / 10000 for x in vector]
+        rows = None
+        if settings["use_random"]:
+            rng = random.Random(seed)
+            rows = tuple(rng.randint(0, n - 1) for n in self.model.release.emo_num)
+        return self.model.emotion_vector(speaker, Emotion(own, 1.0, tuple(vector)), rows)
+
+    def speak_segment(self, segment: Segment, c: Checked) -> Iterator[Piece]:
+        s = c.settings
+        cap = steps_for(segment.budget_s, CODE_RATE)
+        sampling = sampling_of(s)
+        pieces = segment_ids(self.text, segment.text, s, self.model.lm.cfg.max_text_tokens)
+        speaker, own = self._voice(c.voice)
+        if segment.seed is not None:
+            torch.manual_seed(int(segment.seed))
+        self.model.layer_drop_draws()
+        emovec = self._emotion(speaker, own, s, segment.seed)
+        gap = np.zeros(int(SAMPLE_RATE * int(s["interval_silence"]) / 1000.0), np.float32)
+        codes_total, truncated = 0, False
+        for k, ids in enumerate(pieces):
+            wav, codes = self.model.segment(ids, speaker, emovec, sampling, c.cancel)
+            ended = bool(len(codes)) and int(codes[-1]) == self.model.lm.cfg.stop_mel_token
+            truncated = truncated or not ended
+            codes_total += len(codes)
+            samples = (wav[0] / PCM16_MAX).numpy()
+            yield Piece(np.concatenate([samples, gap]) if k < len(pieces) - 1 and len(gap) else samples, codes_total)
+            if c.cancel is not None:
+                c.cancel.raise_if_cancelled()
+            if codes_total >= cap:
+                truncated = True
+                break
+        info = {"segments": len(pieces), "codes": codes_total, "seconds": round(codes_total / CODE_RATE, 3)}
+        yield Piece(np.zeros(0, np.float32), codes_total, last=True, truncated=truncated, info=info)
+
+    def result_metadata(self) -> dict:
+        return {"model": self.model.release.variant, "precision": self.precision, "device": str(self.device)}
