@@ -52,11 +52,11 @@ class ModelDescription:
     @property
     def parameters(self) -> int:
         """The weights' element count: from the safetensors headers, and from PyTorch checkpoints
-        (`.pt`, read with `weights_only` onto the meta device: no weight is loaded)."""
+        (`.pt`, `.pth`, `.bin`, read with `weights_only` onto the meta device: no weight is loaded)."""
         return sum(
             safetensors_parameters(p) if p.suffix == ".safetensors" else checkpoint_parameters(p)
             for p in self.weight_files
-            if p.suffix in (".safetensors", ".pt")
+            if p.suffix in (".safetensors", *CHECKPOINT_SUFFIXES)
         )
 
 
@@ -330,6 +330,9 @@ def safetensors_parameters(path: Path) -> int:
         if k != "__metadata__" and isinstance(v, dict):
             total += math.prod(int(d) for d in v.get("shape", []))
     return total
+
+
+CHECKPOINT_SUFFIXES = (".pt", ".pth", ".bin")  # the names PyTorch checkpoints are released under
 
 
 def checkpoint_parameters(path: Path) -> int:

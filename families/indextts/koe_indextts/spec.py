@@ -188,7 +188,9 @@ class IndexTTSSpec:
             raise SpecError(str(e)) from e
         if release == "2":
             required, missing = config.files, config.missing(folder)
-            weights = (config.gpt_checkpoint, config.s2mel_checkpoint, "hf_cache/bigvgan/bigvgan_generator.pt", "hf_cache/campplus_cn_common.bin")
+            codec = next((f for f in ("hf_cache/semantic_codec_model.safetensors", "hf_cache/semantic_codec/model.safetensors") if (folder / f).is_file()), "")
+            aux = ("hf_cache/w2v-bert-2.0/model.safetensors", codec, "hf_cache/campplus_cn_common.bin", "hf_cache/bigvgan/bigvgan_generator.pt")
+            weights = (config.gpt_checkpoint, config.s2mel_checkpoint, *(f for f in aux if f))
             uses = (
                 "a clone of a clip (--ref clip.wav; no transcript needed) with its own emotion or the one the eight emotion options "
                 "give (--option sad=0.6), Chinese and English, at 22.05 kHz"
