@@ -9,41 +9,25 @@ the same waveform, PCM-scale samples and speaker embedding.
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 import yaml
+from goldens import check_state, inputs, load_golden, written
 from koe_indextts.bigvgan import BigVGAN, BigVGANConfig, kaiser_sinc_filter, load_bigvgan, to_pcm_scale
 
-HERE = Path(__file__).resolve().parent
-GOLDEN = HERE / "goldens" / "bigvgan.npz"
-
-
-def _inputs_module():
-    spec = importlib.util.spec_from_file_location("indextts_golden_bigvgan", HERE / "golden_bigvgan.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-G = _inputs_module()
+G = inputs("bigvgan")
 CASES = list(G.SECTIONS)
 
 
 @pytest.fixture(scope="module")
 def golden():
-    with np.load(GOLDEN) as data:
-        return {key: data[key] for key in data.files}
+    return load_golden("bigvgan")
 
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    path = tmp_path_factory.mktemp("indextts-bigvgan")
-    G.write_inputs(path)
-    return path
+    return written(tmp_path_factory, "bigvgan")
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +42,7 @@ def vocoders(folder):
 
 @pytest.mark.parametrize("case", CASES)
 def test_fixture_is_the_goldens(golden, case):
-    assert str(golden[f"{case}.state_sha256"]) == G.case_sha256(G.case_state(case)), "the fixture drifted: regenerate the bigvgan golden"
+    check_state(golden, G.case_sha256(G.case_state(case)), name=case)
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -8,28 +8,16 @@ same folders with `load_bigvgan2` and must give the same waveform and PCM-scale 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from goldens import check_state, load_golden
+from goldens import check_state, inputs, load_golden, written
 from koe_indextts.bigvgan import kaiser_sinc_filter
 from koe_indextts.bigvgan2 import BigVGAN2, BigVGAN2Config, load_bigvgan2, to_pcm_scale
 
-HERE = Path(__file__).resolve().parent
-
-
-def _inputs_module():
-    spec = importlib.util.spec_from_file_location("indextts_golden_bigvgan2", HERE / "golden_bigvgan2.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-G = _inputs_module()
+G = inputs("bigvgan2")
 CASES = list(G.CONFIGS)
 
 
@@ -40,9 +28,7 @@ def golden():
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    path = tmp_path_factory.mktemp("indextts-bigvgan2")
-    G.write_inputs(path)
-    return path
+    return written(tmp_path_factory, "bigvgan2")
 
 
 @pytest.fixture(scope="module")

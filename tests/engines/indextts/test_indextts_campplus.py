@@ -7,29 +7,17 @@ The golden (goldens/campplus.npz) is torchaudio's `kaldi.fbank` of 16 kHz clips 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from goldens import check_state, load_golden
+from goldens import check_state, inputs, load_golden, written
 from koe_indextts.campplus import CAMPPlus, CampPlusConfig, load_campplus, most_similar_cosine
 
 from koe.audio.kaldi import kaldi_fbank, mean_normalized_fbank
 
-HERE = Path(__file__).resolve().parent
-
-
-def _inputs_module():
-    spec = importlib.util.spec_from_file_location("indextts_golden_campplus", HERE / "golden_campplus.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-G = _inputs_module()
+G = inputs("campplus")
 CLIPS = list(G.CLIPS)
 
 
@@ -40,9 +28,7 @@ def golden():
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    path = tmp_path_factory.mktemp("indextts-campplus")
-    G.write_inputs(path)
-    return path
+    return written(tmp_path_factory, "campplus")
 
 
 @pytest.fixture(scope="module")

@@ -8,35 +8,21 @@ no file written."""
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile as sf
 import torch
-from goldens import check_state, load_golden
+from goldens import array_sha256 as sha
+from goldens import check_recorded, inputs, load_golden, written
 
 from koe.compat.indextts import IndexTTS
 from koe.engines.base import EmptyText, InvalidOption, RequestError, UnsupportedVoice
 
-HERE = Path(__file__).resolve().parent
 pytestmark = pytest.mark.filterwarnings("ignore:generation stopped at max_mel_tokens", "ignore:speech was cut off")
 
-
-def _inputs():
-    spec = importlib.util.spec_from_file_location("indextts_golden_infer15_compat", HERE / "golden_infer15.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-G = _inputs()
-
-
-def sha(a) -> str:
-    return hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()
+G = inputs("infer15")
 
 
 @pytest.fixture(scope="module")
@@ -46,11 +32,8 @@ def golden():
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory, golden):
-    folder = tmp_path_factory.mktemp("indextts-compat")
-    G.write_inputs(folder)
-    for line in (folder / "state_sha256.txt").read_text().splitlines():
-        name, digest = line.split()
-        check_state(golden, digest, name=name)
+    folder = written(tmp_path_factory, "infer15")
+    check_recorded(golden, folder)
     return folder
 
 

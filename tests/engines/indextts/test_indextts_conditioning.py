@@ -8,34 +8,19 @@ gpt.pth-like state dict with `load_conditioning` and must give the same frames, 
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
+from goldens import array_sha256, check_state, inputs, load_golden
 from koe_indextts.conditioning import POSITIONS, ConditioningConfig, SpeechConditioning, load_conditioning, position_table
 from koe_indextts.fixtures import state_sha256
 
-HERE = Path(__file__).resolve().parent
-GOLDEN = HERE / "goldens" / "conditioning.npz"
-
-
-def _inputs_module():
-    spec = importlib.util.spec_from_file_location("indextts_golden_conditioning", HERE / "golden_conditioning.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-G = _inputs_module()
+G = inputs("conditioning")
 
 
 @pytest.fixture(scope="module")
 def golden():
-    with np.load(GOLDEN) as data:
-        return {key: data[key] for key in data.files}
+    return load_golden("conditioning")
 
 
 @pytest.fixture(scope="module")
@@ -52,13 +37,13 @@ def loaded():
 
 @pytest.mark.parametrize("case", list(G.CASES))
 def test_fixture_is_the_goldens(golden, loaded, case):
-    assert str(golden[f"{case}.state_sha256"]) == loaded[case][1], "the fixture drifted: regenerate the conditioning golden"
+    check_state(golden, loaded[case][1], name=case)
 
 
 @pytest.mark.parametrize("case", list(G.CASES))
 def test_position_table_is_upstreams(golden, case):
     table = position_table(POSITIONS, G.CASES[case].output_size)
-    assert hashlib.sha256(table.numpy().tobytes()).hexdigest() == str(golden[f"{case}.pe_sha256"])
+    assert array_sha256(table) == str(golden[f"{case}.pe_sha256"])
 
 
 @pytest.mark.parametrize(("case", "name"), [(c, n) for c in G.CASES for n in G.LENGTHS[c]])

@@ -5,39 +5,25 @@ golden_gpt.py's inputs)."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
+from goldens import check_state, inputs, load_golden
 from koe_indextts.beam import Sampling, search
-from koe_indextts.fixtures import state_sha256
 from koe_indextts.voice_lm import GPTConfig, SpeechLM
 
-HERE = Path(__file__).resolve().parent
-
-
-def _inputs():
-    spec = importlib.util.spec_from_file_location("indextts_golden_gpt", HERE / "golden_gpt.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-G = _inputs()
+G = inputs("gpt")
 
 
 @pytest.fixture(scope="module")
 def golden():
-    with np.load(HERE / "goldens" / "gpt.npz") as data:
-        return {key: data[key] for key in data.files}
+    return load_golden("gpt")
 
 
 @pytest.fixture(scope="module")
 def lm(golden):
     lm, state = G.speech_lm()
-    assert state_sha256(state) == str(golden["state_sha256"]), "the tiny LM drifted from the golden's: regenerate with make goldens-indextts"
+    check_state(golden, state)
     return lm
 
 

@@ -5,26 +5,13 @@ latent pass (goldens/gpt2.npz, from golden_gpt2.py's inputs)."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
-from goldens import check_state, load_golden
+from goldens import check_state, inputs, load_golden
 from koe_indextts.beam import Sampling, search
 
-HERE = Path(__file__).resolve().parent
-
-
-def _inputs():
-    spec = importlib.util.spec_from_file_location("indextts_golden_gpt2", HERE / "golden_gpt2.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-G = _inputs()
+G = inputs("gpt2")
 
 
 @pytest.fixture(scope="module")

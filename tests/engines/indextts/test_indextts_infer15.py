@@ -6,31 +6,19 @@ conditioning, codes, kept codes, latent and waveform) and the engine's audio is 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from goldens import check_state, load_golden
+from goldens import check_recorded, check_state, inputs, load_golden, written
 from koe_indextts.engine import IndexTTSEngine
 from koe_indextts.fixtures import state_sha256
 from koe_indextts.model import shrink_silence
 
 from koe.engines.base import SynthesisRequest
 
-HERE = Path(__file__).resolve().parent
-
-
-def _inputs():
-    spec = importlib.util.spec_from_file_location("indextts_golden_infer15", HERE / "golden_infer15.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-G = _inputs()
+G = inputs("infer15")
 
 
 @pytest.fixture(scope="module")
@@ -40,11 +28,8 @@ def golden():
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory, golden):
-    folder = tmp_path_factory.mktemp("infer15")
-    G.write_inputs(folder)
-    for line in (folder / "state_sha256.txt").read_text().splitlines():
-        name, digest = line.split()
-        check_state(golden, digest, name=name)
+    folder = written(tmp_path_factory, "infer15")
+    check_recorded(golden, folder)
     return folder
 
 

@@ -8,50 +8,30 @@ koe's `koe_indextts.mel` must give the same mel, and the same audio at each step
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
+from goldens import array_sha256 as _sha
+from goldens import check_state, inputs, load_golden, written
 from koe_indextts.mel import decode_reference, log_mel, reference_audio, reference_mel
 
 from koe.audio.errors import AudioError
 
-HERE = Path(__file__).resolve().parent
-GOLDEN = HERE / "goldens" / "mel.npz"
-
-
-def _inputs_module():
-    spec = importlib.util.spec_from_file_location("indextts_golden_mel", HERE / "golden_mel.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-G = _inputs_module()
-
-
-def _sha(t: torch.Tensor) -> str:
-    return hashlib.sha256(t.detach().contiguous().numpy().tobytes()).hexdigest()
+G = inputs("mel")
 
 
 @pytest.fixture(scope="module")
 def golden():
-    with np.load(GOLDEN) as data:
-        return {key: data[key] for key in data.files}
+    return load_golden("mel")
 
 
 @pytest.fixture(scope="module")
 def clips(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("indextts-mel")
-    G.write_inputs(folder)
-    return folder
+    return written(tmp_path_factory, "mel")
 
 
 def test_clips_are_the_goldens(golden, clips):
-    assert str(golden["state_sha256"]) == G.inputs_sha256(clips), "the clips drifted: regenerate the mel golden"
+    check_state(golden, G.inputs_sha256(clips))
 
 
 @pytest.mark.parametrize("name", list(G.CLIPS))

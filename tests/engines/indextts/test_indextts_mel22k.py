@@ -8,27 +8,14 @@ tests/oracle_indextts/golden_mel22k.py). koe's `koe_indextts.mel22k` must give t
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 import yaml
-from goldens import check_state, load_golden
+from goldens import check_state, inputs, load_golden
 from koe_indextts.mel22k import MelConfig, mel22k
 
-HERE = Path(__file__).resolve().parent
-
-
-def _inputs_module():
-    spec = importlib.util.spec_from_file_location("indextts_golden_mel22k", HERE / "golden_mel22k.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-G = _inputs_module()
+G = inputs("mel22k")
 CASES = [(config, name) for config, (_, names) in G.CONFIGS.items() for name in names]
 
 

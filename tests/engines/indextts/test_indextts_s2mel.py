@@ -9,29 +9,18 @@ and 0, a masked one) and the whole per-segment chain. koe loads the same files w
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from goldens import check_state, load_golden
+from goldens import check_state, inputs, load_golden, written
 from koe_indextts.fixtures import state_sha256
 from koe_indextts.mel22k import mel22k
 from koe_indextts.s2mel import S2Mel, S2MelConfig, load_s2mel
 
-HERE = Path(__file__).resolve().parent
-
-
-def _inputs_module():
-    spec = importlib.util.spec_from_file_location("indextts_golden_s2mel", HERE / "golden_s2mel.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-G = _inputs_module()
+G = inputs("s2mel")
 CONFIGS = list(G.SECTIONS)
 
 
@@ -45,9 +34,7 @@ def golden():
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    path = tmp_path_factory.mktemp("indextts-s2mel")
-    G.write_inputs(path)
-    return path
+    return written(tmp_path_factory, "s2mel")
 
 
 @pytest.fixture(scope="module")

@@ -8,44 +8,30 @@ tests/oracle_indextts/golden_semantic_codec.py): `quantize`'s codes and frames a
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
+from goldens import check_state, inputs, load_golden, written
 from koe_indextts.fixtures import state_sha256
 from koe_indextts.semantic_codec import SemanticCodec, SemanticCodecConfig, load_semantic_codec, read_semantic_codec
 
-HERE = Path(__file__).resolve().parent
-
-
-def _module(name: str):
-    spec = importlib.util.spec_from_file_location(f"indextts_{name}", HERE / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-G = _module("golden_semantic_codec")
-goldens = _module("goldens")
+G = inputs("semantic_codec")
 
 
 @pytest.fixture(scope="module")
 def golden():
-    return goldens.load_golden("semantic_codec")
+    return load_golden("semantic_codec")
 
 
 @pytest.fixture(scope="module")
 def codecs(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("semantic_codec")
-    G.write_inputs(folder)
+    folder = written(tmp_path_factory, "semantic_codec")
     return {case: read_semantic_codec(folder / f"{case}.safetensors", config) for case, config in G.CASES.items()}
 
 
 @pytest.mark.parametrize("case", list(G.CASES))
 def test_fixture_is_the_goldens(golden, case):
-    goldens.check_state(golden, state_sha256(G.case_state(case)), name=case)
+    check_state(golden, state_sha256(G.case_state(case)), name=case)
 
 
 @pytest.mark.parametrize(("case", "name"), [(c, n) for c in G.CASES for n in G.BATCHES])

@@ -4,37 +4,22 @@ errors for text there is nothing to speak in and for a missing or broken bpe.mod
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
+from goldens import check_recorded, load_golden, written
 from koe_indextts.text import TextNormalizer, read_glossary, uses_chinese
 from koe_indextts.text_fst import english_normalizer
 from koe_indextts.text_tokenizer import START_TEXT, STOP_TEXT, BpeModelError, TextError, TextTokenizer, split_cjk, split_segments
 
 
-def _module(name: str):
-    """A file beside this one, by path (other families' tests have files of the same names)."""
-    spec = importlib.util.spec_from_file_location(f"indextts_{name}", Path(__file__).resolve().parent / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-write_inputs = _module("golden_text").write_inputs
-_goldens = _module("goldens")
-check_state, load_golden = _goldens.check_state, _goldens.load_golden
-
-
 @pytest.fixture(scope="module")
 def front(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("text")
-    write_inputs(folder)
+    folder = written(tmp_path_factory, "text")
     golden = load_golden("text")
-    check_state(golden, (folder / "state_sha256.txt").read_text().strip())
+    check_recorded(golden, folder)
     v15 = TextNormalizer()
     v2 = TextNormalizer(glossary=read_glossary(folder / "glossary.yaml"))
     spec = json.loads((folder / "texts.json").read_text(encoding="utf-8"))

@@ -9,11 +9,9 @@ files and must give the same bits at every step, and make the same torch draws.
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import json
-from pathlib import Path
 
+import goldens
 import numpy as np
 import pytest
 import torch
@@ -38,23 +36,8 @@ from safetensors.torch import load_file
 
 from koe.audio.errors import AudioError
 
-HERE = Path(__file__).resolve().parent
-
-
-def _module(name: str):
-    spec = importlib.util.spec_from_file_location(f"indextts_{name}", HERE / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-G = _module("golden_w2vbert")
-goldens = _module("goldens")
-
-
-def sha(t) -> str:
-    a = t.detach().contiguous().numpy() if isinstance(t, torch.Tensor) else np.ascontiguousarray(t)
-    return hashlib.sha256(a.tobytes()).hexdigest()
+G = goldens.inputs("w2vbert")
+sha = goldens.array_sha256
 
 
 @pytest.fixture(scope="module")
@@ -64,9 +47,7 @@ def golden():
 
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("w2vbert")
-    G.write_inputs(folder)
-    return folder
+    return goldens.written(tmp_path_factory, "w2vbert")
 
 
 @pytest.fixture(scope="module")
