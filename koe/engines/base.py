@@ -228,7 +228,9 @@ class Capabilities:
     another is refused before loading. `conversion`: the model converts speech into a prepared
     voice (`convert`: the same words, another speaker). `text_stream`: the model takes text in
     pieces itself (`synthesize_text`, as CosyVoice's bistream does); elsewhere streamed text is
-    spoken sentence by sentence as each completes.
+    spoken sentence by sentence as each completes. `emotion_reference`: the model takes a second
+    reference for the emotion or style of the speech (`SynthesisRequest.emotion`, a prompt prepared
+    from another clip, as IndexTTS 2's `emo_audio_prompt`); elsewhere one is refused.
     """
 
     family: str
@@ -254,6 +256,7 @@ class Capabilities:
     )
     conversion: bool = False
     text_stream: bool = False
+    emotion_reference: bool = False
 
     @property
     def streaming(self) -> bool:
@@ -295,6 +298,7 @@ class Capabilities:
             "length_option": self.length_option or None,
             "conversion": self.conversion,
             "text_stream": self.text_stream,
+            "emotion_reference": self.emotion_reference,
         }
 
 
@@ -363,7 +367,9 @@ class SynthesisRequest:
     yields audio in pieces of about these many seconds (the family's defaults where None); else
     each segment comes whole, on the exact one-shot path. `options`: the
     family's own settings, validated against `capabilities.options`. `max_segment_s`: cap on each
-    segment's audio (None: the runaway guard's budget from the text).
+    segment's audio (None: the runaway guard's budget from the text). `emotion`: a second prepared
+    `VoicePrompt` of the same model whose clip gives the speech its emotion or style (where
+    `capabilities.emotion_reference`; how strongly is a family option, e.g. IndexTTS's `emo_alpha`).
     """
 
     text: str
@@ -379,6 +385,7 @@ class SynthesisRequest:
     max_segment_chars: int | None = None
     pause_s: float | None = None
     max_segment_s: float | None = None
+    emotion: Any = None
 
     def __post_init__(self) -> None:
         """Refuse what no engine can take, naming the field (`RequestError`, `EmptyText`): text that

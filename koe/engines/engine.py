@@ -10,7 +10,8 @@ owns the rest of the contract (`koe.engines.base.Engine`):
 - `load_voice`: the family names its prompt class (`voice_type`) and that class's error
   (`voice_error`); a damaged or foreign prompt is a `VoicePromptMismatch`;
 - `check_request`: the voice, language and instruction checks that `Capabilities` drive (voice
-  modes, speakers, languages, `instruct`), then the family's `check_options` for what is its own;
+  modes, speakers, languages, `instruct`, `emotion_reference`), then the family's `check_options`
+  for what is its own;
 - `synthesize_batch` / `synthesize_streams` run requests in turn unless the family batches them
   (`Capabilities.batch` / `batch_stream` say which; `joins_rows`, rows joining a running batch);
 - `close` frees what the family's `release` drops, and gives device memory back.
@@ -24,7 +25,7 @@ import gc
 import sys
 import warnings
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -61,7 +62,9 @@ class Checked:
     (a subclass with its own fields) where its core needs more.
 
     `voice`: the prompt (a preset's name where the model has presets); `settings`: the family's
-    options in the form its core takes; `user_cap`: the request set its own `max_segment_s`."""
+    options in the form its core takes; `user_cap`: the request set its own `max_segment_s`;
+    `emotion`: the emotion reference's prompt (None: none given), keyword-only so that a family's
+    subclass keeps its positional fields."""
 
     voice: Any
     language: str | None
@@ -69,6 +72,7 @@ class Checked:
     settings: Any
     cancel: CancelToken | None
     user_cap: bool
+    emotion: Any = field(default=None, kw_only=True)
 
 
 class BaseEngine:
@@ -157,8 +161,8 @@ class BaseEngine:
 
     # -- checks -----------------------------------------------------------------------------------
     def check_request(self, request: SynthesisRequest) -> Checked:
-        """Validate a request once (the pipeline's first step): voice, language and instruction as
-        `Capabilities` say, then the family's own (`check_options`)."""
+        """Validate a request once (the pipeline's first step): voice, language, instruction and
+        emotion reference as `Capabilities` say, then the family's own (`check_options`)."""
         checked = Checked(
             self.check_voice(request.voice),
             self.check_language(request.language),
@@ -166,6 +170,7 @@ class BaseEngine:
             None,
             request.cancel,
             request.max_segment_s is not None,
+            emotion=self.check_emotion(request.emotion),
         )
         return self.check_options(request, checked)
 
@@ -201,6 +206,35 @@ class BaseEngine:
                 f"this voice prompt was made for another model family ({type(voice).__name__}); prepare the voice again with this {self.title} model"
             )
         return self.check_prompt(voice)
+
+    def check_emotion(self, emotion: Any) -> Any:
+        """The emotion reference (None: none) where the model takes one (`Capabilities.emotion_reference`):
+        a prompt of this family's class, checked as a voice is (`check_prompt`). Elsewhere, or given
+        as anything but a prepared prompt, an `UnsupportedVoice` naming `emotion`."""
+        if emotion is None:
+            return None
+        caps = self.capabilities
+        if not caps.emotion_reference:
+            raise UnsupportedVoice(
+                f"{self.title} ({caps.variant}) takes no emotion reference: leave the emotion clip out, "
+                "or use a model whose capabilities list emotion_reference",
+                param="emotion",
+            )
+        if isinstance(emotion, (str, bytes)):
+            raise UnsupportedVoice(
+                f"the emotion reference must be a voice prompt prepared from a clip (engine.prepare_voice(clip)), not a {type(emotion).__name__}",
+                param="emotion",
+            )
+        if not isinstance(emotion, self.voice_type):
+            raise VoicePromptMismatch(
+                f"the emotion reference was prepared by another model family ({type(emotion).__name__}); prepare it with this {self.title} model",
+                param="emotion",
+            )
+        try:
+            return self.check_prompt(emotion)
+        except RequestError as e:
+            kind = VoicePromptMismatch if isinstance(e, VoicePromptMismatch) else UnsupportedVoice
+            raise kind(f"the emotion reference: {e}", param="emotion") from e
 
     def check_language(self, language: str | None) -> str | None:
         """`language` if the model takes it (None: the model's default)."""

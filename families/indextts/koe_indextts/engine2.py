@@ -4,8 +4,9 @@ the GPT's codes and latent, the semantic codec, flow matching, BigVGAN v2 -> 22.
 One request is one upstream `IndexTTS2.infer` call (`koe_indextts.model2`), its first with the
 voice's clip: a request with `seed=N` gives upstream's samples after `torch.manual_seed(N)` (the
 draws w2v-BERT makes for the clip in that first call are made again at every request). The emotion:
-the clip's own, or the one the eight emotion options give (upstream's `emo_vector`, scaled by
-`emo_alpha`). Segments are joined with `interval_silence` ms of zeros; a stream yields each segment,
+the clip's own; another clip's, the request's emotion reference (upstream's `emo_audio_prompt`,
+blended with the voice's own by `emo_alpha`); or the one the eight emotion options give (upstream's
+`emo_vector`, scaled by `emo_alpha`; an emotion reference is then left out, as upstream drops it). Segments are joined with `interval_silence` ms of zeros; a stream yields each segment,
 then its silence. Audio is upstream's 16-bit-scale wave divided back by 32767.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -48,6 +50,7 @@ class IndexTTS2Engine(BaseEngine):
     def __init__(self, folder: Path, model: IndexTTS2, text: TextTokenizer, device: torch.device) -> None:
         self.folder, self.model, self.text, self.device = folder, model, text, device
         self._voice_cache: tuple[IndexTTS2Voice, Speaker, torch.Tensor] | None = None
+        self._emotion_cache: tuple[IndexTTS2Voice, torch.Tensor] | None = None
 
     @classmethod
     def load(cls, folder: Path, device: torch.device) -> IndexTTS2Engine:
@@ -65,6 +68,7 @@ class IndexTTS2Engine(BaseEngine):
     def release(self) -> None:
         self.model = None
         self._voice_cache = None
+        self._emotion_cache = None
 
     @property
     def precision(self) -> str:
@@ -100,6 +104,12 @@ class IndexTTS2Engine(BaseEngine):
             self._voice_cache = (voice, speaker, emotion)
         return self._voice_cache[1], self._voice_cache[2]
 
+    def _emotion_features(self, voice: IndexTTS2Voice) -> torch.Tensor:
+        """An emotion reference's features (its clip at 16 kHz, as upstream reads `emo_audio_prompt`), once per voice."""
+        if self._emotion_cache is None or self._emotion_cache[0] is not voice:
+            self._emotion_cache = (voice, self.model.emotion_features((voice.emotion_audio[0].numpy(), EMOTION_RATE)))
+        return self._emotion_cache[1]
+
     # -- requests ----------------------------------------------------------------------------------
     def check_options(self, request: SynthesisRequest, checked: Checked) -> Checked:
         given = self.capabilities.options.validate(request.options)
@@ -113,12 +123,16 @@ class IndexTTS2Engine(BaseEngine):
             )
         if checked.voice is None:
             raise UnsupportedVoice("IndexTTS speaks in a cloned voice: pass a voice prepared from a clip (--ref clip.wav)")
-        return Checked(checked.voice, checked.language, checked.instruct, values, checked.cancel, checked.user_cap)
+        return replace(checked, settings=values)
 
-    def _emotion(self, speaker: Speaker, own: torch.Tensor, settings: dict, seed: int | None) -> torch.Tensor:
-        """Upstream's emotion vector for the request: the clip's own, or the emotion options' mix."""
+    def _emotion(self, speaker: Speaker, own: torch.Tensor, settings: dict, seed: int | None, reference: IndexTTS2Voice | None) -> torch.Tensor:
+        """Upstream's emotion vector for the request: the emotion options' mix where any is set (an
+        emotion reference is then dropped, as upstream drops it), else the emotion reference's clip
+        blended with the voice's own by `emo_alpha`, else the voice's own."""
         vector = [float(settings[name]) for name in spec.EMOTIONS]
         if not any(vector):
+            if reference is not None:
+                return self.model.emotion_vector(speaker, Emotion(self._emotion_features(reference), float(settings["emo_alpha"])))
             return self.model.emotion_vector(speaker, Emotion(own))
         scale = max(0.0, min(1.0, float(settings["emo_alpha"])))
         if scale != 1.0:
@@ -135,10 +149,12 @@ class IndexTTS2Engine(BaseEngine):
         sampling = sampling_of(s)
         pieces = segment_ids(self.text, segment.text, s, self.model.lm.cfg.max_text_tokens)
         speaker, own = self._voice(c.voice)
+        if c.emotion is not None and not any(s[name] for name in spec.EMOTIONS):
+            self._emotion_features(c.emotion)  # read before the seed, as the voice's own
         if segment.seed is not None:
             torch.manual_seed(int(segment.seed))
         self.model.layer_drop_draws()
-        emovec = self._emotion(speaker, own, s, segment.seed)
+        emovec = self._emotion(speaker, own, s, segment.seed, c.emotion)
         gap = np.zeros(int(SAMPLE_RATE * int(s["interval_silence"]) / 1000.0), np.float32)
         codes_total, truncated = 0, False
         for k, ids in enumerate(pieces):

@@ -129,6 +129,7 @@ def capabilities(variant: str = "IndexTTS-1.5") -> Capabilities:
         min_reference_s=MIN_REFERENCE_S,
         precisions=("fp32",),
         length_option="max_mel_tokens",
+        emotion_reference=two,  # release 2 takes an emotion clip (upstream's emo_audio_prompt)
     )
 
 

@@ -113,7 +113,7 @@ def test_upstreams_draws_are_koes(golden, model):
         assert set(ops[layers:]) == {"multinomial", "randn"}
 
 
-ENGINE_JOBS = [0, 2, 3, 4]  # the jobs koe's request options can say (an emotion clip is the Python model's only, so far)
+ENGINE_JOBS = [0, 1, 2, 3, 4]  # every job: job 1's emotion clip is the request's emotion reference (SynthesisRequest.emotion)
 
 
 @pytest.fixture(scope="module")
@@ -137,8 +137,12 @@ def test_engine_audio_is_upstreams(engine, folder, golden, i):
         options["emo_alpha"] = job.get("emo_alpha", 1.0)
     if "interval_silence" in job:
         options["interval_silence"] = job["interval_silence"]
+    emotion = None
+    if "emo_audio_prompt" in job:
+        emotion = engine.prepare_voice(str(folder / job["emo_audio_prompt"]))
+        options["emo_alpha"] = job["emo_alpha"]
     voice = engine.prepare_voice(str(folder / "speaker.wav"))
-    chunks = list(engine.synthesize(SynthesisRequest(text=job["text"], voice=voice, seed=job["seed"], options=options)))
+    chunks = list(engine.synthesize(SynthesisRequest(text=job["text"], voice=voice, seed=job["seed"], options=options, emotion=emotion)))
     audio = np.concatenate([c.samples for c in chunks])
     pcm = torch.from_numpy(audio) * 32767  # the engine's samples are upstream's wave / 32767: scaling back is exact to the int16 cut
     int16 = np.ascontiguousarray(pcm.type(torch.int16).numpy()[:, None])
