@@ -66,13 +66,15 @@ class IndexTTS15:
         folder = Path(folder)
         release = Release15.read(folder)
         gpt = GPTConfig.from_dict(release.gpt)
-        state = torch.load(folder / release.gpt_checkpoint, map_location="cpu", weights_only=True)
+        # mapped, not read: the LM's weights stay the file's pages (no second copy while loading)
+        state = torch.load(folder / release.gpt_checkpoint, map_location="cpu", weights_only=True, mmap=True)
         state = state.get("model", state)
         conditioning = load_conditioning(state, ConditioningConfig.speaker(release.gpt))
-        lm = SpeechLM(gpt)
+        with torch.device("meta"):
+            lm = SpeechLM(gpt)
         ours = {k: v for k, v in state.items() if not k.startswith(("conditioning_encoder.", "perceiver_encoder."))}
         ours = {k: v for k, v in ours.items() if not k.startswith("inference_model.") and not k.endswith((".attn.bias", ".attn.masked_bias"))}
-        lm.load_state_dict(ours, strict=True)
+        lm.load_state_dict(ours, strict=True, assign=True)
         vocoder = load_bigvgan(folder / release.bigvgan_checkpoint, BigVGANConfig.from_dict(release.bigvgan))
         return cls(release, lm.eval(), conditioning, vocoder)
 

@@ -103,13 +103,14 @@ class IndexTTS2:
     def load(cls, folder: str | Path) -> IndexTTS2:
         folder = Path(folder)
         release = Release2.read(folder)
-        state = torch.load(folder / release.gpt_checkpoint, map_location="cpu", weights_only=True)
+        state = torch.load(folder / release.gpt_checkpoint, map_location="cpu", weights_only=True, mmap=True)  # the file's pages, no copy
         state = state.get("model", state)
         speaker = load_conditioning(state, ConditioningConfig.speaker(release.gpt, input_size=1024))
         emotion = load_conditioning(state, ConditioningConfig.emotion(release.gpt), encoder="emo_conditioning_encoder", perceiver="emo_perceiver_encoder")
-        lm = EmotionSpeechLM(GPTConfig.from_dict(release.gpt))
+        with torch.device("meta"):
+            lm = EmotionSpeechLM(GPTConfig.from_dict(release.gpt))
         own = {k: v for k, v in state.items() if not k.startswith(SPEAKER_PREFIXES + EMOTION_PREFIXES) and not k.startswith("inference_model.")}
-        lm.load_state_dict(own, strict=True)
+        lm.load_state_dict(own, strict=True, assign=True)
         w2v_folder = folder / AUX_W2V_BERT
         w2v_config = W2VBertConfig.from_json(w2v_folder / "config.json")
         emo_matrix = torch.load(folder / release.emo_matrix, map_location="cpu", weights_only=True)
