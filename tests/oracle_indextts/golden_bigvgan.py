@@ -22,16 +22,14 @@ os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from common import recorded_hashes  # noqa: E402
 from indextts.BigVGAN.models import BigVGAN  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 
 def main(folder: Path, out: Path) -> None:
     torch.set_num_threads(1)
-    result: dict[str, np.ndarray] = {}
-    for line in (folder / "state_sha256.txt").read_text().splitlines():
-        case, digest = line.split()
-        result[f"{case}.state_sha256"] = np.array(digest)
+    result = recorded_hashes(folder)
     for case in json.loads((folder / "cases.json").read_text()):
         sub = folder / case
         cfg = OmegaConf.load(sub / "config.yaml")

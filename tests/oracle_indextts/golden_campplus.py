@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import types
 from pathlib import Path
 
 os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
@@ -24,23 +23,13 @@ os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torchaudio  # noqa: E402
+from common import recorded_hashes, stand_in_missing  # noqa: E402
 from indextts.s2mel.modules.campplus.DTDNN import CAMPPlus  # noqa: E402
 
 
 def find_most_similar_cosine():
-    """Upstream's function from indextts/infer_v2.py. That module imports openai-whisper, tiktoken and
-    modelscope at the top; where the venv lacks them, empty stand-ins let the import through (transformers
-    first, which looks tiktoken up by its spec)."""
-    import transformers  # noqa: F401
-
-    for name in ("whisper", "whisper.tokenizer", "tiktoken", "modelscope"):
-        try:
-            __import__(name)
-        except ModuleNotFoundError:
-            stub = types.ModuleType(name)
-            stub.Tokenizer = type("Tokenizer", (), {})
-            stub.AutoModelForCausalLM = None
-            sys.modules[name] = stub
+    """Upstream's function from indextts/infer_v2.py (its module's unused imports stood in where missing)."""
+    stand_in_missing()
     from indextts.infer_v2 import find_most_similar_cosine as pick
 
     return pick
@@ -49,10 +38,7 @@ def find_most_similar_cosine():
 def main(folder: Path, out: Path) -> None:
     torch.set_num_threads(1)
     setup = json.loads((folder / "setup.json").read_text())
-    result: dict[str, np.ndarray] = {}
-    for line in (folder / "state_sha256.txt").read_text().splitlines():
-        name, digest = line.split()
-        result[f"{name}.state_sha256"] = np.array(digest)
+    result = recorded_hashes(folder)
     feats = {}
     for clip in setup["clips"]:
         audio_16k = torch.from_numpy(np.load(folder / f"clip_{clip}.npy"))

@@ -15,13 +15,13 @@ import hashlib
 import json
 import os
 import sys
-import types
 from pathlib import Path
 
 os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from common import stand_in_missing  # noqa: E402
 from indextts.gpt.conformer_encoder import ConformerEncoder  # noqa: E402
 from indextts.gpt.model import UnifiedVoice  # noqa: E402
 from indextts.gpt.perceiver import PerceiverResampler  # noqa: E402
@@ -29,16 +29,9 @@ from torch import nn  # noqa: E402
 
 
 def release2_model():
-    """Release 2's `UnifiedVoice` (for `get_emo_conditioning`). Its module imports the tokenizer
-    module, which imports openai-whisper and tiktoken at the top; where the venv lacks them, empty
-    stand-ins let the import through (the conditioning never touches a tokenizer)."""
-    for name in ("whisper", "whisper.tokenizer", "tiktoken"):
-        try:
-            __import__(name)
-        except ModuleNotFoundError:
-            stub = types.ModuleType(name)
-            stub.Tokenizer = type("Tokenizer", (), {})
-            sys.modules[name] = stub
+    """Release 2's `UnifiedVoice` (for `get_emo_conditioning`); its module imports the tokenizer
+    module, whose unused imports are stood in where missing (the conditioning never touches a tokenizer)."""
+    stand_in_missing()
     from indextts.gpt.model_v2 import UnifiedVoice as UnifiedVoiceV2
 
     return UnifiedVoiceV2

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from common import recorded_hashes
 from indextts.gpt.model import UnifiedVoice
 from indextts.infer import IndexTTS
 
@@ -31,7 +32,7 @@ model.get_conditioning = lambda mel, lengths=None: conds
 cond_mel = torch.zeros(1, 100, 40)  # ignored: the conditioning comes from conds
 shrink = types.SimpleNamespace(stop_mel_token=section["stop_mel_token"])
 
-result = {"state_sha256": np.array((folder / "state_sha256.txt").read_text())}
+result = recorded_hashes(folder)
 for seed, name, settings in inputs["cases"]:
     text = torch.tensor([inputs["texts"][name]], dtype=torch.int32)
     kwargs = {"do_sample": True, "top_p": 0.8, "top_k": 30, "temperature": 1.0, "length_penalty": 0.0, "num_beams": 3, "repetition_penalty": 10.0}

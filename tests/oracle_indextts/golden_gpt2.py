@@ -8,20 +8,13 @@ Usage: python golden_gpt2.py FOLDER OUT.npz   (FOLDER from tests/engines/indextt
 
 import json
 import sys
-import types
 from pathlib import Path
 
 import numpy as np
 import torch
-import transformers  # noqa: E402,F401  (first: it looks for tiktoken itself)
+from common import recorded_hashes, stand_in_missing
 
-for name in ("whisper", "whisper.tokenizer", "tiktoken"):  # imported by model_v2's tokenizer module, unused here
-    try:
-        __import__(name)
-    except ModuleNotFoundError:
-        stub = types.ModuleType(name)
-        stub.Tokenizer = type("Tokenizer", (), {})
-        sys.modules[name] = stub
+stand_in_missing()  # imported by model_v2's tokenizer module, unused here
 
 from indextts.gpt.model_v2 import UnifiedVoice  # noqa: E402
 
@@ -37,7 +30,7 @@ emotion_clip = torch.from_numpy(np.load(folder / "emotion.npy"))
 matrix = torch.from_numpy(np.load(folder / "emotion_matrix.npy"))
 stop = inputs["gpt"]["stop_mel_token"]
 
-result = {"state_sha256": np.array((folder / "state_sha256.txt").read_text())}
+result = recorded_hashes(folder)
 for seed, name, source, alpha, weights, settings in inputs["cases"]:
     emo = speaker if source == "speaker" else emotion_clip
     text = torch.tensor([inputs["texts"][name]], dtype=torch.int32)

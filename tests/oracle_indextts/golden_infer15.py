@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 import soundfile
 import torch
+from common import recorded_hashes
 
 torch.set_num_threads(1)
 
@@ -115,11 +116,7 @@ for op in ("multinomial", "rand", "randn", "randint", "rand_like", "randn_like",
 
     setattr(torch, op, logged)
 
-result: dict[str, np.ndarray] = {"seed": np.array(job["seed"]), "sampling_rate": np.array(24000)}
-for line in (folder / "state_sha256.txt").read_text().splitlines():
-    if line.split():
-        name, digest = line.split()
-        result[f"{name}.state_sha256"] = np.array(digest)
+result: dict[str, np.ndarray] = {"seed": np.array(job["seed"]), "sampling_rate": np.array(24000), **recorded_hashes(folder)}
 generation = dict(job.get("generation", {}))
 segment_limit = job.get("max_text_tokens_per_segment", 120)
 for i, text in enumerate(job["texts"]):

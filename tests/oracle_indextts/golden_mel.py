@@ -11,7 +11,6 @@ audio (so a failing test says which step differs); for the long clip its shape, 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
@@ -22,11 +21,8 @@ os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torchaudio  # noqa: E402
+from common import recorded_hashes, sha  # noqa: E402
 from indextts.utils.feature_extractors import MelSpectrogramFeatures  # noqa: E402
-
-
-def sha(t: torch.Tensor) -> np.ndarray:
-    return np.array(hashlib.sha256(t.detach().contiguous().numpy().tobytes()).hexdigest())
 
 
 def reference_path(path: Path) -> dict[str, torch.Tensor]:
@@ -46,7 +42,7 @@ def reference_path(path: Path) -> dict[str, torch.Tensor]:
 def main(folder: Path, out: Path) -> None:
     torch.set_num_threads(1)
     spec = json.loads((folder / "clips.json").read_text())
-    result: dict[str, np.ndarray] = {"state_sha256": np.array((folder / "state_sha256.txt").read_text().strip())}
+    result = recorded_hashes(folder)
     for name in [*spec["clips"], spec["long"]]:
         with torch.no_grad():
             steps = reference_path(folder / f"{name}.wav")

@@ -20,27 +20,14 @@ os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from common import mel_fn_args, recorded_hashes  # noqa: E402
 from indextts.s2mel.modules import audio  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 
-def mel_fn_args(cfg) -> dict:
-    spect = cfg.s2mel["preprocess_params"]["spect_params"]
-    return {
-        "n_fft": spect["n_fft"],
-        "win_size": spect["win_length"],
-        "hop_size": spect["hop_length"],
-        "num_mels": spect["n_mels"],
-        "sampling_rate": cfg.s2mel["preprocess_params"]["sr"],
-        "fmin": spect.get("fmin", 0),
-        "fmax": None if spect.get("fmax", "None") == "None" else 8000,
-        "center": False,
-    }
-
-
 def main(folder: Path, out: Path) -> None:
     torch.set_num_threads(1)
-    result: dict[str, np.ndarray] = {"state_sha256": np.array((folder / "state_sha256.txt").read_text().strip())}
+    result = recorded_hashes(folder)
     for config, clips in json.loads((folder / "cases.json").read_text()).items():
         args = mel_fn_args(OmegaConf.load(folder / f"{config}.yaml"))
         audio.mel_basis.clear()

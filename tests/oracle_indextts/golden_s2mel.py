@@ -25,28 +25,9 @@ from pathlib import Path
 
 os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
-import importlib.util  # noqa: E402
-import types  # noqa: E402
-
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-
-
-def skip_dac_package_inits() -> None:
-    """upstream's length regulator imports `VectorQuantize` from its vendored DAC package, whose
-    `__init__`s import descript-audiotools (for the DAC codec and its losses, unused here): those two
-    packages are stood in by bare packages over the same folders, so only `nn/quantize.py` and
-    `nn/layers.py` are read, as they are."""
-    import indextts.s2mel
-
-    root = Path(list(indextts.s2mel.__path__)[0]) / "dac"
-    for name, folder in (("indextts.s2mel.dac", root), ("indextts.s2mel.dac.nn", root / "nn")):
-        if name not in sys.modules and importlib.util.find_spec("audiotools") is None:
-            package = types.ModuleType(name)
-            package.__path__ = [str(folder)]
-            package.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=True)
-            sys.modules[name] = package
-
+from common import mel_fn_args, recorded_hashes, skip_dac_package_inits  # noqa: E402
 
 skip_dac_package_inits()
 
@@ -71,17 +52,7 @@ def load(sub: Path):
 
 
 def mel_fn(cfg):
-    spect = cfg.s2mel["preprocess_params"]["spect_params"]
-    args = {
-        "n_fft": spect["n_fft"],
-        "win_size": spect["win_length"],
-        "hop_size": spect["hop_length"],
-        "num_mels": spect["n_mels"],
-        "sampling_rate": cfg.s2mel["preprocess_params"]["sr"],
-        "fmin": spect.get("fmin", 0),
-        "fmax": None if spect.get("fmax", "None") == "None" else 8000,
-        "center": False,
-    }
+    args = mel_fn_args(cfg)
     return lambda x: mel_spectrogram(x, **args)
 
 
@@ -92,10 +63,7 @@ def read(folder: Path, name: str, keys: tuple[str, ...]) -> dict[str, torch.Tens
 def main(folder: Path, out: Path) -> None:
     torch.set_num_threads(1)
     cases = json.loads((folder / "cases.json").read_text())
-    result: dict[str, np.ndarray] = {}
-    for line in (folder / "state_sha256.txt").read_text().splitlines():
-        name, digest = line.split()
-        result[f"{name}.state_sha256"] = np.array(digest)
+    result = recorded_hashes(folder)
     models = {}
     for name in [line.split()[0] for line in (folder / "state_sha256.txt").read_text().splitlines()]:
         cfg, s2mel, fresh = load(folder / name)

@@ -21,6 +21,7 @@ os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 import numpy as np  # noqa: E402
 import safetensors.torch  # noqa: E402
 import torch  # noqa: E402
+from common import recorded_hashes  # noqa: E402
 from indextts.codec.maskgct_codec import build_semantic_codec  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
@@ -28,11 +29,7 @@ from omegaconf import OmegaConf  # noqa: E402
 def main(folder: Path, out: Path) -> None:
     torch.set_num_threads(1)
     cases = json.loads((folder / "cases.json").read_text())
-    result: dict[str, np.ndarray] = {}
-    for line in (folder / "state_sha256.txt").read_text().splitlines():
-        if line.split():
-            name, digest = line.split()
-            result[f"{name}.state_sha256"] = np.array(digest)
+    result = recorded_hashes(folder)
     for case, spec in cases.items():
         codec = build_semantic_codec(OmegaConf.create(spec["config"]))
         safetensors.torch.load_model(codec, str(folder / f"{case}.safetensors"))

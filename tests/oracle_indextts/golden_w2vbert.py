@@ -18,8 +18,6 @@ three `torch.rand` after it show the generator's state. Audio and most features 
 
 from __future__ import annotations
 
-import hashlib
-import importlib.machinery
 import json
 import os
 import sys
@@ -30,27 +28,9 @@ os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from common import sha, stand_in_missing  # noqa: E402
 
 SEED = 1234
-
-
-def stub_missing() -> None:
-    """infer_v2 imports openai-whisper's tokenizer, tiktoken and modelscope at the top; where the venv
-    lacks them, empty stand-ins let the import through (the semantic path touches none of them)."""
-    for name in ("whisper", "whisper.tokenizer", "tiktoken", "modelscope"):
-        try:
-            __import__(name)
-        except ModuleNotFoundError:
-            stub = types.ModuleType(name)
-            stub.__spec__ = importlib.machinery.ModuleSpec(name, None)
-            stub.Tokenizer = type("Tokenizer", (), {})
-            stub.AutoModelForCausalLM = type("AutoModelForCausalLM", (), {})
-            sys.modules[name] = stub
-
-
-def sha(t) -> np.ndarray:
-    a = t.detach().contiguous().numpy() if isinstance(t, torch.Tensor) else np.ascontiguousarray(t)
-    return np.array(hashlib.sha256(a.tobytes()).hexdigest())
 
 
 draws: list[str] = []
@@ -70,7 +50,7 @@ def log_draws() -> None:
 
 def main(folder: Path, out: Path) -> None:
     torch.set_num_threads(1)
-    stub_missing()
+    stand_in_missing()  # infer_v2's unused imports (the semantic path touches none of them)
     import safetensors.torch
     import torchaudio
     from indextts.codec.maskgct_codec import build_semantic_codec
