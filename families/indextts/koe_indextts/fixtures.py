@@ -143,16 +143,14 @@ def release_states(size: str = "tiny", seed: int = 0) -> tuple[dict[str, torch.T
 def write_random_model(folder: str | Path, variant: str = "IndexTTS-1.5", size: str = "tiny", seed: int = 0) -> Path:
     """A complete random-weight release folder in the released layout (upstream's IndexTTS / IndexTTS2
     loads it with no missing or unexpected keys), marked as random weights: 1.5 (tiny or at the
-    released sizes) or 2 (`koe_indextts.fixtures2`, tiny)."""
+    released sizes) or 2 (`koe_indextts.fixtures2`, the same two sizes)."""
     from koe.engines.spec import mark_random_weights
     from koe_indextts.fixtures_text import write_bpe_model
 
     if variant == "IndexTTS-2":
-        if size != "tiny":
-            raise ValueError(f"size {size!r}: koe writes IndexTTS-2 folders at the tiny size")
         from koe_indextts.fixtures2 import write_random_model2
 
-        return write_random_model2(folder, seed)
+        return write_random_model2(folder, seed, size)
     if variant != "IndexTTS-1.5":
         raise ValueError(f"variant {variant!r}: koe writes IndexTTS-1.5 and IndexTTS-2 folders")
     folder = Path(folder)

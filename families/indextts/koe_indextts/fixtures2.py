@@ -2,9 +2,15 @@
 layout with its auxiliary models where upstream's downloader keeps them (`hf_cache/`): upstream's
 `IndexTTS2(cfg_path, model_dir, aux_paths=...)` loads it with no missing or unexpected keys.
 
-Upstream hard-codes some widths, so even the tiny folder is not small: the GPT is 1280 wide (s2mel's
-`gpt_layer` takes 1280), w2v-BERT is 1024 wide with 17 layers (the GPT reads its layer 17 at width
-1024), CAM++ has its released widths. Everything else is shrunk.
+Two sizes. "tiny" (the goldens' folder: its bytes must not change): upstream hard-codes some
+widths, so even it is not small: the GPT is 1280 wide (s2mel's `gpt_layer` takes 1280), w2v-BERT is
+1024 wide with 17 layers (the GPT reads its layer 17 at width 1024), CAM++ has its released widths;
+everything else is shrunk. "real" (the benchmark's): the released sizes, as IndexTeam/IndexTTS-2's
+config.yaml gives them (GPT 24 x 1280 with 20 heads, 1815 mel and 600 text positions, 12000 text
+tokens; conditioning 6 x 512 with 2048 units and 8 heads, emotion conditioning 4 x 512 with 1024
+units and 4 heads; semantic codec 8192 x 8 with Vocos 384 / 2048 / 12; s2mel's DiT 13 x 512 with 8
+heads, WaveNet 8 x 512, length regulator 512 channels), w2v-BERT 2.0 at transformers' defaults (24
+layers, 4096 units, kernel 31), CAM++, and BigVGAN v2 22 kHz 80-band 256x at 1536 channels.
 """
 
 from __future__ import annotations
@@ -24,6 +30,24 @@ STOP_BIAS = 3.25  # the stop code's head bias raised so that a random GPT ends i
 VOCODER_GAIN = 0.001  # conv_post's gain scaled down: BigVGAN v2's six stages grow its input some 50-fold
 CONFORMER = {"output_size": 32, "linear_units": 64, "attention_heads": 2, "num_blocks": 1, "input_layer": "conv2d2", "perceiver_mult": 2}
 W2V = {"hidden_size": 1024, "num_hidden_layers": 17, "num_attention_heads": 16, "intermediate_size": 8, "conv_depthwise_kernel_size": 3}
+SIZES = ("tiny", "real")
+# the released sizes where they differ from the tiny folder's (w2v-BERT 2.0: every key at transformers' default)
+REAL_GPT = {
+    "max_mel_tokens": 1815,
+    "max_text_tokens": 600,
+    "layers": 24,
+    "number_text_tokens": 12000,
+    "condition_module": {"output_size": 512, "linear_units": 2048, "attention_heads": 8, "num_blocks": 6, "input_layer": "conv2d2", "perceiver_mult": 2},
+    "emo_condition_module": {"output_size": 512, "linear_units": 1024, "attention_heads": 4, "num_blocks": 4, "input_layer": "conv2d2", "perceiver_mult": 2},
+}
+REAL_CODEC = {"vocos_dim": 384, "vocos_intermediate_dim": 2048, "vocos_num_layers": 12}
+REAL_S2MEL = {
+    "length_regulator": {"channels": 512, "content_codebook_size": 2048},
+    "DiT": {"hidden_dim": 512, "num_heads": 8, "depth": 13, "content_dim": 512, "content_codebook_size": 1024},
+    "wavenet": {"hidden_dim": 512, "num_layers": 8},
+}
+REAL_W2V: dict = {}
+REAL_VOCODER = {"upsample_initial_channel": 1536}
 PREPROCESSOR = {
     "feature_extractor_type": "SeamlessM4TFeatureExtractor",
     "feature_size": 80,
@@ -56,8 +80,26 @@ VOCODER = {
 }
 
 
-def release_config() -> dict:
-    """A tiny release 2 `config.yaml` as data (upstream's sections and keys)."""
+def _check(size: str) -> None:
+    if size not in SIZES:
+        raise ValueError(f"size {size!r}: one of {list(SIZES)}")
+
+
+def w2v_config(size: str = "tiny") -> dict:
+    """w2v-BERT's `config.json` keys that differ from transformers' defaults at `size`."""
+    _check(size)
+    return dict(W2V) if size == "tiny" else dict(REAL_W2V)
+
+
+def vocoder_config(size: str = "tiny") -> dict:
+    """BigVGAN v2's `config.json` at `size`."""
+    _check(size)
+    return dict(VOCODER) if size == "tiny" else {**VOCODER, **REAL_VOCODER}
+
+
+def release_config(size: str = "tiny") -> dict:
+    """A release 2 `config.yaml` as data (upstream's sections and keys) at `size`."""
+    _check(size)
     gpt = {
         "model_dim": 1280,
         "max_mel_tokens": 250,
@@ -121,6 +163,11 @@ def release_config() -> dict:
         "wavenet": {"hidden_dim": 64, "num_layers": 2, "kernel_size": 5, "dilation_rate": 1, "p_dropout": 0.2, "style_condition": True},
     }
     codec = {"codebook_size": 8192, "hidden_size": 1024, "codebook_dim": 8, "vocos_dim": 32, "vocos_intermediate_dim": 48, "vocos_num_layers": 1}
+    if size == "real":
+        gpt.update(REAL_GPT)
+        codec.update(REAL_CODEC)
+        for section, values in REAL_S2MEL.items():
+            s2mel[section].update(values)
     return {
         "dataset": {"bpe_model": "bpe.model", "sample_rate": 24000, "squeeze": False},
         "gpt": gpt,
@@ -169,10 +216,10 @@ def _s2mel_checkpoint(config: dict, seed: int) -> dict:
     return {"net": net}
 
 
-def _w2v_state(seed: int) -> dict[str, torch.Tensor]:
+def _w2v_state(seed: int, size: str = "tiny") -> dict[str, torch.Tensor]:
     from koe_indextts.w2vbert import W2VBert, W2VBertConfig
 
-    config = W2VBertConfig(**W2V)
+    config = W2VBertConfig(**w2v_config(size))
     with torch.device("meta"):
         model = W2VBert(config, config.num_hidden_layers)
     return random_state(model, seed)
@@ -198,11 +245,12 @@ def _campplus_state(seed: int) -> dict[str, torch.Tensor]:
     return state
 
 
-def _vocoder_state(seed: int) -> dict[str, torch.Tensor]:
+def _vocoder_state(seed: int, size: str = "tiny") -> dict[str, torch.Tensor]:
     from koe_indextts.bigvgan2 import BigVGAN2, BigVGAN2Config
 
-    module = BigVGAN2(BigVGAN2Config.from_dict(VOCODER))
-    own = module.state_dict()
+    with torch.device("meta"):
+        module = BigVGAN2(BigVGAN2Config.from_dict(vocoder_config(size)))
+    own = BigVGAN2(BigVGAN2Config.from_dict(VOCODER)).state_dict()  # the anti-aliasing filters do not depend on widths
     state = random_state(module, seed)
     for key in state:
         if key.endswith(".filter"):
@@ -211,20 +259,20 @@ def _vocoder_state(seed: int) -> dict[str, torch.Tensor]:
     return state
 
 
-def release_states(seed: int = 0) -> dict[str, dict]:
-    """Every weight file's state, by file (relative to the folder)."""
+def release_states(seed: int = 0, size: str = "tiny") -> dict[str, dict]:
+    """Every weight file's state at `size`, by file (relative to the folder)."""
     from koe_indextts.config import AUX_CAMPPLUS, AUX_SEMANTIC_CODEC, AUX_W2V_BERT
 
-    config = release_config()
+    config = release_config(size)
     g = torch.Generator().manual_seed(seed + 7)
     rows, width = sum(EMO_NUM), config["gpt"]["model_dim"]
     return {
         "gpt.pth": _gpt_state(config, seed),
         "s2mel.pth": _s2mel_checkpoint(config, seed + 3),
-        f"{AUX_W2V_BERT}/model.safetensors": _w2v_state(seed + 4),
+        f"{AUX_W2V_BERT}/model.safetensors": _w2v_state(seed + 4, size),
         AUX_SEMANTIC_CODEC: _codec_state(config, seed + 5),
         AUX_CAMPPLUS: _campplus_state(seed + 6),
-        "hf_cache/bigvgan/bigvgan_generator.pt": {"generator": _vocoder_state(seed + 8)},
+        "hf_cache/bigvgan/bigvgan_generator.pt": {"generator": _vocoder_state(seed + 8, size)},
         "wav2vec2bert_stats.pt": {"mean": 0.1 * torch.randn(1024, generator=g), "var": 0.5 + torch.rand(1024, generator=g)},
         "feat1.pt": torch.randn(rows, 192, generator=g),
         "feat2.pt": 0.1 * torch.randn(rows, width, generator=g),
@@ -245,16 +293,16 @@ def states_sha256(states: dict[str, dict]) -> dict[str, str]:
     return out
 
 
-def write_random_model2(folder: str | Path, seed: int = 0) -> Path:
-    """The tiny release 2 folder, marked as random weights."""
+def write_random_model2(folder: str | Path, seed: int = 0, size: str = "tiny") -> Path:
+    """A release 2 folder at `size` ("tiny": the goldens'; "real": the released sizes), marked as random weights."""
     from koe.engines.spec import mark_random_weights
     from koe_indextts.config import AUX_BIGVGAN, AUX_W2V_BERT
     from koe_indextts.fixtures_text import write_bpe_model
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.yaml").write_text(yaml.safe_dump(release_config(), sort_keys=False))
-    for name, state in release_states(seed).items():
+    (folder / "config.yaml").write_text(yaml.safe_dump(release_config(size), sort_keys=False))
+    for name, state in release_states(seed, size).items():
         path = folder / name
         path.parent.mkdir(parents=True, exist_ok=True)
         if name.endswith(".safetensors"):
@@ -263,15 +311,15 @@ def write_random_model2(folder: str | Path, seed: int = 0) -> Path:
             torch.save(state, path)
     from koe_indextts.w2vbert import W2VBertConfig
 
-    w2v_config = {
+    w2v = {
         "model_type": "wav2vec2-bert",
         "architectures": ["Wav2Vec2BertModel"],
         "apply_spec_augment": False,
-        **dataclasses.asdict(W2VBertConfig(**W2V)),
+        **dataclasses.asdict(W2VBertConfig(**w2v_config(size))),
     }
-    (folder / AUX_W2V_BERT / "config.json").write_text(json.dumps(w2v_config, indent=2))
+    (folder / AUX_W2V_BERT / "config.json").write_text(json.dumps(w2v, indent=2))
     (folder / AUX_W2V_BERT / "preprocessor_config.json").write_text(json.dumps(PREPROCESSOR, indent=2))
-    (folder / AUX_BIGVGAN / "config.json").write_text(json.dumps(VOCODER, indent=2))
+    (folder / AUX_BIGVGAN / "config.json").write_text(json.dumps(vocoder_config(size), indent=2))
     write_bpe_model(folder / "bpe.model")
     mark_random_weights(folder, "koe_indextts.fixtures2:write_random_model2")
     return folder
