@@ -117,6 +117,7 @@ def replay(
     model: Annotated[str | None, typer.Option("--model", "-m", help="Another model than the recorded one (folder or store name).")] = None,
     ref: Annotated[Path | None, typer.Option("--ref", help="The reference clip again, for an output cloned from a clip.")] = None,
     ref_text: Annotated[str | None, typer.Option("--ref-text", help="Transcript of --ref.")] = None,
+    emotion_ref: Annotated[Path | None, typer.Option("--emotion-ref", help="The emotion clip again, for an output that took its emotion from a clip.")] = None,
     save: Annotated[bool | None, typer.Option("--save/--no-save", help="Also keep it under KOE_HOME/outputs.", show_default=False)] = None,
 ) -> None:
     """Speak output ID again: the same text, model, voice, seed, language, options, speed and format.
@@ -139,6 +140,7 @@ def replay(
         ref_audio=str(ref) if ref is not None else None,
         ref_text=ref_text,
         save=save if save is not None else (True if output is None else None),
+        emotion_audio=str(emotion_ref) if emotion_ref is not None else None,
     )
     if output is not None and not to_stdout and output.suffix:
         request.format = format_for_path(output, None).name  # the file's extension decides, as in `koe speak -o`

@@ -91,6 +91,10 @@ def speak(
     design: Annotated[str | None, typer.Option("--design", "-d", help="Describe a new voice in words (a model that designs voices).")] = None,
     ref: Annotated[Path | None, typer.Option("--ref", help="Reference clip to clone (a cloning model).")] = None,
     ref_text: Annotated[str | None, typer.Option("--ref-text", help="Transcript of --ref (without it: timbre-only cloning).")] = None,
+    emotion_ref: Annotated[
+        Path | None, typer.Option("--emotion-ref", help="A second clip whose emotion the speech takes (a model that takes an emotion reference).")
+    ] = None,
+    emotion_voice: Annotated[str | None, typer.Option("--emotion-voice", help="A library voice whose clip gives the emotion (as --emotion-ref).")] = None,
     language: Annotated[str | None, typer.Option("--language", "-l", help="Language of the text (auto, english, chinese, ...).")] = None,
     seed: SeedOption = None,
     opt: OptOption = None,
@@ -119,7 +123,11 @@ def speak(
     if to_stdout:
         refuse_terminal_stdout("--stream" if stream else "-o -")
     words = read_text(text, file)
-    check_arguments(voice=voice, speaker=speaker, instruct=instruct, design=design, ref_text=ref_text, language=language, model=model)
+    check_arguments(
+        voice=voice, speaker=speaker, instruct=instruct, design=design, ref_text=ref_text, language=language, model=model, emotion_voice=emotion_voice
+    )
+    if emotion_ref is not None and emotion_voice is not None:
+        fail("give --emotion-ref or --emotion-voice, not both", 2)
     if output is not None and not to_stdout:
         audio_format = format_for_path(output, fmt)
     else:
@@ -143,6 +151,8 @@ def speak(
         speed=speed,
         format=audio_format.name if audio_format else ("wav" if stream or to_stdout else None),
         save=keep,
+        emotion_voice=emotion_voice,
+        emotion_audio=str(emotion_ref) if emotion_ref is not None else None,
     )
     run_plan(synth, synth.plan(request), model is None, stream, output, to_stdout)
 

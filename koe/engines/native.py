@@ -2,7 +2,8 @@
 holds a `KModel`) and speaks through the engine's contract:
 
 - `generate` (text -> `SpeechResult`) and `stream` (text -> chunks), with the model's option names
-  (`capabilities.options`, upstream's) as keyword arguments;
+  (`capabilities.options`, upstream's) as keyword arguments, and `emotion=` (a second clip or
+  prompt for the emotion, where `capabilities.emotion_reference`);
 - `prepare_voice` / `load_voice` (a reusable prompt), `capabilities`, `sample_rate`, `close`;
 - `engine`: the contract itself (`koe.engines.base.Engine`: `synthesize`, `prepare_voice`,
   `capabilities`, `close`), the one the CLI and the server drive, with the family's internals.
@@ -17,7 +18,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from koe.engines.base import AudioChunk, CancelToken, Capabilities, SpeechResult, SynthesisRequest, collect
+from koe.engines.base import AudioChunk, CancelToken, Capabilities, SpeechResult, SynthesisRequest, VoiceReference, collect
 
 __all__ = ["TTS", "SpeechResult"]
 
@@ -61,16 +62,36 @@ class TTS:
         """A prompt saved by its `save`, checked against this model."""
         return self.engine.load_voice(folder)
 
+    def emotion_prompt(self, emotion: Any) -> Any:
+        """An emotion reference as a request takes it: a clip (path, bytes, (samples, sample_rate) or a
+        `VoiceReference`) prepared as a voice is, or a prompt from `prepare_voice` as it is. On a model
+        whose capabilities take none, it is passed on as given, for the engine to refuse."""
+        if emotion is not None and self.capabilities.emotion_reference and isinstance(emotion, (str, Path, bytes, tuple, VoiceReference)):
+            return self.engine.prepare_voice(emotion)
+        return emotion
+
     # -- speaking -------------------------------------------------------------------------------
     def generate(
-        self, text: str, *, voice: Any = None, instruct: str | None = None, seed: int | None = None, cancel: CancelToken | None = None, **options: Any
+        self,
+        text: str,
+        *,
+        voice: Any = None,
+        instruct: str | None = None,
+        seed: int | None = None,
+        cancel: CancelToken | None = None,
+        emotion: Any = None,
+        **options: Any,
     ) -> SpeechResult:
         """Speak `text` in `voice` (from `prepare_voice`; None: the model's own voice, or one described by
-        `instruct`, where the model has them). `options` are the model's (`capabilities.options`, upstream's
-        names: F5-TTS's `nfe_step`, VoxCPM's `cfg_value`, ...); None means what it means upstream (F5-TTS's
-        `sway_sampling_coef=None`: no sway; VoxCPM's `retry_badcase=None`: no retries; for the others, the
-        default). `seed=N` gives upstream's samples after it seeds with N."""
-        out = collect(self.engine.synthesize(SynthesisRequest(text=text, voice=voice, instruct=instruct, seed=seed, cancel=cancel, options=options)))
+        `instruct`, where the model has them). `emotion`: where the model takes an emotion reference
+        (`capabilities.emotion_reference`, IndexTTS 2), a second clip or prepared prompt whose emotion
+        the speech takes (how strongly: the model's option, e.g. `emo_alpha`). `options` are the model's
+        (`capabilities.options`, upstream's names: F5-TTS's `nfe_step`, VoxCPM's `cfg_value`, ...); None
+        means what it means upstream (F5-TTS's `sway_sampling_coef=None`: no sway; VoxCPM's
+        `retry_badcase=None`: no retries; for the others, the default). `seed=N` gives upstream's samples
+        after it seeds with N."""
+        request = SynthesisRequest(text=text, voice=voice, instruct=instruct, seed=seed, cancel=cancel, options=options, emotion=self.emotion_prompt(emotion))
+        out = collect(self.engine.synthesize(request))
         return SpeechResult(out.samples, out.sample_rate, out.metadata)
 
     def stream(
@@ -83,6 +104,7 @@ class TTS:
         cancel: CancelToken | None = None,
         first_chunk_s: float | None = None,
         chunk_s: float | None = None,
+        emotion: Any = None,
         **options: Any,
     ) -> Iterator[AudioChunk]:
         """`generate` as chunks of about `first_chunk_s`, then `chunk_s` seconds (the model's defaults where
@@ -103,6 +125,7 @@ class TTS:
             stream=True,
             first_chunk_s=first_chunk_s,
             chunk_s=chunk_s,
+            emotion=self.emotion_prompt(emotion),
         )
         return self.engine.synthesize(request) if isinstance(text, str) else self.engine.synthesize_text(text, request)
 

@@ -75,6 +75,7 @@ def speech_request(body: SpeechBody, home: KoeHome, planner: Planner) -> SpeechR
         speed=body.speed,
         format=body.response_format,
         save=False,
+        emotion_voice=body.emotion_voice_name,  # a library voice, resolved by the planner as `voice` is
     )
     voice = body.voice_name.strip()
     if not voice:
@@ -96,6 +97,7 @@ def check_body_texts(body: SpeechBody) -> None:
         "voice": body.voice_name,
         "instructions": body.instructions,
         "language": body.language,
+        "emotion_voice": body.emotion_voice_name,
         **(body.options or {}),
         **body.flat_options,
     }

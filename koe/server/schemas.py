@@ -44,6 +44,11 @@ class SpeechBody(BaseModel):
         description="random seed (0 <= seed < 2**63); a seeded request is reproducible (and never batched)",
     )
     options: dict[str, Any] | None = Field(None, description="the model family's options (GET /v1/models/{id} lists them with types, ranges, defaults)")
+    emotion_voice: str | VoiceId | None = Field(
+        None,
+        description="a library voice whose clip gives the speech its emotion, on a model whose capabilities list emotion_reference "
+        "(how strongly: the model's options); elsewhere a 400",
+    )
 
     @field_validator("response_format")
     @classmethod
@@ -56,6 +61,10 @@ class SpeechBody(BaseModel):
     @property
     def voice_name(self) -> str:
         return self.voice.id if isinstance(self.voice, VoiceId) else self.voice
+
+    @property
+    def emotion_voice_name(self) -> str | None:
+        return self.emotion_voice.id if isinstance(self.emotion_voice, VoiceId) else self.emotion_voice
 
     @property
     def flat_options(self) -> dict[str, Any]:

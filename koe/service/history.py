@@ -128,14 +128,22 @@ class History:
         return Deleted(rows, files, left)
 
     def replay_request(
-        self, output_id: int, *, model: str | None = None, ref_audio: str | None = None, ref_text: str | None = None, save: bool | None = None
+        self,
+        output_id: int,
+        *,
+        model: str | None = None,
+        ref_audio: str | None = None,
+        ref_text: str | None = None,
+        save: bool | None = None,
+        emotion_audio: str | None = None,
     ) -> SpeechRequest:
-        """The request that made output `output_id`, to speak again: same text, model, voice, seed,
-        language, options, speed and format; the runtime (device, dtype, precision) is this run's.
+        """The request that made output `output_id`, to speak again: same text, model, voice, emotion
+        reference, seed, language, options, speed and format; the runtime (device, dtype, precision) is
+        this run's.
 
         `model` replaces the recorded one (a model used from a folder or the Hugging Face cache is
         recorded by its path, `model_path`, which may have moved since). A clip cloned ad hoc is not
-        kept, so such a row needs `ref_audio` (and `ref_text`) again."""
+        kept, so such a row needs `ref_audio` (and `ref_text`) again; an emotion clip, `emotion_audio`."""
         row = self.get(output_id).row
         meta = row.metadata
         mode = meta.get("mode")
@@ -169,6 +177,21 @@ class History:
                 )
             request.ref_audio, request.ref_text = ref_audio, ref_text
         request.instruct = instruct
+        if meta.get("emotion_voice"):
+            request.emotion_voice = meta["emotion_voice"]
+            if not self.home.voices.exists(request.emotion_voice):
+                raise NotFound(
+                    f"output {output_id} took its emotion from library voice {request.emotion_voice!r}, which is no longer in the library",
+                    param="emotion_voice",
+                )
+        elif meta.get("emotion_clip"):
+            if emotion_audio is None:
+                raise InvalidRequest(
+                    f"output {output_id} took its emotion from a clip, which the history does not keep",
+                    hint="give the clip again: koe history replay ID --emotion-ref CLIP",
+                    param="emotion_audio",
+                )
+            request.emotion_audio = emotion_audio
         return request
 
     # -- parts ----------------------------------------------------------------------------------

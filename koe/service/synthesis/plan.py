@@ -53,7 +53,8 @@ class SpeechPlan:
     """A validated request: which model, which way of choosing the voice, and every setting resolved.
 
     `options` are the family's options (validated against the model's schema); `instruct` is the
-    style instruction or, in design mode, the voice's description.
+    style instruction or, in design mode, the voice's description. The emotion reference, where the
+    model takes one: `emotion_name` (a library voice) or `emotion_audio` (a clip's samples and rate).
     """
 
     text: str
@@ -76,6 +77,13 @@ class SpeechPlan:
     stream_batchable: bool = False  # ... and streamed ones
     seed_given: bool = False  # the request fixed its seed: it runs alone, so that it stays reproducible
     source: tuple[np.ndarray, int] | None = None  # voice conversion: the speech said again in the plan's voice (`text` is empty)
+    emotion_name: str | None = None  # the emotion reference: a library voice ...
+    emotion_audio: tuple[np.ndarray, int] | None = None  # ... or a clip
+
+    @property
+    def emotion_label(self) -> str | None:
+        """How the emotion reference is named in history: the library voice, 'clip', or None."""
+        return self.emotion_name or ("clip" if self.emotion_audio is not None else None)
 
     @property
     def voice_label(self) -> str | None:
@@ -93,6 +101,8 @@ class SpeechPlan:
             self.voice_name,
             tuple(sorted(self.options.items())),
             self.ref_audio is None,
+            self.emotion_name,
+            self.emotion_audio is None,
         )
 
 
@@ -148,6 +158,7 @@ class Planner:
         self.check_precision(ref, caps)
         warnings: list[str] = []
         mode, speaker, voice_name, instruct = self._voice(request, ref, caps, warnings)
+        emotion_name, emotion_audio = self._emotion(request, ref, caps)
         ref_audio, ref_text = None, None
         if mode == "clone_clip":
             ref_audio = self._clip(request.ref_audio, caps)
@@ -181,6 +192,8 @@ class Planner:
             batchable=caps.batch,
             stream_batchable=caps.batch_stream,
             seed_given=request.seed is not None,
+            emotion_name=emotion_name,
+            emotion_audio=emotion_audio,
         )
 
     def _seed(self, asked: int | None) -> int:
@@ -303,7 +316,8 @@ class Planner:
                 raise InvalidRequest(problem.message, param=param)
             if len(value.strip()) > cap:
                 raise InvalidRequest(f"{param}: {len(value.strip())} characters; at most {cap} are allowed ({setting})", param=param)
-        for param, value in (("voice", r.voice), ("speaker", r.speaker), ("language", r.language), ("model", r.model)):
+        named = (("voice", r.voice), ("speaker", r.speaker), ("language", r.language), ("model", r.model), ("emotion_voice", r.emotion_voice))
+        for param, value in named:
             if isinstance(value, str) and (problem := text_problem(value, param)) is not None:
                 raise InvalidRequest(problem.message, param=param)
 
@@ -371,17 +385,46 @@ class Planner:
             instruct = None
         return mode, speaker, voice_name, instruct
 
-    def _clip(self, source, caps: Capabilities) -> tuple[np.ndarray, int]:
+    def _emotion(self, r: SpeechRequest, ref: ModelRef, caps: Capabilities) -> tuple[str | None, tuple[np.ndarray, int] | None]:
+        """The emotion reference (library voice name, clip): none, or one of the two on a model whose
+        capabilities take one (`emotion_reference`), resolved and checked as the voice is."""
+        name, clip = r.emotion_voice, r.emotion_audio
+        if name is None and clip is None:
+            return None, None
+        param = "emotion_voice" if name is not None else "emotion_audio"
+        if name is not None and clip is not None:
+            raise InvalidRequest("give the emotion reference once: a library voice (emotion_voice) or a clip, not both", param=param)
+        if not caps.emotion_reference:
+            others = [m.ref.name for m in self.models.list() if not m.missing and m.capabilities and m.capabilities.emotion_reference]
+            raise InvalidRequest(
+                f"{ref.name!r} takes no emotion reference (a {ref.variant} model): leave the emotion clip or voice out",
+                hint=f"installed models that take one: {', '.join(others)}" if others else "a model whose `koe models info` lists emotion_reference",
+                param=param,
+            )
+        if clip is not None:
+            return None, self._clip(clip, caps, param="emotion_audio", what="emotion reference audio")
+        if not name.strip():
+            raise InvalidRequest("emotion_voice is empty: name a library voice, or leave it out", param="emotion_voice")
+        if not self.voices.exists(name):
+            voices = [v.name for v in self.voices.list()]
+            raise NotFound(f"unknown emotion voice {name!r}: not in the voice library ({', '.join(voices) or 'empty'})", param="emotion_voice")
+        try:
+            return self.voices.check_reference(name, caps.min_reference_s, ref.name).name, None  # the model's own floor, as for a voice
+        except InvalidRequest as e:
+            e.param = "emotion_voice"
+            raise
+
+    def _clip(self, source, caps: Capabilities, *, param: str = "ref_audio", what: str = "reference audio") -> tuple[np.ndarray, int]:
         limit = self.settings.server.max_reference_seconds
         try:
             samples, sr = load_audio(source, max_seconds=limit)
         except AudioError as e:
-            raise InvalidRequest(f"reference audio: {e}", param="ref_audio") from e
+            raise InvalidRequest(f"{what}: {e}", param=param) from e
         seconds = len(samples) / sr
         if seconds < caps.min_reference_s:
-            raise InvalidRequest(f"reference audio is {seconds:.2f} s; give at least {caps.min_reference_s} s", param="ref_audio")
+            raise InvalidRequest(f"{what} is {seconds:.2f} s; give at least {caps.min_reference_s} s", param=param)
         if limit and seconds > limit:
-            raise InvalidRequest(f"reference audio is {seconds:.1f} s; at most {limit:g} s is allowed", param="ref_audio")
+            raise InvalidRequest(f"{what} is {seconds:.1f} s; at most {limit:g} s is allowed", param=param)
         return samples, sr
 
     def _language(self, language: str, ref: ModelRef, caps: Capabilities) -> str:

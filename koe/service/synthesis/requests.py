@@ -21,7 +21,10 @@ class SpeechRequest:
     names a preset speaker; `design` describes a new voice in words (a model that designs voices).
     `instruct` is a style instruction or, on design models, the voice description. `options` are
     the model family's own settings (`koe models info NAME` lists them), checked against its schema.
-    None values fall back to the settings' `synthesis` defaults.
+    The emotion reference (a model whose capabilities list `emotion_reference`): a
+    second voice whose clip gives the speech its emotion, `emotion_voice` (a library voice) or
+    `emotion_audio` (a clip), resolved as the voice is. None values fall back to the settings'
+    `synthesis` defaults.
     """
 
     text: str
@@ -38,6 +41,8 @@ class SpeechRequest:
     speed: float | None = None
     format: str | None = None
     save: bool | None = None  # keep the output under KOE_HOME/outputs (None: settings.synthesis.save_outputs)
+    emotion_voice: str | None = None
+    emotion_audio: AudioSource | None = None
 
 
 @dataclass

@@ -3,7 +3,8 @@
 Torch-free at import: engines are reached through the model cache, which loads them lazily with
 `koe.load`. One request flows: `plan` (validate against settings, model files, voice library) ->
 model cache (load or reuse the engine, one call at a time per engine) -> voice prompt (library
-voices are prepared once per model and kept) -> `engine.synthesize(SynthesisRequest)` (the
+voices are prepared once per model and kept; an emotion reference the same way) ->
+`engine.synthesize(SynthesisRequest)` (the
 engine contract, `koe.engines.base`) -> encoder (format, speed) -> history row in koe.db (and a
 file under outputs/ when asked).
 
@@ -296,16 +297,25 @@ class Synthesizer:
         }
         if plan.source is not None:
             return ConversionRequest(source=plan.source, **run)
-        return SynthesisRequest(text=plan.text, language=plan.language, instruct=plan.instruct, **run)
+        emotion = None
+        if plan.emotion_name is not None or plan.emotion_audio is not None:
+            emotion = self._prompt(plan, entry, plan.emotion_name, plan.emotion_audio, None, notes if notes is not None else [], what="emotion voice")
+        return SynthesisRequest(text=plan.text, language=plan.language, instruct=plan.instruct, emotion=emotion, **run)
 
     def _voice_prompt(self, plan: SpeechPlan, entry: LoadedModel, notes: list[str]) -> Any:
         """The engine's prompt for the plan's voice: prepared from the clip, or the library's (prepared
-        once per model and kept). A prepared prompt that cannot be kept (a full disk: an `OSError`,
-        or safetensors' own error) is used anyway; it is prepared again next time."""
+        once per model and kept)."""
+        clip = plan.ref_audio if plan.mode == "clone_clip" else None
+        return self._prompt(plan, entry, None if clip is not None else plan.voice_name, clip, plan.ref_text, notes)
+
+    def _prompt(self, plan: SpeechPlan, entry: LoadedModel, name: str | None, clip: Any, ref_text: str | None, notes: list[str], *, what: str = "voice") -> Any:
+        """A prompt of the plan's model: prepared from `clip` (with `ref_text`), or library voice `name`'s
+        (prepared once per model and kept). A prepared prompt that cannot be kept (a full disk: an
+        `OSError`, or safetensors' own error) is used anyway; it is prepared again next time."""
         engine = entry.engine
         variant = engine.capabilities.prompt_options(plan.options)  # the request options that shape the prompt itself (declared)
-        if plan.mode == "clone_clip":
-            return engine.prepare_voice(VoiceReference(plan.ref_audio, plan.ref_text), **variant)
+        if clip is not None:
+            return engine.prepare_voice(VoiceReference(clip, ref_text), **variant)
         prepared: list[Any] = []
 
         def prepare(v: Voice) -> Any:
@@ -313,13 +323,13 @@ class Synthesizer:
             return prepared[-1]
 
         try:
-            return self.home.voices.prompt_for(plan.voice_name, plan.model.key, prepare=prepare, load=engine.load_voice, variant=variant)
+            return self.home.voices.prompt_for(name, plan.model.key, prepare=prepare, load=engine.load_voice, variant=variant)
         except Exception as e:
             if not prepared or isinstance(e, KoeError):
                 raise
             why = "the disk is full" if is_disk_full(e) else type(e).__name__
-            log.warning("the prepared prompt of voice %s could not be kept (%s); using it unsaved", plan.voice_name, e)
-            notes.append(f"the prepared voice could not be kept ({why}); it will be prepared again next time")
+            log.warning("the prepared prompt of voice %s could not be kept (%s); using it unsaved", name, e)
+            notes.append(f"the prepared {what} could not be kept ({why}); it will be prepared again next time")
             return prepared[-1]
 
     # -- results --------------------------------------------------------------------------------
@@ -367,6 +377,10 @@ class Synthesizer:
             "model_name": plan.model.name,
             "model_key": plan.model.key,
         }
+        if plan.emotion_name is not None:  # the emotion reference: a library voice ...
+            out["emotion_voice"] = plan.emotion_name
+        elif plan.emotion_audio is not None:  # ... or a clip (not kept: `koe history replay` asks for it again)
+            out["emotion_clip"] = True
         if not plan.model.installed:  # a folder or a Hugging Face cache snapshot: `koe history replay` finds it again
             out["model_path"] = str(plan.model.path)
         if plan.source is not None:

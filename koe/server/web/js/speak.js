@@ -1,5 +1,6 @@
 // The Speak tab: pick a model (GET /v1/models) and a voice valid for it (GET /v1/audio/voices?model=),
-// set the family's options from its schema, speak (POST /v1/audio/speech), play while it streams,
+// on a model that takes an emotion reference (capabilities.emotion_reference) optionally a library
+// voice whose clip gives the emotion (emotion_voice), set the family's options from its schema, speak (POST /v1/audio/speech), play while it streams,
 // show time to first audio and the real-time factor, download; Cancel aborts the request, which
 // the server sees as the client hanging up and stops generating.
 import { call, getJSON } from "./api.js";
@@ -72,6 +73,7 @@ export function abilities(m) {
   if (caps.streaming) parts.push("streams");
   if (caps.text_stream) parts.push("reads streamed text");
   if (caps.conversion) parts.push("converts voices");
+  if (caps.emotion_reference) parts.push("an emotion from a second clip");
   const languages = (m.languages || []).filter((l) => l !== "auto");
   if (languages.length) parts.push(`${languages.length} language${languages.length > 1 ? "s" : ""}`);
   if (caps.sample_rate) parts.push(`${caps.sample_rate / 1000} kHz`);
@@ -116,10 +118,24 @@ async function modelChanged(voice) {
 }
 
 // Fill the voice picker with what works on the chosen model: library voices, preset speakers,
-// OpenAI voice names (with what each means there).
+// OpenAI voice names (with what each means there); and, where the model takes an emotion
+// reference, the emotion picker (the voice's own emotion, or a library voice's).
 export async function refreshVoices(wanted) {
   const model = currentModel();
-  if (model) await fillVoices($("speak-voice"), model, wanted);
+  if (!model) return;
+  await fillVoices($("speak-voice"), model, wanted);
+  const takes = Boolean((model.capabilities || {}).emotion_reference);
+  $("speak-emotion-field").hidden = !takes;
+  if (takes) await fillEmotions($("speak-emotion"), model);
+}
+
+// The emotion picker: "the voice's own" first, then the library voices that work on `model`.
+async function fillEmotions(select, model, wanted) {
+  const previous = wanted ?? select.value;
+  const list = await getJSON(`/v1/audio/voices?model=${encodeURIComponent(model.id)}&kind=library`);
+  const voices = list.data.filter((v) => (v.models || []).includes(model.id));
+  select.replaceChildren(el("option", { value: "", text: "the voice's own" }), ...voices.map((v) => el("option", { value: v.id, text: v.name })));
+  if ([...select.options].some((o) => o.value === previous)) select.value = previous;
 }
 
 // Fill `select` with the voices that work on `model` (GET /v1/audio/voices?model=, `kind` one kind
@@ -167,6 +183,8 @@ function requestBody() {
   if (seed !== "") body.seed = Number(seed);
   const instructions = $("speak-instructions").value.trim();
   if (!$("speak-instructions-field").hidden && instructions) body.instructions = instructions;
+  const emotion = $("speak-emotion").value;
+  if (!$("speak-emotion-field").hidden && emotion) body.emotion_voice = emotion;
   const options = readOptions();
   if (Object.keys(options).length) body.options = options;
   return body;
@@ -318,6 +336,8 @@ export async function fillForm(body, seed) {
   $("speak-language").value = body.language || "auto";
   $("speak-seed").value = seed == null ? "" : String(seed);
   $("speak-instructions").value = body.instructions || "";
+  const model = currentModel();
+  if (model && (model.capabilities || {}).emotion_reference) await fillEmotions($("speak-emotion"), model, body.emotion_voice || "");
   fillOptions(body.options);
 }
 
