@@ -12,6 +12,7 @@ import hashlib
 import math
 from pathlib import Path
 
+import numpy as np
 import torch
 import yaml
 
@@ -27,14 +28,21 @@ def random_tensor(name: str, shape: tuple[int, ...], g: torch.Generator) -> torc
     return torch.randn(shape, generator=g) / math.sqrt(math.prod(shape[1:]))
 
 
-def random_state(module: torch.nn.Module, seed: int = 0) -> dict[str, torch.Tensor]:
+def random_state(module: torch.nn.Module, seed: int = 0, *, keep: tuple[str, ...] = ()) -> dict[str, torch.Tensor]:
     """A float32 state dict for `module` (integer buffers are kept as they are); `module` may live
-    on the meta device (only its tensors' names, shapes and dtypes are read)."""
+    on the meta device (only its tensors' names, shapes and dtypes are read). `keep`: name endings
+    of float tensors the module computes itself (positional tables, filters, frequencies), taken as
+    the module holds them, after their draws (so the other tensors' draws do not move); the module
+    must then hold real tensors."""
     g = torch.Generator().manual_seed(seed)
     state = {}
     for name, t in module.state_dict().items():
         if t.is_floating_point():
             state[name] = random_tensor(name, tuple(t.shape), g)
+            if keep and name.endswith(keep):
+                if t.is_meta:
+                    raise ValueError(f"random_state: {name} is to be kept, but the module is on the meta device")
+                state[name] = t.clone()
         else:  # counters and indices as a fresh module holds them (zeros for a module built on the meta device)
             state[name] = torch.zeros(t.shape, dtype=t.dtype) if t.is_meta else t.clone()
     return state
@@ -50,33 +58,77 @@ def state_sha256(state: dict[str, torch.Tensor]) -> str:
     return h.hexdigest()
 
 
+def state_sha256_1d(state: dict[str, torch.Tensor]) -> str:
+    """`state_sha256` with 0-d tensors (batch norms' `num_batches_tracked`) seen as 1-d, as the
+    goldens of modules with batch norms record their weights."""
+    return state_sha256({k: v.reshape(1) if v.dim() == 0 else v for k, v in state.items()})
+
+
+def vocoder_state(module: torch.nn.Module, seed: int, post_gain: float) -> dict[str, torch.Tensor]:
+    """A BigVGAN generator's (1.5's or v2's) random state: its anti-aliasing filters as koe builds
+    them, conv_post's gain scaled by `post_gain` (random weights would saturate the output)."""
+    state = random_state(module, seed, keep=(".filter",))
+    state["conv_post.weight_g"] = state["conv_post.weight_g"] * post_gain
+    return state
+
+
+# --------------------------------------------------------------------------- seeded voice-like clips
+
+
+def tone_clip(name: str, rate: int, frames: int, channels: int = 1, *, partials: int = 5, noise: float = 0.03, pause: bool = False) -> np.ndarray:
+    """float32 `(frames, channels)` within +-0.9, seeded by `name`: per channel a few partials of a
+    pitch under a slow envelope plus noise; `pause`: a tenth of it, from a third in, at 1 %."""
+    rng = np.random.default_rng(int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "little"))
+    t = np.arange(frames) / rate
+    out = np.empty((frames, channels), dtype=np.float64)
+    for c in range(channels):
+        f0 = rng.uniform(90, 300)
+        tone = sum(rng.uniform(0.05, 0.3) / k * np.sin(2 * np.pi * k * f0 * t + rng.uniform(0, 2 * np.pi)) for k in range(1, partials + 1))
+        envelope = 0.6 + 0.4 * np.sin(2 * np.pi * rng.uniform(0.5, 3) * t)
+        out[:, c] = tone * envelope + noise * rng.standard_normal(frames)
+    if pause:
+        out[frames // 3 : frames // 3 + frames // 10] *= 0.01
+    return np.clip(out, -0.9, 0.9).astype(np.float32)
+
+
+def wav_clips_sha256(paths: dict[str, Path]) -> str:
+    """One hash of WAV clips' rates, formats and samples as read back, in the given order (not the
+    files' bytes: libsndfile stamps a float WAV's PEAK chunk with the time it was written)."""
+    import soundfile as sf
+
+    h = hashlib.sha256()
+    for name, path in paths.items():
+        info = sf.info(path)
+        samples, rate = sf.read(path, dtype="float32", always_2d=True)
+        h.update(f"{name}:{rate}:{info.subtype}:{samples.shape};".encode() + samples.tobytes())
+    return h.hexdigest()
+
+
 # --------------------------------------------------------------------------- a whole 1.5 release
 
+REAL_BIGVGAN = {
+    "upsample_rates": [4, 4, 4, 4, 2, 2],
+    "upsample_kernel_sizes": [8, 8, 4, 4, 4, 4],
+    "upsample_initial_channel": 1536,
+    "resblock_kernel_sizes": [3, 7, 11],
+    "speaker_embedding_dim": 512,
+}
+TINY_CONFORMER = {"output_size": 32, "linear_units": 64, "attention_heads": 2, "num_blocks": 1, "input_layer": "conv2d2", "perceiver_mult": 2}
 SIZES = {
     # the released IndexTTS-1.5 (config.yaml's values as its classes need them) and a tiny stand-in
     "real": {
         "gpt": {"model_dim": 1280, "layers": 24, "heads": 20, "max_text_tokens": 600, "max_mel_tokens": 800, "number_text_tokens": 12000},
         "condition_module": {"output_size": 512, "linear_units": 2048, "attention_heads": 8, "num_blocks": 6, "input_layer": "conv2d2", "perceiver_mult": 2},
-        "bigvgan": {
-            "upsample_rates": [4, 4, 4, 4, 2, 2],
-            "upsample_kernel_sizes": [8, 8, 4, 4, 4, 4],
-            "upsample_initial_channel": 1536,
-            "resblock_kernel_sizes": [3, 7, 11],
-            "speaker_embedding_dim": 512,
-        },
+        "bigvgan": REAL_BIGVGAN,
     },
     "tiny": {
         "gpt": {"model_dim": 64, "layers": 2, "heads": 4, "max_text_tokens": 120, "max_mel_tokens": 250, "number_text_tokens": 12000},
-        "condition_module": {"output_size": 32, "linear_units": 64, "attention_heads": 2, "num_blocks": 1, "input_layer": "conv2d2", "perceiver_mult": 2},
-        "bigvgan": {
-            "upsample_rates": [4, 4, 4, 4, 2, 2],
-            "upsample_kernel_sizes": [8, 8, 4, 4, 4, 4],
-            "upsample_initial_channel": 64,
-            "resblock_kernel_sizes": [3, 7, 11],
-            "speaker_embedding_dim": 16,
-        },
+        "condition_module": TINY_CONFORMER,
+        "bigvgan": {**REAL_BIGVGAN, "upsample_initial_channel": 64, "speaker_embedding_dim": 16},
     },
 }
+# config.yaml's gpt keys every release fixes: the mel codes' count and the start / stop tokens
+CODE_TOKENS = {"number_mel_codes": 8194, "start_mel_token": 8192, "stop_mel_token": 8193, "start_text_token": 0, "stop_text_token": 1}
 POST_GAIN = 0.1  # conv_post's gain scaled down so that random weights do not saturate the output's tanh
 STOP_BIAS = 4.0  # the stop code's head bias raised so that a random GPT ends its searches
 
@@ -90,11 +142,7 @@ def release_config(size: str = "tiny") -> dict:
         **dims["gpt"],
         "max_conditioning_inputs": 1,
         "mel_length_compression": 1024,
-        "number_mel_codes": 8194,
-        "start_mel_token": 8192,
-        "stop_mel_token": 8193,
-        "start_text_token": 0,
-        "stop_text_token": 1,
+        **CODE_TOKENS,
         "train_solo_embeddings": False,
         "use_mel_codes_as_input": True,
         "condition_type": "conformer_perceiver",

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 import yaml
 from koe_indextts.bigvgan import BigVGAN, BigVGANConfig
-from koe_indextts.fixtures import random_state, state_sha256
+from koe_indextts.fixtures import state_sha256_1d, vocoder_state
 
 SECTIONS: dict[str, dict] = {
     "release": {
@@ -71,14 +71,7 @@ def config(case: str) -> BigVGANConfig:
 
 def case_state(case: str) -> dict[str, torch.Tensor]:
     """The case's `generator` state: random, but koe's own filters and a smaller conv_post gain."""
-    module = BigVGAN(config(case))
-    own = module.state_dict()
-    state = random_state(module, SEEDS[case])
-    for key in state:
-        if key.endswith(".filter"):
-            state[key] = own[key].clone()
-    state["conv_post.weight_g"] = state["conv_post.weight_g"] * POST_GAIN
-    return state
+    return vocoder_state(BigVGAN(config(case)), SEEDS[case], POST_GAIN)
 
 
 def case_inputs(case: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -89,12 +82,6 @@ def case_inputs(case: str) -> tuple[torch.Tensor, torch.Tensor]:
     latent = torch.randn(batch, frames, section["gpt_dim"], generator=g)
     mel = torch.randn(batch, section["num_mels"], ref_frames, generator=g) * 2.0 - 4.0
     return latent, mel
-
-
-def case_sha256(state: dict[str, torch.Tensor]) -> str:
-    """`state_sha256` of the state, its 0-d tensors (batch norms' `num_batches_tracked`) seen as
-    1-d: `fixtures.state_sha256` views every tensor as bytes, which a 0-d tensor refuses."""
-    return state_sha256({k: v.reshape(1) if v.dim() == 0 else v for k, v in state.items()})
 
 
 def write_inputs(folder: Path) -> None:
@@ -109,6 +96,6 @@ def write_inputs(folder: Path) -> None:
         latent, mel = case_inputs(case)
         np.save(sub / "latent.npy", latent.numpy())
         np.save(sub / "cond_mel.npy", mel.numpy())
-        lines.append(f"{case} {case_sha256(state)}")
+        lines.append(f"{case} {state_sha256_1d(state)}")
     (folder / "cases.json").write_text(json.dumps(list(SECTIONS)))
     (folder / "state_sha256.txt").write_text("\n".join(lines) + "\n")

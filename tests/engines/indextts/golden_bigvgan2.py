@@ -22,30 +22,10 @@ from pathlib import Path
 import numpy as np
 import torch
 from koe_indextts.bigvgan2 import BigVGAN2, BigVGAN2Config
-from koe_indextts.fixtures import random_state, state_sha256
+from koe_indextts.fixtures import state_sha256, vocoder_state
+from koe_indextts.fixtures2 import VOCODER
 
-RELEASE = {
-    "resblock": "1",
-    "num_gpus": 0,
-    "batch_size": 32,
-    "upsample_rates": [4, 4, 2, 2, 2, 2],
-    "upsample_kernel_sizes": [8, 8, 4, 4, 4, 4],
-    "upsample_initial_channel": 128,
-    "resblock_kernel_sizes": [3, 7, 11],
-    "resblock_dilation_sizes": [[1, 3, 5], [1, 3, 5], [1, 3, 5]],
-    "use_tanh_at_final": False,
-    "use_bias_at_final": False,
-    "activation": "snakebeta",
-    "snake_logscale": True,
-    "segment_size": 65536,
-    "num_mels": 80,
-    "n_fft": 1024,
-    "hop_size": 256,
-    "win_size": 1024,
-    "sampling_rate": 22050,
-    "fmin": 0,
-    "fmax": None,
-}
+RELEASE = {**VOCODER, "upsample_initial_channel": 128, "num_gpus": 0, "batch_size": 32, "segment_size": 65536}  # the tiny release's, wider
 CONFIGS: dict[str, dict] = {
     "release": RELEASE,
     "folded": RELEASE,
@@ -76,12 +56,7 @@ def case_state(case: str) -> dict[str, torch.Tensor]:
     """The case's `generator` state: random (koe's own filters, a smaller conv_post gain); `folded`
     holds the release case's weights with weight norm folded as `remove_weight_norm()` folds it."""
     module = BigVGAN2(config(case))
-    own = module.state_dict()
-    state = random_state(module, SEEDS[case])
-    for key in state:
-        if key.endswith(".filter"):
-            state[key] = own[key].clone()
-    state["conv_post.weight_g"] = state["conv_post.weight_g"] * POST_GAIN[case]
+    state = vocoder_state(module, SEEDS[case], POST_GAIN[case])
     if case == "folded":
         module.load_state_dict(state, strict=True)
         state = {k: v.detach().clone() for k, v in module.fold_weight_norm().state_dict().items()}

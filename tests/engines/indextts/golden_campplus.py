@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from koe_indextts.campplus import CAMPPlus, CampPlusConfig
-from koe_indextts.fixtures import random_state, state_sha256
+from koe_indextts.fixtures import random_state, state_sha256_1d
 
 RATE = 16000
 CLIPS = {"one": RATE, "gap": 37957, "five": 5 * RATE}  # name -> samples
@@ -64,11 +64,6 @@ def model_state(name: str) -> dict[str, torch.Tensor]:
     return state
 
 
-def model_sha256(state: dict[str, torch.Tensor]) -> str:
-    """`state_sha256` with 0-d tensors (`num_batches_tracked`) seen as 1-d (the hash views bytes)."""
-    return state_sha256({k: v.reshape(1) if v.dim() == 0 else v for k, v in state.items()})
-
-
 def cosine_inputs() -> tuple[torch.Tensor, torch.Tensor]:
     """(queries (Q, 1, DIM), matrix (sum(SPLITS), DIM)) float32: query 0 matches part 1's row 5
     (3 x itself), query 1 part 3's rows 2 and 6 (equal), the rest are free."""
@@ -90,7 +85,7 @@ def write_inputs(folder: Path) -> None:
     for name in MODELS:
         state = model_state(name)
         torch.save(state, folder / f"campplus_{name}.bin")
-        lines.append(f"{name} {model_sha256(state)}")
+        lines.append(f"{name} {state_sha256_1d(state)}")
     queries, matrix = cosine_inputs()
     np.save(folder / "queries.npy", queries.numpy())
     np.save(folder / "matrix.npy", matrix.numpy())

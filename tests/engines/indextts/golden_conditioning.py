@@ -41,10 +41,7 @@ PE = "conditioning_encoder.embed.pos_enc.pe"
 
 def case_state(case: str) -> dict[str, torch.Tensor]:
     """The case's weights under koe's module names (koe's positional table in place of a random one)."""
-    module = SpeechConditioning(CASES[case])
-    state = random_state(module, SEEDS[case])
-    state[PE] = module.state_dict()[PE].clone()
-    return state
+    return random_state(SpeechConditioning(CASES[case]), SEEDS[case], keep=(PE,))
 
 
 def checkpoint_state(case: str, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

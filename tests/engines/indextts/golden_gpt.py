@@ -12,26 +12,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from koe_indextts.fixtures import random_state, state_sha256
+from koe_indextts.fixtures import CODE_TOKENS, STOP_BIAS, random_state, state_sha256
 from koe_indextts.voice_lm import GPTConfig, SpeechLM
 
-GPT_SECTION = {
-    "model_dim": 64,
-    "layers": 2,
-    "heads": 4,
-    "max_text_tokens": 40,
-    "max_mel_tokens": 70,
-    "max_conditioning_inputs": 1,
-    "mel_length_compression": 1024,
-    "number_text_tokens": 100,
-    "number_mel_codes": 8194,
-    "start_text_token": 0,
-    "stop_text_token": 1,
-    "start_mel_token": 8192,
-    "stop_mel_token": 8193,
-    "condition_num_latent": 32,
-}
-STOP_BIAS = 4.0
+# the tiny LM (and the gpt2 golden's): the released codes and tokens, max_conditioning_inputs 1, 32 latents
+DIMS = {"model_dim": 64, "layers": 2, "heads": 4, "max_text_tokens": 40, "max_mel_tokens": 70, "number_text_tokens": 100}
+GPT_SECTION = {**DIMS, "max_conditioning_inputs": 1, "mel_length_compression": 1024, **CODE_TOKENS, "condition_num_latent": 32}
 
 # (seed, text, settings): upstream's generation keyword arguments
 CASES = [

@@ -12,30 +12,22 @@ from pathlib import Path
 import numpy as np
 import torch
 from koe_indextts.conditioning import ConditioningConfig, SpeechConditioning
-from koe_indextts.fixtures import random_state, state_sha256
+from koe_indextts.fixtures import CODE_TOKENS, STOP_BIAS, TINY_CONFORMER, random_state, state_sha256
 from koe_indextts.voice_lm import EmotionSpeechLM, GPTConfig
 
-CONFORMER = {"output_size": 32, "linear_units": 64, "attention_heads": 2, "num_blocks": 1, "input_layer": "conv2d2", "perceiver_mult": 2}
+CONFORMER = TINY_CONFORMER
+# the gpt golden's tiny LM (its DIMS), with a conditioning pair of each kind
+DIMS = {"model_dim": 64, "layers": 2, "heads": 4, "max_text_tokens": 40, "max_mel_tokens": 70, "number_text_tokens": 100}
 GPT_SECTION = {
-    "model_dim": 64,
-    "layers": 2,
-    "heads": 4,
-    "max_text_tokens": 40,
-    "max_mel_tokens": 70,
+    **DIMS,
     "max_conditioning_inputs": 1,
     "mel_length_compression": 1024,
-    "number_text_tokens": 100,
-    "number_mel_codes": 8194,
-    "start_text_token": 0,
-    "stop_text_token": 1,
-    "start_mel_token": 8192,
-    "stop_mel_token": 8193,
+    **CODE_TOKENS,
     "condition_num_latent": 32,
     "condition_type": "conformer_perceiver",
     "condition_module": CONFORMER,
     "emo_condition_module": CONFORMER,
 }
-STOP_BIAS = 4.0
 FRAMES = {"speaker": 75, "emotion": 52}  # w2v-BERT frames (50 a second)
 DEFAULTS = {"do_sample": True, "top_p": 0.8, "top_k": 30, "temperature": 0.8, "length_penalty": 0.0, "num_beams": 3, "repetition_penalty": 10.0}
 # (seed, text, emotion source, alpha, emotion-vector weights or None, generation settings)
@@ -56,10 +48,7 @@ def parts(seed: int = 0):
     emotion = SpeechConditioning(ConditioningConfig.emotion(GPT_SECTION))
     state = {}
     for prefix, module, offset in (("", speaker, 0), ("emo_", emotion, 1)):
-        own = random_state(module, seed + offset)
-        for key, value in own.items():
-            if key.endswith("pos_enc.pe"):
-                value = module.state_dict()[key].clone()
+        for key, value in random_state(module, seed + offset, keep=("pos_enc.pe",)).items():
             state[prefix + key] = value
     for key, value in random_state(lm, seed + 2).items():
         state[key] = value

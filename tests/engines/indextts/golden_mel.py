@@ -9,12 +9,12 @@ through upstream's reference path (`torchaudio.load`, channel mean, `Resample(sr
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
 import numpy as np
 import soundfile as sf
+from koe_indextts.fixtures import tone_clip, wav_clips_sha256
 
 # name -> (sample rate, channels, libsndfile subtype, seconds)
 CLIPS: dict[str, tuple[int, int, str, float]] = {
@@ -35,18 +35,8 @@ TAIL_FRAMES = 4
 
 
 def clip_samples(name: str, rate: int, channels: int, seconds: float) -> np.ndarray:
-    """Seeded tones (a few partials, a slow envelope) plus noise: float32 `(n, channels)` within +-0.9."""
-    seed = int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "little")
-    rng = np.random.default_rng(seed)
-    n = int(round(rate * seconds))
-    t = np.arange(n) / rate
-    out = np.empty((n, channels), dtype=np.float64)
-    for c in range(channels):
-        f0 = rng.uniform(90, 300)
-        tone = sum(rng.uniform(0.05, 0.3) / k * np.sin(2 * np.pi * k * f0 * t + rng.uniform(0, 2 * np.pi)) for k in range(1, 6))
-        envelope = 0.6 + 0.4 * np.sin(2 * np.pi * rng.uniform(0.5, 3) * t)
-        out[:, c] = tone * envelope + 0.03 * rng.standard_normal(n)
-    return np.clip(out, -0.9, 0.9).astype(np.float32)
+    """Seeded tones (five partials, a slow envelope) plus noise: float32 `(n, channels)` within +-0.9."""
+    return tone_clip(name, rate, int(round(rate * seconds)), channels)
 
 
 def clip_path(folder: Path, name: str) -> Path:
@@ -58,14 +48,8 @@ def all_clips() -> dict[str, tuple[int, int, str, float]]:
 
 
 def inputs_sha256(folder: Path) -> str:
-    """One hash of the clips' rates, formats and samples as read back, in the clips' order (not the
-    files' bytes: libsndfile stamps a float WAV's PEAK chunk with the time it was written)."""
-    h = hashlib.sha256()
-    for name in all_clips():
-        info = sf.info(clip_path(folder, name))
-        samples, rate = sf.read(clip_path(folder, name), dtype="float32", always_2d=True)
-        h.update(f"{name}:{rate}:{info.subtype}:{samples.shape};".encode() + samples.tobytes())
-    return h.hexdigest()
+    """One hash of the clips' rates, formats and samples as read back, in the clips' order."""
+    return wav_clips_sha256({name: clip_path(folder, name) for name in all_clips()})
 
 
 def write_inputs(folder: Path) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import yaml
+from koe_indextts.fixtures import tone_clip
 
 RATE = 22050
 # name -> samples
@@ -38,12 +39,7 @@ CONFIGS: dict[str, tuple[dict, tuple[str, ...]]] = {
 
 def clip(name: str) -> np.ndarray:
     """Seeded tones under a slow envelope plus noise: float32 `(1, samples)` within +-0.9."""
-    rng = np.random.default_rng(int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "little"))
-    t = np.arange(CLIPS[name]) / RATE
-    f0 = rng.uniform(90, 300)
-    tone = sum(rng.uniform(0.05, 0.3) / k * np.sin(2 * np.pi * k * f0 * t + rng.uniform(0, 2 * np.pi)) for k in range(1, 6))
-    envelope = 0.6 + 0.4 * np.sin(2 * np.pi * rng.uniform(0.5, 3) * t)
-    return np.clip(tone * envelope + 0.03 * rng.standard_normal(t.shape), -0.9, 0.9).astype(np.float32)[None]
+    return tone_clip(name, RATE, CLIPS[name]).reshape(1, -1)
 
 
 def inputs_sha256() -> str:

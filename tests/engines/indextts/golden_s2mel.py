@@ -4,7 +4,9 @@ Two configs, each a `config.yaml` with an `s2mel:` section and an `s2mel.pth` (`
 "length_regulator", "gpt_layer"}}`, the released layout):
 - `release`: IndexTTS 2's structure (continuous length regulator with four conv/GroupNorm/Mish
   stages, DiT with U-ViT skips over 5 blocks, long skip, style condition, WaveNet head) at small
-  widths; `gpt_layer` keeps upstream's hard-coded 1280 -> 256 -> 128 -> 1024, the style its 192;
+  widths: the tiny release 2 folder's section (`koe_indextts.fixtures2`), two blocks deeper, its
+  WaveNet three layers dilated by 2; `gpt_layer` keeps upstream's hard-coded 1280 -> 256 -> 128 ->
+  1024, the style its 192;
 - `variant`: the other branches koe supports (no sampling ratios, causal attention, MLP head, no
   skips, no style condition, the prompt's channels of mu zeroed).
 Cases (inputs `.npy`, listed in `cases.json`):
@@ -26,55 +28,15 @@ import numpy as np
 import torch
 import yaml
 from koe_indextts.fixtures import random_state, state_sha256
+from koe_indextts.fixtures2 import release_config
 from koe_indextts.s2mel import S2Mel, S2MelConfig
 
-PREPROCESS = {"sr": 22050, "spect_params": {"n_fft": 1024, "win_length": 1024, "hop_length": 256, "n_mels": 80, "fmin": 0, "fmax": "None"}}
-STYLE_DIM = 192
+TINY = release_config()["s2mel"]  # the tiny release 2 folder's section
+PREPROCESS = TINY["preprocess_params"]
+STYLE_DIM = TINY["style_encoder"]["dim"]
 
 SECTIONS: dict[str, dict] = {
-    "release": {
-        "preprocess_params": PREPROCESS,
-        "dit_type": "DiT",
-        "reg_loss_type": "l1",
-        "style_encoder": {"dim": STYLE_DIM},
-        "length_regulator": {
-            "channels": 32,
-            "is_discrete": False,
-            "in_channels": 1024,
-            "content_codebook_size": 16,
-            "sampling_ratios": [1, 1, 1, 1],
-            "vector_quantize": False,
-            "n_codebooks": 1,
-            "quantizer_dropout": 0.0,
-            "f0_condition": False,
-            "n_f0_bins": 512,
-        },
-        "DiT": {
-            "hidden_dim": 64,
-            "num_heads": 4,
-            "depth": 5,
-            "class_dropout_prob": 0.1,
-            "block_size": 8192,
-            "in_channels": 80,
-            "style_condition": True,
-            "final_layer_type": "wavenet",
-            "target": "mel",
-            "content_dim": 32,
-            "content_codebook_size": 16,
-            "content_type": "discrete",
-            "f0_condition": False,
-            "n_f0_bins": 512,
-            "content_codebooks": 1,
-            "is_causal": False,
-            "long_skip_connection": True,
-            "zero_prompt_speech_token": False,
-            "time_as_token": False,
-            "style_as_token": False,
-            "uvit_skip_connection": True,
-            "add_resblock_in_transformer": False,
-        },
-        "wavenet": {"hidden_dim": 64, "num_layers": 3, "kernel_size": 5, "dilation_rate": 2, "p_dropout": 0.2, "style_condition": True},
-    },
+    "release": {**TINY, "DiT": {**TINY["DiT"], "depth": 5}, "wavenet": {**TINY["wavenet"], "num_layers": 3, "dilation_rate": 2}},
     "variant": {
         "preprocess_params": PREPROCESS,
         "dit_type": "DiT",
@@ -129,13 +91,7 @@ def config(name: str) -> S2MelConfig:
 
 def case_state(name: str) -> dict[str, torch.Tensor]:
     """koe's S2Mel state for the config: seeded, with the time embedders' computed `freqs`."""
-    model = S2Mel(config(name))
-    own = model.state_dict()
-    state = random_state(model, SEEDS[name])
-    for key in state:
-        if key.endswith(".freqs"):
-            state[key] = own[key].clone()
-    return state
+    return random_state(S2Mel(config(name)), SEEDS[name], keep=(".freqs",))
 
 
 def checkpoint(state: dict[str, torch.Tensor]) -> dict:

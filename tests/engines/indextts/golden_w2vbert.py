@@ -14,14 +14,12 @@ emotion path (read at 16 kHz, features, `get_emb`).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 from pathlib import Path
 
 import numpy as np
-import soundfile as sf
 import torch
-from koe_indextts.fixtures import random_state, state_sha256
+from koe_indextts.fixtures import random_state, state_sha256, tone_clip, wav_clips_sha256
 from koe_indextts.semantic_codec import SemanticCodec, SemanticCodecConfig
 from koe_indextts.w2vbert import FeatureConfig, W2VBert, W2VBertConfig
 from safetensors.torch import save_file
@@ -46,20 +44,8 @@ FULL_FEATURES = ("16k_mono_pcm16",)  # features kept whole in the golden (the ot
 
 
 def clip_samples(name: str, rate: int, channels: int, seconds: float) -> np.ndarray:
-    """Seeded voiced-like tones (a few partials, a slow envelope, a pause) plus noise: float32 `(n, channels)`."""
-    seed = int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "little")
-    rng = np.random.default_rng(seed)
-    n = int(round(rate * seconds))
-    t = np.arange(n) / rate
-    out = np.empty((n, channels), dtype=np.float64)
-    for c in range(channels):
-        f0 = rng.uniform(90, 300)
-        tone = sum(rng.uniform(0.05, 0.3) / k * np.sin(2 * np.pi * k * f0 * t + rng.uniform(0, 2 * np.pi)) for k in range(1, 8))
-        envelope = 0.6 + 0.4 * np.sin(2 * np.pi * rng.uniform(0.5, 3) * t)
-        out[:, c] = tone * envelope + 0.02 * rng.standard_normal(n)
-    quiet = slice(n // 3, n // 3 + n // 10)
-    out[quiet] *= 0.01
-    return np.clip(out, -0.9, 0.9).astype(np.float32)
+    """Seeded voiced-like tones (seven partials, a slow envelope, a pause) plus noise: float32 `(n, channels)`."""
+    return tone_clip(name, rate, int(round(rate * seconds)), channels, partials=7, noise=0.02, pause=True)
 
 
 def clip_path(folder: Path, name: str) -> Path:
@@ -68,12 +54,7 @@ def clip_path(folder: Path, name: str) -> Path:
 
 def clips_sha256(folder: Path) -> str:
     """One hash of the clips' rates, formats and samples as read back (a float WAV's bytes carry a time stamp)."""
-    h = hashlib.sha256()
-    for name in CLIPS:
-        info = sf.info(clip_path(folder, name))
-        samples, rate = sf.read(clip_path(folder, name), dtype="float32", always_2d=True)
-        h.update(f"{name}:{rate}:{info.subtype}:{samples.shape};".encode() + samples.tobytes())
-    return h.hexdigest()
+    return wav_clips_sha256({name: clip_path(folder, name) for name in CLIPS})
 
 
 def model_state() -> dict[str, torch.Tensor]:

@@ -15,6 +15,7 @@ import torch
 import yaml
 from goldens import check_state, inputs, load_golden, written
 from koe_indextts.bigvgan import BigVGAN, BigVGANConfig, kaiser_sinc_filter, load_bigvgan, to_pcm_scale
+from koe_indextts.fixtures import state_sha256_1d
 
 G = inputs("bigvgan")
 CASES = list(G.SECTIONS)
@@ -42,7 +43,7 @@ def vocoders(folder):
 
 @pytest.mark.parametrize("case", CASES)
 def test_fixture_is_the_goldens(golden, case):
-    check_state(golden, G.case_sha256(G.case_state(case)), name=case)
+    check_state(golden, state_sha256_1d(G.case_state(case)), name=case)
 
 
 @pytest.mark.parametrize("case", CASES)
