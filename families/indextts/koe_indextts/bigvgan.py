@@ -21,7 +21,7 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, dataclass, fields
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -30,6 +30,9 @@ from torch import nn
 from koe.nn.conv import Snake, SnakeBeta
 
 from .ecapa import ECAPA
+
+_G = TypeVar("_G", bound="Generator")
+_C = TypeVar("_C")
 
 __all__ = [
     "AMPBlock1",
@@ -63,28 +66,14 @@ class BigVGANConfig:
     sampling_rate: int = 24000
 
     def __post_init__(self) -> None:
-        set_ = object.__setattr__
-        for name in ("upsample_rates", "upsample_kernel_sizes", "resblock_kernel_sizes"):
-            set_(self, name, tuple(int(v) for v in getattr(self, name)))
-        set_(self, "resblock_dilation_sizes", tuple(tuple(int(d) for d in ds) for ds in self.resblock_dilation_sizes))
-        set_(self, "resblock", str(self.resblock))
-        for name in ("gpt_dim", "num_mels", "speaker_embedding_dim", "upsample_initial_channel", "sampling_rate"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"bigvgan config: {name} must be a positive int, got {value!r}")
-        for name in ("snake_logscale", "feat_upsample", "cond_d_vector_in_each_upsampling_layer"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"bigvgan config: {name} must be true or false, got {getattr(self, name)!r}")
+        normalise_config(
+            self,
+            ("gpt_dim", "num_mels", "speaker_embedding_dim", "upsample_initial_channel", "sampling_rate"),
+            ("snake_logscale", "feat_upsample", "cond_d_vector_in_each_upsampling_layer"),
+        )
         if self.resblock not in ("1", "2"):
             raise ValueError(f"bigvgan config: resblock must be '1' or '2', got {self.resblock!r}")
-        if self.activation not in ("snake", "snakebeta"):
-            raise ValueError(f"bigvgan config: activation must be 'snake' or 'snakebeta', got {self.activation!r}")
-        if not self.upsample_rates or len(self.upsample_rates) != len(self.upsample_kernel_sizes):
-            raise ValueError("bigvgan config: upsample_rates and upsample_kernel_sizes need one entry per stage")
-        if self.upsample_initial_channel % (2 ** len(self.upsample_rates)):
-            raise ValueError("bigvgan config: upsample_initial_channel must halve at every stage")
-        if not self.resblock_kernel_sizes or len(self.resblock_kernel_sizes) != len(self.resblock_dilation_sizes):
-            raise ValueError("bigvgan config: resblock_kernel_sizes and resblock_dilation_sizes need one entry per block")
+        check_stages(self)
         wanted = 3 if self.resblock == "1" else 2
         if any(len(ds) < wanted for ds in self.resblock_dilation_sizes):
             raise ValueError(f"bigvgan config: resblock {self.resblock} needs {wanted} dilations per block")
@@ -97,13 +86,51 @@ class BigVGANConfig:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> BigVGANConfig:
         """From the yaml's `bigvgan` mapping; unknown (training) keys are ignored, a missing one is an error."""
-        if not isinstance(data, Mapping):
-            raise ValueError(f"bigvgan config must be a mapping, got {type(data).__name__}")
-        known = {f.name: f for f in fields(cls)}
-        missing = sorted(name for name, f in known.items() if name not in data and f.default is MISSING)
-        if missing:
-            raise ValueError(f"bigvgan config: missing {', '.join(missing)}")
-        return cls(**{k: data[k] for k in known if k in data})
+        return config_from_mapping(cls, data)
+
+
+# -- what both releases' configs share (BigVGAN v2's is koe_indextts.bigvgan2's) --------------------
+
+
+def normalise_config(config: Any, ints: tuple[str, ...], bools: tuple[str, ...]) -> None:
+    """A frozen generator config's stage lists as tuples of ints and `resblock` as a string; `ints`
+    must be positive ints, `bools` true or false."""
+    set_ = object.__setattr__
+    for name in ("upsample_rates", "upsample_kernel_sizes", "resblock_kernel_sizes"):
+        set_(config, name, tuple(int(v) for v in getattr(config, name)))
+    set_(config, "resblock_dilation_sizes", tuple(tuple(int(d) for d in ds) for ds in config.resblock_dilation_sizes))
+    set_(config, "resblock", str(config.resblock))
+    for name in ints:
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ValueError(f"bigvgan config: {name} must be a positive int, got {value!r}")
+    for name in bools:
+        if not isinstance(getattr(config, name), bool):
+            raise ValueError(f"bigvgan config: {name} must be true or false, got {getattr(config, name)!r}")
+
+
+def check_stages(config: Any) -> None:
+    """The activation, and the stage and block lists' lengths, of a generator config."""
+    if config.activation not in ("snake", "snakebeta"):
+        raise ValueError(f"bigvgan config: activation must be 'snake' or 'snakebeta', got {config.activation!r}")
+    if not config.upsample_rates or len(config.upsample_rates) != len(config.upsample_kernel_sizes):
+        raise ValueError("bigvgan config: upsample_rates and upsample_kernel_sizes need one entry per stage")
+    if config.upsample_initial_channel % (2 ** len(config.upsample_rates)):
+        raise ValueError("bigvgan config: upsample_initial_channel must halve at every stage")
+    if not config.resblock_kernel_sizes or len(config.resblock_kernel_sizes) != len(config.resblock_dilation_sizes):
+        raise ValueError("bigvgan config: resblock_kernel_sizes and resblock_dilation_sizes need one entry per block")
+
+
+def config_from_mapping(cls: type[_C], data: Mapping[str, Any]) -> _C:
+    """A config dataclass from a mapping: unknown (training) keys ignored, a missing key without a
+    default an error."""
+    if not isinstance(data, Mapping):
+        raise ValueError(f"bigvgan config must be a mapping, got {type(data).__name__}")
+    known = {f.name: f for f in fields(cls)}
+    missing = sorted(name for name, f in known.items() if name not in data and f.default is MISSING)
+    if missing:
+        raise ValueError(f"bigvgan config: missing {', '.join(missing)}")
+    return cls(**{k: data[k] for k in known if k in data})
 
 
 def _padding(kernel_size: int, dilation: int = 1) -> int:
@@ -278,20 +305,19 @@ class AMPBlock2(nn.Module):
 # -- the generator ----------------------------------------------------------------------------------
 
 
-class BigVGAN(nn.Module):
-    """GPT latent `(B, T, gpt_dim)` + reference log-mel `(B, T_ref, num_mels)` -> waveform `(B, 1, samples)` in [-1, 1]."""
+class Generator(nn.Module):
+    """What both releases' generators share: `conv_pre` (k7) from `in_channels`, the stages (`ups[i]`,
+    a transposed conv, then the mean of their AMP blocks), the anti-aliased activation and
+    `conv_post` (k7), registered in the checkpoints' order."""
 
-    def __init__(self, config: BigVGANConfig) -> None:
-        super().__init__()
-        self.config = config
+    def _build_trunk(self, config: Any, in_channels: int, block: type[nn.Module]) -> None:
         c0, kind, logscale = config.upsample_initial_channel, config.activation, config.snake_logscale
         self.num_kernels = len(config.resblock_kernel_sizes)
-        self.conv_pre = WNConv1d(config.gpt_dim, c0, 7, 1, 3)
+        self.conv_pre = WNConv1d(in_channels, c0, 7, 1, 3)
         self.ups = nn.ModuleList(
             nn.ModuleList([WNConvTranspose1d(c0 // 2**i, c0 // 2 ** (i + 1), k, u, (k - u) // 2)])
             for i, (u, k) in enumerate(zip(config.upsample_rates, config.upsample_kernel_sizes))
         )
-        block = AMPBlock1 if config.resblock == "1" else AMPBlock2
         self.resblocks = nn.ModuleList(
             block(c0 // 2 ** (i + 1), k, d, kind, logscale)
             for i in range(len(self.ups))
@@ -300,17 +326,35 @@ class BigVGAN(nn.Module):
         channels = c0 // 2 ** len(self.ups)
         self.activation_post = AntiAliasActivation(channels, kind, logscale)
         self.conv_post = WNConv1d(channels, 1, 7, 1, 3)
-        self.speaker_encoder = ECAPA(config.num_mels, embedding_dim=config.speaker_embedding_dim)
-        self.cond_layer = nn.Conv1d(config.speaker_embedding_dim, c0, 1)
-        if config.cond_d_vector_in_each_upsampling_layer:
-            self.conds = nn.ModuleList(nn.Conv1d(config.speaker_embedding_dim, c0 // 2 ** (i + 1), 1) for i in range(len(self.ups)))
 
-    def fold_weight_norm(self) -> BigVGAN:
+    def fold_weight_norm(self: _G) -> _G:
         """Fold every weight-normed conv into a plain weight (upstream's `remove_weight_norm()`)."""
         for module in self.modules():
             if isinstance(module, _WeightNormed):
                 module.fold()
         return self
+
+    def amp_blocks(self, i: int, x: torch.Tensor) -> torch.Tensor:
+        """Stage `i`'s AMP blocks on `x`, summed in order and divided by their count."""
+        blocks = self.resblocks[i * self.num_kernels : (i + 1) * self.num_kernels]
+        total = blocks[0](x)
+        for block in blocks[1:]:
+            total += block(x)
+        return total / self.num_kernels
+
+
+class BigVGAN(Generator):
+    """GPT latent `(B, T, gpt_dim)` + reference log-mel `(B, T_ref, num_mels)` -> waveform `(B, 1, samples)` in [-1, 1]."""
+
+    def __init__(self, config: BigVGANConfig) -> None:
+        super().__init__()
+        self.config = config
+        c0 = config.upsample_initial_channel
+        self._build_trunk(config, config.gpt_dim, AMPBlock1 if config.resblock == "1" else AMPBlock2)
+        self.speaker_encoder = ECAPA(config.num_mels, embedding_dim=config.speaker_embedding_dim)
+        self.cond_layer = nn.Conv1d(config.speaker_embedding_dim, c0, 1)
+        if config.cond_d_vector_in_each_upsampling_layer:
+            self.conds = nn.ModuleList(nn.Conv1d(config.speaker_embedding_dim, c0 // 2 ** (i + 1), 1) for i in range(len(self.ups)))
 
     def speaker_embedding(self, mel_ref: torch.Tensor) -> torch.Tensor:
         """Reference log-mel `(B, T_ref, num_mels)` -> `(B, 1, speaker_embedding_dim)`."""
@@ -331,11 +375,7 @@ class BigVGAN(nn.Module):
             x = up[0](x)
             if self.config.cond_d_vector_in_each_upsampling_layer:
                 x = x + self.conds[i](spk)
-            blocks = self.resblocks[i * self.num_kernels : (i + 1) * self.num_kernels]
-            total = blocks[0](x)
-            for block in blocks[1:]:
-                total += block(x)
-            x = total / self.num_kernels
+            x = self.amp_blocks(i, x)
         x = self.conv_post(self.activation_post(x))
         return torch.tanh(x)
 
@@ -356,9 +396,20 @@ def load_bigvgan(source: str | os.PathLike | Mapping[str, torch.Tensor], config:
         state = source
     else:
         state = torch.load(source, map_location="cpu", weights_only=True)
-    if "generator" in state and isinstance(state["generator"], Mapping):
-        state = state["generator"]
     with torch.device("meta"):
         model = BigVGAN(config)
-    model.load_state_dict(state, strict=True, assign=True)
+    return load_generator(model, state)
+
+
+def generator_state(state: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A generator's state dict from a checkpoint: `{"generator": state}` as released, or the state."""
+    if "generator" in state and isinstance(state["generator"], Mapping):
+        return state["generator"]
+    return state
+
+
+def load_generator(model: _G, state: Mapping[str, Any]) -> _G:
+    """`model` (on the meta device) loaded strictly from a checkpoint's generator state, weight norm
+    folded, in eval mode."""
+    model.load_state_dict(generator_state(state), strict=True, assign=True)
     return model.fold_weight_norm().eval()

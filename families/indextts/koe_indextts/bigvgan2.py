@@ -20,14 +20,13 @@ import json
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
 
-from .bigvgan import AMPBlock1, AntiAliasActivation, WNConv1d, WNConvTranspose1d, _WeightNormed, to_pcm_scale
+from .bigvgan import AMPBlock1, Generator, check_stages, config_from_mapping, generator_state, load_generator, normalise_config, to_pcm_scale
 
 __all__ = ["BigVGAN2", "BigVGAN2Config", "load_bigvgan2", "to_pcm_scale"]
 
@@ -54,28 +53,10 @@ class BigVGAN2Config:
     sampling_rate: int = 22050
 
     def __post_init__(self) -> None:
-        set_ = object.__setattr__
-        for name in ("upsample_rates", "upsample_kernel_sizes", "resblock_kernel_sizes"):
-            set_(self, name, tuple(int(v) for v in getattr(self, name)))
-        set_(self, "resblock_dilation_sizes", tuple(tuple(int(d) for d in ds) for ds in self.resblock_dilation_sizes))
-        set_(self, "resblock", str(self.resblock))
-        for name in ("num_mels", "upsample_initial_channel", "sampling_rate"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"bigvgan config: {name} must be a positive int, got {value!r}")
-        for name in ("snake_logscale", "use_tanh_at_final", "use_bias_at_final"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"bigvgan config: {name} must be true or false, got {getattr(self, name)!r}")
+        normalise_config(self, ("num_mels", "upsample_initial_channel", "sampling_rate"), ("snake_logscale", "use_tanh_at_final", "use_bias_at_final"))
         if self.resblock != "1":
             raise ValueError(f"bigvgan config: resblock {self.resblock!r} is not supported (IndexTTS 2's vocoder uses '1'; upstream's '2' returns nothing)")
-        if self.activation not in ("snake", "snakebeta"):
-            raise ValueError(f"bigvgan config: activation must be 'snake' or 'snakebeta', got {self.activation!r}")
-        if not self.upsample_rates or len(self.upsample_rates) != len(self.upsample_kernel_sizes):
-            raise ValueError("bigvgan config: upsample_rates and upsample_kernel_sizes need one entry per stage")
-        if self.upsample_initial_channel % (2 ** len(self.upsample_rates)):
-            raise ValueError("bigvgan config: upsample_initial_channel must halve at every stage")
-        if not self.resblock_kernel_sizes or len(self.resblock_kernel_sizes) != len(self.resblock_dilation_sizes):
-            raise ValueError("bigvgan config: resblock_kernel_sizes and resblock_dilation_sizes need one entry per block")
+        check_stages(self)
         if any(len(ds) != 3 for ds in self.resblock_dilation_sizes):
             raise ValueError("bigvgan config: resblock '1' takes three dilations per block")
 
@@ -87,14 +68,7 @@ class BigVGAN2Config:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> BigVGAN2Config:
         """From `config.json`'s mapping; unknown (training) keys are ignored, a missing one is an error."""
-        if not isinstance(data, Mapping):
-            raise ValueError(f"bigvgan config must be a mapping, got {type(data).__name__}")
-        known = {f.name for f in fields(cls)}
-        optional = {"use_tanh_at_final", "use_bias_at_final", "sampling_rate"}
-        missing = sorted(name for name in known - optional if name not in data)
-        if missing:
-            raise ValueError(f"bigvgan config: missing {', '.join(missing)}")
-        return cls(**{k: data[k] for k in known if k in data})
+        return config_from_mapping(cls, data)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike) -> BigVGAN2Config:
@@ -105,36 +79,15 @@ class BigVGAN2Config:
         return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
 
 
-class BigVGAN2(nn.Module):
+class BigVGAN2(Generator):
     """Log-mel `(B, num_mels, T)` -> waveform `(B, 1, T * hop_length)` in [-1, 1] (float32)."""
 
     def __init__(self, config: BigVGAN2Config) -> None:
         super().__init__()
         self.config = config
-        c0, kind, logscale = config.upsample_initial_channel, config.activation, config.snake_logscale
-        self.num_kernels = len(config.resblock_kernel_sizes)
-        self.conv_pre = WNConv1d(config.num_mels, c0, 7, 1, 3)
-        self.ups = nn.ModuleList(
-            nn.ModuleList([WNConvTranspose1d(c0 // 2**i, c0 // 2 ** (i + 1), k, u, (k - u) // 2)])
-            for i, (u, k) in enumerate(zip(config.upsample_rates, config.upsample_kernel_sizes))
-        )
-        self.resblocks = nn.ModuleList(
-            AMPBlock1(c0 // 2 ** (i + 1), k, d, kind, logscale)
-            for i in range(len(self.ups))
-            for k, d in zip(config.resblock_kernel_sizes, config.resblock_dilation_sizes)
-        )
-        channels = c0 // 2 ** len(self.ups)
-        self.activation_post = AntiAliasActivation(channels, kind, logscale)
-        self.conv_post = WNConv1d(channels, 1, 7, 1, 3)
+        self._build_trunk(config, config.num_mels, AMPBlock1)
         if not config.use_bias_at_final:
             self.conv_post.register_parameter("bias", None)
-
-    def fold_weight_norm(self) -> BigVGAN2:
-        """Fold every weight-normed conv into a plain weight (upstream's `remove_weight_norm()`)."""
-        for module in self.modules():
-            if isinstance(module, _WeightNormed):
-                module.fold()
-        return self
 
     def forward(self, mel: torch.Tensor) -> torch.Tensor:
         """Upstream's call `bigvgan(mel.float())`: `(B, num_mels, T)` -> `(B, 1, T * hop_length)`."""
@@ -142,12 +95,7 @@ class BigVGAN2(nn.Module):
             raise ValueError(f"the vocoder takes a mel (batch, {self.config.num_mels}, frames), got shape {tuple(mel.shape)}")
         x = self.conv_pre(mel)
         for i, up in enumerate(self.ups):
-            x = up[0](x)
-            blocks = self.resblocks[i * self.num_kernels : (i + 1) * self.num_kernels]
-            total = blocks[0](x)
-            for block in blocks[1:]:
-                total += block(x)
-            x = total / self.num_kernels
+            x = self.amp_blocks(i, up[0](x))
         x = self.conv_post(self.activation_post(x))
         if self.config.use_tanh_at_final:
             return torch.tanh(x)
@@ -169,11 +117,9 @@ def load_bigvgan2(source: str | os.PathLike | Mapping[str, torch.Tensor], config
         state = torch.load(path, map_location="cpu", weights_only=True)
     if config is None:
         raise ValueError("load_bigvgan2: a weights file or state dict needs its config")
-    if "generator" in state and isinstance(state["generator"], Mapping):
-        state = state["generator"]
+    state = generator_state(state)
     with torch.device("meta"):
         model = BigVGAN2(config)
     if "conv_pre.weight_g" not in state and "conv_pre.weight" in state:
         model.fold_weight_norm()  # a checkpoint saved after remove_weight_norm()
-    model.load_state_dict(state, strict=True, assign=True)
-    return model.fold_weight_norm().eval()
+    return load_generator(model, state)
