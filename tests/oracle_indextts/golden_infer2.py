@@ -9,51 +9,28 @@ instance: spk_cond (get_emb of the speaker clip), emo_cond, style, ref_mel, s{k}
 s{k}.latent (the GPT's latent pass), s{k}.mel (flow matching's output before the prompt cut),
 s{k}.wav (BigVGAN's float output), wav_sha256 (infer's int16 return value), draws; an array over
 64 KB is kept as `NAME.sha256` (of its C-order bytes) and `NAME.shape`.
+
+Then the `again` jobs (`a{k}.`) on the same instance, its caches kept, `random.seed(random_seed)`
+where one is given: s{k}.codes, draws, wav_sha256 (of the int16 return value, or of the wave infer
+saves cast as it would return it), and where the job writes a file: file_sha256 (the whole file)
+and file_pcm_sha256 (its int16 samples as soundfile reads them).
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.machinery
 import json
+import random
 import sys
-import types
 from pathlib import Path
 
 import numpy as np
 import torch
 
 torch.set_num_threads(1)
-import transformers  # noqa: E402,F401  (first: it looks for tiktoken itself)
+from common import recorded_hashes, sha, skip_dac_package_inits, stand_in_missing  # noqa: E402
 
-for name in ("whisper", "whisper.tokenizer", "tiktoken", "modelscope"):
-    try:
-        __import__(name)
-    except ModuleNotFoundError:
-        stub = types.ModuleType(name)
-        stub.__spec__ = importlib.machinery.ModuleSpec(name, None)
-        stub.Tokenizer = type("Tokenizer", (), {})
-        stub.AutoModelForCausalLM = type("AutoModelForCausalLM", (), {})
-        sys.modules[name] = stub
-
-
-def skip_dac_package_inits() -> None:
-    """The length regulator imports `VectorQuantize` from upstream's vendored DAC package, whose
-    `__init__`s import descript-audiotools (unused here): bare packages over the same folders stand
-    in for those two, so only `nn/quantize.py` and `nn/layers.py` are read."""
-    import importlib.util
-
-    import indextts.s2mel
-
-    root = Path(list(indextts.s2mel.__path__)[0]) / "dac"
-    for name, path in (("indextts.s2mel.dac", root), ("indextts.s2mel.dac.nn", root / "nn")):
-        if name not in sys.modules and importlib.util.find_spec("audiotools") is None:
-            package = types.ModuleType(name)
-            package.__path__ = [str(path)]
-            package.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=True)
-            sys.modules[name] = package
-
-
+stand_in_missing()
 skip_dac_package_inits()
 
 from indextts.infer_v2 import IndexTTS2  # noqa: E402
@@ -129,9 +106,7 @@ def store(name: str, array: np.ndarray) -> None:
         result[name] = array
 
 
-for line in (folder / "state_sha256.txt").read_text().splitlines():
-    name, digest = line.split()
-    result[f"{name}.state_sha256"] = np.array(digest)
+result.update(recorded_hashes(folder))
 for i, job in enumerate(spec["jobs"]):
     job = dict(job)
     seed, text = job.pop("seed"), job.pop("text")
@@ -154,7 +129,7 @@ for i, job in enumerate(spec["jobs"]):
         str(folder / "speaker.wav"), text, output_path=None, max_text_tokens_per_segment=spec["max_text_tokens_per_segment"], **job, **spec["generation"]
     )
     assert sr == 22050
-    result[f"j{i}.wav_sha256"] = np.array(hashlib.sha256(np.ascontiguousarray(wav).tobytes()).hexdigest())
+    result[f"j{i}.wav_sha256"] = sha(wav)
     result[f"j{i}.draws"] = np.array(draws)
     spk_cond, emo_cond = (e.numpy() for e in record["emb"])
     store(f"j{i}.spk_cond", spk_cond)
@@ -164,4 +139,48 @@ for i, job in enumerate(spec["jobs"]):
     for name in ("codes", "latent", "mel", "wav"):
         for k, value in enumerate(record.get(name, [])):
             store(f"j{i}.s{k}.{name}", value.numpy())
+import indextts.infer_v2  # noqa: E402
+import soundfile  # noqa: E402
+
+save_pcm_wav = indextts.infer_v2.save_pcm_wav
+saved: list[torch.Tensor] = []
+
+
+def recorded_save(path, wav, sampling_rate):
+    saved.append(wav.detach().clone())
+    return save_pcm_wav(path, wav, sampling_rate)
+
+
+indextts.infer_v2.save_pcm_wav = recorded_save
+
+
+for k, job in enumerate(spec["again"]):
+    job = dict(job)
+    seed, text, output, random_seed = job.pop("seed"), job.pop("text"), job.pop("output", None), job.pop("random_seed", None)
+    if "emo_audio_prompt" in job:
+        job["emo_audio_prompt"] = str(folder / job["emo_audio_prompt"])
+    record.clear()
+    draws.clear()
+    saved.clear()
+    torch.manual_seed(seed)
+    if random_seed is not None:
+        random.seed(random_seed)
+    path = str(out.parent / f"{out.stem}-{output}") if output else None
+    returned = tts.infer(
+        str(folder / "speaker.wav"), text, output_path=path, max_text_tokens_per_segment=spec["max_text_tokens_per_segment"], **job, **spec["generation"]
+    )
+    if output:
+        assert returned == path and len(saved) == 1
+        wav = saved[0].type(torch.int16).numpy().T
+        pcm, rate = soundfile.read(path, dtype="int16", always_2d=True)
+        assert rate == 22050
+        result[f"a{k}.file_sha256"] = np.array(hashlib.sha256(Path(path).read_bytes()).hexdigest())
+        result[f"a{k}.file_pcm_sha256"] = sha(pcm)
+        Path(path).unlink()
+    else:
+        sr, wav = returned
+    result[f"a{k}.wav_sha256"] = sha(wav)
+    result[f"a{k}.draws"] = np.array(draws)
+    for s, value in enumerate(record.get("codes", [])):
+        store(f"a{k}.s{s}.codes", value.numpy())
 np.savez_compressed(out, **result)

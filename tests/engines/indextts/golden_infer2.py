@@ -2,7 +2,10 @@
 (`koe_indextts.fixtures2.write_random_model2`), each job after `torch.manual_seed(seed)` with the
 voice caches emptied (what upstream's first call with a clip does): emotion from the speaker's own
 clip, from a second clip with a weight, from an emotion vector (with and without a weight), and a
-long text in segments with its interval silence. The oracle side is tests/oracle_indextts/golden_infer2.py.
+long text in segments with its interval silence. Then later calls on the same instance, its caches
+kept (`AGAIN`, keys `a{k}.`): the clips already read (no w2v-BERT draws), an emotion vector's rows
+picked by `random.randint` after `random.seed`, a new emotion clip with the speaker's cached, its
+WAV file written. The oracle side is tests/oracle_indextts/golden_infer2.py.
 """
 
 from __future__ import annotations
@@ -28,6 +31,13 @@ JOBS = [
         "interval_silence": 100,
     },
 ]
+# after JOBS, without emptying the caches (job 4 left the speaker clip and its own emotion cached);
+# `random_seed`: random.seed before the call; `output`: the file infer writes (a name in the folder)
+AGAIN = [
+    {"seed": 6, "text": "Hello once more, my friend."},
+    {"seed": 7, "text": "今天很好。", "emo_vector": [0.2, 0.0, 0.0, 0.3, 0.0, 0.0, 0.1, 0.0], "use_random": True, "random_seed": 11},
+    {"seed": 8, "text": "See you soon.", "emo_audio_prompt": "emotion.wav", "emo_alpha": 0.5, "output": "again.wav"},
+]
 SEGMENT_TOKENS = 24
 GENERATION = {"max_mel_tokens": 40}
 
@@ -47,7 +57,7 @@ def write_inputs(folder: Path) -> None:
     sf.write(folder / "speaker.wav", voiced(3.0, SPEAKER_RATE, 150, 1), SPEAKER_RATE, subtype="PCM_16")
     emotion = voiced(2.0, EMOTION_RATE, 220, 2)
     sf.write(folder / "emotion.wav", np.stack([emotion, 0.7 * emotion], axis=1), EMOTION_RATE, subtype="FLOAT")
-    job = {"jobs": JOBS, "max_text_tokens_per_segment": SEGMENT_TOKENS, "generation": GENERATION}
+    job = {"jobs": JOBS, "again": AGAIN, "max_text_tokens_per_segment": SEGMENT_TOKENS, "generation": GENERATION}
     (folder / "job.json").write_text(json.dumps(job, ensure_ascii=False))
     hashes = states_sha256(release_states())
     (folder / "state_sha256.txt").write_text("".join(f"{name.replace('/', ':')} {digest}\n" for name, digest in hashes.items()))
