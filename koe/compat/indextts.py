@@ -32,28 +32,70 @@ resolver: the store, the Hugging Face cache, a download on first use once its li
 Model Use License, is accepted: `accept_license=True`, koe's own keyword, or `koe models pull`).
 The config is the model folder's `config.yaml`; a `cfg_path` that exists must hold the same
 settings. koe runs IndexTTS on the CPU in float32: `device` may be None or "cpu"; `use_fp16` and
-`use_cuda_kernel` are accepted and ignored, as upstream ignores them on the CPU. IndexTTS 2 is not
-supported yet. The IndexTTS family is a package of its own (`pip install -e families/indextts`),
-imported when an `IndexTTS` is made.
+`use_cuda_kernel` are accepted and ignored, as upstream ignores them on the CPU. An IndexTTS-2
+folder is refused with a pointer to `IndexTTS2`. The IndexTTS family is a package of its own
+(`pip install -e families/indextts`), imported when an `IndexTTS` or `IndexTTS2` is made.
+
+IndexTTS 2 (`indextts.infer_v2.IndexTTS2`): `IndexTTS2(cfg_path, model_dir, use_fp16=False,
+device=None, use_cuda_kernel=None, use_deepspeed=False, use_accel=False, use_torch_compile=False,
+use_qwen_emo=True, aux_paths=None)` and `infer(spk_audio_prompt, text, output_path,
+emo_audio_prompt=None, emo_alpha=1.0, emo_vector=None, use_emo_text=False, emo_text=None,
+use_random=False, interval_silence=200, verbose=False, max_text_tokens_per_segment=120,
+stream_return=False, more_segment_before=0, **generation_kwargs)`, returning `output_path` or
+`(22050, int16 array (samples, 1))`; with `stream_return=True` a generator of each segment's wave
+(float32 `(1, n)` at 16-bit scale, as upstream yields it) followed by the silence after it (the
+same zeros after every segment), writing `output_path` once it is exhausted. Upstream's semantics:
+an `emo_vector` (the 8 weights happy, angry, sad, afraid, disgusted, melancholic, surprised, calm)
+is scaled by `emo_alpha` clamped to [0, 1] and cut to 4 decimals, and replaces an
+`emo_audio_prompt`; without an emotion clip the speaker's clip is the emotion's and `emo_alpha` is
+1; `use_random` picks the emotion matrices' rows with Python's `random.randint` (so `random.seed`
+makes them upstream's). Like upstream the instance keeps the last speaker clip's features and the
+last emotion clip's (`cache_spk_audio_prompt`, `cache_emo_audio_prompt`, `cache_spk_cond`, ...:
+setting `cache_spk_cond` or `cache_emo_cond` to None empties them): w2v-BERT draws its LayerDrop
+numbers from torch's generator only when it reads a clip that is not cached, so after
+`torch.manual_seed(N)` every call, first or later, gives upstream's samples. A clip is cached by
+the value given (`"a.wav"` and `Path("a.wav")` are different clips, as upstream's `!=` has them).
+
+koe does not run the Qwen emotion model: `use_qwen_emo=True` loads nothing, and `use_emo_text=True`
+is an error (NotImplementedError, a RuntimeError as upstream raises without the model; with
+`use_qwen_emo=False` upstream's RuntimeError). `aux_paths` is upstream's dict (`w2v_bert` folder,
+`semantic_codec` file, `campplus` file, `bigvgan` folder); left out, they are found under
+`model_dir/hf_cache/` where upstream's downloader and `koe models pull` keep them. `use_fp16`,
+`use_cuda_kernel`, `use_deepspeed`, `use_accel` and `use_torch_compile` are accepted and ignored
+(koe runs IndexTTS 2 on the CPU in float32). Generation keywords: `top_k`, `top_p`, `temperature`,
+`num_beams`, `repetition_penalty`, `length_penalty`, `max_mel_tokens` and `do_sample` (accepted and,
+as upstream, without effect: release 2 always samples); others are a TypeError. Bad input is a
+clear error before any work where it can be seen then, and nothing is written: no speaker clip, a
+missing, unreadable, silent or under 0.5 s clip (a clip over 15 s is cut to 15 s, as upstream cuts
+it), text with nothing to speak, options out of range, an `emo_vector` that is not 8 finite
+numbers, an unknown generation keyword, `use_emo_text=True`. Where upstream's stream yields its
+list of waves as the silence (`interval_silence <= 0`), koe yields an empty `(1, 0)` tensor.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import random
 import sys
 import warnings
+from collections.abc import Iterator, Mapping
+from numbers import Real
 from pathlib import Path
 from typing import Any
 
 import soundfile as sf
 import torch
 
-__all__ = ["IndexTTS"]
+__all__ = ["IndexTTS", "IndexTTS2"]
 
 SAMPLE_RATE = 24000
+SAMPLE_RATE_2 = 22050
 PCM16_MAX = 32767.0
 FAST_SEGMENT_TOKENS = 100  # infer_fast's default max_text_tokens_per_segment
 GENERATION = ("do_sample", "top_p", "top_k", "temperature", "length_penalty", "num_beams", "repetition_penalty", "max_mel_tokens")
+AUX_KEYS = ("w2v_bert", "semantic_codec", "campplus", "bigvgan")  # upstream's aux_paths
+MIN_CLIP_S = 0.5
 _DEFAULT_CFG = "checkpoints/config.yaml"
 
 
@@ -103,6 +145,8 @@ class IndexTTS:
         if not folder.is_dir():
             raise FileNotFoundError(f"{folder}: no such model folder (an IndexTTS-1.5 release folder, a store name or a hub id such as {spec.REPO_15})")
         self.engine = engine.IndexTTSEngine.load(folder)
+        if self.engine.model.release.variant == "IndexTTS-2":
+            raise ValueError(f"{folder} holds an {self.engine.model.release.variant} release: use koe.compat.indextts.IndexTTS2 for it")
         self._check_cfg(cfg_path, folder)
         self._model = model
         release = self.engine.model.release
@@ -248,18 +292,22 @@ class IndexTTS:
         return voice
 
     def _write(self, output_path, fmt: str, wav: torch.Tensor) -> None:
-        """`wav` (1, n) at 16-bit scale as upstream's file holds it: /32767, clamped, 16-bit PCM; atomically."""
-        from koe.runtime.files import atomic_file
-
-        samples = (wav.detach().to(torch.float32) / PCM16_MAX).clamp_(-1.0, 1.0)[0].numpy()
-        path = Path(output_path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_file(path) as f:
-            sf.write(f, samples, SAMPLE_RATE, format=fmt, subtype="PCM_16")
+        _write_pcm16(output_path, fmt, wav, SAMPLE_RATE)
 
     def _progress(self, value: float, desc: str) -> None:
         if self.gr_progress is not None:
             self.gr_progress(value, desc=desc)
+
+
+def _write_pcm16(output_path, fmt: str, wav: torch.Tensor, rate: int) -> None:
+    """`wav` (1, n) at 16-bit scale as upstream's file holds it: /32767, clamped, 16-bit PCM; atomically."""
+    from koe.runtime.files import atomic_file
+
+    samples = (wav.detach().to(torch.float32) / PCM16_MAX).clamp_(-1.0, 1.0)[0].numpy()
+    path = Path(output_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_file(path) as f:
+        sf.write(f, samples, rate, format=fmt, subtype="PCM_16")
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -267,3 +315,444 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, str | os.PathLike) and isinstance(b, str | os.PathLike):
         return os.fspath(a) == os.fspath(b)
     return a is b
+
+
+# -- IndexTTS 2 -------------------------------------------------------------------------------------
+
+_EMO_BIAS = (0.9375, 0.875, 1.0, 1.0, 0.9375, 0.9375, 0.6875, 0.5625)  # normalize_emo_vec's damping per emotion
+_EMO_MOST = 0.8  # normalize_emo_vec's cap on the weights' sum
+
+
+class IndexTTS2:
+    """A koe IndexTTS 2 engine behind upstream's `IndexTTS2` class (the module doc says what it takes)."""
+
+    def __init__(
+        self,
+        cfg_path: str | os.PathLike = _DEFAULT_CFG,
+        model_dir: str | os.PathLike = "checkpoints",
+        use_fp16: bool = False,
+        device: str | None = None,
+        use_cuda_kernel: bool | None = None,
+        use_deepspeed: bool = False,
+        use_accel: bool = False,
+        use_torch_compile: bool = False,
+        use_qwen_emo: bool = True,
+        aux_paths: Mapping[str, str | os.PathLike] | None = None,
+        *,
+        accept_license: bool = False,
+    ) -> None:
+        from koe.service.store.resolve import model_folder
+
+        _, _, spec = _family()
+        if device is not None and str(device) != "cpu":
+            raise ValueError(f"device={device!r}: koe runs IndexTTS on the CPU in this version (device='cpu' or None)")
+        folder = model_folder(model_dir, accept_license=accept_license)
+        if not folder.is_dir():
+            raise FileNotFoundError(f"{folder}: no such model folder (an IndexTTS-2 release folder, a store name or a hub id such as {spec.REPO_2})")
+        self.engine = _engine2(folder, _aux_paths(folder, aux_paths))
+        IndexTTS._check_cfg(cfg_path, folder)
+        model = self.engine.model
+        self.device, self.use_fp16, self.use_cuda_kernel, self.dtype = "cpu", False, False, None
+        self.use_accel, self.use_torch_compile = False, False
+        self.qwen_emo = None  # koe does not run the Qwen emotion model (use_emo_text)
+        self._qwen_asked = bool(use_qwen_emo)
+        self.model_dir, self.cfg_path = str(folder), str(folder / "config.yaml")
+        self.bpe_path = str(folder / model.release.bpe_model)
+        self.stop_mel_token = model.lm.cfg.stop_mel_token
+        self.model_version = model.release.version
+        self.emo_num = list(model.release.emo_num)
+        self.sample_rate = SAMPLE_RATE_2
+        self.gr_progress = None  # upstream's Gradio progress hook: called as gr_progress(value, desc=...)
+        # upstream's per-instance caches, under its names (a script may empty them as it would upstream's)
+        self.cache_spk_cond = None
+        self.cache_s2mel_style = None
+        self.cache_s2mel_prompt = None
+        self.cache_spk_audio_prompt = None
+        self.cache_emo_cond = None
+        self.cache_emo_audio_prompt = None
+        self.cache_mel = None
+        self._cache_semantic = None  # the speaker's semantic frames (S_ref), kept with the rest
+
+    # -- inference ---------------------------------------------------------------------------------
+
+    def infer(
+        self,
+        spk_audio_prompt,
+        text: str,
+        output_path,
+        emo_audio_prompt=None,
+        emo_alpha: float = 1.0,
+        emo_vector=None,
+        use_emo_text: bool = False,
+        emo_text: str | None = None,
+        use_random: bool = False,
+        interval_silence: float = 200,
+        verbose: bool = False,
+        max_text_tokens_per_segment: int = 120,
+        stream_return: bool = False,
+        more_segment_before: int = 0,
+        **generation_kwargs,
+    ):
+        """Upstream's `infer`: `output_path` after writing a 16-bit WAV there, or `(22050, int16 (n, 1))`;
+        with `stream_return`, a generator of each segment's wave and the silence after it."""
+        job = self._job(
+            spk_audio_prompt,
+            text,
+            output_path,
+            emo_audio_prompt,
+            emo_alpha,
+            emo_vector,
+            use_emo_text,
+            use_random,
+            interval_silence,
+            max_text_tokens_per_segment,
+            more_segment_before,
+            generation_kwargs,
+        )
+        if verbose:
+            print(
+                f">> {len(job['pieces'])} segment(s) of {[len(p) for p in job['pieces']]} text tokens (at most {max_text_tokens_per_segment})", file=sys.stderr
+            )
+        if stream_return:
+            return self._stream(job)
+        wavs = [wav for wav, _ in self._run(job)]
+        return self._finish(job, wavs)
+
+    def normalize_emo_vec(self, emo_vector, apply_bias: bool = True) -> list[float]:
+        """Upstream's helper for user-set emotion weights: each damped by its emotion's bias (unless
+        `apply_bias` is false), then all scaled down so that they sum to at most 0.8."""
+        weights = [x * b for x, b in zip(emo_vector, _EMO_BIAS)] if apply_bias else list(emo_vector)
+        total = sum(weights)
+        return [x * (_EMO_MOST / total) for x in weights] if total > _EMO_MOST else weights
+
+    def _stream(self, job: dict) -> Iterator[torch.Tensor]:
+        wavs, silence = [], None
+        for wav, gap in self._run(job):
+            wavs.append(wav)
+            yield wav
+            silence = gap if silence is None else silence
+            yield silence
+        if job["output_path"]:
+            self._finish(job, wavs)
+
+    def _finish(self, job: dict, wavs: list[torch.Tensor]):
+        self._progress(0.9, "saving audio...")
+        gap = _silence(job["interval_silence"])
+        joined = [w for k, wav in enumerate(wavs) for w in ((wav, gap) if k < len(wavs) - 1 and gap.shape[1] else (wav,))]
+        wav = torch.cat(joined, dim=1)
+        if job["output_path"]:
+            _write_pcm16(job["output_path"], job["format"], wav, SAMPLE_RATE_2)
+            return job["output_path"]
+        return SAMPLE_RATE_2, wav.type(torch.int16).numpy().T
+
+    def _run(self, job: dict) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """Upstream's order: the speaker clip (unless cached), the rows of the emotion vector's mix, the
+        emotion clip (unless cached), then each segment: (its wave at 16-bit scale, the silence after it)."""
+        from koe_indextts.model2 import Emotion
+
+        model = self.engine.model
+        self._progress(0, "starting inference...")
+        speaker = self._speaker(job["speaker"])
+        rows = None
+        if job["vector"] is not None and job["use_random"]:
+            rows = tuple(random.randint(0, n - 1) for n in model.release.emo_num)
+        features = self._emotion(job["emotion"])
+        emovec = model.emotion_vector(speaker, Emotion(features, job["alpha"], job["vector"]), rows)
+        self._progress(0.1, "text processing...")
+        gap, warned, pieces = _silence(job["interval_silence"]), False, job["pieces"]
+        for k, ids in enumerate(pieces):
+            self._progress(0.2 + 0.7 * k / len(pieces), f"speech synthesis {k + 1}/{len(pieces)}...")
+            wav, codes = model.segment(ids, speaker, emovec, job["sampling"])
+            if not warned and not (len(codes) and int(codes[-1]) == self.stop_mel_token):
+                warnings.warn(
+                    f"generation stopped at max_mel_tokens ({job['sampling'].max_mel_tokens}) for a segment of {len(ids)} text tokens: "
+                    "lower max_text_tokens_per_segment or raise max_mel_tokens",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+                warned = True
+            yield wav, gap
+
+    def _speaker(self, clip):
+        """The speaker clip's features, from upstream's cache or (w2v-BERT's draws included) computed."""
+        from koe_indextts.model2 import Speaker
+        from koe_indextts.w2vbert import SPEAKER_RATE
+
+        if self.cache_spk_cond is None or not _same_clip(self.cache_spk_audio_prompt, clip):
+            audio = _read_clip(clip, SPEAKER_RATE, "spk_audio_prompt")
+            s = self.engine.model.speaker((audio, SPEAKER_RATE))
+            self.cache_spk_cond, self._cache_semantic, self.cache_mel, self.cache_s2mel_style, self.cache_s2mel_prompt = (
+                s.features,
+                s.semantic,
+                s.mel,
+                s.style,
+                s.prompt,
+            )
+            self.cache_spk_audio_prompt = clip
+            return s
+        return Speaker(self.cache_spk_cond, self._cache_semantic, self.cache_mel, self.cache_s2mel_style, self.cache_s2mel_prompt)
+
+    def _emotion(self, clip) -> torch.Tensor:
+        from koe_indextts.w2vbert import EMOTION_RATE
+
+        if self.cache_emo_cond is None or not _same_clip(self.cache_emo_audio_prompt, clip):
+            audio = _read_clip(clip, EMOTION_RATE, "emo_audio_prompt")
+            self.cache_emo_cond = self.engine.model.emotion_features((audio, EMOTION_RATE))
+            self.cache_emo_audio_prompt = clip
+        return self.cache_emo_cond
+
+    # -- the request, checked before any work --------------------------------------------------------
+
+    def _job(
+        self,
+        spk_audio_prompt,
+        text,
+        output_path,
+        emo_audio_prompt,
+        emo_alpha,
+        emo_vector,
+        use_emo_text,
+        use_random,
+        interval_silence,
+        max_text_tokens_per_segment,
+        more_segment_before,
+        generation_kwargs: dict,
+    ) -> dict:
+        from koe.engines.base import EmptyText
+
+        fmt = _output_format(output_path) if output_path else None
+        unknown = sorted(set(generation_kwargs) - set(GENERATION))
+        if unknown:
+            raise TypeError(f"generation keyword(s) {', '.join(unknown)} are not supported by koe's IndexTTS 2; it takes: {', '.join(GENERATION)}")
+        if use_emo_text:
+            if self._qwen_asked:
+                raise NotImplementedError(
+                    "use_emo_text=True: koe does not run IndexTTS 2's Qwen emotion model yet (use_qwen_emo=True loads nothing); "
+                    "give the emotion as emo_vector=[happy, angry, sad, afraid, disgusted, melancholic, surprised, calm] or as emo_audio_prompt"
+                )
+            raise RuntimeError("use_emo_text=True needs the Qwen emotion model, which use_qwen_emo=False left out (and koe does not run it yet)")
+        _needed_clip(spk_audio_prompt, "spk_audio_prompt", "the path of a clip of the voice to clone")
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a string, got {type(text).__name__}")
+        if not text.strip():
+            raise EmptyText("text is empty: give at least one word to speak", param="input")
+        if not _real(emo_alpha):
+            raise ValueError(f"emo_alpha={emo_alpha!r}: must be a number (the emotion's strength, 0 to 1)")
+        if not _real(interval_silence):
+            raise ValueError(f"interval_silence={interval_silence!r}: must be a number of milliseconds")
+        if isinstance(more_segment_before, bool) or not isinstance(more_segment_before, int) or more_segment_before < 0:
+            raise ValueError(f"more_segment_before={more_segment_before!r}: must be a whole number >= 0 (text tokens before segments may grow)")
+        vector = _emotion_weights(emo_vector)
+        alpha = float(emo_alpha)
+        if vector is not None:
+            scale = max(0.0, min(1.0, alpha))
+            if scale != 1.0:
+                vector = tuple(int(x * scale * 10000) / 10000 for x in vector)
+            emo_audio_prompt = None  # a vector replaces the emotion clip
+        if emo_audio_prompt is None or (isinstance(emo_audio_prompt, str | os.PathLike) and not str(emo_audio_prompt)):
+            emo_audio_prompt, alpha = spk_audio_prompt, 1.0
+        else:
+            _needed_clip(emo_audio_prompt, "emo_audio_prompt", "the path of a clip with the emotion")
+        settings = self._settings(generation_kwargs, max_text_tokens_per_segment)
+        return {
+            "speaker": spk_audio_prompt,
+            "emotion": emo_audio_prompt,
+            "alpha": alpha,
+            "vector": vector,
+            "use_random": bool(use_random),
+            "interval_silence": float(interval_silence),
+            "pieces": self._pieces(text, settings, more_segment_before),
+            "sampling": _family()[0].sampling_of(settings),
+            "output_path": output_path,
+            "format": fmt,
+        }
+
+    def _settings(self, generation_kwargs: dict, max_text_tokens_per_segment) -> dict:
+        """The generation settings, checked as koe's engine checks its options (release 2 always samples)."""
+        from koe.engines.base import InvalidOption
+
+        _, _, spec = _family()
+        given = {k: v for k, v in generation_kwargs.items() if k != "do_sample"}
+        given = self.engine.capabilities.options.validate({**given, "max_text_tokens_per_segment": max_text_tokens_per_segment})
+        settings = {**spec.DEFAULTS_2, **given, "do_sample": True}
+        most = self.engine.model.lm.cfg.max_mel_tokens
+        if "max_mel_tokens" not in given:
+            settings["max_mel_tokens"] = min(settings["max_mel_tokens"], most)
+        elif settings["max_mel_tokens"] > most:
+            raise InvalidOption(
+                f"max_mel_tokens={settings['max_mel_tokens']}: this model's GPT has positions for at most {most} mel codes a segment", param="max_mel_tokens"
+            )
+        return settings
+
+    def _pieces(self, text: str, settings: dict, more_segment_before: int) -> list[torch.Tensor]:
+        """The text's segments as upstream cuts them (`more_segment_before`: its quick first segments)."""
+        from koe_indextts.text_tokenizer import TextError
+
+        from koe.engines.base import EmptyText, InvalidOption, RequestError
+
+        tokenizer, limit = self.engine.text, int(settings["max_text_tokens_per_segment"])
+        try:
+            segments = tokenizer.segments(text, limit, more_segment_before)
+        except TextError as e:
+            raise RequestError(str(e), param="input") from e
+        if not segments or not any(ch.isalnum() for ids in segments for piece in tokenizer.pieces(ids) for ch in piece):
+            raise EmptyText(f"the text holds nothing to speak (only punctuation or symbols): {text[:40]!r}")
+        most = self.engine.model.lm.cfg.max_text_tokens
+        longest = max(len(ids) for ids in segments)
+        if longest > most:
+            raise InvalidOption(
+                f"max_text_tokens_per_segment={limit}: a segment of {longest} text tokens is more than this model's GPT takes ({most})",
+                param="max_text_tokens_per_segment",
+            )
+        return [torch.tensor(ids, dtype=torch.int32) for ids in segments]
+
+    def _progress(self, value: float, desc: str) -> None:
+        if self.gr_progress is not None:
+            self.gr_progress(value, desc=desc)
+
+
+def _real(x: Any) -> bool:
+    return isinstance(x, Real) and not isinstance(x, bool) and math.isfinite(float(x))
+
+
+def _emotion_weights(emo_vector) -> tuple[float, ...] | None:
+    """Upstream's `emo_vector`, as Python floats: 8 finite numbers (or None)."""
+    if emo_vector is None:
+        return None
+    if hasattr(emo_vector, "tolist"):  # a numpy array or a tensor
+        emo_vector = emo_vector.tolist()
+    if isinstance(emo_vector, str | bytes) or not hasattr(emo_vector, "__len__") or len(emo_vector) != 8 or not all(_real(x) for x in emo_vector):
+        raise ValueError(f"emo_vector={emo_vector!r}: give 8 numbers, the weights of happy, angry, sad, afraid, disgusted, melancholic, surprised, calm")
+    return tuple(float(x) for x in emo_vector)
+
+
+def _needed_clip(clip, name: str, what: str) -> None:
+    if clip is None or (isinstance(clip, str | os.PathLike) and not str(clip)):
+        raise ValueError(f"{name} is needed: {what}")
+    if isinstance(clip, str | os.PathLike) and not os.path.isfile(clip):
+        raise FileNotFoundError(f"{name}: no such file {str(clip)!r}")
+
+
+def _read_clip(clip, rate: int, name: str):
+    """A clip as upstream reads it (mono at `rate`, 15 s at most), refused when unreadable, silent or short."""
+    from koe_indextts.w2vbert import load_clip
+
+    from koe.audio.errors import AudioError
+    from koe.engines.base import UnsupportedVoice
+
+    try:
+        audio = load_clip(clip, rate)[0].numpy()
+    except AudioError as e:
+        raise UnsupportedVoice(f"{name} cannot be used: {e}") from e
+    if audio.shape[0] < MIN_CLIP_S * rate:
+        raise UnsupportedVoice(f"{name} is {audio.shape[0] / rate:.2f} s long; IndexTTS 2 reads a voice from at least {MIN_CLIP_S:g} s")
+    return audio
+
+
+def _same_clip(cached: Any, given: Any) -> bool:
+    """Upstream's cache test (`!=`): paths and bytes by value (a str and a Path differ), anything else by identity."""
+    if isinstance(cached, str | bytes | os.PathLike) and isinstance(given, str | bytes | os.PathLike):
+        return cached == given
+    return cached is given
+
+
+def _silence(interval_silence: float) -> torch.Tensor:
+    """The zeros between two segments (none for `interval_silence` <= 0)."""
+    return torch.zeros(1, int(SAMPLE_RATE_2 * interval_silence / 1000.0) if interval_silence > 0 else 0)
+
+
+def _aux_paths(folder: Path, aux_paths) -> dict[str, Path] | None:
+    """Upstream's `aux_paths` checked: None where they are the folder's own (under `hf_cache/`)."""
+    from koe_indextts.config import AUX_BIGVGAN, AUX_CAMPPLUS, AUX_W2V_BERT, semantic_codec_file
+
+    if aux_paths is None:
+        return None
+    if not isinstance(aux_paths, Mapping):
+        raise TypeError(
+            f"aux_paths must be a dict of paths ({', '.join(AUX_KEYS)}), as upstream's ensure_models_available gives; got {type(aux_paths).__name__}"
+        )
+    lacking = [k for k in AUX_KEYS if not aux_paths.get(k)]
+    if lacking:
+        raise ValueError(
+            f"aux_paths lacks {', '.join(lacking)}: it names the w2v_bert folder, the semantic_codec file, the campplus file and the bigvgan folder"
+        )
+    paths = {k: Path(aux_paths[k]) for k in AUX_KEYS}
+    inside = {"w2v_bert": ("config.json", "preprocessor_config.json", "model.safetensors"), "bigvgan": ("config.json", "bigvgan_generator.pt")}
+    for key, path in paths.items():
+        gone = [str(f) for f in ([path / name for name in inside.get(key, ())] or [path]) if not f.is_file()]
+        if gone:
+            raise FileNotFoundError(f"aux_paths[{key!r}]: no {', '.join(gone)}")
+    own = {"w2v_bert": folder / AUX_W2V_BERT, "semantic_codec": semantic_codec_file(folder), "campplus": folder / AUX_CAMPPLUS, "bigvgan": folder / AUX_BIGVGAN}
+    if all(own[k].exists() and os.path.samefile(own[k], paths[k]) for k in AUX_KEYS):
+        return None
+    return paths
+
+
+def _engine2(folder: Path, aux: dict[str, Path] | None):
+    """An IndexTTS2Engine for a release 2 folder, its auxiliary models from `aux` (None: its `hf_cache/`)."""
+    engine, _, spec = _family()
+    from koe_indextts.engine2 import IndexTTS2Engine
+
+    if aux is None:
+        loaded = engine.IndexTTSEngine.load(folder)
+        if not isinstance(loaded, IndexTTS2Engine):
+            raise ValueError(f"{folder} holds an {loaded.model.release.variant} release: use koe.compat.indextts.IndexTTS for it")
+        return loaded
+    description = spec.SPEC.describe(folder)
+    if description.info.size != "2":
+        raise ValueError(f"{folder} holds an {description.info.variant} release: use koe.compat.indextts.IndexTTS for it")
+    own = [f for f in description.missing if not f.startswith("hf_cache/")]
+    if own:
+        raise FileNotFoundError(f"{folder}: missing {', '.join(own)} (a release folder has them: koe models pull {spec.REPO_2})")
+    from koe.engines.spec import SpecError
+
+    try:
+        model = _load_model2(folder, aux)
+    except KeyError as e:
+        raise SpecError(f"{folder / 'config.yaml'}: the setting {e.args[0]!r} is missing: a damaged file; pull the release again") from e
+    from koe_indextts.text import TextNormalizer, read_glossary
+    from koe_indextts.text_tokenizer import TextTokenizer
+
+    text = TextTokenizer(folder / model.release.bpe_model, TextNormalizer(read_glossary(folder / "glossary.yaml")))
+    return IndexTTS2Engine(folder, model, text, torch.device("cpu"))
+
+
+def _load_model2(folder: Path, aux: dict[str, Path]):
+    """`IndexTTS2.load(folder)` with the auxiliary models read from upstream's `aux_paths` (model2's
+    loader reads them from the folder's `hf_cache/` only)."""
+    from koe_indextts import model2 as m
+    from koe_indextts.campplus import load_campplus
+    from koe_indextts.config import Release2
+    from koe_indextts.mel22k import MelConfig
+    from koe_indextts.s2mel import S2MelConfig, load_s2mel
+    from koe_indextts.semantic_codec import SemanticCodecConfig, read_semantic_codec
+    from koe_indextts.voice_lm import EmotionSpeechLM, GPTConfig
+    from koe_indextts.w2vbert import FeatureConfig, W2VBertConfig, load_stats, load_w2vbert
+    from safetensors.torch import load_file
+
+    release = Release2.read(folder)
+    state = torch.load(folder / release.gpt_checkpoint, map_location="cpu", weights_only=True)
+    state = state.get("model", state)
+    cond = m.ConditioningConfig
+    lm = EmotionSpeechLM(GPTConfig.from_dict(release.gpt))
+    skip = (*m.SPEAKER_PREFIXES, *m.EMOTION_PREFIXES, "inference_model.")
+    lm.load_state_dict({k: v for k, v in state.items() if not k.startswith(skip)}, strict=True)
+    emo_matrix = torch.load(folder / release.emo_matrix, map_location="cpu", weights_only=True)
+    spk_matrix = torch.load(folder / release.spk_matrix, map_location="cpu", weights_only=True)
+    w2v = aux["w2v_bert"]
+    parts = {
+        "lm": lm.eval(),
+        "speaker": m.load_conditioning(state, cond.speaker(release.gpt, input_size=1024)),
+        "emotion": m.load_conditioning(state, cond.emotion(release.gpt), encoder="emo_conditioning_encoder", perceiver="emo_perceiver_encoder"),
+        "s2mel": load_s2mel(folder / release.s2mel_checkpoint, S2MelConfig.from_dict(release.s2mel)),
+        "codec": read_semantic_codec(aux["semantic_codec"], SemanticCodecConfig.from_dict(release.semantic_codec)),
+        "w2v": load_w2vbert(load_file(str(w2v / "model.safetensors")), W2VBertConfig.from_json(w2v / "config.json")),
+        "features": FeatureConfig.from_json(w2v / "preprocessor_config.json"),
+        "stats": load_stats(folder / release.w2v_stat),
+        "campplus": load_campplus(aux["campplus"]),
+        "vocoder": m.load_bigvgan2(aux["bigvgan"]),
+        "mel": MelConfig.from_dict(release.s2mel["preprocess_params"]),
+        "emotion_rows": torch.split(emo_matrix, list(release.emo_num)),
+        "speaker_rows": torch.split(spk_matrix, list(release.emo_num)),
+    }
+    return m.IndexTTS2(release, parts)
