@@ -13,7 +13,8 @@ features (1024) and adds an emotion conditioning of the same kind (4 blocks, 1 l
 state dict and loads them strictly. Every op is upstream's, in upstream's order and shapes, so the
 float32 results are upstream's bit for bit (the same convolution calls on the same memory layouts,
 two matmuls for the content and position scores, the masked softmax, einsum contractions in the
-resampler).
+resampler). The attention and feed-forward are `koe.nn.conformer`'s, which CosyVoice's flow encoder
+runs too.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from koe.nn.conformer import FeedForward, RelPositionAttention
 
 __all__ = [
     "ConditioningConfig",
@@ -141,49 +144,6 @@ class Subsample2(nn.Module):
         b, c, t, f = x.size()
         x = self.out(x.transpose(1, 2).contiguous().view(b, t, c * f))
         return x * self.pos_enc.xscale, self.pos_enc(t), mask[:, :, 2::2]
-
-
-class RelPositionAttention(nn.Module):
-    """Self-attention scored as (q + u) k^T + (q + v) p^T over d_k ** 0.5, p the positional table's
-    first T rows projected (no relative shift: upstream drops it); padded keys masked."""
-
-    def __init__(self, heads: int, dim: int) -> None:
-        super().__init__()
-        self.h, self.d_k = heads, dim // heads
-        self.linear_q = nn.Linear(dim, dim)
-        self.linear_k = nn.Linear(dim, dim)
-        self.linear_v = nn.Linear(dim, dim)
-        self.linear_out = nn.Linear(dim, dim)
-        self.linear_pos = nn.Linear(dim, dim, bias=False)
-        self.pos_bias_u = nn.Parameter(torch.zeros(heads, self.d_k))
-        self.pos_bias_v = nn.Parameter(torch.zeros(heads, self.d_k))
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        """x (b, T, d); mask bool (b, 1, T), True = a real frame; pos (1, T, d)."""
-        b = x.size(0)
-        q = self.linear_q(x).view(b, -1, self.h, self.d_k)  # (b, T, h, d_k)
-        k = self.linear_k(x).view(b, -1, self.h, self.d_k).transpose(1, 2)  # (b, h, T, d_k)
-        v = self.linear_v(x).view(b, -1, self.h, self.d_k).transpose(1, 2)
-        p = self.linear_pos(pos).view(pos.size(0), -1, self.h, self.d_k).transpose(1, 2)  # (1, h, T, d_k)
-        content = torch.matmul((q + self.pos_bias_u).transpose(1, 2), k.transpose(-2, -1))
-        position = torch.matmul((q + self.pos_bias_v).transpose(1, 2), p.transpose(-2, -1))
-        scores = (content + position) / math.sqrt(self.d_k)  # (b, h, T, T)
-        padded = mask.unsqueeze(1).eq(0)[:, :, :, : scores.size(-1)]  # (b, 1, 1, T)
-        attn = torch.softmax(scores.masked_fill(padded, -float("inf")), dim=-1).masked_fill(padded, 0.0)
-        out = torch.matmul(attn, v).transpose(1, 2).contiguous().view(b, -1, self.h * self.d_k)
-        return self.linear_out(out)
-
-
-class FeedForward(nn.Module):
-    """w_2(silu(w_1(x)))."""
-
-    def __init__(self, dim: int, hidden: int) -> None:
-        super().__init__()
-        self.w_1 = nn.Linear(dim, hidden)
-        self.w_2 = nn.Linear(hidden, dim)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.w_2(F.silu(self.w_1(x)))
 
 
 class ConvModule(nn.Module):

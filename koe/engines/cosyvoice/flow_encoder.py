@@ -11,7 +11,8 @@ linear_pos.weight`, `up_embed.out.1.bias`, ...).
 
 Exactness: attention is computed as upstream computes it (two matmuls for the content and position
 terms, ESPnet's relative shift, a division by sqrt(d_k), masked softmax, a matmul), the positional
-table in float32 from the same formula, every op in upstream's order.
+table in float32 from the same formula, every op in upstream's order (the attention and feed-forward
+are `koe.nn.conformer`'s, which IndexTTS's conditioning Conformer runs too).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from koe.nn.conformer import FeedForward, RelPositionAttention
 
 __all__ = ["EncoderConfig", "PreLookahead", "UpsampleConformerEncoder", "chunk_mask", "relative_positions"]
 
@@ -103,60 +106,6 @@ class LinearEmbed(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.out(x) * self.xscale
-
-
-class RelPositionAttention(nn.Module):
-    """Multi-head self-attention with Transformer-XL relative positions (upstream's
-    `RelPositionMultiHeadedAttention`): content term (q + u) k^T, position term (q + v) p^T shifted."""
-
-    def __init__(self, heads: int, dim: int) -> None:
-        super().__init__()
-        self.h, self.d_k = heads, dim // heads
-        self.linear_q = nn.Linear(dim, dim)
-        self.linear_k = nn.Linear(dim, dim)
-        self.linear_v = nn.Linear(dim, dim)
-        self.linear_out = nn.Linear(dim, dim)
-        self.linear_pos = nn.Linear(dim, dim, bias=False)
-        self.pos_bias_u = nn.Parameter(torch.empty(heads, self.d_k))
-        self.pos_bias_v = nn.Parameter(torch.empty(heads, self.d_k))
-
-    @staticmethod
-    def rel_shift(x: torch.Tensor) -> torch.Tensor:
-        """(B, H, T, 2T-1) scores against positions T-1 .. -(T-1) -> (B, H, T, T) against each key."""
-        b, h, t, n = x.shape
-        padded = torch.cat([x.new_zeros(b, h, t, 1), x], dim=-1).view(b, h, n + 1, t)
-        return padded[:, :, 1:].reshape(b, h, t, n)[:, :, :, : n // 2 + 1]
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        """x (B, T, C); mask bool (B, 1, T) or (B, T, T), True = attend; pos (1, 2T-1, C)."""
-        b = x.size(0)
-        q = self.linear_q(x).view(b, -1, self.h, self.d_k)  # (B, T, H, D)
-        k = self.linear_k(x).view(b, -1, self.h, self.d_k).transpose(1, 2)  # (B, H, T, D)
-        v = self.linear_v(x).view(b, -1, self.h, self.d_k).transpose(1, 2)
-        p = self.linear_pos(pos).view(pos.size(0), -1, self.h, self.d_k).transpose(1, 2)  # (1, H, 2T-1, D)
-        q_u = (q + self.pos_bias_u).transpose(1, 2)
-        q_v = (q + self.pos_bias_v).transpose(1, 2)
-        ac = torch.matmul(q_u, k.transpose(-2, -1))
-        bd = torch.matmul(q_v, p.transpose(-2, -1))
-        if ac.shape != bd.shape:
-            bd = self.rel_shift(bd)
-        scores = (ac + bd) / math.sqrt(self.d_k)  # (B, H, T, T)
-        hidden = mask.unsqueeze(1).eq(0)[:, :, :, : scores.size(-1)]  # (B, 1, T|1, T)
-        attn = torch.softmax(scores.masked_fill(hidden, -float("inf")), dim=-1).masked_fill(hidden, 0.0)
-        out = torch.matmul(attn, v).transpose(1, 2).contiguous().view(b, -1, self.h * self.d_k)
-        return self.linear_out(out)
-
-
-class FeedForward(nn.Module):
-    """`PositionwiseFeedForward` with SiLU: w_2(silu(w_1(x)))."""
-
-    def __init__(self, dim: int, hidden: int) -> None:
-        super().__init__()
-        self.w_1 = nn.Linear(dim, hidden)
-        self.w_2 = nn.Linear(hidden, dim)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.w_2(F.silu(self.w_1(x)))
 
 
 class ConformerLayer(nn.Module):
