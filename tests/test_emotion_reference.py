@@ -175,8 +175,8 @@ def test_the_python_api_takes_a_clip_or_a_prompt(tts, clips, expected):
     none = tts.generate(TEXT, voice=voice, emotion=str(clips["emotion"]), seed=3, emo_alpha=0.0, **FRAMES).audio
     assert np.array_equal(tts.generate(TEXT, voice=voice, emotion=str(clips["speaker"]), seed=3, emo_alpha=0.0, **FRAMES).audio, none)
     assert not np.array_equal(none, expected["emotion"])
-    sad = tts.generate(TEXT, voice=voice, seed=3, sad=0.6, **FRAMES).audio
-    assert np.array_equal(tts.generate(TEXT, voice=voice, emotion=str(clips["emotion"]), seed=3, sad=0.6, **FRAMES).audio, sad)
+    sad = tts.generate(TEXT, voice=voice, seed=3, emo_sad=0.6, **FRAMES).audio
+    assert np.array_equal(tts.generate(TEXT, voice=voice, emotion=str(clips["emotion"]), seed=3, emo_sad=0.6, **FRAMES).audio, sad)
 
 
 def test_indextts_1_5_refuses_an_emotion_reference(tmp_path):

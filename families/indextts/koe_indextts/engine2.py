@@ -129,7 +129,7 @@ class IndexTTS2Engine(BaseEngine):
         """Upstream's emotion vector for the request: the emotion options' mix where any is set (an
         emotion reference is then dropped, as upstream drops it), else the emotion reference's clip
         blended with the voice's own by `emo_alpha`, else the voice's own."""
-        vector = [float(settings[name]) for name in spec.EMOTIONS]
+        vector = [float(settings[name]) for name in spec.EMOTION_OPTIONS]
         if not any(vector):
             if reference is not None:
                 return self.model.emotion_vector(speaker, Emotion(self._emotion_features(reference), float(settings["emo_alpha"])))
@@ -149,7 +149,7 @@ class IndexTTS2Engine(BaseEngine):
         sampling = sampling_of(s)
         pieces = segment_ids(self.text, segment.text, s, self.model.lm.cfg.max_text_tokens)
         speaker, own = self._voice(c.voice)
-        if c.emotion is not None and not any(s[name] for name in spec.EMOTIONS):
+        if c.emotion is not None and not any(s[name] for name in spec.EMOTION_OPTIONS):
             self._emotion_features(c.emotion)  # read before the seed, as the voice's own
         if segment.seed is not None:
             torch.manual_seed(int(segment.seed))

@@ -40,6 +40,7 @@ REPO_15 = "IndexTeam/IndexTTS-1.5"
 REPO_2 = "IndexTeam/IndexTTS-2"
 FILES_2 = ("config.yaml", "gpt.pth", "s2mel.pth", "bpe.model", "wav2vec2bert_stats.pt", "feat1.pt", "feat2.pt")
 EMOTIONS = ("happy", "angry", "sad", "afraid", "disgusted", "melancholic", "surprised", "calm")  # upstream's emotion vector, in its order
+EMOTION_OPTIONS = tuple(f"emo_{name}" for name in EMOTIONS)  # its entries as options (emo_sad=0.6), beside upstream's emo_alpha
 FILES_15 = ("config.yaml", "gpt.pth", "bigvgan_generator.pth", "bpe.model")
 MIN_REFERENCE_S = 0.5
 MAX_REFERENCE_S = 50.0  # upstream's fast path keeps 50 s of a clip; koe refuses (or trims, on request) longer ones
@@ -86,7 +87,7 @@ DEFAULTS_2 = {
     "emo_alpha": 1.0,
     "interval_silence": 200,
     "use_random": False,
-    **dict.fromkeys(EMOTIONS, 0.0),
+    **dict.fromkeys(EMOTION_OPTIONS, 0.0),
 }
 
 
@@ -97,14 +98,14 @@ def options_schema_2() -> OptionsSchema:
     generation = [Option(o.name, o.type, o.help, DEFAULTS_2[o.name], low=o.low, high=o.high) for o in generation]
     emotions = [
         Option(
-            name,
+            option,
             "float",
-            f"how {name} the voice sounds (upstream's emotion vector; any of the eight above 0 replaces the clip's own emotion)",
+            f"how {name} the voice sounds (upstream's emotion vector; any of the eight above 0 replaces the clip's emotion)",
             0.0,
             low=0.0,
             high=1.0,
         )
-        for name in EMOTIONS
+        for name, option in zip(EMOTIONS, EMOTION_OPTIONS, strict=True)
     ]
     return OptionsSchema(
         (
@@ -194,7 +195,7 @@ class IndexTTSSpec:
             weights = (config.gpt_checkpoint, config.s2mel_checkpoint, *(f for f in aux if f))
             uses = (
                 "a clone of a clip (--ref clip.wav; no transcript needed) with its own emotion or the one the eight emotion options "
-                "give (--option sad=0.6), Chinese and English, at 22.05 kHz"
+                "give (--option emo_sad=0.6), Chinese and English, at 22.05 kHz"
             )
         else:
             required = ("config.yaml", config.gpt_checkpoint, config.bigvgan_checkpoint, config.bpe_model)

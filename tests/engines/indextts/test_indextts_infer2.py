@@ -126,14 +126,14 @@ def engine(folder):
 @pytest.mark.filterwarnings("ignore:speech was cut off")  # a segment that reaches max_mel_tokens, as upstream warns
 @pytest.mark.parametrize("i", ENGINE_JOBS)
 def test_engine_audio_is_upstreams(engine, folder, golden, i):
-    from koe_indextts.spec import EMOTIONS
+    from koe_indextts.spec import EMOTION_OPTIONS
 
     from koe.engines.base import SynthesisRequest
 
     job = G.JOBS[i]
     options = {**G.GENERATION, "max_text_tokens_per_segment": G.SEGMENT_TOKENS}
     if "emo_vector" in job:
-        options |= {name: value for name, value in zip(EMOTIONS, job["emo_vector"], strict=True) if value}
+        options |= {name: value for name, value in zip(EMOTION_OPTIONS, job["emo_vector"], strict=True) if value}
         options["emo_alpha"] = job.get("emo_alpha", 1.0)
     if "interval_silence" in job:
         options["interval_silence"] = job["interval_silence"]
