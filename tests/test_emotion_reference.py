@@ -276,3 +276,18 @@ def test_the_history_replays_the_emotion_reference(home, clips):
     assert history.replay_request(clip.output_id, emotion_audio=str(clips["emotion"])).emotion_audio == str(clips["emotion"])
     with pytest.raises(NotFound):
         synth.plan(SpeechRequest(text=TEXT, voice="speaker", emotion_voice="nobody"))
+
+
+def test_an_emotion_in_words_is_a_clear_error_on_indextts_2(tmp_path):
+    """Upstream's emo_text needs its Qwen emotion model, which koe does not run yet: refused, not ignored."""
+    from koe_indextts.engine import IndexTTSEngine
+    from koe_indextts.fixtures2 import write_random_model2
+
+    from koe.engines.base import RequestError, SynthesisRequest
+
+    engine = IndexTTSEngine.load(write_random_model2(tmp_path / "m"))
+    clip = (np.sin(np.arange(16000) / 7.0).astype(np.float32) * 0.3, 16000)
+    voice = engine.prepare_voice(clip)
+    with pytest.raises(RequestError, match="Qwen emotion model") as e:
+        list(engine.synthesize(SynthesisRequest(text="Hello.", voice=voice, instruct="speak angrily")))
+    assert e.value.param == "instructions"

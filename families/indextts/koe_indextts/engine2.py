@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from koe.engines.base import Capabilities, InvalidOption, SynthesisRequest, UnsupportedVoice, VoicePromptMismatch, VoiceReference
+from koe.engines.base import Capabilities, InvalidOption, RequestError, SynthesisRequest, UnsupportedVoice, VoicePromptMismatch, VoiceReference
 from koe.engines.engine import BaseEngine, Checked, reference_frames
 from koe.engines.pipeline import Piece, PipelineDefaults, Segment, steps_for
 from koe.engines.spec import SpecError
@@ -111,6 +111,17 @@ class IndexTTS2Engine(BaseEngine):
         return self._emotion_cache[1]
 
     # -- requests ----------------------------------------------------------------------------------
+    def check_instruct(self, instruct: str | None) -> str | None:
+        """An emotion described in words is upstream's `emo_text`, read by its Qwen emotion model,
+        which koe does not run yet: a clear error rather than an instruction ignored."""
+        if instruct and instruct.strip():
+            raise RequestError(
+                "IndexTTS 2 reads an emotion described in words through upstream's Qwen emotion model, which koe does not run yet: "
+                "give the emotion with the emo_* options (--option emo_sad=0.6) or an emotion clip (--emotion-ref)",
+                param="instructions",
+            )
+        return None
+
     def check_options(self, request: SynthesisRequest, checked: Checked) -> Checked:
         given = self.capabilities.options.validate(request.options)
         values = {**spec.DEFAULTS_2, **given, "do_sample": True}  # upstream's release 2 always samples
