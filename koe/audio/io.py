@@ -30,7 +30,7 @@ from koe.audio.decode import (
 from koe.audio.errors import AudioError, AudioTooLong
 from koe.runtime.files import atomic_file
 
-__all__ = ["AudioSource", "load_audio", "write_wav"]
+__all__ = ["AudioSource", "encoded_audio", "load_audio", "write_wav"]
 
 AudioSource = str | os.PathLike | bytes | bytearray | memoryview | np.ndarray | tuple
 
@@ -79,21 +79,25 @@ def _load(source: AudioSource, sample_rate: int | None, max_seconds: float | Non
         return _from_array(source, sample_rate)
     if sample_rate is not None:
         raise AudioError("sample_rate is only for numpy input; files carry their own rate")
+    return decode(encoded_audio(source), max_seconds=max_seconds, reduce=_mono_block, trim=trim)
+
+
+def encoded_audio(source: str | os.PathLike | bytes | bytearray | memoryview) -> EncodedAudio:
+    """A file's path or its bytes, not yet decoded: `AudioError` for empty bytes, a missing or empty
+    file, or another type of source."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         data = bytes(source)
         if not data:
             raise AudioError("audio bytes are empty")
-        enc = EncodedAudio.from_bytes(data)
-    elif isinstance(source, (str, os.PathLike)):
+        return EncodedAudio.from_bytes(data)
+    if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         if not path.is_file():
             raise AudioError(f"no such audio file: {path}")
         if path.stat().st_size == 0:
             raise AudioError(f"audio file is empty: {path}")
-        enc = EncodedAudio.from_path(path)
-    else:
-        raise AudioError(f"unsupported audio source type: {type(source).__name__}")
-    return decode(enc, max_seconds=max_seconds, reduce=_mono_block, trim=trim)
+        return EncodedAudio.from_path(path)
+    raise AudioError(f"unsupported audio source type: {type(source).__name__}")
 
 
 def _mono_block(block: np.ndarray) -> np.ndarray:

@@ -18,13 +18,13 @@ koe does the same ops without torchaudio, bit for bit on the same torch build:
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import numpy as np
 import torch
 
-from koe.audio.decode import MAX_CLIP_SECONDS, EncodedAudio, check_channels, check_sample_rate, decode
+from koe.audio.decode import MAX_CLIP_SECONDS, check_channels, check_sample_rate, decode
 from koe.audio.errors import AudioError
+from koe.audio.io import encoded_audio
 from koe.audio.mel import vocos_log_mel
 from koe.audio.sinc_resample import resample_sinc
 
@@ -56,21 +56,7 @@ def decode_reference(source: str | os.PathLike | bytes | bytearray | memoryview,
 
     `AudioError` for a missing, unreadable, truncated or empty file; `AudioTooLong` past `max_seconds`.
     """
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        data = bytes(source)
-        if not data:
-            raise AudioError("audio bytes are empty")
-        enc = EncodedAudio.from_bytes(data)
-    elif isinstance(source, (str, os.PathLike)):
-        path = Path(source)
-        if not path.is_file():
-            raise AudioError(f"no such audio file: {path}")
-        if path.stat().st_size == 0:
-            raise AudioError(f"audio file is empty: {path}")
-        enc = EncodedAudio.from_path(path)
-    else:
-        raise AudioError(f"unsupported audio source type: {type(source).__name__}")
-    frames, rate = decode(enc, max_seconds=max_seconds)  # (n,) or (n, channels) float32
+    frames, rate = decode(encoded_audio(source), max_seconds=max_seconds)  # (n,) or (n, channels) float32
     if frames.ndim == 1:
         frames = frames[:, None]
     return torch.from_numpy(np.ascontiguousarray(frames)).t(), int(rate)  # (channels, n): a transposed view, as torchaudio returns
