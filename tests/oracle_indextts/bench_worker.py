@@ -18,6 +18,8 @@ the tokenizer's `tokenize`, `split_segments` and `convert_tokens_to_ids` (text),
 (reference; upstream runs both per segment, inside the search, the latent pass and the vocoder),
 `gpt.inference_speech` (the search), `gpt.forward` (the latent pass) and `bigvgan.forward` (the
 vocoder, whose float output the hashes read).
+
+A release 2 folder (its `s2mel.pth`) is run by `bench_worker2.IndexTTS2UpstreamWorker` instead.
 """
 
 from __future__ import annotations
@@ -54,20 +56,27 @@ class Parts:
         self.stack: list[list[float]] = []  # per open call: [its start, the seconds of wrapped calls inside it]
         self.wrapped: list[tuple[object, str]] = []
 
-    def wrap(self, owner, name: str, part: str, after=None, before=None) -> None:
-        """`owner.name` timed into `part`; `before()` called first, `after(result)` after."""
+    def wrap(self, owner, name: str, part, after=None, before=None) -> None:
+        """`owner.name` timed into `part` (a name, or a function naming the part at each call; None:
+        not timed, that call counts where it runs); `before()` called first, `after(result)` after."""
         original = getattr(owner, name)
 
         def timed(*args, **kwargs):
             if before is not None:
                 before()
+            into = part() if callable(part) else part
+            if into is None:
+                result = original(*args, **kwargs)
+                if after is not None:
+                    after(result)
+                return result
             self.stack.append([time.perf_counter(), 0.0])
             try:
                 result = original(*args, **kwargs)
             finally:
                 start, inner = self.stack.pop()
                 spent = time.perf_counter() - start
-                self.seconds[part] = self.seconds.get(part, 0.0) + spent - inner
+                self.seconds[into] = self.seconds.get(into, 0.0) + spent - inner
                 if self.stack:
                     self.stack[-1][1] += spent
             if after is not None:
@@ -145,7 +154,31 @@ class IndexTTSUpstreamWorker:
         return cases.result(wire, total_s, wave, seconds, sum(len(c) for c in made), len(made), cases.codes_sha1(made), threads=torch.get_num_threads())
 
 
+class Dispatcher:
+    """The worker the benchmark talks to: 1.5's, or release 2's for a folder with `s2mel.pth`."""
+
+    def __init__(self) -> None:
+        self.worker = None
+
+    def load(self, cmd: dict) -> dict:
+        if (Path(cmd["model"]) / "s2mel.pth").exists():
+            bench_worker2 = _by_path("bench_worker2", Path(__file__).resolve().parent / "bench_worker2.py")
+            self.worker = bench_worker2.IndexTTS2UpstreamWorker(wire, cases, Parts)
+            import logging
+            import warnings
+
+            warnings.filterwarnings("ignore")
+            logging.disable(logging.WARNING)
+            wire.set_threads(cmd["threads"])
+        else:
+            self.worker = IndexTTSUpstreamWorker()
+        return self.worker.load(cmd)
+
+    def run(self, cmd: dict) -> dict:
+        return self.worker.run(cmd)
+
+
 if __name__ == "__main__":
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    worker = IndexTTSUpstreamWorker()
+    worker = Dispatcher()
     wire.serve({"load": worker.load, "run": worker.run})
