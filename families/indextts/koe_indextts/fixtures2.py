@@ -26,7 +26,7 @@ from safetensors.torch import save_file
 from koe_indextts.fixtures import random_state, state_sha256
 
 EMO_NUM = [3, 17, 2, 8, 4, 5, 10, 24]  # the release's rows per emotion in feat1.pt / feat2.pt
-STOP_BIAS = 3.25  # the stop code's head bias raised so that a random GPT ends its searches
+STOP_BIAS = 3.25  # the tiny GPT's stop code head bias raised so that it ends its searches (the real size's is left as drawn: its searches reach the cap)
 VOCODER_GAIN = 0.001  # conv_post's gain scaled down: BigVGAN v2's six stages grow its input some 50-fold
 CONFORMER = {"output_size": 32, "linear_units": 64, "attention_heads": 2, "num_blocks": 1, "input_layer": "conv2d2", "perceiver_mult": 2}
 W2V = {"hidden_size": 1024, "num_hidden_layers": 17, "num_attention_heads": 16, "intermediate_size": 8, "conv_depthwise_kernel_size": 3}
@@ -185,7 +185,7 @@ def release_config(size: str = "tiny") -> dict:
     }
 
 
-def _gpt_state(config: dict, seed: int) -> dict[str, torch.Tensor]:
+def _gpt_state(config: dict, seed: int, stop_bias: float = STOP_BIAS) -> dict[str, torch.Tensor]:
     from koe_indextts.conditioning import ConditioningConfig, SpeechConditioning
     from koe_indextts.voice_lm import EmotionSpeechLM, GPTConfig
 
@@ -199,7 +199,8 @@ def _gpt_state(config: dict, seed: int) -> dict[str, torch.Tensor]:
     with torch.device("meta"):
         lm = EmotionSpeechLM(GPTConfig.from_dict(gpt))
     state.update(random_state(lm, seed + 2))
-    state["mel_head.bias"][gpt["stop_mel_token"]] += STOP_BIAS
+    if stop_bias:
+        state["mel_head.bias"][gpt["stop_mel_token"]] += stop_bias
     return state
 
 
@@ -267,7 +268,7 @@ def release_states(seed: int = 0, size: str = "tiny") -> dict[str, dict]:
     g = torch.Generator().manual_seed(seed + 7)
     rows, width = sum(EMO_NUM), config["gpt"]["model_dim"]
     return {
-        "gpt.pth": _gpt_state(config, seed),
+        "gpt.pth": _gpt_state(config, seed, STOP_BIAS if size == "tiny" else 0.0),
         "s2mel.pth": _s2mel_checkpoint(config, seed + 3),
         f"{AUX_W2V_BERT}/model.safetensors": _w2v_state(seed + 4, size),
         AUX_SEMANTIC_CODEC: _codec_state(config, seed + 5),

@@ -17,7 +17,7 @@ from koe.engines.benchmark import RandomModels
 
 VARIANTS = ("IndexTTS-1.5", "IndexTTS-2")
 SIZES = ("tiny", "real")
-FIXTURE_VERSION = 1
+FIXTURE_VERSION = 2  # 2: release 2's real GPT without the stop bias (its searches make --codes codes)
 MODELS = RandomModels("IndexTTS", "indextts", VARIANTS, SIZES, "koe_indextts.fixtures:write_random_model")
 model_name, write_model = MODELS.model_name, MODELS.write_model
 WEIGHTS = ("*.pth", "*.pt", "*.bin", "*.safetensors")
