@@ -11,6 +11,7 @@ stores as PCM16). Streaming yields one chunk per text segment.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -79,15 +80,48 @@ def segment_ids(tokenizer: TextTokenizer, text: str, settings: dict, most: int) 
     return [torch.tensor(ids, dtype=torch.int32) for ids in segments]
 
 
-class IndexTTSEngine(BaseEngine):
-    """A loaded IndexTTS 1.5 release (`load` gives an `IndexTTS2Engine` for a release 2 folder). Not
-    re-entrant: one call at a time."""
+class IndexTTSBase(BaseEngine):
+    """What both releases' engines share: the family's names, float32 on the CPU, the capabilities
+    of the loaded release, the options checked against the GPT's mel positions, the metadata."""
 
     family = spec.FAMILY
     title = "IndexTTS"
-    voice_type, voice_error = IndexTTSVoice, IndexTTSVoiceError
     pipeline_defaults = PipelineDefaults(max_segment_chars=MAX_SEGMENT_CHARS, pause_s=0.0)
+    defaults: dict = {}  # the release's option defaults
+
+    @property
+    def precision(self) -> str:
+        return "float32"
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return spec.capabilities(self.model.release.variant)
+
+    def check_options(self, request: SynthesisRequest, checked: Checked) -> Checked:
+        given = self.capabilities.options.validate(request.options)
+        values = {**self.defaults, **given}
+        most = self.model.lm.cfg.max_mel_tokens  # the GPT's mel positions (800 in 1.5, above its default 600)
+        if "max_mel_tokens" not in given:
+            values["max_mel_tokens"] = min(values["max_mel_tokens"], most)
+        elif values["max_mel_tokens"] > most:
+            raise InvalidOption(
+                f"max_mel_tokens={values['max_mel_tokens']}: this model's GPT has positions for at most {most} mel codes a segment", param="max_mel_tokens"
+            )
+        if checked.voice is None:
+            raise UnsupportedVoice("IndexTTS speaks in a cloned voice: pass a voice prepared from a clip (--ref clip.wav)")
+        return replace(checked, settings=values)
+
+    def result_metadata(self) -> dict:
+        return {"model": self.model.release.variant, "precision": self.precision, "device": str(self.device)}
+
+
+class IndexTTSEngine(IndexTTSBase):
+    """A loaded IndexTTS 1.5 release (`load` gives an `IndexTTS2Engine` for a release 2 folder). Not
+    re-entrant: one call at a time."""
+
+    voice_type, voice_error = IndexTTSVoice, IndexTTSVoiceError
     sample_rate = spec.SAMPLE_RATE
+    defaults = spec.DEFAULTS
 
     def __init__(self, folder: Path, model: IndexTTS15, text: TextTokenizer, device: torch.device) -> None:
         self.folder, self.model, self.text, self.device = folder, model, text, device
@@ -127,14 +161,6 @@ class IndexTTSEngine(BaseEngine):
         self.model = None
         self._voice_cache = None
 
-    @property
-    def precision(self) -> str:
-        return "float32"
-
-    @property
-    def capabilities(self) -> Capabilities:
-        return spec.capabilities(self.model.release.variant)
-
     # -- voices ------------------------------------------------------------------------------------
     def build_voice(self, reference: VoiceReference) -> IndexTTSVoice:
         """A voice prompt from a clip (its transcript, if given, is not needed): the reference log-mel.
@@ -163,20 +189,6 @@ class IndexTTSEngine(BaseEngine):
         return self._voice_cache[1]
 
     # -- requests ----------------------------------------------------------------------------------
-    def check_options(self, request: SynthesisRequest, checked: Checked) -> Checked:
-        given = self.capabilities.options.validate(request.options)
-        values = {**spec.DEFAULTS, **given}
-        most = self.model.lm.cfg.max_mel_tokens  # the GPT's mel positions (800 in the release, above the default 600)
-        if "max_mel_tokens" not in given:
-            values["max_mel_tokens"] = min(values["max_mel_tokens"], most)
-        elif values["max_mel_tokens"] > most:
-            raise InvalidOption(
-                f"max_mel_tokens={values['max_mel_tokens']}: this model's GPT has positions for at most {most} mel codes a segment", param="max_mel_tokens"
-            )
-        if checked.voice is None:
-            raise UnsupportedVoice("IndexTTS speaks in a cloned voice: pass a voice prepared from a clip (--ref clip.wav)")
-        return Checked(checked.voice, checked.language, checked.instruct, values, checked.cancel, checked.user_cap)
-
     def speak_segment(self, segment: Segment, c: Checked) -> Iterator[Piece]:
         s = c.settings
         cap = steps_for(segment.budget_s, spec.CODE_RATE)
@@ -199,6 +211,3 @@ class IndexTTSEngine(BaseEngine):
                 break
         info = {"segments": len(pieces), "codes": codes_total, "seconds": round(codes_total / spec.CODE_RATE, 3)}
         yield Piece(np.zeros(0, np.float32), codes_total, last=True, truncated=truncated, info=info)
-
-    def result_metadata(self) -> dict:
-        return {"model": self.model.release.variant, "precision": self.precision, "device": str(self.device)}

@@ -14,19 +14,18 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from koe.engines.base import Capabilities, InvalidOption, RequestError, SynthesisRequest, UnsupportedVoice, VoicePromptMismatch, VoiceReference
-from koe.engines.engine import BaseEngine, Checked, reference_frames
-from koe.engines.pipeline import Piece, PipelineDefaults, Segment, steps_for
+from koe.engines.base import RequestError, UnsupportedVoice, VoicePromptMismatch, VoiceReference
+from koe.engines.engine import Checked, reference_frames
+from koe.engines.pipeline import Piece, Segment, steps_for
 from koe.engines.spec import SpecError
 from koe.runtime.device import resolve_device
 from koe_indextts import spec
-from koe_indextts.engine import MAX_SEGMENT_CHARS, PCM16_MAX, sampling_of, segment_ids
+from koe_indextts.engine import PCM16_MAX, IndexTTSBase, sampling_of, segment_ids
 from koe_indextts.model2 import SAMPLE_RATE, Emotion, IndexTTS2, Speaker
 from koe_indextts.text import TextNormalizer, read_glossary
 from koe_indextts.text_tokenizer import BpeModelError, TextTokenizer
@@ -38,14 +37,12 @@ __all__ = ["IndexTTS2Engine"]
 CODE_RATE = 22050 / 256 / 1.72  # mel codes a second (a code is 1.72 mel frames of 256 samples)
 
 
-class IndexTTS2Engine(BaseEngine):
+class IndexTTS2Engine(IndexTTSBase):
     """A loaded IndexTTS 2 release. Not re-entrant: one call at a time."""
 
-    family = spec.FAMILY
-    title = "IndexTTS"
     voice_type, voice_error = IndexTTS2Voice, IndexTTSVoiceError
-    pipeline_defaults = PipelineDefaults(max_segment_chars=MAX_SEGMENT_CHARS, pause_s=0.0)
     sample_rate = SAMPLE_RATE
+    defaults = {**spec.DEFAULTS_2, "do_sample": True}  # upstream's release 2 always samples
 
     def __init__(self, folder: Path, model: IndexTTS2, text: TextTokenizer, device: torch.device) -> None:
         self.folder, self.model, self.text, self.device = folder, model, text, device
@@ -69,14 +66,6 @@ class IndexTTS2Engine(BaseEngine):
         self.model = None
         self._voice_cache = None
         self._emotion_cache = None
-
-    @property
-    def precision(self) -> str:
-        return "float32"
-
-    @property
-    def capabilities(self) -> Capabilities:
-        return spec.capabilities(self.model.release.variant)
 
     # -- voices ------------------------------------------------------------------------------------
     def build_voice(self, reference: VoiceReference) -> IndexTTS2Voice:
@@ -121,20 +110,6 @@ class IndexTTS2Engine(BaseEngine):
                 param="instructions",
             )
         return None
-
-    def check_options(self, request: SynthesisRequest, checked: Checked) -> Checked:
-        given = self.capabilities.options.validate(request.options)
-        values = {**spec.DEFAULTS_2, **given, "do_sample": True}  # upstream's release 2 always samples
-        most = self.model.lm.cfg.max_mel_tokens
-        if "max_mel_tokens" not in given:
-            values["max_mel_tokens"] = min(values["max_mel_tokens"], most)
-        elif values["max_mel_tokens"] > most:
-            raise InvalidOption(
-                f"max_mel_tokens={values['max_mel_tokens']}: this model's GPT has positions for at most {most} mel codes a segment", param="max_mel_tokens"
-            )
-        if checked.voice is None:
-            raise UnsupportedVoice("IndexTTS speaks in a cloned voice: pass a voice prepared from a clip (--ref clip.wav)")
-        return replace(checked, settings=values)
 
     def _emotion(self, speaker: Speaker, own: torch.Tensor, settings: dict, seed: int | None, reference: IndexTTS2Voice | None) -> torch.Tensor:
         """Upstream's emotion vector for the request: the emotion options' mix where any is set (an
@@ -182,6 +157,3 @@ class IndexTTS2Engine(BaseEngine):
                 break
         info = {"segments": len(pieces), "codes": codes_total, "seconds": round(codes_total / CODE_RATE, 3)}
         yield Piece(np.zeros(0, np.float32), codes_total, last=True, truncated=truncated, info=info)
-
-    def result_metadata(self) -> dict:
-        return {"model": self.model.release.variant, "precision": self.precision, "device": str(self.device)}
