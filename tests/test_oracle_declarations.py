@@ -74,11 +74,13 @@ def test_a_goldens_only_oracle_is_left_out_of_make_oracle() -> None:
     for family in only:
         o = oracles[family]
         touched = ["-W", _declared_in(family)]
-        dry = subprocess.run(["make", "-n", *touched, "oracle"], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+        dry = subprocess.run(["make", "--no-print-directory", "-n", *touched, "oracle"], capture_output=True, text=True, check=True, cwd=ROOT).stdout
         assert o.venv not in dry, dry
-        dry = subprocess.run(["make", "-n", *touched, "test"], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+        dry = subprocess.run(["make", "--no-print-directory", "-n", *touched, "test"], capture_output=True, text=True, check=True, cwd=ROOT).stdout
         assert o.venv not in dry and o.python_env not in dry, dry
-        dry = subprocess.run(["make", "-n", *touched, f"goldens-{family}", "TOPICS=a b"], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+        dry = subprocess.run(
+            ["make", "--no-print-directory", "-n", *touched, f"goldens-{family}", "TOPICS=a b"], capture_output=True, text=True, check=True, cwd=ROOT
+        ).stdout
         lines = dry.splitlines()
         stamp = lines.index(f"touch {o.venv}/.installed")
         assert lines[stamp + 1 :] == [f".venv/bin/python scripts/goldens.py {family} a b"], dry
@@ -135,7 +137,11 @@ def test_the_makefile_copies_a_source_oracle_out_of_the_checkouts() -> None:
     for family, o in sources.items():
         declared_in = _declared_in(family)
         dry = subprocess.run(
-            ["make", "-n", "-W", declared_in, target(family), "UPSTREAM_SOURCES=/checkouts"], capture_output=True, text=True, check=True, cwd=ROOT
+            ["make", "--no-print-directory", "-n", "-W", declared_in, target(family), "UPSTREAM_SOURCES=/checkouts"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=ROOT,
         ).stdout
         copy = f"{o.venv}/src/{o.source_repo}"
         assert f'cp -R "/checkouts/{o.source}" {copy}' in dry, dry

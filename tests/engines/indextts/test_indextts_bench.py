@@ -65,6 +65,7 @@ def test_indextts_quick_bench_koe(tmp_path, capsys, which, variant, parts) -> No
 
 
 @pytest.mark.oracle
+@pytest.mark.goldens_oracle("indextts")
 @pytest.mark.parametrize("which", [CASES_15, CASES_2])
 def test_indextts_quick_bench_against_upstream(tmp_path, capsys, which) -> None:
     out = tmp_path / "bench.json"
