@@ -123,6 +123,18 @@ def _output_format(output_path: str | os.PathLike) -> str:
     return fmt
 
 
+def _release_folder(model_dir, device, accept_license: bool, variant: str, repo: str) -> Path:
+    """The model folder a drop-in's `model_dir` names (a folder, a store name or a hub id), on the CPU."""
+    from koe.service.store.resolve import model_folder
+
+    if device is not None and str(device) != "cpu":
+        raise ValueError(f"device={device!r}: koe runs IndexTTS on the CPU in this version (device='cpu' or None)")
+    folder = model_folder(model_dir, accept_license=accept_license)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder}: no such model folder (an {variant} release folder, a store name or a hub id such as {repo})")
+    return folder
+
+
 class IndexTTS:
     """A koe IndexTTS 1.5 engine behind upstream's `IndexTTS` class."""
 
@@ -136,14 +148,9 @@ class IndexTTS:
         *,
         accept_license: bool = False,
     ) -> None:
-        from koe.service.store.resolve import model_folder
 
         engine, model, spec = _family()
-        if device is not None and str(device) != "cpu":
-            raise ValueError(f"device={device!r}: koe runs IndexTTS on the CPU in this version (device='cpu' or None)")
-        folder = model_folder(model_dir, accept_license=accept_license)
-        if not folder.is_dir():
-            raise FileNotFoundError(f"{folder}: no such model folder (an IndexTTS-1.5 release folder, a store name or a hub id such as {spec.REPO_15})")
+        folder = _release_folder(model_dir, device, accept_license, "IndexTTS-1.5", spec.REPO_15)
         self.engine = engine.IndexTTSEngine.load(folder)
         if self.engine.model.release.variant == "IndexTTS-2":
             raise ValueError(f"{folder} holds an {self.engine.model.release.variant} release: use koe.compat.indextts.IndexTTS2 for it")
@@ -341,14 +348,8 @@ class IndexTTS2:
         *,
         accept_license: bool = False,
     ) -> None:
-        from koe.service.store.resolve import model_folder
 
-        _, _, spec = _family()
-        if device is not None and str(device) != "cpu":
-            raise ValueError(f"device={device!r}: koe runs IndexTTS on the CPU in this version (device='cpu' or None)")
-        folder = model_folder(model_dir, accept_license=accept_license)
-        if not folder.is_dir():
-            raise FileNotFoundError(f"{folder}: no such model folder (an IndexTTS-2 release folder, a store name or a hub id such as {spec.REPO_2})")
+        folder = _release_folder(model_dir, device, accept_license, "IndexTTS-2", _family()[2].REPO_2)
         self.engine = _engine2(folder, _aux_paths(folder, aux_paths))
         IndexTTS._check_cfg(cfg_path, folder)
         model = self.engine.model
@@ -663,7 +664,7 @@ def _silence(interval_silence: float) -> torch.Tensor:
 
 def _aux_paths(folder: Path, aux_paths) -> dict[str, Path] | None:
     """Upstream's `aux_paths` checked: None where they are the folder's own (under `hf_cache/`)."""
-    from koe_indextts.config import AUX_BIGVGAN, AUX_CAMPPLUS, AUX_W2V_BERT, semantic_codec_file
+    from koe_indextts.config import aux_paths as aux_paths_of
 
     if aux_paths is None:
         return None
@@ -682,7 +683,7 @@ def _aux_paths(folder: Path, aux_paths) -> dict[str, Path] | None:
         gone = [str(f) for f in ([path / name for name in inside.get(key, ())] or [path]) if not f.is_file()]
         if gone:
             raise FileNotFoundError(f"aux_paths[{key!r}]: no {', '.join(gone)}")
-    own = {"w2v_bert": folder / AUX_W2V_BERT, "semantic_codec": semantic_codec_file(folder), "campplus": folder / AUX_CAMPPLUS, "bigvgan": folder / AUX_BIGVGAN}
+    own = aux_paths_of(folder)
     if all(own[k].exists() and os.path.samefile(own[k], paths[k]) for k in AUX_KEYS):
         return None
     return paths
@@ -704,55 +705,4 @@ def _engine2(folder: Path, aux: dict[str, Path] | None):
     own = [f for f in description.missing if not f.startswith("hf_cache/")]
     if own:
         raise FileNotFoundError(f"{folder}: missing {', '.join(own)} (a release folder has them: koe models pull {spec.REPO_2})")
-    from koe.engines.spec import SpecError
-
-    try:
-        model = _load_model2(folder, aux)
-    except KeyError as e:
-        raise SpecError(f"{folder / 'config.yaml'}: the setting {e.args[0]!r} is missing: a damaged file; pull the release again") from e
-    from koe_indextts.text import TextNormalizer, read_glossary
-    from koe_indextts.text_tokenizer import TextTokenizer
-
-    text = TextTokenizer(folder / model.release.bpe_model, TextNormalizer(read_glossary(folder / "glossary.yaml")))
-    return IndexTTS2Engine(folder, model, text, torch.device("cpu"))
-
-
-def _load_model2(folder: Path, aux: dict[str, Path]):
-    """`IndexTTS2.load(folder)` with the auxiliary models read from upstream's `aux_paths` (model2's
-    loader reads them from the folder's `hf_cache/` only)."""
-    from koe_indextts import model2 as m
-    from koe_indextts.campplus import load_campplus
-    from koe_indextts.config import Release2
-    from koe_indextts.mel22k import MelConfig
-    from koe_indextts.s2mel import S2MelConfig, load_s2mel
-    from koe_indextts.semantic_codec import SemanticCodecConfig, read_semantic_codec
-    from koe_indextts.voice_lm import EmotionSpeechLM, GPTConfig
-    from koe_indextts.w2vbert import FeatureConfig, W2VBertConfig, load_stats, load_w2vbert
-    from safetensors.torch import load_file
-
-    release = Release2.read(folder)
-    state = torch.load(folder / release.gpt_checkpoint, map_location="cpu", weights_only=True)
-    state = state.get("model", state)
-    cond = m.ConditioningConfig
-    lm = EmotionSpeechLM(GPTConfig.from_dict(release.gpt))
-    skip = (*m.SPEAKER_PREFIXES, *m.EMOTION_PREFIXES, "inference_model.")
-    lm.load_state_dict({k: v for k, v in state.items() if not k.startswith(skip)}, strict=True)
-    emo_matrix = torch.load(folder / release.emo_matrix, map_location="cpu", weights_only=True)
-    spk_matrix = torch.load(folder / release.spk_matrix, map_location="cpu", weights_only=True)
-    w2v = aux["w2v_bert"]
-    parts = {
-        "lm": lm.eval(),
-        "speaker": m.load_conditioning(state, cond.speaker(release.gpt, input_size=1024)),
-        "emotion": m.load_conditioning(state, cond.emotion(release.gpt), encoder="emo_conditioning_encoder", perceiver="emo_perceiver_encoder"),
-        "s2mel": load_s2mel(folder / release.s2mel_checkpoint, S2MelConfig.from_dict(release.s2mel)),
-        "codec": read_semantic_codec(aux["semantic_codec"], SemanticCodecConfig.from_dict(release.semantic_codec)),
-        "w2v": load_w2vbert(load_file(str(w2v / "model.safetensors")), W2VBertConfig.from_json(w2v / "config.json")),
-        "features": FeatureConfig.from_json(w2v / "preprocessor_config.json"),
-        "stats": load_stats(folder / release.w2v_stat),
-        "campplus": load_campplus(aux["campplus"]),
-        "vocoder": m.load_bigvgan2(aux["bigvgan"]),
-        "mel": MelConfig.from_dict(release.s2mel["preprocess_params"]),
-        "emotion_rows": torch.split(emo_matrix, list(release.emo_num)),
-        "speaker_rows": torch.split(spk_matrix, list(release.emo_num)),
-    }
-    return m.IndexTTS2(release, parts)
+    return IndexTTS2Engine.load(folder, torch.device("cpu"), aux)

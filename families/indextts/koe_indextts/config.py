@@ -186,3 +186,14 @@ def semantic_codec_file(folder: str | Path) -> Path:
     folder = Path(folder)
     upstream = folder / AUX_SEMANTIC_CODEC
     return upstream if upstream.is_file() or not (folder / AUX_SEMANTIC_CODEC_PULLED).is_file() else folder / AUX_SEMANTIC_CODEC_PULLED
+
+
+def aux_paths(folder: str | Path) -> dict[str, Path]:
+    """A release 2 folder's own auxiliary models, by upstream's `aux_paths` keys."""
+    folder = Path(folder)
+    return {
+        "w2v_bert": folder / AUX_W2V_BERT,
+        "semantic_codec": semantic_codec_file(folder),
+        "campplus": folder / AUX_CAMPPLUS,
+        "bigvgan": folder / AUX_BIGVGAN,
+    }

@@ -13,7 +13,7 @@ then its silence. Audio is upstream's 16-bit-scale wave divided back by 32767.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -50,10 +50,11 @@ class IndexTTS2Engine(IndexTTSBase):
         self._emotion_cache: tuple[IndexTTS2Voice, torch.Tensor] | None = None
 
     @classmethod
-    def load(cls, folder: Path, device: torch.device) -> IndexTTS2Engine:
-        """A release 2 folder (checked by `IndexTTSEngine.load`), strictly, in float32 on the CPU."""
+    def load(cls, folder: Path, device: torch.device, aux: Mapping[str, Path] | None = None) -> IndexTTS2Engine:
+        """A release 2 folder (checked by `IndexTTSEngine.load`), strictly, in float32 on the CPU; its
+        auxiliary models from `aux` where given (`IndexTTS2.load`)."""
         try:
-            model = IndexTTS2.load(folder)
+            model = IndexTTS2.load(folder, aux)
         except KeyError as e:
             raise SpecError(f"{folder / 'config.yaml'}: the setting {e.args[0]!r} is missing: a damaged file; pull the release again") from e
         try:

@@ -20,6 +20,7 @@ then per segment the search's multinomials and flow matching's start noise.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +32,7 @@ from koe_indextts.bigvgan import to_pcm_scale
 from koe_indextts.bigvgan2 import BigVGAN2, load_bigvgan2
 from koe_indextts.campplus import CAMPPlus, load_campplus, most_similar_cosine
 from koe_indextts.conditioning import ConditioningConfig, SpeechConditioning, load_conditioning
-from koe_indextts.config import AUX_BIGVGAN, AUX_CAMPPLUS, AUX_W2V_BERT, Release2, semantic_codec_file
+from koe_indextts.config import Release2, aux_paths
 from koe_indextts.mel22k import MelConfig, mel22k
 from koe_indextts.s2mel import S2Mel, S2MelConfig, load_s2mel
 from koe_indextts.semantic_codec import SemanticCodec, SemanticCodecConfig, read_semantic_codec
@@ -100,9 +101,13 @@ class IndexTTS2:
         self.speaker_rows: tuple[torch.Tensor, ...] = parts["speaker_rows"]
 
     @classmethod
-    def load(cls, folder: str | Path) -> IndexTTS2:
+    def load(cls, folder: str | Path, aux: Mapping[str, Path] | None = None) -> IndexTTS2:
+        """A release 2 folder; its auxiliary models from the folder's `hf_cache/`, or from `aux`
+        (upstream's `aux_paths`: the w2v_bert folder, the semantic_codec file, the campplus file,
+        the bigvgan folder)."""
         folder = Path(folder)
         release = Release2.read(folder)
+        aux = aux_paths(folder) if aux is None else aux
         state = torch.load(folder / release.gpt_checkpoint, map_location="cpu", weights_only=True, mmap=True)  # the file's pages, no copy
         state = state.get("model", state)
         speaker = load_conditioning(state, ConditioningConfig.speaker(release.gpt, input_size=1024))
@@ -111,7 +116,7 @@ class IndexTTS2:
             lm = EmotionSpeechLM(GPTConfig.from_dict(release.gpt))
         own = {k: v for k, v in state.items() if not k.startswith(SPEAKER_PREFIXES + EMOTION_PREFIXES) and not k.startswith("inference_model.")}
         lm.load_state_dict(own, strict=True, assign=True)
-        w2v_folder = folder / AUX_W2V_BERT
+        w2v_folder = Path(aux["w2v_bert"])
         w2v_config = W2VBertConfig.from_json(w2v_folder / "config.json")
         emo_matrix = torch.load(folder / release.emo_matrix, map_location="cpu", weights_only=True)
         spk_matrix = torch.load(folder / release.spk_matrix, map_location="cpu", weights_only=True)
@@ -120,12 +125,12 @@ class IndexTTS2:
             "speaker": speaker,
             "emotion": emotion,
             "s2mel": load_s2mel(folder / release.s2mel_checkpoint, S2MelConfig.from_dict(release.s2mel)),
-            "codec": read_semantic_codec(semantic_codec_file(folder), SemanticCodecConfig.from_dict(release.semantic_codec)),
+            "codec": read_semantic_codec(aux["semantic_codec"], SemanticCodecConfig.from_dict(release.semantic_codec)),
             "w2v": load_w2vbert(load_file(str(w2v_folder / "model.safetensors")), w2v_config),
             "features": FeatureConfig.from_json(w2v_folder / "preprocessor_config.json"),
             "stats": load_stats(folder / release.w2v_stat),
-            "campplus": load_campplus(folder / AUX_CAMPPLUS),
-            "vocoder": load_bigvgan2(folder / AUX_BIGVGAN),
+            "campplus": load_campplus(aux["campplus"]),
+            "vocoder": load_bigvgan2(aux["bigvgan"]),
             "mel": MelConfig.from_dict(release.s2mel["preprocess_params"]),
             "emotion_rows": torch.split(emo_matrix, list(release.emo_num)),
             "speaker_rows": torch.split(spk_matrix, list(release.emo_num)),
