@@ -8,6 +8,7 @@
   inputs (prompt, style and mu zeroed) run as one batch of 2B and combine as
   `(1 + cfg) v_cond - cfg v_uncond`; `x = x + dt v`, `t = t + dt`, and the prompt's frames of x
   are zeroed again (also after the last step: the output's first `prompt` frames are zeros).
+  Since those frames' velocity is never read, the estimator's head skips them (`from_frame`).
 The same ops on the same shapes as upstream, so CPU float32 gives its bits after the same seed.
 """
 
@@ -76,11 +77,12 @@ class FlowMatching(nn.Module):
                     torch.cat([t.unsqueeze(0), t.unsqueeze(0)], dim=0),
                     torch.cat([style, torch.zeros_like(style)], dim=0),
                     torch.cat([mu, torch.zeros_like(mu)], dim=0),
+                    from_frame=prompt_len,
                 )
                 velocity, unconditioned = stacked.chunk(2, dim=0)
                 velocity = (1.0 + cfg_rate) * velocity - cfg_rate * unconditioned
             else:
-                velocity = estimator(x, prompt_x, x_lens, t.unsqueeze(0), style, mu)
+                velocity = estimator(x, prompt_x, x_lens, t.unsqueeze(0), style, mu, from_frame=prompt_len)
             x = x + dt * velocity
             t = t + dt
             x[:, :, :prompt_len] = 0

@@ -369,6 +369,12 @@ class WaveNet(nn.Module):
         self.res_skip_layers = nn.ModuleList(ReflectConv1d(hidden, 2 * hidden if i < layers - 1 else hidden, 1) for i in range(layers))
         self.cond_layer = ReflectConv1d(hidden, 2 * hidden * layers, 1)
 
+    @property
+    def reach(self) -> int:
+        """How many frames to the left an output frame sees through the layers' convs: frames this
+        far past the left edge of a cut-out input come out as they do in the whole one."""
+        return sum(layer.padding[0] for layer in self.in_layers)
+
     def forward(self, x: torch.Tensor, mask: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
         hidden, last = self.hidden, len(self.in_layers) - 1
         output = torch.zeros_like(x)
@@ -427,8 +433,15 @@ class DiT(nn.Module):
         self.skip_linear = nn.Linear(dim + mels, dim)
         self.cond_x_merge_linear = nn.Linear(dim + 2 * mels + config.style_dim * config.style_condition, dim)
 
-    def forward(self, x: torch.Tensor, prompt_x: torch.Tensor, x_lens: torch.Tensor, t: torch.Tensor, style: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
-        """x, prompt_x (B, mels, T); x_lens (B or 1,) frames; t (B,); style (B, style_dim); cond (B, T, content_dim)."""
+    def forward(
+        self, x: torch.Tensor, prompt_x: torch.Tensor, x_lens: torch.Tensor, t: torch.Tensor, style: torch.Tensor, cond: torch.Tensor, from_frame: int = 0
+    ) -> torch.Tensor:
+        """x, prompt_x (B, mels, T); x_lens (B or 1,) frames; t (B,); style (B, style_dim); cond (B, T, content_dim).
+
+        `from_frame`: the first frame whose velocity the caller reads (the flow zeroes the prompt's
+        frames after every step). The transformer runs over every frame, as its attention must;
+        the head after it (the WaveNet and its per-frame layers) only from `from_frame` less the
+        WaveNet's reach, so the frames returned keep their bits; those before `from_frame` are zeros."""
         length = x.size(2)
         limit = MAX_CAUSAL_POSITIONS if self.config.is_causal else MAX_POSITIONS
         if length > limit:
@@ -447,11 +460,22 @@ class DiT(nn.Module):
         else:
             attn_mask = x_mask[:, None, :].repeat(1, 1, length, 1)  # (b, 1, T, T)
         h = self.transformer(x_in, t1.unsqueeze(1), self.input_pos[:length], attn_mask)
+        start = 0
+        if from_frame > 0:
+            reach = self.wavenet.reach if self.config.final_layer_type == "wavenet" else 0
+            start = max(min(from_frame, length) - reach, 0)
+            h, x, x_mask = h[:, start:], x[:, start:], x_mask[..., start:]
         if self.config.long_skip_connection:
             h = self.skip_linear(torch.cat([h, x], dim=-1))
         if self.config.final_layer_type == "wavenet":
             y = self.conv1(h).transpose(1, 2)  # (B, H, T)
             t2 = self.t_embedder2(t)
             y = self.wavenet(y, x_mask, t2.unsqueeze(2)).transpose(1, 2) + self.res_projection(h)
-            return self.conv2(self.final_layer(y, t1).transpose(1, 2))
-        return self.final_mlp(h).transpose(1, 2)
+            velocity = self.conv2(self.final_layer(y, t1).transpose(1, 2))
+        else:
+            velocity = self.final_mlp(h).transpose(1, 2)
+        if start == 0 and from_frame <= 0:
+            return velocity
+        out = velocity.new_zeros(velocity.size(0), velocity.size(1), length)
+        out[..., from_frame:] = velocity[..., from_frame - start :]
+        return out

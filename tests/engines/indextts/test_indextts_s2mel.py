@@ -77,6 +77,33 @@ def test_flow_matching_equals_upstream(golden, folder, models, case):
     assert not mel[..., : x["ref_mel"].shape[-1]].any() and 0.05 < float(mel.std()) < 100
 
 
+def test_head_skips_the_prompt_frames_bit_for_bit(models):
+    """The flow reads no prompt frame's velocity, so the estimator's head starts at the prompt's end
+    less the WaveNet's reach: the frames after the prompt keep the whole pass's bits (the golden
+    cases above check the flow with the cut; here the cut's own edge, frame by frame)."""
+    dit = models["release"].cfm.estimator
+    reach = dit.wavenet.reach
+    assert reach == sum((dit.config.wavenet_kernel_size - 1) * dit.config.wavenet_dilation_rate**i // 2 for i in range(dit.config.wavenet_layers))
+    assert G.CFM["long_25_cfg"][2] > reach, "a golden case whose prompt is longer than the reach, so the cut is taken"
+    g = torch.Generator().manual_seed(5)
+    frames, prompt = 40, reach + 7
+    c = dit.config
+    args = (
+        torch.randn(2, c.in_channels, frames, generator=g),
+        torch.randn(2, c.in_channels, frames, generator=g),
+        torch.tensor([frames]),
+        torch.rand(2, generator=g),
+        torch.randn(2, c.style_dim, generator=g),
+        torch.randn(2, frames, c.content_dim, generator=g),
+    )
+    with torch.inference_mode():
+        whole = dit(*args)
+        for first in (prompt, 1, frames - 1):
+            cut = dit(*args, from_frame=first)
+            assert torch.equal(cut[..., first:], whole[..., first:]), first
+            assert not cut[..., :first].any()
+
+
 def test_chain_equals_upstream(golden, folder, models):
     chain = G.CHAIN
     model = models[chain["config"]]
