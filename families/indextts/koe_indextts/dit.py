@@ -267,17 +267,18 @@ class Attention(nn.Module):
         self.wo = nn.Linear(dim, dim, bias=False)
         self.heads, self.head_dim = heads, dim // heads
 
-    def forward(self, x: torch.Tensor, table: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, table: torch.Tensor, mask: torch.Tensor, first: int = 0) -> torch.Tensor:
+        """Every frame attends; only frames from `first` on are returned (their queries alone are made)."""
         batch, length, dim = x.shape
         q, k, v = self.wqkv(x).split([dim, dim, dim], dim=-1)
-        q = apply_rotary(q.view(batch, length, self.heads, self.head_dim), table)
+        q = apply_rotary(q[:, first:].view(batch, length - first, self.heads, self.head_dim), table[first:])
         k = apply_rotary(k.view(batch, length, self.heads, self.head_dim), table)
         v = v.view(batch, length, self.heads, self.head_dim)
         q, k, v = (y.transpose(1, 2) for y in (q, k, v))  # (B, H, T, hd)
         # upstream repeats k and v for grouped heads (here once each): the same copies, the same kernel
         k, v = k.repeat_interleave(1, dim=1), v.repeat_interleave(1, dim=1)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=0.0)
-        return self.wo(y.transpose(1, 2).contiguous().view(batch, length, dim))
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[..., first:, :], dropout_p=0.0)
+        return self.wo(y.transpose(1, 2).contiguous().view(batch, length - first, dim))
 
 
 class FeedForward(nn.Module):
@@ -304,10 +305,11 @@ class TransformerBlock(nn.Module):
         if config.uvit_skip_connection:
             self.skip_in_linear = nn.Linear(2 * dim, dim)
 
-    def forward(self, x: torch.Tensor, c: torch.Tensor, table: torch.Tensor, mask: torch.Tensor, skip: torch.Tensor | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, c: torch.Tensor, table: torch.Tensor, mask: torch.Tensor, skip: torch.Tensor | None, first: int = 0) -> torch.Tensor:
+        """The block's output for the frames from `first` on (all frames feed its attention)."""
         if skip is not None:
             x = self.skip_in_linear(torch.cat([x, skip], dim=-1))
-        h = x + self.attention(self.attention_norm(x, c), table, mask)
+        h = x[:, first:] + self.attention(self.attention_norm(x, c), table, mask, first)
         return h + self.feed_forward(self.ffn_norm(h, c))
 
 
@@ -330,11 +332,13 @@ class Transformer(nn.Module):
             self._table = rope_table(self.head_dim).to(device)
         return self._table
 
-    def forward(self, x: torch.Tensor, c: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, c: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, first: int = 0) -> torch.Tensor:
+        """(B, T, D) -> the frames from `first` on, (B, T - first, D): the last block makes only those."""
         table = self.rope(x.device)[positions]
         skips: list[torch.Tensor] = []
+        last = len(self.layers) - 1
         for i, layer in enumerate(self.layers):
-            x = layer(x, c, table, mask, skips.pop(-1) if i in self.receive else None)
+            x = layer(x, c, table, mask, skips.pop(-1) if i in self.receive else None, first if i == last else 0)
             if i in self.emit:
                 skips.append(x)
         return self.norm(x, c)
@@ -440,8 +444,9 @@ class DiT(nn.Module):
 
         `from_frame`: the first frame whose velocity the caller reads (the flow zeroes the prompt's
         frames after every step). The transformer runs over every frame, as its attention must;
-        the head after it (the WaveNet and its per-frame layers) only from `from_frame` less the
-        WaveNet's reach, so the frames returned keep their bits; those before `from_frame` are zeros."""
+        its last block and the head after it (the WaveNet and its per-frame layers) only from
+        `from_frame` less the WaveNet's reach, so the frames returned keep their bits; those before
+        `from_frame` are zeros."""
         length = x.size(2)
         limit = MAX_CAUSAL_POSITIONS if self.config.is_causal else MAX_POSITIONS
         if length > limit:
@@ -459,12 +464,12 @@ class DiT(nn.Module):
             attn_mask = torch.tril(torch.ones(length, length, dtype=torch.bool, device=x.device))[None, None]
         else:
             attn_mask = x_mask[:, None, :].repeat(1, 1, length, 1)  # (b, 1, T, T)
-        h = self.transformer(x_in, t1.unsqueeze(1), self.input_pos[:length], attn_mask)
         start = 0
         if from_frame > 0:
             reach = self.wavenet.reach if self.config.final_layer_type == "wavenet" else 0
             start = max(min(from_frame, length) - reach, 0)
-            h, x, x_mask = h[:, start:], x[:, start:], x_mask[..., start:]
+        h = self.transformer(x_in, t1.unsqueeze(1), self.input_pos[:length], attn_mask, start)
+        x, x_mask = x[:, start:], x_mask[..., start:]
         if self.config.long_skip_connection:
             h = self.skip_linear(torch.cat([h, x], dim=-1))
         if self.config.final_layer_type == "wavenet":

@@ -78,9 +78,10 @@ def test_flow_matching_equals_upstream(golden, folder, models, case):
 
 
 def test_head_skips_the_prompt_frames_bit_for_bit(models):
-    """The flow reads no prompt frame's velocity, so the estimator's head starts at the prompt's end
-    less the WaveNet's reach: the frames after the prompt keep the whole pass's bits (the golden
-    cases above check the flow with the cut; here the cut's own edge, frame by frame)."""
+    """The flow reads no prompt frame's velocity, so the estimator's last block and its head start at
+    the prompt's end less the WaveNet's reach: the frames after the prompt keep the whole pass's
+    bits (the golden cases above check the flow with the cut; here the cut's own edge, frame by
+    frame, with and without padding frames)."""
     dit = models["release"].cfm.estimator
     reach = dit.wavenet.reach
     assert reach == sum((dit.config.wavenet_kernel_size - 1) * dit.config.wavenet_dilation_rate**i // 2 for i in range(dit.config.wavenet_layers))
@@ -96,12 +97,14 @@ def test_head_skips_the_prompt_frames_bit_for_bit(models):
         torch.randn(2, c.style_dim, generator=g),
         torch.randn(2, frames, c.content_dim, generator=g),
     )
-    with torch.inference_mode():
-        whole = dit(*args)
-        for first in (prompt, 1, frames - 1):
-            cut = dit(*args, from_frame=first)
-            assert torch.equal(cut[..., first:], whole[..., first:]), first
-            assert not cut[..., :first].any()
+    for valid in (frames, frames - 5):
+        args = (*args[:2], torch.tensor([valid]), *args[3:])
+        with torch.inference_mode():
+            whole = dit(*args)
+            for first in (prompt, 1, frames - 1):
+                cut = dit(*args, from_frame=first)
+                assert torch.equal(cut[..., first:], whole[..., first:]), (valid, first)
+                assert not cut[..., :first].any()
 
 
 def test_chain_equals_upstream(golden, folder, models):
