@@ -99,20 +99,24 @@ def _warp(scores: torch.Tensor, history: torch.Tensor, s: Sampling, keep: int) -
 
 
 @torch.inference_mode()
-def search(lm: SpeechLM, conds: torch.Tensor, text: torch.Tensor, s: Sampling, cancel=None, *, cached_positions: bool = False) -> torch.Tensor:
+def search(
+    lm: SpeechLM, conds: torch.Tensor, text: torch.Tensor, s: Sampling, cancel=None, *, cached_positions: bool = False, language: int | None = None
+) -> torch.Tensor:
     """Mel codes for `text` in the voice `conds` (1, c, d): (n,) long, ending with the stop code
     when the search closed a hypothesis before `max_mel_tokens` (as upstream returns them).
     `cancel`: a token whose `raise_if_cancelled` is called before every step. `cached_positions`:
     number the codes as upstream's KV-cached generation does (release 2 runs it on every device): it
     takes a new code's mel position from the attention mask's length, one past the uncached count,
-    so the n-th code sits at position n + 1 (the latent pass still counts from start_mel's 0)."""
+    so the n-th code sits at position n + 1 (the latent pass still counts from start_mel's 0).
+    `language`: release 2.5's language id, added to the text rows. Start/stop text ids in `text` are
+    dropped and the prompt padded on the left, masked out, as upstream's generation does."""
     s.check()
     cfg = lm.cfg
     stop, beams = cfg.stop_mel_token, s.num_beams
-    prompt = lm.prompt(conds, text)
+    prompt = lm.prompt(conds, text, language)
     prompt_len = prompt.shape[1]  # upstream's prompt ids: placeholders, then start_mel
     max_len = prompt_len + s.max_mel_tokens
-    cache = lm.gpt.new_cache(beams, max_len)
+    cache = lm.gpt.new_cache(beams, max_len, lm.prompt_padding(text))
     hidden = lm.gpt(prompt, cache)  # one row: every beam's prompt is the same
     logits = lm.logits(hidden[:, -1]).expand(beams, -1)
     if beams == 1:

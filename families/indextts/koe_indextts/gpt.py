@@ -36,13 +36,31 @@ def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
 
 
 class KVCache:
-    """Keys and values of every layer for `rows` sequences, grown in place up to `capacity` positions."""
+    """Keys and values of every layer for `rows` sequences, grown in place up to `capacity` positions.
 
-    def __init__(self, layers: int, rows: int, heads: int, head_dim: int, capacity: int, dtype: torch.dtype, device=None):
+    `padding`: the prompt's first positions are padding that no query attends to (upstream pads a
+    prompt on the left where it dropped start/stop text ids, and masks those positions out)."""
+
+    def __init__(self, layers: int, rows: int, heads: int, head_dim: int, capacity: int, dtype: torch.dtype, device=None, padding: int = 0):
         shape = (layers, rows, heads, capacity, head_dim)
         self.keys = torch.empty(shape, dtype=dtype, device=device)
         self.values = torch.empty(shape, dtype=dtype, device=device)
         self.length = 0
+        self.padding = padding
+
+    def mask(self, count: int) -> torch.Tensor | None:
+        """The additive attention mask of `count` new positions, (1, 1, count, length + count), as
+        upstream's HF GPT-2 builds it from its attention mask when one holds a zero (0 where a query
+        may look, the dtype's lowest value where it may not: later positions and the padding);
+        None without padding (then attention is plainly causal)."""
+        if not self.padding:
+            return None
+        total = self.length + count
+        low = torch.finfo(self.keys.dtype).min
+        mask = torch.full((count, total), low, dtype=self.keys.dtype, device=self.keys.device)
+        mask = torch.triu(mask, diagonal=self.length + 1)
+        mask[:, : self.padding] = low
+        return mask[None, None]
 
     @property
     def capacity(self) -> int:
@@ -79,7 +97,8 @@ class Attention(nn.Module):
         self.c_attn = Conv1D(dim, 3 * dim)
         self.c_proj = Conv1D(dim, dim)
 
-    def forward(self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """`mask`: an additive mask over the cached and new positions (then it, not causality, decides)."""
         b, n, dim = x.shape
         q, k, v = self.c_attn(x).split(dim, dim=2)
         q, k, v = (t.view(b, n, self.heads, -1).transpose(1, 2) for t in (q, k, v))
@@ -96,7 +115,10 @@ class Attention(nn.Module):
                 k, v = k.contiguous(), v.contiguous()
         else:
             k, v = k.contiguous(), v.contiguous()
-        out = F.scaled_dot_product_attention(q.contiguous(), k, v, is_causal=n > 1)
+        if mask is None:
+            out = F.scaled_dot_product_attention(q.contiguous(), k, v, is_causal=n > 1)
+        else:
+            out = F.scaled_dot_product_attention(q.contiguous(), k, v, attn_mask=mask)
         out = out.transpose(1, 2).contiguous()
         return self.c_proj(out.reshape(b, n, dim).contiguous())
 
@@ -119,8 +141,8 @@ class Block(nn.Module):
         self.ln_2 = nn.LayerNorm(dim, eps=1e-5)
         self.mlp = MLP(dim)
 
-    def forward(self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0) -> torch.Tensor:
-        x = self.attn(self.ln_1(x), cache, layer) + x
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0, mask: torch.Tensor | None = None) -> torch.Tensor:
+        x = self.attn(self.ln_1(x), cache, layer, mask) + x
         return x + self.mlp(self.ln_2(x))
 
 
@@ -133,16 +155,17 @@ class GPT2(nn.Module):
         self.h = nn.ModuleList(Block(dim, heads) for _ in range(layers))
         self.ln_f = nn.LayerNorm(dim, eps=1e-5)
 
-    def new_cache(self, rows: int, capacity: int) -> KVCache:
+    def new_cache(self, rows: int, capacity: int, padding: int = 0) -> KVCache:
         w = self.ln_f.weight
         dim = w.shape[0]
-        return KVCache(len(self.h), rows, self.heads, dim // self.heads, capacity, w.dtype, w.device)
+        return KVCache(len(self.h), rows, self.heads, dim // self.heads, capacity, w.dtype, w.device, padding)
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         if cache is not None and cache.length + x.shape[1] > cache.capacity:
             raise ValueError(f"the KV cache holds {cache.capacity} positions")
+        mask = None if cache is None else cache.mask(x.shape[1])
         for i, block in enumerate(self.h):
-            x = block(x, cache, i)
+            x = block(x, cache, i, mask)
         if cache is not None:
             cache.length += x.shape[1]
         return self.ln_f(x)

@@ -4,10 +4,15 @@ The sequence is `[32 conditioning latents | start_text, text…, stop_text | sta
 text and mel tokens each get learned positions counted from 0. `gpt.pth`'s names: `text_embedding`,
 `mel_embedding`, `text_pos_embedding.emb`, `mel_pos_embedding.emb`, `gpt.h.*`, `gpt.ln_f`,
 `final_norm`, `text_head`, `mel_head`, and the conditioning encoders'.
+
+Release 2.5 (`CampPlusSpeechLM`, upstream's `UnifiedVoice(..., spk_cond_mode="campplus")`) conditions
+on one row projected from the clip's CAM++ embedding instead of 32 perceiver latents, and adds a
+language embedding to the text's.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -75,8 +80,11 @@ class SpeechLM(nn.Module):
         self.text_head = nn.Linear(d, cfg.number_text_tokens * cfg.types + 1)
         self.mel_head = nn.Linear(d, cfg.number_mel_codes)
 
-    def text_embeddings(self, text: torch.Tensor) -> torch.Tensor:
-        """(n,) text ids without start/stop → (n + 2, d): start, text, stop, each with its position."""
+    def text_embeddings(self, text: torch.Tensor, language: int | None = None) -> torch.Tensor:
+        """(n,) text ids without start/stop → (n + 2, d): start, text, stop, each with its position.
+        `language`: a language id, for a release with a language embedding (2.5)."""
+        if language is not None:
+            raise ValueError("this release's GPT has no language embedding")
         cfg = self.cfg
         ids = torch.cat([text.new_tensor([cfg.start_text_token]), text.long(), text.new_tensor([cfg.stop_text_token])])
         return self.text_embedding(ids) + self.text_pos_embedding(0, ids.numel())
@@ -85,15 +93,24 @@ class SpeechLM(nn.Module):
         """(rows, n) mel codes at mel positions start… → (rows, n, d)."""
         return self.mel_embedding(codes) + self.mel_pos_embedding(start, codes.shape[-1])
 
-    def prompt(self, conds: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
-        """(1, c, d) conditioning latents and (n,) text ids → (1, c + n' + 3, d): the prompt up to start_mel.
-
-        As upstream's generation does, start/stop text ids inside `text` are dropped first (its
-        latent pass keeps them)."""
+    def prompt_padding(self, text: torch.Tensor) -> int:
+        """How many start/stop text ids `text` holds: upstream's generation drops them and pads its
+        prompt on the left by as many zero rows, which attention masks out."""
         cfg = self.cfg
-        text = text[(text != cfg.start_text_token) & (text != cfg.stop_text_token)]
+        return int(((text == cfg.start_text_token) | (text == cfg.stop_text_token)).sum())
+
+    def prompt(self, conds: torch.Tensor, text: torch.Tensor, language: int | None = None) -> torch.Tensor:
+        """(1, c, d) conditioning latents and (n,) text ids → (1, n + c + 3, d): the prompt up to start_mel.
+
+        As upstream's generation does, start/stop text ids inside `text` are dropped (its latent pass
+        keeps them) and as many zero rows go first (`prompt_padding`: the search masks them out)."""
+        cfg = self.cfg
+        kept = text[(text != cfg.start_text_token) & (text != cfg.stop_text_token)]
         start = self.mel_embeddings(text.new_tensor([[self.cfg.start_mel_token]]).long(), 0)
-        return torch.cat([conds, self.text_embeddings(text).unsqueeze(0), start], dim=1)
+        rows = [conds, self.text_embeddings(kept, language).unsqueeze(0), start]
+        if kept.numel() < text.numel():
+            rows.insert(0, conds.new_zeros(1, text.numel() - kept.numel(), conds.shape[-1]))
+        return torch.cat(rows, dim=1)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.mel_head(self.final_norm(hidden))
@@ -139,3 +156,70 @@ class EmotionSpeechLM(SpeechLM):
         speed = self.speed_emb(torch.ones(rows, dtype=torch.long, device=latents.device))
         plain = self.speed_emb(torch.zeros(rows, dtype=torch.long, device=latents.device))
         return torch.cat([latents + emotion.unsqueeze(1), speed.unsqueeze(1), plain.unsqueeze(1)], dim=1)
+
+
+# Release 2.5's language ids (upstream's `LANGUAGE_DICT`: its tokenizer's language table, in order);
+# `lang_embedding` has one row more than the table.
+LANGUAGES = (
+    "en zh de es ru ko fr ja pt tr pl ca nl ar sv it id hi fi vi he uk el ms cs ro da hu ta no th ur hr bg lt la mi ml cy sk "
+    "te fa lv bn sr az sl kn et mk br eu is hy ne mn bs kk sq sw gl mr pa si km sn yo so af oc ka be tg sd gu am yi lo uz "
+    "fo ht ps tk nn mt sa lb my bo tl mg as tt haw ln ha ba jw su yue minnan wuyu dialect zh/en en/zh common"
+).split()
+
+
+def language_id(language: str) -> int:
+    """The language embedding's row for a language code (any case); an unknown code, "zhen"
+    included, is "common"'s row, as upstream's `lang_to_token` maps it."""
+    code = language.lower()
+    return LANGUAGES.index(code if code in LANGUAGES else "common")
+
+
+class CampPlusSpeechLM(SpeechLM):
+    """Release 2.5's speech LM: one conditioning row from the speaker's CAM++ embedding (192 wide,
+    through `spk_emb_proj`) shifted by the emotion vector and followed by two zero rows, and a
+    language embedding (`lang_embedding`) added to every text row of the prompt. The emotion vector
+    is release 2's (`emovec_layer`, `emo_layer` over the emotion perceiver's latent)."""
+
+    SPEAKER_WIDTH = 192  # CAM++'s embedding width (upstream's fixed size)
+    EMOTION_WIDTH = EmotionSpeechLM.EMOTION_WIDTH
+
+    def __init__(self, cfg: GPTConfig):
+        super().__init__(cfg)
+        d = cfg.model_dim
+        self.spk_emb_proj = nn.Linear(self.SPEAKER_WIDTH, d)
+        self.lang_embedding = nn.Embedding(len(LANGUAGES) + 1, d)
+        self.emovec_layer = nn.Linear(self.EMOTION_WIDTH, d)
+        self.emo_layer = nn.Linear(d, d)
+
+    def text_embeddings(self, text: torch.Tensor, language: int | None = None) -> torch.Tensor:
+        """Release 2's text rows, plus the language's row on each when `language` is given (upstream's
+        generation adds it; its latent pass does not)."""
+        rows = super().text_embeddings(text)
+        return rows if language is None else rows + self.lang_embedding.weight[language]
+
+    def emotion_vector(self, emotion_latent: torch.Tensor) -> torch.Tensor:
+        """(b, 1024) emotion perceiver output → (b, d)."""
+        return self.emo_layer(self.emovec_layer(emotion_latent))
+
+    def speaker_latent(self, style: torch.Tensor) -> torch.Tensor:
+        """(b, 192) CAM++ embeddings → (b, 1, d): what upstream returns as its conditioning latent."""
+        return self.spk_emb_proj(style).unsqueeze(1)
+
+    def conditioning(self, latent: torch.Tensor, emotion: torch.Tensor) -> torch.Tensor:
+        """(b, 1, d) speaker latent and (b, d) emotion → (b, 3, d): the GPT's conditioning rows."""
+        zeros = latent.new_zeros(latent.shape[0], 2, latent.shape[2])
+        return torch.cat([latent + emotion.unsqueeze(1), zeros], dim=1)
+
+
+EMOTION_PREFIXES = ("emo_conditioning_encoder.", "emo_perceiver_encoder.")
+
+
+def load_campplus_lm(state: Mapping[str, torch.Tensor], cfg: GPTConfig) -> CampPlusSpeechLM:
+    """Release 2.5's LM from its whole `gpt.pth` state, strictly, in eval mode, its tensors the
+    state's own (built on the meta device): every key but the emotion encoder pair's
+    (`conditioning.load_conditioning` reads those) and `inference_model.`'s."""
+    with torch.device("meta"):
+        lm = CampPlusSpeechLM(cfg)
+    own = {k: v for k, v in state.items() if not k.startswith(EMOTION_PREFIXES) and not k.startswith("inference_model.")}
+    lm.load_state_dict(own, strict=True, assign=True)
+    return lm.eval()
