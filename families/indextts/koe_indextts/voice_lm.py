@@ -20,6 +20,9 @@ import torch
 from torch import nn
 
 from koe_indextts.gpt import GPT2, KVCache, PositionEmbedding
+from koe_indextts.text25 import LANGUAGES, language_id  # 2.5's language table: `lang_embedding` has one row more
+
+__all__ = ["LANGUAGES", "CampPlusSpeechLM", "EmotionSpeechLM", "GPTConfig", "SpeechLM", "language_id", "load_campplus_lm"]
 
 
 @dataclass(frozen=True)
@@ -156,22 +159,6 @@ class EmotionSpeechLM(SpeechLM):
         speed = self.speed_emb(torch.ones(rows, dtype=torch.long, device=latents.device))
         plain = self.speed_emb(torch.zeros(rows, dtype=torch.long, device=latents.device))
         return torch.cat([latents + emotion.unsqueeze(1), speed.unsqueeze(1), plain.unsqueeze(1)], dim=1)
-
-
-# Release 2.5's language ids (upstream's `LANGUAGE_DICT`: its tokenizer's language table, in order);
-# `lang_embedding` has one row more than the table.
-LANGUAGES = (
-    "en zh de es ru ko fr ja pt tr pl ca nl ar sv it id hi fi vi he uk el ms cs ro da hu ta no th ur hr bg lt la mi ml cy sk "
-    "te fa lv bn sr az sl kn et mk br eu is hy ne mn bs kk sq sw gl mr pa si km sn yo so af oc ka be tg sd gu am yi lo uz "
-    "fo ht ps tk nn mt sa lb my bo tl mg as tt haw ln ha ba jw su yue minnan wuyu dialect zh/en en/zh common"
-).split()
-
-
-def language_id(language: str) -> int:
-    """The language embedding's row for a language code (any case); an unknown code, "zhen"
-    included, is "common"'s row, as upstream's `lang_to_token` maps it."""
-    code = language.lower()
-    return LANGUAGES.index(code if code in LANGUAGES else "common")
 
 
 class CampPlusSpeechLM(SpeechLM):
