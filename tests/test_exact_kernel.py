@@ -195,6 +195,35 @@ def test_layers_that_read_one_input_become_one_product_with_the_same_bits() -> N
     assert all(torch.equal(a, b) for a, b in zip(got, want))
 
 
+class _StoredTransposed(torch.nn.Module):
+    """A GPT-2 `Conv1D`: weight (in, out), `addmm(bias, x, weight)`."""
+
+    def __init__(self, n_in: int, n_out: int, g: torch.Generator) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(n_in, n_out, generator=g) * 0.05)
+        self.bias = torch.nn.Parameter(torch.randn(n_out, generator=g))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.addmm(self.bias, x.reshape(-1, x.size(-1)), self.weight).view(*x.shape[:-1], -1)
+
+
+def test_layers_stored_transposed_are_replaced_with_their_own_products_bits() -> None:
+    """A layer type named in `transposed` (weight (in, out), `addmm(bias, x, weight)`, as GPT-2's
+    Conv1D) becomes an ExactLinear with that product's bits, for decode and prefill rows; a plain
+    linear of the same shape beside it is checked on its own; types not named stay."""
+    if exact.summation_orders() is None:
+        pytest.skip(f"the exact kernel does not apply here: {exact.unused_reason()}")
+    g = torch.Generator().manual_seed(4)
+    net = torch.nn.Sequential(_StoredTransposed(640, 1920, g), _StoredTransposed(1920, 640, g), torch.nn.Linear(640, 1920))
+    x = torch.randn(40, 640, generator=g)
+    want = [(net[1](net[0](x[:m])), net[2](x[:m])) for m in (1, 2, 3, 40)]
+    assert exact.exact_linears(net) == 1 and isinstance(net[0], _StoredTransposed)
+    assert exact.exact_linears(net, transposed=(_StoredTransposed,)) == 2
+    assert all(isinstance(layer, exact.ExactLinear) for layer in net)
+    assert (net[0].in_features, net[0].out_features) == (640, 1920) and not net[0].bf16
+    assert all(torch.equal(net[1](net[0](x[:m])), a) and torch.equal(net[2](x[:m]), b) for m, (a, b) in zip((1, 2, 3, 40), want))
+
+
 @pytest.mark.parametrize("size", [32, 128, 100, 1024, 2048, 3000])
 def test_the_norm_gives_torch_rmsnorm_bits_for_rows_of_any_width_and_layout(size) -> None:
     """koe_exact_rmsnorm sums the squares in torch's cascade order (`norm_lanes()` wide vectors): the

@@ -276,11 +276,22 @@ def _agrees_with(layer: ExactLinear, linear: nn.Linear) -> bool:
     return all(torch.equal(layer(x[:m]), F.linear(x[:m], weight, bias)) for rows in ROW_CLASSES for m in rows)
 
 
-def exact_linears(module: nn.Module, skip: tuple[str, ...] = ()) -> int:
+class _Transposed:
+    """A layer that stores its weight (in, out) and computes `addmm(bias, x, weight)` (GPT-2's
+    `Conv1D`), seen as the `nn.Linear` it equals: `F.linear(x, weight.T, bias)` is that same call."""
+
+    def __init__(self, layer: nn.Module) -> None:
+        self.weight, self.bias = layer.weight.t(), layer.bias
+        self.in_features, self.out_features = self.weight.shape[1], self.weight.shape[0]
+
+
+def exact_linears(module: nn.Module, skip: tuple[str, ...] = (), transposed: tuple[type[nn.Module], ...] = ()) -> int:
     """Replace every `nn.Linear` under `module` (names not starting with a `skip` prefix) by
     `ExactLinear`, in place, where the kernel gives torch's bits (checked on the first layer of each
     shape, with its own weights); returns how many. 0 where the kernel does not apply here
-    (`summation_orders()` is None). Where a module offers the slot (`qkv_proj = None` beside
+    (`summation_orders()` is None). `transposed`: layer types that hold their weight (in, out), with
+    a bias, and compute `torch.addmm(bias, x, weight)` (GPT-2's `Conv1D`): replaced the same way,
+    checked against that product. Where a module offers the slot (`qkv_proj = None` beside
     `q_proj`, `k_proj`, `v_proj`; `gate_up_proj = None` beside `gate_proj`, `up_proj`, as `koe.nn`'s
     attention and gated MLP do), the layers that read the same input become one (`_Joined`): one
     call instead of three or two, the same bits. Stored weights that view a mapped file are
@@ -301,13 +312,17 @@ def exact_linears(module: nn.Module, skip: tuple[str, ...] = ()) -> int:
                 plan.append((owner, slot, parts, linears))
                 taken.update(parts)
         for leaf, child in owner.named_children():
-            if type(child) is nn.Linear and leaf not in taken and not (skip and f"{name}.{leaf}".lstrip(".").startswith(skip)):
+            if leaf in taken or (skip and f"{name}.{leaf}".lstrip(".").startswith(skip)):
+                continue
+            if type(child) is nn.Linear:
                 plan.append((owner, leaf, (leaf,), [child]))
+            elif transposed and type(child) in transposed:
+                plan.append((owner, leaf, (leaf,), [_Transposed(child)]))
     mapped, verdicts, replaced = _file_backed(), {}, 0
     for owner, slot, parts, linears in plan:
         linear = linears[0] if len(linears) == 1 else _Joined(linears)
         layer = ExactLinear(linear, lib, orders)
-        key = (tuple((x.out_features, x.bias is not None) for x in linears), linear.in_features, layer.bf16)
+        key = (tuple((x.out_features, x.bias is not None, type(x)) for x in linears), linear.in_features, layer.bf16)
         if key not in verdicts:
             verdicts[key] = _agrees_with(layer, linear)
         if verdicts[key]:
