@@ -14,11 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from torch import nn
 
+from koe.runtime import exact
 from koe_indextts.beam import Sampling, search
 from koe_indextts.bigvgan import BigVGAN, BigVGANConfig, load_bigvgan, to_pcm_scale
 from koe_indextts.conditioning import ConditioningConfig, SpeechConditioning, load_conditioning
 from koe_indextts.config import Release15
+from koe_indextts.gpt import Conv1D
 from koe_indextts.voice_lm import GPTConfig, SpeechLM
 
 SILENT_CODE = 52  # the mel code of silence in the released 1.5 vocabulary (upstream hard-codes it)
@@ -42,6 +45,14 @@ def shrink_silence(codes: torch.Tensor, stop: int) -> torch.Tensor:
             keep.append(k)
             run += 1
     return codes[keep]
+
+
+def exact_products(lm: nn.Module) -> nn.Module:
+    """The LM's linear layers (GPT-2's `Conv1D`s and the heads) on koe's exact CPU kernel where it
+    gives torch's bits here (`koe.runtime.exact`, checked per shape): a search step reads the whole
+    GPT for a few rows, which the kernel does in about half MKL's time; elsewhere they stay."""
+    exact.exact_linears(lm, transposed=(Conv1D,))
+    return lm
 
 
 @dataclass(frozen=True)
@@ -76,7 +87,7 @@ class IndexTTS15:
         ours = {k: v for k, v in ours.items() if not k.startswith("inference_model.") and not k.endswith((".attn.bias", ".attn.masked_bias"))}
         lm.load_state_dict(ours, strict=True, assign=True)
         vocoder = load_bigvgan(folder / release.bigvgan_checkpoint, BigVGANConfig.from_dict(release.bigvgan))
-        return cls(release, lm.eval(), conditioning, vocoder)
+        return cls(release, exact_products(lm.eval()), conditioning, vocoder)
 
     @torch.inference_mode()
     def voice(self, mel: torch.Tensor) -> Voice:

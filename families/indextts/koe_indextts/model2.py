@@ -34,6 +34,7 @@ from koe_indextts.campplus import CAMPPlus, load_campplus, most_similar_cosine
 from koe_indextts.conditioning import ConditioningConfig, SpeechConditioning, load_conditioning
 from koe_indextts.config import Release2, aux_paths
 from koe_indextts.mel22k import MelConfig, mel22k
+from koe_indextts.model import exact_products
 from koe_indextts.s2mel import S2Mel, S2MelConfig, load_s2mel
 from koe_indextts.semantic_codec import SemanticCodec, SemanticCodecConfig, read_semantic_codec
 from koe_indextts.voice_lm import EmotionSpeechLM, GPTConfig
@@ -121,7 +122,7 @@ class IndexTTS2:
         emo_matrix = torch.load(folder / release.emo_matrix, map_location="cpu", weights_only=True)
         spk_matrix = torch.load(folder / release.spk_matrix, map_location="cpu", weights_only=True)
         parts = {
-            "lm": lm.eval(),
+            "lm": exact_products(lm.eval()),
             "speaker": speaker,
             "emotion": emotion,
             "s2mel": load_s2mel(folder / release.s2mel_checkpoint, S2MelConfig.from_dict(release.s2mel)),

@@ -104,6 +104,19 @@ def test_every_stage_matches_upstream(model, tokenizer, folder, golden, i):
     assert hashlib.sha256(int16.tobytes()).hexdigest() == str(golden[key + "wav_sha256"])
 
 
+def test_the_lm_runs_on_the_exact_kernel_where_it_applies(model):
+    """The goldens above ran the LM's products on koe's exact CPU kernel where it gives torch's bits
+    here (koe.runtime.exact), else on torch's: each GPT layer and the heads, one or the other whole."""
+    from koe_indextts.gpt import Conv1D
+
+    from koe.runtime import exact
+
+    layers = [m for m in model.lm.modules() if isinstance(m, (exact.ExactLinear, Conv1D, torch.nn.Linear))]
+    kernel = [m for m in layers if isinstance(m, exact.ExactLinear)]
+    assert len(layers) >= 4 * len(model.lm.gpt.h) + 2  # each block's four, the two heads, the emotion layers
+    assert len(kernel) == (len(layers) if exact.summation_orders() is not None else 0)
+
+
 def test_upstreams_draws_are_koes(golden, model):
     """w2v-BERT's LayerDrop draws (two clips × its layers), then only the searches' and flow matching's."""
     for i in range(len(G.JOBS)):
