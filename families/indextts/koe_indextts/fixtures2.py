@@ -324,3 +324,148 @@ def write_random_model2(folder: str | Path, seed: int = 0, size: str = "tiny") -
     write_bpe_model(folder / "bpe.model")
     mark_random_weights(folder, "koe_indextts.fixtures2:write_random_model2")
     return folder
+
+
+# -- the emotion LM (upstream's QwenEmotion folder, `qwen0.6bemo4-merge/`) ---------------------------
+EMOTION_LM_FOLDER = "qwen0.6bemo4-merge"
+EMOTION_LM_CONFIG = {  # Qwen3-0.6B's config.json, shrunk to 2 layers of width 16 (its vocabulary kept: the ids are Qwen3's)
+    "architectures": ["Qwen3ForCausalLM"],
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "bos_token_id": 151643,
+    "eos_token_id": 151645,
+    "head_dim": 8,
+    "hidden_act": "silu",
+    "hidden_size": 16,
+    "initializer_range": 0.02,
+    "intermediate_size": 32,
+    "max_position_embeddings": 40960,
+    "max_window_layers": 2,
+    "model_type": "qwen3",
+    "num_attention_heads": 2,
+    "num_hidden_layers": 2,
+    "num_key_value_heads": 1,
+    "rms_norm_eps": 1e-06,
+    "rope_scaling": None,
+    "rope_theta": 1000000,
+    "sliding_window": None,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "transformers_version": "4.51.0",
+    "use_cache": True,
+    "use_sliding_window": False,
+    "vocab_size": 151936,
+}
+EMOTION_LM_GENERATION = {  # Qwen3-0.6B's generation_config.json
+    "bos_token_id": 151643,
+    "do_sample": True,
+    "eos_token_id": [151645, 151643],
+    "pad_token_id": 151643,
+    "temperature": 0.6,
+    "top_k": 20,
+    "top_p": 0.95,
+    "transformers_version": "4.51.0",
+}
+QWEN3_ADDED_TOKENS = 26  # Qwen3's added tokens: <|endoftext|> (151643) ... </think> (151668), the first of Qwen3-TTS's list
+# A chat template in the shape of Qwen3's, shortened to what system, user and assistant messages reach
+# (Qwen3's own also renders tools, tool calls and reasoning content).
+EMOTION_LM_TEMPLATE = (
+    "{%- if messages[0].role == 'system' %}\n"
+    "    {{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}\n"
+    "{%- endif %}\n"
+    "{%- for message in messages %}\n"
+    "    {%- if message.role == 'user' or (message.role == 'system' and not loop.first) %}\n"
+    "        {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}\n"
+    "    {%- elif message.role == 'assistant' %}\n"
+    "        {{- '<|im_start|>assistant\\n' + message.content + '<|im_end|>\\n' }}\n"
+    "    {%- endif %}\n"
+    "{%- endfor %}\n"
+    "{%- if add_generation_prompt %}\n"
+    "    {{- '<|im_start|>assistant\\n' }}\n"
+    "    {%- if enable_thinking is defined and enable_thinking is false %}\n"
+    "        {{- '<think>\\n\\n</think>\\n\\n' }}\n"
+    "    {%- endif %}\n"
+    "{%- endif %}"
+)
+# What the tiny LM says: pieces of an answer (JSON's marks, digits, the labels), the ends of an answer
+# and of a think block. Its head has rows for these only (the rest score 0), so that it answers in them.
+ANSWER_PIECES = ("{", "}", '"', '":', ":", " ", ",", ".", *"0123456789", "高兴", "愤怒", "悲伤", "恐惧", "反感", "低落", "惊讶", "自然", "sad", "calm")
+END_IDS = (151643, 151645)  # <|endoftext|>, <|im_end|>
+THINK_IDS = (151667, 151668)  # <think>, </think>
+EMOTION_LM_CHANNEL = 4.0  # hidden channel 0: a constant the layers leave alone (their outputs' row 0 zeroed) ...
+EMOTION_LM_END_BIAS = 0.7  # ... which the end ids' head rows read, so that answers end within tens of tokens
+EMOTION_LM_HEAD_GAIN = 2.0  # the answer pieces' head rows scaled up: their scores stand well above the rest's 0
+
+
+def emotion_lm_tokenizer_config() -> dict:
+    """Qwen3's `tokenizer_config.json`: its 26 added tokens, ChatML's end as eos, the chat template."""
+    from koe.engines.qwen3_tts.text.vocab import FIRST_ADDED_ID, QWEN3_TTS_ADDED_TOKENS
+
+    added = QWEN3_TTS_ADDED_TOKENS[:QWEN3_ADDED_TOKENS]
+    decoder = {
+        str(FIRST_ADDED_ID + i): {"content": c, "lstrip": False, "normalized": False, "rstrip": False, "single_word": False, "special": special}
+        for i, (c, special) in enumerate(added)
+    }
+    return {
+        "add_bos_token": False,
+        "add_prefix_space": False,
+        "added_tokens_decoder": decoder,
+        "additional_special_tokens": [c for c, special in added if special and c != "<|endoftext|>"],
+        "bos_token": None,
+        "chat_template": EMOTION_LM_TEMPLATE,
+        "clean_up_tokenization_spaces": False,
+        "eos_token": "<|im_end|>",
+        "errors": "replace",
+        "model_max_length": 131072,
+        "pad_token": "<|endoftext|>",
+        "split_special_tokens": False,
+        "tokenizer_class": "Qwen2Tokenizer",
+        "unk_token": None,
+    }
+
+
+def emotion_lm_state(answer_ids: list[int], seed: int = 11, tied: bool = False) -> dict[str, torch.Tensor]:
+    """The tiny emotion LM's weights (float32; written as bfloat16, as released): seeded draws, then
+    shaped so that it answers in `answer_ids` and ends (see `EMOTION_LM_CHANNEL`). `tied`: no head of
+    its own (Qwen3-0.6B's `tie_word_embeddings`): plain draws, for a check of its logits."""
+    from koe_indextts.qwen_emotion import EmotionLM, EmotionLMConfig
+
+    config = {**EMOTION_LM_CONFIG, "tie_word_embeddings": tied}
+    with torch.device("meta"):
+        lm = EmotionLM(EmotionLMConfig.from_dict(config))
+    state = random_state(lm, seed)
+    if tied:
+        del state["lm_head.weight"]
+        return state
+    state["model.embed_tokens.weight"][:, 0] = EMOTION_LM_CHANNEL
+    for i in range(config["num_hidden_layers"]):
+        state[f"model.layers.{i}.self_attn.o_proj.weight"][0] = 0.0
+        state[f"model.layers.{i}.mlp.down_proj.weight"][0] = 0.0
+    head = torch.zeros_like(state["lm_head.weight"])
+    head[:, 0] = -EMOTION_LM_HEAD_GAIN  # every id but the answer pieces' scores well below them
+    live = sorted(set(answer_ids) | set(END_IDS) | set(THINK_IDS))
+    head[live] = EMOTION_LM_HEAD_GAIN * state["lm_head.weight"][live]
+    head[live, 0] = 0.0
+    head[list(END_IDS), 0] = EMOTION_LM_END_BIAS
+    state["lm_head.weight"] = head
+    return state
+
+
+def write_emotion_lm(folder: str | Path, seed: int = 11, tied: bool = False, vocabulary: str = "released") -> str:
+    """A tiny emotion LM folder in the released layout (config.json, generation_config.json,
+    model.safetensors in bfloat16, Qwen's vocab.json / merges.txt / tokenizer_config.json with the
+    chat template); `vocabulary` as `koe.engines.qwen3_tts.text.vocab` takes it. Returns the
+    weights' `state_sha256` (of the bfloat16 tensors written)."""
+    from koe.engines.qwen3_tts.text.tokenizer import QwenTokenizer
+    from koe.engines.qwen3_tts.text.vocab import write_qwen_tokenizer_files
+
+    folder = Path(folder)
+    write_qwen_tokenizer_files(folder, transformers_version=EMOTION_LM_CONFIG["transformers_version"], vocabulary=vocabulary)
+    (folder / "tokenizer_config.json").write_text(json.dumps(emotion_lm_tokenizer_config(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    tokenizer = QwenTokenizer.from_folder(folder, branch="qwen2")
+    answer_ids = [i for piece in ANSWER_PIECES for i in tokenizer.encode(piece)]
+    state = {k: v.to(torch.bfloat16).contiguous() for k, v in emotion_lm_state(answer_ids, seed, tied).items()}
+    save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    (folder / "config.json").write_text(json.dumps({**EMOTION_LM_CONFIG, "tie_word_embeddings": tied}, indent=2) + "\n")
+    (folder / "generation_config.json").write_text(json.dumps(EMOTION_LM_GENERATION, indent=2) + "\n")
+    return state_sha256(state)

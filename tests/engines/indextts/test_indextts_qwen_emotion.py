@@ -1,0 +1,110 @@
+"""IndexTTS 2's emotion from a text (upstream's `QwenEmotion`) against upstream's, bit for bit.
+
+The golden (goldens/qwen_emotion.npz) is upstream's `QwenEmotion.inference` on koe's tiny emotion LM
+(golden_qwen_emotion.py): the prompt's ids, the generated ids, the answer and its eight weights (or
+the error upstream raised) for texts and seeds, in float16 (upstream's dtype) and float32; the last
+logits of a tied-head LM; and upstream's parsing of fixed answers.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from goldens import array_sha256, check_recorded, inputs, load_golden, written
+from koe_indextts.qwen_emotion import EmotionAnswerError, EmotionLMError, QwenEmotion, weights_from_answer
+
+from koe.runtime.kv_cache import ConcatCache
+
+G = inputs("qwen_emotion")
+
+
+@pytest.fixture(scope="module")
+def golden():
+    return load_golden("qwen_emotion")
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return written(tmp_path_factory, "qwen_emotion")
+
+
+@pytest.fixture(scope="module")
+def readers(folder):
+    return {dtype: QwenEmotion.load(folder / "untied", getattr(torch, dtype)) for dtype in G.DTYPES}
+
+
+def test_fixture_is_the_goldens(golden, folder):
+    check_recorded(golden, folder)
+
+
+@pytest.mark.parametrize("i", range(len(G.ANSWERS)))
+def test_answers_read_as_upstream_reads_them(golden, i):
+    answer, text = G.ANSWERS[i]
+    if f"answer.{i}.error" in golden:
+        with pytest.raises(EmotionAnswerError):
+            weights_from_answer(answer, text)
+    else:
+        assert np.array_equal(np.array(weights_from_answer(answer, text), dtype=np.float64), golden[f"answer.{i}.weights"])
+
+
+@pytest.mark.parametrize("dtype", G.DTYPES)
+def test_readings_equal_upstream(golden, readers, dtype):
+    """Every case: prompt ids (the folder's template and Qwen's tokenizer), the sampled ids (the global
+    generator's draws), the answer after a think block, the weights or the error."""
+    reader = readers[dtype]
+    assert reader.lm.lm_head.weight.dtype == getattr(torch, dtype)
+    for t, seed in G.CASES:
+        key, text = f"{dtype}.{t}.{seed}", G.TEXTS[t]
+        prompt = reader.prompt_ids(text)
+        assert prompt == golden[f"{key}.prompt"].tolist(), key
+        torch.manual_seed(seed)
+        generated = reader.lm.generate(prompt, reader.settings)
+        assert generated == golden[f"{key}.generated"].tolist(), key
+        answer = reader.answer(generated)
+        assert answer == str(golden[f"{key}.answer"]), key
+        if f"{key}.error" in golden:
+            with pytest.raises(EmotionAnswerError):
+                weights_from_answer(answer, text)
+        else:
+            assert np.array_equal(np.array(weights_from_answer(answer, text)), golden[f"{key}.weights"]), key
+
+
+@pytest.mark.parametrize("dtype", G.DTYPES)
+def test_draws_leave_the_generator_as_upstream(readers, dtype):
+    """`read` draws once per generated id when sampling (torch.multinomial's draws), no more."""
+    reader = readers[dtype]
+    t, seed = G.CASES[0]
+    torch.manual_seed(seed)
+    n = len(reader.read(G.TEXTS[t]).generated)
+    after = torch.rand(4)
+    torch.manual_seed(seed)
+    for _ in range(n):
+        torch.multinomial(torch.full((1, 151936), 1.0 / 151936), 1)
+    assert torch.equal(torch.rand(4), after)
+
+
+@pytest.mark.parametrize("dtype", G.DTYPES)
+def test_tied_head_logits(golden, folder, dtype):
+    reader = QwenEmotion.load(folder / "tied", getattr(torch, dtype))
+    assert reader.lm.lm_head.weight is reader.lm.model.embed_tokens.weight
+    messages = [{"role": "system", "content": "文本情感分类"}, {"role": "user", "content": G.TEXTS[0]}]
+    assert reader.template.render(messages, enable_thinking=False) == str(golden["tied.prompt_text"])
+    with torch.inference_mode():
+        logits = reader.lm.last_logits(torch.tensor([reader.prompt_ids(G.TEXTS[0])]), 0, ConcatCache(reader.lm.cfg.decoder.num_layers))
+    assert np.array_equal(logits[:, :1024].numpy(), golden[f"{dtype}.tied.logits_head"])
+    assert array_sha256(logits) == str(golden[f"{dtype}.tied.logits_sha256"])
+
+
+def test_folder_errors(folder, tmp_path):
+    with pytest.raises(EmotionLMError, match="qwen0.6bemo4-merge"):
+        QwenEmotion.load(tmp_path / "qwen0.6bemo4-merge")
+    broken = tmp_path / "lm"
+    broken.mkdir()
+    for name in ("config.json", "model.safetensors", "vocab.json", "merges.txt", "tokenizer_config.json"):
+        (broken / name).write_bytes((folder / "untied" / name).read_bytes())
+    (broken / "generation_config.json").write_text(json.dumps({"do_sample": True, "num_beams": 4}))
+    with pytest.raises(EmotionLMError, match="num_beams"):
+        QwenEmotion.load(broken)
