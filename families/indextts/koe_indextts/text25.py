@@ -19,8 +19,8 @@ index in all 106 `LANGUAGES` (`common` for an unknown one). Only the first 99 co
 tokens, so a prefix such as `<|zhen|>` is spelled out as ordinary text, as upstream does.
 
 Decoding drops timestamp ids as whisper's `Tokenizer.decode` does. The rest of 2.5's text front end
-(its normaliser, Japanese G2P, nemo text normalisation for Japanese and Spanish, pronunciation
-annotations, segmenting by token count) is not here.
+(normalising, casing, pronunciation annotations, Japanese words, segmenting by token count) is in
+`front25.py`.
 """
 
 from __future__ import annotations
