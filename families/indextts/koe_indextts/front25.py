@@ -32,8 +32,9 @@ In upstream's order, `lang` compared in lower case:
 Bad input. `strict` (the default; the drop-in passes False to be upstream) refuses what upstream
 speaks anyway: a language code its tokenizer does not know (upstream reads it as `common` and
 spells `<|xx|> ` out as text), an annotation not closed or with no reading (upstream reads
-`<行|XING2` as characters), and a text left with no letter or digit (upstream speaks the prefix
-alone). Without fugashi or its dictionary, Japanese fails with a message naming the packages.
+`<行|XING2` as characters), a reading not in kana in Japanese (upstream's word cutting breaks its
+`<|SPECIAL_TOKEN_n|>` markers apart), and a text left with no letter or digit (upstream speaks the
+prefix alone). Without fugashi or its dictionary, Japanese fails with a message naming the packages.
 """
 
 from __future__ import annotations
@@ -215,6 +216,8 @@ class FrontEnd25:
         text = _EN_MARK.sub(lambda m: _EN_MARKS[m.group()], text)
         if strict and (opened := unclosed_annotation(text)) is not None:
             raise TextError(f"a pronunciation annotation is not closed or has no reading at {opened!r}: write <word|reading>")
+        if strict and code == "ja" and (bad := [m.group() for m in _ANNOTATION.finditer(text) if not _KANA.fullmatch(m.group(2))]):
+            raise TextError(f"Japanese readings are written in kana (<上手|じょうず>): {bad[0]!r} would be cut apart with its markers into MeCab's words")
         if normalize:
             if code in NORMALISED:
                 text = self.normalizer.normalize(text)

@@ -13,6 +13,7 @@ import hashlib
 import json
 import logging
 import random
+import re
 
 import pytest
 from goldens import check_recorded, inputs, load_golden, written
@@ -95,10 +96,13 @@ def test_strict_refusals(front):
     with pytest.raises(UnknownLanguage, match="does not know the language 'xx'.*zh, en, ja, es and ar"):
         front.segments("hello", "xx")
     assert check_language("ZH") == "zh" and check_language("zhen") == "zhen" and check_language("yue") == "yue"
-    with pytest.raises(TextError, match="not closed or has no reading at '<行|XING2"):
+    with pytest.raises(TextError, match=re.escape("not closed or has no reading at '<行|XING2")):
         front.segments("他在银<行|XING2 还没写完", "zh")
     with pytest.raises(TextError, match="not closed"):
         front.segments("银<行|> 了", "zh")
+    with pytest.raises(TextError, match=r"Japanese readings are written in kana.*'<東京\|tokyo>'"):
+        front.segments("<東京|tokyo>へ行きます。", "ja")
+    assert front.segments("<上手|じょうず>です", "ja") == front.segments("<上手|じょうず>です", "ja", strict=False)
     assert unclosed_annotation("<行|XING2> and <|SPECIAL_TOKEN_1|>x<|SPECIAL_TOKEN_1|> <|en|>") is None
     for empty in ("", "   ", "。！", "<|HAPPY|>"):
         with pytest.raises(TextError, match="nothing to speak"):
