@@ -12,6 +12,8 @@ and a few hundred merges learnt from a short mixed-language text by a plain BPE 
 from __future__ import annotations
 
 import base64
+import dataclasses
+import json
 import re
 from collections import Counter
 from pathlib import Path
@@ -20,10 +22,25 @@ import torch
 import yaml
 
 from koe_indextts.codec25 import CODEC_FILE, Codec25, Codec25Config
-from koe_indextts.fixtures import random_state, state_sha256
-from koe_indextts.text25 import VOCAB_FILE
+from koe_indextts.fixtures import CODE_TOKENS, STOP_BIAS, TINY_CONFORMER, random_state, state_sha256
+from koe_indextts.text25 import VOCAB_FILE, special_token_names
 
-__all__ = ["SIZES", "codec_section", "codec_state", "vocabulary_ranks", "write_codec", "write_vocabulary"]
+__all__ = [
+    "SIZES",
+    "codec_section",
+    "codec_state",
+    "gpt_section",
+    "gpt_state",
+    "release_config",
+    "release_states",
+    "states_sha256",
+    "text_tokens",
+    "vocabulary_ranks",
+    "write_codec",
+    "write_gpt25",
+    "write_random_model",
+    "write_vocabulary",
+]
 
 SIZES = ("tiny", "real")
 TINY_CODEC = {
@@ -68,10 +85,10 @@ def codec_section(size: str = "tiny") -> dict:
     return dict(TINY_CODEC if size == "tiny" else REAL_CODEC)
 
 
-def codec_state(seed: int = 0, size: str = "tiny") -> dict[str, torch.Tensor]:
-    """The codec's random state at `size` (what `codec.pth` holds under `model`)."""
+def codec_state(seed: int = 0, size: str = "tiny", section: dict | None = None) -> dict[str, torch.Tensor]:
+    """The codec's random state at `size`, or for `section` (what `codec.pth` holds under `model`)."""
     with torch.device("meta"):
-        codec = Codec25(Codec25Config.from_dict(codec_section(size)))
+        codec = Codec25(Codec25Config.from_dict(codec_section(size) if section is None else section))
     return random_state(codec, seed)
 
 
@@ -135,3 +152,158 @@ def write_vocabulary(folder: str | Path, merges: int = MERGES) -> Path:
     path = folder / VOCAB_FILE
     path.write_text("".join(f"{base64.b64encode(token).decode()} {rank}\n" for token, rank in sorted(ranks.items(), key=lambda kv: kv[1])))
     return path
+
+
+# -- the GPT -----------------------------------------------------------------------------------------
+# the `gpt:` section upstream's UnifiedVoice reads (campplus mode ignores condition_type/condition_module)
+TINY_GPT25 = {
+    "model_dim": 64,
+    "layers": 2,
+    "heads": 4,
+    "max_text_tokens": 40,
+    "max_mel_tokens": 70,
+    "number_text_tokens": 100,
+    "max_conditioning_inputs": 1,
+    "mel_length_compression": 1024,
+    "use_mel_codes_as_input": True,
+    "train_solo_embeddings": False,
+    **CODE_TOKENS,
+    "condition_num_latent": 32,
+    "emo_condition_module": TINY_CONFORMER,
+}
+
+
+def gpt_section(**overrides) -> dict:
+    """The tiny 2.5 `gpt:` section, with `overrides` (a copy: the caller may change it)."""
+    section = {**TINY_GPT25, "emo_condition_module": dict(TINY_GPT25["emo_condition_module"])}
+    section.update(overrides)
+    return section
+
+
+def gpt_state(section: dict, seed: int = 0, stop_bias: float = STOP_BIAS) -> dict[str, torch.Tensor]:
+    """2.5's `gpt.pth` state for `section`: the emotion pair drawn from `seed + 1` (its positional
+    tables as the conformer computes them), the LM from `seed + 2`; the stop code's head bias raised
+    by `stop_bias` so that a random GPT ends its searches."""
+    from koe_indextts.conditioning import ConditioningConfig, SpeechConditioning
+    from koe_indextts.voice_lm import CampPlusSpeechLM, GPTConfig
+
+    emotion = SpeechConditioning(ConditioningConfig.emotion(section))
+    state = {"emo_" + k: v for k, v in random_state(emotion, seed + 1, keep=("pos_enc.pe",)).items()}
+    with torch.device("meta"):
+        lm = CampPlusSpeechLM(GPTConfig.from_dict(section))
+    state.update(random_state(lm, seed + 2))
+    if stop_bias:
+        state["mel_head.bias"][section["stop_mel_token"]] += stop_bias
+    return state
+
+
+def write_gpt25(folder: str | Path, seed: int = 0, section: dict | None = None) -> Path:
+    """`folder/gpt.pth` for `section` (the tiny one by default); returns its path."""
+    path = Path(folder) / "gpt.pth"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(gpt_state(gpt_section() if section is None else section, seed), path)
+    return path
+
+
+# -- a whole release ---------------------------------------------------------------------------------
+def text_tokens(merges: int = MERGES) -> int:
+    """The GPT's `number_text_tokens` for the vocabulary of `merges` merges: one per id (its ranks
+    and the special tokens)."""
+    return len(vocabulary_ranks(merges)) + len(special_token_names())
+
+
+def release_config(size: str = "tiny") -> dict:
+    """A release 2.5 `config.yaml` as data (the keys `infer_v2_5.IndexTTS2` reads) at `size`.
+
+    "tiny": the GPT of `gpt_section()` with the whole vocabulary, the codec of "tiny" at w2v-BERT's
+    width (s2mel's length regulator reads the codec's frames and w2v-BERT's alike: 1024) with a
+    codebook for every GPT code (8192), release 2's tiny s2mel. "real": no released 2.5 config.yaml was found: the codec is 2.5's as derived in
+    `koe_indextts.codec25`, the GPT and s2mel release 2's released sizes (a stand-in)."""
+    from koe_indextts import fixtures2
+
+    _check(size)
+    two = fixtures2.release_config(size)
+    if size == "tiny":
+        gpt = gpt_section(number_text_tokens=text_tokens())
+        codec = {**TINY_CODEC, "hidden_size": 1024, "codebook_size": CODE_TOKENS["start_mel_token"]}
+    else:
+        gpt = {k: v for k, v in two["gpt"].items() if k not in ("condition_type", "condition_module")}
+        codec = dict(REAL_CODEC)
+    return {
+        "gpt": gpt,
+        "semantic_codec": codec,
+        "s2mel": two["s2mel"],
+        "gpt_checkpoint": "gpt.pth",
+        "w2v_stat": "wav2vec2bert_stats.pt",
+        "s2mel_checkpoint": "s2mel.pth",
+        "emo_matrix": "feat2.pt",
+        "spk_matrix": "feat1.pt",
+        "emo_num": list(fixtures2.EMO_NUM),
+        "qwen_emo_path": "qwen0.6bemo4-merge/",
+        "version": 2.5,
+    }
+
+
+def release_states(seed: int = 0, size: str = "tiny") -> dict[str, dict]:
+    """Every weight file's state at `size`, by file (relative to the folder), as saved: `gpt.pth` a
+    plain state, `codec.pth` `{"model": state}`, `s2mel.pth` `{"net": {"cfm", "length_regulator"}}`
+    (no `gpt_layer`: 2.5's `MyModel` has none), BigVGAN's `{"generator": state}`."""
+    from koe_indextts import fixtures2
+    from koe_indextts.config import AUX_CAMPPLUS, AUX_W2V_BERT
+
+    config = release_config(size)
+    g = torch.Generator().manual_seed(seed + 7)
+    rows, width = sum(fixtures2.EMO_NUM), config["gpt"]["model_dim"]
+    s2mel = fixtures2._s2mel_checkpoint(config, seed + 3)
+    del s2mel["net"]["gpt_layer"]
+    return {
+        "gpt.pth": gpt_state(config["gpt"], seed, STOP_BIAS if size == "tiny" else 0.0),
+        CODEC_FILE: {"model": codec_state(seed + 5, section=config["semantic_codec"])},
+        "s2mel.pth": s2mel,
+        f"{AUX_W2V_BERT}/model.safetensors": fixtures2._w2v_state(seed + 4, size),
+        AUX_CAMPPLUS: fixtures2._campplus_state(seed + 6),
+        "hf_cache/bigvgan/bigvgan_generator.pt": {"generator": fixtures2._vocoder_state(seed + 8, size)},
+        "wav2vec2bert_stats.pt": {"mean": 0.1 * torch.randn(1024, generator=g), "var": 0.5 + torch.rand(1024, generator=g)},
+        "feat1.pt": torch.randn(rows, 192, generator=g),
+        "feat2.pt": 0.1 * torch.randn(rows, width, generator=g),
+    }
+
+
+def states_sha256(states: dict[str, dict]) -> dict[str, str]:
+    """One hash per weight file (as `fixtures2.states_sha256`, `codec.pth`'s `model` state unwrapped)."""
+    from koe_indextts import fixtures2
+
+    return fixtures2.states_sha256({name: state["model"] if name == CODEC_FILE else state for name, state in states.items()})
+
+
+def write_random_model(folder: str | Path, seed: int = 0, size: str = "tiny") -> Path:
+    """A release 2.5 folder at `size` (see `release_config`), marked as random weights."""
+    from safetensors.torch import save_file
+
+    from koe.engines.spec import mark_random_weights
+    from koe_indextts import fixtures2
+    from koe_indextts.config import AUX_BIGVGAN, AUX_W2V_BERT
+    from koe_indextts.w2vbert import W2VBertConfig
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.yaml").write_text(yaml.safe_dump(release_config(size), sort_keys=False))
+    for name, state in release_states(seed, size).items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if name.endswith(".safetensors"):
+            save_file({k: v.contiguous() for k, v in state.items()}, str(path))
+        else:
+            torch.save(state, path)
+    w2v = {
+        "model_type": "wav2vec2-bert",
+        "architectures": ["Wav2Vec2BertModel"],
+        "apply_spec_augment": False,
+        **dataclasses.asdict(W2VBertConfig(**fixtures2.w2v_config(size))),
+    }
+    (folder / AUX_W2V_BERT / "config.json").write_text(json.dumps(w2v, indent=2))
+    (folder / AUX_W2V_BERT / "preprocessor_config.json").write_text(json.dumps(fixtures2.PREPROCESSOR, indent=2))
+    (folder / AUX_BIGVGAN / "config.json").write_text(json.dumps(fixtures2.vocoder_config(size), indent=2))
+    write_vocabulary(folder)
+    mark_random_weights(folder, "koe_indextts.fixtures25:write_random_model")
+    return folder

@@ -1,6 +1,6 @@
 """Golden topic `gpt25`: release 2.5's speech LM (upstream's `indextts.gpt.model_v2.UnifiedVoice` with
 `spk_cond_mode="campplus"`, as `infer_v2_5.IndexTTS2` builds it) on a tiny random LM
-(`fixtures_gpt25`): the speaker's conditioning row from a CAM++ embedding, the emotion vector from
+(`fixtures25`): the speaker's conditioning row from a CAM++ embedding, the emotion vector from
 w2v-BERT-like features (random, 1024 wide: `merge_emovec` with a weight, an emotion-vector mix), and
 the code search (KV cache, temperature 0.8) with the language embedding, in four languages; the text
 ends with the stop text id as 2.5's `infer` appends it (one case holds a start id inside too, one no
@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from koe_indextts.conditioning import ConditioningConfig, load_conditioning
 from koe_indextts.fixtures import state_sha256
-from koe_indextts.fixtures_gpt25 import gpt_section, gpt_state
+from koe_indextts.fixtures25 import gpt_section, gpt_state
 from koe_indextts.voice_lm import GPTConfig, load_campplus_lm
 
 GPT_SECTION = gpt_section()
