@@ -168,6 +168,8 @@ class Release2:
         if version is not None and not isinstance(version, (int, float)):
             raise ConfigError(f"{path}: version {version!r} is not a number")
         qwen = data.get("qwen_emo_path")
+        if qwen is not None and (not isinstance(qwen, str) or ".." in Path(qwen).parts or Path(qwen).is_absolute() or "\\" in qwen):
+            raise ConfigError(f"{path}: qwen_emo_path {qwen!r} must name a folder in the model folder (the emotion model's)")
         return cls(
             version=None if version is None else float(version),
             gpt=data["gpt"],
@@ -178,6 +180,22 @@ class Release2:
             qwen_emo_path=str(qwen).strip("/") if qwen else None,
             **names,
         )
+
+
+def emotion_lm_folder(folder: str | Path, release: Release2) -> Path:
+    """The emotion model's folder (upstream's `<model_dir>/<qwen_emo_path>`, released as
+    `qwen0.6bemo4-merge/`), which only an emotion read from a text needs: a `ConfigError` naming it
+    where the config names none or the folder lacks it."""
+    folder = Path(folder)
+    if not release.qwen_emo_path:
+        raise ConfigError(f"{folder / CONFIG}: no qwen_emo_path: this release names no emotion model to read an emotion from a text")
+    path = folder / release.qwen_emo_path
+    if not (path / "config.json").is_file():
+        raise ConfigError(
+            f"the emotion model's folder {path} (qwen_emo_path) is missing or incomplete: an emotion read from a text needs it "
+            "(koe models pull IndexTeam/IndexTTS-2 fetches it)"
+        )
+    return path
 
 
 def semantic_codec_file(folder: str | Path) -> Path:

@@ -6,8 +6,16 @@ voice's clip: a request with `seed=N` gives upstream's samples after `torch.manu
 draws w2v-BERT makes for the clip in that first call are made again at every request). The emotion:
 the clip's own; another clip's, the request's emotion reference (upstream's `emo_audio_prompt`,
 blended with the voice's own by `emo_alpha`); or the one the eight emotion options give (upstream's
-`emo_vector`, scaled by `emo_alpha`; an emotion reference is then left out, as upstream drops it). Segments are joined with `interval_silence` ms of zeros; a stream yields each segment,
-then its silence. Audio is upstream's 16-bit-scale wave divided back by 32767.
+`emo_vector`, scaled by `emo_alpha`; an emotion reference is then left out, as upstream drops it);
+or one read from a text by the release's emotion model (upstream's `use_emo_text`: the request's
+instructions, upstream's `emo_text`, or with the option `emo_text` the text spoken), which replaces
+the emotion options and the emotion reference as upstream's does. Segments are joined with
+`interval_silence` ms of zeros; a stream yields each segment, then its silence. Audio is upstream's
+16-bit-scale wave divided back by 32767.
+
+The order of the draws from torch's generator is upstream's: after the seed, the emotion model's
+sampling (one multinomial per token it writes), then w2v-BERT's LayerDrop draws, then per segment
+the code search's and flow matching's.
 """
 
 from __future__ import annotations
@@ -25,8 +33,10 @@ from koe.engines.pipeline import Piece, Segment, steps_for
 from koe.engines.spec import SpecError
 from koe.runtime.device import resolve_device
 from koe_indextts import spec
+from koe_indextts.config import ConfigError, emotion_lm_folder
 from koe_indextts.engine import PCM16_MAX, IndexTTSBase, sampling_of, segment_ids
 from koe_indextts.model2 import SAMPLE_RATE, Emotion, IndexTTS2, Speaker
+from koe_indextts.qwen_emotion import EmotionAnswerError, EmotionLMError, QwenEmotion
 from koe_indextts.text import TextNormalizer, read_glossary
 from koe_indextts.text_tokenizer import BpeModelError, TextTokenizer
 from koe_indextts.voice import EMOTION_RATE, MAX_CLIP_S, SPEAKER_RATE, IndexTTS2Voice, IndexTTSVoiceError
@@ -48,6 +58,7 @@ class IndexTTS2Engine(IndexTTSBase):
         self.folder, self.model, self.text, self.device = folder, model, text, device
         self._voice_cache: tuple[IndexTTS2Voice, Speaker, torch.Tensor] | None = None
         self._emotion_cache: tuple[IndexTTS2Voice, torch.Tensor] | None = None
+        self._emotion_lm: QwenEmotion | None = None
 
     @classmethod
     def load(cls, folder: Path, device: torch.device, aux: Mapping[str, Path] | None = None) -> IndexTTS2Engine:
@@ -67,6 +78,7 @@ class IndexTTS2Engine(IndexTTSBase):
         self.model = None
         self._voice_cache = None
         self._emotion_cache = None
+        self._emotion_lm = None
 
     # -- voices ------------------------------------------------------------------------------------
     def build_voice(self, reference: VoiceReference) -> IndexTTS2Voice:
@@ -102,22 +114,47 @@ class IndexTTS2Engine(IndexTTSBase):
 
     # -- requests ----------------------------------------------------------------------------------
     def check_instruct(self, instruct: str | None) -> str | None:
-        """An emotion described in words is upstream's `emo_text`, read by its Qwen emotion model,
-        which koe does not run yet: a clear error rather than an instruction ignored."""
-        if instruct and instruct.strip():
-            raise RequestError(
-                "IndexTTS 2 reads an emotion described in words through upstream's Qwen emotion model, which koe does not run yet: "
-                "give the emotion with the emo_* options (--option emo_sad=0.6) or an emotion clip (--emotion-ref)",
-                param="instructions",
-            )
-        return None
+        """An emotion described in words: upstream's `emo_text`, read by the release's emotion model
+        (loaded on first use; a release folder without it is a clear error naming the folder)."""
+        if not instruct or not instruct.strip():
+            return None
+        self.emotion_lm(param="instructions")
+        return instruct
 
-    def _emotion(self, speaker: Speaker, own: torch.Tensor, settings: dict, seed: int | None, reference: IndexTTS2Voice | None) -> torch.Tensor:
-        """Upstream's emotion vector for the request: the emotion options' mix where any is set (an
-        emotion reference is then dropped, as upstream drops it), else the emotion reference's clip
-        blended with the voice's own by `emo_alpha`, else the voice's own."""
-        vector = [float(settings[name]) for name in spec.EMOTION_OPTIONS]
-        if not any(vector):
+    def check_options(self, request, checked: Checked) -> Checked:
+        checked = super().check_options(request, checked)
+        if checked.settings["emo_text"]:
+            self.emotion_lm(param="emo_text")
+        return checked
+
+    def emotion_lm(self, param: str | None = None) -> QwenEmotion:
+        """The release's emotion model (`<folder>/<qwen_emo_path>`), loaded once, in float16 as
+        upstream loads it; a `RequestError` (for `param`) where the folder lacks it."""
+        if self._emotion_lm is None:
+            try:
+                self._emotion_lm = QwenEmotion.load(emotion_lm_folder(self.folder, self.model.release))
+            except (ConfigError, EmotionLMError) as e:
+                raise RequestError(f"IndexTTS 2 reads an emotion described in words with upstream's Qwen emotion model: {e}", param=param) from e
+        return self._emotion_lm
+
+    def emotion_from_text(self, text: str, cancel=None) -> tuple[float, ...]:
+        """Upstream's `QwenEmotion.inference(text)`: the eight emotion weights (happy, angry, sad,
+        afraid, disgusted, melancholic, surprised, calm) the emotion model reads in `text`, drawing
+        from torch's global generator as upstream's does."""
+        try:
+            return self.emotion_lm().read(text, check=None if cancel is None else cancel.raise_if_cancelled).weights
+        except EmotionAnswerError as e:
+            raise RequestError(str(e), param="instructions") from e
+
+    def _emotion(
+        self, speaker: Speaker, own: torch.Tensor, settings: dict, seed: int | None, reference: IndexTTS2Voice | None, read: tuple[float, ...] | None = None
+    ) -> torch.Tensor:
+        """Upstream's emotion vector for the request: the weights `read` from a text where given, else
+        the emotion options' mix where any is set (an emotion reference is then dropped, as upstream
+        drops it), else the emotion reference's clip blended with the voice's own by `emo_alpha`,
+        else the voice's own."""
+        vector = list(read) if read is not None else [float(settings[name]) for name in spec.EMOTION_OPTIONS]
+        if read is None and not any(vector):
             if reference is not None:
                 return self.model.emotion_vector(speaker, Emotion(self._emotion_features(reference), float(settings["emo_alpha"])))
             return self.model.emotion_vector(speaker, Emotion(own))
@@ -136,12 +173,14 @@ class IndexTTS2Engine(IndexTTSBase):
         sampling = sampling_of(s)
         pieces = segment_ids(self.text, segment.text, s, self.model.lm.cfg.max_text_tokens)
         speaker, own = self._voice(c.voice)
-        if c.emotion is not None and not any(s[name] for name in spec.EMOTION_OPTIONS):
+        emotion_text = c.instruct if c.instruct else segment.text if s["emo_text"] else None  # upstream's emo_text, or its text
+        if c.emotion is not None and emotion_text is None and not any(s[name] for name in spec.EMOTION_OPTIONS):
             self._emotion_features(c.emotion)  # read before the seed, as the voice's own
         if segment.seed is not None:
             torch.manual_seed(int(segment.seed))
+        read = None if emotion_text is None else self.emotion_from_text(emotion_text, c.cancel)  # upstream reads it first
         self.model.layer_drop_draws()
-        emovec = self._emotion(speaker, own, s, segment.seed, c.emotion)
+        emovec = self._emotion(speaker, own, s, segment.seed, c.emotion, read)
         gap = np.zeros(int(SAMPLE_RATE * int(s["interval_silence"]) / 1000.0), np.float32)
         codes_total, truncated = 0, False
         for k, ids in enumerate(pieces):
@@ -157,4 +196,6 @@ class IndexTTS2Engine(IndexTTSBase):
                 truncated = True
                 break
         info = {"segments": len(pieces), "codes": codes_total, "seconds": round(codes_total / CODE_RATE, 3)}
+        if read is not None:
+            info["emotion_from_text"] = dict(zip(spec.EMOTIONS, read, strict=True))
         yield Piece(np.zeros(0, np.float32), codes_total, last=True, truncated=truncated, info=info)

@@ -7,8 +7,8 @@ encoder) and `bpe.model` (the SentencePiece text vocabulary). A release 2 folder
 `IndexTeam/IndexTTS-2`'s files (`config.yaml`, `gpt.pth`, `s2mel.pth`, `bpe.model`,
 `wav2vec2bert_stats.pt`, the emotion matrices `feat1.pt` / `feat2.pt`) and its auxiliary models
 under `hf_cache/` as upstream's downloader keeps them (`w2v-bert-2.0/`, the MaskGCT semantic codec,
-CAM++'s `campplus_cn_common.bin`, `bigvgan/`): `koe models pull IndexTeam/IndexTTS-2` fetches them
-all. Release 2.5 is known and refused with a clear message until koe runs it.
+CAM++'s `campplus_cn_common.bin`, `bigvgan/`), with the emotion model that reads an emotion from a
+text (`qwen0.6bemo4-merge/`, a Qwen3 LM): `koe models pull IndexTeam/IndexTTS-2` fetches them all. Release 2.5 is known and refused with a clear message until koe runs it.
 
 Code and weights are under the bilibili Model Use License, which a user accepts once before the
 first pull (`koe models pull ... --accept-license` for scripts).
@@ -41,6 +41,7 @@ REPO_2 = "IndexTeam/IndexTTS-2"
 FILES_2 = ("config.yaml", "gpt.pth", "s2mel.pth", "bpe.model", "wav2vec2bert_stats.pt", "feat1.pt", "feat2.pt")
 EMOTIONS = ("happy", "angry", "sad", "afraid", "disgusted", "melancholic", "surprised", "calm")  # upstream's emotion vector, in its order
 EMOTION_OPTIONS = tuple(f"emo_{name}" for name in EMOTIONS)  # its entries as options (emo_sad=0.6), beside upstream's emo_alpha
+EMOTION_LM = "qwen0.6bemo4-merge"  # the release's emotion model (config.yaml's qwen_emo_path), fetched whole
 FILES_15 = ("config.yaml", "gpt.pth", "bigvgan_generator.pth", "bpe.model")
 MIN_REFERENCE_S = 0.5
 MAX_REFERENCE_S = 50.0  # upstream's fast path keeps 50 s of a clip; koe refuses (or trims, on request) longer ones
@@ -87,6 +88,7 @@ DEFAULTS_2 = {
     "emo_alpha": 1.0,
     "interval_silence": 200,
     "use_random": False,
+    "emo_text": False,
     **dict.fromkeys(EMOTION_OPTIONS, 0.0),
 }
 
@@ -113,6 +115,12 @@ def options_schema_2() -> OptionsSchema:
             *emotions,
             Option("emo_alpha", "float", "the emotion vector's strength (upstream's emo_alpha)", 1.0, low=0.0, high=1.0),
             Option("use_random", "bool", "pick the emotion matrices' rows at random rather than by the voice's style (not reproducible upstream)", False),
+            Option(
+                "emo_text",
+                "bool",
+                "read the emotion from the text spoken, by the release's emotion model (upstream's use_emo_text; instructions give another text to read)",
+                False,
+            ),
             Option("interval_silence", "int", "milliseconds of silence between text segments", 200, low=0, high=10000),
         )
     )
@@ -131,6 +139,7 @@ def capabilities(variant: str = "IndexTTS-1.5") -> Capabilities:
         precisions=("fp32",),
         length_option="max_mel_tokens",
         emotion_reference=two,  # release 2 takes an emotion clip (upstream's emo_audio_prompt)
+        instruct=two,  # and an emotion described in words (upstream's emo_text), read by its emotion model
     )
 
 
@@ -153,6 +162,7 @@ class IndexTTSSpec:
                 HubFiles("amphion/MaskGCT", ("semantic_codec/model.safetensors",), dest="hf_cache"),
                 HubFiles("funasr/campplus", ("campplus_cn_common.bin",), dest="hf_cache"),
                 HubFiles("nvidia/bigvgan_v2_22khz_80band_256x", ("config.json", "bigvgan_generator.pt"), dest="hf_cache/bigvgan"),
+                HubFiles(REPO_2, subfolder=EMOTION_LM, dest=EMOTION_LM),
             ),
             name="IndexTTS-2",
             license=LICENSE,
@@ -194,8 +204,9 @@ class IndexTTSSpec:
             aux = ("hf_cache/w2v-bert-2.0/model.safetensors", codec, "hf_cache/campplus_cn_common.bin", "hf_cache/bigvgan/bigvgan_generator.pt")
             weights = (config.gpt_checkpoint, config.s2mel_checkpoint, *(f for f in aux if f))
             uses = (
-                "a clone of a clip (--ref clip.wav; no transcript needed) with its own emotion or the one the eight emotion options "
-                "give (--option emo_sad=0.6), Chinese and English, at 22.05 kHz"
+                "a clone of a clip (--ref clip.wav; no transcript needed) with its own emotion, another clip's (--emotion-ref), the one "
+                "the eight emotion options give (--option emo_sad=0.6) or one read from a text (--instruct, or --option emo_text=true "
+                "for the text spoken), Chinese and English, at 22.05 kHz"
             )
         else:
             required = ("config.yaml", config.gpt_checkpoint, config.bigvgan_checkpoint, config.bpe_model)

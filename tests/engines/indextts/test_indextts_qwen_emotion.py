@@ -108,3 +108,30 @@ def test_folder_errors(folder, tmp_path):
     (broken / "generation_config.json").write_text(json.dumps({"do_sample": True, "num_beams": 4}))
     with pytest.raises(EmotionLMError, match="num_beams"):
         QwenEmotion.load(broken)
+
+
+def test_release_folder_without_the_emotion_lm(tmp_path):
+    """Only an emotion read from a text needs the folder: its absence is an error that names it."""
+    import yaml
+    from koe_indextts.config import ConfigError, Release2, emotion_lm_folder
+    from koe_indextts.fixtures2 import release_config
+
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(release_config()))
+    release = Release2.read(tmp_path)
+    assert release.qwen_emo_path == "qwen0.6bemo4-merge"
+    with pytest.raises(ConfigError, match=r"qwen0\.6bemo4-merge \(qwen_emo_path\) is missing"):
+        emotion_lm_folder(tmp_path, release)
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({**release_config(), "qwen_emo_path": "../elsewhere"}))
+    with pytest.raises(ConfigError, match="qwen_emo_path"):
+        Release2.read(tmp_path)
+
+
+def test_release_2_takes_an_emotion_in_words_and_pulls_its_model():
+    from koe_indextts import spec
+
+    caps = spec.capabilities("IndexTTS-2")
+    assert caps.instruct and not spec.capabilities("IndexTTS-1.5").instruct
+    assert caps.options.validate({"emo_text": True}) == {"emo_text": True} and spec.DEFAULTS_2["emo_text"] is False
+    (release,) = [r for r in spec.SPEC.released if r.repo_id == spec.REPO_2]
+    (emotion,) = [h for h in release.files if h.subfolder == "qwen0.6bemo4-merge"]
+    assert emotion.repo == spec.REPO_2 and emotion.dest == "qwen0.6bemo4-merge" and emotion.patterns() == ["qwen0.6bemo4-merge/*"]
