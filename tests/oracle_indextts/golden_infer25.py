@@ -1,0 +1,138 @@
+"""Golden `infer25`: upstream IndexTTS 2.5 end to end, `infer_v2_5.IndexTTS2(cfg_path, model_dir,
+device="cpu", use_qwen_emo=False)` (its auxiliary models from the folder's `hf_cache/`), then per job:
+its voice caches emptied, `torch.manual_seed(seed)`, `infer(speaker.wav, text, None, lang, ...)`.
+
+    golden_infer25.py <folder> <out.npz>      (<folder> from tests/engines/indextts/golden_infer25.py)
+
+The npz, per job i (`j{i}.`) and segment k (`j{i}.s{k}.`), read by wrapping upstream's methods on the
+instance: emb{n} (each get_emb: the speaker clip's spk_cond_emb, its S_ref, the emotion clip's),
+style (CAM++), ref_mel, prompt (the length regulator's first call: the prompt condition),
+s{k}.text and s{k}.lang (what inference_speech is given), s{k}.emovec, s{k}.codes, s{k}.S_infer
+(the codec's decode), s{k}.cond (the length regulator), s{k}.mel (flow matching's output before the
+prompt cut), s{k}.wav (BigVGAN's float output), wav_sha256 (infer's int16 return value), draws; an
+array over 16 KB is kept as `NAME.sha256` (of its C-order bytes) and `NAME.shape`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+torch.set_num_threads(1)
+from common import recorded_hashes, sha, skip_dac_package_inits, stand_in_missing  # noqa: E402
+
+stand_in_missing(("modelscope",))  # 2.5 uses whisper's tokenizer and tiktoken (installed); modelscope only for a CAM++ it is not asked for
+skip_dac_package_inits()
+
+from indextts.infer_v2_5 import IndexTTS2  # noqa: E402
+
+folder, out = Path(sys.argv[1]), Path(sys.argv[2])
+spec = json.loads((folder / "job.json").read_text())
+model = folder / "model"
+tts = IndexTTS2(cfg_path=str(model / "config.yaml"), model_dir=str(model), use_bf16=False, device="cpu", use_qwen_emo=False)
+
+record: dict[str, list] = {}
+
+
+def keep(name: str, value: torch.Tensor) -> None:
+    record.setdefault(name, []).append(value.detach().clone())
+
+
+def wrap(obj, name: str, after) -> None:
+    original = getattr(obj, name)
+
+    def wrapper(*args, **kwargs):
+        result = original(*args, **kwargs)
+        after(result, *args, **kwargs)
+        return result
+
+    setattr(obj, name, wrapper)
+
+
+def searched(result, *args, **kwargs) -> None:
+    keep("codes", result[0])
+    keep("text", args[1])
+    keep("lang", args[2])
+    keep("emovec", kwargs["emo_vec"])
+
+
+wrap(tts, "get_emb", lambda r, *a, **k: keep("emb", r))
+wrap(tts.campplus_model, "forward", lambda r, *a, **k: keep("style", r))
+wrap(tts.gpt, "inference_speech", searched)
+wrap(tts.semantic_codec, "decode", lambda r, *a, **k: keep("S_infer", r))
+wrap(tts.s2mel.models["length_regulator"], "forward", lambda r, *a, **k: keep("cond", r[0]))
+wrap(tts.s2mel.models["cfm"], "inference", lambda r, *a, **k: keep("mel", r))
+wrap(tts.bigvgan, "forward", lambda r, *a, **k: keep("wav", r))
+mel_fn = tts.mel_fn
+
+
+def recorded_mel(x):
+    result = mel_fn(x)
+    keep("ref_mel", result)
+    return result
+
+
+tts.mel_fn = recorded_mel
+
+draws: list[str] = []
+for op in ("multinomial", "rand", "randn", "randint", "rand_like", "randn_like", "bernoulli", "normal", "randperm"):
+    fn = getattr(torch, op)
+
+    def logged(*args, _fn=fn, _op=op, **kwargs):
+        result = _fn(*args, **kwargs)
+        draws.append(f"{_op} {list(result.shape)}")
+        return result
+
+    setattr(torch, op, logged)
+
+result: dict[str, np.ndarray] = {}
+BIG = 16 * 1024  # arrays above this many bytes are kept as the sha256 of their bytes (`NAME.sha256`)
+
+
+def store(name: str, array: np.ndarray) -> None:
+    array = np.ascontiguousarray(array)
+    if array.nbytes > BIG:
+        result[f"{name}.sha256"] = np.array(hashlib.sha256(array.tobytes()).hexdigest())
+        result[f"{name}.shape"] = np.array(array.shape)
+    else:
+        result[name] = array
+
+
+result.update(recorded_hashes(folder))
+for i, job in enumerate(spec["jobs"]):
+    job = dict(job)
+    seed, text, lang = job.pop("seed"), job.pop("text"), job.pop("lang")
+    if "emo_audio_prompt" in job:
+        job["emo_audio_prompt"] = str(folder / job["emo_audio_prompt"])
+    for cache in (
+        "cache_spk_cond",
+        "cache_s2mel_style",
+        "cache_s2mel_prompt",
+        "cache_spk_audio_prompt",
+        "cache_emo_cond",
+        "cache_emo_audio_prompt",
+        "cache_mel",
+    ):
+        setattr(tts, cache, None)
+    record.clear()
+    draws.clear()
+    torch.manual_seed(seed)
+    sr, wav = tts.infer(str(folder / "speaker.wav"), text, None, lang, **job, **spec["generation"])
+    assert sr == 22050
+    result[f"j{i}.wav_sha256"] = sha(wav)
+    result[f"j{i}.draws"] = np.array(draws)
+    for n, emb in enumerate(record["emb"]):
+        store(f"j{i}.emb{n}", emb.numpy())
+    store(f"j{i}.style", record["style"][0].numpy())
+    store(f"j{i}.ref_mel", record["ref_mel"][0].numpy())
+    store(f"j{i}.prompt", record["cond"][0].numpy())
+    record["cond"] = record["cond"][1:]
+    for name in ("text", "lang", "emovec", "codes", "S_infer", "cond", "mel", "wav"):
+        for k, value in enumerate(record.get(name, [])):
+            store(f"j{i}.s{k}.{name}", value.numpy())
+np.savez_compressed(out, **result)
