@@ -34,9 +34,10 @@ from typing import Any
 
 import torch
 from safetensors.torch import load_file
+from tokenizers import Tokenizer
 from torch import nn
 
-from koe.engines.qwen3_tts.text.tokenizer import QwenTokenizer, TokenizerFilesError
+from koe.engines.qwen3_tts.text.tokenizer import QwenTokenizer, TokenizerFilesError, read_added_tokens
 from koe.nn.decoder import DecoderLayer, DecoderSpec
 from koe.nn.norm import RMSNorm
 from koe.nn.rotary import inverse_frequencies, rotary_cos_sin
@@ -184,12 +185,12 @@ class GenerationSettings:
         for key, default in _UNSUPPORTED.items():
             if d.get(key, default) not in (default, [], {}):
                 raise EmotionLMError(f"{path}: {key}={d[key]!r} is a generation setting koe does not run for the emotion LM")
-        eos = _ids(d["eos_token_id"]) if d.get("eos_token_id") is not None else config.eos_ids
 
         def given(key: str, default: float) -> float:
             return float(d[key]) if d.get(key) is not None else default
 
         try:
+            eos = _ids(d["eos_token_id"]) if d.get("eos_token_id") is not None else config.eos_ids
             sampling = SamplingConfig(
                 do_sample=bool(d.get("do_sample", False)),
                 temperature=given("temperature", 1.0),
@@ -284,6 +285,20 @@ class EmotionLM(nn.Module):
             if check is not None:
                 check()
             logits = self.last_logits(token[:, None], seq.shape[1] - 1, cache)
+
+
+def _tokenizer(folder: Path) -> QwenTokenizer:
+    """Qwen's tokenizer from `vocab.json`, `merges.txt` and `tokenizer_config.json` (with the split
+    regex transformers 4.52 uses: it never swaps Qwen's), or from `tokenizer.json` alone where the
+    folder has only that (what transformers reads first)."""
+    if (folder / "vocab.json").is_file() or not (folder / "tokenizer.json").is_file():
+        return QwenTokenizer.from_folder(folder, branch="qwen2")
+    try:
+        backend = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    except Exception as e:  # noqa: BLE001 - the tokenizers library's parse errors have no common class
+        raise TokenizerFilesError(f"{folder / 'tokenizer.json'} is not a tokenizer file the tokenizers library reads: {e}") from None
+    special = frozenset(spec.id for spec in read_added_tokens(folder / "tokenizer_config.json") if spec.special)
+    return QwenTokenizer(backend, "qwen2", special)
 
 
 # -- the prompt ------------------------------------------------------------------------------------
@@ -439,7 +454,7 @@ class QwenEmotion:
             raise EmotionLMError(f"the emotion model's folder {folder} is missing: pull the release again")
         lm = EmotionLM.load(folder, dtype)
         try:
-            tokenizer = QwenTokenizer.from_folder(folder, branch="qwen2")  # transformers 4.52 never swaps Qwen's split regex
+            tokenizer = _tokenizer(folder)
         except TokenizerFilesError as e:
             raise EmotionLMError(str(e)) from None
         config = _read_json(folder / "tokenizer_config.json")

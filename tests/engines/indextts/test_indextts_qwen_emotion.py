@@ -135,3 +135,19 @@ def test_release_2_takes_an_emotion_in_words_and_pulls_its_model():
     (release,) = [r for r in spec.SPEC.released if r.repo_id == spec.REPO_2]
     (emotion,) = [h for h in release.files if h.subfolder == "qwen0.6bemo4-merge"]
     assert emotion.repo == spec.REPO_2 and emotion.dest == "qwen0.6bemo4-merge" and emotion.patterns() == ["qwen0.6bemo4-merge/*"]
+
+
+def test_a_folder_with_tokenizer_json_only(golden, folder, tmp_path):
+    """A folder whose tokenizer is `tokenizer.json` alone (what transformers reads first) gives the same ids."""
+    from koe.engines.qwen3_tts.text.tokenizer import QwenTokenizer
+
+    lm = tmp_path / "lm"
+    lm.mkdir()
+    for name in ("config.json", "generation_config.json", "model.safetensors", "tokenizer_config.json"):
+        (lm / name).write_bytes((folder / "untied" / name).read_bytes())
+    QwenTokenizer.from_folder(folder / "untied", branch="qwen2")._backend.save(str(lm / "tokenizer.json"))
+    reader = QwenEmotion.load(lm, torch.float32)
+    for t, seed in G.CASES:
+        key = f"float32.{t}.{seed}"
+        assert reader.prompt_ids(G.TEXTS[t]) == golden[f"{key}.prompt"].tolist()
+        assert reader.answer(golden[f"{key}.generated"].tolist()) == str(golden[f"{key}.answer"])
