@@ -1,6 +1,7 @@
 """Golden `infer25`: upstream IndexTTS 2.5 end to end, `infer_v2_5.IndexTTS2(cfg_path, model_dir,
-device="cpu", use_qwen_emo=False)` (its auxiliary models from the folder's `hf_cache/`), then per job:
-its voice caches emptied, `torch.manual_seed(seed)`, `infer(speaker.wav, text, None, lang, ...)`.
+device="cpu", use_qwen_emo=False)` (its auxiliary models from the folder's `hf_cache/`; gpt.pth
+loaded strictly, codec.pth's and s2mel.pth's keys checked: upstream's own loads are not strict), then
+per job: its voice caches emptied, `torch.manual_seed(seed)`, `infer(speaker.wav, text, None, lang, ...)`.
 
     golden_infer25.py <folder> <out.npz>      (<folder> from tests/engines/indextts/golden_infer25.py)
 
@@ -29,12 +30,29 @@ from common import recorded_hashes, sha, skip_dac_package_inits, stand_in_missin
 stand_in_missing(("modelscope",))  # 2.5 uses whisper's tokenizer and tiktoken (installed); modelscope only for a CAM++ it is not asked for
 skip_dac_package_inits()
 
+import indextts.infer_v2_5  # noqa: E402
 from indextts.infer_v2_5 import IndexTTS2  # noqa: E402
 
 folder, out = Path(sys.argv[1]), Path(sys.argv[2])
 spec = json.loads((folder / "job.json").read_text())
 model = folder / "model"
+
+
+def strict_gpt_load(module, path):
+    """Upstream's `load_checkpoint` of gpt.pth, strictly: koe's fixture must hold every key, no other."""
+    state = torch.load(path, map_location="cpu")
+    module.load_state_dict(state.get("model", state), strict=True)
+    return {}
+
+
+indextts.infer_v2_5.load_checkpoint = strict_gpt_load
 tts = IndexTTS2(cfg_path=str(model / "config.yaml"), model_dir=str(model), use_bf16=False, device="cpu", use_qwen_emo=False)
+codec_keys = set(torch.load(model / "codec.pth", map_location="cpu")["model"])
+assert codec_keys == set(tts.semantic_codec.state_dict()), "codec.pth's keys are not EnhancedCodec's"
+s2mel_net = torch.load(model / "s2mel.pth", map_location="cpu")["net"]
+assert set(s2mel_net) == set(tts.s2mel.models), "s2mel.pth's modules are not MyModel's"
+for name, module in tts.s2mel.models.items():
+    assert set(s2mel_net[name]) == set(module.state_dict()), f"s2mel.pth's {name} keys differ"
 
 record: dict[str, list] = {}
 
