@@ -30,7 +30,6 @@ missing key's random initialisation and skips an unexpected one, with a message)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,7 +48,7 @@ from koe_indextts.front25 import MAX_TEXT_TOKENS_PER_SEGMENT, FrontEnd25
 from koe_indextts.mel22k import MelConfig, mel22k
 from koe_indextts.model import exact_products
 from koe_indextts.model2 import DIFFUSION_STEPS, GUIDANCE, SAMPLE_RATE, Emotion, IndexTTS2
-from koe_indextts.s2mel import LENGTH_RATIO, S2Mel, S2MelConfig
+from koe_indextts.s2mel import LENGTH_RATIO, S2Mel, S2MelConfig, load_s2mel
 from koe_indextts.text25 import language_id
 from koe_indextts.voice_lm import CampPlusSpeechLM, GPTConfig, load_campplus_lm
 from koe_indextts.w2vbert import (
@@ -64,9 +63,7 @@ from koe_indextts.w2vbert import (
     to_semantic_rate,
 )
 
-__all__ = ["DIFFUSION_STEPS", "GUIDANCE", "SAMPLE_RATE", "Emotion", "IndexTTS25", "Speaker25", "load_s2mel25"]
-
-S2MEL_GROUPS = ("cfm", "length_regulator")  # 2.5's MyModel has no gpt_layer
+__all__ = ["DIFFUSION_STEPS", "GUIDANCE", "SAMPLE_RATE", "Emotion", "IndexTTS25", "Speaker25"]
 
 
 @dataclass(frozen=True)
@@ -77,26 +74,6 @@ class Speaker25:
     mel: torch.Tensor  # (1, 80, frames) at 22.05 kHz
     style: torch.Tensor  # (1, 192) CAM++
     prompt: torch.Tensor  # (1, frames, C) the length regulator over `features`
-
-
-def load_s2mel25(path: str | Path, config: S2MelConfig) -> S2Mel:
-    """2.5's s2mel (`cfm`, `length_regulator`; no `gpt_layer`) from `s2mel.pth`, each group strictly;
-    other groups of `net` are left alone, as upstream's `load_checkpoint2` reads only its modules'."""
-    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    net = checkpoint.get("net") if isinstance(checkpoint, Mapping) else None
-    if not isinstance(net, Mapping):
-        raise ValueError(f"{path}: no `net` mapping of module states")
-    state: dict[str, torch.Tensor] = {}
-    for name in S2MEL_GROUPS:
-        if not isinstance(net.get(name), Mapping):
-            raise ValueError(f"{path}: net has no {name!r} state (it has {sorted(net)})")
-        for key, value in net[name].items():
-            state[f"{name}.{key.removeprefix('module.')}"] = value.to(torch.float32) if value.is_floating_point() else value
-    with torch.device("meta"):
-        model = S2Mel(config)
-    del model.gpt_layer
-    model.load_state_dict(state, strict=True, assign=True)
-    return model.eval()
 
 
 class IndexTTS25(IndexTTS2):
@@ -138,7 +115,7 @@ class IndexTTS25(IndexTTS2):
         parts = {
             "lm": exact_products(lm),
             "emotion": emotion,
-            "s2mel": load_s2mel25(folder / release.s2mel_checkpoint, S2MelConfig.from_dict(release.s2mel)),
+            "s2mel": load_s2mel(folder / release.s2mel_checkpoint, S2MelConfig.from_dict(release.s2mel), gpt_layer=False),
             "codec": read_codec25(folder / release.codec_checkpoint, Codec25Config.from_dict(release.semantic_codec)),
             "w2v": load_w2vbert(load_file(str(w2v_folder / "model.safetensors")), W2VBertConfig.from_json(w2v_folder / "config.json")),
             "features": FeatureConfig.from_json(w2v_folder / "preprocessor_config.json"),

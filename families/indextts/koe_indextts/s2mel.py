@@ -135,14 +135,16 @@ class LengthRegulator(nn.Module):
 
 
 class S2Mel(nn.Module):
-    """`s2mel.pth`'s three modules: `cfm` (flow matching), `length_regulator`, `gpt_layer`."""
+    """`s2mel.pth`'s modules: `cfm` (flow matching), `length_regulator`, and release 2's `gpt_layer`
+    (2.5's has none: `gpt_layer=False`)."""
 
-    def __init__(self, config: S2MelConfig) -> None:
+    def __init__(self, config: S2MelConfig, gpt_layer: bool = True) -> None:
         super().__init__()
         self.config = config
         self.cfm = FlowMatching(config.dit)
         self.length_regulator = LengthRegulator(config.regulator)
-        self.gpt_layer = nn.Sequential(nn.Linear(GPT_DIM, 256), nn.Linear(256, 128), nn.Linear(128, SEMANTIC_DIM))
+        if gpt_layer:
+            self.gpt_layer = nn.Sequential(nn.Linear(GPT_DIM, 256), nn.Linear(256, 128), nn.Linear(128, SEMANTIC_DIM))
 
     @torch.inference_mode()
     def prompt_condition(self, s_ref: torch.Tensor, ref_frames: int) -> torch.Tensor:
@@ -188,19 +190,20 @@ def _group(net: Mapping[str, Any], name: str) -> dict[str, torch.Tensor]:
     return {k.removeprefix("module."): v for k, v in net[name].items()}
 
 
-def load_s2mel(checkpoint: str | os.PathLike | Mapping[str, Any], config: S2MelConfig, device: str | torch.device = "cpu") -> S2Mel:
-    """`S2Mel` from `s2mel.pth` (a path, or its loaded dict), each module strictly; float tensors
-    are kept in float32 as upstream's `load_state_dict` copies them into its float32 modules."""
+def load_s2mel(checkpoint: str | os.PathLike | Mapping[str, Any], config: S2MelConfig, device: str | torch.device = "cpu", gpt_layer: bool = True) -> S2Mel:
+    """`S2Mel` from `s2mel.pth` (a path, or its loaded dict), each module strictly (2.5's without
+    `gpt_layer`: other groups of `net` are left alone, as upstream reads only its modules'); float
+    tensors are kept in float32 as upstream's `load_state_dict` copies them into its float32 modules."""
     if not isinstance(checkpoint, Mapping):
         checkpoint = torch.load(checkpoint, map_location="cpu", weights_only=True)
     net = checkpoint.get("net")
     if not isinstance(net, Mapping):
         raise ValueError("s2mel.pth: no `net` mapping of module states")
     state = {}
-    for name in GROUPS:
+    for name in GROUPS if gpt_layer else GROUPS[:2]:
         for key, value in _group(net, name).items():
             state[f"{name}.{key}"] = value.to(torch.float32) if value.is_floating_point() else value
     with torch.device("meta"):
-        model = S2Mel(config)
+        model = S2Mel(config, gpt_layer)
     model.load_state_dict(state, strict=True, assign=True)
     return model.to(device).eval()
