@@ -7,7 +7,8 @@ Run in the oracle venv with upstream's source importable:
 `AutoModelForCausalLM` from modelscope, whose class hands a local folder to transformers' own
 `from_pretrained` with the same arguments: transformers' class stands in for it here. `QwenEmotion(folder)`
 loads the LM as upstream does (`torch_dtype="float16"`, `device_map="auto"`: the CPU here); the float32
-cases load it again with `torch_dtype` float32 (koe's exact path). Per case, after `torch.manual_seed(seed)`:
+cases load it again with `torch_dtype` float32 (koe's exact path). The window folder's cases (a `sliding_window` in its config,
+shorter than the prompts: transformers' SDPA then gets its additive causal mask) record the generated ids. Per case, after `torch.manual_seed(seed)`:
 `inference(text)`, with the prompt's ids, the generated ids and the decoded answer it made on the way
 (recorded by wrapping the tokenizer's and the model's calls), its emotion weights or the error it raised.
 The fixed answers go through `inference`'s parsing with a tokenizer and model standing in that give the
@@ -90,6 +91,18 @@ def recorded(qwen, record: dict):
     tokenizer.decode, model.generate = decoded, generated
 
 
+def prompt_text(qwen, text: str) -> str:
+    messages = [{"role": "system", "content": qwen.prompt}, {"role": "user", "content": text}]
+    return qwen.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, enable_thinking=False)
+
+
+def last_logits(qwen, text: str) -> torch.Tensor:
+    """The LM's last logits for `text`'s prompt, in float32 (`logits_to_keep=1`, as generate asks)."""
+    inputs = qwen.tokenizer([prompt_text(qwen, text)], return_tensors="pt")
+    with torch.no_grad():
+        return qwen.model(**inputs, logits_to_keep=1).logits[:, -1, :].to(torch.float32)
+
+
 def main(folder: Path, out: Path) -> None:
     torch.set_num_threads(1)
     setup = json.loads((folder / "setup.json").read_text(encoding="utf-8"))
@@ -109,19 +122,21 @@ def main(folder: Path, out: Path) -> None:
             result[f"{key}.prompt"] = np.array(record["prompt"], dtype=np.int64)
             result[f"{key}.generated"] = np.array(record["generated"], dtype=np.int64)
             result[f"{key}.answer"] = np.array(record["answer"])
+        window = load(v2, folder / "window", dtype)
+        record = {}
+        recorded(window, record)
+        for t, seed in setup["window_cases"]:
+            key = f"{dtype}.window.{t}.{seed}"
+            record.clear()
+            torch.manual_seed(seed)
+            weights_or_error(result, key, lambda t=t, window=window: window.inference(texts[t]))
+            result[f"{key}.generated"] = np.array(record["generated"], dtype=np.int64)
+        result[f"{dtype}.window.logits_sha256"] = sha(last_logits(window, texts[0]))
         tied = load(v2, folder / "tied", dtype)
-        text = tied.tokenizer.apply_chat_template(
-            [{"role": "system", "content": tied.prompt}, {"role": "user", "content": texts[0]}],
-            tokenize=False,
-            add_generation_prompt=True,
-            enable_thinking=False,
-        )
-        inputs = tied.tokenizer([text], return_tensors="pt")
-        with torch.no_grad():
-            logits = tied.model(**inputs, logits_to_keep=1).logits[:, -1, :].to(torch.float32)
+        logits = last_logits(tied, texts[0])
         result[f"{dtype}.tied.logits_sha256"] = sha(logits)  # the whole row by its hash (151,936 scores), its start as it is
         result[f"{dtype}.tied.logits_head"] = logits[:, :1024].numpy()
-        result["tied.prompt_text"] = np.array(text)
+        result["tied.prompt_text"] = np.array(prompt_text(tied, texts[0]))
 
     class Answer:  # a tokenizer and a model that give the fixed answer
         eos_token_id, device, text = 0, torch.device("cpu"), ""

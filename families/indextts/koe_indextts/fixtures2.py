@@ -451,10 +451,11 @@ def emotion_lm_state(answer_ids: list[int], seed: int = 11, tied: bool = False) 
     return state
 
 
-def write_emotion_lm(folder: str | Path, seed: int = 11, tied: bool = False, vocabulary: str = "released") -> str:
+def write_emotion_lm(folder: str | Path, seed: int = 11, tied: bool = False, vocabulary: str = "released", sliding_window: int | None = None) -> str:
     """A tiny emotion LM folder in the released layout (config.json, generation_config.json,
     model.safetensors in bfloat16, Qwen's vocab.json / merges.txt / tokenizer_config.json with the
-    chat template); `vocabulary` as `koe.engines.qwen3_tts.text.vocab` takes it. Returns the
+    chat template); `vocabulary` as `koe.engines.qwen3_tts.text.vocab` takes it; `sliding_window`
+    in its config.json (unused, as `use_sliding_window` is false, yet it moves transformers' masks). Returns the
     weights' `state_sha256` (of the bfloat16 tensors written)."""
     from koe.engines.qwen3_tts.text.tokenizer import QwenTokenizer
     from koe.engines.qwen3_tts.text.vocab import write_qwen_tokenizer_files
@@ -466,6 +467,7 @@ def write_emotion_lm(folder: str | Path, seed: int = 11, tied: bool = False, voc
     answer_ids = [i for piece in ANSWER_PIECES for i in tokenizer.encode(piece)]
     state = {k: v.to(torch.bfloat16).contiguous() for k, v in emotion_lm_state(answer_ids, seed, tied).items()}
     save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
-    (folder / "config.json").write_text(json.dumps({**EMOTION_LM_CONFIG, "tie_word_embeddings": tied}, indent=2) + "\n")
+    config = {**EMOTION_LM_CONFIG, "tie_word_embeddings": tied, "sliding_window": sliding_window}
+    (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     (folder / "generation_config.json").write_text(json.dumps(EMOTION_LM_GENERATION, indent=2) + "\n")
     return state_sha256(state)

@@ -136,6 +136,7 @@ class EmotionLMConfig:
     vocab_size: int
     tie_word_embeddings: bool
     eos_ids: tuple[int, ...]
+    sliding_window: int | None = None  # not applied (use_sliding_window is false), but see `EmotionLM.last_logits`
 
     @classmethod
     def read(cls, folder: Path) -> EmotionLMConfig:
@@ -161,7 +162,8 @@ class EmotionLMConfig:
                 attention_bias=bool(d.get("attention_bias", False)),
                 qk_norm=True,
             )
-            return cls(decoder, int(d["vocab_size"]), bool(d.get("tie_word_embeddings", False)), _ids(d.get("eos_token_id")))
+            window = int(d["sliding_window"]) if d.get("sliding_window") else None
+            return cls(decoder, int(d["vocab_size"]), bool(d.get("tie_word_embeddings", False)), _ids(d.get("eos_token_id")), window)
         except KeyError as e:
             raise EmotionLMError(f"{path}: the setting {e.args[0]!r} is missing: a damaged file; pull the release again") from None
         except (TypeError, ValueError) as e:
@@ -253,13 +255,22 @@ class EmotionLM(nn.Module):
 
     def last_logits(self, ids: torch.Tensor, start: int, cache: ConcatCache) -> torch.Tensor:
         """ids (1, T) at positions start..start+T-1 -> the last position's logits (1, V) in float32
-        (the head runs on that position only, as generate asks transformers to)."""
+        (the head runs on that position only, as generate asks transformers to).
+
+        Attention is SDPA's causal flag, as transformers 4.52 runs it, except where the config names a
+        `sliding_window` (unused) and the keys reach it: transformers then hands SDPA its additive
+        causal mask (0 or the dtype's minimum) instead, and so does koe."""
         x = self.model.embed_tokens(ids)  # (1, T, C)
-        positions = torch.arange(start, start + ids.shape[1])[None]
+        t, keys = ids.shape[1], start + ids.shape[1]
+        positions = torch.arange(start, keys)[None]
         cos, sin = rotary_cos_sin(self.inv_freq, positions, x.dtype)  # (1, T, D)
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+        mask = None
+        if self.cfg.sliding_window is not None and keys >= self.cfg.sliding_window:
+            blocked = torch.arange(keys)[None, :] > positions[0][:, None]  # (T, S): keys after the query
+            mask = torch.zeros(t, keys, dtype=x.dtype).masked_fill(blocked, torch.finfo(x.dtype).min)[None, None]  # (1, 1, T, S)
         for layer, layer_cache in zip(self.model.layers, cache.layers, strict=True):
-            x = layer(x, cos, sin, layer_cache, None)
+            x = layer(x, cos, sin, layer_cache, mask)
         x = self.model.norm(x)
         return self.lm_head(x[:, -1:, :])[:, -1, :].to(torch.float32)
 

@@ -7,6 +7,8 @@
   answers are gibberish, read by upstream's parser as calm, as `label: number` pairs, after a think
   block, or not at all (an error);
 - `tied/`: the same shape with a tied head (as Qwen3-0.6B), plain draws: its last logits only;
+- `window/`: `untied/` with a `sliding_window` in its config (unused: `use_sliding_window` is false),
+  shorter than the prompts: transformers then attends through an explicit mask (`WINDOW_CASES`);
 - cases: (text, seed) pairs read by upstream's `QwenEmotion.inference` right after
   `torch.manual_seed(seed)`, in float16 (upstream's `torch_dtype`) and in float32;
 - answers: fixed strings (with the text they answer) through upstream's parsing: JSON, the regex
@@ -28,6 +30,8 @@ TEXTS = (
 )
 CASES = ((0, 0), (0, 50), (1, 0), (1, 58), (2, 0), (2, 2), (2, 42), (3, 16), (3, 1))  # (text, seed)
 DTYPES = ("float16", "float32")
+WINDOW = 24  # the window folder's sliding_window: every prompt is longer
+WINDOW_CASES = ((0, 0), (3, 16))
 MELANCHOLIC = "I feel so gloomy today."
 ANSWERS = (  # (the LM's answer, the text it read)
     ('{"高兴": 0.8, "愤怒": 0, "悲伤": 0.1, "恐惧": 0, "反感": 0, "低落": 0, "惊讶": 0.3, "自然": 0.2}', "今天很开心"),
@@ -65,6 +69,7 @@ ANSWERS = (  # (the LM's answer, the text it read)
 def write_inputs(folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     lines = [f"{name} {write_emotion_lm(folder / name, tied=name == 'tied')}" for name in ("untied", "tied")]
-    setup = {"texts": TEXTS, "cases": CASES, "dtypes": DTYPES, "answers": ANSWERS}
+    write_emotion_lm(folder / "window", sliding_window=WINDOW)  # untied's weights
+    setup = {"texts": TEXTS, "cases": CASES, "window_cases": WINDOW_CASES, "dtypes": DTYPES, "answers": ANSWERS}
     (folder / "setup.json").write_text(json.dumps(setup, ensure_ascii=False, indent=1), encoding="utf-8")
     (folder / "state_sha256.txt").write_text("\n".join(lines) + "\n")

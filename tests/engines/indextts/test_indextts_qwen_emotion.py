@@ -98,6 +98,23 @@ def test_tied_head_logits(golden, folder, dtype):
     assert array_sha256(logits) == str(golden[f"{dtype}.tied.logits_sha256"])
 
 
+@pytest.mark.parametrize("dtype", G.DTYPES)
+def test_a_sliding_window_in_the_config_moves_to_a_mask(golden, folder, dtype):
+    """`sliding_window` (unused) shorter than the keys: transformers attends through its additive
+    causal mask, not SDPA's causal flag; koe too, with the same ids and logits."""
+    reader = QwenEmotion.load(folder / "window", getattr(torch, dtype))
+    assert reader.lm.cfg.sliding_window == G.WINDOW
+    for t, seed in G.WINDOW_CASES:
+        key = f"{dtype}.window.{t}.{seed}"
+        torch.manual_seed(seed)
+        reading = reader.read(G.TEXTS[t])
+        assert reading.generated == golden[f"{key}.generated"].tolist()
+        assert np.array_equal(np.array(reading.weights), golden[f"{key}.weights"])
+    with torch.inference_mode():
+        logits = reader.lm.last_logits(torch.tensor([reader.prompt_ids(G.TEXTS[0])]), 0, ConcatCache(reader.lm.cfg.decoder.num_layers))
+    assert array_sha256(logits) == str(golden[f"{dtype}.window.logits_sha256"])
+
+
 def test_folder_errors(folder, tmp_path):
     with pytest.raises(EmotionLMError, match="qwen0.6bemo4-merge"):
         QwenEmotion.load(tmp_path / "qwen0.6bemo4-merge")
