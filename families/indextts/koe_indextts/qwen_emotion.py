@@ -102,6 +102,9 @@ _UNSUPPORTED = {
     "guidance_scale": None,
     "renormalize_logits": False,
     "remove_invalid_values": False,
+    "stop_strings": None,
+    "max_time": None,
+    "use_cache": True,  # without its cache transformers runs the whole sequence again at every step
 }
 
 

@@ -72,3 +72,25 @@ def test_engine_audio_is_upstreams(engine, folder, golden, i):
     read = segment["emotion_from_text"]  # the weights read, before emo_alpha scales them (as upstream prints them)
     assert list(read) == ["happy", "angry", "sad", "afraid", "disgusted", "melancholic", "surprised", "calm"]
     assert np.array_equal(np.array(list(read.values())), golden[f"j{i}.emotion"])
+
+
+@pytest.mark.filterwarnings("ignore:speech was cut off")
+def test_a_release_without_the_emotion_lm(folder, tmp_path):
+    """Every other request runs; one asking for an emotion from a text is refused, naming the folder."""
+    import os
+    import shutil
+
+    from koe_indextts.engine import IndexTTSEngine
+
+    model = tmp_path / "model"
+    shutil.copytree(folder / "model", model, ignore=shutil.ignore_patterns("qwen0.6bemo4-merge"), copy_function=os.symlink)
+    engine = IndexTTSEngine.load(model)
+    voice = engine.prepare_voice(str(folder / "speaker.wav"))
+    options = {"max_mel_tokens": 4}
+    assert list(engine.synthesize(SynthesisRequest(text="Hello.", voice=voice, seed=1, options=options)))
+    with pytest.raises(RequestError, match=r"qwen0\.6bemo4-merge \(qwen_emo_path\) is missing") as e:
+        list(engine.synthesize(SynthesisRequest(text="Hello.", voice=voice, seed=1, options={**options, "emo_text": True})))
+    assert e.value.param == "emo_text"
+    with pytest.raises(RequestError, match="Qwen emotion model") as e:
+        list(engine.synthesize(SynthesisRequest(text="Hello.", voice=voice, seed=1, options=options, instruct="angrily")))
+    assert e.value.param == "instructions"
