@@ -116,8 +116,8 @@ class IndexTTSBase(BaseEngine):
 
 
 class IndexTTSEngine(IndexTTSBase):
-    """A loaded IndexTTS 1.5 release (`load` gives an `IndexTTS2Engine` for a release 2 folder). Not
-    re-entrant: one call at a time."""
+    """A loaded IndexTTS 1.5 release (`load` gives an `IndexTTS2Engine` for a release 2 folder, an
+    `IndexTTS25Engine` for a release 2.5 one). Not re-entrant: one call at a time."""
 
     voice_type, voice_error = IndexTTSVoice, IndexTTSVoiceError
     sample_rate = spec.SAMPLE_RATE
@@ -129,8 +129,8 @@ class IndexTTSEngine(IndexTTSBase):
 
     @classmethod
     def load(cls, folder: str | Path, device=None, dtype=None, *, precision: str | None = None) -> IndexTTSEngine:
-        """Load a release folder (1.5, or 2: an `IndexTTS2Engine`) strictly, on the CPU, in float32
-        (upstream's bits)."""
+        """Load a release folder (1.5; 2: an `IndexTTS2Engine`; 2.5: an `IndexTTS25Engine`) strictly, on
+        the CPU, in float32 (upstream's bits)."""
         folder = Path(folder)
         if not folder.is_dir():
             raise FileNotFoundError(f"model folder not found: {folder}")
@@ -140,9 +140,13 @@ class IndexTTSEngine(IndexTTSBase):
         if dev.type != "cpu":
             raise ValueError(f"IndexTTS runs on the CPU in this version of koe (device={dev})")
         description = spec.SPEC.describe(folder)
-        repo = spec.REPO_2 if description.info.size == "2" else spec.REPO_15
+        repo = {"2": spec.REPO_2, "2.5": spec.REPO_25}.get(description.info.size, spec.REPO_15)
         if description.missing:
             raise FileNotFoundError(f"{folder}: missing {', '.join(description.missing)} (a release folder has them: koe models pull {repo})")
+        if description.info.size == "2.5":
+            from koe_indextts.engine25 import IndexTTS25Engine
+
+            return IndexTTS25Engine.load(folder, dev)
         if description.info.size == "2":
             from koe_indextts.engine2 import IndexTTS2Engine
 

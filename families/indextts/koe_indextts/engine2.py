@@ -33,6 +33,7 @@ from koe.engines.pipeline import Piece, Segment, steps_for
 from koe.engines.spec import SpecError
 from koe.runtime.device import resolve_device
 from koe_indextts import spec
+from koe_indextts.beam import Sampling
 from koe_indextts.config import ConfigError, emotion_lm_folder
 from koe_indextts.engine import PCM16_MAX, IndexTTSBase, sampling_of, segment_ids
 from koe_indextts.model2 import SAMPLE_RATE, Emotion, IndexTTS2, Speaker
@@ -134,7 +135,9 @@ class IndexTTS2Engine(IndexTTSBase):
             try:
                 self._emotion_lm = QwenEmotion.load(emotion_lm_folder(self.folder, self.model.release))
             except (ConfigError, EmotionLMError) as e:
-                raise RequestError(f"IndexTTS 2 reads an emotion described in words with upstream's Qwen emotion model: {e}", param=param) from e
+                raise RequestError(
+                    f"{self.model.release.variant} reads an emotion described in words with upstream's Qwen emotion model: {e}", param=param
+                ) from e
         return self._emotion_lm
 
     def emotion_from_text(self, text: str, cancel=None) -> tuple[float, ...]:
@@ -167,11 +170,29 @@ class IndexTTS2Engine(IndexTTSBase):
             rows = tuple(rng.randint(0, n - 1) for n in self.model.release.emo_num)
         return self.model.emotion_vector(speaker, Emotion(own, 1.0, tuple(vector)), rows)
 
+    # -- what release 2.5 replaces ----------------------------------------------------------------
+    def text_pieces(self, text: str, c: Checked) -> list[torch.Tensor]:
+        """A request's text as the ids of upstream's segments, each (n,) (errors: `RequestError`s)."""
+        return segment_ids(self.text, text, c.settings, self.model.lm.cfg.max_text_tokens)
+
+    def speak_piece(self, ids: torch.Tensor, speaker: Speaker, emovec: torch.Tensor, sampling: Sampling, c: Checked) -> tuple[torch.Tensor, torch.Tensor]:
+        """One segment's audio at 16-bit scale (1, samples) and its codes (`IndexTTS2.segment`)."""
+        return self.model.segment(ids, speaker, emovec, sampling, c.cancel)
+
+    def code_rate(self, settings: dict) -> float:
+        """Mel codes a second of speech (the runaway guard's budget in codes)."""
+        return CODE_RATE
+
+    def segment_info(self, c: Checked) -> dict:
+        """What a request's metadata says beyond the codes and segments."""
+        return {}
+
     def speak_segment(self, segment: Segment, c: Checked) -> Iterator[Piece]:
         s = c.settings
-        cap = steps_for(segment.budget_s, CODE_RATE)
+        rate = self.code_rate(s)
+        cap = steps_for(segment.budget_s, rate)
         sampling = sampling_of(s)
-        pieces = segment_ids(self.text, segment.text, s, self.model.lm.cfg.max_text_tokens)
+        pieces = self.text_pieces(segment.text, c)
         speaker, own = self._voice(c.voice)
         emotion_text = c.instruct if c.instruct else segment.text if s["emo_text"] else None  # upstream's emo_text, or its text
         if c.emotion is not None and emotion_text is None and not any(s[name] for name in spec.EMOTION_OPTIONS):
@@ -184,7 +205,7 @@ class IndexTTS2Engine(IndexTTSBase):
         gap = np.zeros(int(SAMPLE_RATE * int(s["interval_silence"]) / 1000.0), np.float32)
         codes_total, truncated = 0, False
         for k, ids in enumerate(pieces):
-            wav, codes = self.model.segment(ids, speaker, emovec, sampling, c.cancel)
+            wav, codes = self.speak_piece(ids, speaker, emovec, sampling, c)
             ended = bool(len(codes)) and int(codes[-1]) == self.model.lm.cfg.stop_mel_token
             truncated = truncated or not ended
             codes_total += len(codes)
@@ -195,7 +216,7 @@ class IndexTTS2Engine(IndexTTSBase):
             if codes_total >= cap:
                 truncated = True
                 break
-        info = {"segments": len(pieces), "codes": codes_total, "seconds": round(codes_total / CODE_RATE, 3)}
+        info = {"segments": len(pieces), "codes": codes_total, "seconds": round(codes_total / rate, 3), **self.segment_info(c)}
         if read is not None:
             info["emotion_from_text"] = dict(zip(spec.EMOTIONS, read, strict=True))
         yield Piece(np.zeros(0, np.float32), codes_total, last=True, truncated=truncated, info=info)

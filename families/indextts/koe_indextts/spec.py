@@ -8,7 +8,12 @@ encoder) and `bpe.model` (the SentencePiece text vocabulary). A release 2 folder
 `wav2vec2bert_stats.pt`, the emotion matrices `feat1.pt` / `feat2.pt`) and its auxiliary models
 under `hf_cache/` as upstream's downloader keeps them (`w2v-bert-2.0/`, the MaskGCT semantic codec,
 CAM++'s `campplus_cn_common.bin`, `bigvgan/`), with the emotion model that reads an emotion from a
-text (`qwen0.6bemo4-merge/`, a Qwen3 LM): `koe models pull IndexTeam/IndexTTS-2` fetches them all. Release 2.5 is known and refused with a clear message until koe runs it.
+text (`qwen0.6bemo4-merge/`, a Qwen3 LM): `koe models pull IndexTeam/IndexTTS-2` fetches them all.
+A release 2.5 folder is `IndexTeam/IndexTTS-2.5`'s files (`config.yaml`, `gpt.pth`, `codec.pth`,
+`s2mel.pth`, the tiktoken vocabulary, `wav2vec2bert_stats.pt`, `feat1.pt` / `feat2.pt`) with release
+2's auxiliary models under `hf_cache/` but no MaskGCT codec, and the same emotion model folder.
+2.5 speaks in a language named by the request (upstream's `lang`; `LANGUAGES_25`), guessed from the
+text where none is given (`language_25`).
 
 Code and weights are under the bilibili Model Use License, which a user accepts once before the
 first pull (`koe models pull ... --accept-license` for scripts).
@@ -18,9 +23,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from koe.engines.base import CLONE_WITHOUT_TRANSCRIPT, Capabilities, Option, OptionsSchema
+from koe.engines.base import CLONE_WITHOUT_TRANSCRIPT, Capabilities, Option, OptionsSchema, UnsupportedLanguage
 from koe.engines.licenses import License
 from koe.engines.spec import HubFiles, ModelDescription, ModelInfo, ReleasedModel, SpecError, has_random_weights
+from koe.text.language import NAMES, guess_language
+from koe_indextts.text25 import LANGUAGES, VOCAB_FILE
 
 FAMILY = "indextts"
 SAMPLE_RATE = 24000
@@ -43,6 +50,11 @@ EMOTIONS = ("happy", "angry", "sad", "afraid", "disgusted", "melancholic", "surp
 EMOTION_OPTIONS = tuple(f"emo_{name}" for name in EMOTIONS)  # its entries as options (emo_sad=0.6), beside upstream's emo_alpha
 EMOTION_LM = "qwen0.6bemo4-merge"  # the release's emotion model (config.yaml's qwen_emo_path), fetched whole
 FILES_15 = ("config.yaml", "gpt.pth", "bigvgan_generator.pth", "bpe.model")
+REPO_25 = "IndexTeam/IndexTTS-2.5"
+FILES_25 = ("config.yaml", "gpt.pth", "codec.pth", "s2mel.pth", VOCAB_FILE, "wav2vec2bert_stats.pt", "feat2.pt", "feat1.pt")  # config25.Release25's own
+SPOKEN_25 = ("zh", "en", "ja", "es", "ar", "zhen")  # what 2.5 is made for (zhen: Chinese mixed with English), then its tokenizer's other codes
+LANGUAGES_25 = (*SPOKEN_25, *(code for code in LANGUAGES if code not in SPOKEN_25))
+NAMES_25 = {**NAMES, "arabic": "ar", "mandarin": "zh"}  # language names a request may give instead of a code
 MIN_REFERENCE_S = 0.5
 MAX_REFERENCE_S = 50.0  # upstream's fast path keeps 50 s of a clip; koe refuses (or trims, on request) longer ones
 MAX_SPEECH_S = 600.0
@@ -127,19 +139,57 @@ def options_schema_2() -> OptionsSchema:
 
 
 def capabilities(variant: str = "IndexTTS-1.5") -> Capabilities:
-    two = variant == "IndexTTS-2"
+    two = variant in ("IndexTTS-2", "IndexTTS-2.5")
+    schema = options_schema_25() if variant == "IndexTTS-2.5" else options_schema_2() if two else options_schema()
     return Capabilities(
         family=FAMILY,
         variant=variant,
         voice_modes=frozenset({CLONE_WITHOUT_TRANSCRIPT}),
-        languages=("auto",),
+        languages=("auto", *LANGUAGES_25) if variant == "IndexTTS-2.5" else ("auto",),
         sample_rate=SAMPLE_RATE_2 if two else SAMPLE_RATE,
-        options=options_schema_2() if two else options_schema(),
+        options=schema,
         min_reference_s=MIN_REFERENCE_S,
         precisions=("fp32",),
         length_option="max_mel_tokens",
         emotion_reference=two,  # release 2 takes an emotion clip (upstream's emo_audio_prompt)
         instruct=two,  # and an emotion described in words (upstream's emo_text), read by its emotion model
+    )
+
+
+DEFAULTS_25 = {**DEFAULTS_2, "duration_factor": 1.0, "text_normalization": True}
+
+
+def options_schema_25() -> OptionsSchema:
+    """Release 2.5's options: release 2's, with upstream's `duration_factor` and `text_normalization`."""
+    return OptionsSchema(
+        (
+            *options_schema_2().options,
+            Option(
+                "duration_factor", "float", "the speech's length against the model's own (upstream's duration_factor: 1.25 is slower)", 1.0, low=0.5, high=2.0
+            ),
+            Option("text_normalization", "bool", "read numbers, dates and symbols out as words first (zh, en and zhen; upstream's text_normalization)", True),
+        )
+    )
+
+
+def language_25(language: str | None, text: str = "") -> tuple[str, bool]:
+    """The language code 2.5's front end takes (upstream's `lang`) and whether it was guessed.
+
+    A code of `LANGUAGES_25` in any case ("ZH", "zhen"), a name ("english", "Chinese"), or a regional
+    code ("en-US", "zh_CN") names it; None, "" or "auto" guesses it from the text: Arabic script ->
+    "ar", else `koe.text.language.guess_language` (kana -> ja, han -> zh, Latin script by its common
+    words: en, es, ...; English where nothing stands out). Anything else is an `UnsupportedLanguage`."""
+    name = (language or "").strip().lower().replace("_", "-")
+    if name in ("", "auto"):
+        arabic = sum(1 for ch in text[:4000] if "\u0600" <= ch <= "\u06ff")
+        latin = sum(1 for ch in text[:4000] if ch.isascii() and ch.isalpha())
+        return ("ar" if arabic and arabic >= latin else guess_language(text)), True
+    for code in (name, NAMES_25.get(name), name.split("-")[0]):
+        if code in LANGUAGES_25:
+            return code, False
+    raise UnsupportedLanguage(
+        f"unsupported language {language!r}: IndexTTS 2.5 speaks {', '.join(SPOKEN_25[:-1])} (zhen: Chinese mixed with English); "
+        "its tokenizer also knows the codes koe models info lists, or leave it unset (auto) to guess it from the text"
     )
 
 
@@ -168,12 +218,18 @@ class IndexTTSSpec:
             license=LICENSE,
         ),
         ReleasedModel(
-            "IndexTeam/IndexTTS-2.5",
+            REPO_25,
             "IndexTTS-2.5",
             "2.5",
+            files=(
+                HubFiles(REPO_25, FILES_25),
+                HubFiles("facebook/w2v-bert-2.0", ("config.json", "preprocessor_config.json", "model.safetensors"), dest="hf_cache/w2v-bert-2.0"),
+                HubFiles("funasr/campplus", ("campplus_cn_common.bin",), dest="hf_cache"),
+                HubFiles("nvidia/bigvgan_v2_22khz_80band_256x", ("config.json", "bigvgan_generator.pt"), dest="hf_cache/bigvgan"),
+                HubFiles(REPO_25, subfolder=EMOTION_LM, dest=EMOTION_LM),
+            ),
             name="IndexTTS-2.5",
             license=LICENSE,
-            unsupported="IndexTTS 2.5 is not supported by koe yet (IndexTTS-2 and IndexTTS-1.5 are: koe models pull IndexTeam/IndexTTS-2)",
         ),
     )
 
@@ -192,13 +248,25 @@ class IndexTTSSpec:
         release = release_of(folder)
         if release is None:
             raise SpecError(f"{folder}: not an IndexTTS release (config.yaml with gpt.pth and bigvgan_generator.pth, s2mel.pth or codec.pth)")
-        if release == "2.5":
-            raise SpecError(f"{folder}: IndexTTS 2.5 is not supported by koe yet (IndexTTS-2 and IndexTTS-1.5 are)")
         try:
-            config = Release2.read(folder) if release == "2" else Release15.read(folder)
+            if release == "2.5":
+                from koe_indextts.config25 import Release25
+
+                config = Release25.read(folder)
+            else:
+                config = Release2.read(folder) if release == "2" else Release15.read(folder)
         except ConfigError as e:
             raise SpecError(str(e)) from e
-        if release == "2":
+        if release == "2.5":
+            required, missing = config.files, config.missing(folder)
+            aux = ("hf_cache/w2v-bert-2.0/model.safetensors", "hf_cache/campplus_cn_common.bin", "hf_cache/bigvgan/bigvgan_generator.pt")
+            weights = (config.gpt_checkpoint, config.codec_checkpoint, config.s2mel_checkpoint, *aux)
+            uses = (
+                "a clone of a clip (--ref clip.wav; no transcript needed) with its own emotion, another clip's (--emotion-ref), the one "
+                "the eight emotion options give (--option emo_sad=0.6) or one read from a text (--instruct); Chinese, English, Japanese, "
+                "Spanish and Arabic (--language, guessed from the text when left out), its length set by --option duration_factor, at 22.05 kHz"
+            )
+        elif release == "2":
             required, missing = config.files, config.missing(folder)
             codec = next((f for f in ("hf_cache/semantic_codec_model.safetensors", "hf_cache/semantic_codec/model.safetensors") if (folder / f).is_file()), "")
             aux = ("hf_cache/w2v-bert-2.0/model.safetensors", codec, "hf_cache/campplus_cn_common.bin", "hf_cache/bigvgan/bigvgan_generator.pt")

@@ -211,3 +211,68 @@ def test_real_config_reads(tmp_path):
     release = Release25.read(tmp_path)
     assert release.semantic_codec["codebook_size"] == 8192 and release.gpt["model_dim"] == 1280
     assert "condition_module" not in release.gpt
+
+
+# -- the engine: koe's contract on the same jobs -----------------------------------------------------
+@pytest.fixture(scope="module")
+def engine(folder):
+    from koe_indextts.engine import IndexTTSEngine
+
+    return IndexTTSEngine.load(folder / "model")
+
+
+def engine_request(engine, folder, job: dict, stream: bool = False):
+    """A golden job as a koe request: its language, the emotion as options or an emotion reference."""
+    from koe_indextts.spec import EMOTION_OPTIONS
+
+    from koe.engines.base import SynthesisRequest
+
+    options = dict(G.GENERATION)
+    for key in ("max_text_tokens_per_segment", "duration_factor", "interval_silence"):
+        if key in job:
+            options[key] = job[key]
+    if "emo_vector" in job:
+        options |= {name: value for name, value in zip(EMOTION_OPTIONS, job["emo_vector"], strict=True) if value}
+    if "emo_alpha" in job:
+        options["emo_alpha"] = job["emo_alpha"]
+    emotion = engine.prepare_voice(str(folder / job["emo_audio_prompt"])) if "emo_audio_prompt" in job else None
+    voice = engine.prepare_voice(str(folder / "speaker.wav"))
+    return SynthesisRequest(text=job["text"], language=job["lang"], voice=voice, seed=job["seed"], options=options, emotion=emotion, stream=stream)
+
+
+def int16_sha256(chunks) -> str:
+    audio = np.concatenate([c.samples for c in chunks])
+    pcm = torch.from_numpy(audio) * 32767  # the engine's samples are upstream's wave / 32767: scaling back is exact to the int16 cut
+    return hashlib.sha256(np.ascontiguousarray(pcm.type(torch.int16).numpy()[:, None]).tobytes()).hexdigest()
+
+
+@pytest.mark.filterwarnings("ignore:speech was cut off")  # a segment that reaches max_mel_tokens, as upstream warns
+@pytest.mark.parametrize("i", range(len(G.JOBS)))
+def test_engine_audio_is_upstreams(engine, folder, golden, i):
+    """Each job through koe's engine contract (job 1's emotion clip as the request's emotion reference,
+    job 2's vector as the emo_* options, job 3 in two segments with its silence) gives upstream's int16 audio."""
+    job = G.JOBS[i]
+    chunks = list(engine.synthesize(engine_request(engine, folder, job)))
+    assert int16_sha256(chunks) == str(golden[f"j{i}.wav_sha256"])
+    meta = chunks[-1].metadata
+    assert chunks[-1].sample_rate == 22050 and meta["model"] == "IndexTTS-2.5"
+
+
+@pytest.mark.filterwarnings("ignore:speech was cut off")
+def test_engine_streams_each_segment_then_its_silence(engine, folder, golden):
+    """The two-segment job streamed: the same audio, the first segment's chunk ending in the 100 ms of zeros."""
+    job = G.JOBS[3]
+    chunks = [c for c in engine.synthesize(engine_request(engine, folder, job, stream=True)) if c.samples.size]
+    assert int16_sha256(chunks) == str(golden["j3.wav_sha256"])
+    assert len(chunks) >= 2 and not np.any(chunks[0].samples[-int(22050 * 0.1) :])
+
+
+@pytest.mark.filterwarnings("ignore:speech was cut off")
+def test_engine_guesses_the_language_when_none_is_given(engine, folder, golden):
+    """Job 0 (Chinese, lang "ZH") without a language: guessed zh from its script, the same audio."""
+    from dataclasses import replace as with_
+
+    request = with_(engine_request(engine, folder, G.JOBS[0]), language=None)
+    chunks = list(engine.synthesize(request))
+    assert int16_sha256(chunks) == str(golden["j0.wav_sha256"])
+    assert chunks[-1].metadata["segments"][0]["language"] == "zh"
