@@ -278,8 +278,9 @@ def test_the_history_replays_the_emotion_reference(home, clips):
         synth.plan(SpeechRequest(text=TEXT, voice="speaker", emotion_voice="nobody"))
 
 
-def test_an_emotion_in_words_is_a_clear_error_on_indextts_2(tmp_path):
-    """Upstream's emo_text needs its Qwen emotion model, which koe does not run yet: refused, not ignored."""
+def test_an_emotion_in_words_without_the_emotion_model_is_a_clear_error_on_indextts_2(tmp_path):
+    """Upstream's emo_text is read by the release's Qwen emotion model: a folder without it refuses
+    such a request (naming what is missing) rather than ignoring the words."""
     from koe_indextts.engine import IndexTTSEngine
     from koe_indextts.fixtures2 import write_random_model2
 
