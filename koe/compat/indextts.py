@@ -70,6 +70,23 @@ missing, unreadable, silent or under 0.5 s clip (a clip over 15 s is cut to 15 s
 it), text with nothing to speak, options out of range, an `emo_vector` that is not 8 finite
 numbers, an unknown generation keyword, `use_emo_text=True`. Where upstream's stream yields its
 list of waves as the silence (`interval_silence <= 0`), koe yields an empty `(1, 0)` tensor.
+
+IndexTTS 2.5 (`indextts.infer_v2_5.IndexTTS2`): `IndexTTS25` here, also `koe.compat.indextts_v2_5.
+IndexTTS2` (upstream's module and class names: a user switching changes only the import).
+`IndexTTS25(cfg_path, model_dir, use_bf16=False, device=None, use_cuda_kernel=None,
+use_deepspeed=False, use_accel=False, use_torch_compile=False, use_qwen_emo=False)` (no
+`aux_paths`: 2.5 reads its auxiliary models from `model_dir/hf_cache/`, as upstream's does; the GPU
+flags accepted and ignored) and `infer(spk_audio_prompt, text, output_path, lang, emo_audio_prompt=None,
+emo_alpha=1.0, emo_vector=None, use_emo_text=False, emo_text=None, use_random=False,
+interval_silence=200, verbose=False, max_text_tokens_per_segment=120, stream_return=False,
+more_segment_before=0, duration_factor=1.0, text_normalization=True, **generation_kwargs)`, with
+release 2's semantics and return values above, plus: `lang` (required, as upstream; 2.5's front end
+`koe_indextts.front25` runs as upstream's does, so an unknown code is read as upstream reads it),
+`duration_factor` (0.5 to 2: the length regulator's target is `int(frames * 1.72 * duration_factor)`),
+`text_normalization`. The caches are upstream's 2.5 ones (no semantic frames); w2v-BERT reads a new
+speaker clip twice, as upstream's does, and draws twice. `more_segment_before` is accepted and, as
+in upstream's 2.5, has no effect. The text is checked before any work, then cut again where
+upstream cuts it (after the clips), so Japanese text's Python draws come in upstream's order.
 """
 
 from __future__ import annotations
@@ -87,7 +104,7 @@ from typing import Any
 import soundfile as sf
 import torch
 
-__all__ = ["IndexTTS", "IndexTTS2"]
+__all__ = ["IndexTTS", "IndexTTS2", "IndexTTS25"]
 
 SAMPLE_RATE = 24000
 SAMPLE_RATE_2 = 22050
@@ -97,6 +114,7 @@ GENERATION = ("do_sample", "top_p", "top_k", "temperature", "length_penalty", "n
 AUX_KEYS = ("w2v_bert", "semantic_codec", "campplus", "bigvgan")  # upstream's aux_paths
 MIN_CLIP_S = 0.5
 _DEFAULT_CFG = "checkpoints/config.yaml"
+_DROP_INS = {"IndexTTS-1.5": "IndexTTS", "IndexTTS-2": "IndexTTS2", "IndexTTS-2.5": "IndexTTS25 (or koe.compat.indextts_v2_5.IndexTTS2)"}
 
 
 def _family():
@@ -152,8 +170,9 @@ class IndexTTS:
         engine, model, spec = _family()
         folder = _release_folder(model_dir, device, accept_license, "IndexTTS-1.5", spec.REPO_15)
         self.engine = engine.IndexTTSEngine.load(folder)
-        if self.engine.model.release.variant == "IndexTTS-2":
-            raise ValueError(f"{folder} holds an {self.engine.model.release.variant} release: use koe.compat.indextts.IndexTTS2 for it")
+        variant = self.engine.model.release.variant
+        if variant in ("IndexTTS-2", "IndexTTS-2.5"):
+            raise ValueError(f"{folder} holds an {variant} release: use koe.compat.indextts.{_DROP_INS[variant]} for it")
         self._check_cfg(cfg_path, folder)
         self._model = model
         release = self.engine.model.release
@@ -351,14 +370,19 @@ class IndexTTS2:
 
         folder = _release_folder(model_dir, device, accept_license, "IndexTTS-2", _family()[2].REPO_2)
         self.engine = _engine2(folder, _aux_paths(folder, aux_paths))
+        self._setup(folder, cfg_path, use_qwen_emo)
+        self.use_fp16 = False
+        self.bpe_path = str(folder / self.engine.model.release.bpe_model)
+
+    def _setup(self, folder: Path, cfg_path, use_qwen_emo: bool) -> None:
+        """Upstream's attributes and per-clip caches, under its names."""
         IndexTTS._check_cfg(cfg_path, folder)
         model = self.engine.model
-        self.device, self.use_fp16, self.use_cuda_kernel, self.dtype = "cpu", False, False, None
+        self.device, self.use_cuda_kernel, self.dtype = "cpu", False, None
         self.use_accel, self.use_torch_compile = False, False
         self.qwen_emo = None  # koe does not run the Qwen emotion model (use_emo_text)
         self._qwen_asked = bool(use_qwen_emo)
         self.model_dir, self.cfg_path = str(folder), str(folder / "config.yaml")
-        self.bpe_path = str(folder / model.release.bpe_model)
         self.stop_mel_token = model.lm.cfg.stop_mel_token
         self.model_version = model.release.version
         self.emo_num = list(model.release.emo_num)
@@ -460,10 +484,10 @@ class IndexTTS2:
         features = self._emotion(job["emotion"])
         emovec = model.emotion_vector(speaker, Emotion(features, job["alpha"], job["vector"]), rows)
         self._progress(0.1, "text processing...")
-        gap, warned, pieces = _silence(job["interval_silence"]), False, job["pieces"]
+        gap, warned, pieces = _silence(job["interval_silence"]), False, self._texts(job)
         for k, ids in enumerate(pieces):
             self._progress(0.2 + 0.7 * k / len(pieces), f"speech synthesis {k + 1}/{len(pieces)}...")
-            wav, codes = model.segment(ids, speaker, emovec, job["sampling"])
+            wav, codes = self._segment(ids, speaker, emovec, job)
             if not warned and not (len(codes) and int(codes[-1]) == self.stop_mel_token):
                 warnings.warn(
                     f"generation stopped at max_mel_tokens ({job['sampling'].max_mel_tokens}) for a segment of {len(ids)} text tokens: "
@@ -473,6 +497,13 @@ class IndexTTS2:
                 )
                 warned = True
             yield wav, gap
+
+    def _texts(self, job: dict) -> list[torch.Tensor]:
+        """The segments' ids, where upstream's infer makes them (after the clips)."""
+        return job["pieces"]
+
+    def _segment(self, ids: torch.Tensor, speaker, emovec: torch.Tensor, job: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.engine.model.segment(ids, speaker, emovec, job["sampling"])
 
     def _speaker(self, clip):
         """The speaker clip's features, from upstream's cache or (w2v-BERT's draws included) computed."""
@@ -612,6 +643,132 @@ class IndexTTS2:
             self.gr_progress(value, desc=desc)
 
 
+class IndexTTS25(IndexTTS2):
+    """A koe IndexTTS 2.5 engine behind upstream's `infer_v2_5.IndexTTS2` class (also importable under
+    upstream's name as `koe.compat.indextts_v2_5.IndexTTS2`; the module doc says what it takes)."""
+
+    def __init__(
+        self,
+        cfg_path: str | os.PathLike = _DEFAULT_CFG,
+        model_dir: str | os.PathLike = "checkpoints",
+        use_bf16: bool = False,
+        device: str | None = None,
+        use_cuda_kernel: bool | None = None,
+        use_deepspeed: bool = False,
+        use_accel: bool = False,
+        use_torch_compile: bool = False,
+        use_qwen_emo: bool = False,
+        *,
+        accept_license: bool = False,
+    ) -> None:
+        engine, _, spec = _family()
+        folder = _release_folder(model_dir, device, accept_license, "IndexTTS-2.5", spec.REPO_25)
+        self.engine = engine.IndexTTSEngine.load(folder)
+        variant = self.engine.model.release.variant
+        if variant != "IndexTTS-2.5":
+            raise ValueError(f"{folder} holds an {variant} release: use koe.compat.indextts.{_DROP_INS.get(variant, 'IndexTTS')} for it")
+        self._setup(folder, cfg_path, use_qwen_emo)
+        self.use_bf16 = False
+
+    def infer(
+        self,
+        spk_audio_prompt,
+        text: str,
+        output_path,
+        lang: str,
+        emo_audio_prompt=None,
+        emo_alpha: float = 1.0,
+        emo_vector=None,
+        use_emo_text: bool = False,
+        emo_text: str | None = None,
+        use_random: bool = False,
+        interval_silence: float = 200,
+        verbose: bool = False,
+        max_text_tokens_per_segment: int = 120,
+        stream_return: bool = False,
+        more_segment_before: int = 0,
+        duration_factor: float = 1.0,
+        text_normalization: bool = True,
+        **generation_kwargs,
+    ):
+        """Upstream 2.5's `infer`: `output_path` after writing a 16-bit WAV there, or `(22050, int16 (n, 1))`;
+        with `stream_return`, a generator of each segment's wave and the silence after it."""
+        from koe.engines.base import InvalidOption
+
+        if not isinstance(lang, str) or not lang.strip():
+            raise ValueError(f"lang={lang!r}: give the text's language code (zh, en, ja, es, ar; zhen for Chinese mixed with English)")
+        if not isinstance(text_normalization, bool):
+            raise ValueError(f"text_normalization={text_normalization!r}: must be True or False")
+        option = self.engine.capabilities.options.get("duration_factor")
+        try:
+            duration = option.check(duration_factor)
+        except InvalidOption as e:
+            raise InvalidOption(f"{e} (the speech's length against the model's own)", param="duration_factor") from e
+        self._text_call = {"lang": lang, "normalize": text_normalization, "duration": duration}
+        return super().infer(
+            spk_audio_prompt,
+            text,
+            output_path,
+            emo_audio_prompt,
+            emo_alpha,
+            emo_vector,
+            use_emo_text,
+            emo_text,
+            use_random,
+            interval_silence,
+            verbose,
+            max_text_tokens_per_segment,
+            stream_return,
+            more_segment_before,
+            **generation_kwargs,
+        )
+
+    # -- what 2.5 does its own way ------------------------------------------------------------------
+    def _pieces(self, text: str, settings: dict, more_segment_before: int) -> list[torch.Tensor]:
+        """The text's segments, checked before any work (upstream's 2.5 makes them after reading the
+        clips: `_texts` makes them again there, so that its Python draws for Japanese come in its order)."""
+        state = random.getstate()
+        try:
+            pieces = self._front(text, int(settings["max_text_tokens_per_segment"]))
+        finally:
+            random.setstate(state)
+        self._text_call |= {"text": text, "limit": int(settings["max_text_tokens_per_segment"])}
+        return pieces
+
+    def _front(self, text: str, limit: int) -> list[torch.Tensor]:
+        """2.5's front end as upstream runs it (`strict=False`: an unknown language is `common`, as upstream reads it)."""
+        call = self._text_call
+        pieces, _ = self.engine.model.text_segments(text, call["lang"], limit, call["normalize"], strict=False)
+        return pieces
+
+    def _texts(self, job: dict) -> list[torch.Tensor]:
+        call = self._text_call
+        job["lang"], job["duration"] = call["lang"], call["duration"]
+        return self._front(call["text"], call["limit"])
+
+    def _segment(self, ids: torch.Tensor, speaker, emovec: torch.Tensor, job: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        from koe_indextts.text25 import language_id
+
+        return self.engine.model.segment(ids, language_id(job["lang"]), speaker, emovec, job["sampling"], job["duration"])
+
+    def _speaker(self, clip):
+        """The speaker clip's features, from upstream's cache or computed: w2v-BERT runs twice on it in
+        upstream's 2.5 (`spk_cond_emb`, then the unused `S_ref`), so its draws are made twice."""
+        from koe_indextts.model25 import Speaker25
+        from koe_indextts.w2vbert import SPEAKER_RATE
+
+        if self.cache_spk_cond is None or not _same_clip(self.cache_spk_audio_prompt, clip):
+            audio = _read_clip(clip, SPEAKER_RATE, "spk_audio_prompt")
+            model = self.engine.model
+            s = model.speaker((audio, SPEAKER_RATE))
+            for _ in range(model.w2v_layers):  # the second run's LayerDrop draws (S_ref)
+                torch.rand([])
+            self.cache_spk_cond, self.cache_mel, self.cache_s2mel_style, self.cache_s2mel_prompt = s.features, s.mel, s.style, s.prompt
+            self.cache_spk_audio_prompt = clip
+            return s
+        return Speaker25(self.cache_spk_cond, self.cache_mel, self.cache_s2mel_style, self.cache_s2mel_prompt)
+
+
 def _real(x: Any) -> bool:
     return isinstance(x, Real) and not isinstance(x, bool) and math.isfinite(float(x))
 
@@ -696,12 +853,14 @@ def _engine2(folder: Path, aux: dict[str, Path] | None):
 
     if aux is None:
         loaded = engine.IndexTTSEngine.load(folder)
-        if not isinstance(loaded, IndexTTS2Engine):
-            raise ValueError(f"{folder} holds an {loaded.model.release.variant} release: use koe.compat.indextts.IndexTTS for it")
+        variant = loaded.model.release.variant
+        if variant != "IndexTTS-2":
+            raise ValueError(f"{folder} holds an {variant} release: use koe.compat.indextts.{_DROP_INS.get(variant, 'IndexTTS')} for it")
         return loaded
     description = spec.SPEC.describe(folder)
     if description.info.size != "2":
-        raise ValueError(f"{folder} holds an {description.info.variant} release: use koe.compat.indextts.IndexTTS for it")
+        variant = description.info.variant
+        raise ValueError(f"{folder} holds an {variant} release: use koe.compat.indextts.{_DROP_INS.get(variant, 'IndexTTS')} for it")
     own = [f for f in description.missing if not f.startswith("hf_cache/")]
     if own:
         raise FileNotFoundError(f"{folder}: missing {', '.join(own)} (a release folder has them: koe models pull {spec.REPO_2})")
