@@ -14,6 +14,11 @@ upstream's source importable (`scripts/goldens.py` puts this folder on their PYT
 - `sha(array)`: the sha256 of an array's (or tensor's) bytes, as a 0-d string array.
 - `mel_fn_args(cfg)`: the arguments `IndexTTS2.__init__` reads from `s2mel.preprocess_params` for
   its `mel_fn`.
+- `Recorder`: what upstream's methods returned, by name (`after(obj, method, name)` wraps one on the
+  instance; `keep`), and the arrays a golden stores (`store`: one over `big` bytes as its hash and
+  shape).
+- `log_draws()`: every draw from torch's global generator, as "op [shape]", into the list returned.
+- `forget_clips(tts)`: release 2's and 2.5's per-clip caches emptied, as upstream's first call with a clip.
 """
 
 from __future__ import annotations
@@ -83,3 +88,64 @@ def mel_fn_args(cfg) -> dict:
         "fmax": None if spect.get("fmax", "None") == "None" else 8000,
         "center": False,
     }
+
+
+class Recorder:
+    """What wrapped methods returned (`record[name]`, in call order) and the npz's arrays (`result`)."""
+
+    def __init__(self, big: int) -> None:
+        self.record: dict[str, list] = {}
+        self.result: dict[str, np.ndarray] = {}
+        self.big = big
+
+    def keep(self, name: str, value: torch.Tensor) -> None:
+        self.record.setdefault(name, []).append(value.detach().clone())
+
+    def after(self, obj, method: str, then) -> None:
+        """`then(result, *args, **kwargs)` after each call of `obj.method` (on the instance); `then`
+        a name keeps the result under that name."""
+        original = getattr(obj, method)
+        if isinstance(then, str):
+            name = then
+            then = lambda result, *a, **k: self.keep(name, result)  # noqa: E731
+
+        def wrapper(*args, **kwargs):
+            result = original(*args, **kwargs)
+            then(result, *args, **kwargs)
+            return result
+
+        setattr(obj, method, wrapper)
+
+    def store(self, name: str, array: np.ndarray) -> None:
+        """`name`, or over `big` bytes `name.sha256` (of its C-order bytes) and `name.shape`."""
+        array = np.ascontiguousarray(array)
+        if array.nbytes > self.big:
+            self.result[f"{name}.sha256"] = np.array(hashlib.sha256(array.tobytes()).hexdigest())
+            self.result[f"{name}.shape"] = np.array(array.shape)
+        else:
+            self.result[name] = array
+
+
+DRAWS = ("multinomial", "rand", "randn", "randint", "rand_like", "randn_like", "bernoulli", "normal", "randperm")
+
+
+def log_draws(ops: tuple[str, ...] = DRAWS) -> list[str]:
+    draws: list[str] = []
+    for op in ops:
+        fn = getattr(torch, op)
+
+        def logged(*args, _fn=fn, _op=op, **kwargs):
+            result = _fn(*args, **kwargs)
+            draws.append(f"{_op} {list(result.shape)}")
+            return result
+
+        setattr(torch, op, logged)
+    return draws
+
+
+CLIP_CACHES = ("cache_spk_cond", "cache_s2mel_style", "cache_s2mel_prompt", "cache_spk_audio_prompt", "cache_emo_cond", "cache_emo_audio_prompt", "cache_mel")
+
+
+def forget_clips(tts) -> None:
+    for cache in CLIP_CACHES:
+        setattr(tts, cache, None)

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 torch.set_num_threads(1)
-from common import recorded_hashes, sha, skip_dac_package_inits, stand_in_missing  # noqa: E402
+from common import Recorder, forget_clips, log_draws, recorded_hashes, sha, skip_dac_package_inits, stand_in_missing  # noqa: E402
 
 stand_in_missing()
 skip_dac_package_inits()
@@ -46,65 +46,16 @@ aux = {
 }
 tts = IndexTTS2(cfg_path=str(model / "config.yaml"), model_dir=str(model), use_fp16=False, device="cpu", use_qwen_emo=False, aux_paths=aux)
 
-record: dict[str, list] = {}
-
-
-def keep(name: str, value: torch.Tensor) -> None:
-    record.setdefault(name, []).append(value.detach().clone())
-
-
-def wrap(obj, name: str, after) -> None:
-    original = getattr(obj, name)
-
-    def wrapper(*args, **kwargs):
-        result = original(*args, **kwargs)
-        after(result, *args, **kwargs)
-        return result
-
-    setattr(obj, name, wrapper)
-
-
-wrap(tts, "get_emb", lambda r, *a, **k: keep("emb", r))
-wrap(tts.campplus_model, "forward", lambda r, *a, **k: keep("style", r))
-wrap(tts.gpt, "inference_speech", lambda r, *a, **k: keep("codes", r[0]))
-wrap(tts.gpt, "forward", lambda r, *a, **k: keep("latent", r))
-cfm = tts.s2mel.models["cfm"]
-wrap(cfm, "inference", lambda r, *a, **k: keep("mel", r))
-wrap(tts.bigvgan, "forward", lambda r, *a, **k: keep("wav", r))
-mel_fn = tts.mel_fn
-
-
-def recorded_mel(x):
-    result = mel_fn(x)
-    keep("ref_mel", result)
-    return result
-
-
-tts.mel_fn = recorded_mel
-
-draws: list[str] = []
-for op in ("multinomial", "rand", "randn", "randint", "rand_like", "randn_like", "bernoulli", "normal", "randperm"):
-    fn = getattr(torch, op)
-
-    def logged(*args, _fn=fn, _op=op, **kwargs):
-        result = _fn(*args, **kwargs)
-        draws.append(f"{_op} {list(result.shape)}")
-        return result
-
-    setattr(torch, op, logged)
-
-result: dict[str, np.ndarray] = {}
-BIG = 64 * 1024  # arrays above this many bytes are kept as the sha256 of their bytes (`NAME.sha256`)
-
-
-def store(name: str, array: np.ndarray) -> None:
-    array = np.ascontiguousarray(array)
-    if array.nbytes > BIG:
-        result[f"{name}.sha256"] = np.array(hashlib.sha256(array.tobytes()).hexdigest())
-        result[f"{name}.shape"] = np.array(array.shape)
-    else:
-        result[name] = array
-
+rec = Recorder(big=64 * 1024)
+record, result, store = rec.record, rec.result, rec.store
+rec.after(tts, "get_emb", "emb")
+rec.after(tts.campplus_model, "forward", "style")
+rec.after(tts.gpt, "inference_speech", lambda r, *a, **k: rec.keep("codes", r[0]))
+rec.after(tts.gpt, "forward", "latent")
+rec.after(tts.s2mel.models["cfm"], "inference", "mel")
+rec.after(tts.bigvgan, "forward", "wav")
+rec.after(tts, "mel_fn", "ref_mel")
+draws = log_draws()
 
 result.update(recorded_hashes(folder))
 for i, job in enumerate(spec["jobs"]):
@@ -112,16 +63,7 @@ for i, job in enumerate(spec["jobs"]):
     seed, text = job.pop("seed"), job.pop("text")
     if "emo_audio_prompt" in job:
         job["emo_audio_prompt"] = str(folder / job["emo_audio_prompt"])
-    for cache in (
-        "cache_spk_cond",
-        "cache_s2mel_style",
-        "cache_s2mel_prompt",
-        "cache_spk_audio_prompt",
-        "cache_emo_cond",
-        "cache_emo_audio_prompt",
-        "cache_mel",
-    ):
-        setattr(tts, cache, None)
+    forget_clips(tts)
     record.clear()
     draws.clear()
     torch.manual_seed(seed)

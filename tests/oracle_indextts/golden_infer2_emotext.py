@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 torch.set_num_threads(1)
-from common import recorded_hashes, sha, skip_dac_package_inits, stand_in_missing  # noqa: E402
+from common import Recorder, forget_clips, log_draws, recorded_hashes, sha, skip_dac_package_inits, stand_in_missing  # noqa: E402
 
 stand_in_missing()
 skip_dac_package_inits()
@@ -44,34 +44,12 @@ aux = {
 tts = v2.IndexTTS2(cfg_path=str(model / "config.yaml"), model_dir=str(model), use_fp16=False, device="cpu", use_qwen_emo=True, aux_paths=aux)
 assert tts.qwen_emo is not None and tts.qwen_emo.model.dtype == torch.float16
 
-record: dict[str, list] = {}
-
-
-def wrap(obj, name: str, after) -> None:
-    original = getattr(obj, name)
-
-    def wrapper(*args, **kwargs):
-        result = original(*args, **kwargs)
-        after(result, *args, **kwargs)
-        return result
-
-    setattr(obj, name, wrapper)
-
-
-wrap(tts.gpt, "inference_speech", lambda r, *a, **k: record.setdefault("codes", []).append(r[0].detach().clone()))
-wrap(tts.qwen_emo, "inference", lambda r, *a, **k: record.setdefault("emotion", []).append(list(r.values())))
-wrap(tts.qwen_emo.model, "generate", lambda r, *a, **k: record.setdefault("generated", []).append(r[0, k["input_ids"].shape[1] :].tolist()))
-
-draws: list[str] = []
-for op in ("multinomial", "rand", "randn", "randint", "rand_like", "randn_like", "bernoulli", "normal", "randperm"):
-    fn = getattr(torch, op)
-
-    def logged(*args, _fn=fn, _op=op, **kwargs):
-        result = _fn(*args, **kwargs)
-        draws.append(f"{_op} {list(result.shape)}")
-        return result
-
-    setattr(torch, op, logged)
+rec = Recorder(big=0)
+record = rec.record
+rec.after(tts.gpt, "inference_speech", lambda r, *a, **k: rec.keep("codes", r[0]))
+rec.after(tts.qwen_emo, "inference", lambda r, *a, **k: record.setdefault("emotion", []).append(list(r.values())))
+rec.after(tts.qwen_emo.model, "generate", lambda r, *a, **k: record.setdefault("generated", []).append(r[0, k["input_ids"].shape[1] :].tolist()))
+draws = log_draws()
 
 result: dict[str, np.ndarray] = dict(recorded_hashes(folder))
 for i, job in enumerate(spec["jobs"]):
@@ -79,16 +57,7 @@ for i, job in enumerate(spec["jobs"]):
     seed, text = job.pop("seed"), job.pop("text")
     if "emo_audio_prompt" in job:
         job["emo_audio_prompt"] = str(folder / job["emo_audio_prompt"])
-    for cache in (
-        "cache_spk_cond",
-        "cache_s2mel_style",
-        "cache_s2mel_prompt",
-        "cache_spk_audio_prompt",
-        "cache_emo_cond",
-        "cache_emo_audio_prompt",
-        "cache_mel",
-    ):
-        setattr(tts, cache, None)
+    forget_clips(tts)
     record.clear()
     draws.clear()
     torch.manual_seed(seed)
