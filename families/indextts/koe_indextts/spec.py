@@ -55,6 +55,7 @@ FILES_25 = ("config.yaml", "gpt.pth", "codec.pth", "s2mel.pth", VOCAB_FILE, "wav
 SPOKEN_25 = ("zh", "en", "ja", "es", "ar", "zhen")  # what 2.5 is made for (zhen: Chinese mixed with English), then its tokenizer's other codes
 LANGUAGES_25 = (*SPOKEN_25, *(code for code in LANGUAGES if code not in SPOKEN_25))
 NAMES_25 = {**NAMES, "arabic": "ar", "mandarin": "zh"}  # language names a request may give instead of a code
+LANGUAGE_NAMES_25 = tuple(name for name, code in NAMES_25.items() if code in LANGUAGES_25)
 MIN_REFERENCE_S = 0.5
 MAX_REFERENCE_S = 50.0  # upstream's fast path keeps 50 s of a clip; koe refuses (or trims, on request) longer ones
 MAX_SPEECH_S = 600.0
@@ -145,7 +146,7 @@ def capabilities(variant: str = "IndexTTS-1.5") -> Capabilities:
         family=FAMILY,
         variant=variant,
         voice_modes=frozenset({CLONE_WITHOUT_TRANSCRIPT}),
-        languages=("auto", *LANGUAGES_25) if variant == "IndexTTS-2.5" else ("auto",),
+        languages=("auto", *LANGUAGES_25, *LANGUAGE_NAMES_25) if variant == "IndexTTS-2.5" else ("auto",),
         sample_rate=SAMPLE_RATE_2 if two else SAMPLE_RATE,
         options=schema,
         min_reference_s=MIN_REFERENCE_S,
