@@ -19,7 +19,8 @@ the tokenizer's `tokenize`, `split_segments` and `convert_tokens_to_ids` (text),
 `gpt.inference_speech` (the search), `gpt.forward` (the latent pass) and `bigvgan.forward` (the
 vocoder, whose float output the hashes read).
 
-A release 2 folder (its `s2mel.pth`) is run by `bench_worker2.IndexTTS2UpstreamWorker` instead.
+A release 2 folder (its `s2mel.pth`) is run by `bench_worker2.IndexTTS2UpstreamWorker` instead, a
+release 2.5 folder (its `codec.pth`) by `bench_worker25.IndexTTS25UpstreamWorker`.
 """
 
 from __future__ import annotations
@@ -155,15 +156,20 @@ class IndexTTSUpstreamWorker:
 
 
 class Dispatcher:
-    """The worker the benchmark talks to: 1.5's, or release 2's for a folder with `s2mel.pth`."""
+    """The worker the benchmark talks to: 1.5's, release 2.5's for a folder with `codec.pth`, or release
+    2's for one with `s2mel.pth`."""
 
     def __init__(self) -> None:
         self.worker = None
 
     def load(self, cmd: dict) -> dict:
+        here = Path(__file__).resolve().parent
         if (Path(cmd["model"]) / "s2mel.pth").exists():
-            bench_worker2 = _by_path("bench_worker2", Path(__file__).resolve().parent / "bench_worker2.py")
-            self.worker = bench_worker2.IndexTTS2UpstreamWorker(wire, cases, Parts)
+            bench_worker2 = _by_path("bench_worker2", here / "bench_worker2.py")
+            if (Path(cmd["model"]) / "codec.pth").exists():
+                self.worker = _by_path("bench_worker25", here / "bench_worker25.py").IndexTTS25UpstreamWorker(wire, cases, Parts)
+            else:
+                self.worker = bench_worker2.IndexTTS2UpstreamWorker(wire, cases, Parts)
             import logging
             import warnings
 

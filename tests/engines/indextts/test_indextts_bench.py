@@ -1,4 +1,4 @@
-"""`koe bench --family indextts` on the tiny random releases (1.5: cases en and zh; 2: en2 and zh2):
+"""`koe bench --family indextts` on the tiny random releases (1.5: cases en and zh; 2: en2 and zh2; 2.5: en25 and zh25):
 koe alone (every part timed), and against upstream's `IndexTTS.infer` / `IndexTTS2.infer` in the
 oracle's venv (`make oracle-indextts`; a missing venv is an error, not a skip) with the codes' and
 waveforms' bits compared; release 2's folder at the released sizes (its parameter counts); and the
@@ -21,17 +21,23 @@ QUICK_CODES = 8  # --quick's --codes
 
 CASES_15 = ["--case", "en", "--case", "zh"]
 CASES_2 = ["--case", "en2", "--case", "zh2"]
+CASES_25 = ["--case", "en25", "--case", "zh25"]
 TINY_2_SAMPLES = 3328  # release 2 at the tiny size reaches the cap too: int(8 codes x 1.72) = 13 mel frames of 256 samples
 
 
 def _check_run(run: dict, case: str, side: str = "koe") -> None:
     parts = cases.parts_of(cases.VARIANTS[case])
-    assert run["segments"] == 1 and run["codes"] == QUICK_CODES and run["audio_s"] > 0, (case, side)
+    if cases.VARIANTS[case] == "IndexTTS-2.5":  # the tiny GPT's few text positions cut en25 in two; its stop bias ends searches early
+        assert run["segments"] == {"en25": 2, "zh25": 1}[case] and 0 < run["codes"] <= QUICK_CODES * run["segments"] and run["audio_s"] > 0, (case, side)
+        assert all(0 < run[k] < run["reference_s"] for k in cases.REFERENCE_PARTS_25), (case, side)
+        assert sum(run[k] for k in cases.REFERENCE_PARTS_25) < run["reference_s"] and not any(k in run for k in ("latent_s", "codec_s"))
+    else:
+        assert run["segments"] == 1 and run["codes"] == QUICK_CODES and run["audio_s"] > 0, (case, side)
     if cases.VARIANTS[case] == "IndexTTS-2":
         assert run["audio_samples"] == TINY_2_SAMPLES and abs(run["audio_s"] - TINY_2_SAMPLES / 22050) < 1e-9
         assert all(0 < run[k] < run["reference_s"] for k in cases.REFERENCE_PARTS_2), (case, side)  # parts of the reference
         assert sum(run[k] for k in cases.REFERENCE_PARTS_2) < run["reference_s"]
-    else:
+    elif cases.VARIANTS[case] == "IndexTTS-1.5":
         assert run["audio_samples"] == QUICK_CODES * 1024  # random weights at the tiny size reach the cap: 1024 samples a code
         assert not any(k in run for k in cases.REFERENCE_PARTS_2 + ("s2mel_s",))
     for key in parts + ("total_s", "rtf", "ms_per_code", "peak_rss"):
@@ -42,9 +48,12 @@ def _check_run(run: dict, case: str, side: str = "koe") -> None:
 
 PARTS_15 = ("gpt", "conditioning", "bigvgan", "speaker_encoder")
 PARTS_2 = ("gpt", "conditioning", "s2mel", "w2v_bert", "semantic_codec", "campplus", "bigvgan")
+PARTS_25 = ("gpt", "conditioning", "s2mel", "w2v_bert", "codec", "campplus", "bigvgan")
 
 
-@pytest.mark.parametrize(("which", "variant", "parts"), [(CASES_15, "IndexTTS-1.5", PARTS_15), (CASES_2, "IndexTTS-2", PARTS_2)])
+@pytest.mark.parametrize(
+    ("which", "variant", "parts"), [(CASES_15, "IndexTTS-1.5", PARTS_15), (CASES_2, "IndexTTS-2", PARTS_2), (CASES_25, "IndexTTS-2.5", PARTS_25)]
+)
 def test_indextts_quick_bench_koe(tmp_path, capsys, which, variant, parts) -> None:
     out = tmp_path / "bench.json"
     argv = ["--family", "indextts", "--quick", *which, "--threads", "1", "--models", str(tmp_path / "models"), "--out", str(out)]
@@ -61,12 +70,12 @@ def test_indextts_quick_bench_koe(tmp_path, capsys, which, variant, parts) -> No
     assert list(params) == [*parts, "total"] and params["total"] == sum(params[k] for k in parts) and min(params.values()) > 0
     table = capsys.readouterr().out
     assert "ms/code" in table and "GPT s" in table and "vocoder s" in table and which[-1] in table
-    assert ("s2mel s" in table and "w2v s" in table and "CAM++ s" in table) == (variant == "IndexTTS-2")
+    assert ("s2mel s" in table and "w2v s" in table and "CAM++ s" in table) == (variant != "IndexTTS-1.5")
 
 
 @pytest.mark.oracle
 @pytest.mark.goldens_oracle("indextts")
-@pytest.mark.parametrize("which", [CASES_15, CASES_2])
+@pytest.mark.parametrize("which", [CASES_15, CASES_2, CASES_25])
 def test_indextts_quick_bench_against_upstream(tmp_path, capsys, which) -> None:
     out = tmp_path / "bench.json"
     argv = ["--family", "indextts", "--quick", *which, "--threads", "1", "--compare", "upstream", "--models", str(tmp_path / "models"), "--out", str(out)]
@@ -89,8 +98,10 @@ def test_indextts_bench_options() -> None:
     assert opts.sizes == ["real"] and opts.cases == ["en", "zh", "en2", "zh2"] and opts.codes == 150 and opts.precision == "fp32"
     opts, _ = parse_options(["--family", "indextts", "--quick", "--case", "zh2", "--codes", "20"])
     assert opts.sizes == ["tiny"] and opts.cases == ["zh2"] and opts.codes == 20 and opts.variant is None
-    assert BENCH.sides["upstream"].venv == ".oracle-indextts" and BENCH.model_variants == ("IndexTTS-1.5", "IndexTTS-2")
+    assert BENCH.sides["upstream"].venv == ".oracle-indextts" and BENCH.model_variants == ("IndexTTS-1.5", "IndexTTS-2", "IndexTTS-2.5")
     assert {cases.VARIANTS[c] for c in cases.CASES} == set(BENCH.model_variants) and cases.CASES["en2"] == cases.CASES["en"]
+    opts, _ = parse_options(["--family", "indextts", "--quick", "--case", "en25"])
+    assert opts.cases == ["en25"] and cases.LANGUAGES == {"en25": "en", "zh25": "zh"} and cases.CASES["zh25"] == cases.CASES["zh"]
     for wrong in (["--case", "ja"], ["--size", "2"], ["--precision", "bf16"], ["--codes", "0"], ["--variant", "IndexTTS-2"]):  # the cases pick the release
         with pytest.raises(SystemExit):
             parse_options(["--family", "indextts", *wrong])

@@ -1,16 +1,18 @@
 """IndexTTS's benchmark (`koe bench --family indextts`): what it declares (`BENCH`).
 
 Random weights in the released layouts, "real" (the released sizes) or "tiny", one folder per
-release (1.5: cases en and zh; 2: en2 and zh2; the cases pick it) and one pair of workers per
-release (koe's engine, and with `--compare upstream` upstream's `IndexTTS(...).infer(...)` or
-`IndexTTS2(...).infer(...)` from its source in the oracle's venv and process). Each case is one
+release (1.5: cases en and zh; 2: en2 and zh2; 2.5: en25 and zh25, run when asked for; the cases
+pick it) and one pair of workers per release (koe's engine, and with `--compare upstream` upstream's
+`IndexTTS(...).infer(...)`, `IndexTTS2(...).infer(...)` or 2.5's `infer_v2_5.IndexTTS2(...).infer(...)`
+from its source in the oracle's venv and process). Each case is one
 clone request, the same seed on both sides, making at most `--codes` mel codes a segment (random
 weights seldom end a search: the cap is the length). Seconds and seconds per second of audio, split
 into the text front end, the reference (1.5: the clip's log-mel, the conditioning latents, the
 vocoder's speaker embedding; 2: the clips' w2v-BERT features, semantic codes, mel, CAM++ style,
 prompt condition, conditioning latents and emotion vector, with w2v-BERT, the codec, the mel and
-CAM++ also shown apart), the GPT's code search (ms per code), the latent pass, s2mel (2: the length
-regulator and flow matching) and the vocoder. With `--compare upstream` the codes' and waveforms'
+CAM++ also shown apart; 2.5: w2v-BERT, the mel and CAM++ apart), the GPT's code search (ms per code),
+the latent pass (1.5, 2), s2mel (2: the length regulator and flow matching; 2.5: the codec's decode
+too) and the vocoder. With `--compare upstream` the codes' and waveforms'
 hashes say whether the bits are equal.
 """
 
@@ -55,5 +57,5 @@ BENCH = declare(
         ),
     ),
     sides={"upstream": Side.upstream(ORACLE, "tests/oracle_indextts/bench_worker.py")},
-    about="IndexTTS 1.5 and 2",
+    about="IndexTTS 1.5, 2 and 2.5",
 )

@@ -6,7 +6,9 @@ released sizes; float32 as released), one folder per release (the cases pick it:
 BigVGAN 1536 channels. 2 (`koe_indextts.fixtures2.write_random_model2`): GPT 24 x 1280 with a
 speaker (6 x 512) and an emotion (4 x 512) conditioning, s2mel (DiT 13 x 512, WaveNet 8 x 512,
 length regulator 512), and under `hf_cache/` w2v-BERT 2.0 (24 layers), MaskGCT's semantic codec,
-CAM++ and BigVGAN v2 (1536 channels).
+CAM++ and BigVGAN v2 (1536 channels). 2.5 (`koe_indextts.fixtures25.write_random_model`): its GPT
+with CAM++'s speaker row and the language embedding (release 2's sizes), `codec.pth` (2.5's codec),
+s2mel without `gpt_layer`, and release 2's auxiliary models but the MaskGCT codec.
 """
 
 from __future__ import annotations
@@ -15,10 +17,23 @@ from pathlib import Path
 
 from koe.engines.benchmark import RandomModels
 
-VARIANTS = ("IndexTTS-1.5", "IndexTTS-2")
+VARIANTS = ("IndexTTS-1.5", "IndexTTS-2", "IndexTTS-2.5")
 SIZES = ("tiny", "real")
 FIXTURE_VERSION = 2  # 2: release 2's real GPT without the stop bias (its searches make --codes codes)
-MODELS = RandomModels("IndexTTS", "indextts", VARIANTS, SIZES, "koe_indextts.fixtures:write_random_model")
+
+
+def write_release(folder, variant: str, size: str, seed: int = 0) -> Path:
+    """A random-weight release folder of `variant` at `size` (2.5's from `fixtures25`, the others' from `fixtures`)."""
+    if variant == "IndexTTS-2.5":
+        from koe_indextts.fixtures25 import write_random_model as write25
+
+        return write25(folder, seed, size)
+    from koe_indextts.fixtures import write_random_model
+
+    return write_random_model(folder, variant, size, seed=seed)
+
+
+MODELS = RandomModels("IndexTTS", "indextts", VARIANTS, SIZES, "koe_indextts.bench.models:write_release")
 model_name, write_model = MODELS.model_name, MODELS.write_model
 WEIGHTS = ("*.pth", "*.pt", "*.bin", "*.safetensors")
 CONDITIONING = ("conditioning_encoder.", "perceiver_encoder.", "emo_conditioning_encoder.", "emo_perceiver_encoder.")
@@ -53,9 +68,21 @@ def parameter_counts(folder: Path) -> dict[str, int]:
     released: their g and v counted). 1.5: the GPT (embeddings, stack, heads), its speech
     conditioning, BigVGAN and BigVGAN's speaker encoder. 2: the GPT, its speaker and emotion
     conditioning, s2mel (length regulator, DiT and WaveNet, gpt_layer), w2v-BERT 2.0 (all its layers,
-    as released), the semantic codec, CAM++ and BigVGAN v2."""
+    as released), the semantic codec, CAM++ and BigVGAN v2. 2.5: the same, its codec `codec.pth`
+    (the GPT's conditioning: its emotion encoder, CAM++'s projection counted with the GPT)."""
     folder = Path(folder)
-    if (folder / "s2mel.pth").exists():
+    if (folder / "codec.pth").exists():  # 2.5
+        from koe_indextts.config import AUX_CAMPPLUS, AUX_W2V_BERT
+
+        counts = {"gpt": 0, "conditioning": 0}
+        _gpt(folder / "gpt.pth", counts)
+        counts["s2mel"] = sum(_count(group) for group in _state(folder / "s2mel.pth")["net"].values())
+        counts["w2v_bert"] = _count(_state(folder / AUX_W2V_BERT / "model.safetensors"))
+        counts["codec"] = _count(_state(folder / "codec.pth")["model"])
+        counts["campplus"] = _count(_state(folder / AUX_CAMPPLUS))
+        vocoder = _state(folder / "hf_cache" / "bigvgan" / "bigvgan_generator.pt")
+        counts["bigvgan"] = _count(vocoder.get("generator", vocoder))
+    elif (folder / "s2mel.pth").exists():
         from koe_indextts.config import AUX_CAMPPLUS, AUX_W2V_BERT, semantic_codec_file
 
         counts = {"gpt": 0, "conditioning": 0}

@@ -60,6 +60,7 @@ def model_note(size: str, variant: str, model: dict) -> str:
         "s2mel": "s2mel",
         "w2v_bert": "w2v-BERT",
         "semantic_codec": "codec",
+        "codec": "2.5 codec",
         "campplus": "CAM++",
     }
     parts = " + ".join(f"{names[k]} {v / 1e6:.1f} M" for k, v in p.items() if k != "total")
