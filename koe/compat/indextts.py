@@ -56,9 +56,12 @@ numbers from torch's generator only when it reads a clip that is not cached, so 
 `torch.manual_seed(N)` every call, first or later, gives upstream's samples. A clip is cached by
 the value given (`"a.wav"` and `Path("a.wav")` are different clips, as upstream's `!=` has them).
 
-koe does not run the Qwen emotion model: `use_qwen_emo=True` loads nothing, and `use_emo_text=True`
-is an error (NotImplementedError, a RuntimeError as upstream raises without the model; with
-`use_qwen_emo=False` upstream's RuntimeError). `aux_paths` is upstream's dict (`w2v_bert` folder,
+`use_emo_text=True` reads the emotion from `emo_text` (or, without one, from `text`) with the
+release's Qwen emotion model, as upstream's does: `qwen_emo.inference(text)` gives upstream's dict of
+the eight weights, drawn from torch's generator first, before any clip is read. With
+`use_qwen_emo=True` (upstream's default) the model is loaded on its first use, not at construction
+(upstream loads it there); a release folder without it fails then, naming the folder; with
+`use_qwen_emo=False`, `use_emo_text=True` is upstream's RuntimeError. `aux_paths` is upstream's dict (`w2v_bert` folder,
 `semantic_codec` file, `campplus` file, `bigvgan` folder); left out, they are found under
 `model_dir/hf_cache/` where upstream's downloader and `koe models pull` keep them. `use_fp16`,
 `use_cuda_kernel`, `use_deepspeed`, `use_accel` and `use_torch_compile` are accepted and ignored
@@ -68,7 +71,7 @@ as upstream, without effect: release 2 always samples); others are a TypeError. 
 clear error before any work where it can be seen then, and nothing is written: no speaker clip, a
 missing, unreadable, silent or under 0.5 s clip (a clip over 15 s is cut to 15 s, as upstream cuts
 it), text with nothing to speak, options out of range, an `emo_vector` that is not 8 finite
-numbers, an unknown generation keyword, `use_emo_text=True`. Where upstream's stream yields its
+numbers, an unknown generation keyword, `use_emo_text=True` without the emotion model. Where upstream's stream yields its
 list of waves as the silence (`interval_silence <= 0`), koe yields an empty `(1, 0)` tensor.
 
 IndexTTS 2.5 (`indextts.infer_v2_5.IndexTTS2`): `IndexTTS25` here, also `koe.compat.indextts_v2_5.
@@ -349,6 +352,19 @@ _EMO_BIAS = (0.9375, 0.875, 1.0, 1.0, 0.9375, 0.9375, 0.6875, 0.5625)  # normali
 _EMO_MOST = 0.8  # normalize_emo_vec's cap on the weights' sum
 
 
+class _QwenEmotion:
+    """Upstream's `QwenEmotion` seen from a script: `inference(text)` the emotion weights the
+    release's emotion model reads in `text`, a dict in upstream's order and English names; the model
+    is koe's (`koe_indextts.qwen_emotion`, float16 as upstream's), loaded on its first use."""
+
+    def __init__(self, engine) -> None:
+        self._engine = engine
+
+    def inference(self, text_input: str) -> dict[str, float]:
+        _, _, spec = _family()
+        return dict(zip(spec.EMOTIONS, self._engine.emotion_from_text(text_input), strict=True))
+
+
 class IndexTTS2:
     """A koe IndexTTS 2 engine behind upstream's `IndexTTS2` class (the module doc says what it takes)."""
 
@@ -380,8 +396,7 @@ class IndexTTS2:
         model = self.engine.model
         self.device, self.use_cuda_kernel, self.dtype = "cpu", False, None
         self.use_accel, self.use_torch_compile = False, False
-        self.qwen_emo = None  # koe does not run the Qwen emotion model (use_emo_text)
-        self._qwen_asked = bool(use_qwen_emo)
+        self.qwen_emo = _QwenEmotion(self.engine) if use_qwen_emo else None  # loaded on its first use
         self.model_dir, self.cfg_path = str(folder), str(folder / "config.yaml")
         self.stop_mel_token = model.lm.cfg.stop_mel_token
         self.model_version = model.release.version
@@ -428,6 +443,7 @@ class IndexTTS2:
             emo_alpha,
             emo_vector,
             use_emo_text,
+            emo_text,
             use_random,
             interval_silence,
             max_text_tokens_per_segment,
@@ -544,6 +560,7 @@ class IndexTTS2:
         emo_alpha,
         emo_vector,
         use_emo_text,
+        emo_text,
         use_random,
         interval_silence,
         max_text_tokens_per_segment,
@@ -557,12 +574,10 @@ class IndexTTS2:
         if unknown:
             raise TypeError(f"generation keyword(s) {', '.join(unknown)} are not supported by koe's IndexTTS 2; it takes: {', '.join(GENERATION)}")
         if use_emo_text:
-            if self._qwen_asked:
-                raise NotImplementedError(
-                    "use_emo_text=True: koe does not run IndexTTS 2's Qwen emotion model yet (use_qwen_emo=True loads nothing); "
-                    "give the emotion as emo_vector=[happy, angry, sad, afraid, disgusted, melancholic, surprised, calm] or as emo_audio_prompt"
-                )
-            raise RuntimeError("use_emo_text=True needs the Qwen emotion model, which use_qwen_emo=False left out (and koe does not run it yet)")
+            if self.qwen_emo is None:
+                raise RuntimeError("use_emo_text=True needs QwenEmotion, but it was not loaded (use_qwen_emo=False): make the instance with use_qwen_emo=True")
+            if emo_text is not None and not isinstance(emo_text, str):
+                raise TypeError(f"emo_text must be a string (the text to read the emotion from) or None, got {type(emo_text).__name__}")
         _needed_clip(spk_audio_prompt, "spk_audio_prompt", "the path of a clip of the voice to clone")
         if not isinstance(text, str):
             raise TypeError(f"text must be a string, got {type(text).__name__}")
@@ -576,6 +591,10 @@ class IndexTTS2:
             raise ValueError(f"more_segment_before={more_segment_before!r}: must be a whole number >= 0 (text tokens before segments may grow)")
         vector = _emotion_weights(emo_vector)
         alpha = float(emo_alpha)
+        settings = self._settings(generation_kwargs, max_text_tokens_per_segment)
+        pieces = self._pieces(text, settings, more_segment_before)
+        if use_emo_text:  # upstream reads it first, before any clip: its draws come before w2v-BERT's
+            vector = tuple(self.qwen_emo.inference(text if emo_text is None else emo_text).values())
         if vector is not None:
             scale = max(0.0, min(1.0, alpha))
             if scale != 1.0:
@@ -585,7 +604,6 @@ class IndexTTS2:
             emo_audio_prompt, alpha = spk_audio_prompt, 1.0
         else:
             _needed_clip(emo_audio_prompt, "emo_audio_prompt", "the path of a clip with the emotion")
-        settings = self._settings(generation_kwargs, max_text_tokens_per_segment)
         return {
             "speaker": spk_audio_prompt,
             "emotion": emo_audio_prompt,
@@ -593,7 +611,7 @@ class IndexTTS2:
             "vector": vector,
             "use_random": bool(use_random),
             "interval_silence": float(interval_silence),
-            "pieces": self._pieces(text, settings, more_segment_before),
+            "pieces": pieces,
             "sampling": _family()[0].sampling_of(settings),
             "output_path": output_path,
             "format": fmt,

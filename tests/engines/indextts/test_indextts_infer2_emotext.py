@@ -74,6 +74,32 @@ def test_engine_audio_is_upstreams(engine, folder, golden, i):
     assert np.array_equal(np.array(list(read.values())), golden[f"j{i}.emotion"])
 
 
+def test_the_drop_in_reads_the_emotion_as_upstream(folder, golden):
+    """Upstream's own calls on the drop-in (`use_emo_text=True`, `emo_text` or the text itself): its
+    int16 return value, the weights `qwen_emo.inference` gives, and upstream's error where it raises."""
+    from koe.compat.indextts import IndexTTS2
+
+    tts = IndexTTS2(model_dir=str(folder / "model"))
+    generation = {**G._infer2().GENERATION, "max_text_tokens_per_segment": G._infer2().SEGMENT_TOKENS}
+    for i, job in enumerate(G.JOBS):
+        job = dict(job)
+        seed, text = job.pop("seed"), job.pop("text")
+        if "emo_audio_prompt" in job:
+            job["emo_audio_prompt"] = str(folder / job["emo_audio_prompt"])
+        tts.cache_spk_cond = tts.cache_emo_cond = None  # upstream's first call with the clips
+        torch.manual_seed(seed)
+        if f"j{i}.error" in golden:
+            with pytest.raises(ValueError, match="not an object of scores"):
+                tts.infer(str(folder / "speaker.wav"), text, None, **job, **generation)
+            continue
+        rate, wav = tts.infer(str(folder / "speaker.wav"), text, None, **job, **generation)
+        assert rate == 22050 and hashlib.sha256(np.ascontiguousarray(wav).tobytes()).hexdigest() == str(golden[f"j{i}.wav_sha256"]), i
+    torch.manual_seed(G.JOBS[0]["seed"])
+    read = tts.qwen_emo.inference(G.JOBS[0]["text"])
+    assert list(read) == ["happy", "angry", "sad", "afraid", "disgusted", "melancholic", "surprised", "calm"]
+    assert np.array_equal(np.array(list(read.values())), golden["j0.emotion"])
+
+
 @pytest.mark.filterwarnings("ignore:speech was cut off")
 def test_a_release_without_the_emotion_lm(folder, tmp_path):
     """Every other request runs; one asking for an emotion from a text is refused, naming the folder."""
