@@ -46,11 +46,11 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from koe_indextts.config25 import CODEC_FILE
 from koe_indextts.semantic_codec import SemanticCodec, SemanticCodecConfig
 
 __all__ = ["CODEC_FILE", "Codec25", "Codec25Config", "load_codec25", "read_codec25"]
 
-CODEC_FILE = "codec.pth"
 _KEYS = ("codebook_size", "hidden_size", "codebook_dim", "vocos_dim", "vocos_intermediate_dim", "vocos_num_layers", "num_quantizers", "downsample_scale")
 
 

@@ -182,7 +182,7 @@ class Release2:
         )
 
 
-def emotion_lm_folder(folder: str | Path, release: Release2) -> Path:
+def emotion_lm_folder(folder: str | Path, release: Any) -> Path:
     """The emotion model's folder (upstream's `<model_dir>/<qwen_emo_path>`, released as
     `qwen0.6bemo4-merge/`), which only an emotion read from a text needs: a `ConfigError` naming it
     where the config names none or the folder lacks it."""
@@ -193,7 +193,7 @@ def emotion_lm_folder(folder: str | Path, release: Release2) -> Path:
     if not (path / "config.json").is_file():
         raise ConfigError(
             f"the emotion model's folder {path} (qwen_emo_path) is missing or incomplete: an emotion read from a text needs it "
-            "(koe models pull IndexTeam/IndexTTS-2 fetches it)"
+            f"(koe models pull IndexTeam/{release.variant} fetches it)"
         )
     return path
 

@@ -28,9 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from koe_indextts.codec25 import CODEC_FILE
 from koe_indextts.config import AUX_BIGVGAN, AUX_CAMPPLUS, AUX_W2V_BERT, CONFIG, EMOTIONS, ConfigError, _file_name, read_yaml
 from koe_indextts.text25 import VOCAB_FILE
+
+CODEC_FILE = "codec.pth"  # 2.5's own semantic codec (codec25); here, so that reading a folder needs no torch
 
 __all__ = ["GLOSSARY", "Release25", "aux_paths25"]
 

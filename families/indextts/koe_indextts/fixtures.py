@@ -191,7 +191,7 @@ def release_states(size: str = "tiny", seed: int = 0) -> tuple[dict[str, torch.T
 def write_random_model(folder: str | Path, variant: str = "IndexTTS-1.5", size: str = "tiny", seed: int = 0) -> Path:
     """A complete random-weight release folder in the released layout (upstream's IndexTTS / IndexTTS2
     loads it with no missing or unexpected keys), marked as random weights: 1.5 (tiny or at the
-    released sizes) or 2 (`koe_indextts.fixtures2`, the same two sizes)."""
+    released sizes), 2 (`koe_indextts.fixtures2`) or 2.5 (`koe_indextts.fixtures25`), the same two sizes."""
     from koe.engines.spec import mark_random_weights
     from koe_indextts.fixtures_text import write_bpe_model
 
@@ -199,8 +199,12 @@ def write_random_model(folder: str | Path, variant: str = "IndexTTS-1.5", size: 
         from koe_indextts.fixtures2 import write_random_model2
 
         return write_random_model2(folder, seed, size)
+    if variant == "IndexTTS-2.5":
+        from koe_indextts import fixtures25
+
+        return fixtures25.write_random_model(folder, seed, size)
     if variant != "IndexTTS-1.5":
-        raise ValueError(f"variant {variant!r}: koe writes IndexTTS-1.5 and IndexTTS-2 folders")
+        raise ValueError(f"variant {variant!r}: koe writes IndexTTS-1.5, IndexTTS-2 and IndexTTS-2.5 folders")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     gpt, vocoder = release_states(size, seed)

@@ -199,7 +199,7 @@ class IndexTTSSpec:
     title = "IndexTTS"
     engine = "koe_indextts.engine:IndexTTSEngine"
     fixture = "koe_indextts.fixtures:write_random_model"
-    fixture_variants = ("IndexTTS-1.5", "IndexTTS-2")
+    fixture_variants = ("IndexTTS-1.5", "IndexTTS-2", "IndexTTS-2.5")
     bench = "koe_indextts.bench:BENCH"
     released = (
         ReleasedModel(REPO_15, "IndexTTS-1.5", "1.5", files=(HubFiles(REPO_15, FILES_15),), name="IndexTTS-1.5", license=LICENSE),
