@@ -1,7 +1,8 @@
 """Golden `infer25`: upstream IndexTTS 2.5 end to end, `infer_v2_5.IndexTTS2(cfg_path, model_dir,
 device="cpu", use_qwen_emo=False)` (its auxiliary models from the folder's `hf_cache/`; gpt.pth
 loaded strictly, codec.pth's and s2mel.pth's keys checked: upstream's own loads are not strict), then
-per job: its voice caches emptied, `torch.manual_seed(seed)`, `infer(speaker.wav, text, None, lang, ...)`.
+per job: its voice caches emptied, `torch.manual_seed(seed)` and `random.seed(seed)`, `infer(speaker, text,
+None, lang, ...)` (the job's `speaker` clip, else speaker.wav).
 
     golden_infer25.py <folder> <out.npz>      (<folder> from tests/engines/indextts/golden_infer25.py)
 
@@ -10,13 +11,16 @@ instance: emb{n} (each get_emb: the speaker clip's spk_cond_emb, its S_ref, the 
 style (CAM++), ref_mel, prompt (the length regulator's first call: the prompt condition),
 s{k}.text and s{k}.lang (what inference_speech is given), s{k}.emovec, s{k}.codes, s{k}.S_infer
 (the codec's decode), s{k}.cond (the length regulator), s{k}.mel (flow matching's output before the
-prompt cut), s{k}.wav (BigVGAN's float output), wav_sha256 (infer's int16 return value), draws; an
+prompt cut), s{k}.wav (BigVGAN's float output), wav_sha256 (infer's int16 return value), draws (torch's),
+random (the sha256 of `json.dumps(random.getstate())` after the job: the Japanese G2P's draws); an
 array over 16 KB is kept as `NAME.sha256` (of its C-order bytes) and `NAME.shape`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import random
 import sys
 from pathlib import Path
 
@@ -78,13 +82,16 @@ result.update(recorded_hashes(folder))
 for i, job in enumerate(spec["jobs"]):
     job = dict(job)
     seed, text, lang = job.pop("seed"), job.pop("text"), job.pop("lang")
+    speaker = folder / job.pop("speaker", "speaker.wav")
     if "emo_audio_prompt" in job:
         job["emo_audio_prompt"] = str(folder / job["emo_audio_prompt"])
     forget_clips(tts)
     record.clear()
     draws.clear()
     torch.manual_seed(seed)
-    sr, wav = tts.infer(str(folder / "speaker.wav"), text, None, lang, **job, **spec["generation"])
+    random.seed(seed)
+    sr, wav = tts.infer(str(speaker), text, None, lang, **job, **spec["generation"])
+    result[f"j{i}.random"] = hashlib.sha256(json.dumps(random.getstate()).encode()).hexdigest()
     assert sr == 22050
     result[f"j{i}.wav_sha256"] = sha(wav)
     result[f"j{i}.draws"] = np.array(draws)

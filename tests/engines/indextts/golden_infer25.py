@@ -3,9 +3,21 @@ end on koe's tiny random release 2.5 (`koe_indextts.fixtures25.write_random_mode
 `torch.manual_seed(seed)` with the voice caches emptied (upstream's first call with a clip): a clone
 with the speaker's own emotion, an emotion clip with a weight and a slower duration, an emotion vector
 with a weight, a long English text (a number, a colon) in two segments with a faster duration and
-its interval silence; English and Chinese, through 2.5's text front end (koe's `front25`).
-The oracle side is tests/oracle_indextts/golden_infer25.py.
-"""
+its interval silence (jobs 0-3: English and Chinese); then 2.5's other languages through its text
+front end (koe's `front25`): Japanese with kanji and kana (MeCab's words and upstream's G2P draws),
+Japanese with a `<word|reading>` kana annotation, Spanish with a number (left as digits: upstream's
+default install has no NeMo), Arabic, `zhen` (Chinese mixed with English); and clips read at other
+rates and channel counts: the Arabic job's speaker is 48 kHz 24-bit mono, the last job's 16 kHz
+stereo 16-bit (a job's optional `speaker` names its clip, else `speaker.wav`).
+
+Python's `random`: upstream's Japanese G2P (ratio 0) draws one `random.random()` from the global
+generator per blank-free run holding a kanji word, and replaces no word whatever it draws, so the
+audio does not depend on the generator's state. Both sides still seed it before each job,
+`random.seed(seed)`, so that the state after the job (`j{i}.random`: the sha256 of
+`json.dumps(random.getstate())`) is recorded and koe's draws are checked to be upstream's: the
+model, the engine (which draws from the global generator per Japanese request, as upstream's infer
+does) and the drop-in leave the state where upstream leaves it.
+The oracle side is tests/oracle_indextts/golden_infer25.py."""
 
 from __future__ import annotations
 
@@ -31,7 +43,15 @@ JOBS = [
         "duration_factor": 0.8,
         "interval_silence": 100,
     },
+    {"seed": 5, "text": "今日はとても良い天気ですね。 明日も晴れるでしょう。", "lang": "ja"},
+    {"seed": 6, "text": "彼は日本語が<上手|じょうず>に話せます。", "lang": "ja", "emo_vector": [0.0, 0.0, 0.4, 0.0, 0.0, 0.0, 0.0, 0.3]},
+    {"seed": 8, "text": "Hola, tengo 25 años y vivo en Madrid.", "lang": "es"},
+    {"seed": 9, "text": "مرحبا، كيف حالك اليوم؟", "lang": "ar", "speaker": "speaker48k.wav"},
+    {"seed": 10, "text": "我今天用iPhone听了一首English歌。", "lang": "zhen", "emo_audio_prompt": "emotion.wav", "emo_alpha": 0.5},
+    {"seed": 11, "text": "A voice from another clip.", "lang": "en", "speaker": "speaker16k.wav"},
 ]
+# the clips a job's `speaker` may name besides speaker.wav: (seconds, rate, channels, subtype, pitch, seed)
+SPEAKERS = {"speaker48k.wav": (1.8, 48000, 1, "PCM_24", 120, 3), "speaker16k.wav": (2.2, 16000, 2, "PCM_16", 180, 4)}
 GENERATION = {"max_mel_tokens": 40}
 
 
@@ -50,6 +70,9 @@ def write_inputs(folder: Path) -> None:
     sf.write(folder / "speaker.wav", voiced(2.0, SPEAKER_RATE, 150, 1), SPEAKER_RATE, subtype="PCM_16")
     emotion = voiced(1.5, EMOTION_RATE, 220, 2)
     sf.write(folder / "emotion.wav", np.stack([emotion, 0.7 * emotion], axis=1), EMOTION_RATE, subtype="FLOAT")
+    for name, (seconds, rate, channels, subtype, pitch, seed) in SPEAKERS.items():
+        wave = voiced(seconds, rate, pitch, seed)
+        sf.write(folder / name, np.stack([wave, -0.5 * wave], axis=1) if channels == 2 else wave, rate, subtype=subtype)
     job = {"jobs": JOBS, "generation": GENERATION}
     (folder / "job.json").write_text(json.dumps(job, ensure_ascii=False))
     hashes = states_sha256(release_states())

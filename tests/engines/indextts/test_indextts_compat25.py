@@ -1,11 +1,14 @@
 """The IndexTTS 2.5 drop-in (`koe.compat.indextts_v2_5.IndexTTS2`, i.e. `koe.compat.indextts.IndexTTS25`)
 against upstream's `infer_v2_5.IndexTTS2` on the golden `infer25` (upstream on koe's tiny random
-release 2.5): each job, with upstream's caches emptied as the golden empties them, gives upstream's
-int16 return value; a WAV written is that audio. Then bad arguments: a clear error, no file written."""
+release 2.5): each job (its language, its speaker clip), with upstream's caches emptied and the
+generators seeded as the golden does, gives upstream's int16 return value and leaves Python `random`
+where upstream's leaves it; a WAV written is that audio. Then bad arguments: a clear error, no file written."""
 
 from __future__ import annotations
 
 import hashlib
+import json
+import random
 
 import numpy as np
 import pytest
@@ -52,12 +55,14 @@ def tts(folder):
 def run(tts, folder, job: dict, output_path=None):
     job = dict(job)
     seed, text, lang = job.pop("seed"), job.pop("text"), job.pop("lang")
+    speaker = folder / job.pop("speaker", "speaker.wav")
     if "emo_audio_prompt" in job:
         job["emo_audio_prompt"] = str(folder / job["emo_audio_prompt"])
     for cache in CACHES:
         setattr(tts, cache, None)
     torch.manual_seed(seed)
-    return tts.infer(str(folder / "speaker.wav"), text, output_path, lang, **job, **G.GENERATION)
+    random.seed(seed)
+    return tts.infer(str(speaker), text, output_path, lang, **job, **G.GENERATION)
 
 
 def test_the_drop_in_is_upstreams_name():
@@ -69,6 +74,7 @@ def test_each_job_is_upstreams(tts, folder, golden, i):
     rate, wav = run(tts, folder, G.JOBS[i])
     assert rate == 22050 and wav.dtype == np.int16 and wav.shape[1] == 1
     assert sha(wav) == str(golden[f"j{i}.wav_sha256"])
+    assert hashlib.sha256(json.dumps(random.getstate()).encode()).hexdigest() == str(golden[f"j{i}.random"])
 
 
 def test_a_later_call_with_the_same_clip_reads_no_clip_again(tts, folder, golden):

@@ -1,14 +1,19 @@
 """IndexTTS 2.5 end to end against upstream's `infer_v2_5.IndexTTS2.infer`, bit for bit
-(goldens/infer25.npz: upstream on koe's tiny random release 2.5, four jobs after `torch.manual_seed`,
-each as upstream's first call with its clips): the clips' w2v-BERT features, CAM++ style, mel and
-prompt condition, each segment's text ids (2.5's front end) and language, emotion vector, codes, decoded codec frames,
-length-regulated condition, flow-matching mel and waveform, the joined int16 audio, and the draws.
+(goldens/infer25.npz: upstream on koe's tiny random release 2.5, its jobs in English, Chinese,
+Japanese, Spanish, Arabic and zhen, speaker clips at 22.05, 48 and 16 kHz, mono and stereo, each after
+`torch.manual_seed` and `random.seed` as upstream's first call with its clips): the clips' w2v-BERT
+features, CAM++ style, mel and prompt condition, each segment's text ids (2.5's front end) and
+language, emotion vector, codes, decoded codec frames, length-regulated condition, flow-matching mel
+and waveform, the joined int16 audio, torch's draws and Python `random`'s state after the job (the
+Japanese G2P's draws).
 Also the release's loading (strict, its file list) and its config's checks."""
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import json
+import random
 import shutil
 
 import numpy as np
@@ -46,10 +51,19 @@ def model(folder):
 
 @pytest.fixture(scope="module")
 def clips(model, folder):
-    """The clips' readings, each once: the speaker, and the emotion features of each clip."""
-    speaker = model.speaker(folder / "speaker.wav")
+    """The clips' readings, each once: each speaker clip's, and the emotion features of each clip."""
+    speaker = functools.cache(lambda name: model.speaker(folder / name))
     emotion = functools.cache(lambda name: model.emotion_features(folder / name))
     return speaker, emotion
+
+
+def speaker_of(job: dict) -> str:
+    return job.get("speaker", "speaker.wav")
+
+
+def random_state() -> str:
+    """Python `random`'s state as the golden records it after a job."""
+    return hashlib.sha256(json.dumps(random.getstate()).encode()).hexdigest()
 
 
 def same(golden, name: str, value: torch.Tensor) -> bool:
@@ -60,17 +74,17 @@ def same(golden, name: str, value: torch.Tensor) -> bool:
 
 
 def emotion_of(emotion_features, job: dict) -> Emotion:
-    """What upstream's infer makes of a job's emotion arguments."""
+    """What upstream's infer makes of a job's emotion arguments (its own: the job's speaker clip)."""
     vector = job.get("emo_vector")
     alpha = float(job.get("emo_alpha", 1.0))
     if vector is not None:
         scale = max(0.0, min(1.0, alpha))
         if scale != 1.0:
             vector = [int(x * scale * 10000) / 10000 for x in vector]
-        return Emotion(emotion_features("speaker.wav"), 1.0, tuple(vector))
+        return Emotion(emotion_features(speaker_of(job)), 1.0, tuple(vector))
     if "emo_audio_prompt" in job:
         return Emotion(emotion_features(job["emo_audio_prompt"]), alpha)
-    return Emotion(emotion_features("speaker.wav"), 1.0)
+    return Emotion(emotion_features(speaker_of(job)), 1.0)
 
 
 def recording(model, monkeypatch) -> dict[str, list[torch.Tensor]]:
@@ -102,7 +116,8 @@ def recording(model, monkeypatch) -> dict[str, list[torch.Tensor]]:
 @pytest.mark.parametrize("i", range(len(G.JOBS)))
 def test_every_stage_matches_upstream(model, clips, golden, monkeypatch, i):
     job = G.JOBS[i]
-    speaker, emotion_features = clips
+    speakers, emotion_features = clips
+    speaker = speakers(speaker_of(job))
     emotion = emotion_of(emotion_features, job)
     key = f"j{i}."
     assert same(golden, key + "emb0", speaker.features)
@@ -117,6 +132,7 @@ def test_every_stage_matches_upstream(model, clips, golden, monkeypatch, i):
     seen = recording(model, monkeypatch)
     try:
         torch.manual_seed(job["seed"])
+        random.seed(job["seed"])
         model.layer_drop_draws()
         emovec = model.emotion_vector(speaker, emotion)
         waves = []
@@ -134,6 +150,7 @@ def test_every_stage_matches_upstream(model, clips, golden, monkeypatch, i):
         for hook in seen["_hooks"]:
             hook.remove()
     assert f"{key}s{len(waves)}.codes" not in golden
+    assert random_state() == str(golden[key + "random"])
     gap = torch.zeros(1, int(22050 * job.get("interval_silence", 200) / 1000.0))
     joined = torch.cat([w for k, wav in enumerate(waves) for w in ([wav, gap] if k < len(waves) - 1 else [wav])], dim=1)
     int16 = np.ascontiguousarray(joined.type(torch.int16).numpy().T)
@@ -165,9 +182,24 @@ def test_the_lm_runs_on_the_exact_kernel_where_it_applies(model):
 
 
 def test_speaker_holds_no_codec_frames(clips):
-    speaker, _ = clips
+    speakers, _ = clips
+    speaker = speakers("speaker.wav")
     assert isinstance(speaker, Speaker25)
     assert not hasattr(speaker, "semantic")
+
+
+def test_the_jobs_cover_the_languages_and_clips(folder, golden):
+    """The languages 2.5 speaks and clips at other rates and channel counts, as the golden ran them;
+    Japanese drew from `random` (its state after differs from the seed's), the others did not."""
+    import soundfile as sf
+
+    assert {job["lang"].lower() for job in G.JOBS} == {"zh", "en", "ja", "es", "ar", "zhen"}
+    assert any("<" in job["text"] and job["lang"] == "ja" for job in G.JOBS)
+    clips = {(info.samplerate, info.channels, info.subtype) for info in (sf.info(folder / speaker_of(job)) for job in G.JOBS)}
+    assert clips == {(22050, 1, "PCM_16"), (48000, 1, "PCM_24"), (16000, 2, "PCM_16")}
+    for i, job in enumerate(G.JOBS):
+        random.seed(job["seed"])
+        assert (random_state() != str(golden[f"j{i}.random"])) == (job["lang"] == "ja"), i
 
 
 # -- the folder and its config -----------------------------------------------------------------------
@@ -236,7 +268,7 @@ def engine_request(engine, folder, job: dict, stream: bool = False):
     if "emo_alpha" in job:
         options["emo_alpha"] = job["emo_alpha"]
     emotion = engine.prepare_voice(str(folder / job["emo_audio_prompt"])) if "emo_audio_prompt" in job else None
-    voice = engine.prepare_voice(str(folder / "speaker.wav"))
+    voice = engine.prepare_voice(str(folder / speaker_of(job)))
     return SynthesisRequest(text=job["text"], language=job["lang"], voice=voice, seed=job["seed"], options=options, emotion=emotion, stream=stream)
 
 
@@ -249,11 +281,15 @@ def int16_sha256(chunks) -> str:
 @pytest.mark.filterwarnings("ignore:speech was cut off")  # a segment that reaches max_mel_tokens, as upstream warns
 @pytest.mark.parametrize("i", range(len(G.JOBS)))
 def test_engine_audio_is_upstreams(engine, folder, golden, i):
-    """Each job through koe's engine contract (job 1's emotion clip as the request's emotion reference,
-    job 2's vector as the emo_* options, job 3 in two segments with its silence) gives upstream's int16 audio."""
+    """Each job through koe's engine contract (an emotion clip as the request's emotion reference, a
+    vector as the emo_* options, job 3 in two segments with its silence, each job's language and
+    speaker clip) gives upstream's int16 audio, and Python `random`'s state after it is upstream's."""
     job = G.JOBS[i]
-    chunks = list(engine.synthesize(engine_request(engine, folder, job)))
+    request = engine_request(engine, folder, job)
+    random.seed(job["seed"])
+    chunks = list(engine.synthesize(request))
     assert int16_sha256(chunks) == str(golden[f"j{i}.wav_sha256"])
+    assert random_state() == str(golden[f"j{i}.random"])
     meta = chunks[-1].metadata
     assert chunks[-1].sample_rate == 22050 and meta["model"] == "IndexTTS-2.5"
 
