@@ -4,9 +4,9 @@ A listing (`list_repo`) is one call to the hub's API, `/api/models/REPO[/revisio
 the commit a revision names and every file's size and checksum (an LFS file's SHA-256, a git
 file's blob id). A `Transfer` then fetches files from `/REPO/resolve/COMMIT/PATH` (following the
 hub's redirect to its CDN) with huggingface_hub's HTTP session (its proxies, `HF_HUB_OFFLINE`, its
-error types) into `parts/<checksum>.part`, hashing on the way; a cut connection is retried with a
+error types) into `parts/<checksum>-<path hash>.part`, hashing on the way; a cut connection is retried with a
 `Range` request from the bytes on disk, and so is a rerun after an interruption (the part stays,
-named by its content, so a file that changed on the hub starts anew). A file is moved into place
+named by its content and path, so a file that changed on the hub starts anew). A file is moved into place
 only once its size and checksum are right. One byte count covers every file, for one progress bar.
 
 Why not huggingface_hub's `snapshot_download`: since 2.x it writes each file to a process-unique
@@ -47,8 +47,11 @@ class RemoteFile:
 
     @property
     def key(self) -> str:
-        """A name for its partial download that changes when its content does."""
-        return self.sha256 or self.blob_id or hashlib.sha1(self.path.encode()).hexdigest()
+        """A name for its partial download that changes when its content does, one per path (two
+        files of one repo may hold the same bytes: each is fetched into its own part)."""
+        where = hashlib.sha1(self.path.encode()).hexdigest()
+        content = self.sha256 or self.blob_id
+        return f"{content}-{where[:16]}" if content else where
 
 
 @dataclass(frozen=True)
