@@ -206,7 +206,7 @@ def test_the_service_api(tmp_path):
         config_file.set_value(tmp_path, "server.port", "9000", environ={})
 
 
-def test_models_default(koe, home, cv_model, tmp_path):
+def test_models_default(koe, home, cv_model, tmp_path, monkeypatch):
     one_line_error(koe("models", "default", ok=False), "no default model set", code=1)
     koe("models", "import", cv_model, "--name", "cv", "--link")
     r = koe("models", "default", "cv")
@@ -215,7 +215,7 @@ def test_models_default(koe, home, cv_model, tmp_path):
     assert r.stdout == "cv\n" and "from koe.toml" in r.stderr
     one_line_error(koe("models", "default", "nope", ok=False), "no model named 'nope'")
     assert 'default = "cv"' in toml(home)
-    os.chdir(tmp_path)  # a relative folder is written as an absolute path: koe.toml is read from anywhere
+    monkeypatch.chdir(tmp_path)  # a relative folder is written as an absolute path: koe.toml is read from anywhere
     rel = os.path.relpath(cv_model, tmp_path)
     koe("models", "default", rel if os.sep in rel else f".{os.sep}{rel}")
     assert load_settings(home, environ={}).models.default == str(cv_model.resolve())
