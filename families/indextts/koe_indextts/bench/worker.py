@@ -37,6 +37,26 @@ from koe_indextts import model25 as model25_module
 from koe_indextts.bench import cases
 
 
+class _Taps:
+    """A request's vocoder waves and searched codes, through wrappers of `vocoder` and `search` (in call order)."""
+
+    def __init__(self, vocoder, search) -> None:
+        self.waves: list[torch.Tensor] = []
+        self.codes: list[list[int]] = []
+
+        def tapped_vocoder(*args, **kwargs):
+            wav = vocoder(*args, **kwargs)
+            self.waves.append(wav.detach().clone())
+            return wav
+
+        def tapped_search(*args, **kwargs):
+            codes = search(*args, **kwargs)
+            self.codes.append(codes.tolist())
+            return codes
+
+        self.vocoder, self.search = tapped_vocoder, tapped_search
+
+
 class _Patched:
     """Attributes replaced for one request (`set(owner, name, value)`), put back by `restore()`:
     an instance's own attribute deleted again, a module's restored."""
@@ -81,70 +101,51 @@ class KoeWorker(Base):
         out = collect(eng.synthesize(SynthesisRequest(text, language=language, voice=prepared, seed=seed, options={"max_mel_tokens": codes_cap})))
         return prepare_s, time.perf_counter() - t, out
 
-    def case15(self, cmd: dict) -> dict:
-        eng = self.engine
-        model = eng.model
-        wire = self.wire
-        waves: list[torch.Tensor] = []
-        made: list[list[int]] = []
-        decode = model.vocoder.decode
-
-        def vocoder(*args, **kwargs):
-            wav = decode(*args, **kwargs)
-            waves.append(wav.detach().clone())
-            return wav
-
-        search = model_module.search
-
-        def searched(*args, **kwargs):
-            codes = search(*args, **kwargs)
-            made.append(codes.tolist())
-            return codes
-
-        timers = {
-            "text_s": wire.SpanTimer(eng.text.segments),
-            "voice": wire.SpanTimer(model.voice),
-            "search_s": wire.SpanTimer(searched),
-            "latent_s": wire.SpanTimer(model.lm.latent),
-            "vocoder_s": wire.SpanTimer(vocoder),
-        }
+    def _timed(self, cmd: dict, timers: dict, own: dict, *, language: str | None = None, counted: dict | None = None) -> tuple[dict, float, float, object]:
+        """One request with each of `timers` (name -> (owner, attribute, part)) timed in place (`own[name]`:
+        the callable to time instead of the attribute; `counted[name]`: which calls count, by the timer's
+        `shape`); (the timers, seconds preparing the voice, total, output)."""
+        spans = {name: self.wire.SpanTimer(own.get(name) or getattr(owner, attr)) for name, (owner, attr, _) in timers.items()}
+        for name, shape in (counted or {}).items():
+            spans[name].shape = shape
         patched = _Patched()
-        patched.set(eng.text, "segments", timers["text_s"])
-        patched.set(model, "voice", timers["voice"])
-        patched.set(model.lm, "latent", timers["latent_s"])
-        patched.set(model.vocoder, "decode", timers["vocoder_s"])
-        patched.set(model_module, "search", timers["search_s"])
+        for name, (owner, attr, _) in timers.items():
+            patched.set(owner, attr, spans[name])
         try:
-            prepare_s, total_s, out = self._request(cmd)
+            prepare_s, total_s, out = self._request(cmd, language)
         finally:
             patched.restore()
-        parts = {key: timers[key].total() for key in ("text_s", "search_s", "latent_s", "vocoder_s")}
-        parts["reference_s"] = prepare_s + timers["voice"].total()
-        wave = torch.cat([w.reshape(-1) for w in waves]).numpy()
-        assert len(out.samples) == len(wave)  # the request's audio is the vocoder's, at 16-bit scale
-        return cases.result(wire, total_s, wave, parts, sum(len(c) for c in made), len(made), cases.codes_sha1(made), threads=torch.get_num_threads())
+        return spans, prepare_s, total_s, out
+
+    def _result(self, total_s: float, taps: _Taps, parts: dict, variant: str | None = None) -> dict:
+        wave = torch.cat([w.reshape(-1) for w in taps.waves]).numpy()
+        made = taps.codes
+        extra = {} if variant is None else {"variant": variant}
+        return cases.result(
+            self.wire, total_s, wave, parts, sum(len(c) for c in made), len(made), cases.codes_sha1(made), threads=torch.get_num_threads(), **extra
+        )
+
+    def case15(self, cmd: dict) -> dict:
+        eng, model = self.engine, self.engine.model
+        taps = _Taps(model.vocoder.decode, model_module.search)
+        timers = {  # name -> (owner, attribute, part)
+            "text": (eng.text, "segments", "text_s"),
+            "voice": (model, "voice", "reference_s"),
+            "search": (model_module, "search", "search_s"),
+            "latent": (model.lm, "latent", "latent_s"),
+            "vocoder": (model.vocoder, "decode", "vocoder_s"),
+        }
+        spans, prepare_s, total_s, out = self._timed(cmd, timers, {"search": taps.search, "vocoder": taps.vocoder})
+        parts = dict.fromkeys(("text_s", "reference_s", "search_s", "latent_s", "vocoder_s"), 0.0)
+        for name, (_, _, part) in timers.items():
+            parts[part] += spans[name].total()
+        parts["reference_s"] += prepare_s
+        assert len(out.samples) == sum(w.numel() for w in taps.waves)  # the request's audio is the vocoder's, at 16-bit scale
+        return self._result(total_s, taps, parts)
 
     def case2(self, cmd: dict) -> dict:
-        eng = self.engine
-        model = eng.model
-        wire = self.wire
-        waves: list[torch.Tensor] = []
-        made: list[list[int]] = []
-        vocoder_forward = model.vocoder.forward
-
-        def vocoder(*args, **kwargs):
-            wav = vocoder_forward(*args, **kwargs)
-            waves.append(wav.detach().clone())
-            return wav
-
-        search = model2_module.search
-
-        def searched(*args, **kwargs):
-            codes = search(*args, **kwargs)
-            made.append(codes.tolist())
-            return codes
-
-        span = wire.SpanTimer
+        eng, model = self.engine, self.engine.model
+        taps = _Taps(model.vocoder.forward, model2_module.search)
         timers = {  # name -> (owner, attribute, part)
             "text": (eng.text, "segments", "text_s"),
             "speaker": (model, "speaker", "reference_s"),
@@ -164,45 +165,17 @@ class KoeWorker(Base):
             "decode": (model.s2mel, "decode", "s2mel_s"),
             "vocoder": (model.vocoder, "forward", "vocoder_s"),
         }
-        own = {"search": searched, "vocoder": vocoder}
-        spans = {name: span(own.get(name) or getattr(owner, attr)) for name, (owner, attr, _) in timers.items()}
-        patched = _Patched()
-        for name, (owner, attr, _) in timers.items():
-            patched.set(owner, attr, spans[name])
-        try:
-            prepare_s, total_s, out = self._request(cmd)
-        finally:
-            patched.restore()
+        spans, prepare_s, total_s, out = self._timed(cmd, timers, {"search": taps.search, "vocoder": taps.vocoder})
         parts = dict.fromkeys(cases.PARTS_2 + cases.REFERENCE_PARTS_2, 0.0)
         for name, (_, _, part) in timers.items():
             parts[part] += spans[name].total()
         parts["reference_s"] += prepare_s
-        wave = torch.cat([w.reshape(-1) for w in waves]).numpy()
-        assert len(out.samples) == len(wave)  # one segment: the request's audio is the vocoder's, at 16-bit scale
-        made_codes = sum(len(c) for c in made)
-        return cases.result(wire, total_s, wave, parts, made_codes, len(made), cases.codes_sha1(made), variant="IndexTTS-2", threads=torch.get_num_threads())
+        assert len(out.samples) == sum(w.numel() for w in taps.waves)  # one segment: the request's audio is the vocoder's, at 16-bit scale
+        return self._result(total_s, taps, parts, "IndexTTS-2")
 
     def case25(self, cmd: dict) -> dict:
-        eng = self.engine
-        model = eng.model
-        wire = self.wire
-        waves: list[torch.Tensor] = []
-        made: list[list[int]] = []
-        vocoder_forward = model.vocoder.forward
-
-        def vocoder(*args, **kwargs):
-            wav = vocoder_forward(*args, **kwargs)
-            waves.append(wav.detach().clone())
-            return wav
-
-        search = model25_module.search
-
-        def searched(*args, **kwargs):
-            codes = search(*args, **kwargs)
-            made.append(codes.tolist())
-            return codes
-
-        span = wire.SpanTimer
+        eng, model = self.engine, self.engine.model
+        taps = _Taps(model.vocoder.forward, model25_module.search)
         timers = {  # name -> (owner, attribute, part)
             "text": (model, "text_segments", "text_s"),
             "speaker": (model, "speaker", "reference_s"),
@@ -232,22 +205,18 @@ class KoeWorker(Base):
             finally:
                 reading[0] = False
 
-        own = {"search": searched, "vocoder": vocoder, "speaker": speaker}
-        spans = {name: span(own.get(name) or getattr(owner, attr)) for name, (owner, attr, _) in timers.items()}
-        spans["regulator"].shape = lambda *a, **k: not reading[0]  # the targets' calls
-        patched = _Patched()
-        for name, (owner, attr, _) in timers.items():
-            patched.set(owner, attr, spans[name])
-        try:
-            prepare_s, total_s, out = self._request(cmd, cases.language(cmd))
-        finally:
-            patched.restore()
+        own = {"search": taps.search, "vocoder": taps.vocoder, "speaker": speaker}
+        spans, prepare_s, total_s, out = self._timed(
+            cmd,
+            timers,
+            own,
+            language=cases.language(cmd),
+            counted={"regulator": lambda *a, **k: not reading[0]},  # the targets' calls
+        )
         parts = dict.fromkeys(cases.PARTS_25 + cases.REFERENCE_PARTS_25, 0.0)
         for name, (_, _, part) in timers.items():
             parts[part] += spans[name].total((lambda target: target) if name == "regulator" else (lambda shape: True))
         parts["reference_s"] += prepare_s
-        wave = torch.cat([w.reshape(-1) for w in waves]).numpy()
-        gaps = (len(waves) - 1) * int(22050 * eng.defaults["interval_silence"] / 1000.0)  # the tiny GPT's few text positions cut the text in two
-        assert len(out.samples) == len(wave) + gaps  # the request's audio is the vocoder's, at 16-bit scale, with the silences between
-        made_codes = sum(len(c) for c in made)
-        return cases.result(wire, total_s, wave, parts, made_codes, len(made), cases.codes_sha1(made), variant="IndexTTS-2.5", threads=torch.get_num_threads())
+        gaps = (len(taps.waves) - 1) * int(22050 * eng.defaults["interval_silence"] / 1000.0)  # the tiny GPT's few text positions cut the text in two
+        assert len(out.samples) == sum(w.numel() for w in taps.waves) + gaps  # the request's audio is the vocoder's, at 16-bit scale, with the silences between
+        return self._result(total_s, taps, parts, "IndexTTS-2.5")
