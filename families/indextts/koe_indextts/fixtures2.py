@@ -294,24 +294,23 @@ def states_sha256(states: dict[str, dict]) -> dict[str, str]:
     return out
 
 
-def write_random_model2(folder: str | Path, seed: int = 0, size: str = "tiny") -> Path:
-    """A release 2 folder at `size` ("tiny": the goldens'; "real": the released sizes), marked as random weights."""
-    from koe.engines.spec import mark_random_weights
+def write_release_files(folder: str | Path, config: dict, states: dict[str, dict], size: str) -> Path:
+    """What releases 2 and 2.5 write alike: `config.yaml`, each weight file of `states` (by its name:
+    safetensors or `torch.save`) and the auxiliary models' configs (w2v-BERT's and its feature
+    extractor's, BigVGAN's) at `size`."""
     from koe_indextts.config import AUX_BIGVGAN, AUX_W2V_BERT
-    from koe_indextts.fixtures_text import write_bpe_model
+    from koe_indextts.w2vbert import W2VBertConfig
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.yaml").write_text(yaml.safe_dump(release_config(size), sort_keys=False))
-    for name, state in release_states(seed, size).items():
+    (folder / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    for name, state in states.items():
         path = folder / name
         path.parent.mkdir(parents=True, exist_ok=True)
         if name.endswith(".safetensors"):
             save_file({k: v.contiguous() for k, v in state.items()}, str(path))
         else:
             torch.save(state, path)
-    from koe_indextts.w2vbert import W2VBertConfig
-
     w2v = {
         "model_type": "wav2vec2-bert",
         "architectures": ["Wav2Vec2BertModel"],
@@ -321,6 +320,15 @@ def write_random_model2(folder: str | Path, seed: int = 0, size: str = "tiny") -
     (folder / AUX_W2V_BERT / "config.json").write_text(json.dumps(w2v, indent=2))
     (folder / AUX_W2V_BERT / "preprocessor_config.json").write_text(json.dumps(PREPROCESSOR, indent=2))
     (folder / AUX_BIGVGAN / "config.json").write_text(json.dumps(vocoder_config(size), indent=2))
+    return folder
+
+
+def write_random_model2(folder: str | Path, seed: int = 0, size: str = "tiny") -> Path:
+    """A release 2 folder at `size` ("tiny": the goldens'; "real": the released sizes), marked as random weights."""
+    from koe.engines.spec import mark_random_weights
+    from koe_indextts.fixtures_text import write_bpe_model
+
+    folder = write_release_files(folder, release_config(size), release_states(seed, size), size)
     write_bpe_model(folder / "bpe.model")
     mark_random_weights(folder, "koe_indextts.fixtures2:write_random_model2")
     return folder

@@ -12,8 +12,6 @@ and a few hundred merges learnt from a short mixed-language text by a plain BPE 
 from __future__ import annotations
 
 import base64
-import dataclasses
-import json
 import re
 from collections import Counter
 from pathlib import Path
@@ -278,32 +276,10 @@ def states_sha256(states: dict[str, dict]) -> dict[str, str]:
 
 def write_random_model(folder: str | Path, seed: int = 0, size: str = "tiny") -> Path:
     """A release 2.5 folder at `size` (see `release_config`), marked as random weights."""
-    from safetensors.torch import save_file
-
     from koe.engines.spec import mark_random_weights
     from koe_indextts import fixtures2
-    from koe_indextts.config import AUX_BIGVGAN, AUX_W2V_BERT
-    from koe_indextts.w2vbert import W2VBertConfig
 
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.yaml").write_text(yaml.safe_dump(release_config(size), sort_keys=False))
-    for name, state in release_states(seed, size).items():
-        path = folder / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if name.endswith(".safetensors"):
-            save_file({k: v.contiguous() for k, v in state.items()}, str(path))
-        else:
-            torch.save(state, path)
-    w2v = {
-        "model_type": "wav2vec2-bert",
-        "architectures": ["Wav2Vec2BertModel"],
-        "apply_spec_augment": False,
-        **dataclasses.asdict(W2VBertConfig(**fixtures2.w2v_config(size))),
-    }
-    (folder / AUX_W2V_BERT / "config.json").write_text(json.dumps(w2v, indent=2))
-    (folder / AUX_W2V_BERT / "preprocessor_config.json").write_text(json.dumps(fixtures2.PREPROCESSOR, indent=2))
-    (folder / AUX_BIGVGAN / "config.json").write_text(json.dumps(fixtures2.vocoder_config(size), indent=2))
+    folder = fixtures2.write_release_files(folder, release_config(size), release_states(seed, size), size)
     write_vocabulary(folder)
     mark_random_weights(folder, "koe_indextts.fixtures25:write_random_model")
     return folder
