@@ -105,6 +105,8 @@ AUX_SEMANTIC_CODEC = "hf_cache/semantic_codec_model.safetensors"
 AUX_SEMANTIC_CODEC_PULLED = "hf_cache/semantic_codec/model.safetensors"  # where `koe models pull` puts it (the hub repo's own path)
 AUX_CAMPPLUS = "hf_cache/campplus_cn_common.bin"
 AUX_BIGVGAN = "hf_cache/bigvgan"
+AUX_W2V_BERT_FILES = tuple(f"{AUX_W2V_BERT}/{f}" for f in ("config.json", "preprocessor_config.json", "model.safetensors"))
+AUX_BIGVGAN_FILES = (f"{AUX_BIGVGAN}/config.json", f"{AUX_BIGVGAN}/bigvgan_generator.pt")
 EMOTIONS = 8  # the emotion vector's entries: happy, angry, sad, afraid, disgusted, melancholic, surprised, calm
 
 
@@ -131,10 +133,8 @@ class Release2:
     @property
     def files(self) -> tuple[str, ...]:
         """The files koe loads (the auxiliary models' included), relative to the folder."""
-        w2v = tuple(f"{AUX_W2V_BERT}/{f}" for f in ("config.json", "preprocessor_config.json", "model.safetensors"))
-        vocoder = (f"{AUX_BIGVGAN}/config.json", f"{AUX_BIGVGAN}/bigvgan_generator.pt")
         own = (CONFIG, self.gpt_checkpoint, self.s2mel_checkpoint, self.bpe_model, self.w2v_stat, self.emo_matrix, self.spk_matrix)
-        return (*own, *w2v, AUX_SEMANTIC_CODEC, AUX_CAMPPLUS, *vocoder)
+        return (*own, *AUX_W2V_BERT_FILES, AUX_SEMANTIC_CODEC, AUX_CAMPPLUS, *AUX_BIGVGAN_FILES)
 
     def missing(self, folder: str | Path) -> tuple[str, ...]:
         """The files of `files` that `folder` lacks (the semantic codec at either of its two places)."""
@@ -146,40 +146,49 @@ class Release2:
 
     @classmethod
     def read(cls, folder: str | Path) -> Release2:
-        data = read_yaml(folder)
-        path = Path(folder) / CONFIG
-        for section in ("gpt", "semantic_codec", "s2mel", "dataset"):
-            if not isinstance(data.get(section), dict):
-                raise ConfigError(f"{path}: no `{section}` section")
-        names = {
-            key: _file_name(data.get(key, default), key, path)
-            for key, default in (
-                ("gpt_checkpoint", "gpt.pth"),
-                ("s2mel_checkpoint", "s2mel.pth"),
-                ("w2v_stat", "wav2vec2bert_stats.pt"),
-                ("emo_matrix", "feat2.pt"),
-                ("spk_matrix", "feat1.pt"),
-            )
-        }
-        emo_num = data.get("emo_num")
-        if not isinstance(emo_num, list) or len(emo_num) != EMOTIONS or not all(isinstance(n, int) and n > 0 for n in emo_num):
-            raise ConfigError(f"{path}: emo_num must list {EMOTIONS} positive row counts, one per emotion (got {emo_num!r})")
-        version = data.get("version")
-        if version is not None and not isinstance(version, (int, float)):
-            raise ConfigError(f"{path}: version {version!r} is not a number")
-        qwen = data.get("qwen_emo_path")
-        if qwen is not None and (not isinstance(qwen, str) or ".." in Path(qwen).parts or Path(qwen).is_absolute() or "\\" in qwen):
-            raise ConfigError(f"{path}: qwen_emo_path {qwen!r} must name a folder in the model folder (the emotion model's)")
-        return cls(
-            version=None if version is None else float(version),
-            gpt=data["gpt"],
-            semantic_codec=data["semantic_codec"],
-            s2mel=data["s2mel"],
-            bpe_model=_file_name(data["dataset"].get("bpe_model", "bpe.model"), "dataset.bpe_model", path),
-            emo_num=tuple(emo_num),
-            qwen_emo_path=str(qwen).strip("/") if qwen else None,
-            **names,
+        data, fields = read_emotion_release(folder, ("gpt", "semantic_codec", "s2mel", "dataset"))
+        bpe_model = _file_name(data["dataset"].get("bpe_model", "bpe.model"), "dataset.bpe_model", Path(folder) / CONFIG)
+        return cls(bpe_model=bpe_model, **fields)
+
+
+def read_emotion_release(folder: str | Path, sections: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`config.yaml` of release 2 or 2.5 and the fields both read from it, checked: the `sections`
+    (mappings), the weight files' names (in the folder), `emo_num` (8 positive row counts),
+    `version`, `qwen_emo_path` (a folder inside the model folder)."""
+    data = read_yaml(folder)
+    path = Path(folder) / CONFIG
+    for section in sections:
+        if not isinstance(data.get(section), dict):
+            raise ConfigError(f"{path}: no `{section}` section")
+    names = {
+        key: _file_name(data.get(key, default), key, path)
+        for key, default in (
+            ("gpt_checkpoint", "gpt.pth"),
+            ("s2mel_checkpoint", "s2mel.pth"),
+            ("w2v_stat", "wav2vec2bert_stats.pt"),
+            ("emo_matrix", "feat2.pt"),
+            ("spk_matrix", "feat1.pt"),
         )
+    }
+    emo_num = data.get("emo_num")
+    if not isinstance(emo_num, list) or len(emo_num) != EMOTIONS or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in emo_num):
+        raise ConfigError(f"{path}: emo_num must list {EMOTIONS} positive row counts, one per emotion (got {emo_num!r})")
+    version = data.get("version")
+    if version is not None and (not isinstance(version, (int, float)) or isinstance(version, bool)):
+        raise ConfigError(f"{path}: version {version!r} is not a number")
+    qwen = data.get("qwen_emo_path")
+    if qwen is not None and (not isinstance(qwen, str) or ".." in Path(qwen).parts or Path(qwen).is_absolute() or "\\" in qwen):
+        raise ConfigError(f"{path}: qwen_emo_path {qwen!r} must name a folder in the model folder (the emotion model's)")
+    fields = {
+        "version": None if version is None else float(version),
+        "gpt": data["gpt"],
+        "semantic_codec": data["semantic_codec"],
+        "s2mel": data["s2mel"],
+        "emo_num": tuple(emo_num),
+        "qwen_emo_path": str(qwen).strip("/") if qwen else None,
+        **names,
+    }
+    return data, fields
 
 
 def emotion_lm_folder(folder: str | Path, release: Any) -> Path:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from koe_indextts.config import AUX_BIGVGAN, AUX_CAMPPLUS, AUX_W2V_BERT, CONFIG, EMOTIONS, ConfigError, _file_name, read_yaml
+from koe_indextts.config import AUX_BIGVGAN, AUX_BIGVGAN_FILES, AUX_CAMPPLUS, AUX_W2V_BERT, AUX_W2V_BERT_FILES, CONFIG, read_emotion_release
 from koe_indextts.text25 import VOCAB_FILE
 
 CODEC_FILE = "codec.pth"  # 2.5's own semantic codec (codec25); here, so that reading a folder needs no torch
@@ -62,10 +62,8 @@ class Release25:
     @property
     def files(self) -> tuple[str, ...]:
         """The files koe loads (the auxiliary models' included), relative to the folder."""
-        w2v = tuple(f"{AUX_W2V_BERT}/{f}" for f in ("config.json", "preprocessor_config.json", "model.safetensors"))
-        vocoder = (f"{AUX_BIGVGAN}/config.json", f"{AUX_BIGVGAN}/bigvgan_generator.pt")
         own = (CONFIG, self.gpt_checkpoint, CODEC_FILE, self.s2mel_checkpoint, VOCAB_FILE, self.w2v_stat, self.emo_matrix, self.spk_matrix)
-        return (*own, *w2v, AUX_CAMPPLUS, *vocoder)
+        return (*own, *AUX_W2V_BERT_FILES, AUX_CAMPPLUS, *AUX_BIGVGAN_FILES)
 
     def missing(self, folder: str | Path) -> tuple[str, ...]:
         """The files of `files` that `folder` lacks."""
@@ -74,37 +72,7 @@ class Release25:
 
     @classmethod
     def read(cls, folder: str | Path) -> Release25:
-        data = read_yaml(folder)
-        path = Path(folder) / CONFIG
-        for section in ("gpt", "semantic_codec", "s2mel"):
-            if not isinstance(data.get(section), dict):
-                raise ConfigError(f"{path}: no `{section}` section")
-        names = {
-            key: _file_name(data.get(key, default), key, path)
-            for key, default in (
-                ("gpt_checkpoint", "gpt.pth"),
-                ("s2mel_checkpoint", "s2mel.pth"),
-                ("w2v_stat", "wav2vec2bert_stats.pt"),
-                ("emo_matrix", "feat2.pt"),
-                ("spk_matrix", "feat1.pt"),
-            )
-        }
-        emo_num = data.get("emo_num")
-        if not isinstance(emo_num, list) or len(emo_num) != EMOTIONS or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in emo_num):
-            raise ConfigError(f"{path}: emo_num must list {EMOTIONS} positive row counts, one per emotion (got {emo_num!r})")
-        version = data.get("version")
-        if version is not None and (not isinstance(version, (int, float)) or isinstance(version, bool)):
-            raise ConfigError(f"{path}: version {version!r} is not a number")
-        qwen = data.get("qwen_emo_path")
-        return cls(
-            version=None if version is None else float(version),
-            gpt=data["gpt"],
-            semantic_codec=data["semantic_codec"],
-            s2mel=data["s2mel"],
-            emo_num=tuple(emo_num),
-            qwen_emo_path=str(qwen).strip("/") if qwen else None,
-            **names,
-        )
+        return cls(**read_emotion_release(folder, ("gpt", "semantic_codec", "s2mel"))[1])
 
 
 def aux_paths25(folder: str | Path) -> dict[str, Path]:

@@ -227,6 +227,7 @@ def test_a_missing_file_is_named(folder, tmp_path):
         (lambda c: c.update(emo_num=[1, 2]), "emo_num must list 8"),
         (lambda c: c.update(version="2.5"), "not a number"),
         (lambda c: c.update(gpt_checkpoint="../gpt.pth"), "must name a file in the model folder"),
+        (lambda c: c.update(qwen_emo_path="../elsewhere"), "qwen_emo_path '../elsewhere' must name a folder in the model folder"),
     ],
 )
 def test_config_checks(tmp_path, change, message):
