@@ -13,7 +13,8 @@ batch's made-up codes, which `generate_long` feeds back into the next batch's pr
 
 Recorded: `<case>.batches` (each batch's text, from the responses), `<case>.prompt.<i>` (each
 batch's encoded prompt, int64), `<case>.audio_none` (masks and parts None for every batch),
-`tokenizer.ids` / `tokenizer.offsets` (the ids of strings.json's strings, one after another),
+`batching.batches` / `batching.offsets` (the batches of batching.json's texts, split and grouped as
+`generate_long` does, one text's after another), `tokenizer.ids` / `tokenizer.offsets` (the ids of strings.json's strings, one after another),
 `tokenizer.specials` (semantic begin and end, pad, eos, im_start, im_end, <|voice|>, audio_pad),
 `tokenizer.state_sha256`.
 """
@@ -108,6 +109,12 @@ def main(folder: Path, out: Path) -> None:
     specials = [tokenizer.semantic_begin_id, tokenizer.semantic_end_id, tokenizer.pad_token_id, tokenizer.eos_token_id]
     specials += [tokenizer.get_token_id(t) for t in ("<|im_start|>", "<|im_end|>", "<|voice|>", "<|audio_pad|>")]
     result["tokenizer.specials"] = np.array(specials, dtype=np.int64)
+    batches = []  # generate_long's split and grouping of each text
+    for text, chunk_length in json.loads((folder / "batching.json").read_text(encoding="utf-8")):
+        turns = inference.split_text_by_speaker(text)
+        batches.append(inference.group_turns_into_batches(turns, max_speakers=5, max_bytes=chunk_length) if turns else [text])
+    result["batching.batches"] = np.array([b for row in batches for b in row])
+    result["batching.offsets"] = np.cumsum([0] + [len(row) for row in batches]).astype(np.int64)
     model = StandIn(tokenizer, num_codebooks)
     for name, case in json.loads((folder / "cases.json").read_text(encoding="utf-8")).items():
         run_case(model, folder / name, case, result, name)

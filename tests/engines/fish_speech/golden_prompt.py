@@ -2,7 +2,7 @@
 cases upstream's `generate_long` builds its conversation for (`cases.json`: a text, `chunk_length`,
 references; `<case>/reference_<i>.npy` their codes, `<case>/answer_<i>.npy` the made-up codes of
 each batch that its iterative prompt feeds back), the strings whose token ids are recorded
-(`strings.json`), and the tokenizer files' hash (`state_sha256.txt`, as `tokenizer HASH`).
+(`strings.json`), random texts to cut into batches (`batching.json`), and the tokenizer files' hash (`state_sha256.txt`, as `tokenizer HASH`).
 
 No weights: the oracle runs `generate_long` itself on a stand-in model (the tokenizer and the
 config's `num_codebooks`, `max_seq_len`) with `generate` replaced by one that records each prompt and
@@ -95,6 +95,17 @@ def fuzz_strings(n: int = 200, seed: int = 0) -> list[str]:
     return out
 
 
+BATCHING_PIECES = ["<|speaker:0|>", "<|speaker:1|>", "<|speaker:12|>", " ", "\n", "\t", "Hello", "world.", "你好", "😀", "é", "<|speaker:x|>", "<|", "ab" * 30]  # fmt: skip
+CHUNK_LENGTHS = (0, 20, 50, 100, 300)
+
+
+def batching_texts(n: int = 80, seed: int = 1) -> list[tuple[str, int]]:
+    """Random texts (tags, words, whitespace, multi-byte characters) and chunk lengths, whose
+    batches upstream's split and grouping give (without koe's refusals)."""
+    rng = random.Random(seed)
+    return [("".join(rng.choice(BATCHING_PIECES) for _ in range(rng.randint(0, 25))), rng.choice(CHUNK_LENGTHS)) for _ in range(n)]
+
+
 def strings() -> list[str]:
     return TRICKY + fuzz_strings()
 
@@ -133,5 +144,6 @@ def write_inputs(folder: Path) -> None:
             np.save(folder / case / f"answer_{i}.npy", codes)
     (folder / "cases.json").write_text(json.dumps(CASES, ensure_ascii=False, indent=1), encoding="utf-8")
     (folder / "strings.json").write_text(json.dumps(strings()), encoding="utf-8")
+    (folder / "batching.json").write_text(json.dumps(batching_texts()), encoding="utf-8")
     (folder / "num_codebooks.txt").write_text(str(NUM_CODEBOOKS))
     (folder / "state_sha256.txt").write_text(f"tokenizer {tokenizer_sha256(folder)}\n")

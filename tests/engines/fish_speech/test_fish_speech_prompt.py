@@ -143,6 +143,17 @@ def test_group_turns_limits():
         group_turns(["a"], 0, 10)
 
 
+def test_random_texts_batch_like_upstream(golden):
+    """split_turns and group_turns as generate_long uses them, on random texts (koe's refusals aside)."""
+    offsets, want = golden["batching.offsets"], list(golden["batching.batches"])
+    texts = G.batching_texts()
+    assert len(texts) == len(offsets) - 1
+    for i, (text, chunk_length) in enumerate(texts):
+        turns = split_turns(text)
+        got = group_turns(turns, 5, chunk_length) if turns else [text]
+        assert got == want[offsets[i] : offsets[i + 1]], repr(text)
+
+
 def test_untagged_text_is_one_batch_as_given():
     assert text_batches("  spaced  ", 100) == ["  spaced  "]
 
