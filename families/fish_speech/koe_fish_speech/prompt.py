@@ -53,6 +53,7 @@ __all__ = [
     "assistant_message",
     "check_length",
     "encode_conversation",
+    "encode_message",
     "group_turns",
     "reference_transcripts",
     "split_turns",
