@@ -14,7 +14,7 @@ Recorded: `state_sha256` (from state_sha256.txt); per clip, `samples.<clip>` / `
 (sha256 and shape of `torchaudio.load`'s samples and of the mono 44.1 kHz waveform
 `torchaudio.functional.resample` makes), `<dtype>.<clip>.codes` (`encode_audio`'s codes) and
 `float32.<clip>.engine_codes` (the server engine's path: `ReferenceLoader.load_audio`, with
-`torchaudio.transforms.Resample`, then `DAC.encode` in float32 as `VQManager.encode_reference`
+`torchaudio.transforms.Resample`, its waveform's sha256 as `resampled_engine.<clip>`, then `DAC.encode` in float32 as `VQManager.encode_reference`
 calls it); per codes file, `<dtype>.<codes>.audio` (`decode_to_audio`, as float32) for the short
 one, and the long one's `audio_sha256`, `audio_shape`, `audio_head` and `audio_tail` (256 samples).
 """
@@ -89,7 +89,9 @@ def main(folder: Path, out: Path) -> None:
                 if dtype == torch.float32:
                     loader = ReferenceLoader.__new__(ReferenceLoader)
                     loader.backend = "soundfile"
-                    audio = torch.from_numpy(loader.load_audio(str(folder / f"{clip}.wav"), codec.sample_rate))[None, None, :]
+                    samples = loader.load_audio(str(folder / f"{clip}.wav"), codec.sample_rate)
+                    result[f"resampled_engine.{clip}"] = sha(samples)
+                    audio = torch.from_numpy(samples)[None, None, :]
                     lengths = torch.tensor([audio.shape[2]], dtype=torch.long)
                     result[f"{name}.{clip}.engine_codes"] = codec.encode(audio, lengths)[0][0].numpy()
             for codes_name in CODES:

@@ -53,6 +53,10 @@ def test_reading_and_resampling_equal_upstream(golden, folder, clip):
     assert tuple(wav.shape) == tuple(golden[f"samples.{clip}.shape"]) and array_sha256(wav) == str(golden[f"samples.{clip}"]), "torchaudio.load's samples"
     resampled = reference_waveform(wav, rate)
     assert array_sha256(resampled) == str(golden[f"resampled.{clip}"]), "torchaudio.functional.resample's waveform"
+    engine = reference_waveform(wav, rate, resampler="transform")
+    assert array_sha256(engine) == str(golden[f"resampled_engine.{clip}"]), "the server's torchaudio.transforms.Resample waveform"
+    if rate != 44100:
+        assert not torch.equal(engine, resampled)  # the two kernels round differently
 
 
 @pytest.mark.parametrize("dtype", list(DTYPES))
