@@ -33,6 +33,7 @@ from torch import nn
 
 from koe.nn.mlp import GatedMLP
 from koe.nn.norm import RMSNorm
+from koe.runtime.exact import exact_linears, exact_norms
 from koe.runtime.files import read_json_object
 from koe.runtime.static_cache import StaticLayerCache
 from koe.runtime.weights import WeightsError, build_from_weights
@@ -281,9 +282,16 @@ def lm_weights(folder: str | Path) -> tuple[list[Path], Callable[[str], str | No
     raise WeightsError(f"no LM weights in {folder}: expected {index.name}, {single.name} or {pth.name}")
 
 
-def load_lm(folder: str | Path, dtype: torch.dtype = torch.float32, config: LMConfig | None = None) -> DualARLM:
+def load_lm(folder: str | Path, dtype: torch.dtype = torch.float32, config: LMConfig | None = None, exact_kernels: bool = True) -> DualARLM:
     """The LM of a Fish Speech S2 folder in `dtype` (float32 or bfloat16), loaded strictly: a missing,
-    unexpected or misshapen tensor is a `WeightsError` naming it."""
+    unexpected or misshapen tensor is a `WeightsError` naming it. In float32 with `exact_kernels`, the
+    linear layers and RMS norms run on koe's CPU kernels where they give torch's bits here
+    (`koe.runtime.exact`: each shape checked at load; torch's otherwise)."""
     config = config or read_lm_config(folder)
     files, rename = lm_weights(folder)
-    return build_from_weights(lambda: DualARLM(config), files, dtype=dtype, rename=rename).eval()
+    model = build_from_weights(lambda: DualARLM(config), files, dtype=dtype, rename=rename).eval()
+    if exact_kernels and dtype == torch.float32:
+        exact_linears(model)
+        exact_norms(model, RMSNorm)
+        exact_norms(model, nn.RMSNorm)
+    return model

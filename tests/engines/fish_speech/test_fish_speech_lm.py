@@ -40,7 +40,9 @@ def folder(tmp_path_factory, golden):
 @pytest.fixture(scope="module")
 def models(folder):
     torch.set_num_threads(1)
-    return {name: load_lm(folder, dtype) for name, dtype in DTYPES.items()}
+    models = {name: load_lm(folder, dtype) for name, dtype in DTYPES.items()}
+    models["float32_torch"] = load_lm(folder, torch.float32, exact_kernels=False)
+    return models
 
 
 def _run(model, case: dict) -> tuple[torch.Tensor, list[int]]:
@@ -77,6 +79,13 @@ def test_generate_codes(models, golden, dname, index):
     want = golden[f"{dname}.case{index}.codes"]
     assert codes.shape == want.shape and np.array_equal(codes.numpy(), want)
     assert ras == [i for i in golden[f"{dname}.case{index}.ras"].tolist() if i < want.shape[1]]
+
+
+@pytest.mark.parametrize("index", [1, 3])
+def test_generate_codes_on_torch_kernels(models, golden, index):
+    """The float32 path without koe's exact kernels (where they do not apply) gives the same codes."""
+    codes, _ = _run(models["float32_torch"], G.CASES[index])
+    assert np.array_equal(codes.numpy(), golden[f"float32.case{index}.codes"])
 
 
 def test_goldens_cover_ras_and_im_end(golden):
