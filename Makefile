@@ -21,7 +21,7 @@ PIP_FLAGS := --progress-bar on
 # The runtime and the server: what `make demo` needs (and what `pip install "koe[server]"` gives).
 # FAMILY_PACKAGES: the model families that live in packages of their own in this repository (their
 # code or weights carry a licence other than koe's Apache-2.0; each registers through `koe.families`).
-FAMILY_PACKAGES := families/indextts
+FAMILY_PACKAGES := families/indextts families/fish_speech
 venv: $(VENV)/.installed-server
 $(VENV)/.installed-server: pyproject.toml $(addsuffix /pyproject.toml,$(FAMILY_PACKAGES))
 	$(STEP) "[1/3] $(VENV): a virtualenv with the newest pip"

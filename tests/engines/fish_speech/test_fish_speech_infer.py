@@ -1,0 +1,84 @@
+"""Fish Speech S2 end to end against upstream's server engine, bit for bit (goldens/infer.npz:
+`TTSInferenceEngine.inference(ServeTTSRequest(...))` on koe's tiny random release, in float32):
+the reference clip's codes, every batch's codes and the final audio of five requests (a clone from a
+44.1 kHz clip at the server's defaults, a clone from a 24 kHz stereo clip with other settings, the
+model's own voice, two speakers in one text, a dialogue over several batches with the iterative
+prompt), each koe request with the same text, clip, transcript, seed and settings."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from fish_goldens import array_sha256, check_recorded, check_state, inputs, load_golden, written
+from koe_fish_speech.engine import FishSpeechEngine
+from koe_fish_speech.fixtures_codec import random_codec_state
+from koe_fish_speech.fixtures_common import files_sha256
+from koe_fish_speech.fixtures_lm import lm_config_json, lm_state
+from koe_fish_speech.prompt import text_batches
+
+from koe.engines.base import SynthesisRequest
+
+G = inputs("infer")
+JOBS = {job["name"]: job for job in G.JOBS}
+EDGE = 256
+
+
+@pytest.fixture(scope="module")
+def golden():
+    return load_golden("infer")
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory, golden):
+    folder = written(tmp_path_factory, "infer")
+    check_recorded(golden, folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def engine(folder):
+    torch.set_num_threads(1)
+    return FishSpeechEngine.load(folder)
+
+
+@pytest.fixture(scope="module")
+def voices(engine, folder):
+    return {name: engine.prepare_voice(str(folder / f"{name}.wav"), G.TRANSCRIPTS[name]) for name in G.CLIPS}
+
+
+def test_fixture_is_the_goldens(golden, folder):
+    check_state(golden, lm_state(lm_config_json("tiny"), G.SEED), name="lm")
+    check_state(golden, random_codec_state("tiny", G.SEED), name="codec")
+    check_state(golden, files_sha256([folder / "tokenizer.json", folder / "tokenizer_config.json"]), name="tokenizer")
+
+
+@pytest.mark.parametrize("name", JOBS)
+def test_request_is_upstreams(engine, voices, golden, name):
+    job = JOBS[name]
+    voice = voices[job["reference"]] if job["reference"] else None
+    if voice is not None:
+        assert np.array_equal(voice.codes.numpy(), golden[f"{name}.reference_codes"])
+    request = SynthesisRequest(text=job["text"], voice=voice, seed=job["seed"], options=job["options"])
+    chunks = list(engine.synthesize(request))
+    batches = int(golden[f"{name}.batches"])
+    assert len(text_batches(job["text"], job["options"].get("chunk_length", 200))) == batches
+    audio = np.concatenate([c.samples for c in chunks]).astype(np.float32)
+    assert audio.shape == tuple(golden[f"{name}.audio_shape"])
+    assert np.array_equal(audio[:EDGE], golden[f"{name}.audio_head"])
+    assert np.array_equal(audio[-EDGE:], golden[f"{name}.audio_tail"])
+    assert array_sha256(audio) == str(golden[f"{name}.audio_sha256"])
+    assert chunks[-1].metadata["model"] == "s2-pro"
+
+
+@pytest.mark.parametrize("name", JOBS)
+def test_batches_codes_are_upstreams(engine, voices, golden, name):
+    """Each batch's codes, the ones upstream decodes: the engine's generation after the request's seed."""
+    job = JOBS[name]
+    voice = voices[job["reference"]] if job["reference"] else None
+    settings = engine.check_request(SynthesisRequest(text=job["text"], voice=voice, options=job["options"])).settings
+    torch.manual_seed(job["seed"])
+    codes = list(engine.batch_codes(job["text"], voice, settings))
+    assert len(codes) == int(golden[f"{name}.batches"])
+    for i, c in enumerate(codes):
+        assert np.array_equal(c.numpy(), golden[f"{name}.batch{i}.codes"]), f"batch {i}"
