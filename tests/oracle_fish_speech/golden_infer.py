@@ -13,8 +13,8 @@ settings))`.
 
 Recorded per job: `<job>.batch<i>.codes` (each batch's codes, as the engine decodes them),
 `<job>.batches` (their count), `<job>.audio_sha256`, `<job>.audio_shape`, `<job>.audio_head` and
-`<job>.audio_tail` (256 samples of the final float32 audio); and `<job>.reference_codes` for a
-clone. `lm.state_sha256`, `codec.state_sha256`, `tokenizer.state_sha256` from state_sha256.txt.
+`<job>.audio_tail` (256 samples of the final float32 audio); and `<job>.reference<i>.codes`
+for each reference clip. `lm.state_sha256`, `codec.state_sha256`, `tokenizer.state_sha256` from state_sha256.txt.
 """
 
 from __future__ import annotations
@@ -87,11 +87,10 @@ def main(folder: Path, out: Path) -> None:
     engine.encode_reference = encode_recorded
     for job in json.loads((folder / "jobs.json").read_text(encoding="utf-8")):
         name = job["name"]
-        references = []
-        if job["reference"]:
-            ref = job["reference"]
-            audio = (folder / f"{ref}.wav").read_bytes()
-            references.append(ServeReferenceAudio(audio=audio, text=(folder / f"{ref}.lab").read_text(encoding="utf-8")))
+        references = [
+            ServeReferenceAudio(audio=(folder / f"{ref}.wav").read_bytes(), text=(folder / f"{ref}.lab").read_text(encoding="utf-8"))
+            for ref in job["references"]
+        ]
         request = ServeTTSRequest(text=job["text"], references=references, seed=job["seed"], **job["options"])
         decoded.clear()
         encoded.clear()
@@ -103,8 +102,8 @@ def main(folder: Path, out: Path) -> None:
         for i, codes in enumerate(decoded):
             result[f"{name}.batch{i}.codes"] = codes.numpy()
         result[f"{name}.batches"] = np.array(len(decoded))
-        if encoded:
-            result[f"{name}.reference_codes"] = encoded[0].numpy()
+        for i, codes in enumerate(encoded):
+            result[f"{name}.reference{i}.codes"] = codes.numpy()
         result[f"{name}.audio_sha256"] = sha(audio)
         result[f"{name}.audio_shape"] = np.array(audio.shape)
         result[f"{name}.audio_head"] = audio[:EDGE]

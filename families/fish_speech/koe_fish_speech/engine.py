@@ -27,7 +27,7 @@ from koe_fish_speech import spec
 from koe_fish_speech.codec import FishCodec, read_codec
 from koe_fish_speech.generate import Sampling, generate_frames
 from koe_fish_speech.model import DualARLM, load_lm
-from koe_fish_speech.prompt import SpeechPrompt, check_length, text_batches
+from koe_fish_speech.prompt import SpeechPrompt, check_length, check_speakers, text_batches
 from koe_fish_speech.reference import reference_codes
 from koe_fish_speech.tokenizer import FishTokenizer
 from koe_fish_speech.voice import FishSpeechVoice, FishSpeechVoiceError
@@ -100,13 +100,12 @@ class FishSpeechEngine(BaseEngine):
             raise UnsupportedVoice("the voice clip is silent (every sample is zero): Fish Speech clones a voice from a clip of speech")
         samples = np.ascontiguousarray(frames.T if frames.ndim == 2 else frames, dtype=np.float32)
         codes = reference_codes(self.codec, samples, rate, resampler="transform")
-        return FishSpeechVoice(codes, text, {"ref_seconds": round(frames.shape[0] / rate, 3), "frames": int(codes.shape[-1])})
+        return FishSpeechVoice.of(codes, text, {"ref_seconds": round(frames.shape[0] / rate, 3), "frames": int(codes.shape[-1])})
 
     def check_prompt(self, voice: FishSpeechVoice) -> FishSpeechVoice:
-        if voice.codes.shape[0] != self.lm.config.num_codebooks:
-            raise VoicePromptMismatch(
-                f"this voice prompt holds {voice.codes.shape[0]} codebooks, this model {self.lm.config.num_codebooks}: prepare the voice again"
-            )
+        n = self.lm.config.num_codebooks
+        if any(c.codes.shape[0] != n for c in voice.clips):
+            raise VoicePromptMismatch(f"this voice prompt's codes are not of this model's {n} codebooks: prepare the voice again")
         return voice
 
     # -- requests ----------------------------------------------------------------------------------
@@ -123,7 +122,9 @@ class FishSpeechEngine(BaseEngine):
         batch cut there); `stop()`, asked before each frame, ends the frames of a cancelled request."""
         s = settings
         batches = text_batches(text, int(s["chunk_length"]))
-        prompt = SpeechPrompt(self.tokenizer, self.lm.config.num_codebooks, [voice] if voice is not None else [])
+        clips = voice.clips if voice is not None else ()
+        check_speakers(text, [c.text for c in clips])
+        prompt = SpeechPrompt(self.tokenizer, self.lm.config.num_codebooks, clips)
         sampling = Sampling(temperature=float(s["temperature"]), top_p=float(s["top_p"]), top_k=int(s["top_k"]))
         total = 0
         for batch in batches:

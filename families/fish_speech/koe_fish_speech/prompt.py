@@ -52,9 +52,11 @@ __all__ = [
     "SpeechPrompt",
     "assistant_message",
     "check_length",
+    "check_speakers",
     "encode_conversation",
     "encode_message",
     "group_turns",
+    "reference_speakers",
     "reference_transcripts",
     "split_turns",
     "system_message",
@@ -165,6 +167,33 @@ def reference_transcripts(texts: Sequence[str]) -> str:
     """The references' transcripts as the system message holds them: each tagged `<|speaker:i|>`
     (i its place) unless it holds a speaker tag, joined by "\\n"."""
     return "\n".join(t if SPEAKER_TAG.search(t) else f"<|speaker:{i}|>{t}" for i, t in enumerate(texts))
+
+
+def reference_speakers(transcripts: Sequence[str]) -> set[int]:
+    """The speakers the references give a voice: the tags their transcripts carry, else their places."""
+    speakers: set[int] = set()
+    for i, t in enumerate(transcripts):
+        tags = [int(m.group(1)) for m in re.finditer(r"<\|speaker:(\d+)\|>", t)]
+        speakers.update(tags or [i])
+    return speakers
+
+
+def check_speakers(text: str, transcripts: Sequence[str]) -> None:
+    """With references, every speaker tag of the text must name a speaker they give a voice
+    (`reference_speakers`): a tag without a reference is a `RequestError` (without references the
+    model voices every speaker itself)."""
+    if not transcripts:
+        return
+    known = reference_speakers(transcripts)
+    unknown = sorted({int(m.group(1)) for m in re.finditer(r"<\|speaker:(\d+)\|>", text)} - known)
+    if unknown:
+        names = ", ".join(f"<|speaker:{n}|>" for n in unknown)
+        given = ", ".join(f"<|speaker:{n}|>" for n in sorted(known))
+        raise RequestError(
+            f"the text names {names}, which no reference clip voices (the voice's clips are {given}): "
+            "give a clip for each speaker (FishSpeechVoice.joined) or tag the text with these speakers",
+            param="input",
+        )
 
 
 def system_message(references: Sequence[tuple[str, torch.Tensor]] = ()) -> Message:

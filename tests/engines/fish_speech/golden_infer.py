@@ -41,23 +41,29 @@ LONG_DIALOGUE = " ".join(
     )
 )
 JOBS = [
-    {"name": "clone44k", "text": "Hello there, how are you today?", "reference": "ref44k", "seed": 11, "options": {"max_new_tokens": 48}},
+    {"name": "clone44k", "text": "Hello there, how are you today?", "references": ["ref44k"], "seed": 11, "options": {"max_new_tokens": 48}},
     {
         "name": "clone24k_settings",
         "text": "The quick brown fox jumps over the lazy dog.",
-        "reference": "ref24k_stereo",
+        "references": ["ref24k_stereo"],
         "seed": 12,
         "options": {"temperature": 0.5, "top_p": 0.6, "repetition_penalty": 1.3, "max_new_tokens": 60},
     },
-    {"name": "own_voice", "text": "我们今天去公园散步吧。", "reference": None, "seed": 13, "options": {"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 48}},
+    {"name": "own_voice", "text": "我们今天去公园散步吧。", "references": [], "seed": 13, "options": {"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 48}},
     {
         "name": "two_speakers",
         "text": "<|speaker:0|>Are you coming?<|speaker:1|>Yes, in five minutes.",
-        "reference": "ref44k",
+        "references": ["ref44k", "ref24k_stereo"],
         "seed": 14,
         "options": {"max_new_tokens": 48},
     },
-    {"name": "long_dialogue", "text": LONG_DIALOGUE, "reference": "ref44k", "seed": 15, "options": {"chunk_length": 100, "max_new_tokens": 40}},
+    {
+        "name": "long_dialogue",
+        "text": LONG_DIALOGUE,
+        "references": ["ref24k_stereo", "ref44k"],
+        "seed": 15,
+        "options": {"chunk_length": 100, "max_new_tokens": 40},
+    },
 ]
 
 

@@ -16,6 +16,7 @@ from koe_fish_speech.fixtures_codec import random_codec_state
 from koe_fish_speech.fixtures_common import files_sha256
 from koe_fish_speech.fixtures_lm import lm_config_json, lm_state
 from koe_fish_speech.prompt import text_batches
+from koe_fish_speech.voice import FishSpeechVoice
 
 from koe.engines.base import SynthesisRequest
 
@@ -47,6 +48,12 @@ def voices(engine, folder):
     return {name: engine.prepare_voice(str(folder / f"{name}.wav"), G.TRANSCRIPTS[name]) for name in G.CLIPS}
 
 
+def voice_of(voices: dict, job: dict) -> FishSpeechVoice | None:
+    """The job's references as one voice (several: speakers 0, 1, ... in order), or None."""
+    refs = [voices[r] for r in job["references"]]
+    return FishSpeechVoice.joined(*refs) if refs else None
+
+
 def test_fixture_is_the_goldens(golden, folder):
     check_state(golden, lm_state(lm_config_json("tiny"), G.SEED), name="lm")
     check_state(golden, random_codec_state("tiny", G.SEED), name="codec")
@@ -56,9 +63,9 @@ def test_fixture_is_the_goldens(golden, folder):
 @pytest.mark.parametrize("name", JOBS)
 def test_request_is_upstreams(engine, voices, golden, name):
     job = JOBS[name]
-    voice = voices[job["reference"]] if job["reference"] else None
-    if voice is not None:
-        assert np.array_equal(voice.codes.numpy(), golden[f"{name}.reference_codes"])
+    voice = voice_of(voices, job)
+    for i, ref in enumerate(job["references"]):
+        assert np.array_equal(voices[ref].clips[0].codes.numpy(), golden[f"{name}.reference{i}.codes"])
     request = SynthesisRequest(text=job["text"], voice=voice, seed=job["seed"], options=job["options"])
     chunks = list(engine.synthesize(request))
     batches = int(golden[f"{name}.batches"])
@@ -75,7 +82,7 @@ def test_request_is_upstreams(engine, voices, golden, name):
 def test_batches_codes_are_upstreams(engine, voices, golden, name):
     """Each batch's codes, the ones upstream decodes: the engine's generation after the request's seed."""
     job = JOBS[name]
-    voice = voices[job["reference"]] if job["reference"] else None
+    voice = voice_of(voices, job)
     settings = engine.check_request(SynthesisRequest(text=job["text"], voice=voice, options=job["options"])).settings
     torch.manual_seed(job["seed"])
     codes = list(engine.batch_codes(job["text"], voice, settings))
