@@ -20,6 +20,9 @@ How koe keeps upstream's bits (CPU; float32, and bfloat16 as upstream's `codec.t
   `z_e + (z_q - z_e)` is kept (it is not `z_q` in floating point).
 - upstream's transformers carry a 32768 x 32768 boolean mask each (1 GiB) and a 327,680-row rotary
   table; koe builds the window mask and the table for the frames at hand.
+- upstream's server engine in bfloat16 decodes with its float32 codec under CPU autocast
+  (`decode_autocast`): the convs and linears in bfloat16, the rest as their inputs come; its
+  transformers' layer scales keep their input's dtype (upstream scales in place), so koe's do.
 """
 
 from __future__ import annotations
@@ -131,14 +134,15 @@ class FeedForward(nn.Module):
 
 
 class LayerScale(nn.Module):
-    """x * gamma (upstream's name)."""
+    """x * gamma (upstream's name), in x's dtype (upstream scales in place: under bfloat16 autocast a
+    bfloat16 x stays bfloat16)."""
 
     def __init__(self, dim: int) -> None:
         super().__init__()
         self.gamma = nn.Parameter(torch.full((dim,), 0.01))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x * self.gamma
+        return (x * self.gamma).to(x.dtype)
 
 
 class TransformerBlock(nn.Module):
@@ -330,6 +334,8 @@ class FishCodec(nn.Module):
         self.quantizer = Quantizer(config)
         self.decoder = Decoder(config)
 
+    decode_autocast: torch.dtype | None = None  # decode under torch's autocast to this dtype (upstream's server in bf16)
+
     @property
     def dtype(self) -> torch.dtype:
         return self.decoder.model[0].conv.weight.dtype
@@ -365,7 +371,10 @@ class FishCodec(nn.Module):
     def decode(self, codes: torch.Tensor) -> torch.Tensor:
         """Upstream's `decode_to_audio` (`from_indices`): codes (1 + N, F) or (B, 1 + N, F) -> waveform
         (F x frame_length,) (or (B, 1, ...)) in the codec's dtype. Codes past a codebook's end are
-        clamped to its last entry as upstream clamps them (on a copy: the caller's stay)."""
+        clamped to its last entry as upstream clamps them (on a copy: the caller's stay). With
+        `decode_autocast` set, under `torch.autocast` to that dtype, as upstream's server engine
+        decodes in its precision (`get_audio_segment`): the products in that dtype on the codec's
+        own weights (bfloat16 audio out)."""
         batched = codes.ndim == 3
         codes = codes if batched else codes[None]
         c = self.config
@@ -376,7 +385,11 @@ class FishCodec(nn.Module):
         codes = codes.long().clone()
         codes[:, 0] = torch.clamp(codes[:, 0], max=c.semantic_codebook_size - 1)
         codes[:, 1:] = torch.clamp(codes[:, 1:], max=c.codebook_size - 1)
-        audio = self.decoder(self.quantizer.decode(codes))
+        if self.decode_autocast is None:
+            audio = self.decoder(self.quantizer.decode(codes))
+        else:
+            with torch.autocast(codes.device.type, self.decode_autocast):
+                audio = self.decoder(self.quantizer.decode(codes))
         return audio if batched else audio[0, 0]
 
 

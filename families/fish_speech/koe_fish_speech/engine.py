@@ -23,10 +23,12 @@ from koe.engines.base import Capabilities, InvalidOption, SynthesisRequest, Unsu
 from koe.engines.engine import BaseEngine, Checked, reference_frames
 from koe.engines.pipeline import Piece, PipelineDefaults, Segment, steps_for
 from koe.runtime.device import resolve_device
+from koe.runtime.precision import check as check_precision
+from koe.runtime.precision import float_dtype
 from koe_fish_speech import spec
 from koe_fish_speech.codec import FishCodec, read_codec
 from koe_fish_speech.generate import Sampling, generate_frames
-from koe_fish_speech.model import DualARLM, load_lm
+from koe_fish_speech.model import DualARLM, load_lm_in
 from koe_fish_speech.prompt import SpeechPrompt, check_length, check_speakers, text_batches
 from koe_fish_speech.reference import reference_codes
 from koe_fish_speech.tokenizer import FishTokenizer
@@ -51,12 +53,21 @@ class FishSpeechEngine(BaseEngine):
 
     @classmethod
     def load(cls, folder: str | Path, device=None, dtype=None, *, precision: str | None = None) -> FishSpeechEngine:
-        """Load a release folder strictly, on the CPU, in float32 (upstream's bits)."""
+        """Load a release folder strictly, on the CPU: float32 by default (upstream's bits), or in
+        `precision` (`koe.runtime.precision`'s names): "bf16" is upstream's server engine in
+        bfloat16 (`ModelManager(half=False)`: the transformer in bfloat16, the codec in float32
+        decoding under bfloat16 autocast), upstream's bits too; "int8" / "int4" quantize the slow
+        transformer's linear layers on koe's kernels (other bits, opt-in; the rest float32).
+        `dtype` bfloat16 (or its names) is precision "bf16"."""
         folder = Path(folder)
         if not folder.is_dir():
             raise FileNotFoundError(f"model folder not found: {folder}")
-        if precision not in (None, "fp32") or dtype not in (None, "float32", torch.float32):
-            raise ValueError("Fish Speech runs in float32 (fp32) in this version of koe")
+        mode = check_precision(precision, spec.PRECISIONS, "Fish Speech")
+        asked = float_dtype(dtype, (torch.float32, torch.bfloat16), "Fish Speech")
+        if mode is None:
+            mode = "bf16" if asked == torch.bfloat16 else "fp32"
+        elif asked != (torch.bfloat16 if mode == "bf16" else torch.float32) and dtype is not None:
+            raise ValueError(f"dtype={dtype!r} and precision={precision!r} disagree: give one of them")
         dev = resolve_device(device)
         if dev.type != "cpu":
             raise ValueError(f"Fish Speech runs on the CPU in this version of koe (device={dev})")
@@ -64,8 +75,10 @@ class FishSpeechEngine(BaseEngine):
         if description.missing:
             raise FileNotFoundError(f"{folder}: missing {', '.join(description.missing)} (a release folder has them: koe models pull {spec.REPO})")
         tokenizer = FishTokenizer.load(folder)
-        lm = load_lm(folder, torch.float32)
+        lm = load_lm_in(folder, mode)
         codec = read_codec(folder / spec.CODEC_FILE, torch.float32)
+        if mode == "bf16":
+            codec.decode_autocast = torch.bfloat16
         if lm.config.num_codebooks != codec.config.num_codebooks:
             raise ValueError(
                 f"{folder}: the transformer speaks {lm.config.num_codebooks} codebooks but codec.pth has {codec.config.num_codebooks}: "
@@ -75,7 +88,8 @@ class FishSpeechEngine(BaseEngine):
 
     @property
     def precision(self) -> str:
-        return "float32"
+        """What results name: "float32", "bfloat16", "int8" or "int4"."""
+        return getattr(self.lm, "precision", "float32")
 
     @property
     def capabilities(self) -> Capabilities:
@@ -85,7 +99,9 @@ class FishSpeechEngine(BaseEngine):
         self.lm = self.codec = None
 
     def result_metadata(self) -> dict:
-        return {"model": spec.VARIANT, "precision": self.precision, "device": str(self.device)}
+        meta = {"model": spec.VARIANT, "precision": self.precision, "device": str(self.device)}
+        kernel = getattr(self.lm, "kernel", None)
+        return {**meta, "kernel": kernel} if kernel else meta
 
     # -- voices ------------------------------------------------------------------------------------
     def build_voice(self, reference: VoiceReference) -> FishSpeechVoice:

@@ -35,11 +35,26 @@ from koe.nn.mlp import GatedMLP
 from koe.nn.norm import RMSNorm
 from koe.runtime.exact import exact_linears, exact_norms
 from koe.runtime.files import read_json_object
+from koe.runtime.precision import PRECISIONS, Backbone
+from koe.runtime.precision import apply as apply_precision
+from koe.runtime.precision import plan as precision_plan
 from koe.runtime.static_cache import StaticLayerCache
 from koe.runtime.weights import WeightsError, build_from_weights
 from koe_fish_speech.config import LMConfig, StackConfig, read_lm_config
 
-__all__ = ["DualARLM", "FastTransformer", "SlowTransformer", "attended_keys", "lm_name", "lm_weights", "load_lm", "pth_name", "rotary_table"]
+__all__ = [
+    "DualARLM",
+    "FastTransformer",
+    "SlowTransformer",
+    "attended_keys",
+    "lm_name",
+    "lm_weights",
+    "load_lm",
+    "load_lm_in",
+    "precision_backbone",
+    "pth_name",
+    "rotary_table",
+]
 
 DECODE_BLOCK = 64  # float32 decode reads the cache in multiples of this many keys (SDPA's math path sums them alike)
 PREFILL_BLOCK = 512  # the prefill reads it in multiples of this (SDPA's CPU flash kernel's key blocks)
@@ -222,6 +237,9 @@ class DualARLM(nn.Module):
         self.slow = SlowTransformer(config)
         self.fast = FastTransformer(config)
 
+    precision: str = "float32"  # what results name (`koe.runtime.precision.reported`); set by `load_lm_in`
+    kernel: str | None = None  # what runs the quantized products ("koe-avx512vnni", ...), None: torch
+
     @property
     def dtype(self) -> torch.dtype:
         return self.slow.norm.weight.dtype
@@ -295,3 +313,28 @@ def load_lm(folder: str | Path, dtype: torch.dtype = torch.float32, config: LMCo
         exact_norms(model, RMSNorm)
         exact_norms(model, nn.RMSNorm)
     return model
+
+
+def precision_backbone(lm: DualARLM) -> Backbone:
+    """The slow stack as koe's precision layer rewrites it in int8 / int4 (`koe.runtime.precision`):
+    its layers' linears (q|k|v, o, gate|up fused, down) quantized and its RMSNorms in C. The token
+    embedding (the tied head), the codebook embeddings, the q/k norms and the fast stack stay float32."""
+    return Backbone(lm.slow, RMSNorm, keep_float=("output",))
+
+
+def load_lm_in(folder: str | Path, precision: str | None = None, config: LMConfig | None = None) -> DualARLM:
+    """The LM of a folder in one of koe's precisions (`koe.runtime.precision.PRECISIONS`; None: fp32),
+    on the CPU. fp32: `load_lm` in float32 (upstream's bits, koe's exact kernels where they give
+    them); bf16: `load_lm` in bfloat16 (upstream's bfloat16 bits); int8 / int4: the weights read as
+    stored, the slow stack's linears quantized (`precision_backbone`), the rest float32 (other bits,
+    opt-in). The LM carries `precision` (the name results report) and `kernel`."""
+    numeric = precision_plan(precision, torch.device("cpu"), torch.float32, PRECISIONS, "Fish Speech")
+    config = config or read_lm_config(folder)
+    if numeric.quantized:
+        files, rename = lm_weights(folder)
+        lm = build_from_weights(lambda: DualARLM(config), files, rename=rename, as_stored=True).eval()
+        lm.kernel = apply_precision(numeric, lm, [precision_backbone(lm)])
+    else:
+        lm = load_lm(folder, numeric.dtype, config)
+    lm.precision = numeric.reported
+    return lm

@@ -40,6 +40,7 @@ LICENSE = License(
         "commercial use needs a separate licence from Fish Audio; keep the licence with every copy"
     ),
 )
+PRECISIONS = ("fp32", "bf16", "int8", "int4")  # fp32 and bf16: upstream's bits (its server engine's); int8 / int4: the slow transformer quantized
 CODEC_FILE = "codec.pth"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 WEIGHT_INDEX = "model.safetensors.index.json"
@@ -92,7 +93,7 @@ def capabilities(variant: str = VARIANT) -> Capabilities:
         sample_rate=SAMPLE_RATE,
         options=options_schema(),
         min_reference_s=MIN_REFERENCE_S,
-        precisions=("fp32",),
+        precisions=PRECISIONS,
         length_option="max_new_tokens",
     )
 
@@ -144,6 +145,7 @@ class FishSpeechSpec:
     engine = "koe_fish_speech.engine:FishSpeechEngine"
     fixture = "koe_fish_speech.fixtures:write_random_model"
     fixture_variants = (VARIANT,)
+    bench = "koe_fish_speech.bench:BENCH"
     released = (ReleasedModel(REPO, VARIANT, "4B", name="Fish-Speech-S2-Pro", license=LICENSE),)
 
     def probe(self, folder: Path) -> ModelInfo | None:
