@@ -36,8 +36,9 @@ negated, capped at 2**31), then the batches are generated and decoded one after 
 in the generation (text koe refuses, a prompt too long for the context, `max_new_tokens` of 1 or
 below 0) is not raised: it is an "error" result (`error` holds the exception), followed, when no
 batch was spoken, by upstream's second "error" (RuntimeError "No audio generated, please check the
-input text."), else by a "final" of the batches spoken. In float32 on the CPU the audio is
-upstream's bit for bit (tests/engines/fish_speech/test_fish_speech_compat.py, golden `infer`).
+input text."), else by a "final" of the batches spoken. On the CPU the audio is upstream's bit for
+bit, in float32 and in bfloat16 (tests/engines/fish_speech/test_fish_speech_compat.py, goldens
+`infer` and `infer_bf16`).
 
 Several `references` are several speakers, clip i `<|speaker:i|>` (`FishSpeechVoice.joined`).
 `reference_id` reads `references/<id>/` under the working folder, as upstream (another folder:
@@ -58,11 +59,16 @@ precision=torch.bfloat16)` (`codec.pth`), `encode_audio(audio_path, codec, devic
 wave `(samples,)` in the codec's dtype), and `wav_chunk_header`.
 
 koe runs Fish Speech on the CPU: `device` is "cpu" (or None in `from_pretrained`). The server
-engine runs in float32 (`precision=torch.float32`; another precision is refused, not ignored); the
-codec alone (`load_codec_model`, `encode_audio`, `decode_to_audio`) also in bfloat16 and float16.
-`compile` is accepted and has no effect. Left out: upstream's `generate_long` and `init_model`
-(keyword plumbing between its model objects, not an API), the engine's internals
-(`send_Llama_request`, `encode_reference`, `load_by_id`, ...), the DAC's Hydra `load_model`.
+engine runs in float32 or, as upstream's server runs by default, bfloat16: the transformer in
+`launch_thread_safe_queue`'s precision, the codec in float32 (`load_model`, upstream's
+`fish_speech.models.dac.inference.load_model`, as its server loads it), decoding under bfloat16
+autocast when the engine's `precision` is torch.bfloat16; `from_pretrained(folder,
+precision=torch.bfloat16)` is that whole setup. Both give upstream's bits (goldens `infer`,
+`infer_bf16`). float16 (upstream's `--half`) and a codec cast to bfloat16 are refused in the engine,
+not ignored; the codec alone (`load_codec_model`, `encode_audio`, `decode_to_audio`) runs in
+float32, bfloat16 and float16. `compile` is accepted and has no effect. Left out: upstream's
+`generate_long` and `init_model` (keyword plumbing between its model objects, not an API), the
+engine's internals (`send_Llama_request`, `encode_reference`, `load_by_id`, ...).
 The Fish Speech family is a package of its own (`pip install -e families/fish_speech`), imported
 when a model is loaded.
 """
@@ -99,6 +105,7 @@ __all__ = [
     "encode_audio",
     "launch_thread_safe_queue",
     "load_codec_model",
+    "load_model",
     "wav_chunk_header",
 ]
 
@@ -196,9 +203,12 @@ def _cpu(device: Any) -> None:
         raise ValueError(f"device={device!r}: koe runs Fish Speech on the CPU in this version (device='cpu')")
 
 
-def _float32(precision: Any, what: str) -> None:
-    if precision != torch.float32:
-        raise ValueError(f"{what}={precision!r}: koe's Fish Speech server engine runs in float32 in this version (torch.float32)")
+def _mode(precision: Any, what: str = "precision") -> str:
+    """koe's precision name for upstream's dtype: float32 "fp32", bfloat16 "bf16" (upstream's server)."""
+    modes = {torch.float32: "fp32", torch.bfloat16: "bf16"}
+    if precision not in modes:
+        raise ValueError(f"{what}={precision!r}: koe's Fish Speech server engine runs in torch.float32 or torch.bfloat16 (upstream's server's)")
+    return modes[precision]
 
 
 @dataclass(frozen=True, eq=False)
@@ -215,11 +225,11 @@ def launch_thread_safe_queue(checkpoint_path: str | os.PathLike, device: Any, pr
     """The transformer and tokenizer of a release folder, for `TTSInferenceEngine` (float32, CPU)."""
     _, _, model, _, tokenizer = _family()
     _cpu(device)
-    _float32(precision, "precision")
+    mode = _mode(precision)
     folder = Path(checkpoint_path)
     if not folder.is_dir():
         raise FileNotFoundError(f"checkpoint_path {str(checkpoint_path)!r}: no such folder (a Fish Speech S2 release folder)")
-    return LlamaQueue(folder, model.load_lm(folder, torch.float32), tokenizer.FishTokenizer.load(folder))
+    return LlamaQueue(folder, model.load_lm_in(folder, mode), tokenizer.FishTokenizer.load(folder))
 
 
 def load_codec_model(codec_checkpoint_path: str | os.PathLike, device: Any, precision: torch.dtype = torch.bfloat16):
@@ -227,6 +237,17 @@ def load_codec_model(codec_checkpoint_path: str | os.PathLike, device: Any, prec
     codec, *_ = _family()
     _cpu(device)
     return codec.read_codec(codec_checkpoint_path, dtype=precision)
+
+
+def load_model(config_name: str, checkpoint_path: str | os.PathLike, device: Any = "cpu"):
+    """Upstream's `fish_speech.models.dac.inference.load_model`, the codec its server decodes with:
+    `codec.pth` in float32 (its sizes read from the checkpoint; `config_name` names upstream's
+    Hydra config, "modded_dac_vq", and is not read). Upstream's `device` defaults to "cuda"; koe's is the CPU."""
+    codec, *_ = _family()
+    _cpu(device)
+    if not isinstance(config_name, str):
+        raise TypeError(f"config_name must be the name of upstream's codec config ('modded_dac_vq'), got {type(config_name).__name__}")
+    return codec.read_codec(checkpoint_path, dtype=torch.float32)
 
 
 def encode_audio(audio_path: str | os.PathLike, codec, device: Any) -> torch.Tensor:
@@ -262,8 +283,12 @@ class TTSInferenceEngine:
             raise TypeError(f"llama_queue must be what koe.compat.fish_speech.launch_thread_safe_queue returns, got {type(llama_queue).__name__}")
         if not isinstance(decoder_model, codec.FishCodec):
             raise TypeError(f"decoder_model must be what koe.compat.fish_speech.load_codec_model returns, got {type(decoder_model).__name__}")
-        _float32(precision, "precision")
-        _float32(decoder_model.dtype, "the decoder_model's dtype")
+        _mode(precision)
+        if decoder_model.dtype != torch.float32:
+            raise ValueError(
+                f"decoder_model is in {decoder_model.dtype}: koe's server engine decodes with the codec in float32, as upstream's server loads it "
+                "(load_model, or load_codec_model(..., precision=torch.float32)), under bfloat16 autocast when precision=torch.bfloat16"
+            )
         lm = llama_queue.lm
         if lm.config.num_codebooks != decoder_model.config.num_codebooks:
             raise ValueError(
@@ -292,10 +317,10 @@ class TTSInferenceEngine:
 
         _, engine, *_ = _family()
         _cpu(device)
-        _float32(precision, "precision")
+        mode = _mode(precision)
         folder = model_folder(model_dir, accept_license=accept_license)
         self = cls.__new__(cls)
-        self._setup(engine.FishSpeechEngine.load(folder), precision, compile, references_dir)
+        self._setup(engine.FishSpeechEngine.load(folder, precision=mode), precision, compile, references_dir)
         self.llama_queue = LlamaQueue(folder, self.engine.lm, self.engine.tokenizer)
         return self
 
@@ -350,7 +375,8 @@ class TTSInferenceEngine:
             except Exception as e:
                 yield InferenceResult("error", None, e)
                 break
-            segment = self.decoder_model.decode(codes).float().numpy()
+            with torch.autocast("cpu", torch.bfloat16, enabled=self.precision == torch.bfloat16):  # upstream decodes under its precision's autocast
+                segment = self.decoder_model.decode(codes).float().numpy()
             if req.streaming:
                 yield InferenceResult("segment", (rate, segment), None)
             segments.append(segment)

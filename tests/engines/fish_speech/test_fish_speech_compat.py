@@ -3,8 +3,9 @@
 release, in float32): the five requests made with the drop-in's request objects give upstream's
 audio bit for bit, streamed (a header, a segment per batch, the final audio) and not; a reference
 folder (`reference_id`) gives the same voice as the clips given inline; upstream's constructor and
-`from_pretrained` build the same engine; `encode_audio` / `decode_to_audio` give the golden
-`codec`'s codes and waves. Then upstream's checks and error results."""
+`from_pretrained` build the same engine; built as upstream's server builds it in bfloat16, the
+golden `infer_bf16`'s requests give its audio bit for bit; `encode_audio` / `decode_to_audio` give
+the golden `codec`'s codes and waves. Then upstream's checks and error results."""
 
 from __future__ import annotations
 
@@ -100,12 +101,13 @@ def test_reference_folder_is_the_clips(tts, folder, golden, tmp_path, monkeypatc
     assert tts.list_reference_ids() == ["duo"]
 
 
-def test_an_empty_reference_folder_speaks_in_the_models_voice(tts, folder, golden, tmp_path, monkeypatch):
-    """As upstream: no clips under the id, no references (the model's own voice), with a warning here."""
+def test_an_empty_reference_folder_speaks_in_the_models_voice(tts, folder, tmp_path, monkeypatch):
+    """As upstream: no clips under the id (or no folder), no references (the model's own voice), with a warning here."""
     monkeypatch.setattr(tts, "references_dir", tmp_path / "refs")
-    with pytest.warns(UserWarning, match="no clips in"):
-        results = list(tts.inference(request(folder, "own_voice", reference_id="nobody")))
-    assert_upstreams(golden, "own_voice", results[-1].audio[1])
+    (tmp_path / "refs" / "empty").mkdir(parents=True)
+    for id in ("nobody", "empty"):
+        with pytest.warns(UserWarning, match="no clips in"):
+            assert tts._voice(request(folder, "clone44k", reference_id=id)) is None  # reference_id first, as upstream
 
 
 def test_upstreams_constructor_builds_the_same_engine(folder, golden):
@@ -115,9 +117,9 @@ def test_upstreams_constructor_builds_the_same_engine(folder, golden):
     assert tts.decoder_model is codec and tts.llama_queue is queue and tts.sample_rate == 44100
     results = list(tts.inference(request(folder, "clone44k")))
     assert_upstreams(golden, "clone44k", results[-1].audio[1])
-    with pytest.raises(ValueError, match="float32"):
-        TTSInferenceEngine(queue, codec, torch.bfloat16, False)
-    with pytest.raises(ValueError, match="float32"):
+    with pytest.raises(ValueError, match="float32 or torch.bfloat16"):
+        TTSInferenceEngine(queue, codec, torch.half, False)
+    with pytest.raises(ValueError, match="codec in float32"):
         TTSInferenceEngine(queue, compat.load_codec_model(folder / "codec.pth", "cpu"), torch.float32, False)  # upstream's bf16 default
     with pytest.raises(TypeError, match="launch_thread_safe_queue"):
         TTSInferenceEngine(object(), codec, torch.float32, False)
@@ -125,10 +127,41 @@ def test_upstreams_constructor_builds_the_same_engine(folder, golden):
         TTSInferenceEngine(queue, object(), torch.float32, False)
     with pytest.raises(ValueError, match="CPU"):
         compat.launch_thread_safe_queue(folder, "cuda", torch.float32)
-    with pytest.raises(ValueError, match="float32"):
-        compat.launch_thread_safe_queue(folder, "cpu", torch.bfloat16)
+    with pytest.raises(ValueError, match="float32 or torch.bfloat16"):
+        compat.launch_thread_safe_queue(folder, "cpu", torch.float16)
     with pytest.raises(FileNotFoundError, match="no such folder"):
         compat.launch_thread_safe_queue(folder / "nowhere", "cpu", torch.float32)
+
+
+@pytest.fixture(scope="module")
+def golden_bf16(folder):
+    golden = load_golden("infer_bf16")
+    check_recorded(golden, folder)  # infer_bf16's folder is infer's, with other jobs
+    return golden
+
+
+@pytest.fixture(scope="module")
+def tts_bf16(folder):
+    """As upstream's server (ModelManager(half=False)) builds it: the transformer in bfloat16, its DAC
+    loader's float32 codec, the engine's precision bfloat16."""
+    queue = compat.launch_thread_safe_queue(folder, "cpu", torch.bfloat16)
+    return TTSInferenceEngine(queue, compat.load_model("modded_dac_vq", folder / "codec.pth", "cpu"), torch.bfloat16, False)
+
+
+@pytest.mark.parametrize("name", [job["name"] for job in inputs("infer_bf16").JOBS])
+def test_bfloat16_request_is_upstreams(tts_bf16, folder, golden_bf16, name):
+    job = {job["name"]: job for job in inputs("infer_bf16").JOBS}[name]
+    refs = [ServeReferenceAudio(audio=(folder / f"{r}.wav").read_bytes(), text=(folder / f"{r}.lab").read_text(encoding="utf-8")) for r in job["references"]]
+    results = list(tts_bf16.inference(ServeTTSRequest(text=job["text"], references=refs, seed=job["seed"], **job["options"])))
+    assert [r.code for r in results] == ["final"]
+    assert_upstreams(golden_bf16, name, results[0].audio[1])
+
+
+def test_from_pretrained_in_bfloat16_is_upstreams_server(folder):
+    """koe's engine loaded with precision "bf16" (test_fish_speech_infer_bf16: upstream's bits)."""
+    tts = TTSInferenceEngine.from_pretrained(folder, precision=torch.bfloat16)
+    assert tts.engine.lm.dtype == torch.bfloat16 and tts.decoder_model.dtype == torch.float32 and tts.precision == torch.bfloat16
+    assert tts.decoder_model.decode_autocast == torch.bfloat16 and tts.engine.precision == "bfloat16"
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
