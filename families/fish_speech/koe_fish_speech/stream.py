@@ -34,7 +34,8 @@ one-shot's bits would still depend on the length.
 
 Cost: a push reads every decoder weight once (~180 M floats with the transformer), so small pushes
 pay that per push: on one thread of the project's VM, the one-shot took 74 ms a frame (22 frames),
-pushes of 1, 4, 8 and 21 frames 192, 105, 84 and 85 ms a frame.
+pushes of 1, 4, 8 and 21 frames 192, 105, 84 and 85 ms a frame; over 140 frames (6.5 s) the
+one-shot took 190 ms a frame (its activations outgrow the caches) and pushes of 8 frames 93.
 """
 
 from __future__ import annotations
