@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from koe.engines.base import Capabilities, InvalidOption, SynthesisRequest, UnsupportedVoice, VoicePromptMismatch, VoiceReference
+from koe.engines.chunker import Chunker
 from koe.engines.engine import BaseEngine, Checked, reference_frames
 from koe.engines.pipeline import Piece, PipelineDefaults, Segment, steps_for
 from koe.runtime.device import resolve_device
@@ -31,6 +32,7 @@ from koe_fish_speech.generate import Sampling, generate_frames
 from koe_fish_speech.model import DualARLM, load_lm_in
 from koe_fish_speech.prompt import SpeechPrompt, check_length, check_speakers, text_batches
 from koe_fish_speech.reference import reference_codes
+from koe_fish_speech.stream import StreamDecoder
 from koe_fish_speech.tokenizer import FishTokenizer
 from koe_fish_speech.voice import FishSpeechVoice, FishSpeechVoiceError
 
@@ -132,10 +134,12 @@ class FishSpeechEngine(BaseEngine):
             raise InvalidOption(f"max_new_tokens={values['max_new_tokens']}: this model has {room} positions in all", param="max_new_tokens")
         return replace(checked, settings=values)
 
-    def batch_codes(self, text: str, voice: FishSpeechVoice | None, settings: dict, cap: int | None = None, stop=None) -> Iterator[torch.Tensor]:
-        """Each batch's codes `(num_codebooks, frames)`, as upstream's `generate_long` yields them
-        (draws from torch's global generator: seed it first), at most `cap` frames in all (the last
-        batch cut there); `stop()`, asked before each frame, ends the frames of a cancelled request."""
+    def frames(self, text: str, voice: FishSpeechVoice | None, settings: dict, cap: int | None = None, stop=None) -> Iterator[torch.Tensor | None]:
+        """Every kept frame's codes `(num_codebooks,)` as upstream's `generate_long` makes them (draws
+        from torch's global generator: seed it first), and None after each batch's last; at most
+        `cap` frames in all (the last batch cut there); `stop()`, asked before each frame, ends the
+        frames of a cancelled request. A batch's frames go back into the next batch's prompt once
+        its None has been taken."""
         s = settings
         batches = text_batches(text, int(s["chunk_length"]))
         clips = voice.clips if voice is not None else ()
@@ -158,29 +162,69 @@ class FishSpeechEngine(BaseEngine):
                 stop=stop,
             ):
                 kept.append(frame.codes.to(torch.long))
+                yield kept[-1]
                 if cap is not None and total + len(kept) >= cap:
                     break
-            codes = torch.stack(kept, dim=1) if kept else torch.zeros((self.lm.config.num_codebooks, 0), dtype=torch.long)
-            total += codes.shape[1]
-            yield codes
+            total += len(kept)
+            yield None
             if cap is not None and total >= cap:
                 return
-            prompt.add_codes(codes)
+            prompt.add_codes(_stacked(kept, self.lm.config.num_codebooks))
+
+    def batch_codes(self, text: str, voice: FishSpeechVoice | None, settings: dict, cap: int | None = None, stop=None) -> Iterator[torch.Tensor]:
+        """Each batch's codes `(num_codebooks, frames)`, as upstream's `generate_long` yields them (see `frames`)."""
+        kept: list[torch.Tensor] = []
+        for frame in self.frames(text, voice, settings, cap, stop):
+            if frame is None:
+                yield _stacked(kept, self.lm.config.num_codebooks)
+                kept = []
+            else:
+                kept.append(frame)
 
     def speak_segment(self, segment: Segment, c: Checked) -> Iterator[Piece]:
         cap = steps_for(segment.budget_s, spec.FRAME_RATE)
         stop = (lambda: c.cancel.cancelled) if c.cancel is not None else None
         if segment.seed is not None:
             torch.manual_seed(int(segment.seed))
+        by_frames = bool(c.settings["stream_frames"]) and segment.streamed
+        pieces = self._frame_pieces(segment, c, cap, stop) if by_frames else self._batch_pieces(segment, c, cap, stop)
         total, spoken = 0, 0
+        for samples, frames, batch_ended in pieces:
+            total += frames
+            spoken += batch_ended
+            yield Piece(samples, total, metadata={"stream": "frames"} if by_frames else {})
+        if c.cancel is not None:
+            c.cancel.raise_if_cancelled()
+        info = {"batches": spoken, "frames": total, "seconds": round(total / spec.FRAME_RATE, 3), **({"stream": "frames"} if by_frames else {})}
+        yield Piece(np.zeros(0, np.float32), total, last=True, truncated=total >= cap, info=info)
+
+    def _batch_pieces(self, segment: Segment, c: Checked, cap: int, stop) -> Iterator[tuple[np.ndarray, int, bool]]:
+        """(samples, frames, batch ended) of each batch, decoded whole, as upstream's server decodes it."""
         for codes in self.batch_codes(segment.text, c.voice, c.settings, cap, stop):
             if c.cancel is not None:
                 c.cancel.raise_if_cancelled()
-            total += codes.shape[1]
-            spoken += 1
             audio = self.codec.decode(codes).float().numpy() if codes.shape[1] else np.zeros(0, np.float32)
-            yield Piece(audio, total)
-        if c.cancel is not None:
-            c.cancel.raise_if_cancelled()
-        info = {"batches": spoken, "frames": total, "seconds": round(total / spec.FRAME_RATE, 3)}
-        yield Piece(np.zeros(0, np.float32), total, last=True, truncated=total >= cap, info=info)
+            yield audio, codes.shape[1], True
+
+    def _frame_pieces(self, segment: Segment, c: Checked, cap: int, stop) -> Iterator[tuple[np.ndarray, int, bool]]:
+        """The `stream_frames` mode: each batch's frames decoded as they come (`StreamDecoder`), a piece
+        after `first_chunk_s` of audio, then every `chunk_s`, and at each batch's end."""
+        chunker = Chunker.of(segment.first_chunk_s, segment.chunk_s, spec.FRAME_RATE)
+        decoder, held = StreamDecoder(self.codec), []
+        for frame in self.frames(segment.text, c.voice, c.settings, cap, stop):
+            if c.cancel is not None:
+                c.cancel.raise_if_cancelled()
+            if frame is not None:
+                held.append(frame)
+                if chunker.add(1):
+                    yield decoder.push(torch.stack(held, dim=1)), len(held), False
+                    held = []
+                continue
+            out = decoder.push(torch.stack(held, dim=1)) if held else np.zeros(0, np.float32)
+            yield np.concatenate([out, decoder.flush()]), len(held), True
+            decoder, held = StreamDecoder(self.codec), []
+
+
+def _stacked(frames: list[torch.Tensor], rows: int) -> torch.Tensor:
+    """Frames' codes `(rows,)` each, as `(rows, frames)` (empty: no frames)."""
+    return torch.stack(frames, dim=1) if frames else torch.zeros((rows, 0), dtype=torch.long)

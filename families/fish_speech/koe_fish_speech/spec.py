@@ -54,6 +54,7 @@ DEFAULTS = {
     "repetition_penalty": 1.1,
     "max_new_tokens": 1024,
     "chunk_length": 200,
+    "stream_frames": False,
 }
 
 
@@ -79,6 +80,13 @@ def options_schema() -> OptionsSchema:
                 200,
                 low=100,
                 high=1000,
+            ),
+            Option(
+                "stream_frames",
+                "bool",
+                "a streamed request decodes its frames as they come, a chunk every chunk_s (koe's own; each sample within about 1e-6 "
+                "of the one-shot's, which upstream's bits need the whole batch for); default: a chunk per batch, as upstream streams",
+                False,
             ),
         )
     )

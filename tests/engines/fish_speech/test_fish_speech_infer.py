@@ -7,6 +7,8 @@ prompt), each koe request with the same text, clip, transcript, seed and setting
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -89,3 +91,23 @@ def test_batches_codes_are_upstreams(engine, voices, golden, name):
     assert len(codes) == int(golden[f"{name}.batches"])
     for i, c in enumerate(codes):
         assert np.array_equal(c.numpy(), golden[f"{name}.batch{i}.codes"]), f"batch {i}"
+
+
+@pytest.mark.parametrize("name", ["clone44k", "long_dialogue"])
+def test_streamed_requests_are_upstreams_or_named_as_frames(engine, voices, golden, name):
+    """Streamed, a request yields a chunk per batch with the one-shot's bits (upstream's server
+    streams so); with `stream_frames` its frames are decoded as they come, in chunks of `chunk_s`,
+    within float32 rounding of upstream's audio, and the chunks say so."""
+    job = JOBS[name]
+    request = SynthesisRequest(text=job["text"], voice=voice_of(voices, job), seed=job["seed"], options=job["options"], stream=True)
+    chunks = list(engine.synthesize(request))
+    audio = np.concatenate([c.samples for c in chunks]).astype(np.float32)
+    assert array_sha256(audio) == str(golden[f"{name}.audio_sha256"])
+    assert len([c for c in chunks if c.samples.size]) == len([i for i in range(int(golden[f"{name}.batches"])) if golden[f"{name}.batch{i}.codes"].size])
+    framed = replace(request, options={**job["options"], "stream_frames": True}, first_chunk_s=0.1, chunk_s=0.2)
+    chunks = list(engine.synthesize(framed))
+    audio = np.concatenate([c.samples for c in chunks]).astype(np.float32)
+    assert audio.shape == tuple(golden[f"{name}.audio_shape"])
+    np.testing.assert_allclose(audio[:EDGE], golden[f"{name}.audio_head"], atol=1e-5)
+    assert len(chunks) > int(golden[f"{name}.batches"]) + 1
+    assert all(c.metadata.get("stream") == "frames" for c in chunks if c.samples.size)
