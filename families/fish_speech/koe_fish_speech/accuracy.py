@@ -27,12 +27,12 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from koe.bench.accuracy import compare
-from koe_fish_speech.generate import Sampling, generate_codes
+from koe_fish_speech.generate import Sampling, generate_codes, generate_frames
 from koe_fish_speech.model import DualARLM, load_lm_in
 from koe_fish_speech.prompt import SpeechPrompt
 from koe_fish_speech.tokenizer import FishTokenizer
 
-__all__ = ["MODES", "TEXT", "forced_logits", "measure", "reference_frames"]
+__all__ = ["MODES", "TEXT", "footprint", "forced_logits", "measure", "reference_frames"]
 
 MODES = ("bf16", "int8", "int4")
 TEXT = "The quick brown fox jumps over the lazy dog, and then it takes a long nap in the afternoon sun."
@@ -115,3 +115,61 @@ def main(kit, argv: list[str] | None = None) -> int:
         return measure(folder, precision, frames, seed)
 
     return kit.accuracy_tool(kit, argv, "fish_speech", __doc__, run, MODES, sizes, size_help="random weights (real: the released widths)", options=options)
+
+
+def _rss() -> int:
+    """This process's resident memory in bytes (Linux: /proc/self/status)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise OSError("no VmRSS in /proc/self/status (a Linux measure)")
+
+
+def footprint(folder: str | Path, precision: str, frames: int = 8, seed: int = 0) -> dict:
+    """What `precision`'s LM costs on `folder`, in this process (run it in a fresh one): the resident
+    memory (RSS) before and after loading, and the milliseconds a decoded frame takes (the slow step,
+    the fast stack's N positions and the draws), after the prompt, at torch's thread count now."""
+    import time
+
+    gc.collect()
+    before = _rss()
+    lm = load_lm_in(folder, precision)
+    gc.collect()
+    loaded = _rss()
+    prompt, semantic, im_end = _prompt(Path(folder), lm)
+    torch.manual_seed(seed)
+    stamps = []
+    options = dict(semantic_begin_id=semantic[0], semantic_end_id=semantic[1], im_end_id=im_end, max_new_tokens=frames + 2)
+    for _ in generate_frames(lm, prompt, **options):
+        stamps.append(time.perf_counter())
+    steps = [b - a for a, b in zip(stamps, stamps[1:])]
+    return {
+        "precision": lm.precision,
+        "kernel": lm.kernel,
+        "slow_layers": lm.config.slow.layers,
+        "threads": torch.get_num_threads(),
+        "rss_before_gib": before / 2**30,
+        "rss_loaded_gib": loaded / 2**30,
+        "frames_timed": len(steps),
+        "ms_per_frame": 1000 * sum(steps) / len(steps) if steps else None,
+        "ms_per_frame_min": 1000 * min(steps) if steps else None,
+    }
+
+
+if __name__ == "__main__":  # python -m koe_fish_speech.accuracy FOLDER PRECISION [--threads N] [--footprint]
+    import argparse
+    import json
+
+    p = argparse.ArgumentParser(
+        prog="python -m koe_fish_speech.accuracy", description="a mode's error (or with --footprint its memory and speed) on an S2 folder"
+    )
+    p.add_argument("folder", type=Path)
+    p.add_argument("precision", choices=("fp32", *MODES))
+    p.add_argument("--frames", type=int, default=32)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--footprint", action="store_true", help="RSS after load and ms per frame instead of the error")
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    run = footprint if a.footprint else measure
+    print(json.dumps(run(a.folder, a.precision, a.frames, a.seed), indent=1))
