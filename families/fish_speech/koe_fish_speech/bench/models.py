@@ -8,6 +8,7 @@ written with fewer slow layers (`--layers`, default 8: ~1.7 B parameters, ~7 GB 
 float32), everything else at the released sizes. The folder's name says its depth
 (`fish_speech-real-s2-pro-L8-seed0`); the tiny folder carries `sizes.json`, the entries of
 upstream's packaged codec YAML its codec changes (the oracle's `golden_codec.load_codec` reads it).
+<|im_end|> is made unlikely (`never_stop`): random weights then never end a request before `--frames`.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ VARIANTS = ("s2-pro",)
 SIZES = ("tiny", "real")
 RELEASED_LAYERS = 36
 DEFAULT_LAYERS = 8  # the real size's slow layers by default (of the released 36)
-FIXTURE_VERSION = 1
+FIXTURE_VERSION = 2  # 2: <|im_end|>'s row zeroed (the real model drew it at its second frame)
 WEIGHTS = ("*.safetensors", "*.pth")
+STOP_ROW = "text_model.model.embeddings.weight"
 
 
 def layers_of(size: str, layers: int | None) -> int | None:
@@ -40,8 +42,23 @@ def write_model(folder, variant: str, size: str, seed: int, layers: int | None =
     from koe_fish_speech.fixtures_codec import codec_config
 
     folder = write_random_model(folder, variant, size, seed=seed, layers=layers_of(size, layers))
+    never_stop(Path(folder) / "model.safetensors")
     if size == "tiny":
         (Path(folder) / "sizes.json").write_text(json.dumps(codec_config("tiny").yaml_overrides(), indent=1))
+
+
+def never_stop(weights: Path) -> None:
+    """Zero <|im_end|>'s row of the token embeddings (the tied head): its logit is then 0 where the
+    semantic tokens' spread a few units, never among the 30 likeliest, so a request makes the
+    `--frames` it is allowed on both sides (the fixture's row, made likelier for tests that need an
+    end, stopped the real model after one frame)."""
+    from safetensors.torch import load_file, save_file
+
+    from koe_fish_speech.fixtures_lm import IM_END_ID
+
+    state = load_file(str(weights))
+    state[STOP_ROW][IM_END_ID] = 0
+    save_file(state, str(weights), metadata={"format": "pt"})
 
 
 def model_folder(kit, opts, size: str) -> Path:
