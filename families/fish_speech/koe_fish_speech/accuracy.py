@@ -143,6 +143,7 @@ def footprint(folder: str | Path, precision: str, frames: int = 8, seed: int = 0
     for _ in generate_frames(lm, prompt, **options):
         stamps.append(time.perf_counter())
     steps = [b - a for a, b in zip(stamps, stamps[1:])]
+    decoded = _rss()
     return {
         "precision": lm.precision,
         "kernel": lm.kernel,
@@ -150,6 +151,7 @@ def footprint(folder: str | Path, precision: str, frames: int = 8, seed: int = 0
         "threads": torch.get_num_threads(),
         "rss_before_gib": before / 2**30,
         "rss_loaded_gib": loaded / 2**30,
+        "rss_decoded_gib": decoded / 2**30,  # weights read from the file as stored (mapped) count once touched
         "frames_timed": len(steps),
         "ms_per_frame": 1000 * sum(steps) / len(steps) if steps else None,
         "ms_per_frame_min": 1000 * min(steps) if steps else None,

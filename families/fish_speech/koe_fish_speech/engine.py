@@ -58,8 +58,8 @@ class FishSpeechEngine(BaseEngine):
         """Load a release folder strictly, on the CPU: float32 by default (upstream's bits), or in
         `precision` (`koe.runtime.precision`'s names): "bf16" is upstream's server engine in
         bfloat16 (`ModelManager(half=False)`: the transformer in bfloat16, the codec in float32
-        decoding under bfloat16 autocast), upstream's bits too; "int8" / "int4" quantize the slow
-        transformer's linear layers on koe's kernels (other bits, opt-in; the rest float32).
+        decoding under bfloat16 autocast), upstream's bits too; "int8" / "int4" quantize both
+        transformers' layers on koe's kernels (other bits, opt-in; the rest float32).
         `dtype` bfloat16 (or its names) is precision "bf16"."""
         folder = Path(folder)
         if not folder.is_dir():

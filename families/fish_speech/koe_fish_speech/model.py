@@ -315,25 +315,28 @@ def load_lm(folder: str | Path, dtype: torch.dtype = torch.float32, config: LMCo
     return model
 
 
-def precision_backbone(lm: DualARLM) -> Backbone:
-    """The slow stack as koe's precision layer rewrites it in int8 / int4 (`koe.runtime.precision`):
-    its layers' linears (q|k|v, o, gate|up fused, down) quantized and its RMSNorms in C. The token
-    embedding (the tied head), the codebook embeddings, the q/k norms and the fast stack stay float32."""
-    return Backbone(lm.slow, RMSNorm, keep_float=("output",))
+def precision_backbone(lm: DualARLM) -> list[Backbone]:
+    """The stacks as koe's precision layer rewrites them in int8 / int4 (`koe.runtime.precision`):
+    every layer's linears (q|k|v, o, gate|up fused, down) quantized and the RMSNorms in C, in the
+    slow stack and in the fast one (as wide as the slow one, and run at each of a frame's N
+    positions: 4 layers x 10 positions read more weights a frame than the slow stack's 36 layers).
+    The token embedding (the tied head), the codebook embeddings, the fast head and the q/k norms
+    stay float32."""
+    return [Backbone(lm.slow, RMSNorm, keep_float=("output",)), Backbone(lm.fast, RMSNorm, keep_float=("output", "project_in"))]
 
 
 def load_lm_in(folder: str | Path, precision: str | None = None, config: LMConfig | None = None) -> DualARLM:
     """The LM of a folder in one of koe's precisions (`koe.runtime.precision.PRECISIONS`; None: fp32),
     on the CPU. fp32: `load_lm` in float32 (upstream's bits, koe's exact kernels where they give
     them); bf16: `load_lm` in bfloat16 (upstream's bfloat16 bits); int8 / int4: the weights read as
-    stored, the slow stack's linears quantized (`precision_backbone`), the rest float32 (other bits,
+    stored, both stacks' layers quantized (`precision_backbone`), the rest float32 (other bits,
     opt-in). The LM carries `precision` (the name results report) and `kernel`."""
     numeric = precision_plan(precision, torch.device("cpu"), torch.float32, PRECISIONS, "Fish Speech")
     config = config or read_lm_config(folder)
     if numeric.quantized:
         files, rename = lm_weights(folder)
         lm = build_from_weights(lambda: DualARLM(config), files, rename=rename, as_stored=True).eval()
-        lm.kernel = apply_precision(numeric, lm, [precision_backbone(lm)])
+        lm.kernel = apply_precision(numeric, lm, precision_backbone(lm))
     else:
         lm = load_lm(folder, numeric.dtype, config)
     lm.precision = numeric.reported

@@ -40,7 +40,7 @@ LICENSE = License(
         "commercial use needs a separate licence from Fish Audio; keep the licence with every copy"
     ),
 )
-PRECISIONS = ("fp32", "bf16", "int8", "int4")  # fp32 and bf16: upstream's bits (its server engine's); int8 / int4: the slow transformer quantized
+PRECISIONS = ("fp32", "bf16", "int8", "int4")  # fp32 and bf16: upstream's bits (its server engine's); int8 / int4: both transformers' layers quantized
 CODEC_FILE = "codec.pth"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 WEIGHT_INDEX = "model.safetensors.index.json"

@@ -1,6 +1,6 @@
 """Fish Speech S2's precisions on a tiny random release: fp32 (exact) and bf16 (upstream's server in
-bfloat16; its bits: test_fish_speech_infer_bf16.py), and the opt-in int8 / int4 of the slow
-transformer (koe's kernels): what each loads, what results name, and the int modes' error bounded."""
+bfloat16; its bits: test_fish_speech_infer_bf16.py), and the opt-in int8 / int4 of the
+transformers' layers (koe's kernels): what each loads, what results name, and the int modes' error bounded."""
 
 from __future__ import annotations
 
@@ -63,12 +63,12 @@ def test_quantized_slow_stack(folder, mode):
     needs_kernels(mode)
     engine = FishSpeechEngine.load(folder, precision=mode)
     lm = engine.lm
-    for layer in lm.slow.layers:
+    for layer in [*lm.slow.layers, *lm.fast.layers]:
         assert isinstance(layer.attention.wqkv, QUANTIZED[mode]) and isinstance(layer.attention.wo, QUANTIZED[mode])
         assert isinstance(layer.feed_forward.gate_up_proj, QUANTIZED[mode]) and isinstance(layer.feed_forward.down_proj, QUANTIZED[mode])
         assert isinstance(layer.attention_norm, KernelRMSNorm) or kernels.library() is None
-    fast = [m for m in lm.fast.modules() if isinstance(m, nn.Linear)]
-    assert fast and all(type(m) is nn.Linear and m.weight.dtype == torch.float32 for m in fast)
+    heads = [lm.fast.output, *(m for m in (lm.slow.output, lm.fast.project_in) if isinstance(m, nn.Linear))]
+    assert all(type(m) is nn.Linear and m.weight.dtype == torch.float32 for m in heads)
     assert lm.slow.embeddings.weight.dtype == torch.float32 and engine.codec.dtype == torch.float32
     chunks = list(engine.synthesize(SynthesisRequest(text="Hello there.", seed=3, options={"max_new_tokens": 8})))
     assert sum(len(c.samples) for c in chunks) > 0
