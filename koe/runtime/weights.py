@@ -7,6 +7,7 @@ containers only, never code; anything else in the pickle is refused.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import mmap
 import pickle
@@ -14,7 +15,7 @@ import sys
 import threading
 import warnings
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
@@ -30,6 +31,28 @@ M = TypeVar("M", bound=nn.Module)
 
 class WeightsError(ValueError):
     """A checkpoint does not fit the model (missing, unexpected or misshapen tensors), is damaged, or is not there."""
+
+
+def state_sha256(state: dict[str, torch.Tensor]) -> str:
+    """One hash of a state dict's names, shapes, dtypes and bytes, in its order (what a family's golden
+    files record of the random weights they were made from)."""
+    h = hashlib.sha256()
+    for name, t in state.items():
+        t = t.detach().contiguous().cpu()
+        h.update(f"{name}:{tuple(t.shape)}:{t.dtype};".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
+
+
+def files_sha256(paths: Iterable[str | Path]) -> str:
+    """One hash of files' names (without their folder) and bytes, in the order given."""
+    h = hashlib.sha256()
+    for path in paths:
+        path = Path(path)
+        data = path.read_bytes()
+        h.update(f"{path.name}:{len(data)};".encode())
+        h.update(data)
+    return h.hexdigest()
 
 
 def weight_files(folder: Path, stem: str = "model") -> list[Path]:

@@ -20,8 +20,9 @@ from pathlib import Path
 
 import torch
 
+from koe.runtime.weights import state_sha256
+
 from .codec_config import CodecConfig, released_shapes
-from .fixtures_common import state_sha256
 
 __all__ = ["CODEC_FILE", "SIZES", "codec_config", "random_codec_state", "write_codec"]
 
@@ -65,7 +66,7 @@ def random_codec_state(size: str = "tiny", seed: int = 0) -> dict[str, torch.Ten
 
 def write_codec(folder: str | Path, size: str = "tiny", seed: int = 0) -> Path:
     """Write `folder/codec.pth` (see the module docstring) and return its path; its `state_sha256`
-    is `fixtures_common.state_sha256(random_codec_state(size, seed))`."""
+    is `koe.runtime.weights.state_sha256(random_codec_state(size, seed))`."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / CODEC_FILE

@@ -16,6 +16,8 @@ import numpy as np
 import torch
 import yaml
 
+from koe.runtime.weights import state_sha256  # the goldens' hash of a state dict, kept here for the tests that import it from the fixtures
+
 
 def random_tensor(name: str, shape: tuple[int, ...], g: torch.Generator) -> torch.Tensor:
     """Scales near 1 for norms, small biases, N(0, 1) embeddings, N(0, 1/fan_in) elsewhere."""
@@ -46,16 +48,6 @@ def random_state(module: torch.nn.Module, seed: int = 0, *, keep: tuple[str, ...
         else:  # counters and indices as a fresh module holds them (zeros for a module built on the meta device)
             state[name] = torch.zeros(t.shape, dtype=t.dtype) if t.is_meta else t.clone()
     return state
-
-
-def state_sha256(state: dict[str, torch.Tensor]) -> str:
-    """One hash of a state dict's names, shapes, dtypes and bytes, in its order."""
-    h = hashlib.sha256()
-    for name, t in state.items():
-        t = t.detach().contiguous().cpu()
-        h.update(f"{name}:{tuple(t.shape)}:{t.dtype};".encode())
-        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
-    return h.hexdigest()
 
 
 def state_sha256_1d(state: dict[str, torch.Tensor]) -> str:

@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import torch
 from koe_fish_speech.fixtures_codec import codec_config, random_codec_state, write_codec
-from koe_fish_speech.fixtures_common import state_sha256
 
 from koe.audio.io import write_wav
+from koe.runtime.weights import state_sha256
 
 SEED = 7
 CLIPS = {"voice44k": (44100, 1, 7.0), "voice24k_stereo": (24000, 2, 2.3), "blip16k": (16000, 1, 0.05)}  # rate, channels, seconds

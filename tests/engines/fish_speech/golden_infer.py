@@ -18,10 +18,10 @@ from pathlib import Path
 import numpy as np
 from koe_fish_speech.fixtures import write_random_model
 from koe_fish_speech.fixtures_codec import codec_config, random_codec_state
-from koe_fish_speech.fixtures_common import files_sha256, state_sha256
 from koe_fish_speech.fixtures_lm import lm_config_json, lm_state
 
 from koe.audio.io import write_wav
+from koe.runtime.weights import files_sha256, state_sha256
 
 SEED = 3
 CLIPS = {"ref44k": (44100, 1, 2.5), "ref24k_stereo": (24000, 2, 1.6)}  # rate, channels, seconds

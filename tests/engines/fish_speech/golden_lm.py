@@ -16,9 +16,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from koe_fish_speech.fixtures_common import state_sha256
 from koe_fish_speech.fixtures_lm import write_lm
 from koe_fish_speech.fixtures_tokenizer import SEMANTIC_BEGIN_ID, SEMANTIC_END_ID, write_tokenizer
+
+from koe.runtime.weights import state_sha256
 
 NUM_CODEBOOKS = 10
 DTYPES = ("float32", "bfloat16")

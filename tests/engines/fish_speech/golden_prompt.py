@@ -16,8 +16,9 @@ import random
 from pathlib import Path
 
 import numpy as np
-from koe_fish_speech.fixtures_common import files_sha256
 from koe_fish_speech.fixtures_tokenizer import write_tokenizer
+
+from koe.runtime.weights import files_sha256
 
 NUM_CODEBOOKS = 10
 CODEBOOK_SIZE = 1024  # the residual codebooks' (rows 1..); row 0 is a semantic code < 4096

@@ -17,10 +17,9 @@ from fish_goldens import array_sha256, check_recorded, check_state, inputs, load
 from koe_fish_speech.codec import FishCodec, codec_state, load_codec, read_codec
 from koe_fish_speech.codec_config import CodecCheckpointError, CodecConfig, released_shapes
 from koe_fish_speech.fixtures_codec import codec_config, random_codec_state, write_codec
-from koe_fish_speech.fixtures_common import state_sha256
 from koe_fish_speech.reference import read_reference, reference_codes, reference_waveform
 
-from koe.runtime.weights import WeightsError
+from koe.runtime.weights import WeightsError, state_sha256
 
 G = inputs("codec")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}

@@ -181,7 +181,8 @@ def test_encode_audio_and_decode_to_audio_are_upstreams(tmp_path_factory, dtype)
 # -- upstream's checks ---------------------------------------------------------------------------------
 def test_request_defaults_are_the_servers():
     req = ServeTTSRequest(text="Hi.")
-    assert {k: getattr(req, k) for k in spec.DEFAULTS if k != "top_k"} == {k: v for k, v in spec.DEFAULTS.items() if k != "top_k"}
+    upstreams = {k: v for k, v in spec.DEFAULTS.items() if k not in ("top_k", "stream_frames")}  # koe's own: stream_frames
+    assert {k: getattr(req, k) for k in upstreams} == upstreams
     assert (req.format, req.latency, req.references, req.reference_id, req.seed) == ("wav", "normal", [], None, None)
     assert (req.use_memory_cache, req.normalize, req.streaming) == ("off", True, False)
     assert compat.TOP_K == spec.DEFAULTS["top_k"]

@@ -12,12 +12,12 @@ import torch
 from fish_goldens import array_sha256, check_recorded, check_state, inputs, load_golden, written
 from koe_fish_speech.engine import FishSpeechEngine
 from koe_fish_speech.fixtures_codec import random_codec_state
-from koe_fish_speech.fixtures_common import files_sha256
 from koe_fish_speech.fixtures_lm import lm_config_json, lm_state
 from koe_fish_speech.prompt import text_batches
 from koe_fish_speech.voice import FishSpeechVoice
 
 from koe.engines.base import SynthesisRequest
+from koe.runtime.weights import files_sha256
 
 G = inputs("infer_bf16")
 JOBS = {job["name"]: job for job in G.JOBS}
