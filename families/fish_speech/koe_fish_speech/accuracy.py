@@ -32,7 +32,7 @@ from koe_fish_speech.model import DualARLM, load_lm_in
 from koe_fish_speech.prompt import SpeechPrompt
 from koe_fish_speech.tokenizer import FishTokenizer
 
-__all__ = ["MODES", "TEXT", "footprint", "forced_logits", "measure", "reference_frames"]
+__all__ = ["MODES", "TEXT", "footprint", "forced_logits", "held_bytes", "measure", "reference_frames"]
 
 MODES = ("bf16", "int8", "int4")
 TEXT = "The quick brown fox jumps over the lazy dog, and then it takes a long nap in the afternoon sun."
@@ -61,7 +61,7 @@ def forced_logits(lm: DualARLM, prompt: torch.Tensor, columns: torch.Tensor, sem
     what predicts column i (the slow stack after the prompt and the columns before it; the fast stack
     at positions 1..N-1 after column i's codes before each)."""
     n = lm.config.num_codebooks
-    slow_cache, fast_cache = lm.slow.new_cache(), lm.fast.new_cache()
+    slow_cache, fast_cache = lm.slow.new_cache(prompt.shape[1] + columns.shape[1]), lm.fast.new_cache()
     kept = torch.cat([torch.arange(semantic[0], semantic[1] + 1), torch.tensor([im_end_id])])
     tokens, codebooks = [], []
     length = prompt.shape[1]
@@ -125,6 +125,21 @@ def _rss() -> int:
     raise OSError("no VmRSS in /proc/self/status (a Linux measure)")
 
 
+def held_bytes(module: torch.nn.Module) -> int:
+    """Bytes of every tensor storage `module` holds (parameters, buffers, and tensors its modules keep
+    as attributes, as koe's quantized layers keep their packed weights), each storage once; mapped
+    weights count whole, resident or not."""
+    seen: set[int] = set()
+    total = 0
+    for m in module.modules():
+        for value in [*m._parameters.values(), *m._buffers.values(), *vars(m).values()]:
+            for t in value if isinstance(value, (tuple, list)) else (value,):
+                if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in seen:
+                    seen.add(t.untyped_storage().data_ptr())
+                    total += t.untyped_storage().nbytes()
+    return total
+
+
 def footprint(folder: str | Path, precision: str, frames: int = 8, seed: int = 0) -> dict:
     """What `precision`'s LM costs on `folder`, in this process (run it in a fresh one): the resident
     memory (RSS) before and after loading, and the milliseconds a decoded frame takes (the slow step,
@@ -150,6 +165,7 @@ def footprint(folder: str | Path, precision: str, frames: int = 8, seed: int = 0
         "slow_layers": lm.config.slow.layers,
         "threads": torch.get_num_threads(),
         "rss_before_gib": before / 2**30,
+        "held_gib": held_bytes(lm) / 2**30,
         "rss_loaded_gib": loaded / 2**30,
         "rss_decoded_gib": decoded / 2**30,  # weights read from the file as stored (mapped) count once touched
         "frames_timed": len(steps),

@@ -97,7 +97,7 @@ def frame_budget(prompt_len: int, max_new_tokens: int, max_seq_len: int) -> int:
 class _Decoder:
     """One request's state: caches, settings as tensors in the model's dtype, the RAS window."""
 
-    def __init__(self, model: DualARLM, sampling: Sampling, semantic: tuple[int, int], im_end_id: int) -> None:
+    def __init__(self, model: DualARLM, sampling: Sampling, semantic: tuple[int, int], im_end_id: int, positions: int | None = None) -> None:
         dtype, device = model.dtype, model.slow.embeddings.weight.device
         self.model, self.semantic, self.top_k = model, semantic, sampling.top_k
         self.temperature = torch.tensor(sampling.temperature, device=device, dtype=dtype)
@@ -107,7 +107,7 @@ class _Decoder:
         self.bias = torch.full((1, 1, model.config.vocab_size), float("-inf"), device=device, dtype=dtype)
         self.bias[0, 0, semantic[0] : semantic[1] + 1] = 0.0
         self.bias[0, 0, im_end_id] = 0.0
-        self.slow_cache, self.fast_cache = model.slow.new_cache(), model.fast.new_cache()
+        self.slow_cache, self.fast_cache = model.slow.new_cache(positions), model.fast.new_cache()
         self.window: torch.Tensor | None = None  # (N + 1, RAS_WINDOW) int32 once decoding starts
 
     def step(self, columns: torch.Tensor, start: int) -> tuple[torch.Tensor, bool]:
@@ -159,7 +159,7 @@ def generate_frames(
         raise ValueError(f"prompt must be ({n + 1}, T): text ids over {n} codebook rows, got {tuple(prompt.shape)}")
     length = prompt.shape[1]
     budget = frame_budget(length, max_new_tokens, model.config.max_seq_len)
-    decoder = _Decoder(model, sampling, (semantic_begin_id, semantic_end_id), im_end_id)
+    decoder = _Decoder(model, sampling, (semantic_begin_id, semantic_end_id), im_end_id, positions=length + budget)
     column, resampled = decoder.step(prompt.view(1, n + 1, -1), 0)
     for made in range(1, budget):
         yield Frame(column[1:, 0], int(column[0, 0]), resampled)

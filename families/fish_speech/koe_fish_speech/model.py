@@ -47,6 +47,7 @@ __all__ = [
     "FastTransformer",
     "SlowTransformer",
     "attended_keys",
+    "cache_positions",
     "lm_name",
     "lm_weights",
     "load_lm",
@@ -89,6 +90,13 @@ def attended_keys(queries_end: int, queries: int, capacity: int, dtype: torch.dt
     else:
         block = 1
     return min(capacity, -(-queries_end // block) * block)
+
+
+def cache_positions(positions: int, capacity: int) -> int:
+    """How many cache positions a request of `positions` in all needs for upstream's bits: what
+    `attended_keys` reads at most (`positions` rounded up to PREFILL_BLOCK, the largest block),
+    at most `capacity`. The released cache (32,768 positions, 36 layers) is 9 GiB in float32."""
+    return min(capacity, -(-positions // PREFILL_BLOCK) * PREFILL_BLOCK)
 
 
 class Attention(nn.Module):
@@ -165,10 +173,12 @@ class SlowTransformer(nn.Module):
         self.output = None if config.tie_word_embeddings else nn.Linear(s.dim, config.vocab_size, bias=False)
         self.register_buffer("rotary", rotary_table(config.max_seq_len, s.head_dim, config.rope_base), persistent=False)
 
-    def new_cache(self) -> list[StaticLayerCache]:
-        """Empty keys/values for every layer, `cache_len` positions, in the weights' dtype."""
+    def new_cache(self, positions: int | None = None) -> list[StaticLayerCache]:
+        """Empty keys/values for every layer, in the weights' dtype: `cache_len` positions (upstream's
+        whole cache), or enough for `positions` (`cache_positions`: the same bits, a fraction of the memory)."""
         w = self.embeddings.weight
-        return _caches(self.config.slow, self.config.cache_len, w.dtype, w.device)
+        length = self.config.cache_len if positions is None else cache_positions(positions, self.config.cache_len)
+        return _caches(self.config.slow, length, w.dtype, w.device)
 
     def embed(self, columns: torch.Tensor, semantic: tuple[int, int]) -> torch.Tensor:
         """columns (1, N + 1, T) -> (1, T, C): token embedding, plus the codebooks' sum (then scaled) where row 0 is semantic."""
