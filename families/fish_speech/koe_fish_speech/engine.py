@@ -7,7 +7,13 @@ One request is one call of upstream's server engine (`TTSInferenceEngine.inferen
 `Resample` transform, encoded), then, after `torch.manual_seed(seed)`, `generate_long`'s batches
 one after another, each batch's codes fed back into the next batch's prompt and decoded on their
 own. The pipeline never cuts a text under `MAX_SEGMENT_CHARS`: upstream's own batching makes the
-pieces (a text without speaker tags is one batch). A streamed request yields one chunk per batch.
+pieces (a text without speaker tags is one batch). A streamed request yields one chunk per batch,
+or with the option `stream_frames` a chunk every `chunk_s` (koe's own streaming decoder, within
+float32 rounding of the one-shot's samples).
+
+Precisions: fp32 (upstream's float32 bits), bf16 (upstream's server in bfloat16, bit for bit: the
+transformer in bfloat16, the float32 codec decoding under bfloat16 autocast), int8 / int4 (opt-in:
+both transformers' layers quantized on koe's kernels, named in the result's metadata).
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ MAX_SEGMENT_CHARS = 20000  # one request is one upstream call: upstream batches 
 
 
 class FishSpeechEngine(BaseEngine):
-    """A loaded Fish Speech S2 release, on the CPU in float32. Not re-entrant: one call at a time."""
+    """A loaded Fish Speech S2 release, on the CPU (fp32, bf16, int8 or int4). Not re-entrant: one call at a time."""
 
     family = spec.FAMILY
     title = "Fish Speech"

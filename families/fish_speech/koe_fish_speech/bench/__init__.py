@@ -11,6 +11,7 @@ split into the reference (clips encoded by the codec), the LM's prefill (each ba
 steps (ms per frame) and the codec's decode. With `--compare upstream` the codes' and waveforms'
 hashes say whether the bits are equal. `--precision`: what the engine offers
 (`spec.capabilities().precisions`); upstream runs float32 or bfloat16 (`--upstream-precision`).
+A mode's error: `python -m koe.bench.accuracy --family fish_speech --precision int8` (`koe_fish_speech.accuracy`).
 """
 
 from koe.engines.benchmark import Flag, Side, columns, declare
@@ -64,5 +65,6 @@ BENCH = declare(
     compare_precisions=("fp32", "bf16"),
     precision_note="upstream runs float32 or bfloat16 on the CPU (its init_model and load_codec_model's precision)",
     sides={"upstream": Side.upstream(ORACLE, "tests/oracle_fish_speech/bench_worker.py")},
+    tools={"accuracy": "koe_fish_speech.accuracy:main"},
     about="Fish Speech S2 Pro",
 )
