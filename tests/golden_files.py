@@ -9,6 +9,7 @@ with bit for bit. Each family's tests reach them through a small module of its o
     check_state(golden, state, name="speaker")     # a topic with several: its `speaker.state_sha256`
     folder = written(tmp_path_factory, "gpt")      # a fresh folder with what G.write_inputs writes
     check_recorded(golden, folder)                 # every hash of its state_sha256.txt
+    golden, folder = fixtures("gpt")               # the two as a test module's pytest fixtures
 """
 
 from __future__ import annotations
@@ -72,6 +73,22 @@ class GoldenFiles:
             golden = Golden((k, z[k]) for k in z.files)
         golden.topic = topic
         return golden
+
+    def fixtures(self, topic: str):
+        """Module-scoped pytest fixtures `golden` (the topic's arrays) and `folder` (its inputs written
+        afresh, their recorded hashes checked against the golden): `golden, folder = fixtures(topic)`."""
+
+        @pytest.fixture(scope="module")
+        def golden():
+            return self.load_golden(topic)
+
+        @pytest.fixture(scope="module")
+        def folder(tmp_path_factory, golden):
+            path = self.written(tmp_path_factory, topic)
+            self.check_recorded(golden, path)
+            return path
+
+        return golden, folder
 
     def check_state(self, golden: dict[str, np.ndarray], state: dict[str, torch.Tensor] | str, name: str | None = None) -> None:
         """Fails, saying how to regenerate, unless the golden was made from `state` (a state dict, or

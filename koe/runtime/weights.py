@@ -55,12 +55,14 @@ def files_sha256(paths: Iterable[str | Path]) -> str:
     return h.hexdigest()
 
 
-def weight_files(folder: Path, stem: str = "model") -> list[Path]:
-    """The safetensors files of a folder: `model.safetensors`, or the shards listed by `model.safetensors.index.json`."""
+def weight_files(folder: Path, stem: str = "model", index_first: bool = False) -> list[Path]:
+    """The safetensors files of a folder: `model.safetensors`, or the shards listed by
+    `model.safetensors.index.json` (`index_first`: the shards where both are there, as some
+    upstreams prefer them)."""
     folder = Path(folder)
     single = folder / f"{stem}.safetensors"
     index = folder / f"{stem}.safetensors.index.json"
-    if single.exists():
+    if single.exists() and not (index_first and index.exists()):
         return [single]
     if index.exists():
         weight_map = read_json_object(index, WeightsError).get("weight_map")

@@ -34,12 +34,11 @@ from torch import nn
 from koe.nn.mlp import GatedMLP
 from koe.nn.norm import RMSNorm
 from koe.runtime.exact import exact_linears, exact_norms
-from koe.runtime.files import read_json_object
 from koe.runtime.precision import PRECISIONS, Backbone
 from koe.runtime.precision import apply as apply_precision
 from koe.runtime.precision import plan as precision_plan
 from koe.runtime.static_cache import StaticLayerCache
-from koe.runtime.weights import WeightsError, build_from_weights
+from koe.runtime.weights import WeightsError, build_from_weights, weight_files
 from koe_fish_speech.config import LMConfig, StackConfig, read_lm_config
 
 __all__ = [
@@ -293,21 +292,11 @@ def lm_weights(folder: str | Path) -> tuple[list[Path], Callable[[str], str | No
     """The LM's weight files in `folder` and their name map, in upstream's order of preference:
     sharded safetensors (the shards its index lists), one model.safetensors, model.pth."""
     folder = Path(folder)
-    index, single, pth = folder / "model.safetensors.index.json", folder / "model.safetensors", folder / "model.pth"
-    if index.exists():
-        weight_map = read_json_object(index, WeightsError).get("weight_map")
-        if not isinstance(weight_map, dict) or not all(isinstance(name, str) for name in weight_map.values()):
-            raise WeightsError(f"{index}: not a valid safetensors index (no weight_map of tensor names to file names)")
-        shards = sorted({folder / name for name in weight_map.values()})
-        missing = [str(s) for s in shards if not s.exists()]
-        if missing:
-            raise WeightsError(f"{index} lists shards that are missing: {', '.join(missing)}")
-        return shards, lm_name
-    if single.exists():
-        return [single], lm_name
-    if pth.exists():
-        return [pth], pth_name
-    raise WeightsError(f"no LM weights in {folder}: expected {index.name}, {single.name} or {pth.name}")
+    if (folder / "model.safetensors.index.json").exists() or (folder / "model.safetensors").exists():
+        return weight_files(folder, index_first=True), lm_name
+    if (folder / "model.pth").exists():
+        return [folder / "model.pth"], pth_name
+    raise WeightsError(f"no LM weights in {folder}: expected model.safetensors.index.json, model.safetensors or model.pth")
 
 
 def load_lm(folder: str | Path, dtype: torch.dtype = torch.float32, config: LMConfig | None = None, exact_kernels: bool = True) -> DualARLM:

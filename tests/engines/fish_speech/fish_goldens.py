@@ -9,7 +9,8 @@ from pathlib import Path
 
 from golden_files import Golden, GoldenFiles, array_sha256
 
-__all__ = ["Golden", "array_sha256", "check_recorded", "check_state", "inputs", "load_golden", "written"]
+__all__ = ["Golden", "array_sha256", "check_recorded", "check_state", "fixtures", "inputs", "load_golden", "written"]
 
 FILES = GoldenFiles("fish_speech", Path(__file__).resolve().parent)
 inputs, written, load_golden, check_state, check_recorded = FILES.inputs, FILES.written, FILES.load_golden, FILES.check_state, FILES.check_recorded
+fixtures = FILES.fixtures

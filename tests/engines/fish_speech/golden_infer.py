@@ -12,6 +12,7 @@ packaged codec YAML's entries the tiny codec changes, which the oracle sets on i
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -95,3 +96,30 @@ def write_inputs(folder: Path) -> None:
         f"tokenizer {files_sha256([model / 'tokenizer.json', model / 'tokenizer_config.json'])}",
     ]
     (folder / "state_sha256.txt").write_text("\n".join(lines) + "\n")
+
+
+# -- what the tests of this golden and of those built on its folder (infer_bf16, the drop-in) share --
+EDGE = 256  # samples the golden keeps of each end of a request's audio
+
+
+def voice_of(voices: dict, job: dict):
+    """The job's clips as one voice (several: speakers 0, 1, ... in order), or None."""
+    from koe_fish_speech.voice import FishSpeechVoice
+
+    refs = [voices[r] for r in job["references"]]
+    return FishSpeechVoice.joined(*refs) if refs else None
+
+
+def assert_audio(golden: dict, name: str, audio: np.ndarray) -> None:
+    """The job's whole audio is the golden's: float32 (samples,), its shape, ends and hash."""
+    assert audio.dtype == np.float32 and audio.ndim == 1
+    assert audio.shape == tuple(golden[f"{name}.audio_shape"])
+    assert np.array_equal(audio[:EDGE], golden[f"{name}.audio_head"]) and np.array_equal(audio[-EDGE:], golden[f"{name}.audio_tail"])
+    assert hashlib.sha256(np.ascontiguousarray(audio).tobytes()).hexdigest() == str(golden[f"{name}.audio_sha256"])
+
+
+def check_fixture(golden: dict, folder: Path, check_state) -> None:
+    """The folder's weights and tokenizer files are the ones the golden was made from."""
+    check_state(golden, lm_state(lm_config_json("tiny"), SEED), name="lm")
+    check_state(golden, random_codec_state("tiny", SEED), name="codec")
+    check_state(golden, files_sha256([folder / "tokenizer.json", folder / "tokenizer_config.json"]), name="tokenizer")

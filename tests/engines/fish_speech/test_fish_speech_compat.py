@@ -19,7 +19,7 @@ import wave
 import numpy as np
 import pytest
 import torch
-from fish_goldens import array_sha256, check_recorded, inputs, load_golden, written
+from fish_goldens import check_recorded, fixtures, inputs, load_golden, written
 from koe_fish_speech import spec
 from pydantic import ValidationError
 
@@ -29,22 +29,13 @@ from koe.engines.base import RequestError
 
 G = inputs("infer")
 JOBS = {job["name"]: job for job in G.JOBS}
-EDGE = 256
+
 HOP = 2048  # samples a codec frame
 # upstream's streamed header, as its inference yielded it on this golden's folder
 UPSTREAM_HEADER = b"RIFF$\x00\x00\x00WAVEfmt \x10\x00\x00\x00\x01\x00\x01\x00D\xac\x00\x00\x88X\x01\x00\x02\x00\x10\x00data\x00\x00\x00\x00"
 
 
-@pytest.fixture(scope="module")
-def golden():
-    return load_golden("infer")
-
-
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory, golden):
-    folder = written(tmp_path_factory, "infer")
-    check_recorded(golden, folder)
-    return folder
+golden, folder = fixtures("infer")
 
 
 @pytest.fixture(scope="module")
@@ -58,13 +49,6 @@ def request(folder, name: str, **changes) -> ServeTTSRequest:
     job = JOBS[name]
     refs = [ServeReferenceAudio(audio=(folder / f"{r}.wav").read_bytes(), text=(folder / f"{r}.lab").read_text(encoding="utf-8")) for r in job["references"]]
     return ServeTTSRequest(**{"text": job["text"], "references": refs, "seed": job["seed"], **job["options"], **changes})
-
-
-def assert_upstreams(golden, name: str, audio: np.ndarray) -> None:
-    assert audio.dtype == np.float32 and audio.ndim == 1
-    assert audio.shape == tuple(golden[f"{name}.audio_shape"])
-    assert np.array_equal(audio[:EDGE], golden[f"{name}.audio_head"]) and np.array_equal(audio[-EDGE:], golden[f"{name}.audio_tail"])
-    assert array_sha256(audio) == str(golden[f"{name}.audio_sha256"])
 
 
 @pytest.mark.parametrize("name", JOBS)
@@ -82,7 +66,7 @@ def test_streamed_request_is_upstreams(tts, folder, golden, name):
     for i, segment in enumerate(segments):
         assert segment.dtype == np.float32 and segment.shape == (golden[f"{name}.batch{i}.codes"].shape[1] * HOP,)
     final = results[-1].audio[1]
-    assert_upstreams(golden, name, final)
+    G.assert_audio(golden, name, final)
     assert np.array_equal(final, np.concatenate(segments))
 
 
@@ -97,7 +81,7 @@ def test_reference_folder_is_the_clips(tts, folder, golden, tmp_path, monkeypatc
     monkeypatch.chdir(tmp_path)
     results = list(tts.inference(request(folder, "two_speakers", references=[], reference_id="duo")))
     assert [r.code for r in results] == ["final"]
-    assert_upstreams(golden, "two_speakers", results[0].audio[1])
+    G.assert_audio(golden, "two_speakers", results[0].audio[1])
     assert tts.list_reference_ids() == ["duo"]
 
 
@@ -116,7 +100,7 @@ def test_upstreams_constructor_builds_the_same_engine(folder, golden):
     tts = TTSInferenceEngine(llama_queue=queue, decoder_model=codec, precision=torch.float32, compile=True)
     assert tts.decoder_model is codec and tts.llama_queue is queue and tts.sample_rate == 44100
     results = list(tts.inference(request(folder, "clone44k")))
-    assert_upstreams(golden, "clone44k", results[-1].audio[1])
+    G.assert_audio(golden, "clone44k", results[-1].audio[1])
     with pytest.raises(ValueError, match="float32 or torch.bfloat16"):
         TTSInferenceEngine(queue, codec, torch.half, False)
     with pytest.raises(ValueError, match="codec in float32"):
@@ -154,7 +138,7 @@ def test_bfloat16_request_is_upstreams(tts_bf16, folder, golden_bf16, name):
     refs = [ServeReferenceAudio(audio=(folder / f"{r}.wav").read_bytes(), text=(folder / f"{r}.lab").read_text(encoding="utf-8")) for r in job["references"]]
     results = list(tts_bf16.inference(ServeTTSRequest(text=job["text"], references=refs, seed=job["seed"], **job["options"])))
     assert [r.code for r in results] == ["final"]
-    assert_upstreams(golden_bf16, name, results[0].audio[1])
+    G.assert_audio(golden_bf16, name, results[0].audio[1])
 
 
 def test_from_pretrained_in_bfloat16_is_upstreams_server(folder):

@@ -9,31 +9,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from fish_goldens import array_sha256, check_recorded, check_state, inputs, load_golden, written
+from fish_goldens import check_state, fixtures, inputs
 from koe_fish_speech.engine import FishSpeechEngine
-from koe_fish_speech.fixtures_codec import random_codec_state
-from koe_fish_speech.fixtures_lm import lm_config_json, lm_state
 from koe_fish_speech.prompt import text_batches
-from koe_fish_speech.voice import FishSpeechVoice
 
 from koe.engines.base import SynthesisRequest
-from koe.runtime.weights import files_sha256
 
 G = inputs("infer_bf16")
 JOBS = {job["name"]: job for job in G.JOBS}
-EDGE = 256
+voice_of = G.infer.voice_of
 
 
-@pytest.fixture(scope="module")
-def golden():
-    return load_golden("infer_bf16")
-
-
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory, golden):
-    folder = written(tmp_path_factory, "infer_bf16")
-    check_recorded(golden, folder)
-    return folder
+golden, folder = fixtures("infer_bf16")
 
 
 @pytest.fixture(scope="module")
@@ -47,15 +34,8 @@ def voices(engine, folder):
     return {name: engine.prepare_voice(str(folder / f"{name}.wav"), G.TRANSCRIPTS[name]) for name in G.CLIPS}
 
 
-def voice_of(voices: dict, job: dict) -> FishSpeechVoice | None:
-    refs = [voices[r] for r in job["references"]]
-    return FishSpeechVoice.joined(*refs) if refs else None
-
-
 def test_fixture_is_the_goldens(golden, folder):
-    check_state(golden, lm_state(lm_config_json("tiny"), G.SEED), name="lm")
-    check_state(golden, random_codec_state("tiny", G.SEED), name="codec")
-    check_state(golden, files_sha256([folder / "tokenizer.json", folder / "tokenizer_config.json"]), name="tokenizer")
+    G.infer.check_fixture(golden, folder, check_state)
 
 
 def test_loaded_as_upstreams_server(engine):
@@ -78,8 +58,5 @@ def test_request_is_upstreams(engine, voices, golden, name):
         assert np.array_equal(c.numpy(), golden[f"{name}.batch{i}.codes"]), f"batch {i}"
     chunks = list(engine.synthesize(SynthesisRequest(text=job["text"], voice=voice, seed=job["seed"], options=job["options"])))
     audio = np.concatenate([c.samples for c in chunks]).astype(np.float32)
-    assert audio.shape == tuple(golden[f"{name}.audio_shape"])
-    assert np.array_equal(audio[:EDGE], golden[f"{name}.audio_head"])
-    assert np.array_equal(audio[-EDGE:], golden[f"{name}.audio_tail"])
-    assert array_sha256(audio) == str(golden[f"{name}.audio_sha256"])
+    G.infer.assert_audio(golden, name, audio)
     assert chunks[-1].metadata["precision"] == "bfloat16"
