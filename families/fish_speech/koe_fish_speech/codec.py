@@ -35,8 +35,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from koe.nn.conv import CausalConv1d, CausalConvTranspose1d, ConvNeXtBlock
+from koe.nn.mlp import GatedMLP
 from koe.nn.norm import RMSNorm
 from koe.runtime.weights import read_pickled
+from koe_fish_speech.model import RELEASED_MLP
 
 from .codec_config import ENCODER_WINDOW, HEAD_DIM, NORM_EPS, QUANTIZER_WINDOW, ROPE_BASE, SAMPLE_RATE, CodecCheckpointError, CodecConfig
 
@@ -120,19 +122,6 @@ class Attention(nn.Module):
         return self.wo(y.transpose(1, 2).contiguous().view(b, t, width))
 
 
-class FeedForward(nn.Module):
-    """w2(silu(w1 x) * w3 x)."""
-
-    def __init__(self, dim: int, hidden: int) -> None:
-        super().__init__()
-        self.w1 = nn.Linear(dim, hidden, bias=False)
-        self.w3 = nn.Linear(dim, hidden, bias=False)
-        self.w2 = nn.Linear(hidden, dim, bias=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.w2(F.silu(self.w1(x)) * self.w3(x))
-
-
 class LayerScale(nn.Module):
     """x * gamma (upstream's name), in x's dtype (upstream scales in place: under bfloat16 autocast a
     bfloat16 x stays bfloat16)."""
@@ -149,7 +138,7 @@ class TransformerBlock(nn.Module):
     def __init__(self, dim: int, heads: int, hidden: int) -> None:
         super().__init__()
         self.attention = Attention(dim, heads)
-        self.feed_forward = FeedForward(dim, hidden)
+        self.feed_forward = GatedMLP(dim, hidden)  # released w1, w3, w2 (renamed at load)
         self.ffn_norm = RMSNorm(dim, eps=NORM_EPS)
         self.attention_norm = RMSNorm(dim, eps=NORM_EPS)
         self.attention_layer_scale = LayerScale(dim)
@@ -435,6 +424,14 @@ def codec_state(checkpoint: object) -> dict[str, torch.Tensor]:
     return state
 
 
+def _module_name(key: str) -> str:
+    """A released name -> koe's module's: a transformer's feed-forward `w1/w3/w2` are GatedMLP's."""
+    parts = key.split(".")
+    if len(parts) >= 3 and parts[-3] == "feed_forward" and parts[-2] in RELEASED_MLP:
+        parts[-2] = RELEASED_MLP[parts[-2]]
+    return ".".join(parts)
+
+
 def load_codec(state: dict[str, torch.Tensor], dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu") -> FishCodec:
     """A `FishCodec` from a released-layout state dict (sizes read from its shapes, every tensor
     checked: `CodecCheckpointError` names what is missing, unexpected or misshapen), floating
@@ -444,7 +441,7 @@ def load_codec(state: dict[str, torch.Tensor], dtype: torch.dtype = torch.float3
         raise ValueError(f"the codec runs in float32, bfloat16 or float16, not {dtype}")
     config = CodecConfig.from_state(state)
     cast = {k: (v.to(dtype=dtype, copy=True) if v.is_floating_point() else v.clone()) for k, v in state.items()}
-    folded = fold_weight_norm(cast)
+    folded = {_module_name(k): v for k, v in fold_weight_norm(cast).items()}
     with torch.device("meta"):
         codec = FishCodec(config)
     missing, unexpected = codec.load_state_dict(folded, strict=False, assign=True)

@@ -254,7 +254,8 @@ class DualARLM(nn.Module):
         return self.slow.norm.weight.dtype
 
 
-_RELEASED_MLP = {"w1": "gate_proj", "w3": "up_proj", "w2": "down_proj"}
+#: A released feed-forward layer's linear names -> koe's GatedMLP's (the LM's and the codec's transformers).
+RELEASED_MLP = {"w1": "gate_proj", "w3": "up_proj", "w2": "down_proj"}
 
 
 def _internal_name(key: str) -> str:
@@ -264,8 +265,8 @@ def _internal_name(key: str) -> str:
     if key.startswith("fast_"):
         stack, key = "fast", key[len("fast_") :]
     parts = key.split(".")
-    if len(parts) >= 4 and parts[0] == "layers" and parts[2] == "feed_forward" and parts[3] in _RELEASED_MLP:
-        parts[3] = _RELEASED_MLP[parts[3]]
+    if len(parts) >= 4 and parts[0] == "layers" and parts[2] == "feed_forward" and parts[3] in RELEASED_MLP:
+        parts[3] = RELEASED_MLP[parts[3]]
     return f"{stack}.{'.'.join(parts)}"
 
 
