@@ -1,0 +1,203 @@
+"""GPT-SoVITS's semantic-token decoding, as upstream's `Text2SemanticDecoder` runs it.
+
+`TTS.run` picks the loop by its options (non-streaming): `parallel_infer=True` (its default) runs
+`infer_panel_batch_infer` (`decode_batched` here: a batch's rows padded and decoded together),
+`parallel_infer=False` runs `infer_panel_naive_batched` (`decode_serial`: each row alone, in
+order, `infer_panel_naive`). Without a reference transcript (no prompt tokens) the batched loop
+falls back to the serial one with the default repetition penalty 1.35, as upstream's does. The
+two loops differ in their bits (masked against unmasked attention at each step) and in what they
+keep at the end, so each is reproduced as it is:
+
+Serial (`decode_one`), one row: the prompt pass over [text, prompt tokens], then one token a step
+on the cache. At steps 0-10 EOS is cut from the logits (at least 11 tokens). Each step samples
+(sampling.py: repetition penalty over the row so far, prompt included), appends, then stops when
+more than `early_stop_num` tokens were made (the last one kept), or when the penalised logits'
+argmax or the sample is EOS (that step's token dropped), or at step 1499. Returns the row (prompt
++ tokens) and the last step's index `idx`; without prompt tokens `idx` is 0. `TTS.run` keeps the
+last `idx` tokens of the row (`row[-idx:]`).
+
+Batched (`decode_batched`): each row's text is embedded alone and left-padded with zeros to
+`max_len` (`TTS.run`: the longest text of the batch); the prompt pass's mask hides the padding
+keys (and, as upstream, keeps the padded queries attending); each decode step attends under the
+last query's mask grown by one. One sample call for all live rows a step (one exponential_ of
+(rows, V)); a row stops when its sample or its argmax is EOS, keeping its tokens without that
+step's; the others go on with the finished rows removed from the batch and the cache. At
+`early_stop_num` or step 1499 the remaining rows stop, each WITHOUT its last token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+
+from koe.engines.gpt_sovits.sampling import Sampling, sample
+from koe.engines.gpt_sovits.t2s import Text2Semantic
+
+__all__ = ["MAX_STEPS", "MIN_STEPS", "TTS_DEFAULTS", "decode_batched", "decode_one", "decode_serial"]
+
+MAX_STEPS = 1500  # upstream's loop bound
+MIN_STEPS = 11  # steps whose logits have EOS cut off
+TTS_DEFAULTS = Sampling()  # TTS.run's top_k 15, top_p 1, temperature 1, repetition_penalty 1.35
+
+
+def _cut(logits: torch.Tensor, step: int) -> torch.Tensor:
+    return logits[:, :-1] if step < MIN_STEPS else logits  # a view: the penalty written into it stays
+
+
+def _prompt_mask(text_len: int, audio_len: int) -> torch.Tensor:
+    """(T+P, T+P) bool, True = not seen: text sees text; audio sees text and audio up to itself."""
+    text = F.pad(torch.zeros(text_len, text_len, dtype=torch.bool), (0, audio_len), value=True)
+    audio = F.pad(torch.triu(torch.ones(audio_len, audio_len, dtype=torch.bool), diagonal=1), (text_len, 0), value=False)
+    return torch.concat([text, audio], dim=0)
+
+
+@torch.inference_mode()
+def decode_one(
+    model: Text2Semantic,
+    phones: torch.Tensor,
+    bert: torch.Tensor,
+    prompt: torch.Tensor | None,
+    settings: Sampling = TTS_DEFAULTS,
+    early_stop_num: float = -1,
+    generator: torch.Generator | None = None,
+    first_logits: list[torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, int]:
+    """Upstream's `infer_panel_naive` for one row: phones (1, T), bert (1, 1024, T), prompt (1, P)
+    semantic tokens or None -> (the row (1, P + n) int64 (int32 without a prompt), idx). See the
+    module docstring; `first_logits` (a list) receives step 0's logits (B, vocab_size)."""
+    x = model.embed_text(phones, bert)
+    text_len = x.shape[1]
+    if prompt is not None:
+        y, audio_len = prompt, prompt.shape[1]
+        xy = torch.concat([x, model.embed_audio(prompt)], dim=1)
+    else:
+        y, audio_len = torch.zeros(x.shape[0], 0, dtype=torch.int, device=x.device), 0
+        xy = x
+    prefix_len = y.shape[1]
+    src_len = text_len + audio_len
+    masked = _prompt_mask(text_len, audio_len).unsqueeze(0).expand(model.heads, -1, -1).view(1, model.heads, src_len, src_len).to(device=x.device)
+    cache = None
+    for idx in range(MAX_STEPS):
+        if cache is None:
+            hidden, cache = model.run_prompt(xy, masked)
+        else:
+            hidden = model.run_step(xy, cache)
+        logits = model.logits(hidden)
+        if first_logits is not None and idx == 0:
+            first_logits.append(logits.clone())
+        logits = _cut(logits, idx)
+        samples = sample(logits, y, settings, generator)
+        y = torch.concat([y, samples], dim=1)
+        stop = early_stop_num != -1 and (y.shape[1] - prefix_len) > early_stop_num
+        if torch.argmax(logits, dim=-1)[0] == model.eos or samples[0, 0] == model.eos:
+            stop = True
+            y = y[:, :-1]
+        if stop or idx == MAX_STEPS - 1:
+            if y.shape[1] == 0:
+                y = torch.concat([y, torch.zeros_like(samples)], dim=1)
+            break
+        xy = model.embed_next(y[:, -1:], audio_len + idx)
+    return y, (idx if prompt is not None else 0)
+
+
+def decode_serial(
+    model: Text2Semantic,
+    phones: Sequence[torch.Tensor],
+    bert: Sequence[torch.Tensor],
+    prompts: torch.Tensor | None,
+    settings: Sampling = TTS_DEFAULTS,
+    early_stop_num: float = -1,
+    generator: torch.Generator | None = None,
+    first_logits: list[torch.Tensor] | None = None,
+) -> tuple[list[torch.Tensor], list[int]]:
+    """Upstream's `infer_panel_naive_batched`: rows phones[i] (T_i,), bert[i] (1024, T_i), prompts
+    (B, P) or None, decoded one after another -> (rows (P + n_i,), idx per row); `first_logits`
+    receives each row's step-0 logits (1, vocab_size)."""
+    rows, idxs = [], []
+    for i in range(len(phones)):
+        prompt = prompts[i].unsqueeze(0) if prompts is not None else None
+        y, idx = decode_one(model, phones[i].unsqueeze(0), bert[i].unsqueeze(0), prompt, settings, early_stop_num, generator, first_logits)
+        rows.append(y[0])
+        idxs.append(idx)
+    return rows, idxs
+
+
+@torch.inference_mode()
+def decode_batched(
+    model: Text2Semantic,
+    phones: Sequence[torch.Tensor],
+    bert: Sequence[torch.Tensor],
+    prompts: torch.Tensor | None,
+    settings: Sampling = TTS_DEFAULTS,
+    early_stop_num: float = -1,
+    generator: torch.Generator | None = None,
+    max_len: int | None = None,
+    first_logits: list[torch.Tensor] | None = None,
+) -> tuple[list[torch.Tensor], list[int]]:
+    """Upstream's `infer_panel_batch_infer`: rows phones[i] (T_i,), bert[i] (1024, T_i) with prompts
+    (B, P) decoded as one batch -> (rows (P + n_i,), idx per row). `max_len`: the padded text length
+    (`TTS.run` passes the batch's longest; default the longest given). Without prompts: upstream's
+    fallback, `decode_serial` with the default repetition penalty."""
+    if prompts is None:
+        fallback = Sampling(settings.top_k, settings.top_p, settings.temperature)
+        return decode_serial(model, phones, bert, None, fallback, early_stop_num, generator, first_logits)
+    lens = torch.LongTensor([p.shape[-1] for p in phones])
+    max_len = int(lens.max()) if max_len is None else max_len
+    rows = []
+    for p, b in zip(phones, bert, strict=True):
+        x = model.ar_text_position(model.ar_text_embedding(p.unsqueeze(0)) + model.bert_proj(b.transpose(0, 1).unsqueeze(0))).squeeze(0)
+        rows.append(F.pad(x, (0, 0, max_len - x.shape[0], 0), value=0) if x.shape[0] < max_len else x)  # left padding
+    x = torch.stack(rows, dim=0)
+    y = prompts
+    text_len, audio_len, bsz = x.shape[1], y.shape[1], x.shape[0]
+    prefix_len, src_len = y.shape[1], text_len + audio_len
+    xy = torch.concat([x, model.embed_audio(y)], dim=1)
+    padding = torch.concat([_left_padding(lens, max_len), _left_padding(torch.LongTensor([audio_len] * bsz), audio_len)], dim=1)
+    causal = _prompt_mask(text_len, audio_len).view(1, src_len, src_len).repeat(bsz, 1, 1)
+    masked = causal.logical_or(padding.view(bsz, 1, src_len).repeat(1, src_len, 1))
+    masked = masked.unsqueeze(1).expand(-1, model.heads, -1, -1).bool()  # (B, H, S, S)
+
+    finished: list[torch.Tensor | None] = [None] * bsz
+    idx_list: list[int | None] = [None] * bsz
+    live = list(range(bsz))  # the batch rows still decoding, by their index in the input
+    cache = None
+    for idx in range(MAX_STEPS):
+        if cache is None:
+            hidden, cache = model.run_prompt(xy, masked)
+        else:
+            hidden = model.run_step(xy, cache, masked)
+        logits = model.logits(hidden)
+        if first_logits is not None and idx == 0:
+            first_logits.append(logits.clone())
+        masked = F.pad(masked[:, :, -1].unsqueeze(-2), (0, 1), value=False) if idx == 0 else F.pad(masked, (0, 1), value=False)
+        logits = _cut(logits, idx)
+        samples = sample(logits, y, settings, generator)
+        y = torch.concat([y, samples], dim=1)
+        ended = (samples[:, 0] == model.eos).logical_or(torch.argmax(logits, dim=-1) == model.eos)
+        if bool(ended.any()):
+            keep = torch.where(~ended)[0]
+            for i in torch.where(ended)[0].tolist():
+                idx_list[live[i]], finished[live[i]] = idx, y[i, :-1]
+            live = [live[i] for i in keep.tolist()]
+            y, masked = torch.index_select(y, 0, keep), torch.index_select(masked, 0, keep)
+            keys, values = cache
+            for i in range(len(keys)):
+                keys[i], values[i] = torch.index_select(keys[i], 0, keep), torch.index_select(values[i], 0, keep)
+        stop = (early_stop_num != -1 and (y.shape[1] - prefix_len) > early_stop_num) or idx == MAX_STEPS - 1
+        if stop:
+            for i, row in enumerate(live):
+                idx_list[row], finished[row] = idx, y[i, :-1]
+        if stop or None not in idx_list:
+            break
+        xy = model.embed_next(y[:, -1:], audio_len + idx)
+    return finished, [MAX_STEPS - 1 if i is None else i for i in idx_list]
+
+
+def _left_padding(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
+    """(B, max_len) bool, True at each row's left padding (upstream's `make_pad_mask_left`)."""
+    max_len = max(max_len, int(lengths.max()))
+    positions = torch.arange(0, max_len).unsqueeze(0).repeat(lengths.shape[0], 1)
+    positions -= (max_len - lengths).unsqueeze(-1)
+    return positions < 0
