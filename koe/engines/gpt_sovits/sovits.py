@@ -1,0 +1,99 @@
+"""SoVITS v1/v2 (GPT-SoVITS's `s2G*.pth`, upstream's `SynthesizerTrn` at inference): semantic codes,
+phonemes and reference spectrograms -> a 32 kHz waveform; and HuBERT features -> the reference's
+semantic codes (`extract_latent`, the AR model's prompt).
+
+`decode` runs upstream's `SynthesizerTrn.decode` as `TTS.run` calls it (the references always a
+list): each reference's timbre embedding `ge` from `ref_enc`, averaged over the references
+(stacked, then the mean); the codes' codebook rows, each repeated for two 50 Hz frames (nearest
+interpolation); the prior encoder `enc_p` (with `ge` in its timbre encoder, and `speed`); a sample
+of the prior, z_p = m + randn * exp(logs) * noise_scale, drawn from `generator` (upstream draws
+`randn_like(m_p)` from torch's global generator: the same numbers for the same seed); the flow in
+reverse; the generator `dec`. The latent `enc_q` (training only) is not built.
+
+v2Pro/ProPlus (a speaker-verification embedding added to `ge` through `sv_emb`, `prelu`,
+`ge_to512`) are not built yet; `reference_embedding` is where they would join.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from koe.engines.gpt_sovits.quantizer import SemanticQuantizer
+from koe.engines.gpt_sovits.sovits_config import SSL_DIM, SoVITSConfig
+from koe.engines.gpt_sovits.sovits_flow import Flow
+from koe.engines.gpt_sovits.sovits_generator import Generator
+from koe.engines.gpt_sovits.sovits_style import StyleEncoder
+from koe.engines.gpt_sovits.sovits_text import PriorEncoder
+
+__all__ = ["SoVITS"]
+
+
+class SoVITS(nn.Module):
+    """The synthesizer's inference modules under their released names (`enc_p`, `ref_enc`, `flow`,
+    `dec`, `ssl_proj`, `quantizer`)."""
+
+    def __init__(self, config: SoVITSConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.ignored: tuple[str, ...] = ()  # stored tensors the loader left out (training state)
+        self.info = ""  # the file's `info` (upstream's epoch and step)
+        self.enc_p = PriorEncoder(config)
+        self.ref_enc = StyleEncoder(config.style_bins, config.gin_channels)
+        self.flow = Flow(config.inter_channels, config.hidden_channels, config.gin_channels)
+        self.dec = Generator(config)
+        self.ssl_proj = nn.Conv1d(SSL_DIM, SSL_DIM, 2, stride=2)  # 50 Hz HuBERT frames -> 25 Hz codes
+        self.quantizer = SemanticQuantizer()
+
+    @property
+    def sample_rate(self) -> int:
+        return self.config.sampling_rate
+
+    def reference_embedding(self, specs: Sequence[torch.Tensor]) -> torch.Tensor:
+        """The timbre embedding ge (B, gin, 1) of one or more reference spectrograms (each
+        (B, bins, frames)): each one's `ref_enc`, stacked and averaged."""
+        if not specs:
+            raise ValueError("SoVITS needs at least one reference spectrogram")
+        for spec in specs:
+            if spec.dim() != 3 or spec.shape[1] < self.ref_enc.bins:
+                raise ValueError(f"a reference spectrogram must be (batch, >= {self.ref_enc.bins} bins, frames), not {tuple(spec.shape)}")
+        return torch.stack([self.ref_enc(spec) for spec in specs], 0).mean(0)
+
+    @torch.no_grad()
+    def decode(
+        self,
+        codes: torch.Tensor,
+        phones: torch.Tensor,
+        specs: Sequence[torch.Tensor],
+        noise_scale: float = 0.5,
+        speed: float = 1.0,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        """codes (1, 1, T) int64 semantic codes (upstream's layout), phones (1, N) int64 phoneme ids,
+        specs: reference spectrograms (1, bins, frames) -> waveform (1, 1, samples), 2 T x
+        prod(upsample_rates) samples at speed 1. One normal draw of the prior's shape from
+        `generator` (torch's default generator when None)."""
+        if codes.dim() != 3 or codes.dtype != torch.long:
+            raise ValueError(f"codes must be int64 (1, 1, frames), not {codes.dtype} {tuple(codes.shape)}")
+        if phones.dim() != 2 or phones.dtype != torch.long:
+            raise ValueError(f"phones must be int64 (1, phonemes), not {phones.dtype} {tuple(phones.shape)}")
+        if speed <= 0:
+            raise ValueError(f"speed must be > 0, not {speed}")
+        ge = self.reference_embedding(specs)
+        latents = self.quantizer.decode(codes)
+        latents = F.interpolate(latents, size=int(latents.shape[-1] * 2), mode="nearest")  # 25 Hz -> 50 Hz
+        m, logs, mask = self.enc_p(latents, phones, ge, speed)
+        noise = torch.randn(m.shape, generator=generator, dtype=m.dtype, device=m.device)
+        z_p = m + noise * torch.exp(logs) * noise_scale
+        z = self.flow.reverse(z_p, mask, ge)
+        return self.dec(z * mask, ge)
+
+    @torch.no_grad()
+    def extract_latent(self, features: torch.Tensor) -> torch.Tensor:
+        """HuBERT features (B, 768, frames) at 50 Hz -> semantic codes (B, 1, frames // 2) int64."""
+        if features.dim() != 3 or features.shape[1] != SSL_DIM:
+            raise ValueError(f"features must be (batch, {SSL_DIM}, frames), not {tuple(features.shape)}")
+        return self.quantizer.encode(self.ssl_proj(features))

@@ -1,0 +1,79 @@
+"""SoVITS's prior encoder `enc_p` (upstream's `TextEncoder` and `MRTE`): semantic latents and
+phonemes -> the prior's mean and log-scale per latent frame.
+
+The semantic latents (the codebook rows of the codes, 768 wide, two frames a code) are projected
+to 192 channels and run through a relative-position encoder (`encoder_ssl`, n_layers / 2 layers);
+the phonemes are embedded and encoded (`encoder_text`, n_layers); the multi-reference timbre
+encoder (`mrte`) lets the latent frames attend to the phonemes in 512 channels, adds the reference
+embedding `ge` there, and projects back; a last encoder (`encoder2`, n_layers / 2) and a 1x1 conv
+(`proj`) give the mean and log-scale. A speed other than 1 stretches the encoded frames linearly
+to int(T / speed) + 1 before the projection.
+
+Masks are all ones at inference (one sequence, no padding); the multiplications by them are kept
+because upstream makes them and they decide the memory layout later kernels see.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from koe.engines.gpt_sovits.sovits_attention import MultiHeadAttention, RelativeEncoder
+from koe.engines.gpt_sovits.sovits_config import MRTE_CONTENT, MRTE_WIDTH, SSL_DIM, SoVITSConfig
+
+__all__ = ["MRTE", "PriorEncoder"]
+
+MRTE_HEADS = 4
+
+
+class MRTE(nn.Module):
+    """Multi-reference timbre encoder: content (B, 192, T) attends to phonemes (B, 192, N) in 512
+    channels, plus itself and the reference embedding (B, 512, 1), projected back to 192."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cross_attention = MultiHeadAttention(MRTE_WIDTH, MRTE_HEADS)
+        self.c_pre = nn.Conv1d(MRTE_CONTENT, MRTE_WIDTH, 1)
+        self.text_pre = nn.Conv1d(MRTE_CONTENT, MRTE_WIDTH, 1)
+        self.c_post = nn.Conv1d(MRTE_WIDTH, MRTE_CONTENT, 1)
+
+    def forward(self, content: torch.Tensor, content_mask: torch.Tensor, text: torch.Tensor, text_mask: torch.Tensor, ge: torch.Tensor) -> torch.Tensor:
+        attn_mask = text_mask.unsqueeze(2) * content_mask.unsqueeze(-1)  # (B, 1, T, N)
+        content = self.c_pre(content * content_mask)
+        text = self.text_pre(text * text_mask)
+        x = self.cross_attention(content * content_mask, text * text_mask, attn_mask) + content + ge
+        return self.c_post(x * content_mask)
+
+
+class PriorEncoder(nn.Module):
+    """`enc_p`: (latents (B, 768, T), phoneme ids (B, N), ge (B, 512, 1), speed) -> (m, logs, mask),
+    each (B, inter_channels, T') with T' = T at speed 1, int(T / speed) + 1 otherwise."""
+
+    def __init__(self, config: SoVITSConfig) -> None:
+        super().__init__()
+        c = config
+        self.out_channels = c.inter_channels
+        self.ssl_proj = nn.Conv1d(SSL_DIM, c.hidden_channels, 1)
+        self.encoder_ssl = RelativeEncoder(c.hidden_channels, c.filter_channels, c.n_heads, c.n_layers // 2, c.kernel_size)
+        self.encoder_text = RelativeEncoder(c.hidden_channels, c.filter_channels, c.n_heads, c.n_layers, c.kernel_size)
+        self.text_embedding = nn.Embedding(c.symbols, c.hidden_channels)
+        self.mrte = MRTE()
+        self.encoder2 = RelativeEncoder(c.hidden_channels, c.filter_channels, c.n_heads, c.n_layers // 2, c.kernel_size)
+        self.proj = nn.Conv1d(c.hidden_channels, c.inter_channels * 2, 1)
+
+    def forward(self, latents: torch.Tensor, phones: torch.Tensor, ge: torch.Tensor, speed: float = 1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        y_mask = torch.ones(latents.shape[0], 1, latents.shape[2], dtype=latents.dtype, device=latents.device)
+        y = self.ssl_proj(latents * y_mask) * y_mask
+        y = self.encoder_ssl(y * y_mask, y_mask)
+        text_mask = torch.ones(phones.shape[0], 1, phones.shape[1], dtype=y.dtype, device=y.device)
+        text = self.text_embedding(phones).transpose(1, 2)  # (B, 192, N)
+        text = self.encoder_text(text * text_mask, text_mask)
+        y = self.mrte(y, y_mask, text, text_mask, ge)
+        y = self.encoder2(y * y_mask, y_mask)
+        if speed != 1:
+            y = F.interpolate(y, size=int(y.shape[-1] / speed) + 1, mode="linear")
+            y_mask = F.interpolate(y_mask, size=y.shape[-1], mode="nearest")
+        stats = self.proj(y) * y_mask
+        m, logs = torch.split(stats, self.out_channels, dim=1)
+        return m, logs, y_mask

@@ -1,0 +1,51 @@
+"""Upstream's SoVITS as `TTS.init_vits_weights` loads it, for the `sovits` and `latent` goldens.
+
+`TTS.init_vits_weights(self, path)` itself runs on a stand-in `self` whose `configs` has what the
+method reads and writes (CPU, no half precision, no saving of upstream's yaml): it sniffs the
+version (`get_sovits_version_from_path_fast`: md5, header, size), reads the file
+(`load_sovits_new`: the header put back to "PK"), sets `semantic_frame_rate` and the version from
+`enc_p.text_embedding`'s rows, builds `SynthesizerTrn`, loads the fp16 weights non-strictly into
+the float32 model, and puts it in eval mode. This script then checks what the non-strict load
+left out: nothing may be unexpected, and only `enc_q` (which releases leave out) may be missing.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
+
+import torch  # noqa: E402
+from process_ckpt import get_sovits_version_from_path_fast, load_sovits_new  # noqa: E402
+from TTS_infer_pack.TTS import TTS  # noqa: E402
+
+
+class _Configs:
+    device = torch.device("cpu")
+    is_half = False
+
+    def __init__(self) -> None:
+        self.default_configs = {v: {"vits_weights_path": "absent"} for v in ("v1", "v2", "v2Pro", "v2ProPlus", "v3", "v4")}
+
+    def update_version(self, version: str) -> None:
+        self.version = version
+
+    def save_configs(self) -> None:
+        pass
+
+
+def load(path: Path):
+    """upstream's SynthesizerTrn from `path`, and what it sniffed: (model, version, model_version)."""
+    tts = TTS.__new__(TTS)
+    tts.configs = _Configs()
+    TTS.init_vits_weights(tts, str(path))
+    model = tts.vits_model
+    stored = set(load_sovits_new(str(path))["weight"])
+    held = set(model.state_dict())
+    unexpected = sorted(stored - held)
+    missing = sorted(k for k in held - stored if not k.startswith("enc_q."))
+    if unexpected or missing:
+        raise SystemExit(f"{path.name} does not fit upstream's SynthesizerTrn: unexpected {unexpected[:8]}, missing {missing[:8]}")
+    version, model_version, lora = get_sovits_version_from_path_fast(str(path))
+    return model, tts.configs.version, (version, model_version, lora)
