@@ -14,8 +14,9 @@ EOS (the last id).
   (`self_attn.in_proj_*`, `self_attn.out_proj`, `linear1`/`linear2` with ReLU, `norm1`/`norm2`,
   eps 1e-5, post-norm), run the way upstream's inference runs them (its TorchScript `T2SBlock`):
   one fused q/k/v product split in three, SDPA with upstream's boolean mask (True = masked,
-  inverted for SDPA), the cache kept as (B, S, C) rows grown by `torch.cat`, exactly as upstream
-  keeps it, so attention sees tensors of the same shapes and the float bits match.
+  inverted for SDPA), the cache kept as (B, S, C) rows grown by `torch.cat` (koe's `ConcatCache`,
+  whose sequence axis is the second last), exactly as upstream keeps it, so attention sees tensors
+  of the same shapes and layouts and the float bits match.
 
 Parameter names are the released ones without upstream's `model.` prefix (gpt_weights.py), so the
 file loads strictly. Decoding loops are in t2s_decode.py, sampling in sampling.py.
@@ -31,15 +32,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from koe.engines.gpt_sovits.gpt_weights import GPTConfig, read_gpt
+from koe.runtime.kv_cache import ConcatCache, ConcatLayerCache
 from koe.runtime.weights import WeightsError
 
-__all__ = ["BERT_DIM", "KVCache", "SinePositions", "T2SBlock", "Text2Semantic", "load_t2s"]
+__all__ = ["BERT_DIM", "SinePositions", "T2SBlock", "Text2Semantic", "load_t2s"]
 
 BERT_DIM = 1024  # upstream's bert_proj input: chinese-roberta-wwm-ext-large's width, fixed
 PE_LENGTH = 4000  # positions upstream's tables are built with at construction
 NORM_EPS = 1e-5
-
-KVCache = tuple[list[torch.Tensor], list[torch.Tensor]]  # per block: keys, values (B, S, C), grown by torch.cat
 
 
 def sine_table(length: int, dim: int) -> torch.Tensor:
@@ -123,18 +123,12 @@ class T2SBlock(nn.Module):
         x = self.norm1(x + self.self_attn.out_proj(attn))
         return self.norm2(x + self.linear2(F.relu(self.linear1(x))))
 
-    def prompt(self, x: torch.Tensor, masked: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The whole prompt x (B, T, C) under `masked` (B, H, T, T) bool, True = not seen -> (x, k, v)."""
+    def forward(self, x: torch.Tensor, cache: ConcatLayerCache, masked: torch.Tensor | None = None) -> torch.Tensor:
+        """x (B, T, C), its keys and values appended to `cache` (B, S, C) and attended under `masked`
+        (B, H, T, S) bool, True = not seen (None: every key; upstream's serial decode steps)."""
         q, k, v = self.self_attn.qkv(x)
-        return self._rest(x, self._attend(q, k, v, masked)), k, v
-
-    def step(
-        self, x: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, masked: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """New positions x (B, 1, C) over the cache (B, S, C) -> (x, keys, values) with x's appended."""
-        q, k, v = self.self_attn.qkv(x)
-        keys, values = torch.cat([keys, k], dim=1), torch.cat([values, v], dim=1)
-        return self._rest(x, self._attend(q, keys, values, masked)), keys, values
+        keys, values = cache.update(k, v)
+        return self._rest(x, self._attend(q, keys, values, masked))
 
 
 class Text2Semantic(nn.Module):
@@ -175,20 +169,13 @@ class Text2Semantic(nn.Module):
         """The last decoded tokens (B, 1) -> (B, 1, C) at audio position `position`."""
         return self.ar_audio_position.at(self.ar_audio_embedding(tokens), position)
 
-    def run_prompt(self, x: torch.Tensor, masked: torch.Tensor) -> tuple[torch.Tensor, KVCache]:
-        """Every block over the prompt (B, T, C) -> (hidden (B, T, C), the cache)."""
-        keys, values = [], []
-        for block in self.h.layers:
-            x, k, v = block.prompt(x, masked)
-            keys.append(k)
-            values.append(v)
-        return x, (keys, values)
+    def new_cache(self) -> ConcatCache:
+        return ConcatCache(len(self.h.layers))
 
-    def run_step(self, x: torch.Tensor, cache: KVCache, masked: torch.Tensor | None = None) -> torch.Tensor:
-        """Every block over new positions x (B, 1, C), the cache grown in place (its lists)."""
-        keys, values = cache
-        for i, block in enumerate(self.h.layers):
-            x, keys[i], values[i] = block.step(x, keys[i], values[i], masked)
+    def forward(self, x: torch.Tensor, cache: ConcatCache, masked: torch.Tensor | None = None) -> torch.Tensor:
+        """Every block over x (B, T, C) (the prompt on an empty cache, or new positions) -> (B, T, C)."""
+        for block, layer_cache in zip(self.h.layers, cache.layers, strict=True):
+            x = block(x, layer_cache, masked)
         return x
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:

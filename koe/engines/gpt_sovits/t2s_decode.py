@@ -78,12 +78,9 @@ def decode_one(
     prefix_len = y.shape[1]
     src_len = text_len + audio_len
     masked = _prompt_mask(text_len, audio_len).unsqueeze(0).expand(model.heads, -1, -1).view(1, model.heads, src_len, src_len).to(device=x.device)
-    cache = None
+    cache = model.new_cache()
     for idx in range(MAX_STEPS):
-        if cache is None:
-            hidden, cache = model.run_prompt(xy, masked)
-        else:
-            hidden = model.run_step(xy, cache)
+        hidden = model(xy, cache, masked if idx == 0 else None)
         logits = model.logits(hidden)
         if first_logits is not None and idx == 0:
             first_logits.append(logits.clone())
@@ -162,12 +159,9 @@ def decode_batched(
     finished: list[torch.Tensor | None] = [None] * bsz
     idx_list: list[int | None] = [None] * bsz
     live = list(range(bsz))  # the batch rows still decoding, by their index in the input
-    cache = None
+    cache = model.new_cache()
     for idx in range(MAX_STEPS):
-        if cache is None:
-            hidden, cache = model.run_prompt(xy, masked)
-        else:
-            hidden = model.run_step(xy, cache, masked)
+        hidden = model(xy, cache, masked)
         logits = model.logits(hidden)
         if first_logits is not None and idx == 0:
             first_logits.append(logits.clone())
@@ -182,9 +176,8 @@ def decode_batched(
                 idx_list[live[i]], finished[live[i]] = idx, y[i, :-1]
             live = [live[i] for i in keep.tolist()]
             y, masked = torch.index_select(y, 0, keep), torch.index_select(masked, 0, keep)
-            keys, values = cache
-            for i in range(len(keys)):
-                keys[i], values[i] = torch.index_select(keys[i], 0, keep), torch.index_select(values[i], 0, keep)
+            for layer in cache.layers:
+                layer.keys, layer.values = torch.index_select(layer.keys, 0, keep), torch.index_select(layer.values, 0, keep)
         stop = (early_stop_num != -1 and (y.shape[1] - prefix_len) > early_stop_num) or idx == MAX_STEPS - 1
         if stop:
             for i, row in enumerate(live):
