@@ -53,13 +53,13 @@ def _value(name: str, shape: tuple[int, ...], g: torch.Generator) -> torch.Tenso
         return torch.ones(shape)
     if name.endswith("._codebook.cluster_size"):
         return torch.rand(shape, generator=g) * 10
-    if name.endswith(".weight_g"):
-        scale = 0.4 if name.startswith("dec.resblocks") else 1.0
+    if name.endswith(".weight_g"):  # the generator's upsampling gains its signal, its residual blocks keep it
+        scale = {"dec.ups": 1.8, "dec.resblocks": 0.4}.get(name[: name.find(".", 4)], 1.0)
         return scale * (0.5 + 0.5 * torch.rand(shape, generator=g))
     if name.endswith(".gamma"):
         return 1 + 0.1 * torch.randn(shape, generator=g)
-    if name.endswith((".beta", ".bias")):
-        return 0.05 * torch.randn(shape, generator=g)
+    if name.endswith((".beta", ".bias")):  # small in the generator, whose biases would otherwise outweigh its input
+        return (0.01 if name.startswith("dec.") else 0.05) * torch.randn(shape, generator=g)
     if name.endswith(("emb_rel_k", "emb_rel_v")):
         return torch.randn(shape, generator=g) * shape[-1] ** -0.5
     if name.endswith(("text_embedding.weight", "._codebook.embed", "._codebook.embed_avg")):
