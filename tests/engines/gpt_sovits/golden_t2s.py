@@ -11,8 +11,8 @@
   call, and `early_stop_num` (null: upstream's `50 * max_sec`).
 
 Cases cover TTS.run's defaults, top-p with temperature, no repetition penalty, top_k 1, no
-prompt, rows that stop at EOS and at the early stop (50 tokens), and a batch of rows decoded one
-after another on one seed.
+prompt, rows that stop at EOS, at the early stop (50 tokens, or 20) and at upstream's loop bound
+(1,500 steps, no early stop), and a batch of rows decoded one after another on one seed.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ CASES = {  # stops: per row, E at EOS, S at the early stop (what the seed gives 
     "early_stop": {"texts": ["long"], "prompt": True, "seed": 5, "top_k": 3, "temperature": 0.5, "stops": "S"},
     "early_stop_20": {"texts": ["short"], "prompt": True, "seed": 8, "early_stop_num": 20, "stops": "S"},
     "rows": {"texts": ["short", "long", "mid"], "prompt": True, "seed": 7, "top_k": 20, "top_p": 0.9, "stops": "EES"},
+    "max_steps": {"texts": ["short"], "prompt": True, "seed": 9, "top_k": 1, "early_stop_num": -1, "stops": "S"},  # to step 1499
 }
 
 

@@ -4,7 +4,7 @@ as `TTS.run(parallel_infer=True)` (its default) calls upstream's `infer_panel_ba
 The same files as the `t2s` golden (golden_t2s.py: `s1.ckpt`, `inputs.npz`, `state_sha256.txt`)
 with this topic's `cases.json`: batches of rows of different lengths (left-padded to the longest),
 one row alone (`TTS.run`'s default batch_size 1), rows of one length, rows that stop at EOS at
-different steps and at the early stop, and no prompt (upstream's fallback to serial decoding).
+different steps, at the early stop and at the loop bound (1,500 steps), and no prompt (upstream's fallback to serial decoding).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ CASES = {  # stops: per row, E at EOS, S at the early stop (what the seed gives 
     "early_stop": {"texts": ["long", "mid"], "prompt": True, "seed": 5, "top_k": 3, "temperature": 0.5, "stops": "ES"},
     "early_stop_20": {"texts": ["short", "mid", "long"], "prompt": True, "seed": 6, "early_stop_num": 20, "stops": "ESS"},
     "no_prompt": {"texts": ["mid", "short"], "prompt": False, "seed": 7, "stops": "--"},
+    "max_steps": {"texts": ["short", "mid"], "prompt": True, "seed": 8, "top_k": 1, "early_stop_num": -1, "stops": "SS"},  # to step 1499
 }
 
 
