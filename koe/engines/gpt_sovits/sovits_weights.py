@@ -4,9 +4,9 @@
 The file is a `torch.save` zip of `{"weight": {name: fp16 tensor}, "config": hps, "info": str}`
 (`enc_q`, the training-only posterior encoder, left out). Upstream marks newer files by
 overwriting the zip's first two bytes ("PK") with a version: b"00" v1, b"01" v2, b"02" v3,
-b"03"/b"04" v3/v4 LoRA, b"05" v2Pro, b"06" v2ProPlus. `read_sovits` puts "PK" back on a copy in
-memory and loads it with `torch.load(weights_only=True)`; the file on disk is never unpickled as
-it is. `hps` is a plain dict in released files; files from upstream's training script hold its
+b"03"/b"04" v3/v4 LoRA, b"05" v2Pro, b"06" v2ProPlus. `read_sovits` loads a file with
+`torch.load(weights_only=True)`: a plain zip memory-mapped, a marked one from a copy in memory
+with "PK" put back (the file itself is never changed). `hps` is a plain dict in released files; files from upstream's training script hold its
 `utils.HParams` (an attribute bag of dicts), which is read here as a `Hyperparameters` (data
 only: the unpickler may set its attributes and nothing else) and turned into dicts.
 
@@ -136,11 +136,18 @@ def weights_version(weight: dict[str, torch.Tensor], sniffed: SoVITSVersion) -> 
     return SoVITSVersion(symbols, model, sniffed.lora)
 
 
-def _load_bytes(data: bytes, path: Path) -> Any:
+def _load(path: Path) -> Any:
+    """`torch.load(weights_only=True)` of the file, or of a copy in memory with "PK" put back over a
+    version header (a plain zip is memory-mapped)."""
     safe = [(Hyperparameters, name) for name in _HPARAMS]
+    with open(path, "rb") as f:
+        plain = f.read(2) == b"PK"
     try:
         with torch.serialization.safe_globals(safe):
-            return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+            if plain:
+                return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            data = path.read_bytes()
+            return torch.load(io.BytesIO(b"PK" + data[2:]), map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
         raise WeightsError(f"{path}: refused to load: it holds more than tensors and configs (koe never runs code from a checkpoint): {e}") from e
     except (RuntimeError, EOFError, OSError, ValueError) as e:  # torch's zip reader: RuntimeError, or ValueError on a torn file
@@ -161,9 +168,7 @@ def read_sovits(path: str | Path) -> SoVITSFile:
     if not path.is_file():
         raise FileNotFoundError(f"no SoVITS checkpoint at {path}")
     sniffed = sniff_version(path)
-    data = bytearray(path.read_bytes())
-    data[:2] = b"PK"
-    ckpt = _load_bytes(bytes(data), path)
+    ckpt = _load(path)
     if not isinstance(ckpt, dict) or not isinstance(ckpt.get("weight"), dict) or "config" not in ckpt:
         keys = sorted(ckpt) if isinstance(ckpt, dict) else type(ckpt).__name__
         raise WeightsError(f"{path}: not a SoVITS checkpoint (expected 'weight' and 'config', found {keys})")

@@ -157,6 +157,9 @@ def test_damaged_and_foreign_files_are_refused(tmp_path):
     torn.write_bytes(sovits_file_bytes("tiny", seed=3)[:5000])
     with pytest.raises(WeightsError, match="not a readable checkpoint"):
         read_sovits(torn)
+    torn.write_bytes(sovits_file_bytes("tiny", seed=3, header=None)[:5000])
+    with pytest.raises(WeightsError, match="not a readable checkpoint"):
+        read_sovits(torn)
     other = tmp_path / "other.pth"
     torch.save({"model": {"x": torch.zeros(2)}}, other)
     with pytest.raises(WeightsError, match=r"expected 'weight' and 'config', found \['model'\]"):
