@@ -28,8 +28,9 @@ from functools import cache
 
 from koe.engines.gpt_sovits.text import chinese_data
 from koe.engines.gpt_sovits.text.tone_sandhi import ToneSandhi
+from koe.engines.gpt_sovits.text.zh_norm import normalize
 
-__all__ = ["PUNCTUATION", "G2PWPredict", "g2p", "merge_erhua", "segments"]
+__all__ = ["PUNCTUATION", "ChineseFrontEnd", "G2PWPredict", "g2p", "merge_erhua", "normalize", "segments"]
 
 PUNCTUATION = "!?…,.-"  # upstream's `symbols.punctuation`: what normalised Chinese text keeps
 
@@ -163,3 +164,18 @@ def g2p(text: str, predict: G2PWPredict) -> tuple[list[str], list[int]]:
             phones += symbols
             word2ph.append(len(symbols))
     return phones, word2ph
+
+
+class ChineseFrontEnd:
+    """The v2 Chinese front end with a G2PW bound, in the shape `text.clean` asks of a language:
+    `normalize(text) -> str` and `g2p(norm_text) -> (phones, word2ph)`."""
+
+    def __init__(self, predict: G2PWPredict) -> None:
+        self.predict = predict
+
+    @staticmethod
+    def normalize(text: str) -> str:
+        return normalize(text)
+
+    def g2p(self, norm_text: str) -> tuple[list[str], list[int]]:
+        return g2p(norm_text, self.predict)
