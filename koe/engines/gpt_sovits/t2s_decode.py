@@ -4,11 +4,12 @@
 `infer_panel_batch_infer` (`decode_batched` here: a batch's rows padded and decoded together),
 `parallel_infer=False` runs `infer_panel_naive_batched` (`decode_serial`: each row alone, in
 order, `infer_panel_naive`). Without a reference transcript (no prompt tokens) the batched loop
-falls back to the serial one with the default repetition penalty 1.35, as upstream's does. The
-two loops differ in their bits (masked against unmasked attention at each step) and in what they
+falls back to the serial one with the default repetition penalty 1.35, as upstream's does.
+`streaming_mode=True` (serial only) runs the serial loop and yields its tokens in chunks
+(`decode_chunks`). The two loops differ in their bits (masked against unmasked attention at each step) and in what they
 keep at the end, so each is reproduced as it is:
 
-Serial (`decode_one`), one row: the prompt pass over [text, prompt tokens], then one token a step
+Serial (`serial_steps`, the core `decode_one` and `decode_chunks` read), one row: the prompt pass over [text, prompt tokens], then one token a step
 on the cache. At steps 0-10 EOS is cut from the logits (at least 11 tokens). Each step samples
 (sampling.py: repetition penalty over the row so far, prompt included), appends, then stops when
 more than `early_stop_num` tokens were made (the last one kept), or when the penalised logits'
@@ -27,7 +28,8 @@ step's; the others go on with the finished rows removed from the batch and the c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -35,10 +37,23 @@ import torch.nn.functional as F
 from koe.engines.gpt_sovits.sampling import Sampling, sample
 from koe.engines.gpt_sovits.t2s import Text2Semantic
 
-__all__ = ["MAX_STEPS", "MIN_STEPS", "TTS_DEFAULTS", "decode_batched", "decode_one", "decode_serial"]
+__all__ = [
+    "MAX_STEPS",
+    "MIN_STEPS",
+    "MUTE_TOKEN",
+    "TTS_DEFAULTS",
+    "decode_batched",
+    "decode_chunks",
+    "decode_one",
+    "decode_serial",
+    "mute_similarity",
+    "serial_steps",
+]
 
 MAX_STEPS = 1500  # upstream's loop bound
 MIN_STEPS = 11  # steps whose logits have EOS cut off
+CHECK_TOKENS = 2  # streaming: tokens past chunk_length before a cut is looked for
+MUTE_TOKEN = 486  # TTS_Config.mute_tokens: the semantic token of silence, every version
 TTS_DEFAULTS = Sampling()  # TTS.run's top_k 15, top_p 1, temperature 1, repetition_penalty 1.35
 
 
@@ -54,7 +69,7 @@ def _prompt_mask(text_len: int, audio_len: int) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def decode_one(
+def serial_steps(
     model: Text2Semantic,
     phones: torch.Tensor,
     bert: torch.Tensor,
@@ -63,10 +78,11 @@ def decode_one(
     early_stop_num: float = -1,
     generator: torch.Generator | None = None,
     first_logits: list[torch.Tensor] | None = None,
-) -> tuple[torch.Tensor, int]:
-    """Upstream's `infer_panel_naive` for one row: phones (1, T), bert (1, 1024, T), prompt (1, P)
-    semantic tokens or None -> (the row (1, P + n) int64 (int32 without a prompt), idx). See the
-    module docstring; `first_logits` (a list) receives step 0's logits (B, vocab_size)."""
+) -> Iterator[tuple[torch.Tensor, int, bool, bool]]:
+    """The serial loop's core (upstream's `infer_panel_naive`), one row: phones (1, T), bert
+    (1, 1024, T), prompt (1, P) semantic tokens or None. Yields after each step (the row so far
+    (1, P + n), the step's index, whether it ended at EOS, whether decoding stops), the last with
+    stop True. `first_logits` (a list) receives step 0's logits (1, vocab_size)."""
     x = model.embed_text(phones, bert)
     text_len = x.shape[1]
     if prompt is not None:
@@ -88,15 +104,85 @@ def decode_one(
         samples = sample(logits, y, settings, generator)
         y = torch.concat([y, samples], dim=1)
         stop = early_stop_num != -1 and (y.shape[1] - prefix_len) > early_stop_num
-        if torch.argmax(logits, dim=-1)[0] == model.eos or samples[0, 0] == model.eos:
-            stop = True
+        eos = bool(torch.argmax(logits, dim=-1)[0] == model.eos or samples[0, 0] == model.eos)
+        if eos:
             y = y[:, :-1]
-        if stop or idx == MAX_STEPS - 1:
+        if stop or eos or idx == MAX_STEPS - 1:
             if y.shape[1] == 0:
                 y = torch.concat([y, torch.zeros_like(samples)], dim=1)
-            break
+            yield y, idx, eos, True
+            return
+        yield y, idx, eos, False
         xy = model.embed_next(y[:, -1:], audio_len + idx)
+
+
+def decode_one(
+    model: Text2Semantic,
+    phones: torch.Tensor,
+    bert: torch.Tensor,
+    prompt: torch.Tensor | None,
+    settings: Sampling = TTS_DEFAULTS,
+    early_stop_num: float = -1,
+    generator: torch.Generator | None = None,
+    first_logits: list[torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, int]:
+    """Upstream's `infer_panel_naive` (not streaming) for one row (see `serial_steps`) -> (the row
+    (1, P + n) int64 (int32 without a prompt), idx; 0 without a prompt)."""
+    y, idx, _, _ = deque(serial_steps(model, phones, bert, prompt, settings, early_stop_num, generator, first_logits), maxlen=1)[0]
     return y, (idx if prompt is not None else 0)
+
+
+def decode_chunks(
+    model: Text2Semantic,
+    phones: torch.Tensor,
+    bert: torch.Tensor,
+    prompt: torch.Tensor | None,
+    settings: Sampling = TTS_DEFAULTS,
+    early_stop_num: float = -1,
+    generator: torch.Generator | None = None,
+    chunk_length: int = 24,
+    mute_similarity: torch.Tensor | None = None,
+    split_threshold: float = 0.3,
+) -> Iterator[tuple[torch.Tensor | None, bool]]:
+    """Upstream's `infer_panel_naive(streaming_mode=True)`: the serial loop's tokens (the same draws)
+    as (chunk (1, n) or None, is_final) pairs. `TTS.run(streaming_mode=True)` passes `chunk_length`
+    = its `min_chunk_length` (16), `split_threshold` 0.0 and `mute_similarity` (`mute_similarity()`
+    of the model; None with `fixed_length_chunk`).
+
+    Fixed length (no `mute_similarity`): every `chunk_length` new tokens are a chunk. Otherwise, once
+    `chunk_length + 2` tokens wait, each waiting token scores its similarity to the mute token less
+    the threshold (negatives set to -1) plus its successor's score; where the best score is >= 0 and
+    at least `chunk_length` tokens come before the cut, upstream yields ALL the waiting tokens (not
+    only those before the cut) and then moves its start to just after the cut, so the next chunk
+    repeats the tokens past it. The final chunk is the tokens from the start on (None if none).
+    """
+    start = 0 if prompt is None else prompt.shape[1]
+    waiting = 0
+    for y, _, eos, stop in serial_steps(model, phones, bert, prompt, settings, early_stop_num, generator):
+        waiting += 0 if eos else 1
+        if stop:
+            yield (y[:, start:] if start < y.shape[1] else None), True
+            return
+        if mute_similarity is not None and waiting >= chunk_length + CHECK_TOKENS:
+            score = mute_similarity[y[0, start:]] - split_threshold
+            score[score < 0] = -1
+            score[:-1] = score[:-1] + score[1:]  # a cut between two mute-like tokens
+            cut = int(score.argmax())
+            if score[cut] >= 0 and cut + 1 >= chunk_length:
+                yield y[:, start:], False
+                waiting -= cut + 1
+                start += cut + 1
+        elif mute_similarity is None and waiting >= chunk_length:
+            yield y[:, -waiting:], False
+            start += waiting
+            waiting = 0
+
+
+def mute_similarity(model: Text2Semantic, mute_token: int = MUTE_TOKEN) -> torch.Tensor:
+    """(vocab_size,) cosine similarity of each semantic token's embedding to the mute token's, as
+    `TTS.init_t2s_weights` computes it for streaming."""
+    codebook = model.ar_audio_embedding.word_embeddings.weight.detach()
+    return F.cosine_similarity(codebook[mute_token].unsqueeze(0).float(), codebook.float(), dim=-1)
 
 
 def decode_serial(
