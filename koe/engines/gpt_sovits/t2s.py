@@ -18,8 +18,8 @@ EOS (the last id).
   whose sequence axis is the second last), exactly as upstream keeps it, so attention sees tensors
   of the same shapes and layouts and the float bits match.
 
-Parameter names are the released ones without upstream's `model.` prefix (gpt_weights.py), so the
-file loads strictly. Decoding loops are in t2s_decode.py, sampling in sampling.py.
+Parameter names are the released ones without upstream's `model.` prefix (gpt_weights.py), but for
+the fused q/k/v (`RELEASED_NAMES`), so the file loads strictly. Decoding loops are in t2s_decode.py, sampling in sampling.py.
 """
 
 from __future__ import annotations
@@ -35,11 +35,12 @@ from koe.engines.gpt_sovits.gpt_weights import GPTConfig, read_gpt
 from koe.runtime.kv_cache import ConcatCache, ConcatLayerCache
 from koe.runtime.weights import WeightsError
 
-__all__ = ["BERT_DIM", "SinePositions", "T2SBlock", "Text2Semantic", "load_t2s"]
+__all__ = ["BERT_DIM", "RELEASED_NAMES", "SinePositions", "T2SBlock", "Text2Semantic", "load_t2s", "module_name"]
 
 BERT_DIM = 1024  # upstream's bert_proj input: chinese-roberta-wwm-ext-large's width, fixed
 PE_LENGTH = 4000  # positions upstream's tables are built with at construction
 NORM_EPS = 1e-5
+RELEASED_NAMES = {"self_attn.in_proj_weight": "self_attn.in_proj.weight", "self_attn.in_proj_bias": "self_attn.in_proj.bias"}
 
 
 def sine_table(length: int, dim: int) -> torch.Tensor:
@@ -87,16 +88,17 @@ class TokenEmbedding(nn.Module):
 
 
 class FusedSelfAttention(nn.Module):
-    """The weights of upstream's `MultiheadAttention`: q, k, v stacked in `in_proj_weight` (3C, C)."""
+    """The weights of upstream's `MultiheadAttention`: q, k, v stacked in one (3C, C) product, released
+    as `in_proj_weight` / `in_proj_bias` and held here as the linear layer `in_proj` (renamed at load,
+    `RELEASED_NAMES`), so that koe's precision modes see it as they see every other linear."""
 
     def __init__(self, dim: int) -> None:
         super().__init__()
-        self.in_proj_weight = nn.Parameter(torch.empty(3 * dim, dim))
-        self.in_proj_bias = nn.Parameter(torch.empty(3 * dim))
+        self.in_proj = nn.Linear(dim, 3 * dim)
         self.out_proj = nn.Linear(dim, dim)
 
     def qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return F.linear(x, self.in_proj_weight, self.in_proj_bias).chunk(3, dim=-1)
+        return self.in_proj(x).chunk(3, dim=-1)
 
 
 class T2SBlock(nn.Module):
@@ -183,9 +185,18 @@ class Text2Semantic(nn.Module):
         return self.ar_predict_layer(hidden[:, -1])
 
 
+def module_name(released: str) -> str:
+    """A released weight's name (without `model.`) -> its name in `Text2Semantic`."""
+    for suffix, name in RELEASED_NAMES.items():
+        if released.endswith(suffix):
+            return released.removesuffix(suffix) + name
+    return released
+
+
 def load_t2s(path: str | Path, device: torch.device | str = "cpu") -> Text2Semantic:
     """A GPT `.ckpt` (gpt_weights.py) as a float32 `Text2Semantic` in eval mode, loaded strictly."""
-    config, state = read_gpt(path)
+    config, released = read_gpt(path)
+    state = {module_name(name): tensor for name, tensor in released.items()}
     model = Text2Semantic(config)
     expected = model.state_dict()
     missing, unexpected = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
@@ -193,6 +204,6 @@ def load_t2s(path: str | Path, device: torch.device | str = "cpu") -> Text2Seman
         raise WeightsError(f"{path}: the GPT weights do not fit the model: missing {missing[:8]}, unexpected {unexpected[:8]}")
     for name, tensor in state.items():
         if tuple(tensor.shape) != tuple(expected[name].shape):
-            raise WeightsError(f"{path}: tensor model.{name} has shape {tuple(tensor.shape)}, the model expects {tuple(expected[name].shape)}")
+            raise WeightsError(f"{path}: tensor {name} has shape {tuple(tensor.shape)}, the model expects {tuple(expected[name].shape)}")
     model.load_state_dict({k: v.to(torch.float32) for k, v in state.items()})
     return model.to(device).eval()

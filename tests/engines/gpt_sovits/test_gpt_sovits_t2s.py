@@ -18,6 +18,7 @@ from koe.engines.gpt_sovits.gpt_weights import GPTConfig, GPTFileError, read_gpt
 from koe.engines.gpt_sovits.sampling import Sampling
 from koe.engines.gpt_sovits.t2s import load_t2s
 from koe.engines.gpt_sovits.t2s_decode import MIN_STEPS, decode_one, decode_serial
+from koe.runtime import exact
 
 G = inputs("t2s")
 golden, folder = fixtures("t2s")
@@ -66,3 +67,15 @@ def test_config_checks():
         GPTConfig.from_dict({"model": {}, "data": {}})
     with pytest.raises(ValueError, match="top_k"):
         Sampling(top_k=0)
+
+
+@pytest.mark.parametrize("name", ["rows", "no_prompt"])
+def test_exact_kernels_keep_the_bits(golden, folder, name):
+    """koe's exact CPU kernels (koe.runtime.exact) on the blocks' linears (q/k/v fused, out, the
+    feed-forward) give upstream's bits too; `bert_proj` (fed a transposed view) and the output
+    layer stay torch's."""
+    model = load_t2s(folder / "s1.ckpt")
+    if exact.summation_orders() is None:
+        pytest.skip(f"koe's exact kernel is not used here: {exact.unused_reason()}")
+    assert exact.exact_linears(model.h) == 4 * model.config.layers
+    check_case(golden, folder, model, name, G.case(name), decode_serial)

@@ -15,6 +15,7 @@ from t2s_check import check_case
 from koe.engines.gpt_sovits.fixtures_t2s import random_gpt_state
 from koe.engines.gpt_sovits.t2s import load_t2s
 from koe.engines.gpt_sovits.t2s_decode import MAX_STEPS, decode_batched
+from koe.runtime import exact
 
 G = inputs("t2s_batch")
 golden, folder = fixtures("t2s_batch")
@@ -39,3 +40,13 @@ def test_batched_decoding_equals_upstream(golden, folder, model, name):
         assert "".join("S" if i in (early, MAX_STEPS - 1) else "E" for i in idxs) == case["stops"]
     else:  # upstream's fallback: serial decoding, idx 0
         assert idxs == [0] * len(rows)
+
+
+@pytest.mark.parametrize("name", ["defaults", "early_stop"])
+def test_exact_kernels_keep_the_bits(golden, folder, name):
+    """koe's exact CPU kernels on the blocks' linears keep the batched bits (several rows a product)."""
+    model = load_t2s(folder / "s1.ckpt")
+    if exact.summation_orders() is None:
+        pytest.skip(f"koe's exact kernel is not used here: {exact.unused_reason()}")
+    assert exact.exact_linears(model.h) == 4 * model.config.layers
+    check_case(golden, folder, model, name, G.case(name), decode_batched)
