@@ -13,12 +13,13 @@ import torch
 from sovits_goldens import check_state, fixtures, inputs
 from t2s_check import case_inputs, check_case
 
-from koe.engines.gpt_sovits.fixtures_t2s import gpt_config, random_gpt_state, released_shapes
+from koe.engines.gpt_sovits.fixtures_t2s import gpt_config, random_gpt_state, released_shapes, yaml_config
 from koe.engines.gpt_sovits.gpt_weights import GPTConfig, GPTFileError, read_gpt
 from koe.engines.gpt_sovits.sampling import Sampling
 from koe.engines.gpt_sovits.t2s import load_t2s
 from koe.engines.gpt_sovits.t2s_decode import MIN_STEPS, decode_one, decode_serial
 from koe.runtime import exact
+from koe.runtime.weights import WeightsError
 
 G = inputs("t2s")
 golden, folder = fixtures("t2s")
@@ -79,3 +80,20 @@ def test_exact_kernels_keep_the_bits(golden, folder, name):
         pytest.skip(f"koe's exact kernel is not used here: {exact.unused_reason()}")
     assert exact.exact_linears(model.h) == 4 * model.config.layers
     check_case(golden, folder, model, name, G.case(name), decode_serial)
+
+
+class _HParams(dict):
+    """Stands for upstream's `utils.HParams`, a class a pickle would have to import."""
+
+
+def test_gpt_files_that_need_more_than_weights_only_are_refused(tmp_path):
+    state = random_gpt_state("tiny", 0)
+    torch.save({"weight": state, "config": _HParams(model={})}, tmp_path / "code.ckpt")
+    with pytest.raises(WeightsError, match="refused"):
+        read_gpt(tmp_path / "code.ckpt")
+    torch.save({"weight": state}, tmp_path / "bare.ckpt")
+    with pytest.raises(GPTFileError, match="'weight' and 'config'"):
+        read_gpt(tmp_path / "bare.ckpt")
+    torch.save({"weight": {"bert_proj.weight": state["model.bert_proj.weight"]}, "config": yaml_config(gpt_config("tiny"))}, tmp_path / "names.ckpt")
+    with pytest.raises(GPTFileError, match="not a tensor under 'model.'"):
+        read_gpt(tmp_path / "names.ckpt")
