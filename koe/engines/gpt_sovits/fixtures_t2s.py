@@ -28,7 +28,7 @@ import torch
 from koe.engines.gpt_sovits.gpt_weights import PREFIX, GPTConfig
 from koe.engines.gpt_sovits.t2s import BERT_DIM
 
-__all__ = ["SIZES", "gpt_config", "random_gpt_state", "released_shapes", "write_gpt"]
+__all__ = ["SIZES", "gpt_config", "random_gpt_state", "released_shapes", "write_gpt", "yaml_config"]
 
 SIZES = {
     "tiny": GPTConfig(vocab_size=65, phoneme_vocab_size=732, embedding_dim=64, hidden_dim=64, heads=2, layers=2, eos=64, max_sec=1),

@@ -38,10 +38,10 @@ class Sampling:
     def __post_init__(self) -> None:
         if self.top_k < 1:
             raise ValueError(f"top_k must be >= 1 (got {self.top_k}): upstream's top-k always runs")
-        if not self.top_p > 0:
-            raise ValueError(f"top_p must be > 0 (got {self.top_p})")
-        if not self.temperature > 0:
-            raise ValueError(f"temperature must be > 0 (got {self.temperature})")
+        if not self.top_p >= 0:
+            raise ValueError(f"top_p must be >= 0 (got {self.top_p}; 0 keeps the most likely id)")
+        if not self.temperature >= 0:
+            raise ValueError(f"temperature must be >= 0 (got {self.temperature}; upstream divides by at least 1e-5)")
         if not self.repetition_penalty > 0:
             raise ValueError(f"repetition_penalty must be > 0 (got {self.repetition_penalty})")
 
