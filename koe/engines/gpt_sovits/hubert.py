@@ -2,18 +2,18 @@
 prompt's semantic tokens (upstream's `feature_extractor/cnhubert.py`, transformers' `HubertModel`).
 
 The release (`lj1995/GPT-SoVITS/chinese-hubert-base`) is a transformers 4.30 save in float16:
-`config.json`, `preprocessor_config.json` (a `Wav2Vec2FeatureExtractor`, `do_normalize: true`) and
+`config.json`, `preprocessor_config.json` (a `Wav2Vec2FeatureExtractor`) and
 `pytorch_model.bin` (a plain state dict; the positional conv's weight norm as `weight_g` /
 `weight_v`; `masked_spec_embed`, used only to mask features in training, is not loaded).
 koe runs it with `koe.nn.hubert.Hubert` in float32 (the weights widened, as transformers loads
 them).
 
-Two ways upstream feeds it:
-* `TTS._set_prompt_semantic` (inference) calls the model directly on the 16 kHz samples: no
-  normalisation. `features` does this.
-* `CNHubert.forward` (dataset preparation) first runs the feature extractor, which with
-  `do_normalize` scales the clip to zero mean and unit variance in numpy float32
-  (`normalize_input`).
+Every upstream path (`TTS._set_prompt_semantic`, the web UI, dataset preparation) calls the
+model directly on the 16 kHz samples (`cnhubert_model.model(wav)`), so the feature extractor's
+zero-mean unit-variance normalisation (`preprocessor_config.json`'s `do_normalize`, applied only
+by `CNHubert.forward`, which nothing calls) never runs; koe does not implement it (its numpy
+float32 mean and variance also differ in the last bit between numpy 1.26 and 2.x: measured).
+`features` is what upstream runs.
 
 transformers 4.x draws `torch.rand([])` from the global generator once per encoder layer even in
 eval mode (its LayerDrop check), so upstream's generator has moved 12 draws after each reference
@@ -25,14 +25,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from koe.nn.hubert import Hubert, HubertConfig, rename_weight_norm
 from koe.runtime.files import read_json_object
 from koe.runtime.weights import WeightsError, build_from_weights
 
-__all__ = ["HubertFolderError", "features", "hubert_config", "normalize_input", "read_hubert"]
+__all__ = ["HubertFolderError", "features", "hubert_config", "read_hubert"]
 
 SAMPLE_RATE = 16000
 
@@ -71,22 +70,6 @@ def read_hubert(folder: str | Path, dtype: torch.dtype = torch.float32, device: 
     if not files:
         raise WeightsError(f"no HuBERT weights in {folder}: expected model.safetensors or pytorch_model.bin")
     return build_from_weights(lambda: Hubert(config), files, dtype=dtype, device=device, rename=_rename).eval()
-
-
-def normalize_input(samples: np.ndarray | torch.Tensor, folder: str | Path | None = None) -> torch.Tensor:
-    """The feature extractor's `input_values` for one clip (`CNHubert.forward`): with `do_normalize`
-    (the release's, and the default without a folder) `(x - mean) / sqrt(var + 1e-7)` in numpy
-    float32 as numpy 1.x computes it (the mean and variance float32 scalars, the denominator taken
-    in float64 and rounded to float32 for the division); else the samples as float32. -> (1, N)."""
-    do_normalize = True
-    if folder is not None and (Path(folder) / "preprocessor_config.json").is_file():
-        do_normalize = bool(read_json_object(Path(folder) / "preprocessor_config.json", HubertFolderError).get("do_normalize", True))
-    x = samples.detach().cpu().numpy() if isinstance(samples, torch.Tensor) else np.asarray(samples)
-    x = np.asarray(x, dtype=np.float32).reshape(-1)
-    if do_normalize:
-        denominator = np.float32(np.sqrt(np.float64(x.var()) + 1e-7))
-        x = (x - x.mean()) / denominator
-    return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))[None]
 
 
 @torch.inference_mode()
