@@ -42,6 +42,8 @@ class G2PWWeightsError(ValueError):
 class G2PWNet(nn.Module):
     """g2pW's network in its released configuration (see the module docstring)."""
 
+    EPS = 1e-6  # the probabilities' clamp
+
     def __init__(self, bert: BertConfig, labels: int, chars: int) -> None:
         super().__init__()
         self.bert = Bert(bert)
@@ -59,7 +61,6 @@ class G2PWNet(nn.Module):
         phoneme_mask: torch.Tensor,
         char_ids: torch.Tensor,
         position_ids: torch.Tensor,
-        eps: float = 1e-6,
     ) -> torch.Tensor:
         """Token ids, types and mask (B, T) with B = 1 or N, the label masks (N, L), the query characters'
         ids (N,) and token positions (N,) -> the clamped label probabilities (N, L)."""
@@ -74,7 +75,7 @@ class G2PWNet(nn.Module):
         top = logits.max(dim=-1, keepdim=True).values
         weighted = torch.exp(logits - top) * weights
         probs = weighted / weighted.sum(dim=-1, keepdim=True)
-        return probs.clamp(min=eps, max=1 - eps)
+        return probs.clamp(min=self.EPS, max=1 - self.EPS)
 
 
 def _projection_weights(graph: Graph, wanted: set[str]) -> dict[str, torch.Tensor]:
