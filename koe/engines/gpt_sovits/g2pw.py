@@ -27,9 +27,10 @@ never executed), with g2pW's defaults for what it leaves out.
    into pinyin with the tone digit by the JSON table.
 
 On the argmax: onnxruntime and torch do not compute the same float32 probabilities to the last bit
-(different matrix kernels and fused attention / layer norm / GELU), so koe picks upstream's label unless
-two readings of the character are within that rounding (about 1e-6 relative) of each other, where the
-choice can differ.
+(different matrix kernels, onnxruntime's fused attention / layer norm / GELU), so koe picks upstream's label
+unless a character's two best readings are within that rounding of each other, where the choice can differ.
+Measured on the stand-in (tests' `chinese` golden, onnxruntime 1.32 with upstream's session options): the
+probabilities at most 1.3e-6 apart, the closest top-2 gap of its 303 queries 0.010, every label equal.
 """
 
 from __future__ import annotations
