@@ -16,8 +16,14 @@ from pathlib import Path
 
 os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
+import sys  # noqa: E402
+
+import process_ckpt  # noqa: E402
 import torch  # noqa: E402
 from process_ckpt import get_sovits_version_from_path_fast, load_sovits_new  # noqa: E402
+
+# upstream's sv.py (imported by TTS.py) finds ERes2NetV2 under <cwd>/GPT_SoVITS/eres2net: the copy's
+sys.path.append(str(Path(process_ckpt.__file__).resolve().parent / "eres2net"))
 from TTS_infer_pack.TTS import TTS  # noqa: E402
 
 

@@ -52,6 +52,7 @@ class SoVITS(nn.Module):
     def sample_rate(self) -> int:
         return self.config.sampling_rate
 
+    @torch.no_grad()
     def reference_embedding(self, specs: Sequence[torch.Tensor]) -> torch.Tensor:
         """The timbre embedding ge (B, gin, 1) of one or more reference spectrograms (each
         (B, bins, frames)): each one's `ref_enc`, stacked and averaged."""

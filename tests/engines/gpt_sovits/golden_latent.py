@@ -20,7 +20,7 @@ from koe.engines.gpt_sovits.fixtures_sovits import random_sovits_state, write_so
 from koe.runtime.weights import state_sha256
 
 SEED = 11  # the sovits golden's file
-FEATURES = {"odd": (101, 1.0), "long": (498, 1.0), "small": (64, 0.05)}  # frames, scale
+FEATURES = {"odd": (101, 1.0), "long": (498, 1.0), "small": (64, 0.25)}  # frames, scale (small: a few rows compete near one the bias alone picks)
 
 
 def inputs() -> dict[str, np.ndarray]:

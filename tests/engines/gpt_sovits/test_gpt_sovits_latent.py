@@ -42,7 +42,8 @@ def test_codes_equal_upstream(golden, folder, model, name):
 
 
 def test_codes_vary(golden):
-    assert all(np.unique(golden[f"{name}.codes"]).size > 10 for name in G.FEATURES)
+    assert np.unique(golden["odd.codes"]).size > 30 and np.unique(golden["long.codes"]).size > 100
+    assert 1 < np.unique(golden["small.codes"]).size < 10  # near the row the projection's bias picks
 
 
 def test_bad_features_are_refused(model):
