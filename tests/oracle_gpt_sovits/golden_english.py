@@ -13,7 +13,9 @@ PHONEMES` lines); `symbols.v1` / `symbols.v2`; per sentence `i`: `en.<i>.norm`
 (`text_normalize`), `en.<i>.g2p` (`english.g2p`), `<version>.<i>.phones`, `.ids`, `.norm`
 (`clean_text` for v2 and v1, then `cleaned_text_to_sequence`), or `en.<i>.error` (the exception's
 type name, when upstream fails on it); per word `word.<i>` (`_g2p.qryword`), per OOV word `oov.<i>`
-(`_g2p.predict`), per tagged sentence `tagged.<i>.tokens` / `.tags` (`word_tokenize`, `pos_tag`).
+(`_g2p.predict`), per tagged sentence `tagged.<i>.tokens` / `.tags` (`word_tokenize`, `pos_tag`);
+`fuzz.norm` / `fuzz.g2p` (per random string: `text_normalize`, or `!error <type>`, and `g2p`'s
+phonemes joined by spaces).
 """
 
 from __future__ import annotations
@@ -66,6 +68,16 @@ def main(folder: Path, out: Path) -> None:
             for key in [k for k in result if k.startswith((f"en.{i}.", f"v2.{i}.", f"v1.{i}."))]:
                 del result[key]
             result[f"en.{i}.error"] = np.array(type(e).__name__)
+    norms, phones = [], []
+    for text in corpus["fuzz"]:
+        try:
+            norm = english.text_normalize(text)
+            norms.append(norm)
+            phones.append(" ".join(english.g2p(norm)))
+        except Exception as e:
+            norms.append(f"!error {type(e).__name__}")
+            phones.append("")
+    result["fuzz.norm"], result["fuzz.g2p"] = strings(norms), strings(phones)
     g2p = english._g2p
     for i, word in enumerate(corpus["words"]):
         result[f"word.{i}"] = strings(g2p.qryword(word))

@@ -13,7 +13,9 @@ Recorded: `tagger.state_sha256`, `langdetect.state_sha256` (hashed here from the
 `cut.<method>.<i>` (the method's output on cut text i), `big` (`split_big_text` of the long text);
 `pre.<i>` (`pre_seg_text`'s sentences, or `pre.<i>.error`); `split.<default>.<i>.langs` / `.texts`
 (`getTexts(text, default)`); `phones.<i>.ids` / `.norm` / `.bert_shape` (`get_phones_and_bert`);
-`preprocess.<i>.<k>.ids` / `.norm` and `preprocess.<i>.count` (`preprocess`'s sentences).
+`preprocess.<i>.<k>.ids` / `.norm` and `preprocess.<i>.count` (`preprocess`'s sentences);
+`fuzz.split` / `fuzz.cut` / `fuzz.pre` (per random string, as JSON: `getTexts` without and with
+"zh"; each method's cut; `pre_seg_text` per method for en then zh, or `!error <type>`).
 """
 
 from __future__ import annotations
@@ -73,6 +75,26 @@ def main(folder: Path, out: Path) -> None:
         for k, s in enumerate(sentences):
             result[f"preprocess.{i}.{k}.ids"] = np.array(s["phones"], dtype=np.int64)
             result[f"preprocess.{i}.{k}.norm"] = np.array(s["norm_text"])
+    fuzz = {"split": [], "cut": [], "pre": []}
+    for text in cases["fuzz"]:
+        splits = []
+        for default in ("", "zh"):
+            try:
+                splits.append(LangSegmenter.getTexts(text, default))
+            except Exception as e:  # split-lang fails on a text of blanks
+                splits.append(f"!error {type(e).__name__}")
+        fuzz["split"].append(json.dumps(splits, ensure_ascii=False))
+        fuzz["cut"].append(json.dumps([seg.get_method(m)(text) for m in cases["methods"]], ensure_ascii=False))
+        pres = []
+        for method in cases["methods"]:
+            for lang in ("en", "zh"):
+                try:
+                    pres.append(pre.pre_seg_text(text, lang, method))
+                except Exception as e:
+                    pres.append(f"!error {type(e).__name__}")
+        fuzz["pre"].append(json.dumps(pres, ensure_ascii=False))
+    for name, values in fuzz.items():
+        result[f"fuzz.{name}"] = strings(values)
     out.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(out, **result)
 

