@@ -4,7 +4,6 @@ model folder, and the whole chain, each exactly (see golden_chinese.py for the c
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import numpy as np
@@ -12,13 +11,9 @@ import pytest
 import sovits_goldens
 import torch
 
-pytest.importorskip("opencc", reason="G2PW converts to Traditional Chinese with OpenCC")
-if importlib.util.find_spec("jieba_fast") is None and importlib.util.find_spec("jieba") is None:
-    pytest.skip("GPT-SoVITS's Chinese segmentation needs jieba_fast or jieba", allow_module_level=True)
-
-from koe.engines.gpt_sovits.g2pw import G2PW  # noqa: E402
-from koe.engines.gpt_sovits.text import chinese  # noqa: E402
-from koe.engines.gpt_sovits.text.zh_norm import normalize  # noqa: E402
+from koe.engines.gpt_sovits.g2pw import G2PW
+from koe.engines.gpt_sovits.text import chinese
+from koe.engines.gpt_sovits.text.zh_norm import normalize
 
 golden, folder = sovits_goldens.fixtures("chinese")
 

@@ -6,11 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-pytest.importorskip("onnx", reason="writing the ONNX fixture needs torch's exporter and onnx")
-
-from koe.engines.gpt_sovits.fixtures_g2pw import CONFIG_PY, polyphonic_pairs, random_g2pw, write_g2pw_folder  # noqa: E402
-from koe.engines.gpt_sovits.g2pw import G2PWConfig, G2PWFolderError, labels_of  # noqa: E402
-from koe.engines.gpt_sovits.g2pw_model import G2PWWeightsError, read_g2pw_onnx  # noqa: E402
+from koe.engines.gpt_sovits.fixtures_g2pw import CONFIG_PY, polyphonic_pairs, random_g2pw, write_g2pw_folder
+from koe.engines.gpt_sovits.g2pw import G2PWConfig, G2PWFolderError, labels_of
+from koe.engines.gpt_sovits.g2pw_model import G2PWWeightsError, read_g2pw_onnx
 
 
 @pytest.fixture(scope="module")
