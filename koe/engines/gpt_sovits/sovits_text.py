@@ -63,6 +63,14 @@ class PriorEncoder(nn.Module):
         self.proj = nn.Conv1d(c.hidden_channels, c.inter_channels * 2, 1)
 
     def forward(self, latents: torch.Tensor, phones: torch.Tensor, ge: torch.Tensor, speed: float = 1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        y, y_mask = self.features(latents, phones, ge, speed)
+        stats = self.proj(y) * y_mask
+        m, logs = torch.split(stats, self.out_channels, dim=1)
+        return m, logs, y_mask
+
+    def features(self, latents: torch.Tensor, phones: torch.Tensor, ge: torch.Tensor, speed: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+        """The encoded frames before `proj` and their mask, (B, 192, T') and (B, 1, T'): what
+        SoVITS v3/v4 decode further (upstream's TextEncoder returns them as its first output)."""
         y_mask = torch.ones(latents.shape[0], 1, latents.shape[2], dtype=latents.dtype, device=latents.device)
         y = self.ssl_proj(latents * y_mask) * y_mask
         y = self.encoder_ssl(y * y_mask, y_mask)
@@ -74,6 +82,4 @@ class PriorEncoder(nn.Module):
         if speed != 1:
             y = F.interpolate(y, size=int(y.shape[-1] / speed) + 1, mode="linear")
             y_mask = F.interpolate(y_mask, size=y.shape[-1], mode="nearest")
-        stats = self.proj(y) * y_mask
-        m, logs = torch.split(stats, self.out_channels, dim=1)
-        return m, logs, y_mask
+        return y, y_mask
