@@ -32,6 +32,8 @@ __all__ = ["SIZES", "gpt_config", "random_gpt_state", "released_shapes", "write_
 
 SIZES = {
     "tiny": GPTConfig(vocab_size=65, phoneme_vocab_size=732, embedding_dim=64, hidden_dim=64, heads=2, layers=2, eos=64, max_sec=1),
+    # tiny with the released vocabulary: the prompt's semantic codes (SoVITS's 1024-row codebook) fit it
+    "tiny_vocab": GPTConfig(vocab_size=1025, phoneme_vocab_size=732, embedding_dim=64, hidden_dim=64, heads=2, layers=2, eos=1024, max_sec=1),
     "real": GPTConfig(vocab_size=1025, phoneme_vocab_size=732, embedding_dim=512, hidden_dim=512, heads=16, layers=24, eos=1024, max_sec=54),
 }
 

