@@ -23,3 +23,12 @@ def test_korean_front_end(cases):
 
 def test_clean_text_ko(cases):
     front_end_check.check_clean_text("ko", "v2", cases)
+
+
+def test_g2pk2_package_never_imported(cases):
+    # g2pk2's __init__ imports g2pk2.g2pk2, which downloads NLTK's CMUdict when it is missing
+    import sys
+
+    korean.g2p("읽을 리가 없다")
+    assert "g2pk2.g2pk2" not in sys.modules
+    assert "g2pk2" not in sys.modules or hasattr(sys.modules["g2pk2"], "G2p")

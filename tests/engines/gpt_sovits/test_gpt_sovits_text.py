@@ -75,12 +75,15 @@ def test_word2ph_must_fit():
         clean_text("你好", "zh", front_ends={"zh": Chinese(word2ph=[2, 1])})
 
 
-def test_front_ends_koe_does_not_have_yet():
+def test_every_front_end_is_built(monkeypatch):
     assert LANGUAGES["v2"]["zh"] == "chinese" and LANGUAGES["v1"]["zh"] == "chinese_v1"
-    for language in ("ja", "ko", "yue"):
-        with pytest.raises(LanguageNotBuilt, match=language):
-            front_end(language, "v2")
+    for version, languages in LANGUAGES.items():
+        for language, name in languages.items():
+            assert front_end(language, version).__name__.endswith(f".{name}")
     assert front_end("en", "v4").__name__.endswith(".english")
+    monkeypatch.setitem(LANGUAGES["v2"], "xx", "no_such_front_end")
+    with pytest.raises(LanguageNotBuilt, match="xx"):
+        front_end("xx", "v2")
 
 
 def test_tagger_fixture_and_lookup(tmp_path, monkeypatch):
