@@ -155,7 +155,8 @@ def _semantic(models: Models, voice: GPTSoVITSVoice, batch: list[Fragment], s: R
         rows, idxs = decode_batched(models.t2s, phones, bert, prompts, s.sampling, early_stop, max_len=max_len)
     else:
         rows, idxs = decode_serial(models.t2s, phones, bert, prompts, s.sampling, early_stop)
-    return [row[-idx:] for row, idx in zip(rows, idxs, strict=True)]
+    # reference-free rows come out int32 (upstream's empty int32 start); SoVITS's embedding takes either
+    return [row[-idx:].long() for row, idx in zip(rows, idxs, strict=True)]
 
 
 def _audio(models: Models, voice: GPTSoVITSVoice, batch: list[Fragment], tokens: list[torch.Tensor], speed: float) -> list[torch.Tensor]:
@@ -184,7 +185,7 @@ def postprocess(audio: list[list[torch.Tensor]], order: list[list[int]] | None, 
         for fragment in batch:
             peak = torch.abs(fragment).max()
             if peak > 1:
-                fragment = fragment / peak
+                fragment /= peak  # in place, as upstream
             row.append(torch.cat([fragment, zeros], 0) if interval_samples > 0 else fragment)
         done.append(row)
     if order is not None:
