@@ -7,6 +7,10 @@ version (`get_sovits_version_from_path_fast`: md5, header, size), reads the file
 `enc_p.text_embedding`'s rows, builds `SynthesizerTrn`, loads the fp16 weights non-strictly into
 the float32 model, and puts it in eval mode. This script then checks what the non-strict load
 left out: nothing may be unexpected, and only `enc_q` (which releases leave out) may be missing.
+
+A v2Pro/ProPlus file makes `init_vits_weights` load upstream's speaker-verification model too
+(`init_sv_model`: `sv.SV`, which reads `GPT_SoVITS/pretrained_models/sv/...ckpt` relative to the
+working folder; `load_tts` returns the whole stand-in with it).
 """
 
 from __future__ import annotations
@@ -41,17 +45,25 @@ class _Configs:
         pass
 
 
-def load(path: Path):
-    """upstream's SynthesizerTrn from `path`, and what it sniffed: (model, version, model_version)."""
+def load_tts(path: Path) -> TTS:
+    """A stand-in `TTS` after `init_vits_weights(path)`: its `vits_model`, `configs` (the file's
+    rates), `is_v2pro` and, for v2Pro/ProPlus, `sv_model`; the non-strict load checked."""
     tts = TTS.__new__(TTS)
     tts.configs = _Configs()
+    tts.sv_model = None
+    tts.prompt_cache = {}
     TTS.init_vits_weights(tts, str(path))
-    model = tts.vits_model
     stored = set(load_sovits_new(str(path))["weight"])
-    held = set(model.state_dict())
+    held = set(tts.vits_model.state_dict())
     unexpected = sorted(stored - held)
     missing = sorted(k for k in held - stored if not k.startswith("enc_q."))
     if unexpected or missing:
         raise SystemExit(f"{path.name} does not fit upstream's SynthesizerTrn: unexpected {unexpected[:8]}, missing {missing[:8]}")
+    return tts
+
+
+def load(path: Path):
+    """upstream's SynthesizerTrn from `path`, and what it sniffed: (model, version, model_version)."""
+    tts = load_tts(path)
     version, model_version, lora = get_sovits_version_from_path_fast(str(path))
-    return model, tts.configs.version, (version, model_version, lora)
+    return tts.vits_model, tts.configs.version, (version, model_version, lora)

@@ -2,14 +2,16 @@
 
 The file is what upstream's saver writes: `torch.save` of `{"weight": fp16 tensors, "config": the
 hps mapping, "info": "<epoch>epoch_<step>iteration"}` with the version header over the zip's first
-two bytes (b"01" for v2, b"00" for v1; `header=None` keeps "PK", as upstream's older saver
-leaves v1/v2 files), no `enc_q`, and the codebook's `inited` buffer set to 1 (else upstream's
+two bytes (b"01" v2, b"00" v1, b"05" v2Pro, b"06" v2ProPlus; `header=None` keeps "PK", as
+upstream's older saver leaves v1/v2 files), no `enc_q`, and the codebook's `inited` buffer set to 1 (else upstream's
 first encode would run its distributed k-means initialisation).
 
 Sizes: "tiny" (tests: 2 text-encoder layers, a 96-wide feed-forward, a 64-channel generator with
 two residual kernels; the widths upstream's code fixes stay: 192 hidden, 512 reference embedding,
-768 HuBERT, the flow's 4 x 4 WaveNet layers) and "real" (the released v2 architecture, ~42 M
-parameters). Tensors are filled in `released_shapes` order from one generator seeded with `seed`,
+768 HuBERT, the flow's 4 x 4 WaveNet layers; v2Pro/ProPlus's reference embedding, which upstream
+projects to the timbre encoder's 512 and so leaves free, 128 wide: its `sv_emb` reads 20,480
+numbers per channel) and "real" (the released architecture: v2 ~42 M parameters; v2Pro/ProPlus
+with a 1024-wide reference embedding). Tensors are filled in `released_shapes` order from one generator seeded with `seed`,
 scaled so the random model's waveform stays well inside (-1, 1).
 """
 
@@ -28,13 +30,18 @@ from koe.engines.gpt_sovits.sovits_weights import released_shapes
 __all__ = ["SIZES", "random_sovits_state", "sovits_config", "sovits_file_bytes", "write_sovits"]
 
 SIZES = ("tiny", "real")
-HEADER = {"v1": b"00", "v2": b"01"}
+HEADER = {"v1": b"00", "v2": b"01", "v2Pro": b"05", "v2ProPlus": b"06"}
+PRO_GIN = {"real": 1024, "tiny": 128}  # v2Pro/ProPlus's timbre embedding width (free for them, 1024 released)
 
 
 def sovits_config(size: str = "tiny", version: str = "v2") -> SoVITSConfig:
-    """The architecture of a fixture size."""
+    """The architecture of a fixture size (v2Pro/ProPlus: a timbre embedding 1024 wide as released,
+    128 tiny; v2ProPlus with its first upsampling kernel of 20, and "real" its 768-channel generator)."""
+    pro = {"gin_channels": PRO_GIN.get(size, 0)} if version in ("v2Pro", "v2ProPlus") else {}
+    plus = {"upsample_kernel_sizes": (20, 16, 8, 2, 2)} if version == "v2ProPlus" else {}
     if size == "real":
-        return SoVITSConfig(version=version)
+        wide = {"upsample_initial_channel": 768} if version == "v2ProPlus" else {}
+        return SoVITSConfig(version=version, **pro, **plus, **wide)
     if size == "tiny":
         return SoVITSConfig(
             version=version,
@@ -43,12 +50,16 @@ def sovits_config(size: str = "tiny", version: str = "v2") -> SoVITSConfig:
             upsample_initial_channel=64,
             resblock_kernel_sizes=(3, 5),
             resblock_dilation_sizes=((1, 3, 5), (1, 3, 5)),
+            **pro,
+            **plus,
         )
     raise ValueError(f"no SoVITS fixture size {size!r} (sizes: {', '.join(SIZES)})")
 
 
 def _value(name: str, shape: tuple[int, ...], g: torch.Generator) -> torch.Tensor:
     """One tensor of the random model, by what the name says it is."""
+    if name == "prelu.weight":  # v2Pro's slopes (PReLU's own initial 0.25, spread)
+        return 0.25 + 0.05 * torch.randn(shape, generator=g)
     if name.endswith("._codebook.inited"):
         return torch.ones(shape)
     if name.endswith("._codebook.cluster_size"):

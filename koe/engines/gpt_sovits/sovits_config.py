@@ -9,6 +9,11 @@ widths are fixed in upstream's code whatever the config says (the HuBERT feature
 the multi-reference timbre encoder's 512-wide attention over 192-wide content, the reference
 encoder's first 704 spectrogram bins, the flow's 4 couplings of 4 WaveNet layers with kernel 5):
 `SoVITSConfig` refuses a config that contradicts them, as upstream's modules would fail on it.
+
+v2Pro and v2ProPlus (`PRO_VERSIONS`) are v2 with a speaker-verification embedding: their timbre
+embedding is `gin_channels` wide (1024 in the released configs) and reaches the 512-wide timbre
+encoder through a projection (`ge_to512`), so only v1/v2 must have gin_channels 512. v2ProPlus
+differs from v2Pro only in its config (a 768-channel generator with a first upsampling kernel of 20).
 """
 
 from __future__ import annotations
@@ -16,14 +21,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["SSL_DIM", "SYMBOLS", "SoVITSConfig", "SoVITSConfigError"]
+__all__ = ["PRO_VERSIONS", "SSL_DIM", "SYMBOLS", "SoVITSConfig", "SoVITSConfigError"]
 
 SSL_DIM = 768  # HuBERT features (chinese-hubert-base)
 SYMBOLS = {"v1": 322, "v2": 732}  # rows of enc_p.text_embedding: upstream's symbol tables
 MRTE_WIDTH = 512  # the timbre encoder's attention width (its reference embedding must be as wide)
 MRTE_CONTENT = 192  # the timbre encoder's content and output width (hard-coded upstream)
 STYLE_BINS = 704  # the reference encoder reads the spectrogram's first 704 bins (v2 onwards)
-VERSIONS = ("v1", "v2")  # v2Pro/ProPlus (speaker-verification embedding) and v3/v4 (CFM) are not built here
+PRO_VERSIONS = ("v2Pro", "v2ProPlus")  # v2 plus a speaker-verification embedding
+VERSIONS = ("v1", "v2", *PRO_VERSIONS)  # v3/v4 (CFM) are not built here
 
 
 class SoVITSConfigError(ValueError):
@@ -58,7 +64,7 @@ class SoVITSConfig:
             raise SoVITSConfigError(f"SoVITS {self.version!r} is not supported (koe builds {', '.join(VERSIONS)})")
         if self.hidden_channels != MRTE_CONTENT:
             raise SoVITSConfigError(f"hidden_channels must be {MRTE_CONTENT} (upstream's timbre encoder is fixed at that width), not {self.hidden_channels}")
-        if self.gin_channels != MRTE_WIDTH:
+        if self.gin_channels != MRTE_WIDTH and not self.is_pro:
             raise SoVITSConfigError(
                 f"gin_channels must be {MRTE_WIDTH} (the reference embedding joins the timbre encoder's {MRTE_WIDTH} channels), not {self.gin_channels}"
             )
@@ -78,6 +84,11 @@ class SoVITSConfig:
             raise SoVITSConfigError(f"filter_length {self.filter_length} gives {self.spec_channels} bins, fewer than the reference encoder's {STYLE_BINS}")
 
     @property
+    def is_pro(self) -> bool:
+        """v2Pro/ProPlus: a speaker-verification embedding joins the timbre embedding."""
+        return self.version in PRO_VERSIONS
+
+    @property
     def spec_channels(self) -> int:
         """Bins of the reference spectrogram (1025 at the released n_fft 2048)."""
         return self.filter_length // 2 + 1
@@ -89,7 +100,7 @@ class SoVITSConfig:
 
     @property
     def symbols(self) -> int:
-        return SYMBOLS[self.version]
+        return SYMBOLS["v1" if self.version == "v1" else "v2"]
 
     @property
     def samples_per_code(self) -> int:
@@ -149,7 +160,7 @@ class SoVITSConfig:
                 "n_heads": self.n_heads,
                 "n_layers": self.n_layers,
                 "kernel_size": self.kernel_size,
-                "p_dropout": 0.1,
+                "p_dropout": 0.0 if self.is_pro else 0.1,
                 "resblock": self.resblock,
                 "resblock_kernel_sizes": list(self.resblock_kernel_sizes),
                 "resblock_dilation_sizes": [list(d) for d in self.resblock_dilation_sizes],

@@ -86,7 +86,7 @@ PRETRAINED_MD5 = {  # md5 of the first 8 KiB of upstream's pretrained files
 }
 V1_MAX_BYTES = 82978 * 1024  # a plain zip below this is v1, below V3_MIN_BYTES v2, else v3
 V3_MIN_BYTES = 700 * 1024 * 1024
-SUPPORTED = ("v1", "v2")
+SUPPORTED = ("v1", "v2", "v2Pro", "v2ProPlus")
 IGNORED = ("enc_q.", "quantizer.vq.layers.0._codebook.inited", "quantizer.vq.layers.0._codebook.cluster_size", "quantizer.vq.layers.0._codebook.embed_avg")
 _HPARAMS = ("utils.HParams", "GPT_SoVITS.utils.HParams")  # upstream's training script pickles its hps as utils.HParams
 
@@ -210,7 +210,7 @@ def sovits_state(weight: dict[str, torch.Tensor], dtype: torch.dtype = torch.flo
 
 
 def load_sovits(path: str | Path) -> SoVITS:
-    """A SoVITS v1/v2 `.pth` -> koe's model in float32, eval mode, with `ignored` (the stored names
+    """A SoVITS v1/v2/v2Pro/v2ProPlus `.pth` -> koe's model in float32, eval mode, with `ignored` (the stored names
     left out as training state) and `info` (the file's). Strict: a missing, unexpected or
     misshapen tensor is a `WeightsError` naming it."""
     file = read_sovits(path)

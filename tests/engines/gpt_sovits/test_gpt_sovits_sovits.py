@@ -99,5 +99,7 @@ def test_bad_inputs_are_refused(model, arrays):
         model.decode(codes, phones[0], [spec])
     with pytest.raises(ValueError, match="speed"):
         model.decode(codes, phones, [spec], speed=0)
+    with pytest.raises(ValueError, match="takes no speaker-verification embeddings"):
+        model.decode(codes, phones, [spec], sv=[torch.zeros(1, 20480)])
     with pytest.raises(ValueError, match=r"\(1, batch, frames\)"):
         model.quantizer.decode(codes.expand(2, 1, -1))

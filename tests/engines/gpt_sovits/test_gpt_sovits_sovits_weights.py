@@ -96,7 +96,19 @@ def test_plain_zip_and_v1(tmp_path):
     assert model.decode(torch.zeros(1, 1, 5, dtype=torch.long), torch.zeros(1, 7, dtype=torch.long), [spec]).shape == (1, 1, 6400)
 
 
-@pytest.mark.parametrize("header, model", [(b"05", "v2Pro"), (b"06", "v2ProPlus"), (b"02", "v3"), (b"04", "v4")])
+@pytest.mark.parametrize("header, model", [(b"05", "v2Pro"), (b"06", "v2ProPlus")])
+def test_pro_header_on_v2_weights_is_refused(tmp_path, header, model):
+    """A v2Pro/ProPlus header makes the file a Pro model, which a v2 file's weights do not fill."""
+    path = tmp_path / "pro.pth"
+    path.write_bytes(sovits_file_bytes("tiny", seed=3, header=header))
+    assert read_sovits(path).version.model == model
+    with pytest.raises(
+        WeightsError, match=rf"does not match SoVITS {model}: missing \['ge_to512.bias', 'ge_to512.weight', 'prelu.weight', 'sv_emb.bias', 'sv_emb.weight'\]"
+    ):
+        load_sovits(path)
+
+
+@pytest.mark.parametrize("header, model", [(b"02", "v3"), (b"04", "v4")])
 def test_later_versions_are_named_and_refused(tmp_path, header, model):
     path = tmp_path / "later.pth"
     path.write_bytes(sovits_file_bytes("tiny", seed=3, header=header))
@@ -204,6 +216,7 @@ def test_configs_upstream_cannot_build_are_refused():
     with pytest.raises(SoVITSConfigError, match="gin_channels must be 512"):
         SoVITSConfig(gin_channels=256)
     with pytest.raises(SoVITSConfigError, match="not supported"):
-        SoVITSConfig(version="v2Pro")
+        SoVITSConfig(version="v3")
+    assert SoVITSConfig(version="v2Pro", gin_channels=1024).is_pro  # Pro projects its embedding to 512
     with pytest.raises(SoVITSConfigError, match="lacks an entry"):
         SoVITSConfig.from_hps({"model": {}, "data": {}}, "v2")
