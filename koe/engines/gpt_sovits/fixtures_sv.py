@@ -10,7 +10,9 @@ drawn from one generator in that order, scaled so the embeddings of a voice-like
 order one.
 
 Writing it costs about a second, so each process makes it once (`sv_file`, a temporary folder
-removed at exit) and `write_sv` links (or copies) that file where it is asked for.
+removed at exit) and `write_sv` links (or copies) that file where it is asked for: a linked file
+shares its bytes with every other copy of the process, so it is read, never written in place (a
+test that damages a checkpoint writes a new file).
 """
 
 from __future__ import annotations
