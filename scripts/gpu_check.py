@@ -526,7 +526,7 @@ def family_checks(work: Path) -> dict:
 
 def _voice(engine, caps):
     """What a request speaks in: the model's own voice where it has one, else its first preset
-    speaker, else a clone of a 2 s synthetic clip with its transcript."""
+    speaker, else a clone of a 2 s synthetic clip (or the model's shortest reference) with its transcript."""
     import numpy as np
 
     from koe.engines.base import NO_VOICE, PRESET, VoiceReference
@@ -535,7 +535,7 @@ def _voice(engine, caps):
         return None
     if PRESET in caps.voice_modes and caps.speakers:
         return caps.speakers[0]
-    t = np.arange(2 * 24000) / 24000
+    t = np.arange(int(max(2.0, caps.min_reference_s) * 24000)) / 24000
     clip = (0.3 * np.sin(2 * np.pi * 150 * t) * (0.6 + 0.4 * np.sin(2 * np.pi * 3 * t))).astype(np.float32)
     return engine.prepare_voice(VoiceReference((clip, 24000), "A short test clip."))
 

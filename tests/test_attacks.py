@@ -43,6 +43,7 @@ FAST = {
     "voxcpm": {"max_len": 2, "inference_timesteps": 1},
     "omnivoice": {"num_step": 1, "duration": 0.4},
     "cosyvoice": {"max_tokens": 4},
+    "gpt_sovits": {"fragment_interval": 0.0},  # its tiny GPT stops at 50 tokens (max_sec 1)
 }
 LIBRARY_VOICE = "attack-voice"
 REF_TEXT = "A short test clip."
@@ -112,7 +113,7 @@ def attacked(tmp_path_factory) -> Attacked:
     for family in FAMILIES:
         folder = registry.write_fixture(root / "models" / family, family)  # a family without a fixture fails here
         caps[family] = home.models.import_model(folder, family, link=True).capabilities
-    home.voices.add(LIBRARY_VOICE, str(write_wav(root / "clip.wav", speechy(1.5))), REF_TEXT)
+    home.voices.add(LIBRARY_VOICE, str(write_wav(root / "clip.wav", speechy(3.5))), REF_TEXT)  # GPT-SoVITS clones from 3-10 s
     synth = Synthesizer(home, loader=_loader(settings), max_input_chars=settings.server.max_input_chars)
     try:
         with live_server(create_app(home, synth)) as server:

@@ -37,7 +37,14 @@ TERMS = License(
     summary="tests only; no redistribution",
 )
 REPO, OTHER = "someone/restricted", "someone/restricted-too"  # two releases under TERMS
-WANTED = {"qwen3_tts": "Apache-2.0", "f5_tts": "CC-BY-NC-4.0", "voxcpm": "Apache-2.0", "omnivoice": "Apache-2.0", "cosyvoice": "Apache-2.0"}
+WANTED = {
+    "qwen3_tts": "Apache-2.0",
+    "f5_tts": "CC-BY-NC-4.0",
+    "voxcpm": "Apache-2.0",
+    "omnivoice": "Apache-2.0",
+    "cosyvoice": "Apache-2.0",
+    "gpt_sovits": "MIT",
+}
 
 
 # -- declarations ------------------------------------------------------------------------------------

@@ -123,6 +123,7 @@ def natives(tmp_path_factory):
         "voxcpm": lambda e: {"max_len": 2, "inference_timesteps": 1},
         "omnivoice": lambda e: {"num_step": 1, "duration": 0.4},
         "cosyvoice": lambda e: {"voice": e.prepare_voice(clip, "A short clip."), "max_tokens": 4},
+        "gpt_sovits": lambda e: {"voice": e.prepare_voice((speechy(3.5), 24000), "A short clip."), "fragment_interval": 0.0},  # clones from 3-10 s
     }
     out = {}
     for family in registry.FAMILIES:

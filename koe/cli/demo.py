@@ -160,7 +160,7 @@ def _request(text: str, model: str, seed: int, fmt: str, caps, steps: int | None
         if DESIGN in modes:
             voice = {"design": "A calm, clear voice at an even pace."}
         elif CLONE in modes:
-            voice = {"ref_audio": _reference_clip(), "ref_text": REFERENCE_TEXT}
+            voice = {"ref_audio": _reference_clip(max(2.0, caps.min_reference_s)), "ref_text": REFERENCE_TEXT}
     name = caps.length_option if caps is not None else None  # `Capabilities.length_option`
     options = {name: steps} if name and steps is not None else {}
     return SpeechRequest(text=text, model=model, seed=seed, format=fmt, options=options, save=False, **voice)

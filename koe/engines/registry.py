@@ -33,6 +33,7 @@ FAMILIES: dict[str, str] = {  # the built-in families; `families()` adds the ins
     "voxcpm": "koe.engines.voxcpm.spec:SPEC",
     "omnivoice": "koe.engines.omnivoice.spec:SPEC",
     "cosyvoice": "koe.engines.cosyvoice.spec:SPEC",
+    "gpt_sovits": "koe.engines.gpt_sovits.spec:SPEC",
 }
 DEMO_FAMILY = "qwen3_tts"  # `koe demo` builds a tiny random-weight model of this family
 ENTRY_POINT_GROUP = "koe.families"

@@ -56,6 +56,11 @@ def model(request, tmp_path_factory):
     engine.close()
 
 
+def _clip_s(caps) -> float:
+    """A reference clip's length the model takes (2 s, or its shortest where that is longer)."""
+    return max(2.0, caps.min_reference_s)
+
+
 def _request(engine: Engine, text: str = "Every engine meets one contract.", **kw) -> SynthesisRequest:
     """A request in the first voice mode the model offers."""
     caps = engine.capabilities
@@ -67,9 +72,9 @@ def _request(engine: Engine, text: str = "Every engine meets one contract.", **k
         alias = spec(engine.family).openai_voice("alloy", caps)
         instruct = alias.design if alias is not None and alias.design else "A calm, low voice."
     elif CLONE in modes:
-        voice = engine.prepare_voice(VoiceReference(_tone(2.0), "A reference clip."))
+        voice = engine.prepare_voice(VoiceReference(_tone(_clip_s(caps)), "A reference clip."))
     elif CLONE_WITHOUT_TRANSCRIPT in modes:
-        voice = engine.prepare_voice(VoiceReference(_tone(2.0)))
+        voice = engine.prepare_voice(VoiceReference(_tone(_clip_s(caps))))
     else:
         assert NO_VOICE in modes, f"no voice mode in {modes}"
     kw.setdefault("seed", 3)
@@ -188,7 +193,7 @@ def test_voice_prompt_save_and_load_give_the_same_audio(model, tmp_path):
             engine.prepare_voice(VoiceReference(_tone(2.0), "A reference clip."))
         return
     text = "A reference clip." if CLONE in modes else None
-    prompt = engine.prepare_voice(VoiceReference(_tone(2.0), text))
+    prompt = engine.prepare_voice(VoiceReference(_tone(_clip_s(engine.capabilities)), text))
     prompt.save(tmp_path / "voice")
     again = engine.load_voice(tmp_path / "voice")
     request = _request(engine)

@@ -136,6 +136,10 @@ class GPTSoVITSEngine(BaseEngine):
         return self.models.version
 
     @property
+    def precision(self) -> str:
+        return "float32"
+
+    @property
     def capabilities(self) -> Capabilities:
         return spec.capabilities(self.version)
 
@@ -205,26 +209,37 @@ class GPTSoVITSEngine(BaseEngine):
     # -- requests ----------------------------------------------------------------------------------
     def check_options(self, request, checked: Checked) -> Checked:
         values = self.capabilities.options.validate(request.options)
+        values["batch_size"] = values.pop("batch_fragments", 1)  # upstream's name
         settings = RunSettings(**{f.name: values[f.name] for f in fields(RunSettings) if f.name in values})
         if checked.voice is None:
             raise UnsupportedVoice("GPT-SoVITS speaks in a cloned voice: pass a voice prepared from a 3-10 s clip (--ref clip.wav, with --ref-text)")
         return Checked(checked.voice, self._language(checked.language), checked.instruct, settings, checked.cancel, checked.user_cap)
 
     def speak_segment(self, segment: Segment, c: Checked) -> Iterator[Piece]:
+        """The segment's `TTS.run` audio; past `segment.budget_s` (the runaway guard) the audio is cut
+        there and marked truncated (the samples before the cut are upstream's)."""
         if segment.seed is not None:
             set_seed(int(segment.seed))
-        made = 0
+        budget = int(segment.budget_s * self.sample_rate)
+        made, truncated = 0, False
         try:
             for wave in fragments(self.models, c.voice, segment.text, c.language, c.settings, streamed=segment.streamed, cancel=c.cancel):
+                if made + len(wave) > budget:
+                    wave, truncated = wave[: budget - made], True
                 made += len(wave)
                 yield Piece(wave.astype(np.float32, copy=False), made)
+                if c.cancel is not None:
+                    c.cancel.raise_if_cancelled()  # between fragments: the AR and SoVITS decodes run whole
+                if truncated:
+                    break
         except LanguageNotBuilt as e:
             raise UnsupportedLanguage(str(e)) from e
         except ValueError as e:
             if "no text to read" in str(e):
                 raise EmptyText("the text holds nothing to speak (only punctuation or symbols)") from e
             raise
-        yield Piece(np.zeros(0, np.float32), made, last=True, info={"mode": "zero-shot" if c.voice.has_transcript else "reference-free"})
+        info = {"mode": "zero-shot" if c.voice.has_transcript else "reference-free", "seconds": round(made / self.sample_rate, 3)}
+        yield Piece(np.zeros(0, np.float32), made, last=True, truncated=truncated, info=info)
 
     def result_metadata(self) -> dict:
-        return {"model": f"GPT-SoVITS {self.version}", "precision": "fp32", "device": str(self.device)}
+        return {"model": f"GPT-SoVITS {self.version}", "precision": self.precision, "device": str(self.device)}

@@ -37,8 +37,9 @@ def lite_langdetect_model() -> Path:
     return Path(next(iter(found.submodule_search_locations))) / "resources" / "lid.176.ftz"
 
 
-def write_random_model(folder: str | Path, variant: str = "v2", size: str = "tiny", seed: int = 0) -> Path:
-    """Write a random-weight GPT-SoVITS `variant` ("v1" / "v2") folder at `folder`; returns it."""
+def write_random_model(folder: str | Path, variant: str = "GPT-SoVITS-v2", size: str = "tiny", seed: int = 0) -> Path:
+    """Write a random-weight GPT-SoVITS `variant` ("GPT-SoVITS-v1" / "-v2", or "v1" / "v2") folder at
+    `folder`; returns it."""
     from koe.engines.gpt_sovits.fixtures_bert import write_random_bert
     from koe.engines.gpt_sovits.fixtures_g2pw import write_g2pw_folder
     from koe.engines.gpt_sovits.fixtures_hubert import write_random_hubert
@@ -46,8 +47,7 @@ def write_random_model(folder: str | Path, variant: str = "v2", size: str = "tin
     from koe.engines.gpt_sovits.fixtures_t2s import write_gpt
     from koe.engines.gpt_sovits.fixtures_text import write_tagger
 
-    if variant not in spec.RELEASES:
-        raise ValueError(f"no GPT-SoVITS fixture variant {variant!r} (variants: {', '.join(spec.RELEASES)})")
+    variant = spec.version_of_variant(variant)
     if size not in SIZES:
         raise ValueError(f"no GPT-SoVITS fixture size {size!r} (sizes: {', '.join(SIZES)})")
     folder = Path(folder)

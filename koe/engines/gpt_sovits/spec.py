@@ -67,6 +67,15 @@ _PRETRAINED_MD5 = {
 _V1_MAX_BYTES = 82978 * 1024
 _V3_MIN_BYTES = 700 * 1024 * 1024
 SUPPORTED = ("v1", "v2")
+VARIANTS = {"v1": "GPT-SoVITS-v1", "v2": "GPT-SoVITS-v2"}  # the variant names koe shows (a bare "v2" is too generic a word)
+
+
+def version_of_variant(variant: str) -> str:
+    """ "v2" for "GPT-SoVITS-v2" (or "v2")."""
+    for version, name in VARIANTS.items():
+        if variant in (version, name):
+            return version
+    raise ValueError(f"no GPT-SoVITS variant {variant!r} (variants: {', '.join(VARIANTS.values())})")
 
 
 def sniff_version(path: Path) -> str | None:
@@ -141,7 +150,8 @@ def find_layout(folder: Path) -> Layout:
 
 
 def options_schema() -> OptionsSchema:
-    """TTS.run's options, under its names (its defaults; `text_split_method` as upstream's run)."""
+    """TTS.run's options, under its names (its defaults; `text_split_method` as upstream's run), but
+    `batch_fragments` for its `batch_size` (a word koe's server uses for its own batches)."""
     return OptionsSchema(
         (
             Option("top_k", "int", "sample among the k most likely semantic tokens", 15, low=1, high=1025),
@@ -149,7 +159,7 @@ def options_schema() -> OptionsSchema:
             Option("temperature", "float", "sampling temperature", 1.0, low=0.0, high=2.0),
             Option("repetition_penalty", "float", "penalty on tokens already made (upstream's 1.35)", 1.35, low=0.5, high=3.0, low_open=True),
             Option("text_split_method", "str", "how the text is cut into fragments: upstream's cut0 (not at all) .. cut5", "cut1", choices=SPLIT_METHODS),
-            Option("batch_size", "int", "fragments decoded together", 1, low=1, high=200),
+            Option("batch_fragments", "int", "fragments decoded together (upstream's batch_size)", 1, low=1, high=200),
             Option("batch_threshold", "float", "how alike in length a batch's fragments must be (split_bucket)", 0.75, low=0.0, high=1.0),
             Option("split_bucket", "bool", "sort the fragments into batches by length (speed 1 only)", True),
             Option("parallel_infer", "bool", "decode a batch's fragments as one batch (else one after another)", True),
@@ -162,7 +172,7 @@ def options_schema() -> OptionsSchema:
 def capabilities(version: str = "v2") -> Capabilities:
     return Capabilities(
         family=FAMILY,
-        variant=version,
+        variant=VARIANTS.get(version, version),
         voice_modes=frozenset({CLONE, CLONE_WITHOUT_TRANSCRIPT} if version in ("v1", "v2") else {CLONE}),
         languages=V1_LANGUAGES if version == "v1" else V2_LANGUAGES,
         sample_rate=SAMPLE_RATE,
@@ -184,7 +194,7 @@ def _released(version: str) -> ReleasedModel:
         HubFiles(REPO, ("config.json", "preprocessor_config.json", "pytorch_model.bin"), subfolder=HUBERT, dest=HUBERT),
         HubFiles(REPO, ("config.json", "tokenizer.json", "pytorch_model.bin"), subfolder=BERT, dest=BERT),
     )
-    return ReleasedModel(REPO, version, SIZE, files=files, arch=version, id=f"{REPO}/{version}", name=f"gpt-sovits-{version}", license=LICENSE)
+    return ReleasedModel(REPO, VARIANTS[version], SIZE, files=files, id=f"{REPO}/{VARIANTS[version]}", name=VARIANTS[version].lower(), license=LICENSE)
 
 
 class GPTSoVITSSpec:
@@ -193,7 +203,7 @@ class GPTSoVITSSpec:
     engine = "koe.engines.gpt_sovits.engine:GPTSoVITSEngine"
     fixture = "koe.engines.gpt_sovits.fixtures:write_random_model"
     oracle = "koe.engines.gpt_sovits.oracle:ORACLE"
-    fixture_variants = SUPPORTED
+    fixture_variants = tuple(VARIANTS.values())
     released = tuple(_released(v) for v in ("v2", "v1"))
 
     def probe(self, folder: Path) -> ModelInfo | None:
@@ -204,7 +214,7 @@ class GPTSoVITSSpec:
             layout = find_layout(folder)
         except SpecError:
             return None
-        return ModelInfo(FAMILY, layout.version, SIZE)
+        return ModelInfo(FAMILY, VARIANTS.get(layout.version, layout.version), SIZE)
 
     def describe(self, folder: Path) -> ModelDescription:
         layout = find_layout(Path(folder))
@@ -213,7 +223,7 @@ class GPTSoVITSSpec:
         required = layout.required()
         missing = tuple(f for f in required if not (layout.folder / f).is_file())
         return ModelDescription(
-            info=ModelInfo(FAMILY, layout.version, SIZE),
+            info=ModelInfo(FAMILY, VARIANTS[layout.version], SIZE),
             capabilities=capabilities(layout.version),
             required_files=required,
             missing=missing,
