@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from koe.nn.hubert_config import HubertConfig
 from koe.runtime.files import read_json_object
 
 __all__ = [
@@ -98,24 +99,7 @@ class AcousticConfig:
         return math.prod(self.downsampling_ratios)
 
 
-@dataclass(frozen=True)
-class SemanticConfig:
-    """The HuBERT semantic model of the tokenizer (`semantic_model_config`, `HubertConfig`)."""
-
-    hidden_size: int = 768
-    intermediate_size: int = 3072
-    num_hidden_layers: int = 12
-    num_attention_heads: int = 12
-    conv_dim: tuple[int, ...] = (512, 512, 512, 512, 512, 512, 512)
-    conv_kernel: tuple[int, ...] = (10, 3, 3, 3, 3, 2, 2)
-    conv_stride: tuple[int, ...] = (5, 2, 2, 2, 2, 2, 2)
-    conv_bias: bool = False
-    feat_extract_norm: str = "group"
-    num_conv_pos_embeddings: int = 128
-    num_conv_pos_embedding_groups: int = 16
-    layer_norm_eps: float = 1e-5
-    do_stable_layer_norm: bool = False
-    feat_proj_layer_norm: bool = True
+SemanticConfig = HubertConfig  # the tokenizer's HuBERT semantic model (`semantic_model_config`)
 
 
 @dataclass(frozen=True)
