@@ -55,6 +55,61 @@ def files_sha256(paths: Iterable[str | Path]) -> str:
     return h.hexdigest()
 
 
+_WEIGHT_NORM = {  # suffix -> (half, the other half's suffix)
+    ".weight_g": ("g", ".weight_v"),
+    ".weight_v": ("v", ".weight_g"),
+    ".parametrizations.weight.original0": ("g", ".parametrizations.weight.original1"),
+    ".parametrizations.weight.original1": ("v", ".parametrizations.weight.original0"),
+}
+
+
+def _weight_norm_half(key: str) -> str | None:
+    return next((s for s in _WEIGHT_NORM if key.endswith(s)), None)
+
+
+def fold_weight_norm(state: dict[str, torch.Tensor], float64: tuple[str, ...] = ()) -> dict[str, torch.Tensor]:
+    """A state dict with each weight-normed pair (`weight_g` / `weight_v` as `torch.nn.utils.weight_norm`
+    saves it, or the parametrization's `original0` / `original1`) replaced, where its first half stood,
+    by `<layer>.weight` = `torch._weight_norm(v, g, 0)`: the op weight norm's forward runs, so the
+    folded weight has the bits the reference computes at each call. Under a prefix in `float64`
+    everything is cast to float64 first (folded and kept so), as a reference's `.to(torch.float64)`
+    runs it. A pair missing a half is a `WeightsError` naming the layer and the half."""
+    out: dict[str, torch.Tensor] = {}
+    for key, value in state.items():
+        suffix = _weight_norm_half(key)
+        if suffix is None:
+            out[key] = value.double() if key.startswith(float64) else value
+            continue
+        layer = key[: -len(suffix)]
+        half, other = _WEIGHT_NORM[suffix]
+        if layer + other not in state:
+            raise WeightsError(f"{layer}: a weight-normed layer needs both {suffix[1:]} and {other[1:]}; {other[1:]} is missing")
+        if layer + ".weight" in out:
+            continue
+        g, v = (value, state[layer + other]) if half == "g" else (state[layer + other], value)
+        if key.startswith(float64):
+            g, v = g.double(), v.double()
+        out[layer + ".weight"] = torch._weight_norm(v, g, 0)
+    return out
+
+
+def check_state_fits(state: dict[str, torch.Tensor], module: nn.Module, what: str) -> None:
+    """A `WeightsError` "{what}: missing [...]; unexpected [...]; misshapen ['name (stored) (expected
+    (shape))']" (the first 8 names of each kind found) unless `state` has exactly `module`'s tensors
+    (its parameters and persistent buffers; the module may live on the meta device) in their shapes."""
+    expected = module.state_dict()
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    misshapen = [f"{k} {tuple(state[k].shape)} (expected {tuple(v.shape)})" for k, v in expected.items() if k in state and state[k].shape != v.shape]
+    parts = [
+        f"{kind} {names[:8]}{' ...' if len(names) > 8 else ''}"
+        for kind, names in (("missing", missing), ("unexpected", unexpected), ("misshapen", misshapen))
+        if names
+    ]
+    if parts:
+        raise WeightsError(f"{what}: {'; '.join(parts)}")
+
+
 def weight_files(folder: Path, stem: str = "model", index_first: bool = False) -> list[Path]:
     """The safetensors files of a folder: `model.safetensors`, or the shards listed by
     `model.safetensors.index.json` (`index_first`: the shards where both are there, as some

@@ -37,12 +37,12 @@ from torch import nn
 from koe.nn.conv import CausalConv1d, CausalConvTranspose1d, ConvNeXtBlock
 from koe.nn.mlp import GatedMLP
 from koe.nn.norm import RMSNorm
-from koe.runtime.weights import read_pickled
+from koe.runtime.weights import fold_weight_norm, read_pickled
 from koe_fish_speech.model import RELEASED_MLP
 
 from .codec_config import ENCODER_WINDOW, HEAD_DIM, NORM_EPS, QUANTIZER_WINDOW, ROPE_BASE, SAMPLE_RATE, CodecCheckpointError, CodecConfig
 
-__all__ = ["FishCodec", "codec_state", "fold_weight_norm", "load_codec", "read_codec"]
+__all__ = ["FishCodec", "codec_state", "load_codec", "read_codec"]
 
 
 class Snake1d(nn.Module):
@@ -383,26 +383,6 @@ class FishCodec(nn.Module):
 
 
 # -- loading -------------------------------------------------------------------------------------
-
-_NORMED = {".parametrizations.weight.original0": "g", ".parametrizations.weight.original1": "v", ".weight_g": "g", ".weight_v": "v"}
-
-
-def fold_weight_norm(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Each weight-normed pair (`parametrizations.weight.original0/1` or `weight_g/weight_v`) replaced
-    by its `weight` = `torch._weight_norm(v, g, 0)` in the pair's dtype, upstream's forward op."""
-    out: dict[str, torch.Tensor] = {}
-    pairs: dict[str, dict[str, torch.Tensor]] = {}
-    for key, value in state.items():
-        suffix = next((s for s in _NORMED if key.endswith(s)), None)
-        if suffix is None:
-            out[key] = value
-        else:
-            pairs.setdefault(key[: -len(suffix)], {})[_NORMED[suffix]] = value
-    for prefix, pair in pairs.items():
-        if set(pair) != {"g", "v"}:
-            raise CodecCheckpointError(f"{prefix}: a weight-normed layer needs both its g and v tensors")
-        out[prefix + ".weight"] = torch._weight_norm(pair["v"], pair["g"], 0)
-    return out
 
 
 def codec_state(checkpoint: object) -> dict[str, torch.Tensor]:

@@ -29,8 +29,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from koe.nn.conv import Snake
+from koe.runtime.weights import fold_weight_norm
 
-__all__ = ["HiFT", "HiFTConfig", "HiFTTables", "fold_weight_norm", "hift_tables", "load_hift", "v3_draws_before_source"]
+__all__ = ["HiFT", "HiFTConfig", "HiFTTables", "hift_tables", "load_hift", "v3_draws_before_source"]
 
 
 @dataclass(frozen=True)
@@ -442,33 +443,6 @@ class HiFT(nn.Module):
 
 
 # -- loading ------------------------------------------------------------------------------------------
-
-_G = (".weight_g", ".parametrizations.weight.original0")
-_V = (".weight_v", ".parametrizations.weight.original1")
-
-
-def fold_weight_norm(state: dict[str, torch.Tensor], float64: tuple[str, ...] = ()) -> dict[str, torch.Tensor]:
-    """A state dict with each weight-normed pair (`weight_g`/`weight_v`, or the parametrization's
-    `original0`/`original1`) replaced by its `weight` = `torch._weight_norm(v, g, 0)`; under a
-    prefix in `float64`, folded (and kept) in float64, as upstream's `.to(torch.float64)` runs it."""
-    out: dict[str, torch.Tensor] = {}
-    pairs: dict[str, dict[str, torch.Tensor]] = {}
-    for key, value in state.items():
-        for kind, suffixes in (("g", _G), ("v", _V)):
-            hit = next((s for s in suffixes if key.endswith(s)), None)
-            if hit is not None:
-                pairs.setdefault(key[: -len(hit)], {})[kind] = value
-                break
-        else:
-            out[key] = value.double() if key.startswith(float64) else value
-    for prefix, pair in pairs.items():
-        if set(pair) != {"g", "v"}:
-            raise ValueError(f"{prefix}: a weight-normed layer needs both its g and v tensors; found only {sorted(pair)}")
-        g, v = pair["g"], pair["v"]
-        if prefix.startswith(float64):
-            g, v = g.double(), v.double()
-        out[prefix + ".weight"] = torch._weight_norm(v, g, 0)
-    return out
 
 
 def load_hift(state: dict[str, torch.Tensor], config: HiFTConfig, tables: HiFTTables | None = None) -> HiFT:

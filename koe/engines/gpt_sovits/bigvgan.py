@@ -29,9 +29,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from koe.engines.gpt_sovits.sovits_weights import fold_weight_norm
 from koe.nn.conv import Snake, SnakeBeta
-from koe.runtime.weights import WeightsError, build_on_meta
+from koe.runtime.weights import WeightsError, build_on_meta, check_state_fits, fold_weight_norm
 
 __all__ = ["CHECKPOINT", "BigVGAN", "BigVGANConfig", "kaiser_sinc_filter", "load_bigvgan"]
 
@@ -256,10 +255,6 @@ def load_bigvgan(folder: str | Path) -> BigVGAN:
         raise WeightsError(f"{folder / CHECKPOINT}: no 'generator' state in it")
     state = fold_weight_norm({k: v.float() for k, v in state.items()})
     model = build_on_meta(lambda: BigVGAN(config))
-    expected = model.state_dict()
-    missing, unexpected = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
-    misshapen = [k for k, v in expected.items() if k in state and state[k].shape != v.shape]
-    if missing or unexpected or misshapen:
-        raise WeightsError(f"{folder / CHECKPOINT}: does not match its config: missing {missing[:8]}, unexpected {unexpected[:8]}, misshapen {misshapen[:8]}")
+    check_state_fits(state, model, f"{folder / CHECKPOINT}: does not match its config")
     model.load_state_dict(state, strict=True, assign=True)
     return model.eval()

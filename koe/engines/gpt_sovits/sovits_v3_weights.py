@@ -32,7 +32,7 @@ from koe.engines.gpt_sovits.quantizer import CODEBOOK
 from koe.engines.gpt_sovits.sovits_config import SoVITSConfig
 from koe.engines.gpt_sovits.sovits_v3 import BRIDGE, V3_VERSIONS, SoVITSV3
 from koe.engines.gpt_sovits.sovits_weights import SoVITSFile, read_sovits, sovits_state
-from koe.runtime.weights import WeightsError, build_on_meta
+from koe.runtime.weights import WeightsError, build_on_meta, check_state_fits
 
 __all__ = ["LORA_PREFIX", "LORA_TARGETS", "load_sovits_v3", "merge_lora", "released_shapes_v3", "sovits_v3_config", "sovits_v3_state"]
 
@@ -107,17 +107,7 @@ def load_sovits_v3(path: str | Path, base: str | Path | None = None, dit: DiTCon
         raise WeightsError(f"{path}: a SoVITS {version} file, not v3/v4 (read it with sovits_weights.load_sovits)")
     state, ignored = sovits_v3_state(file, read_sovits(base) if base is not None else None)
     model = build_on_meta(lambda: SoVITSV3(sovits_v3_config(file.hps), version, dit))
-    expected = model.state_dict()
-    missing = sorted(set(expected) - set(state))
-    unexpected = sorted(set(state) - set(expected))
-    misshapen = [f"{k} {tuple(state[k].shape)} (expected {tuple(v.shape)})" for k, v in expected.items() if k in state and state[k].shape != v.shape]
-    if missing or unexpected or misshapen:
-        parts = [
-            f"{what} {names[:8]}{' ...' if len(names) > 8 else ''}"
-            for what, names in (("missing", missing), ("unexpected", unexpected), ("misshapen", misshapen))
-            if names
-        ]
-        raise WeightsError(f"{path}: does not match SoVITS {version}: {'; '.join(parts)}")
+    check_state_fits(state, model, f"{path}: does not match SoVITS {version}")
     model.load_state_dict(state, strict=True, assign=True)
     model.ignored, model.info = tuple(ignored), file.info
     return model.eval()

@@ -39,7 +39,7 @@ import torch
 from koe.engines.gpt_sovits.quantizer import CODEBOOK
 from koe.engines.gpt_sovits.sovits import SoVITS
 from koe.engines.gpt_sovits.sovits_config import SYMBOLS, SoVITSConfig
-from koe.runtime.weights import WeightsError, build_on_meta
+from koe.runtime.weights import WeightsError, build_on_meta, check_state_fits, fold_weight_norm
 
 __all__ = [
     "HEADERS",
@@ -47,7 +47,6 @@ __all__ = [
     "Hyperparameters",
     "SoVITSFile",
     "SoVITSVersion",
-    "fold_weight_norm",
     "load_sovits",
     "read_sovits",
     "released_shapes",
@@ -182,25 +181,6 @@ def read_sovits(path: str | Path) -> SoVITSFile:
 _G, _V = ".weight_g", ".weight_v"
 
 
-def fold_weight_norm(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Each `<layer>.weight_g` / `.weight_v` pair replaced by `<layer>.weight` = `torch._weight_norm(v, g, 0)`."""
-    out: dict[str, torch.Tensor] = {}
-    for key, value in state.items():
-        if key.endswith(_G):
-            continue
-        if key.endswith(_V):
-            layer = key[: -len(_V)]
-            if layer + _G not in state:
-                raise WeightsError(f"{layer}: a weight-normed layer needs both weight_g and weight_v; weight_g is missing")
-            out[layer + ".weight"] = torch._weight_norm(value, state[layer + _G], 0)
-        else:
-            out[key] = value
-    lone = [k for k in state if k.endswith(_G) and k[: -len(_G)] + _V not in state]
-    if lone:
-        raise WeightsError(f"{lone[0][: -len(_G)]}: a weight-normed layer needs both weight_g and weight_v; weight_v is missing")
-    return out
-
-
 def sovits_state(weight: dict[str, torch.Tensor], dtype: torch.dtype = torch.float32) -> tuple[dict[str, torch.Tensor], list[str]]:
     """The stored tensors as koe's `SoVITS` holds them (floats as `dtype`, weight norm folded), and
     the names left out as training state (`IGNORED`)."""
@@ -219,17 +199,7 @@ def load_sovits(path: str | Path) -> SoVITS:
     config = SoVITSConfig.from_hps(file.hps, file.version.model)
     state, ignored = sovits_state(file.weight)
     model = build_on_meta(lambda: SoVITS(config))
-    expected = model.state_dict()
-    missing = sorted(set(expected) - set(state))
-    unexpected = sorted(set(state) - set(expected))
-    misshapen = [f"{k} {tuple(state[k].shape)} (expected {tuple(v.shape)})" for k, v in expected.items() if k in state and state[k].shape != v.shape]
-    if missing or unexpected or misshapen:
-        parts = [
-            f"{what} {names[:8]}{' ...' if len(names) > 8 else ''}"
-            for what, names in (("missing", missing), ("unexpected", unexpected), ("misshapen", misshapen))
-            if names
-        ]
-        raise WeightsError(f"{path}: does not match SoVITS {config.version}: {'; '.join(parts)}")
+    check_state_fits(state, model, f"{path}: does not match SoVITS {config.version}")
     model.load_state_dict(state, strict=True, assign=True)
     model.ignored, model.info = tuple(ignored), file.info
     return model.eval()

@@ -27,7 +27,7 @@ from torch import nn
 
 from koe.audio.kaldi import SAMPLE_RATE, kaldi_fbank
 from koe.engines.gpt_sovits.eres2net import ERes2NetV2, ERes2NetV2Config
-from koe.runtime.weights import WeightsError, build_on_meta
+from koe.runtime.weights import WeightsError, build_on_meta, check_state_fits
 
 __all__ = ["SV_DIM", "SV_FILE", "SV_IGNORED", "MEL_BINS", "SpeakerVerifier", "load_sv", "sv_state"]
 
@@ -86,17 +86,7 @@ def load_sv(path: str | Path) -> SpeakerVerifier:
         raise WeightsError(f"{path}: not an ERes2NetV2 state dict (a mapping of names to tensors)")
     kept, ignored = sv_state(state)
     verifier = build_on_meta(SpeakerVerifier)
-    expected = verifier.model.state_dict()
-    missing = sorted(set(expected) - set(kept))
-    unexpected = sorted(set(kept) - set(expected))
-    misshapen = [f"{k} {tuple(kept[k].shape)} (expected {tuple(v.shape)})" for k, v in expected.items() if k in kept and kept[k].shape != v.shape]
-    if missing or unexpected or misshapen:
-        parts = [
-            f"{what} {names[:8]}{' ...' if len(names) > 8 else ''}"
-            for what, names in (("missing", missing), ("unexpected", unexpected), ("misshapen", misshapen))
-            if names
-        ]
-        raise WeightsError(f"{path}: does not match ERes2NetV2 (baseWidth 24, scale 4, expansion 4): {'; '.join(parts)}")
+    check_state_fits(kept, verifier.model, f"{path}: does not match ERes2NetV2 (baseWidth 24, scale 4, expansion 4)")
     verifier.model.load_state_dict(kept, strict=True, assign=True)
     verifier.ignored = tuple(ignored)
     return verifier.eval()

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from koe.engines.cosyvoice.fixtures_flow import hift_config, hift_state, write_hift
-from koe.engines.cosyvoice.hift import HiFT, fold_weight_norm, hift_tables, load_hift, v3_draws_before_source
+from koe.engines.cosyvoice.hift import HiFT, hift_tables, load_hift, v3_draws_before_source
+from koe.runtime.weights import fold_weight_norm
 
 
 def _tables(config):

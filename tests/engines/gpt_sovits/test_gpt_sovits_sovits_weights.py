@@ -22,14 +22,13 @@ from koe.engines.gpt_sovits.sovits_config import SoVITSConfig, SoVITSConfigError
 from koe.engines.gpt_sovits.sovits_weights import (
     PRETRAINED_MD5,
     SoVITSVersion,
-    fold_weight_norm,
     load_sovits,
     read_sovits,
     released_shapes,
     sniff_version,
     sovits_state,
 )
-from koe.runtime.weights import WeightsError, build_on_meta, state_sha256
+from koe.runtime.weights import WeightsError, build_on_meta, fold_weight_norm, state_sha256
 
 
 @pytest.fixture(scope="module")
