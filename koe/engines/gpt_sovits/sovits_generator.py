@@ -16,7 +16,7 @@ from torch import nn
 
 from koe.engines.gpt_sovits.sovits_config import SoVITSConfig
 
-__all__ = ["Generator"]
+__all__ = ["Generator", "HifiGan"]
 
 SLOPE = 0.1
 
@@ -52,27 +52,40 @@ class ResBlock2(nn.Module):
         return x
 
 
-class Generator(nn.Module):
-    """`dec`: (z (B, inter, T), g (B, gin, 1)) -> waveform (B, 1, T * prod(upsample_rates))."""
+class HifiGan(nn.Module):
+    """Upstream's `Generator` with its arguments: (x (B, in_channels, T), g (B, gin, 1) or None) ->
+    waveform. `gin_channels` 0 builds no `cond` (v4's vocoder); `post_bias` is upstream's `is_bias`."""
 
-    def __init__(self, config: SoVITSConfig) -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        resblock: str,
+        resblock_kernel_sizes: tuple[int, ...],
+        resblock_dilation_sizes: tuple[tuple[int, ...], ...],
+        upsample_rates: tuple[int, ...],
+        upsample_initial_channel: int,
+        upsample_kernel_sizes: tuple[int, ...],
+        gin_channels: int = 0,
+        post_bias: bool = False,
+    ) -> None:
         super().__init__()
-        c = config
-        ch = c.upsample_initial_channel
-        self.n_kernels = len(c.resblock_kernel_sizes)
-        self.conv_pre = nn.Conv1d(c.inter_channels, ch, 7, padding=3)
-        self.cond = nn.Conv1d(c.gin_channels, ch, 1)
-        block = ResBlock1 if c.resblock == "1" else ResBlock2
+        ch = upsample_initial_channel
+        self.n_kernels = len(resblock_kernel_sizes)
+        self.conv_pre = nn.Conv1d(in_channels, ch, 7, padding=3)
+        self.cond = nn.Conv1d(gin_channels, ch, 1) if gin_channels else None
+        block = ResBlock1 if resblock == "1" else ResBlock2
         self.ups = nn.ModuleList()
         self.resblocks = nn.ModuleList()
-        for i, (u, k) in enumerate(zip(c.upsample_rates, c.upsample_kernel_sizes)):
+        for i, (u, k) in enumerate(zip(upsample_rates, upsample_kernel_sizes)):
             self.ups.append(nn.ConvTranspose1d(ch // 2**i, ch // 2 ** (i + 1), k, u, padding=(k - u) // 2))
-            for kernel, dilations in zip(c.resblock_kernel_sizes, c.resblock_dilation_sizes):
+            for kernel, dilations in zip(resblock_kernel_sizes, resblock_dilation_sizes):
                 self.resblocks.append(block(ch // 2 ** (i + 1), kernel, dilations))
-        self.conv_post = nn.Conv1d(ch // 2 ** len(c.upsample_rates), 1, 7, padding=3, bias=False)
+        self.conv_post = nn.Conv1d(ch // 2 ** len(upsample_rates), 1, 7, padding=3, bias=post_bias)
 
-    def forward(self, x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-        x = self.conv_pre(x) + self.cond(g)
+    def forward(self, x: torch.Tensor, g: torch.Tensor | None = None) -> torch.Tensor:
+        x = self.conv_pre(x)
+        if self.cond is not None:
+            x = x + self.cond(g)
         n = self.n_kernels
         for i, up in enumerate(self.ups):
             x = up(F.leaky_relu(x, SLOPE))
@@ -81,3 +94,20 @@ class Generator(nn.Module):
                 xs += self.resblocks[i * n + j](x)
             x = xs / n
         return torch.tanh(self.conv_post(F.leaky_relu(x)))
+
+
+class Generator(HifiGan):
+    """`dec`: (z (B, inter, T), g (B, gin, 1)) -> waveform (B, 1, T * prod(upsample_rates))."""
+
+    def __init__(self, config: SoVITSConfig) -> None:
+        c = config
+        super().__init__(
+            c.inter_channels,
+            c.resblock,
+            c.resblock_kernel_sizes,
+            c.resblock_dilation_sizes,
+            c.upsample_rates,
+            c.upsample_initial_channel,
+            c.upsample_kernel_sizes,
+            gin_channels=c.gin_channels,
+        )

@@ -4,7 +4,7 @@
 (`is_bias=True`), upsampling (10, 6, 2, 2, 2) with kernels (20, 12, 4, 4, 4) from 512 channels,
 ResBlock1 with kernels (3, 7, 11) and dilations (1, 3, 5).
 
-The same generator as SoVITS v1/v2's `dec` (its residual blocks are imported from there); upstream
+The same generator as SoVITS v1/v2's `dec` (sovits_generator's `HifiGan`, without `cond`); upstream
 removes the weight norm before loading, so `vocoder.pth` is a plain state dict of folded weights
 (`conv_pre`, `ups.i`, `resblocks.k.convs{1,2}.j`, `conv_post`), loaded strictly.
 """
@@ -15,11 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
-from torch import nn
 
-from koe.engines.gpt_sovits.sovits_generator import SLOPE, ResBlock1, ResBlock2
-from koe.runtime.weights import WeightsError
+from koe.engines.gpt_sovits.sovits_generator import HifiGan
+from koe.runtime.weights import WeightsError, check_state_fits
 
 __all__ = ["VocoderConfig", "VocoderV4", "load_vocoder_v4"]
 
@@ -44,38 +42,26 @@ class VocoderConfig:
             raise ValueError("the vocoder's upsample rates/kernels or resblock kernels/dilations differ in length")
 
 
-class VocoderV4(nn.Module):
+class VocoderV4(HifiGan):
     """mel (B, num_mels, T) -> waveform (B, 1, T * prod(upsample_rates)) in [-1, 1]."""
 
     def __init__(self, config: VocoderConfig | None = None) -> None:
-        super().__init__()
-        c = self.config = config or VocoderConfig()
-        ch = c.upsample_initial_channel
-        self.n_kernels = len(c.resblock_kernel_sizes)
-        self.conv_pre = nn.Conv1d(c.num_mels, ch, 7, padding=3)
-        block = ResBlock1 if c.resblock == "1" else ResBlock2
-        self.ups = nn.ModuleList()
-        self.resblocks = nn.ModuleList()
-        for i, (u, k) in enumerate(zip(c.upsample_rates, c.upsample_kernel_sizes)):
-            self.ups.append(nn.ConvTranspose1d(ch // 2**i, ch // 2 ** (i + 1), k, u, padding=(k - u) // 2))
-            for kernel, dilations in zip(c.resblock_kernel_sizes, c.resblock_dilation_sizes):
-                self.resblocks.append(block(ch // 2 ** (i + 1), kernel, dilations))
-        self.conv_post = nn.Conv1d(ch // 2 ** len(c.upsample_rates), 1, 7, padding=3, bias=True)
+        c = config or VocoderConfig()
+        super().__init__(
+            c.num_mels,
+            c.resblock,
+            c.resblock_kernel_sizes,
+            c.resblock_dilation_sizes,
+            c.upsample_rates,
+            c.upsample_initial_channel,
+            c.upsample_kernel_sizes,
+            post_bias=True,
+        )
+        self.config = c
 
     @property
     def sample_rate(self) -> int:
         return self.config.sampling_rate
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.conv_pre(x)
-        n = self.n_kernels
-        for i, up in enumerate(self.ups):
-            x = up(F.leaky_relu(x, SLOPE))
-            xs = self.resblocks[i * n](x)
-            for j in range(1, n):
-                xs += self.resblocks[i * n + j](x)
-            x = xs / n
-        return torch.tanh(self.conv_post(F.leaky_relu(x)))
 
 
 def load_vocoder_v4(path: str | Path, config: VocoderConfig | None = None) -> VocoderV4:
@@ -91,10 +77,6 @@ def load_vocoder_v4(path: str | Path, config: VocoderConfig | None = None) -> Vo
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise WeightsError(f"{path}: not a vocoder state dict (expected a mapping of tensors)")
     model = VocoderV4(config)
-    expected = model.state_dict()
-    missing, unexpected = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
-    misshapen = [k for k, v in expected.items() if k in state and state[k].shape != v.shape]
-    if missing or unexpected or misshapen:
-        raise WeightsError(f"{path}: does not match v4's vocoder: missing {missing[:8]}, unexpected {unexpected[:8]}, misshapen {misshapen[:8]}")
+    check_state_fits(state, model, f"{path}: does not match v4's vocoder")
     model.load_state_dict({k: v.float() for k, v in state.items()}, strict=True)
     return model.eval()
