@@ -1,12 +1,25 @@
-"""The language front-end goldens' checks (`japanese`, `korean`, `cantonese`, `chinese_v1`): each
-sentence's normalised text, phonemes and word2ph from the module, and clean_text's result (or its
-error), equal to upstream's."""
+"""The language front-end goldens (`japanese`, `korean`, `cantonese`, `chinese_v1`): their inputs
+(`write_corpus`, which the golden_<topic>.py modules load by path) and checks: each sentence's
+normalised text, phonemes and word2ph from the module, and clean_text's result (or its error),
+equal to upstream's."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+from pathlib import Path
 
 from koe.engines.gpt_sovits.text import clean
+
+
+def write_corpus(folder: Path, corpus: list[str], dictionary: Path | None = None) -> None:
+    """`corpus.json`, and `state_sha256.txt` with its hash (`corpus`) and the dictionary file's (`dictionary`)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "corpus.json").write_text(json.dumps(corpus, ensure_ascii=False), encoding="utf-8")
+    lines = [f"corpus {hashlib.sha256((folder / 'corpus.json').read_bytes()).hexdigest()}"]
+    if dictionary is not None:
+        lines.append(f"dictionary {hashlib.sha256(dictionary.read_bytes()).hexdigest()}")
+    (folder / "state_sha256.txt").write_text("\n".join(lines) + "\n")
 
 
 def cases(golden) -> list[dict]:

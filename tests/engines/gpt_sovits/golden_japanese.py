@@ -4,10 +4,13 @@ koe's pyopenjtalk wheel ships, which upstream's pyopenjtalk reads in the oracle.
 
 from __future__ import annotations
 
-import hashlib
-import json
+import importlib.util
 import os
 from pathlib import Path
+
+_spec = importlib.util.spec_from_file_location("gpt_sovits_front_end_check", Path(__file__).with_name("front_end_check.py"))
+front_end_check = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(front_end_check)
 
 CORPUS = [
     "こんにちは。",
@@ -43,19 +46,9 @@ CORPUS = [
 ]
 
 
-def write_corpus(folder: Path, corpus: list[str], dictionary: Path | None = None) -> None:
-    """`corpus.json`, and `state_sha256.txt` with its hash (`corpus`) and the dictionary file's (`dictionary`)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "corpus.json").write_text(json.dumps(corpus, ensure_ascii=False), encoding="utf-8")
-    lines = [f"corpus {hashlib.sha256((folder / 'corpus.json').read_bytes()).hexdigest()}"]
-    if dictionary is not None:
-        lines.append(f"dictionary {hashlib.sha256(dictionary.read_bytes()).hexdigest()}")
-    (folder / "state_sha256.txt").write_text("\n".join(lines) + "\n")
-
-
 def write_inputs(folder: Path) -> None:
     import pyopenjtalk
 
     dictionary = Path(pyopenjtalk.OPEN_JTALK_DICT_DIR.decode())
-    write_corpus(folder, CORPUS, dictionary / "sys.dic")
+    front_end_check.write_corpus(folder, CORPUS, dictionary / "sys.dic")
     os.symlink(dictionary, folder / "open_jtalk_dic")
