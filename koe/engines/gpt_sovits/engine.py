@@ -61,7 +61,8 @@ class _LazyFrontEnds(dict):
 
     def get(self, language, default=None):
         if language not in self and language in ("en", "zh"):
-            self[language] = self._build(language)
+            with torch.random.fork_rng(devices=[]):  # built mid-request, after the seed: their modules' init draws must not count
+                self[language] = self._build(language)
         return super().get(language, default)
 
     def _build(self, language: str):
