@@ -26,12 +26,15 @@ __all__ = [
     "DiTBlock",
     "FeedForward",
     "GlobalResponseNorm",
+    "InputEmbedding",
+    "RotaryFrequencies",
     "SelfAttention",
     "TimestepEmbedding",
     "apply_pair_rotary",
     "pair_rotary_freqs",
     "pair_rotary_tables",
     "sinusoidal_embedding",
+    "text_position_table",
 ]
 
 
@@ -106,6 +109,31 @@ class ConvPositionEmbedding(nn.Module):
         return self.conv1d(x.permute(0, 2, 1)).permute(0, 2, 1)
 
 
+class InputEmbedding(nn.Module):
+    """F5-TTS's `input_embed`: [noisy mel, reference mel, text (or feature) embedding] (each (B, T, .))
+    -> the model width (`proj`), plus its conv position embedding; `drop_cond` zeroes the reference
+    mel first (classifier-free guidance's unconditional row)."""
+
+    def __init__(self, mel_dim: int, text_dim: int, dim: int) -> None:
+        super().__init__()
+        self.proj = nn.Linear(mel_dim * 2 + text_dim, dim)
+        self.conv_pos_embed = ConvPositionEmbedding(dim)
+
+    def forward(self, x: torch.Tensor, cond: torch.Tensor, text: torch.Tensor, drop_cond: bool = False) -> torch.Tensor:
+        if drop_cond:
+            cond = torch.zeros_like(cond)
+        x = self.proj(torch.cat((x, cond, text), dim=-1))
+        return self.conv_pos_embed(x) + x
+
+
+def text_position_table(dim: int, length: int, theta: float = 10000.0) -> torch.Tensor:
+    """(length, dim) `[cos(p * w), sin(p * w)]` with `w_i = theta^(-2i / dim)`: F5-TTS's
+    `precompute_freqs_cis`, the positions added to the text embedding before its ConvNeXt blocks."""
+    freqs = 1.0 / (theta ** (torch.arange(0, dim, 2, device="cpu")[: dim // 2].float() / dim))
+    angles = torch.outer(torch.arange(length, device="cpu"), freqs).float()
+    return torch.cat([torch.cos(angles), torch.sin(angles)], dim=-1)
+
+
 def pair_rotary_freqs(inv_freq: torch.Tensor, length: int) -> torch.Tensor:
     """Rotary angles (1, length, head_dim) for positions 0..length-1, each frequency repeated for
     the two channels of its pair (`f0, f0, f1, f1, ...`)."""
@@ -123,6 +151,18 @@ def pair_rotary_tables(freqs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]
     sin = freqs.sin()
     sign = torch.tensor([-1.0, 1.0], dtype=sin.dtype, device=sin.device).repeat(sin.shape[-1] // 2)
     return freqs.cos().unsqueeze(1), (sin * sign).unsqueeze(1)
+
+
+class RotaryFrequencies(nn.Module):
+    """x-transformers' `RotaryEmbedding` as the DiTs hold it: the rotary `inv_freq` (a persistent
+    buffer, stored in the released checkpoints) -> `pair_rotary_tables` for a length."""
+
+    def __init__(self, dim_head: int) -> None:
+        super().__init__()
+        self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, dim_head, 2, device="cpu").float() / dim_head)))
+
+    def forward(self, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return pair_rotary_tables(pair_rotary_freqs(self.inv_freq, length))
 
 
 def _swap_pairs(x: torch.Tensor) -> torch.Tensor:

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from koe.engines.cosyvoice.flow_encoder import chunk_mask
-from koe.nn.dit import AdaLayerNormFinal, DiTBlock, SelfAttention, TimestepEmbedding, apply_pair_rotary, pair_rotary_freqs, pair_rotary_tables
+from koe.nn.dit import AdaLayerNormFinal, DiTBlock, RotaryFrequencies, SelfAttention, TimestepEmbedding, apply_pair_rotary
 
 __all__ = ["DiT", "DiTConfig", "frame_attention_mask"]
 
@@ -129,17 +129,6 @@ class MaskedDiTBlock(DiTBlock):
         x = self.attn(norm, rope, mask).mul_(gate_msa.unsqueeze(1)).add_(x)
         ff_in = self.ff_norm(x).mul_(1 + scale_mlp[:, None]).add_(shift_mlp[:, None])
         return self.ff(ff_in).mul_(gate_mlp.unsqueeze(1)).add_(x)
-
-
-class RotaryFrequencies(nn.Module):
-    """Holds the checkpoint's rotary `inv_freq` (x-transformers' persistent buffer, stored in flow.pt)."""
-
-    def __init__(self, dim_head: int) -> None:
-        super().__init__()
-        self.register_buffer("inv_freq", 1.0 / (10000.0 ** (torch.arange(0, dim_head, 2).float() / dim_head)))
-
-    def forward(self, length: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return pair_rotary_tables(pair_rotary_freqs(self.inv_freq, length))
 
 
 class DiT(nn.Module):

@@ -12,19 +12,11 @@ import torch
 from torch import nn
 
 from koe.engines.f5_tts.config import F5Config
-from koe.nn.dit import AdaLayerNormFinal, ConvNeXtV2Block, ConvPositionEmbedding, DiTBlock, TimestepEmbedding, pair_rotary_freqs, pair_rotary_tables
+from koe.nn.dit import AdaLayerNormFinal, ConvNeXtV2Block, DiTBlock, InputEmbedding, RotaryFrequencies, TimestepEmbedding, text_position_table
 
-__all__ = ["DiT", "F5Model", "text_position_table"]
+__all__ = ["DiT", "F5Model"]
 
 _TEXT_POSITIONS = 8192  # upstream's precomputed text positions (~87 s of 24 kHz audio)
-
-
-def text_position_table(dim: int, length: int, theta: float = 10000.0) -> torch.Tensor:
-    """(length, dim) `[cos(p * w), sin(p * w)]`, `w_i = theta^(-2i / dim)`: added to text embeddings."""
-    freqs = 1.0 / (theta ** (torch.arange(0, dim, 2, device="cpu")[: dim // 2].float() / dim))
-    positions = torch.arange(length, device="cpu")
-    angles = torch.outer(positions, freqs).float()
-    return torch.cat([torch.cos(angles), torch.sin(angles)], dim=-1)
 
 
 class TextEmbedding(nn.Module):
@@ -58,32 +50,6 @@ class TextEmbedding(nn.Module):
         return x
 
 
-class InputEmbedding(nn.Module):
-    """Noisy mel, reference mel and text embedding -> model width, plus a conv position embedding."""
-
-    def __init__(self, mel_dim: int, text_dim: int, dim: int) -> None:
-        super().__init__()
-        self.proj = nn.Linear(mel_dim * 2 + text_dim, dim)
-        self.conv_pos_embed = ConvPositionEmbedding(dim)
-
-    def forward(self, x: torch.Tensor, cond: torch.Tensor, text: torch.Tensor, drop_audio_cond: bool = False) -> torch.Tensor:
-        if drop_audio_cond:
-            cond = torch.zeros_like(cond)
-        x = self.proj(torch.cat((x, cond, text), dim=-1))
-        return self.conv_pos_embed(x) + x
-
-
-class RotaryFrequencies(nn.Module):
-    """Holds the checkpoint's rotary `inv_freq` (a persistent buffer in the release)."""
-
-    def __init__(self, dim_head: int) -> None:
-        super().__init__()
-        self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, dim_head, 2, device="cpu").float() / dim_head)))
-
-    def forward(self, length: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return pair_rotary_tables(pair_rotary_freqs(self.inv_freq, length))
-
-
 class DiT(nn.Module):
     def __init__(self, cfg: F5Config, vocab_size: int) -> None:
         super().__init__()
@@ -111,7 +77,7 @@ class DiT(nn.Module):
         t = self.time_embed(time.repeat(x.shape[0]))
         h = self.input_embed(x, cond, text_cond)
         if text_uncond is not None:
-            h = torch.cat((h, self.input_embed(x, cond, text_uncond, drop_audio_cond=True)), dim=0)
+            h = torch.cat((h, self.input_embed(x, cond, text_uncond, drop_cond=True)), dim=0)
             t = torch.cat((t, t), dim=0)
         rope = self.rotary_embed(x.shape[1])
         residual = h

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from koe.nn.dit import AdaLayerNormFinal, ConvNeXtV2Block, ConvPositionEmbedding, DiTBlock, TimestepEmbedding, pair_rotary_freqs, pair_rotary_tables
+from koe.nn.dit import AdaLayerNormFinal, ConvNeXtV2Block, DiTBlock, InputEmbedding, RotaryFrequencies, TimestepEmbedding, text_position_table
 
-__all__ = ["DiT", "DiTConfig", "TEXT_POSITIONS", "feature_position_table"]
+__all__ = ["DiT", "DiTConfig", "TEXT_POSITIONS"]
 
 TEXT_POSITIONS = 4096  # upstream's precomputed positions (~44 s of 24 kHz mel frames)
 
@@ -51,21 +51,13 @@ class DiTConfig:
             raise ValueError(f"the DiT's text_dim ({self.text_dim}) and dim_head ({self.dim_head}) must be even (sinusoidal and rotary pairs)")
 
 
-def feature_position_table(dim: int, length: int, theta: float = 10000.0) -> torch.Tensor:
-    """(length, dim) `[cos(p * w), sin(p * w)]` with `w_i = theta^(-2i / dim)` (upstream's
-    `precompute_freqs_cis`)."""
-    freqs = 1.0 / (theta ** (torch.arange(0, dim, 2, device="cpu")[: dim // 2].float() / dim))
-    angles = torch.outer(torch.arange(length, device="cpu"), freqs).float()
-    return torch.cat([torch.cos(angles), torch.sin(angles)], dim=-1)
-
-
 class FeatureEmbedding(nn.Module):
     """`text_embed`: features (B, n, text_dim) + positions, then the ConvNeXt-V2 blocks
     (`text_blocks`); `drop` zeroes the features first (classifier-free guidance's unconditional row)."""
 
     def __init__(self, dim: int, conv_layers: int) -> None:
         super().__init__()
-        self.register_buffer("freqs_cis", feature_position_table(dim, TEXT_POSITIONS) if conv_layers else None, persistent=False)
+        self.register_buffer("freqs_cis", text_position_table(dim, TEXT_POSITIONS) if conv_layers else None, persistent=False)
         self.text_blocks = nn.Sequential(*[ConvNeXtV2Block(dim, dim * 2) for _ in range(conv_layers)])
 
     def forward(self, features: torch.Tensor, drop: bool = False) -> torch.Tensor:
@@ -75,32 +67,6 @@ class FeatureEmbedding(nn.Module):
             return features
         positions = torch.arange(features.shape[1], device=features.device).clamp(max=TEXT_POSITIONS - 1)
         return self.text_blocks(features + self.freqs_cis[positions])
-
-
-class InputEmbedding(nn.Module):
-    """`input_embed`: [noisy mel, reference mel, features] -> dim (`proj`), plus the conv position embedding."""
-
-    def __init__(self, mel_dim: int, text_dim: int, dim: int) -> None:
-        super().__init__()
-        self.proj = nn.Linear(mel_dim * 2 + text_dim, dim)
-        self.conv_pos_embed = ConvPositionEmbedding(dim)
-
-    def forward(self, x: torch.Tensor, cond: torch.Tensor, features: torch.Tensor, drop_cond: bool = False) -> torch.Tensor:
-        if drop_cond:
-            cond = torch.zeros_like(cond)
-        x = self.proj(torch.cat((x, cond, features), dim=-1))
-        return self.conv_pos_embed(x) + x
-
-
-class RotaryFrequencies(nn.Module):
-    """`rotary_embed`: the stored `inv_freq` (a persistent buffer in the release) -> rotary tables."""
-
-    def __init__(self, dim_head: int) -> None:
-        super().__init__()
-        self.register_buffer("inv_freq", 1.0 / (10000 ** (torch.arange(0, dim_head, 2, device="cpu").float() / dim_head)))
-
-    def forward(self, length: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return pair_rotary_tables(pair_rotary_freqs(self.inv_freq, length))
 
 
 class DiT(nn.Module):
