@@ -19,7 +19,6 @@ the case) and `.head` (its first 8 columns).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
@@ -29,12 +28,8 @@ os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from oracle_arrays import sha  # noqa: E402
 from transformers import AutoModelForMaskedLM, AutoTokenizer  # noqa: E402
-
-
-def sha(a: torch.Tensor | np.ndarray) -> np.ndarray:
-    a = a.detach().contiguous().numpy() if isinstance(a, torch.Tensor) else np.ascontiguousarray(a)
-    return np.array(hashlib.sha256(a.tobytes()).hexdigest())
 
 
 def check_keys(folder: Path, model) -> None:

@@ -14,7 +14,6 @@ once a layer).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 from pathlib import Path
@@ -24,13 +23,9 @@ os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from feature_extractor.cnhubert import CNHubert  # noqa: E402
+from oracle_arrays import sha  # noqa: E402
 
 CLIPS = ("short", "long")
-
-
-def sha(a: torch.Tensor | np.ndarray) -> np.ndarray:
-    a = a.detach().contiguous().numpy() if isinstance(a, torch.Tensor) else np.ascontiguousarray(a)
-    return np.array(hashlib.sha256(a.tobytes()).hexdigest())
 
 
 def main(folder: Path, out: Path) -> None:

@@ -18,7 +18,6 @@ shape, first 2 frames), `sv.<clip>` (its 16 kHz audio with `is_v2pro`) for a few
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 from pathlib import Path
@@ -31,6 +30,7 @@ import soundfile as sf  # noqa: E402
 import torch  # noqa: E402
 import torchaudio  # noqa: E402
 from feature_extractor.cnhubert import CNHubert  # noqa: E402
+from oracle_arrays import sha  # noqa: E402
 
 # upstream's sv.py (imported by TTS.py) finds ERes2NetV2 under <cwd>/GPT_SoVITS/eres2net: the copy's
 sys.path.append(str(Path(process_ckpt.__file__).resolve().parent / "eres2net"))
@@ -40,11 +40,6 @@ from TTS_infer_pack import TTS as tts_module  # noqa: E402
 CLIPS = ("mono16k", "stereo24k", "mono44k", "stereo48k", "edge3s32k", "edge10s16k", "loud48k", "short22k", "long16k")
 HUBERT_CLIPS = ("stereo24k", "mono44k")
 SV_CLIPS = ("stereo48k", "loud48k")
-
-
-def sha(a: torch.Tensor | np.ndarray) -> np.ndarray:
-    a = a.detach().contiguous().numpy() if isinstance(a, torch.Tensor) else np.ascontiguousarray(a)
-    return np.array(hashlib.sha256(a.tobytes()).hexdigest())
 
 
 def load_with_soundfile(path, *args, **kwargs) -> tuple[torch.Tensor, int]:

@@ -14,20 +14,14 @@ whole for the cases in `full`, else `<case>.audio_sha256`, `.audio_shape`, `.aud
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 from pathlib import Path
 
 import numpy as np
 import torch
+from oracle_arrays import record
 from sovits_oracle import load
-
-EDGE = 256
-
-
-def sha(a: torch.Tensor) -> np.ndarray:
-    return np.array(hashlib.sha256(a.detach().contiguous().numpy().tobytes()).hexdigest())
 
 
 def main(folder: Path, out: Path) -> None:
@@ -50,14 +44,7 @@ def main(folder: Path, out: Path) -> None:
         torch.manual_seed(case["seed"])
         audio = model.decode(codes, phones, refs, noise_scale=case["noise_scale"], speed=case["speed"]).detach()
         result[f"{name}.ge"] = captured[0].numpy()
-        if name in spec["full"]:
-            result[f"{name}.audio"] = audio.numpy()
-        else:
-            flat = audio.reshape(-1)
-            result[f"{name}.audio_sha256"] = sha(audio)
-            result[f"{name}.audio_shape"] = np.array(audio.shape)
-            result[f"{name}.audio_head"] = flat[:EDGE].numpy()
-            result[f"{name}.audio_tail"] = flat[-EDGE:].numpy()
+        record(result, f"{name}.audio", audio, name in spec["full"])
     out.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(out, **result)
 

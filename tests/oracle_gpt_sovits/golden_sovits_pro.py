@@ -20,7 +20,6 @@ hook of the flow), the waveform whole for the cases in `full`, else `.audio_sha2
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 from pathlib import Path
@@ -29,14 +28,9 @@ import numpy as np
 import torch
 import torchaudio
 from golden_reference import load_with_soundfile
+from oracle_arrays import record, sha
 from sovits_oracle import get_sovits_version_from_path_fast, load_tts
 from sv_oracle import place_sv
-
-EDGE = 256
-
-
-def sha(a: torch.Tensor) -> np.ndarray:
-    return np.array(hashlib.sha256(a.detach().contiguous().numpy().tobytes()).hexdigest())
 
 
 def main(folder: Path, out: Path) -> None:
@@ -78,14 +72,7 @@ def main(folder: Path, out: Path) -> None:
             torch.manual_seed(case["seed"])
             audio = model.decode(codes, phones, specs, noise_scale=case["noise_scale"], speed=case["speed"], sv_emb=sv_emb).detach()
             result[f"{name}.ge"] = captured[0].numpy()
-            if name in spec["full"]:
-                result[f"{name}.audio"] = audio.numpy()
-            else:
-                flat = audio.reshape(-1)
-                result[f"{name}.audio_sha256"] = sha(audio)
-                result[f"{name}.audio_shape"] = np.array(audio.shape)
-                result[f"{name}.audio_head"] = flat[:EDGE].numpy()
-                result[f"{name}.audio_tail"] = flat[-EDGE:].numpy()
+            record(result, f"{name}.audio", audio, name in spec["full"])
     out.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(out, **result)
 

@@ -22,8 +22,8 @@ os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from BigVGAN.bigvgan import BigVGAN  # noqa: E402
-from module.models import Generator  # noqa: E402
 from sovits_oracle import TTS, _Configs  # noqa: E402
+from vocoder_oracle import v4_vocoder  # noqa: E402
 
 VOCODER_CONFIGS = {
     "v3": {"sr": 24000, "T_ref": 468, "T_chunk": 934, "upsample_rate": 256, "overlapped_len": 12},
@@ -36,21 +36,7 @@ def vocoder(folder: Path, version: str) -> torch.nn.Module:
         v = BigVGAN.from_pretrained(str(folder / "bigvgan"))
         v.remove_weight_norm()
         return v.eval()
-    c = json.loads((folder / "vocoder.json").read_text())
-    v = Generator(
-        initial_channel=c["num_mels"],
-        resblock=c["resblock"],
-        resblock_kernel_sizes=c["resblock_kernel_sizes"],
-        resblock_dilation_sizes=c["resblock_dilation_sizes"],
-        upsample_rates=c["upsample_rates"],
-        upsample_initial_channel=c["upsample_initial_channel"],
-        upsample_kernel_sizes=c["upsample_kernel_sizes"],
-        gin_channels=0,
-        is_bias=True,
-    )
-    v.remove_weight_norm()
-    v.load_state_dict(torch.load(folder / "vocoder.pth", map_location="cpu", weights_only=False))
-    return v.eval()
+    return v4_vocoder(folder)
 
 
 def main(folder: Path, out: Path) -> None:

@@ -11,20 +11,15 @@ embedding).
 
 from __future__ import annotations
 
-import hashlib
 import sys
 from pathlib import Path
 
 import numpy as np
 import torch
+from oracle_arrays import record, sha
 from sv_oracle import place_sv, sv
 
-EDGE = 256
 FULL = ("short", "pair")
-
-
-def sha(a: torch.Tensor) -> np.ndarray:
-    return np.array(hashlib.sha256(a.detach().contiguous().numpy().tobytes()).hexdigest())
 
 
 def main(folder: Path, out: Path) -> None:
@@ -39,13 +34,7 @@ def main(folder: Path, out: Path) -> None:
         result[f"{name}.fbank_sha256"] = sha(feats)
         result[f"{name}.fbank_shape"] = np.array(feats.shape)
         emb = model.compute_embedding3(wav)
-        if name in FULL:
-            result[f"{name}.emb"] = emb.numpy()
-        else:
-            flat = emb.reshape(-1)
-            result[f"{name}.emb_sha256"] = sha(emb)
-            result[f"{name}.emb_head"] = flat[:EDGE].numpy()
-            result[f"{name}.emb_tail"] = flat[-EDGE:].numpy()
+        record(result, f"{name}.emb", emb, name in FULL, shape=False)
     out.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(out, **result)
 

@@ -9,7 +9,6 @@ Recorded: `state_sha256` and `<mel>.audio` (1, 1, samples).
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -18,26 +17,12 @@ os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from module.models import Generator  # noqa: E402
+from vocoder_oracle import v4_vocoder  # noqa: E402
 
 
 def main(folder: Path, out: Path) -> None:
     torch.set_num_threads(1)
-    c = json.loads((folder / "vocoder.json").read_text())
-    vocoder = Generator(
-        initial_channel=c["num_mels"],
-        resblock=c["resblock"],
-        resblock_kernel_sizes=c["resblock_kernel_sizes"],
-        resblock_dilation_sizes=c["resblock_dilation_sizes"],
-        upsample_rates=c["upsample_rates"],
-        upsample_initial_channel=c["upsample_initial_channel"],
-        upsample_kernel_sizes=c["upsample_kernel_sizes"],
-        gin_channels=0,
-        is_bias=True,
-    )
-    vocoder.remove_weight_norm()
-    vocoder.load_state_dict(torch.load(folder / "vocoder.pth", map_location="cpu", weights_only=False))
-    vocoder = vocoder.eval()
+    vocoder = v4_vocoder(folder)
     result: dict[str, np.ndarray] = {"state_sha256": np.array((folder / "state_sha256.txt").read_text().split()[0])}
     for key, mel in np.load(folder / "inputs.npz").items():
         with torch.inference_mode():
