@@ -15,31 +15,35 @@ on = prefer_huge_pages()
 import torch
 t = torch.ones(32 * 2**20 // 4)
 start = t.untyped_storage().data_ptr(); end = start + t.untyped_storage().nbytes()
-huge = 0
+huge, eligible = 0, []
 for block in re.split(r"\n(?=[0-9a-f]+-[0-9a-f]+ )", open("/proc/self/smaps").read()):
     lo, hi = (int(x, 16) for x in block.split()[0].split("-"))
     if lo < end and hi > start:
         huge += int(re.search(r"AnonHugePages:\s+(\d+)", block).group(1))
-print(on, huge)
+        eligible.append(re.search(r"THPeligible:\s+(\d)", block).group(1) == "1")
+print(on, huge, bool(eligible) and all(eligible))
 """
 
 
-def _probe(**env: str) -> tuple[str, int]:
+def _probe(**env: str) -> tuple[str, int, bool]:
     base = {k: v for k, v in os.environ.items() if k != "THP_MEM_ALLOC_ENABLE"}
-    on, huge = subprocess.run([sys.executable, "-c", PROBE], env={**base, **env}, capture_output=True, text=True, check=True).stdout.split()
-    return on, int(huge)
+    on, huge, eligible = subprocess.run([sys.executable, "-c", PROBE], env={**base, **env}, capture_output=True, text=True, check=True).stdout.split()
+    return on, int(huge), eligible == "True"
 
 
 def test_huge_pages_for_torch_tensors_unless_the_environment_says_no() -> None:
+    """The tensor's memory is marked for huge pages (the kernel's THPeligible: what koe asks for)
+    and lies on some; how much of it does depends on the kernel's free huge pages (a suite under
+    memory load got 16 of 32 MB), so residency is checked as some, not all."""
     mode = open("/sys/kernel/mm/transparent_hugepage/enabled").read() if os.path.exists("/sys/kernel/mm/transparent_hugepage/enabled") else "[never]"
-    on, huge = _probe()
+    on, huge, eligible = _probe()
     assert on == "True"
     if "[never]" not in mode:
-        assert huge >= 30 * 1024  # the 32 MB tensor on 2 MB pages
-    on, huge = _probe(THP_MEM_ALLOC_ENABLE="0")
+        assert eligible and huge >= 2048  # marked, and on 2 MB pages
+    on, huge, eligible = _probe(THP_MEM_ALLOC_ENABLE="0")
     assert on == "False"
     if "[always]" not in mode:
-        assert huge == 0
+        assert not eligible and huge == 0
 
 
 BLAS_PROBE = r"""
