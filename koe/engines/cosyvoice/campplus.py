@@ -3,7 +3,7 @@
 
 The release is an ONNX graph (`input` `(1, frames, 80)` float32 -> `output` `(1, 192)` float32) of
 3D-Speaker's `CAMPPlus(feat_dim=80, embedding_size=192)`; this module reads its weights by the
-exporter's node names (`koe.engines.cosyvoice.onnx_weights`), which are the network's module paths.
+exporter's node names (`koe.runtime.onnx_weights`), which are the network's module paths.
 
 A TorchScript export in eval mode folds each batch norm that directly follows a conv into that
 conv's weight and bias; the loader takes either form: a conv that arrives with a bias its module
@@ -22,9 +22,9 @@ import torch
 from torch import nn
 
 from koe.engines.cosyvoice.features import clip_16k, speaker_fbank
-from koe.engines.cosyvoice.onnx_weights import Graph, graph_state, module_path, read_graph
 from koe.nn.speaker import campplus
 from koe.nn.speaker.campplus import CAMLayer, CampPlusConfig
+from koe.runtime.onnx_weights import Graph, graph_state, module_path, read_graph
 
 __all__ = ["CAMPPlus", "CampPlusConfig", "from_graph", "load_campplus"]
 

@@ -3,7 +3,7 @@ as a native PyTorch module: Whisper-style 128-bin log-mel at 100 Hz in, one toke
 per 40 ms out (25 Hz).
 
 The released files are ONNX graphs; this module holds the same computation and reads its weights
-from the graph (`koe.engines.cosyvoice.onnx_weights`), by the exporter's node names. What the graphs
+from the graph (`koe.runtime.onnx_weights`), by the exporter's node names. What the graphs
 compute (the released architecture, as the `s3tokenizer` package reconstructed it from them):
 
     feats (1, 128, T) float32, feats_length (1,) int32
@@ -40,7 +40,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from koe.engines.cosyvoice.features import clip_16k, tokenizer_log_mel
-from koe.engines.cosyvoice.onnx_weights import Graph, graph_state, read_graph
+from koe.runtime.onnx_weights import Graph, graph_state, read_graph
 
 __all__ = ["CODEBOOK_SIZE", "HEAD_SIZE", "S3Tokenizer", "from_graph", "load_speech_tokenizer"]
 

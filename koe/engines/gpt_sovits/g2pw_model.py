@@ -26,8 +26,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from koe.engines.cosyvoice.onnx_weights import Graph, read_graph
 from koe.engines.gpt_sovits.bert import Bert, BertConfig
+from koe.runtime.onnx_weights import Graph, read_graph
 
 __all__ = ["POS_TAGS", "G2PWNet", "G2PWWeightsError", "read_g2pw_onnx"]
 

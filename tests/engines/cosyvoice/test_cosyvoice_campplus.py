@@ -13,8 +13,8 @@ from koe.audio.kaldi import kaldi_fbank
 from koe.engines.cosyvoice.campplus import CAMLayer, CAMPPlus, CampPlusConfig, load_campplus
 from koe.engines.cosyvoice.features import ClipError, speaker_fbank
 from koe.engines.cosyvoice.fixtures_onnx import CAMPPLUS_SIZES, random_campplus, write_campplus, write_onnx_parts
-from koe.engines.cosyvoice.onnx_weights import read_graph
 from koe.engines.cosyvoice.speech_tokenizer import load_speech_tokenizer
+from koe.runtime.onnx_weights import read_graph
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ import torch
 
 from koe.engines.cosyvoice.features import ClipError, clip_16k, tokenizer_log_mel
 from koe.engines.cosyvoice.fixtures_onnx import TOKENIZER_OPSETS, random_speech_tokenizer, write_speech_tokenizer
-from koe.engines.cosyvoice.onnx_weights import read_graph
 from koe.engines.cosyvoice.speech_tokenizer import CODEBOOK_SIZE, S3Tokenizer, from_graph, load_speech_tokenizer
+from koe.runtime.onnx_weights import read_graph
 
 
 @pytest.fixture(scope="module")

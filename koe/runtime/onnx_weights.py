@@ -1,7 +1,8 @@
 """Read an ONNX file's weights and graph facts into torch tensors, without onnx or onnxruntime.
 
-CosyVoice ships two of its parts as ONNX graphs (`campplus.onnx`, `speech_tokenizer_v2/v3.onnx`);
-koe runs them as native PyTorch modules and reads the graphs only for their weights. An ONNX file is
+Some releases ship parts as ONNX graphs (CosyVoice's `campplus.onnx` and
+`speech_tokenizer_v2/v3.onnx`, GPT-SoVITS's G2PW `g2pW.onnx`); koe runs them as native PyTorch
+modules and reads the graphs only for their weights. An ONNX file is
 a protobuf `ModelProto`; this module decodes the few messages that matter with a small wire-format
 reader of its own (no dependency, no code generated from `onnx.proto`):
 

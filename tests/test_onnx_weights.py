@@ -1,4 +1,4 @@
-"""koe's ONNX reader (koe.engines.cosyvoice.onnx_weights) against files written by `onnx.helper`."""
+"""koe's ONNX reader (koe.runtime.onnx_weights) against files written by `onnx.helper`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
-from koe.engines.cosyvoice.onnx_weights import OnnxFormatError, read_graph
+from koe.runtime.onnx_weights import OnnxFormatError, read_graph
 
 
 def _model(tmp_path, *, external: bool = False):
