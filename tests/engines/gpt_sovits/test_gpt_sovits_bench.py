@@ -1,0 +1,92 @@
+"""`koe bench --family gpt_sovits` on the tiny random release: koe alone (every case, every part
+timed), and against upstream's `TTS.run` in the oracle's venv (`make oracle-gpt_sovits`; a
+goldens-only oracle: skipped where it is not built) with the float32 and int16 samples' bits
+compared; the options and the folders' names.
+
+Until GPT-SoVITS's spec names its benchmark (`bench = "koe.engines.gpt_sovits.bench:BENCH"`), the
+`declared` fixture puts the declaration among `koe bench`'s families."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from koe.bench import families, main, parse_options
+from koe.engines.gpt_sovits.bench import BENCH, cases, models
+
+PARTS = ("reference_s", "ar_s", "sovits_s")
+
+
+@pytest.fixture
+def declared(monkeypatch):
+    table = families.benches()
+    if table.get("gpt_sovits") is None:
+        monkeypatch.setattr(families, "benches", lambda: {**table, "gpt_sovits": BENCH})
+
+
+def _check_run(run: dict, case: str, side: str = "koe") -> None:
+    assert run["tokens"] > 0 and run["batches"] >= 1 and run["audio_s"] > 0, (case, side)
+    for key in PARTS + ("total_s", "rtf", "ms_per_token", "peak_rss"):
+        assert run[key] > 0, (case, side, key)
+    assert abs(run["ms_per_token"] - 1e3 * run["ar_s"] / run["tokens"]) < 1e-9
+    assert -1e-6 < run["other_s"] < run["total_s"] and abs(run["other_s"] + sum(run[k] for k in PARTS) - run["total_s"]) < 1e-9
+    assert abs(run["audio_s"] - run["audio_samples"] / cases.SAMPLE_RATE) < 1e-12
+
+
+def test_gpt_sovits_quick_bench_koe(declared, tmp_path, capsys) -> None:
+    out = tmp_path / "bench.json"
+    argv = ["--family", "gpt_sovits", "--quick", "--case", "v2", "--case", "v2_zh", "--warmup", "0", "--threads", "1"]
+    assert main([*argv, "--models", str(tmp_path / "models"), "--out", str(out)]) == 0, capsys.readouterr().err
+    per = json.loads(out.read_text())["sizes"]["tiny"]
+    assert list(per["cases"]) == ["v2", "v2_zh"] and list(per["models"]) == ["GPT-SoVITS-v2"]
+    for case, entry in per["cases"].items():
+        assert "upstream" not in entry and entry["koe"]["precision"] == "float32"
+        (run,) = entry["koe"]["runs"]
+        _check_run(run, case)
+    params = per["models"]["GPT-SoVITS-v2"]["parameters"]
+    assert list(params) == ["gpt", "sovits", "hubert", "bert", "total"] and params["total"] == sum(v for k, v in params.items() if k != "total")
+    table = capsys.readouterr().out
+    assert "ms/token" in table and "AR s" in table and "SoVITS s" in table and "v2_zh" in table
+
+
+@pytest.mark.oracle
+@pytest.mark.goldens_oracle("gpt_sovits")
+def test_gpt_sovits_quick_bench_against_upstream(declared, tmp_path, capsys) -> None:
+    out = tmp_path / "bench.json"
+    argv = ["--family", "gpt_sovits", "--quick", "--case", "v2", "--case", "v2_zh", "--threads", "1", "--compare", "upstream"]
+    assert main([*argv, "--models", str(tmp_path / "models"), "--out", str(out)]) == 0, capsys.readouterr().err
+    per = json.loads(out.read_text())["sizes"]["tiny"]
+    assert set(per["models"]["GPT-SoVITS-v2"]["load"]) == {"koe", "upstream"}
+    for case, entry in per["cases"].items():
+        koe_run, up_run = entry["koe"]["runs"][0], entry["upstream"]["runs"][0]
+        _check_run(koe_run, case)
+        _check_run(up_run, case, "upstream")
+        assert entry["upstream"]["precision"] == "float32" and entry["ratio"]["total_s"] > 0 and entry["ratio"]["ar_s"] > 0
+        assert entry["wave_equal"] and entry["int16_equal"], case  # same seed, a reference neither has seen: upstream's samples, bit for bit
+        assert koe_run["wave_sha1"] == up_run["wave_sha1"] and koe_run["tokens"] == up_run["tokens"] and koe_run["batches"] == up_run["batches"]
+    text = capsys.readouterr().out
+    assert "koe/up" in text and "waveforms (float32 and int16) equal" in text
+
+
+def test_gpt_sovits_bench_options(declared) -> None:
+    opts, _ = parse_options(["--family", "gpt_sovits"])
+    assert opts.sizes == ["real"] and opts.cases == ["v2"] and opts.precision == "fp32" and opts.upstream_precision == "fp32"
+    opts, _ = parse_options(["--family", "gpt_sovits", "--quick", "--case", "v2_zh"])
+    assert opts.sizes == ["tiny"] and opts.cases == ["v2_zh"]
+    assert BENCH.sides["upstream"].venv == ".oracle-gpt_sovits" and BENCH.sides["upstream"].worker == "scripts/bench_gpt_sovits_upstream_worker.py"
+    for wrong in (["--case", "v4"], ["--size", "base"], ["--precision", "bf16"], ["--upstream-precision", "bf16"]):
+        with pytest.raises(SystemExit):
+            parse_options(["--family", "gpt_sovits", *wrong])
+
+
+def test_gpt_sovits_bench_folders() -> None:
+    assert models.model_name("GPT-SoVITS-v2", "real", 0) == "gpt_sovits-real-GPT-SoVITS-v2-seed0"
+    with pytest.raises(ValueError, match="unknown GPT-SoVITS model"):
+        models.model_name("GPT-SoVITS-v4", "real", 0)
+
+
+def test_gpt_sovits_compare_without_upstream_venv_is_a_clear_error(declared, tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("KOE_ORACLE_GPT_SOVITS_PYTHON", str(tmp_path / "missing" / "python"))
+    assert main(["--family", "gpt_sovits", "--quick", "--compare", "upstream", "--models", str(tmp_path)]) == 2
+    assert "make oracle-gpt_sovits" in capsys.readouterr().err
