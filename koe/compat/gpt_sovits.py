@@ -1,0 +1,484 @@
+"""Drop-in for upstream GPT-SoVITS's `GPT_SoVITS.TTS_infer_pack.TTS`: code written for `TTS_Config`
+and `TTS.run(inputs)` (as api_v2.py drives them) runs unchanged on koe's GPT-SoVITS engine.
+
+`TTS_Config(configs)`: upstream's forms: None or "" (upstream's default configs), a dict of configs
+by name (`{"custom": {...}}`; without "custom", its "v2", as upstream), or the path of a
+`tts_infer.yaml` of that shape, read as data (`yaml.safe_load`: a yaml holding Python tags is an
+error, never run). Each config's `device`, `is_half`, `version`, `t2s_weights_path`,
+`vits_weights_path`, `bert_base_path`, `cnhuhbert_base_path`; a path that is missing falls back to
+upstream's default for the version (`GPT_SoVITS/pretrained_models/...`, from the working directory),
+with a warning, as upstream's does. koe never writes the yaml on its own (upstream writes
+`GPT_SoVITS/configs/tts_infer.yaml` at each weights load); `save_configs(path)` writes it when asked.
+koe's own `TTS_Config.from_folder(model)` names the files of a koe GPT-SoVITS folder (a path, a
+store name or a hub id such as `lj1995/GPT-SoVITS/GPT-SoVITS-v2`).
+
+`TTS(configs)`: `run(inputs)`, a generator of `(sample_rate, int16 numpy array (samples,))` as
+upstream's: one item for the whole text, or with `return_fragment=True` one per batch of
+fragments. Its inputs are upstream's (`text`, `text_lang`, `ref_audio_path`,
+`aux_ref_audio_paths`, `prompt_text`, `prompt_lang`, `top_k`, `top_p`, `temperature`,
+`text_split_method`, `batch_size`, `batch_threshold`, `split_bucket`, `speed_factor`,
+`fragment_interval`, `seed`, `parallel_infer`, `repetition_penalty`, `return_fragment`), with its
+defaults; keys it does not know are ignored, as upstream's `inputs.get` ignores them, and so are
+`sample_steps` and `super_sampling` (v3/v4 only) and `overlap_length`, `min_chunk_length` and
+`fixed_length_chunk` (streaming_mode only). The samples are upstream's: `seed` (-1: a random one
+drawn with Python's `random`, as upstream) seeds Python's, numpy's and torch's generators, and a
+reference read for the first time makes HuBERT's layer-drop draws after it, as upstream's does; a
+reference already read (the same `ref_audio_path` as the last call, or one `set_ref_audio` read)
+is not read again and makes none. The prompt cache is upstream's (`prompt_cache`: the reference by
+its path, the auxiliary clips by their set, the transcript's features by its text), and a weights
+swap (`init_t2s_weights`, `init_vits_weights`) keeps it, as upstream's does. `stop()` ends a run
+after the batch being decoded, which then yields one second of zeros, as upstream's.
+
+Runs on koe's engine (`koe.engines.gpt_sovits`), on the CPU in float32: a `device` other than the
+CPU falls back to it with a warning (as upstream's does where CUDA is missing), `is_half` is off.
+
+Errors, before any audio and with nothing written, where upstream asserts, prints or fails deep
+inside: a weights file or model folder that is not there (FileNotFoundError naming it); a SoVITS
+version koe does not run yet (v3, v4, v2Pro, v2ProPlus: ValueError); a missing reference
+(`ReferenceNotFound`, a FileNotFoundError and, as upstream's, a ValueError) or none at all; a
+reference outside upstream's 3-10 s (`ReferenceLengthError`, an OSError as upstream's); a
+language the model does not speak or whose front end koe lacks (`UnsupportedLanguage`); empty text
+or text with nothing to speak (`EmptyText`: upstream yields a second of silence at 16 kHz);
+options of the wrong type or outside koe's ranges, an unknown `text_split_method`
+(`InvalidOption`); `streaming_mode` (NotImplementedError: koe streams by fragment,
+`return_fragment=True`). A missing auxiliary clip is skipped with a warning, as upstream skips it.
+"""
+
+from __future__ import annotations
+
+import copy
+import gc
+import os
+import random
+import warnings
+from collections.abc import Iterator
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from koe.engines.base import Cancelled, EmptyText, UnsupportedLanguage, UnsupportedVoice, VoiceReference
+from koe.engines.gpt_sovits import spec
+from koe.engines.gpt_sovits.bert_features import BertFeatures
+from koe.engines.gpt_sovits.engine import GPTSoVITSEngine, _LazyFrontEnds
+from koe.engines.gpt_sovits.hubert import read_hubert
+from koe.engines.gpt_sovits.sovits_weights import load_sovits
+from koe.engines.gpt_sovits.synthesis import Models, RunSettings, fragment_of, fragments, set_seed, to_int16
+from koe.engines.gpt_sovits.t2s import load_t2s
+from koe.engines.gpt_sovits.text.clean import LanguageNotBuilt
+from koe.engines.gpt_sovits.text.segment import SENTENCE_ENDS
+from koe.engines.gpt_sovits.voice import GPTSoVITSVoice
+
+__all__ = ["TTS", "ReferenceLengthError", "ReferenceNotFound", "TTS_Config"]
+
+PRETRAINED = "GPT_SoVITS/pretrained_models"
+CONFIGS_PATH = "GPT_SoVITS/configs/tts_infer.yaml"
+VERSIONS = ("v1", "v2", "v3", "v4", "v2Pro", "v2ProPlus")
+DROP_IN_VERSIONS = ("v1", "v2")  # the SoVITS versions this drop-in runs
+_DEFAULT_WEIGHTS = {  # upstream's default_configs: version -> (GPT, SoVITS) under pretrained_models
+    "v1": ("s1bert25hz-2kh-longer-epoch=68e-step=50232.ckpt", "s2G488k.pth"),
+    "v2": ("gsv-v2final-pretrained/s1bert25hz-5kh-longer-epoch=12-step=369668.ckpt", "gsv-v2final-pretrained/s2G2333k.pth"),
+    "v3": ("s1v3.ckpt", "s2Gv3.pth"),
+    "v4": ("s1v3.ckpt", "gsv-v4-pretrained/s2Gv4.pth"),
+    "v2Pro": ("s1v3.ckpt", "v2Pro/s2Gv2Pro.pth"),
+    "v2ProPlus": ("s1v3.ckpt", "v2Pro/s2Gv2ProPlus.pth"),
+}
+PATH_KEYS = ("t2s_weights_path", "vits_weights_path", "bert_base_path", "cnhuhbert_base_path")
+ENGINE_NAMES = {"batch_size": "batch_fragments"}  # run's inputs koe's engine names otherwise
+
+
+class ReferenceNotFound(FileNotFoundError, ValueError):
+    """A `ref_audio_path` that is not there (upstream raises a ValueError)."""
+
+
+class ReferenceLengthError(OSError, UnsupportedVoice):
+    """A reference clip outside upstream's 3-10 s window (upstream raises an OSError)."""
+
+
+def _default_configs() -> dict[str, dict[str, Any]]:
+    return {
+        version: {
+            "device": "cpu",
+            "is_half": False,
+            "version": version,
+            "t2s_weights_path": f"{PRETRAINED}/{gpt}",
+            "vits_weights_path": f"{PRETRAINED}/{sovits}",
+            "cnhuhbert_base_path": f"{PRETRAINED}/{spec.HUBERT}",
+            "bert_base_path": f"{PRETRAINED}/{spec.BERT}",
+        }
+        for version, (gpt, sovits) in _DEFAULT_WEIGHTS.items()
+    }
+
+
+def _read_yaml(path: str) -> dict:
+    """A tts_infer.yaml as data (safe_load: no Python objects are built from it)."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            configs = yaml.safe_load(f)
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: not a tts_infer.yaml koe can read as data ({e})") from e
+    if not isinstance(configs, dict):
+        raise ValueError(f"{path}: a tts_infer.yaml maps config names (custom, v1, v2, ...) to configs; this one holds {type(configs).__name__}")
+    return configs
+
+
+class TTS_Config:  # noqa: N801 - upstream's name
+    """Upstream's `TTS_Config` (see the module's doc)."""
+
+    v1_languages = list(spec.V1_LANGUAGES)
+    v2_languages = list(spec.V2_LANGUAGES)
+
+    def __init__(self, configs: dict | str | os.PathLike | None = None) -> None:
+        self.configs_path = CONFIGS_PATH
+        if configs in ("", None):
+            configs = _default_configs()
+        elif isinstance(configs, str | os.PathLike):
+            self.configs_path = os.fspath(configs)
+            if os.path.exists(self.configs_path):
+                configs = _read_yaml(self.configs_path)
+            else:
+                warnings.warn(f"{self.configs_path}: no such config file; upstream's default configs are used", stacklevel=2)
+                configs = _default_configs()
+        if not isinstance(configs, dict):
+            raise TypeError(f"TTS_Config takes a dict of configs, a tts_infer.yaml path or None, not {type(configs).__name__}")
+        flat = [k for k, v in configs.items() if not isinstance(v, dict)]
+        if flat:
+            raise ValueError(
+                f"TTS_Config's dict maps config names to configs, as tts_infer.yaml does: {{'custom': {{'device': ..., "
+                f"'version': ..., 't2s_weights_path': ...}}}}; {', '.join(map(repr, flat))} are not configs"
+            )
+        merged = {**_default_configs(), **copy.deepcopy(configs)}
+        self.default_configs = merged
+        self.configs: dict = merged.get("custom", merged["v2"])
+        self.version = self.configs.get("version")
+        if self.version not in VERSIONS:
+            raise ValueError(f"version {self.version!r}: upstream's versions are {', '.join(VERSIONS)}")
+        self.device = self.configs.get("device", "cpu")
+        if str(self.device) != "cpu":
+            warnings.warn(f"device {str(self.device)!r}: koe runs GPT-SoVITS on the CPU; the CPU is used", stacklevel=2)
+            self.device = "cpu"
+        self.is_half = bool(self.configs.get("is_half", False))
+        if self.is_half:
+            warnings.warn("is_half: koe runs GPT-SoVITS in float32 on the CPU (as upstream does there); half precision is off", stacklevel=2)
+            self.is_half = False
+        self.given: dict[str, Any] = {}  # a path the config named that is not there (its default was taken)
+        for key in PATH_KEYS:
+            path = self.configs.get(key)
+            if path in ("", None) or not os.path.exists(path):
+                self.given[key] = path
+                path = merged[self.version][key]
+                warnings.warn(f"{key} {self.given[key]!r} is not there: upstream's default {path!r} is used", stacklevel=2)
+            setattr(self, key, os.fspath(path))
+        self.languages = self.v1_languages if self.version == "v1" else self.v2_languages
+        self.use_vocoder = False
+        self.sampling_rate = spec.SAMPLE_RATE
+        self.max_sec = None
+        self.hz = 50
+        self.update_configs()
+
+    @classmethod
+    def from_folder(cls, model: str | os.PathLike) -> TTS_Config:
+        """koe's: the config naming the files of a koe GPT-SoVITS folder (a path, a store name or a hub id)."""
+        from koe.service.store.resolve import model_folder
+
+        folder = model_folder(model)
+        try:
+            layout = spec.find_layout(folder)
+        except spec.SpecError as e:
+            raise FileNotFoundError(str(e)) from e
+        return cls(
+            {
+                "custom": {
+                    "device": "cpu",
+                    "is_half": False,
+                    "version": layout.version,
+                    "t2s_weights_path": str(layout.gpt),
+                    "vits_weights_path": str(layout.sovits),
+                    "bert_base_path": str(layout.bert),
+                    "cnhuhbert_base_path": str(layout.hubert),
+                }
+            }
+        )
+
+    def update_configs(self) -> dict:
+        self.config = {
+            "device": str(self.device),
+            "is_half": self.is_half,
+            "version": self.version,
+            **{key: getattr(self, key) for key in PATH_KEYS},
+        }
+        return self.config
+
+    def update_version(self, version: str) -> None:
+        self.version = version
+        self.languages = self.v1_languages if version == "v1" else self.v2_languages
+
+    def save_configs(self, configs_path: str | os.PathLike | None = None) -> None:
+        """Writes the default configs and this one (as "custom") to `configs_path` (upstream's yaml)."""
+        import yaml
+
+        path = Path(configs_path if configs_path is not None else self.configs_path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump({**self.default_configs, "custom": self.update_configs()}, allow_unicode=True), encoding="utf-8")
+
+    def __str__(self) -> str:
+        lines = [f"{k.ljust(20)}: {v}" for k, v in self.update_configs().items()]
+        return "\n".join(["TTS Config".center(100, "-"), *lines, "-" * 100]) + "\n"
+
+    __repr__ = __str__
+
+
+class _Files(spec.Layout):
+    """The engine's layout of the files a `TTS_Config` names. G2PW's model, NLTK's data and
+    fastText's model are looked for beside the BERT folder (a koe folder's places, and upstream's
+    `pretrained_models`), G2PW's also in upstream's `GPT_SoVITS/text/G2PWModel`."""
+
+    def __init__(self, config: TTS_Config, version: str) -> None:
+        self._bert, self._hubert = Path(config.bert_base_path), Path(config.cnhuhbert_base_path)
+        super().__init__(self._bert.parent, Path(config.t2s_weights_path), Path(config.vits_weights_path), version)
+
+    @property
+    def hubert(self) -> Path:
+        return self._hubert
+
+    @property
+    def bert(self) -> Path:
+        return self._bert
+
+    @property
+    def g2pw(self) -> Path | None:
+        places = (self.folder / spec.G2PW, self.folder.parent / "text" / spec.G2PW)
+        return next((p for p in places if (p / "g2pW.onnx").is_file()), None)
+
+
+def _sovits_version(path: str) -> str:
+    """The SoVITS file's version, as upstream sniffs it; a ValueError for one koe does not run yet."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"vits_weights_path {path!r}: no such SoVITS file")
+    version = spec.sniff_version(Path(path))
+    if version is None:
+        raise ValueError(f"{path}: not a SoVITS checkpoint (neither a zip nor one of upstream's version headers)")
+    if version not in DROP_IN_VERSIONS:
+        raise ValueError(f"{path}: SoVITS {version} is not supported by koe's TTS drop-in yet (it runs {', '.join(DROP_IN_VERSIONS)})")
+    return version
+
+
+def _check_files(config: TTS_Config) -> None:
+    named = {"t2s_weights_path": "GPT file", "vits_weights_path": "SoVITS file", "bert_base_path": "BERT folder", "cnhuhbert_base_path": "HuBERT folder"}
+    for key, what in named.items():
+        path = getattr(config, key)
+        if not os.path.exists(path):
+            given = f" (the config's {config.given[key]!r} is not there either)" if key in config.given and config.given[key] else ""
+            raise FileNotFoundError(f"{key} {path!r}: no such {what}{given}")
+
+
+def _engine(config: TTS_Config) -> GPTSoVITSEngine:
+    """koe's engine on the config's files (as `GPTSoVITSEngine.load` builds it from a folder)."""
+    _check_files(config)
+    files = _Files(config, _sovits_version(config.vits_weights_path))
+    sovits = load_sovits(files.sovits)
+    hubert = read_hubert(files.hubert)
+    lang_model = files.langdetect
+    models = Models(
+        t2s=load_t2s(files.gpt),
+        sovits=sovits,
+        bert=BertFeatures.from_folder(files.bert),
+        front_ends=_LazyFrontEnds(files),
+        lang_model=None if lang_model is None else str(lang_model),
+        version=sovits.config.version,
+        hubert_draws=len(hubert.encoder.layers),
+    )
+    return GPTSoVITSEngine(files, models, hubert, torch.device("cpu"))
+
+
+class _Stop:
+    """`fragments`' cancel handle: raises once `TTS.stop()` was called."""
+
+    def __init__(self, tts: TTS) -> None:
+        self.tts = tts
+
+    def raise_if_cancelled(self) -> None:
+        if self.tts.stop_flag:
+            raise Cancelled("stopped")
+
+
+def _fresh_cache() -> dict[str, Any]:
+    keys = ("ref_audio_path", "prompt_semantic", "prompt_text", "prompt_lang", "phones", "bert_features", "norm_text")
+    return {**dict.fromkeys(keys), "refer_spec": [], "aux_ref_audio_paths": []}
+
+
+class TTS:
+    """Upstream's `TTS` on koe's GPT-SoVITS engine (see the module's doc)."""
+
+    def __init__(self, configs: TTS_Config | dict | str | os.PathLike | None) -> None:
+        self.configs = configs if isinstance(configs, TTS_Config) else TTS_Config(configs)
+        self.engine = _engine(self.configs)
+        self.configs.update_version(self.engine.version)
+        self.configs.max_sec = self.engine.models.t2s.config.early_stop_num // self.configs.hz
+        self.prompt_cache: dict[str, Any] = _fresh_cache()
+        self._reference: GPTSoVITSVoice | None = None  # the main clip's voice (koe's, beside upstream's cache)
+        self._references: GPTSoVITSVoice | None = None  # with the auxiliary clips
+        self.stop_flag = False
+        self.precision = torch.float32
+
+    # -- weights ---------------------------------------------------------------------------------
+    def init_t2s_weights(self, weights_path: str) -> None:
+        """Another GPT (`.ckpt`); the prompt cache is kept, as upstream's."""
+        if not os.path.isfile(weights_path):
+            raise FileNotFoundError(f"t2s_weights_path {weights_path!r}: no such GPT file")
+        self.engine.models.t2s = load_t2s(weights_path)
+        self.configs.t2s_weights_path = os.fspath(weights_path)
+        self.configs.max_sec = self.engine.models.t2s.config.early_stop_num // self.configs.hz
+
+    def init_vits_weights(self, weights_path: str) -> None:
+        """Another SoVITS (`.pth`, v1 or v2); its version sets the languages; the prompt cache is kept, as upstream's."""
+        _sovits_version(weights_path)
+        sovits = load_sovits(weights_path)
+        self.engine.models.sovits, self.engine.models.version = sovits, sovits.config.version
+        self.configs.vits_weights_path = os.fspath(weights_path)
+        self.configs.update_version(sovits.config.version)
+
+    # -- the reference ---------------------------------------------------------------------------
+    def set_ref_audio(self, ref_audio_path: str) -> None:
+        """Reads the reference clip (its semantic tokens and spectrogram) into the prompt cache."""
+        if not os.path.isfile(ref_audio_path):
+            raise ReferenceNotFound(f"{ref_audio_path} not exists")
+        try:
+            self._reference = self.engine.build_voice(VoiceReference(str(ref_audio_path), None))
+        except UnsupportedVoice as e:
+            if "3 to 10 seconds" in str(e):
+                raise ReferenceLengthError(str(e)) from e
+            raise
+        self._references = None
+        self.prompt_cache.update(ref_audio_path=ref_audio_path, prompt_semantic=self._reference.semantic)
+        self._refer_spec()
+
+    def _aux_references(self, paths: list) -> None:
+        """Upstream's auxiliary clips: read again unless the same set as the cache's; a missing one
+        is skipped with a warning, as upstream's."""
+        cache = self.prompt_cache
+        if len(set(paths) & set(cache["aux_ref_audio_paths"])) == len(paths) == len(cache["aux_ref_audio_paths"]) and self._references:
+            return
+        cache["aux_ref_audio_paths"] = list(paths)
+        clips = []
+        for path in paths:
+            if path in ("", None):
+                continue
+            if not os.path.exists(path):
+                warnings.warn(f"auxiliary reference {path!r} does not exist: skipped", stacklevel=3)
+                continue
+            clips.append(str(path))
+        self._references = self.engine.add_references(self._reference, clips)
+        self._refer_spec()
+
+    def _refer_spec(self) -> None:
+        voice = self._references or self._reference
+        self.prompt_cache["refer_spec"] = [(spec, None) for spec in voice.specs]
+
+    def _transcript(self, prompt_text: str, prompt_lang: str) -> None:
+        """The transcript's phonemes and BERT features, unless the cache holds this text's (upstream
+        keys them by the text alone)."""
+        cache = self.prompt_cache
+        if cache["prompt_text"] == prompt_text:
+            return
+        try:
+            fragment = fragment_of(self.engine.models, prompt_text, prompt_lang)
+        except LanguageNotBuilt as e:
+            raise UnsupportedLanguage(str(e)) from e
+        cache.update(prompt_text=prompt_text, prompt_lang=prompt_lang, phones=fragment.phones, bert_features=fragment.bert, norm_text=fragment.norm_text)
+
+    def _voice(self, transcript: bool) -> GPTSoVITSVoice:
+        """koe's voice from the cache: the references, and the transcript's features or none."""
+        c = self.prompt_cache
+        if not transcript:
+            return replace(self._references, text=None, prompt_lang=None, phones=None, bert=None, norm_text=None)
+        return replace(
+            self._references, text=c["prompt_text"], prompt_lang=c["prompt_lang"], phones=c["phones"], bert=c["bert_features"], norm_text=c["norm_text"]
+        )
+
+    # -- inference -------------------------------------------------------------------------------
+    def _language(self, language: Any, key: str) -> str:
+        if language not in self.configs.languages:
+            known = ", ".join(self.configs.languages)
+            raise UnsupportedLanguage(f"{key} {language!r}: GPT-SoVITS {self.configs.version} speaks {known}", param=key)
+        return language
+
+    def _settings(self, inputs: dict) -> RunSettings:
+        """The inputs the engine takes as options, checked by its schema (types, ranges, choices)."""
+        schema = self.engine.capabilities.options
+        values = schema.validate({ENGINE_NAMES.get(k, k): v for k, v in inputs.items() if schema.get(ENGINE_NAMES.get(k, k)) is not None})
+        values["batch_size"] = values.pop("batch_fragments", 1)
+        return RunSettings(**{f.name: values[f.name] for f in fields(RunSettings) if f.name in values})
+
+    def run(self, inputs: dict) -> Iterator[tuple[int, np.ndarray]]:
+        """Upstream's `TTS.run`: a generator of (sample rate, int16 samples). Its inputs are checked
+        here, at the call; the work (seed, reference, decoding) runs as the generator is read."""
+        if inputs.get("streaming_mode", False):
+            raise NotImplementedError(
+                "streaming_mode is not supported by koe's GPT-SoVITS yet: return_fragment=True streams by fragment (upstream's streaming_mode=1)"
+            )
+        text = inputs.get("text", "")
+        if not isinstance(text, str) or not text.strip():
+            raise EmptyText("text is empty: there is nothing to speak")
+        text_lang = self._language(inputs.get("text_lang", ""), "text_lang")
+        prompt_text = inputs.get("prompt_text", "")
+        if prompt_text not in ("", None):
+            self._language(inputs.get("prompt_lang", ""), "prompt_lang")
+        ref = inputs.get("ref_audio_path", "")
+        if ref in ("", None):
+            if self.prompt_cache["prompt_semantic"] is None or not self.prompt_cache["refer_spec"]:
+                raise ValueError("ref_audio_path cannot be empty, when the reference audio is not set using set_ref_audio()")
+        elif not os.path.isfile(ref):
+            raise ReferenceNotFound(f"{ref} not exists")
+        settings = self._settings(inputs)
+        return self._run(inputs, text, text_lang, settings)
+
+    def _run(self, inputs: dict, text: str, text_lang: str, settings: RunSettings) -> Iterator[tuple[int, np.ndarray]]:
+        self.stop_flag = False
+        seed = inputs.get("seed", -1)
+        seed = int(-1 if seed in ("", None) else seed)
+        set_seed(seed if seed != -1 else random.randint(0, 2**32 - 1))
+        ref = inputs.get("ref_audio_path", "")
+        models = self.engine.models
+        if ref not in ("", None) and ref != self.prompt_cache["ref_audio_path"]:
+            self.set_ref_audio(ref)  # HuBERT's layer-drop draws: `fragments` makes them after the seed
+        else:
+            models = replace(models, hubert_draws=0)  # a reference already read: no draws, as upstream
+        self._aux_references(list(inputs.get("aux_ref_audio_paths") or []))
+        prompt_text = inputs.get("prompt_text", "")
+        if prompt_text not in ("", None):
+            prompt_text = prompt_text.strip("\n")
+            prompt_lang = inputs.get("prompt_lang", "")
+            if prompt_text[-1] not in SENTENCE_ENDS:
+                prompt_text += "." if prompt_lang == "en" else "。"
+            self._transcript(prompt_text, prompt_lang)
+        voice = self._voice(prompt_text not in ("", None))
+        rate = models.sovits.config.sampling_rate
+        streamed = bool(inputs.get("return_fragment", False))
+        try:
+            for audio in fragments(models, voice, text, text_lang, settings, streamed=streamed, cancel=_Stop(self)):
+                yield rate, to_int16(audio)
+                if self.stop_flag and streamed:
+                    yield rate, np.zeros(rate, dtype=np.int16)
+                    return
+        except Cancelled:
+            yield rate, np.zeros(rate, dtype=np.int16)
+        except LanguageNotBuilt as e:
+            raise UnsupportedLanguage(str(e)) from e
+        except ValueError as e:
+            if "no text to read" in str(e):
+                raise EmptyText("the text holds nothing to speak (only punctuation or symbols)") from e
+            raise
+        finally:
+            self.empty_cache()
+
+    def stop(self) -> None:
+        """Ends the run after the batch being decoded (it then yields one second of zeros)."""
+        self.stop_flag = True
+
+    def empty_cache(self) -> None:
+        gc.collect()
