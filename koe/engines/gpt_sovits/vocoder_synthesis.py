@@ -15,8 +15,16 @@ Upstream's steps, in its order:
   chunk's prompt mel and features;
 - the chunks joined, de-normalised (`denorm_spec`), and vocoded.
 Speed stretches the features in `decode_encp`. `super_sampling` (v3's AP_BWE 24 -> 48 kHz
-upsampler) is another model and is not built; parallel inference's batched chunks with SOLA
-joins (`using_vocoder_synthesis_batched_infer`) are not built yet.
+upsampler) is another model and is not built.
+
+`synthesize_batched` is `using_vocoder_synthesis_batched_infer` (what `TTS.run` uses with
+`parallel_infer`): the prompt as above; every fragment's features joined, `overlapped_len` (12)
+zero frames put in front, cut into chunks of `chunk_len` frames that overlap by 12 (the last one
+zero-padded), ALL chunks through ONE `cfm.inference` behind the same prompt (one normal draw of the
+whole batch), their new frames laid end to end and vocoded at once; the audio cut back into chunks
+and joined by upstream's SOLA (`sola`: the best offset within 320 samples by normalised
+cross-correlation, a Hann crossfade over the overlap), the leading overlap and the padding
+dropped, and the audio cut into fragments by their feature lengths.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from koe.audio.mel import mel_filterbank
@@ -31,7 +40,21 @@ from koe.audio.sinc_resample import resample_sinc
 from koe.engines.gpt_sovits.reference import spectrogram
 from koe.engines.gpt_sovits.sovits_v3 import SoVITSV3
 
-__all__ = ["SPEC_MAX", "SPEC_MIN", "VOCODER_SETTINGS", "VocoderSettings", "denorm_spec", "norm_spec", "reference_mel", "synthesize"]
+__all__ = [
+    "SPEC_MAX",
+    "SPEC_MIN",
+    "VOCODER_SETTINGS",
+    "VocoderPrompt",
+    "VocoderSettings",
+    "denorm_spec",
+    "norm_spec",
+    "prompt_of",
+    "reference_mel",
+    "sola",
+    "synthesize",
+    "synthesize_batched",
+    "synthesize_serial",
+]
 
 SPEC_MIN, SPEC_MAX = -12, 2
 
@@ -48,6 +71,12 @@ class VocoderSettings:
     t_chunk: int
     sample_rate: int  # the vocoder's output rate
     n_mels: int = 100
+    overlapped_len: int = 12  # frames two batched chunks share
+
+    @property
+    def upsample_rate(self) -> int:
+        """Vocoder samples per mel frame."""
+        return self.sample_rate * self.hop // self.mel_rate
 
 
 VOCODER_SETTINGS = {
@@ -77,6 +106,134 @@ def reference_mel(audio: torch.Tensor, sample_rate: int, settings: VocoderSettin
     return norm_spec(mel)
 
 
+@dataclass
+class VocoderPrompt:
+    """What every chunk continues: the prompt's features `fea` (1, 512, t) and normalised mel `mel`
+    (1, 100, t), cut to one length `t` <= T_ref, and the reference's timbre `ge`."""
+
+    fea: torch.Tensor
+    mel: torch.Tensor
+    ge: torch.Tensor
+
+    @property
+    def frames(self) -> int:
+        return self.mel.shape[2]
+
+
+@torch.no_grad()
+def prompt_of(model: SoVITSV3, prompt_codes: torch.Tensor, prompt_phones: torch.Tensor, spec: torch.Tensor, mel: torch.Tensor) -> VocoderPrompt:
+    """The prompt's features (decode_encp of its codes and phonemes, which gives ge) and the
+    reference mel (`reference_mel`), both cut to the shorter one, then to the last T_ref frames."""
+    settings = VOCODER_SETTINGS[model.version]
+    fea_ref, ge = model.decode_encp(prompt_codes, prompt_phones, spec)
+    t_min = min(mel.shape[2], fea_ref.shape[2])
+    mel, fea_ref = mel[:, :, :t_min], fea_ref[:, :, :t_min]
+    if t_min > settings.t_ref:
+        mel, fea_ref = mel[:, :, -settings.t_ref :], fea_ref[:, :, -settings.t_ref :]
+    return VocoderPrompt(fea_ref, mel, ge)
+
+
+@torch.no_grad()
+def synthesize_serial(
+    model: SoVITSV3,
+    vocoder: nn.Module,
+    prompt: VocoderPrompt,
+    codes: torch.Tensor,
+    phones: torch.Tensor,
+    spec: torch.Tensor,
+    speed: float = 1.0,
+    sample_steps: int = 32,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """`using_vocoder_synthesis` after its prompt: codes (1, 1, T), phones (1, N) -> the waveform
+    (samples,) at the vocoder's rate. One normal draw per chunk."""
+    settings = VOCODER_SETTINGS[model.version]
+    t_min = prompt.frames
+    fea_ref, mel2 = prompt.fea, prompt.mel
+    chunk_len = settings.t_chunk - t_min
+    fea_todo, _ = model.decode_encp(codes, phones, spec, prompt.ge, speed)
+    chunks = []
+    idx = 0
+    while True:
+        fea_chunk = fea_todo[:, :, idx : idx + chunk_len]
+        if fea_chunk.shape[-1] == 0:
+            break
+        idx += chunk_len
+        fea = torch.cat([fea_ref, fea_chunk], 2).transpose(2, 1)  # (1, frames, 512)
+        mel = model.cfm.inference(fea, mel2, sample_steps, cfg_rate=0, generator=generator)
+        mel = mel[:, :, mel2.shape[2] :]
+        mel2 = mel[:, :, -t_min:]
+        fea_ref = fea_chunk[:, :, -t_min:]
+        chunks.append(mel)
+    with torch.inference_mode():
+        return vocoder(denorm_spec(torch.cat(chunks, 2)))[0][0]
+
+
+def sola(fragments: list[torch.Tensor], overlap: int, search: int = 320) -> torch.Tensor:
+    """Upstream's `sola_algorithm`: each pair of neighbours joined at the offset (within `search`
+    samples) where the next one's start best matches the previous one's last `overlap` samples
+    (normalised cross-correlation), crossfaded there by a Hann window."""
+    fragments = list(fragments)
+    window = torch.hann_window(overlap * 2, dtype=fragments[0].dtype)
+    for i in range(len(fragments) - 1):
+        f1, f2 = fragments[i], fragments[i + 1]
+        w1, w2 = f1[-overlap:], f2[: overlap + search]
+        corr = F.conv1d(w2.view(1, 1, -1), w1.view(1, 1, -1)).view(-1)
+        energy = F.conv1d(w2.view(1, 1, -1) ** 2, torch.ones_like(w1).view(1, 1, -1)).view(-1) + 1e-8
+        offset = int((corr / energy.sqrt()).argmax())
+        fragments[i] = f1[:-overlap]
+        joined = f2[offset:].clone()
+        joined[:overlap] = window[:overlap] * joined[:overlap] + window[overlap:] * f1[-overlap:]
+        fragments[i + 1] = joined
+    return torch.cat(fragments, 0)
+
+
+@torch.no_grad()
+def synthesize_batched(
+    model: SoVITSV3,
+    vocoder: nn.Module,
+    prompt: VocoderPrompt,
+    codes: list[torch.Tensor],
+    phones: list[torch.Tensor],
+    spec: torch.Tensor,
+    speed: float = 1.0,
+    sample_steps: int = 32,
+    generator: torch.Generator | None = None,
+) -> list[torch.Tensor]:
+    """`using_vocoder_synthesis_batched_infer` after its prompt (see the module's doc): each
+    fragment's codes (1, 1, T_i) and phones (1, N_i) -> its waveform at the vocoder's rate. One
+    normal draw for all chunks."""
+    settings = VOCODER_SETTINGS[model.version]
+    chunk_len = settings.t_chunk - prompt.frames
+    overlap = settings.overlapped_len
+    feats = [model.decode_encp(c, p, spec, prompt.ge, speed)[0] for c, p in zip(codes, phones, strict=True)]
+    lengths = [f.shape[2] for f in feats]
+    padded = F.pad(torch.cat(feats, 2), (overlap, 0), "constant", 0)
+    chunks, pos, padding = [], 0, 0
+    while True:
+        if pos > 0:
+            pos -= overlap
+        chunk = padded[:, :, pos : pos + chunk_len]
+        pos += chunk_len
+        if chunk.shape[-1] == 0:
+            break
+        padding = chunk_len - chunk.shape[2]
+        chunks.append(F.pad(chunk, (0, padding), "constant", 0) if padding else chunk)
+    batch = torch.cat(chunks, 0)
+    fea = torch.cat([prompt.fea.repeat(batch.shape[0], 1, 1), batch], 2).transpose(2, 1)
+    mel = model.cfm.inference(fea, prompt.mel, sample_steps, cfg_rate=0, generator=generator)[:, :, -chunk_len:]
+    mel = mel.permute(1, 0, 2).contiguous().view(mel.shape[1], -1).unsqueeze(0)
+    audio = vocoder(denorm_spec(mel))[0][0]
+    step = chunk_len * settings.upsample_rate
+    audio = sola([audio[p : p + step] for p in range(0, audio.shape[-1], step)], overlap * settings.upsample_rate)
+    audio = audio[overlap * settings.upsample_rate : -padding * settings.upsample_rate] if padding > 0 else audio[overlap * settings.upsample_rate :]
+    out = []
+    for length in lengths:
+        out.append(audio[: length * settings.upsample_rate])
+        audio = audio[length * settings.upsample_rate :]
+    return out
+
+
 @torch.no_grad()
 def synthesize(
     model: SoVITSV3,
@@ -96,28 +253,5 @@ def synthesize(
     phones (1, M), the reference spectrogram (1, bins, frames) and raw audio (channels, samples) at
     `ref_rate` -> the waveform (samples,) at the vocoder's rate. One normal draw per chunk from
     `generator` (torch's default generator when None, as upstream draws)."""
-    settings = VOCODER_SETTINGS[model.version]
-    fea_ref, ge = model.decode_encp(prompt_codes, prompt_phones, spec)
-    mel2 = reference_mel(ref_audio, ref_rate, settings)
-    t_min = min(mel2.shape[2], fea_ref.shape[2])
-    mel2, fea_ref = mel2[:, :, :t_min], fea_ref[:, :, :t_min]
-    if t_min > settings.t_ref:
-        mel2, fea_ref = mel2[:, :, -settings.t_ref :], fea_ref[:, :, -settings.t_ref :]
-        t_min = settings.t_ref
-    chunk_len = settings.t_chunk - t_min
-    fea_todo, ge = model.decode_encp(codes, phones, spec, ge, speed)
-    chunks = []
-    idx = 0
-    while True:
-        fea_chunk = fea_todo[:, :, idx : idx + chunk_len]
-        if fea_chunk.shape[-1] == 0:
-            break
-        idx += chunk_len
-        fea = torch.cat([fea_ref, fea_chunk], 2).transpose(2, 1)  # (1, frames, 512)
-        mel = model.cfm.inference(fea, mel2, sample_steps, cfg_rate=0, generator=generator)
-        mel = mel[:, :, mel2.shape[2] :]
-        mel2 = mel[:, :, -t_min:]
-        fea_ref = fea_chunk[:, :, -t_min:]
-        chunks.append(mel)
-    with torch.inference_mode():
-        return vocoder(denorm_spec(torch.cat(chunks, 2)))[0][0]
+    prompt = prompt_of(model, prompt_codes, prompt_phones, spec, reference_mel(ref_audio, ref_rate, VOCODER_SETTINGS[model.version]))
+    return synthesize_serial(model, vocoder, prompt, codes, phones, spec, speed, sample_steps, generator)

@@ -6,7 +6,11 @@
   first, then any auxiliary clips' (`aux_ref_audio_paths`: SoVITS averages their embeddings);
 - `phones`, `bert`, `norm_text`: the transcript's phoneme ids, BERT features and normalised text
   (`segment_and_extract_feature_for_text` on the transcript as upstream ends it), None without one:
-  the reference-free mode of v1/v2 (no prompt tokens, SoVITS alone carries the timbre).
+  the reference-free mode of v1/v2 (no prompt tokens, SoVITS alone carries the timbre);
+- `sv` (v2Pro/ProPlus): each reference's speaker-verification embedding (`compute_embedding3` of
+  the clip at SoVITS's rate, resampled to 16 kHz), one per spectrogram;
+- `mel` (v3/v4): the reference's normalised log-mel the CFM continues (`vocoder_synthesis.reference_mel`
+  of the raw clip, at the vocoder's analysis rate).
 
 Saved as `prompt.safetensors` + `prompt.json` (never pickle). A prompt is made by one version's
 models (its HuBERT, codebook and symbol table) and refused by another version.
@@ -29,6 +33,8 @@ MAX_CODES = 11 * 25  # 10 s of reference and 0.6 s of zeros at 25 codes a second
 MAX_PHONES = 4096
 MAX_SPECS = 16
 BERT_WIDTH = 1024
+SV_WIDTH = 20480  # ERes2NetV2's embedding
+MEL_BINS = 100  # v3/v4's reference mel
 
 
 class GPTSoVITSVoiceError(ValueError):
@@ -50,6 +56,8 @@ class GPTSoVITSVoice:
     norm_text: str | None
     version: str
     info: dict = field(default_factory=dict)
+    sv: tuple[torch.Tensor, ...] | None = None
+    mel: torch.Tensor | None = None
 
     family = FAMILY
 
@@ -57,9 +65,11 @@ class GPTSoVITSVoice:
     def has_transcript(self) -> bool:
         return self.phones is not None
 
-    def with_specs(self, extra: list[torch.Tensor]) -> GPTSoVITSVoice:
-        """The voice with auxiliary reference spectrograms added (upstream's aux_ref_audio_paths)."""
-        return replace(self, specs=(*self.specs, *extra), info={**self.info, "references": len(self.specs) + len(extra)})
+    def with_specs(self, extra: list[torch.Tensor], sv: list[torch.Tensor] | None = None) -> GPTSoVITSVoice:
+        """The voice with auxiliary reference spectrograms (and, v2Pro/ProPlus, their speaker
+        embeddings) added (upstream's aux_ref_audio_paths)."""
+        more_sv = None if self.sv is None else (*self.sv, *(sv or ()))
+        return replace(self, specs=(*self.specs, *extra), sv=more_sv, info={**self.info, "references": len(self.specs) + len(extra)})
 
     def save(self, folder: str | Path) -> Path:
         tensors = {"semantic": self.semantic.reshape(-1).to(torch.int64).contiguous()}
@@ -68,6 +78,10 @@ class GPTSoVITSVoice:
         if self.phones is not None:
             tensors["phones"] = torch.tensor(self.phones, dtype=torch.int64)
             tensors["bert"] = self.bert.to(torch.float32).contiguous()
+        for i, emb in enumerate(self.sv or ()):
+            tensors[f"sv.{i}"] = emb.reshape(-1).to(torch.float32).contiguous()
+        if self.mel is not None:
+            tensors["mel"] = self.mel.reshape(self.mel.shape[-2], self.mel.shape[-1]).to(torch.float32).contiguous()
         meta = {
             "format_version": FORMAT_VERSION,
             "family": FAMILY,
@@ -76,6 +90,7 @@ class GPTSoVITSVoice:
             "norm_text": self.norm_text,
             "version": self.version,
             "specs": len(self.specs),
+            "sv": self.sv is not None,
             "info": self.info,
         }
         return write_prompt(folder, tensors, meta)
@@ -96,4 +111,10 @@ class GPTSoVITSVoice:
             bert = prompt_tensor(folder, tensors, "bert", err, dtype=torch.float32, shape=(BERT_WIDTH, None), max_len=BERT_WIDTH)
             if bert.shape[1] != len(phones):
                 raise err(f"{folder}: a damaged GPT-SoVITS voice prompt (BERT features for {bert.shape[1]} of {len(phones)} phonemes)")
-        return cls(semantic, specs, text, lang, phones, bert, norm, version, dict(meta.get("info") or {}))
+        sv = None
+        if meta.get("sv"):
+            sv = tuple(prompt_tensor(folder, tensors, f"sv.{i}", err, dtype=torch.float32, shape=(SV_WIDTH,), max_len=SV_WIDTH)[None] for i in range(count))
+        mel = None
+        if "mel" in tensors:
+            mel = prompt_tensor(folder, tensors, "mel", err, dtype=torch.float32, shape=(MEL_BINS, None), max_len=4096)[None]
+        return cls(semantic, specs, text, lang, phones, bert, norm, version, dict(meta.get("info") or {}), sv, mel)

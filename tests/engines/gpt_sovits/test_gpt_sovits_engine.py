@@ -44,17 +44,50 @@ def test_the_folder_is_told_apart_and_described(folder):
     assert spec.SPEC.probe(folder).variant == "GPT-SoVITS-v2"
     d = spec.SPEC.describe(folder)
     assert d.missing == () and d.extra["version"] == "v2" and d.random_weights
-    assert d.required_files[:2] == tuple(f"{spec.RELEASES['v2'][0]}/{name}" for name in spec.RELEASES["v2"][1:])
+    assert d.required_files[:2] == spec.RELEASES["v2"]
 
 
 def test_a_folder_with_two_gpt_files_is_refused_naming_them(folder, tmp_path):
     copy = tmp_path / "two"
     shutil.copytree(folder, copy)
-    sub, gpt, _ = spec.RELEASES["v2"]
-    shutil.copyfile(copy / sub / gpt, copy / "mine-e15.ckpt")
+    shutil.copyfile(copy / spec.RELEASES["v2"][0], copy / "mine-e15.ckpt")
     assert spec.SPEC.probe(copy) is None
     with pytest.raises(SpecError, match="one GPT file.*mine-e15.ckpt"):
         spec.SPEC.describe(copy)
+
+
+def test_each_version_has_its_release_rate_and_modes():
+    """32 kHz but v3 (24 kHz) and v4 (48 kHz); v3/v4 need a transcript and take sample_steps."""
+    from koe.engines.base import CLONE_WITHOUT_TRANSCRIPT
+
+    rates = {v: spec.capabilities(v).sample_rate for v in spec.SUPPORTED}
+    assert rates == {"v1": 32000, "v2": 32000, "v2Pro": 32000, "v2ProPlus": 32000, "v3": 24000, "v4": 48000}
+    for v in spec.SUPPORTED:
+        c = spec.capabilities(v)
+        assert (CLONE_WITHOUT_TRANSCRIPT in c.voice_modes) == (v not in ("v3", "v4"))
+        assert ("sample_steps" in c.options.names) == (v in ("v3", "v4"))
+    releases = {r.variant: {f"{h.dest}/{n}".lstrip("/") for h in r.files for n in h.files} for r in spec.SPEC.released}
+    assert {"s1v3.ckpt", "v2Pro/s2Gv2ProPlus.pth", spec.SV} <= releases["GPT-SoVITS-v2ProPlus"]
+    assert {"s1v3.ckpt", "s2Gv3.pth", *spec.BIGVGAN_FILES} <= releases["GPT-SoVITS-v3"]
+    assert {"s1v3.ckpt", "gsv-v4-pretrained/s2Gv4.pth", spec.VOCODER_V4} <= releases["GPT-SoVITS-v4"]
+
+
+def test_a_lora_is_read_over_its_pretrained_model_at_the_release_path(tmp_path):
+    """A v4 LoRA (header b"04") beside gsv-v4-pretrained/s2Gv4.pth: the LoRA is the model, the other
+    file its base; without that base the folder lacks a required file, named where upstream looks."""
+    from koe.engines.gpt_sovits.fixtures_v3 import LORA_HEADER
+
+    folder = tmp_path / "m"
+    (folder / "gsv-v4-pretrained").mkdir(parents=True)
+    (folder / "SoVITS_weights_v4").mkdir()
+    (folder / "s1v3.ckpt").write_bytes(b"PK")
+    (folder / "gsv-v4-pretrained" / "s2Gv4.pth").write_bytes(b"PK" + bytes(100))
+    (folder / "SoVITS_weights_v4" / "me_e2_s40_l32.pth").write_bytes(LORA_HEADER["v4"] + bytes(100))
+    layout = spec.find_layout(folder)
+    assert layout.version == "v4" and layout.sovits.name == "me_e2_s40_l32.pth" and layout.base == folder / "gsv-v4-pretrained" / "s2Gv4.pth"
+    assert "gsv-v4-pretrained/s2Gv4.pth" in layout.required() and spec.VOCODER_V4 in layout.required()
+    (folder / "gsv-v4-pretrained" / "s2Gv4.pth").unlink()
+    assert "gsv-v4-pretrained/s2Gv4.pth" in spec.SPEC.describe(folder).missing
 
 
 def test_v1_speaks_no_korean_or_cantonese():
@@ -89,7 +122,8 @@ def test_a_voice_with_an_auxiliary_reference_is_saved_and_loaded(engine, tmp_pat
 
 def test_pull_fetches_the_v2_release_from_the_hubs_layout(folder, tmp_path, monkeypatch):
     files = {k: b for k, b in folder_files(folder).items() if k != RANDOM_WEIGHTS_FILE}
-    hub_files = {k: b for k, b in files.items() if k.split("/")[0] in (spec.HUBERT, spec.BERT, spec.RELEASES["v2"][0])}
+    v2_folder = spec.RELEASES["v2"][0].split("/")[0]
+    hub_files = {k: b for k, b in files.items() if k.split("/")[0] in (spec.HUBERT, spec.BERT, v2_folder)}
     hub_files |= {"s2G488k.pth": b"v1", "gsv-v4-pretrained/s2Gv4.pth": b"v4", "README.md": b"# GPT-SoVITS"}  # other releases' files stay on the hub
     hub = install_fake_hub(monkeypatch, {spec.REPO: hub_files})
     try:
@@ -97,9 +131,32 @@ def test_pull_fetches_the_v2_release_from_the_hubs_layout(folder, tmp_path, monk
         d = pull_model(store, f"{spec.REPO}/GPT-SoVITS-v2")
         assert d.ok and (d.ref.family, d.ref.variant) == ("gpt_sovits", "GPT-SoVITS-v2") and d.missing == []
         pulled = store.root / d.ref.name
-        wanted = {k for k in hub_files if k.split("/")[0] in (spec.HUBERT, spec.BERT, spec.RELEASES["v2"][0])}
+        wanted = {k for k in hub_files if k.split("/")[0] in (spec.HUBERT, spec.BERT, v2_folder)}
         assert {k for k in folder_files(pulled) if not k.startswith(".")} >= wanted
         assert not (pulled / "s2G488k.pth").exists() and not (pulled / "README.md").exists()
     finally:
         hub.close()
     assert hub.internet == []
+
+
+@pytest.fixture(scope="module")
+def pro_engine(tmp_path_factory):
+    e = GPTSoVITSEngine.load(write_random_model(tmp_path_factory.mktemp("gpt_sovits_pro") / "model", variant="v2ProPlus", seed=2))
+    yield e
+    e.close()
+
+
+def test_a_v2proplus_voice_keeps_each_references_speaker_embedding(pro_engine, engine, tmp_path):
+    """v2ProPlus: one ERes2NetV2 embedding per reference (the auxiliary one's too), saved and loaded;
+    a v2 voice (no embeddings) is refused by it, and its voice by v2."""
+    from koe.engines.base import VoicePromptMismatch
+
+    voice = pro_engine.add_references(pro_engine.prepare_voice(VoiceReference(tone(3.5), "A clip."), prompt_lang="en"), [tone(4.0, 16000)])
+    assert len(voice.sv) == 2 == len(voice.specs) and voice.sv[0].shape == (1, 20480)
+    voice.save(tmp_path / "pro")
+    again = pro_engine.load_voice(tmp_path / "pro")
+    assert all(torch.equal(a, b) for a, b in zip(again.sv, voice.sv, strict=True))
+    with pytest.raises(VoicePromptMismatch):
+        engine.check_prompt(again)
+    with pytest.raises(VoicePromptMismatch):
+        pro_engine.check_prompt(engine.prepare_voice(VoiceReference(tone(3.5))))

@@ -1,0 +1,29 @@
+"""Inputs of the `infer_v3` golden (koe's side): v3 end to end through upstream's `TTS.run` on a
+random folder at the released DiT size (`write_random_model(variant="v3")`): clone with a transcript, a few `sample_steps`
+(upstream's 32 would take minutes at this size), speed, the batched vocoder synthesis
+(`parallel_infer`, one CFM call for every chunk, SOLA joins) and the serial one, several
+fragments. Slow: see test_gpt_sovits_engine_vocoder.py. See infer_goldens.py."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if str(Path(__file__).resolve().parent) not in sys.path:  # scripts/goldens.py puts only tests/ on the path
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import infer_goldens as common  # noqa: E402
+
+SEED = 47
+VARIANTS = {"v3": "v3"}
+EN = "Hello there. How are you today?"
+CASES = {
+    "batched": {"model": "v3", "text": EN, "text_lang": "en", "seed": 1, "sample_steps": 2},
+    "serial": {"model": "v3", "text": EN, "text_lang": "en", "seed": 2, "sample_steps": 2, "parallel_infer": False},
+    "speed": {"model": "v3", "text": EN, "text_lang": "en", "seed": 3, "sample_steps": 3, "speed_factor": 1.25, "parallel_infer": False},
+    "long": {"model": "v3", "text": common.LONG, "text_lang": "en", "seed": 4, "sample_steps": 1, "text_split_method": "cut5", "batch_size": 3},
+}
+
+
+def write_inputs(folder: Path) -> None:
+    common.write_inputs(folder, VARIANTS, CASES, SEED, ref_seconds=3.5)
