@@ -169,9 +169,11 @@ class TTS_Config:  # noqa: N801 - upstream's name
         for key in PATH_KEYS:
             path = self.configs.get(key)
             if path in ("", None) or not os.path.exists(path):
-                self.given[key] = path
-                path = merged[self.version][key]
-                warnings.warn(f"{key} {self.given[key]!r} is not there: upstream's default {path!r} is used", stacklevel=2)
+                default = merged[self.version][key]
+                if path not in ("", None, default):
+                    self.given[key] = path
+                    warnings.warn(f"{key} {path!r} is not there: upstream's default {default!r} is used", stacklevel=2)
+                path = default
             setattr(self, key, os.fspath(path))
         self.languages = self.v1_languages if self.version == "v1" else self.v2_languages
         self.use_vocoder = False
@@ -272,7 +274,7 @@ def _check_files(config: TTS_Config) -> None:
     for key, what in named.items():
         path = getattr(config, key)
         if not os.path.exists(path):
-            given = f" (the config's {config.given[key]!r} is not there either)" if key in config.given and config.given[key] else ""
+            given = f" (the config's {config.given[key]!r} is not there either)" if key in config.given else ""
             raise FileNotFoundError(f"{key} {path!r}: no such {what}{given}")
 
 
