@@ -32,9 +32,13 @@ after the batch being decoded, which then yields one second of zeros, as upstrea
 Runs on koe's engine (`koe.engines.gpt_sovits`), on the CPU in float32: a `device` other than the
 CPU falls back to it with a warning (as upstream's does where CUDA is missing), `is_half` is off.
 
+The drop-in runs SoVITS v1 and v2 files (v2's proven against upstream's `TTS.run`); v2Pro,
+v2ProPlus, v3 and v4, which koe's engine runs (`koe.load`), are refused here for now.
+
 Errors, before any audio and with nothing written, where upstream asserts, prints or fails deep
-inside: a weights file or model folder that is not there (FileNotFoundError naming it); a SoVITS
-version koe does not run yet (v3, v4, v2Pro, v2ProPlus: ValueError); a missing reference
+inside; the inputs are checked when `run` is called (upstream checks them once the generator is
+first read), a reference clip's length when it is read: a weights file or model folder that is not
+there (FileNotFoundError naming it); a SoVITS version the drop-in does not run (ValueError); a missing reference
 (`ReferenceNotFound`, a FileNotFoundError and, as upstream's, a ValueError) or none at all; a
 reference outside upstream's 3-10 s (`ReferenceLengthError`, an OSError as upstream's); a
 language the model does not speak or whose front end koe lacks (`UnsupportedLanguage`); empty text
@@ -427,8 +431,11 @@ class TTS:
         if not isinstance(text, str) or not text.strip():
             raise EmptyText("text is empty: there is nothing to speak")
         text_lang = self._language(inputs.get("text_lang", ""), "text_lang")
-        prompt_text = inputs.get("prompt_text", "")
-        if prompt_text not in ("", None):
+        prompt_text = inputs.get("prompt_text") or ""
+        if not isinstance(prompt_text, str):
+            raise TypeError(f"prompt_text must be a string, not {type(prompt_text).__name__}")
+        prompt_text = prompt_text.strip("\n")  # blank: reference-free (upstream fails on a text of newlines)
+        if prompt_text:
             self._language(inputs.get("prompt_lang", ""), "prompt_lang")
         ref = inputs.get("ref_audio_path", "")
         if ref in ("", None):
@@ -437,9 +444,9 @@ class TTS:
         elif not os.path.isfile(ref):
             raise ReferenceNotFound(f"{ref} not exists")
         settings = self._settings(inputs)
-        return self._run(inputs, text, text_lang, settings)
+        return self._run(inputs, text, text_lang, prompt_text, settings)
 
-    def _run(self, inputs: dict, text: str, text_lang: str, settings: RunSettings) -> Iterator[tuple[int, np.ndarray]]:
+    def _run(self, inputs: dict, text: str, text_lang: str, prompt_text: str, settings: RunSettings) -> Iterator[tuple[int, np.ndarray]]:
         self.stop_flag = False
         seed = inputs.get("seed", -1)
         seed = int(-1 if seed in ("", None) else seed)
@@ -451,14 +458,12 @@ class TTS:
         else:
             models = replace(models, hubert_draws=0)  # a reference already read: no draws, as upstream
         self._aux_references(list(inputs.get("aux_ref_audio_paths") or []))
-        prompt_text = inputs.get("prompt_text", "")
-        if prompt_text not in ("", None):
-            prompt_text = prompt_text.strip("\n")
+        if prompt_text:
             prompt_lang = inputs.get("prompt_lang", "")
             if prompt_text[-1] not in SENTENCE_ENDS:
                 prompt_text += "." if prompt_lang == "en" else "。"
             self._transcript(prompt_text, prompt_lang)
-        voice = self._voice(prompt_text not in ("", None))
+        voice = self._voice(bool(prompt_text))
         rate = models.sovits.config.sampling_rate
         streamed = bool(inputs.get("return_fragment", False))
         try:
