@@ -112,6 +112,9 @@ def test_a_read_reference_is_not_read_again(folder, tts, cases):
     fresh = run_case(tts, folder, case)
     assert array_sha256(first[0][1]) == array_sha256(fresh[0][1])
     assert array_sha256(first[0][1]) != array_sha256(again[0][1])
+    tts.set_ref_audio(str(folder / "ref.wav"))  # api_v2's /set_refer_audio: read outside run, then no path
+    preset = list(tts.run({**case, "ref_audio_path": None}))
+    assert array_sha256(preset[0][1]) == array_sha256(again[0][1])
 
 
 def test_stop_ends_a_fragment_run_with_a_second_of_zeros(folder, tts, cases):
