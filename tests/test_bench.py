@@ -6,23 +6,33 @@ import json
 
 from koe.bench import main, parse_options
 from koe.bench.models import bench_model
+from koe.engines.qwen3_tts.bench.cases import CASES
 from koe.engines.qwen3_tts.bench.models import bytes_per_frame
 
 
 def test_quick_bench_writes_results(tmp_path) -> None:
+    """Every default case (no --case) once, no warm-up: each timed, the batch's speed-up, the stream's time to first audio."""
     out = tmp_path / "bench.json"
-    status = main(["--quick", "--threads", "1", "--case", "custom_voice", "--case", "streaming", "--models", str(tmp_path / "models"), "--out", str(out)])
+    status = main(["--quick", "--warmup", "0", "--threads", "1", "--models", str(tmp_path / "models"), "--out", str(out)])
     assert status == 0
     results = json.loads(out.read_text())
-    assert results["options"]["frames"] == 4 and results["machine"]["threads"] == 1
+    assert results["options"]["frames"] == 4 and results["options"]["warmup"] == 0 and results["machine"]["threads"] == 1
     per = results["sizes"]["tiny"]
+    assert set(per["cases"]) == set(CASES)  # the default cases: all of them
+    for case, entry in per["cases"].items():
+        (run,) = entry["koe"]["runs"]
+        assert run["batch"] == (8 if case == "batch8" else 1) and run["audio_samples"] > 0, case
+        if case != "streaming":  # end of speech disabled: exactly --frames frames
+            assert run["frames"] == 4 and entry["koe"]["summary"]["ms_per_frame"]["median"] > 0, case
+        for key in ("load_s", "call_s", "peak_rss"):
+            assert entry["koe"]["summary"][key]["median"] > 0, (case, key)
     cv = per["cases"]["custom_voice"]["koe"]
     assert cv["precision"] == "float32"
-    (run,) = cv["runs"]
-    assert run["frames"] == 4  # end of speech disabled: exactly --frames frames
-    for key in ("load_s", "prefill_s", "ms_per_frame", "talker_ms_per_frame", "predictor_ms_per_frame", "codec_s_per_audio_s", "peak_rss"):
+    for key in ("talker_ms_per_frame", "predictor_ms_per_frame", "codec_s_per_audio_s"):
         assert cv["summary"][key]["median"] > 0, key
-    assert cv["achieved_gbps"] > 0
+    assert cv["achieved_gbps"] > 0 and per["batch8_speedup"]["koe"] > 0
+    for case in ("clone_xvector", "clone_icl"):
+        assert per["cases"][case]["koe"]["summary"]["prompt_s"]["median"] > 0, case
     stream = per["cases"]["streaming"]["koe"]["summary"]
     assert stream["ttfa_s"]["median"] > 0
     (run,) = per["cases"]["streaming"]["koe"]["runs"]  # where the time to first audio went, in order
@@ -74,7 +84,23 @@ def test_quick_bench_runs_the_opt_in_modes_from_bf16_files(tmp_path) -> None:
     for precision, name in (("bf16", "bfloat16"), ("int8", "int8")):
         out = tmp_path / f"bench-{precision}.json"
         assert (
-            main(["--quick", "--threads", "1", "--case", "custom_voice", "--precision", precision, "--models", str(tmp_path / "models"), "--out", str(out)])
+            main(
+                [
+                    "--quick",
+                    "--warmup",
+                    "0",
+                    "--threads",
+                    "1",
+                    "--case",
+                    "custom_voice",
+                    "--precision",
+                    precision,
+                    "--models",
+                    str(tmp_path / "models"),
+                    "--out",
+                    str(out),
+                ]
+            )
             == 0
         )
         cv = json.loads(out.read_text())["sizes"]["tiny"]["cases"]["custom_voice"]["koe"]

@@ -98,7 +98,7 @@ def parser() -> argparse.ArgumentParser:
     prof.add_argument("--profile", action="store_true", help="one extra run per case under cProfile (top functions in the JSON)")
     prof.add_argument("--torch-profile", action="store_true", help="one extra run per case under torch.profiler (op table in the JSON)")
     quick = _each(lambda b: ", ".join(f"{f.name} {f.quick}" for f in b.flags if f.quick is not None))
-    p.add_argument("--quick", action="store_true", help=f"tiny model, 1 run, no machine probe ({quick}): a smoke test in seconds")
+    p.add_argument("--quick", action="store_true", help=f"tiny model, 1 run, no machine probe ({quick}): a smoke test in seconds (--warmup still applies)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--models", type=Path, help="where random models are cached (default $KOE_HOME/bench or ~/.cache/koe/bench)")
     p.add_argument("--out", type=Path, help="write the results as JSON here")
@@ -146,6 +146,8 @@ def parse_options(argv: list[str] | None = None) -> tuple[BenchOptions, argparse
         family_options[flag.key] = value
     if a.runs < 1:
         raise SystemExit("koe bench: --runs must be >= 1")
+    if a.warmup < 0:
+        raise SystemExit("koe bench: --warmup must be >= 0")
     opts = BenchOptions(
         sizes=sizes,
         cases=cases,
@@ -164,7 +166,7 @@ def parse_options(argv: list[str] | None = None) -> tuple[BenchOptions, argparse
         family_options=family_options,
     )
     if a.quick:
-        opts.runs, opts.warmup, opts.bandwidth = 1, 1, False
+        opts.runs, opts.bandwidth = 1, False
     return opts, a
 
 
