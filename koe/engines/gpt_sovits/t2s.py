@@ -20,6 +20,12 @@ EOS (the last id).
 
 Parameter names are the released ones without upstream's `model.` prefix (gpt_weights.py), but for
 the fused q/k/v (`RELEASED_NAMES`), so the file loads strictly. Decoding loops are in t2s_decode.py, sampling in sampling.py.
+
+Precision: the model declares its backbone (`Text2Semantic.backbone`: the blocks' linear layers)
+to the kit's precision layer (`koe.runtime.precision`): `load_t2s(..., precision="fp32")` (exact)
+on a CPU where koe's exact kernel gives torch's float32 bits (`koe.runtime.exact`) runs them there
+from packed weights (the same bits, checked per layer shape at load; `Text2Semantic.kernel` names
+it); without a precision, torch's own products.
 """
 
 from __future__ import annotations
@@ -32,14 +38,16 @@ import torch.nn.functional as F
 from torch import nn
 
 from koe.engines.gpt_sovits.gpt_weights import GPTConfig, read_gpt
+from koe.runtime import precision as numeric
 from koe.runtime.kv_cache import ConcatCache, ConcatLayerCache
 from koe.runtime.weights import WeightsError
 
-__all__ = ["BERT_DIM", "RELEASED_NAMES", "SinePositions", "T2SBlock", "Text2Semantic", "load_t2s", "module_name"]
+__all__ = ["BERT_DIM", "PRECISIONS", "RELEASED_NAMES", "SinePositions", "T2SBlock", "Text2Semantic", "load_t2s", "module_name"]
 
 BERT_DIM = 1024  # upstream's bert_proj input: chinese-roberta-wwm-ext-large's width, fixed
 PE_LENGTH = 4000  # positions upstream's tables are built with at construction
 NORM_EPS = 1e-5
+PRECISIONS = ("fp32",)  # the modes `load_t2s` takes (exact)
 RELEASED_NAMES = {"self_attn.in_proj_weight": "self_attn.in_proj.weight", "self_attn.in_proj_bias": "self_attn.in_proj.bias"}
 
 
@@ -148,6 +156,14 @@ class Text2Semantic(nn.Module):
         self.h = nn.Module()
         self.h.layers = nn.ModuleList(T2SBlock(dim, config.heads) for _ in range(config.layers))
         self.ar_predict_layer = nn.Linear(dim, config.vocab_size, bias=False)
+        self.kernel: str | None = None  # what runs the linears' products (`load_t2s`), None: torch
+
+    def backbone(self) -> numeric.Backbone:
+        """What the precision layer rewrites: the blocks' linear layers (all but 0.5 M of the
+        weights a step reads); their norms are LayerNorms, which stay torch's. The BERT projection
+        stays torch's: it reads the features transposed, and torch's product of a transposed input
+        sums in another order than of a contiguous one; the output layer, small, stays too."""
+        return numeric.Backbone(self.h, nn.LayerNorm)
 
     @property
     def eos(self) -> int:
@@ -193,8 +209,11 @@ def module_name(released: str) -> str:
     return released
 
 
-def load_t2s(path: str | Path, device: torch.device | str = "cpu") -> Text2Semantic:
-    """A GPT `.ckpt` (gpt_weights.py) as a float32 `Text2Semantic` in eval mode, loaded strictly."""
+def load_t2s(path: str | Path, device: torch.device | str = "cpu", precision: str | None = None) -> Text2Semantic:
+    """A GPT `.ckpt` (gpt_weights.py) as a float32 `Text2Semantic` in eval mode, loaded strictly, its
+    backbone in `precision` (`PRECISIONS`, see the module's doc; None: torch's own products)."""
+    device = torch.device(device)
+    plan = None if precision is None else numeric.plan(precision, device, torch.float32, PRECISIONS, "GPT-SoVITS's GPT")
     config, released = read_gpt(path)
     state = {module_name(name): tensor for name, tensor in released.items()}
     model = Text2Semantic(config)
@@ -206,4 +225,7 @@ def load_t2s(path: str | Path, device: torch.device | str = "cpu") -> Text2Seman
         if tuple(tensor.shape) != tuple(expected[name].shape):
             raise WeightsError(f"{path}: tensor {name} has shape {tuple(tensor.shape)}, the model expects {tuple(expected[name].shape)}")
     model.load_state_dict({k: v.to(torch.float32) for k, v in state.items()})
-    return model.to(device).eval()
+    model = model.to(device).eval()
+    if plan is not None:
+        model.kernel = numeric.apply(plan, model, [model.backbone()])
+    return model
