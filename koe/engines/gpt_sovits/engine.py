@@ -74,17 +74,18 @@ MAX_SEGMENT_CHARS = 100000  # one request is one TTS.run call: upstream cuts the
 
 class _LazyFrontEnds(dict):
     """The text front ends `clean_text` is handed, built on first use: English with the folder's
-    NLTK tagger (or NLTK's own), Chinese with the folder's G2PW."""
+    NLTK tagger (or NLTK's own), Chinese with the folder's G2PW (v2 and later: v1's Chinese is
+    upstream's older module, without G2PW, which `clean_text` picks itself)."""
 
-    def __init__(self, layout: spec.Layout) -> None:
+    def __init__(self, layout: spec.Layout, version: str | None = None) -> None:
         super().__init__()
-        self.layout = layout
+        self.layout, self.version = layout, version or layout.version
 
     def __bool__(self) -> bool:  # clean_text falls back to its own modules for an empty mapping
         return True
 
     def get(self, language, default=None):
-        if language not in self and language in ("en", "zh"):
+        if language not in self and (language == "en" or (language == "zh" and self.version != "v1")):
             with torch.random.fork_rng(devices=[]):  # built mid-request, after the seed: their modules' init draws must not count
                 self[language] = self._build(language)
         return super().get(language, default)
@@ -146,7 +147,7 @@ class GPTSoVITSEngine(BaseEngine):
             t2s=load_t2s(layout.gpt),
             sovits=sovits,
             bert=BertFeatures.from_folder(layout.bert),
-            front_ends=_LazyFrontEnds(layout),
+            front_ends=_LazyFrontEnds(layout, version),
             lang_model=None if lang_model is None else str(lang_model),
             version=version,
             hubert_draws=len(hubert.encoder.layers),

@@ -1,0 +1,30 @@
+"""GPT-SoVITS v2Pro and v2ProPlus end to end against upstream's `TTS.run`, bit for bit.
+
+The golden (goldens/infer_pro.npz; tests/oracle_gpt_sovits/infer_run.py) is upstream's
+`TTS(TTS_Config(...)).run(inputs)` on koe's tiny v2Pro and v2ProPlus folders with the full-size
+speaker-verification model (golden_infer_pro.py): koe's engine, its voice built from the same clips
+and transcript (one ERes2NetV2 embedding per clip), gives the float samples upstream turns into
+int16, and so its int16 samples.
+"""
+
+from __future__ import annotations
+
+import infer_goldens
+import pytest
+from sovits_goldens import fixtures, inputs
+
+G = inputs("infer_pro")
+golden, folder = fixtures("infer_pro")
+
+
+@pytest.fixture(scope="module")
+def speaker(folder):
+    return infer_goldens.Speaker(folder)
+
+
+@pytest.mark.parametrize("name", list(G.CASES))
+def test_pro_run_equals_upstream(name, golden, speaker):
+    model = G.CASES[name]["model"]
+    engine = speaker.engine(model)
+    assert str(golden[f"{model}.version"]) == G.VARIANTS[model] == engine.version
+    infer_goldens.check_case(golden, name, speaker.speak(name), engine.sample_rate)
