@@ -27,7 +27,7 @@ def _check_run(run: dict, case: str, patches: int, side: str = "koe") -> None:
 
 def test_voxcpm_quick_bench_koe(tmp_path, capsys) -> None:
     out = tmp_path / "bench.json"
-    assert main(["--family", "voxcpm", "--quick", "--threads", "1", "--models", str(tmp_path / "models"), "--out", str(out)]) == 0
+    assert main(["--family", "voxcpm", "--quick", "--warmup", "0", "--threads", "1", "--models", str(tmp_path / "models"), "--out", str(out)]) == 0
     results = json.loads(out.read_text())
     assert results["family"] == "voxcpm" and results["options"]["patches"] == 4 and results["options"]["variant"] == "VoxCPM2"
     per = results["sizes"]["tiny"]
