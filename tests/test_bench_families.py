@@ -60,7 +60,8 @@ def test_a_family_that_declares_only_its_cases_runs_through_the_contract(monkeyp
     )
     monkeypatch.setattr(families, "benches", lambda: {**declared, "qwen3_tts": plain})
     out = tmp_path / "bench.json"
-    assert main(["--family", "qwen3_tts", "--quick", "--threads", "1", "--models", str(tmp_path / "models"), "--out", str(out)]) == 0, capsys.readouterr().err
+    argv = ["--family", "qwen3_tts", "--quick", "--warmup", "0", "--threads", "1", "--models", str(tmp_path / "models"), "--out", str(out)]
+    assert main(argv) == 0, capsys.readouterr().err
     per = json.loads(out.read_text())["sizes"]["tiny"]
     assert per["models"]["qwen3_tts"]["variant"] == "custom_voice"
     for case in requests:
