@@ -15,6 +15,13 @@ one beside them, one thread, `MKL_CBWR=AUTO,STRICT`, hubs offline) and its npz b
 inputs recorded in `<folder>/state_sha256.txt`: a line `HASH` is the npz's `state_sha256`, a line
 `NAME HASH` its `NAME.state_sha256` (a topic with several modules or cases); a golden whose arrays did not change keeps its old file
 (an npz's bytes carry the time it was written), so a rerun changes nothing in git.
+
+A family whose oracle declares `recorded` test paths also has recorded oracle runs
+(`tests/engines/<family>/oracle_runs/`, see tests/oracle_harness.py): the pseudo-topic `runs`
+(`make goldens-FAMILY TOPICS=runs`, and part of every run that names no topic) runs those tests
+with `KOE_ORACLE_RECORD=FAMILY` on WORKERS pytest workers: each oracle run they make is read from
+the old recordings when its key is there, else run live, into `oracle_runs.recording/`, which
+replaces `oracle_runs/` when every test passed.
 """
 
 from __future__ import annotations
@@ -133,6 +140,31 @@ def regenerate(family: str, topic: str, o: UpstreamOracle, python: str, keep: bo
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+RUNS = "runs"  # the pseudo-topic of a family's recorded oracle runs
+
+
+def record_runs(family: str, o: UpstreamOracle, python: str, workers: int) -> str:
+    """Record the family's oracle runs again (see the module's doc): returns what happened, in words."""
+    start = time.perf_counter()
+    final, staging = tests_folder(family) / "oracle_runs", tests_folder(family) / "oracle_runs.recording"
+    shutil.rmtree(staging, ignore_errors=True)
+    env = dict(os.environ, KOE_ORACLE_RECORD=family, **{o.python_env: python})
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", str(workers), "--dist", "loadfile", *o.recorded]
+    print(f"{RUNS}: {' '.join(cmd[1:])} (KOE_ORACLE_RECORD={family})", flush=True)
+    proc = subprocess.run(cmd, cwd=ROOT, env=env)
+    if proc.returncode != 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise RuntimeError(f"the tests failed (exit {proc.returncode}): {final.relative_to(ROOT)} kept as it was")
+    new = {p.name for p in staging.glob("*.safetensors")} if staging.is_dir() else set()
+    old = {p.name for p in final.glob("*.safetensors")}
+    shutil.rmtree(final, ignore_errors=True)
+    if new:
+        staging.rename(final)
+    size = sum(p.stat().st_size for p in final.glob("*.safetensors")) if new else 0
+    took = time.perf_counter() - start
+    return f"{final.relative_to(ROOT)}: {len(new)} runs ({len(new - old)} new, {len(old - new)} gone), {size / 2**20:.1f} MB, {took:.0f} s"
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("family")
@@ -140,11 +172,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--list", action="store_true", help="print the topics and stop")
     parser.add_argument("--keep", action="store_true", help="keep each topic's temp folder")
     parser.add_argument("--into", type=Path, help="write the goldens into this folder instead")
+    parser.add_argument("--workers", type=int, default=int(os.environ.get("WORKERS", "2")), help="pytest workers for the recorded runs")
     args = parser.parse_args(argv)
     oracles = declared()
     if args.family not in oracles:
         raise SystemExit(f"no oracle is declared for {args.family!r} (declared: {', '.join(oracles)})")
-    known = topics(args.family)
+    o = oracles[args.family]
+    known = topics(args.family) + ([RUNS] if o.recorded else [])
     if args.list:
         print("\n".join(known))
         return 0
@@ -153,12 +187,20 @@ def main(argv: list[str]) -> int:
         raise SystemExit(f"no tests/engines/{args.family}/golden_<topic>.py for {', '.join(unknown)} (topics: {', '.join(known) or 'none'})")
     chosen = args.topics or known
     if not chosen:
-        print(f"{args.family}: no golden topics (tests/engines/{args.family}/golden_*.py)")
+        print(f"{args.family}: no golden topics (tests/engines/{args.family}/golden_*.py) and no recorded runs")
         return 0
-    o = oracles[args.family]
     python = oracle_python(o)
     failed = []
     for topic in chosen:
+        if topic == RUNS:
+            if args.into:
+                raise SystemExit("--into writes golden topics; recorded runs are written in place")
+            try:
+                print(f"{RUNS}: {record_runs(args.family, o, python, args.workers)}", flush=True)
+            except Exception as e:
+                print(f"{RUNS}: FAILED: {e}", flush=True)
+                failed.append(topic)
+            continue
         missing = ROOT / o.scripts / f"golden_{topic}.py"
         if not missing.is_file():
             print(f"{topic}: FAILED: no oracle script {missing.relative_to(ROOT)}", flush=True)

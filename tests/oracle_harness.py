@@ -14,6 +14,15 @@ names), so a rerun reuses what an unchanged oracle computed for unchanged inputs
 oracle; `KOE_ORACLE_CACHE=0` turns the cache off). A run that writes outside its output folder
 (a file or folder its job names, existing or not), or whose info names a path of this run or of
 its job, is not cached.
+
+Recorded runs: a family whose oracle declares `recorded` test paths has its runs committed, one
+file a run (`tests/engines/<family>/oracle_runs/<key>.safetensors`: upstream's tensors, its info in
+the file's metadata), keyed by `run_key` (the cache's key without this machine's venv); its tests
+read them back and never start upstream, and a run with no recording is an error that says how to
+record it (`make goldens-<family>`: `scripts/goldens.py` runs the declared tests with
+`KOE_ORACLE_RECORD=<family>`, each run live or from the old recordings, into
+`oracle_runs.recording/`, which replaces `oracle_runs/` when they pass: runs no test makes any
+more are gone).
 """
 
 from __future__ import annotations
@@ -27,7 +36,9 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import recorded_runs
 import torch
+from recorded_runs import same
 from safetensors.torch import load_file
 
 from koe.engines.oracle import UpstreamOracle, declared
@@ -37,6 +48,7 @@ SHARED = ROOT / "tests" / "oracle_shared"  # oracle_io.py: every script's job an
 ORACLES: dict[str, UpstreamOracle] = declared()  # family -> its oracle, registered or under construction
 DEFAULT_FAMILY = "qwen3_tts"  # run_oracle's default: the first family, whose tests call it without one
 ORACLE_DIR = ROOT / ORACLES[DEFAULT_FAMILY].scripts
+RUNS_ROOT = ROOT / "tests" / "engines"  # <family>/oracle_runs: the recorded runs
 
 
 def oracle_python(family: str = DEFAULT_FAMILY) -> str:
@@ -47,9 +59,61 @@ def oracle_python(family: str = DEFAULT_FAMILY) -> str:
     return path
 
 
-def run_oracle(script: str, job: dict, workdir: Path, timeout: float = 900, family: str = DEFAULT_FAMILY) -> tuple[dict[str, torch.Tensor], dict]:
-    """Run `<family's oracle folder>/<script>.py` on `job`; returns (tensors, info)."""
-    return run_script(ORACLES[family], oracle_python(family), script, job, workdir, timeout)
+def run_oracle(
+    script: str, job: dict, workdir: Path, timeout: float = 900, family: str = DEFAULT_FAMILY, keep: tuple[str, ...] = ()
+) -> tuple[dict[str, torch.Tensor], dict]:
+    """Run `<family's oracle folder>/<script>.py` on `job`; returns (tensors, info). A recorded
+    family's run is read back from its recording (recorded again under `KOE_ORACLE_RECORD`): its
+    large tensors as digests (`recorded_runs`: compare with `same`), but those named by `keep`
+    (fnmatch patterns), which the test reads as data."""
+    oracle = ORACLES[family]
+    if not oracle.recorded:
+        return run_script(oracle, oracle_python(family), script, job, workdir, timeout)
+    key = run_key(oracle, script, job)
+    name = f"{key}.safetensors"
+    if family not in recording():
+        path = runs_folder(family) / name
+        if not path.is_file():
+            raise RuntimeError(
+                f"no recorded run of {family}'s oracle script {script} for this job ({name}; "
+                f"{_missed(oracle, script, job, runs_folder(family))}): its inputs, its scripts or its requirements changed. Record the family's runs again with `make goldens-{family}` "
+                f"and commit {runs_folder(family)}/ (a test outside {', '.join(oracle.recorded)} "
+                f"must be added to the oracle's `recorded` paths first)"
+            )
+        return recorded_runs.read(path)
+    staged = runs_folder(family, staging=True) / name
+    if not staged.is_file():
+        old = runs_folder(family) / name
+        tensors = recorded_runs.read(old)[0] if old.is_file() else {}
+        if old.is_file() and not any(isinstance(t, recorded_runs.Digest) and recorded_runs.kept_whole(n, keep) for n, t in tensors.items()):
+            recorded_runs.write(staged, script, *recorded_runs.read(old), key_parts(oracle, script, job), keep)  # in today's form
+        else:
+            named = _named_paths(job)
+            before = {p: _digest(Path(p)) for p in named}
+            tensors, info = run_script(oracle, oracle_python(family), script, job, workdir, timeout)
+            if any(_digest(Path(p)) != d for p, d in before.items()):
+                raise RuntimeError(f"{family}'s oracle script {script} writes outside its output folder: a recording would not replay that")
+            if any(p in json.dumps(info) for p in (str(workdir), str(workdir.resolve()), *named)):
+                raise RuntimeError(f"{family}'s oracle script {script} names this run's paths in its info: a recording would replay them")
+            recorded_runs.write(staged, script, tensors, info, key_parts(oracle, script, job), keep)
+    return recorded_runs.read(staged)
+
+
+# -- recorded runs ----------------------------------------------------------------------------------
+
+
+def recording() -> set[str]:
+    """The families whose runs are being recorded (`KOE_ORACLE_RECORD`, comma separated)."""
+    return {f.strip() for f in os.environ.get("KOE_ORACLE_RECORD", "").split(",") if f.strip()}
+
+
+def runs_folder(family: str, staging: bool = False) -> Path:
+    """`tests/engines/<family>/oracle_runs` (the committed recordings), or the folder a recording
+    pass writes (`oracle_runs.recording`, made on first use)."""
+    folder = RUNS_ROOT / family / ("oracle_runs.recording" if staging else "oracle_runs")
+    if staging:
+        folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def run_script(oracle: UpstreamOracle, python: str, script: str, job: dict, workdir: Path, timeout: float = 900) -> tuple[dict[str, torch.Tensor], dict]:
@@ -109,28 +173,57 @@ def cache_folder() -> Path | None:
 
 
 def cache_key(oracle: UpstreamOracle, python: str, script: str, job: dict) -> str:
-    """A hash of everything an oracle's output depends on: its declaration (the pinned package),
-    its requirement files, the stamp `make` leaves in its venv (rebuilt: new key) and the python
-    run, every file of its scripts folder and of the shared one (the script, what it imports, the
-    stubs), the script's name, the job, and the bytes of every file or folder the job names (the
-    fixture models, the reference clips); the environment the floats depend on (MKL_CBWR)."""
-    h = hashlib.sha256()
-
-    def add(label: str, data: bytes | str) -> None:
-        data = data.encode() if isinstance(data, str) else data
-        h.update(f"{label}:{len(data)}:".encode() + data)
-
-    add("oracle", repr(oracle))
-    for name in (*oracle.requirements, *oracle.nodeps):
-        add(name, (ROOT / name).read_bytes())
+    """`run_key`, and the stamp `make` leaves in the oracle's venv (rebuilt: new key) and the python
+    run: this machine's cache."""
     stamp = Path(python).parent.parent / ".installed"
-    add("venv", f"{python} {stamp.stat().st_mtime_ns if stamp.exists() else 'no stamp'}")
-    add("scripts", _digest(ROOT / oracle.scripts) + _digest(SHARED))
-    add("script", script)
-    digests = {p: _digest(Path(p)) for p in _named_paths(job)}
-    add("job", json.dumps(_replaced(job, {p: f"<{d}>" for p, d in digests.items()}), sort_keys=True))  # where a test's temp files are is no input
-    add("env", os.environ.get("MKL_CBWR", ""))
+    venv = f"{python} {stamp.stat().st_mtime_ns if stamp.exists() else 'no stamp'}"
+    return hashlib.sha256(f"{run_key(oracle, script, job)} {venv}".encode()).hexdigest()
+
+
+def run_key(oracle: UpstreamOracle, script: str, job: dict) -> str:
+    """A hash of everything an oracle's output depends on that is the same on every machine
+    (`key_parts`)."""
+    h = hashlib.sha256()
+    for label, data in key_parts(oracle, script, job).items():
+        h.update(f"{label}:{len(data.encode())}:{data}".encode())
     return h.hexdigest()
+
+
+def key_parts(oracle: UpstreamOracle, script: str, job: dict) -> dict[str, str]:
+    """What a run's output depends on, part by part: what it runs (the pinned package or source,
+    its paths), its requirement files' bytes, every file of its scripts folder and of the shared one
+    (the script, what it imports, the stubs), the script's name, the job with every file or folder
+    it names replaced by its bytes' digest (the fixture models, the reference clips: where a test's
+    temp files are is no input), and the environment the floats depend on (MKL_CBWR)."""
+    digests = {p: _digest(Path(p)) for p in _named_paths(job)}
+    return {
+        "oracle": repr((oracle.package, oracle.source, oracle.source_paths, oracle.requirements, oracle.nodeps, oracle.scripts)),
+        "requirements": " ".join(_digest(ROOT / name) for name in (*oracle.requirements, *oracle.nodeps)),
+        "scripts": _digest(ROOT / oracle.scripts) + _digest(SHARED),
+        "script": script,
+        "job": json.dumps(_replaced(job, {p: f"<{d}>" for p, d in digests.items()}), sort_keys=True, ensure_ascii=False),
+        "env": os.environ.get("MKL_CBWR", ""),
+    }
+
+
+def _missed(oracle: UpstreamOracle, script: str, job: dict, folder: Path) -> str:
+    """Why no recording in `folder` is this run's, in words: what differs from the closest recording
+    of the same script."""
+    parts = key_parts(oracle, script, job)
+    best: list[str] | None = None
+    for path in sorted(folder.glob("*.safetensors")):
+        recorded = recorded_runs.key_parts_of(path)
+        if recorded.get("script") != script:
+            continue
+        differ = [k for k in parts if recorded.get(k) != parts[k]]
+        if "job" in differ and isinstance(job, dict):
+            old, new = json.loads(recorded["job"]), json.loads(parts["job"])
+            differ = [k for k in differ if k != "job"] + [f"job[{k!r}]" for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+        if best is None or len(differ) < len(best):
+            best = differ
+    if best is None:
+        return f"no run of {script} is recorded"
+    return "the closest recording of " + script + " differs in " + ", ".join(best)
 
 
 def _named_paths(job) -> list[str]:
@@ -175,6 +268,8 @@ def _digest(path: Path) -> str:
     """sha256 of a file's bytes, or of a folder's files (relative names and bytes, caches left out);
     "missing" when there is nothing there."""
     if path.is_file():
+        if path.suffix.lower() == ".wav":
+            return hashlib.sha256(_wav_without_time(path.read_bytes())).hexdigest()
         return hashlib.file_digest(open(path, "rb"), "sha256").hexdigest()
     if not path.is_dir():
         return "missing"
@@ -183,6 +278,21 @@ def _digest(path: Path) -> str:
         if p.is_file() and "__pycache__" not in p.parts:
             h.update(str(p.relative_to(path)).encode() + b"\0" + _digest(p).encode())
     return h.hexdigest()
+
+
+def _wav_without_time(data: bytes) -> bytes:
+    """A WAV file's bytes with the time in its PEAK chunk zeroed: libsndfile writes the second it
+    wrote a float WAV there, which no reader's samples depend on (the same clip written twice is
+    the same input)."""
+    if data[:4] != b"RIFF" or data[8:12] != b"WAVE":
+        return data
+    data, at = bytearray(data), 12
+    while at + 8 <= len(data):
+        size = int.from_bytes(data[at + 4 : at + 8], "little")
+        if data[at : at + 4] == b"PEAK" and size >= 8:
+            data[at + 12 : at + 16] = bytes(4)  # after the chunk's version word: the timestamp
+        at += 8 + size + (size & 1)
+    return bytes(data)
 
 
 def _store(entry: Path, out: Path) -> None:
@@ -203,7 +313,7 @@ def generated(tensors: dict, i: int):
     """The oracle's outputs of call `i`: (codes, waveform) per utterance, as it saved them."""
     j = 0
     while f"wav_{i}_{j}" in tensors:
-        yield tensors[f"codes_{i}_{j}"], tensors[f"wav_{i}_{j}"].numpy()
+        yield tensors[f"codes_{i}_{j}"], tensors[f"wav_{i}_{j}"]
         j += 1
 
 
@@ -213,5 +323,5 @@ def assert_same_outputs(results, expected, label: str) -> None:
     assert len(results) == len(expected) > 0, label
     for j, ((codes, wav), (want_codes, want_wav)) in enumerate(zip(results, expected)):
         assert want_codes.shape[0] > 0, f"{label}[{j}]: oracle produced no frames"
-        assert torch.equal(codes, want_codes), f"{label}[{j}]: codes differ"
-        assert wav.dtype == np.float32 and np.array_equal(wav, want_wav), f"{label}[{j}]: waveform differs"
+        assert same(codes, want_codes), f"{label}[{j}]: codes differ"
+        assert wav.dtype == np.float32 and same(wav, want_wav), f"{label}[{j}]: waveform differs"

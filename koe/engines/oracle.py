@@ -58,6 +58,11 @@ class UpstreamOracle:
     python instead of `<venv>/bin/python`. `goldens_only`: no test runs upstream; its scripts
     (`<scripts>/golden_<topic>.py`) write the golden files the family's tests compare with, so
     `make oracle` and `make test` leave this venv out and `make goldens-FAMILY` builds it.
+    `recorded`: the test paths (files or folders of the checkout) whose oracle runs are committed
+    (recorded oracle runs, docs/testing.md): `run_oracle` reads each run back from
+    `tests/engines/<family>/oracle_runs/<key>.safetensors` (what upstream wrote, keyed by everything
+    it depends on) instead of starting upstream, and `make goldens-FAMILY` runs these tests with
+    upstream live to record them again.
     """
 
     venv: str
@@ -71,6 +76,7 @@ class UpstreamOracle:
     build_isolation: bool = True
     shares_torch: bool = True
     goldens_only: bool = False
+    recorded: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if bool(self.package) == bool(self.source):
@@ -82,6 +88,9 @@ class UpstreamOracle:
         bad = [p for p in self.source_paths if p.startswith("/") or ".." in Path(p).parts or not p]
         if bad or not self.source_paths:
             raise ValueError(f"oracle source_paths {self.source_paths!r}: folders inside the source tree ('.' for its root)")
+        bad = [p for p in self.recorded if p.startswith("/") or ".." in Path(p).parts or not p]
+        if bad:
+            raise ValueError(f"oracle recorded {self.recorded!r}: test files or folders of the checkout (relative paths)")
         if not self.venv.startswith(".oracle"):
             raise ValueError(f"oracle venv {self.venv!r}: name it .oracle-SOMETHING (`make clean` removes .oracle*, git ignores them)")
 

@@ -1,0 +1,123 @@
+"""The files of recorded oracle runs (`tests/oracle_harness.py` decides when one is read or written).
+
+One run is one safetensors file, `tests/engines/<family>/oracle_runs/<key>.safetensors`: upstream's
+tensors up to `KEPT_BYTES` each as they are, and its metadata (JSON): the oracle script's name, its
+info, the parts of its key (`key_parts`, so a miss can say what changed) and, for each larger
+tensor, a `Digest` (its shape, dtype and the sha256 of its bytes, with its first values): a long
+waveform is compared bit for bit through its digest, and the files stay small. A test compares
+koe's result with an oracle tensor through `same(actual, expected)`, which takes either; a tensor
+a test reads as data (an input koe's side takes, a slice, a mean) is named in `run_oracle`'s `keep`
+and recorded whole.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+KEPT_BYTES = 64 * 1024  # a tensor past this is recorded as its digest
+HEAD = 8  # the first values a digest keeps, to show how a result differs
+
+
+def tensor_sha256(t: torch.Tensor) -> str:
+    return hashlib.sha256(t.detach().contiguous().cpu().reshape(-1).view(torch.uint8).numpy().tobytes()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Digest:
+    """A large tensor of a recorded run, kept as what identifies it bit for bit. Only `same` (and
+    `shape`, `dtype`, `len`) reads it: any other use says so, rather than comparing wrongly."""
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    sha256: str
+    head: tuple[float, ...]
+
+    @classmethod
+    def of(cls, t: torch.Tensor) -> Digest:
+        flat = t.detach().reshape(-1)
+        return cls(tuple(t.shape), t.dtype, tensor_sha256(t), tuple(float(v) for v in flat[:HEAD].double()))
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def numel(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise TypeError(
+            f"a recorded oracle tensor of shape {self.shape} is kept as its digest (over {KEPT_BYTES // 1024} KB): "
+            f"compare koe's result with it through `same(actual, expected)` (tests/recorded_runs.py), not .{name}"
+        )
+
+    def to_json(self) -> dict:
+        return {"shape": list(self.shape), "dtype": str(self.dtype).removeprefix("torch."), "sha256": self.sha256, "head": list(self.head)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> Digest:
+        return cls(tuple(d["shape"]), getattr(torch, d["dtype"]), d["sha256"], tuple(d["head"]))
+
+
+def same(actual, expected) -> bool:
+    """Whether koe's `actual` (a tensor or an array) equals the oracle's `expected` bit for bit: the
+    same shape, dtype and values (a `Digest`: the same sha256 of its bytes)."""
+    a = torch.from_numpy(np.ascontiguousarray(actual)) if isinstance(actual, np.ndarray) else actual
+    if isinstance(expected, Digest):
+        return tuple(a.shape) == expected.shape and a.dtype == expected.dtype and tensor_sha256(a) == expected.sha256
+    e = torch.from_numpy(np.ascontiguousarray(expected)) if isinstance(expected, np.ndarray) else expected
+    return a.shape == e.shape and a.dtype == e.dtype and torch.equal(a, e)
+
+
+def kept_whole(name: str, keep: tuple[str, ...]) -> bool:
+    """Whether the tensor `name` is one a test reads as data (`keep`: fnmatch patterns of names)."""
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in keep)
+
+
+def write(path: Path, script: str, tensors: dict, info: dict, parts: dict[str, str], keep: tuple[str, ...] = ()) -> None:
+    """One recorded run (see the module's doc); written aside, then renamed (two workers may record
+    the same run). `tensors` may hold digests already (an older recording, rewritten); the names
+    matching `keep` are kept whole whatever their size (what a test reads as data, not only compares)."""
+    kept, digests = {}, {}
+    for name, t in tensors.items():
+        if isinstance(t, Digest):
+            if kept_whole(name, keep):
+                raise ValueError(f"{path.name}: {name} is recorded as its digest, and the test keeps it whole: record it again")
+            digests[name] = t.to_json()
+        elif t.numel() * t.element_size() > KEPT_BYTES and not kept_whole(name, keep):
+            digests[name] = Digest.of(t).to_json()
+        else:
+            kept[name] = t.detach().contiguous()
+    metadata = {
+        "script": script,
+        "info": json.dumps(info, ensure_ascii=False, sort_keys=True),
+        "key_parts": json.dumps(parts, ensure_ascii=False),
+        "digests": json.dumps(digests, sort_keys=True),
+    }
+    partial = path.with_name(f"{path.name}.partial-{os.getpid()}")
+    save_file(kept, str(partial), metadata=metadata)
+    partial.replace(path)
+
+
+def read(path: Path) -> tuple[dict, dict]:
+    """(tensors, info) of a recorded run: its kept tensors, and a `Digest` for each larger one."""
+    with safe_open(str(path), "pt") as f:
+        metadata = f.metadata()
+        tensors: dict = {k: f.get_tensor(k) for k in f.keys()}
+    tensors.update((k, Digest.from_json(d)) for k, d in json.loads(metadata.get("digests", "{}")).items())
+    return tensors, json.loads(metadata["info"])
+
+
+def key_parts_of(path: Path) -> dict:
+    with safe_open(str(path), "pt") as f:
+        return json.loads(f.metadata().get("key_parts", "{}"))

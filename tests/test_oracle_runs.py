@@ -1,0 +1,160 @@
+"""Recorded oracle runs (tests/oracle_harness.py): a recorded family's runs are read back from its
+committed files, never run; recording writes them (live, or from the old recordings); a run with no
+recording is an error that says how to record it; the key is the same on every machine.
+
+A toy oracle (a scripts folder of this test's own, run by this Python) stands in for an upstream
+package, registered for the test under the family name "toy".
+"""
+
+from __future__ import annotations
+
+import sys
+
+import oracle_harness
+import pytest
+import recorded_runs
+import torch
+from oracle_harness import _digest, cache_key, run_key, run_oracle, runs_folder
+from recorded_runs import Digest, same
+
+from koe.engines.oracle import UpstreamOracle
+
+SCRIPT = """import json, random, sys
+from pathlib import Path
+import torch
+from safetensors.torch import save_file
+job = json.loads(Path(sys.argv[1]).read_text())
+out = Path(sys.argv[2]); out.mkdir(parents=True, exist_ok=True)
+if "write_to" in job:
+    Path(job["write_to"]).write_text("written by the oracle")
+draw = random.random()
+save_file({"noise": torch.full((3,), draw)}, str(out / "tensors.safetensors"))
+(out / "info.json").write_text(json.dumps({"draw": draw, "size": len(Path(job["fixture"]).read_bytes())}))
+"""
+
+
+@pytest.fixture
+def toy(tmp_path, monkeypatch):
+    """The toy family: its oracle (recorded), its python (this one), a fixture, where its runs go."""
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    (scripts / "draw.py").write_text(SCRIPT)
+    fixture = tmp_path / "fixture" / "model.bin"
+    fixture.parent.mkdir()
+    fixture.write_bytes(b"weights " * 100)
+    oracle = UpstreamOracle(package="toy-tts==1.0.0", venv=".oracle-toy", python_env="KOE_ORACLE_TOY_PYTHON", scripts=str(scripts), recorded=("tests/toy",))
+    monkeypatch.setitem(oracle_harness.ORACLES, "toy", oracle)
+    monkeypatch.setattr(oracle_harness, "RUNS_ROOT", tmp_path / "engines")
+    monkeypatch.setenv("KOE_ORACLE_TOY_PYTHON", sys.executable)
+    monkeypatch.setenv("KOE_ORACLE_CACHE", "0")
+    monkeypatch.delenv("KOE_ORACLE_RECORD", raising=False)
+    return oracle, fixture, tmp_path
+
+
+def record(monkeypatch, job, workdir):
+    monkeypatch.setenv("KOE_ORACLE_RECORD", "toy")
+    result = run_oracle("draw", job, workdir, family="toy")
+    monkeypatch.delenv("KOE_ORACLE_RECORD")
+    return result
+
+
+def commit_recording() -> None:
+    """What `make goldens-toy` does once the recording pass passed."""
+    runs_folder("toy", staging=True).rename(runs_folder("toy"))
+
+
+def test_a_recorded_run_is_read_back_without_upstream(toy, monkeypatch) -> None:
+    oracle, fixture, root = toy
+    job = {"fixture": str(fixture)}
+    tensors, info = record(monkeypatch, job, root / "run1")
+    assert torch.equal(tensors["noise"], torch.full((3,), info["draw"]))
+    commit_recording()
+    monkeypatch.setenv("KOE_ORACLE_TOY_PYTHON", str(root / "no-venv" / "python"))  # upstream cannot start
+    again, again_info = run_oracle("draw", job, root / "run2", family="toy")
+    assert again_info == info and torch.equal(again["noise"], tensors["noise"])
+    assert [p.name for p in runs_folder("toy").iterdir()] == [f"{run_key(oracle, 'draw', job)}.safetensors"]
+
+
+def test_a_run_without_recording_says_how_to_record_it(toy, monkeypatch) -> None:
+    oracle, fixture, root = toy
+    record(monkeypatch, {"fixture": str(fixture)}, root / "run1")
+    commit_recording()
+    fixture.write_bytes(b"other weights")  # koe's side changed its fixture: the recording is stale
+    with pytest.raises(RuntimeError, match=r"no recorded run of toy's oracle script draw .*make goldens-toy"):
+        run_oracle("draw", {"fixture": str(fixture)}, root / "run2", family="toy")
+
+
+def test_recording_again_reuses_the_old_recordings_and_drops_the_unused(toy, monkeypatch) -> None:
+    oracle, fixture, root = toy
+    other = fixture.with_name("other.bin")
+    other.write_bytes(b"more weights")
+    _, first = record(monkeypatch, {"fixture": str(fixture)}, root / "run1")
+    record(monkeypatch, {"fixture": str(other)}, root / "run1")
+    commit_recording()
+    monkeypatch.setenv("KOE_ORACLE_TOY_PYTHON", str(root / "no-venv" / "python"))  # an old recording is copied, not run
+    _, again = record(monkeypatch, {"fixture": str(fixture)}, root / "run2")
+    assert again == first
+    staged = sorted(p.name for p in runs_folder("toy", staging=True).iterdir())
+    assert staged == [f"{run_key(oracle, 'draw', {'fixture': str(fixture)})}.safetensors"]  # the other run is no longer made
+
+
+def test_a_run_that_writes_outside_its_output_cannot_be_recorded(toy, monkeypatch) -> None:
+    oracle, fixture, root = toy
+    with pytest.raises(RuntimeError, match="writes outside its output folder"):
+        record(monkeypatch, {"fixture": str(fixture), "write_to": str(root / "run1" / "weights.txt")}, root / "run1")
+
+
+def test_the_recording_key_holds_nothing_of_this_machine(toy) -> None:
+    """The cache's key adds this machine's venv and python; the recording's is the same everywhere."""
+    oracle, fixture, root = toy
+    job = {"fixture": str(fixture)}
+    python = sys.executable
+    assert cache_key(oracle, python, "draw", job) != cache_key(oracle, python + "3", "draw", job)
+    assert run_key(oracle, "draw", job) == run_key(UpstreamOracle(**{**vars(oracle), "venv": ".oracle-elsewhere", "python_env": "OTHER"}), "draw", job)
+    assert run_key(oracle, "draw", job) != run_key(UpstreamOracle(**{**vars(oracle), "package": "toy-tts==1.0.1"}), "draw", job)
+
+
+def test_a_recording_holds_the_info_and_the_script(toy, monkeypatch) -> None:
+    oracle, fixture, root = toy
+    record(monkeypatch, {"fixture": str(fixture)}, root / "run1")
+    (path,) = runs_folder("toy", staging=True).iterdir()
+    from safetensors import safe_open
+
+    with safe_open(str(path), "pt") as f:
+        assert f.metadata()["script"] == "draw"
+    tensors, info = recorded_runs.read(path)
+    assert info["size"] == 800 and set(tensors) == {"noise"}
+
+
+def test_a_large_tensor_is_recorded_as_its_digest_and_compared_bit_for_bit(tmp_path) -> None:
+    wave = torch.randn(recorded_runs.KEPT_BYTES)  # 4 bytes a value: past the kept size
+    codes = torch.arange(12).reshape(3, 4)
+    recorded_runs.write(tmp_path / "run.safetensors", "generate", {"wav": wave, "codes": codes}, {"n": 1}, {"script": "generate"})
+    assert (tmp_path / "run.safetensors").stat().st_size < 4096
+    tensors, info = recorded_runs.read(tmp_path / "run.safetensors")
+    assert isinstance(tensors["wav"], Digest) and torch.equal(tensors["codes"], codes) and info == {"n": 1}
+    assert same(wave, tensors["wav"]) and same(wave.numpy(), tensors["wav"]) and same(codes, tensors["codes"])
+    nudged = wave.clone()
+    nudged[-1] = torch.nextafter(nudged[-1], torch.tensor(1e9))  # one value, one bit
+    assert not same(nudged, tensors["wav"]) and not same(wave.double(), tensors["wav"]) and not same(wave[:-1], tensors["wav"])
+    assert len(tensors["wav"]) == wave.shape[0] and tensors["wav"].head[0] == float(wave[0])
+    with pytest.raises(TypeError, match=r"kept as its digest .*same\(actual, expected\)"):
+        tensors["wav"].numpy()
+
+
+def test_a_float_wav_written_again_is_the_same_input(tmp_path) -> None:
+    """libsndfile writes the time into a float WAV's PEAK chunk: not part of the key; the samples are."""
+    import time
+
+    import numpy as np
+    import soundfile as sf
+
+    clip = np.sin(np.arange(2400, dtype=np.float32) / 10)
+    sf.write(str(tmp_path / "a.wav"), clip, 24000, subtype="FLOAT")
+    time.sleep(1.1)
+    sf.write(str(tmp_path / "b.wav"), clip, 24000, subtype="FLOAT")
+    assert (tmp_path / "a.wav").read_bytes() != (tmp_path / "b.wav").read_bytes()
+    assert _digest(tmp_path / "a.wav") == _digest(tmp_path / "b.wav")
+    clip[7] += 0.5
+    sf.write(str(tmp_path / "c.wav"), clip, 24000, subtype="FLOAT")
+    assert _digest(tmp_path / "c.wav") != _digest(tmp_path / "a.wav")
