@@ -2,7 +2,7 @@
 random folder at the released DiT size (`write_random_model(variant="v3")`): clone with a transcript, a few `sample_steps`
 (upstream's 32 would take minutes at this size), speed, the batched vocoder synthesis
 (`parallel_infer`, one CFM call for every chunk, SOLA joins) and the serial one, several
-fragments. Slow: see test_gpt_sovits_engine_v3.py. See infer_goldens.py."""
+fragments, return_fragment (koe's stream). Slow: see test_gpt_sovits_engine_v3.py. See infer_goldens.py."""
 
 from __future__ import annotations
 
@@ -22,6 +22,16 @@ CASES = {
     "serial": {"model": "v3", "text": EN, "text_lang": "en", "seed": 2, "sample_steps": 2, "parallel_infer": False},
     "speed": {"model": "v3", "text": EN, "text_lang": "en", "seed": 3, "sample_steps": 3, "speed_factor": 1.25, "parallel_infer": False},
     "long": {"model": "v3", "text": common.LONG, "text_lang": "en", "seed": 4, "sample_steps": 1, "text_split_method": "cut5", "batch_size": 3},
+    "fragments": {
+        "model": "v3",
+        "text": common.LONG,
+        "text_lang": "en",
+        "seed": 5,
+        "sample_steps": 1,
+        "text_split_method": "cut5",
+        "batch_size": 4,
+        "return_fragment": True,
+    },
 }
 
 

@@ -127,3 +127,18 @@ def check_case(golden, name: str, chunks: list[np.ndarray], sample_rate: int) ->
         pcm = to_int16(audio)
         np.testing.assert_array_equal(pcm[:32], golden[f"{name}.{k}.head"])
         assert array_sha256(pcm) == str(golden[f"{name}.{k}.int16"]), k
+
+
+def check_through_synthesize(golden, name: str, speaker: Speaker, options: dict) -> None:
+    """The case spoken through the engine's `synthesize` (the pipeline, `options` under koe's names)
+    on a voice from `prepare_voice`: upstream's float samples."""
+    from golden_files import array_sha256
+
+    from koe.engines.base import SynthesisRequest, VoiceReference
+
+    case = speaker.spec["cases"][name]
+    engine = speaker.engine(case["model"])
+    voice = engine.prepare_voice(VoiceReference(str(speaker.folder / "ref.wav"), case["prompt_text"]), prompt_lang=case["prompt_lang"])
+    request = SynthesisRequest(case["text"], voice=voice, language=case["text_lang"], seed=case["seed"], options=options)
+    audio = np.concatenate([c.samples for c in engine.synthesize(request)])
+    assert array_sha256(audio.astype(np.float32)) == str(golden[f"{name}.0.float"])

@@ -28,3 +28,8 @@ def test_pro_run_equals_upstream(name, golden, speaker):
     engine = speaker.engine(model)
     assert str(golden[f"{model}.version"]) == G.VARIANTS[model] == engine.version
     infer_goldens.check_case(golden, name, speaker.speak(name), engine.sample_rate)
+
+
+def test_the_engine_contract_gives_upstreams_samples(golden, speaker):
+    """Through `synthesize` (the pipeline, koe's option names) on a v2ProPlus voice: upstream's samples."""
+    infer_goldens.check_through_synthesize(golden, "plus_batched", speaker, {"text_split_method": "cut5", "batch_fragments": 3})

@@ -54,3 +54,13 @@ def test_a_v3_voice_keeps_its_mel_when_saved(speaker, tmp_path):
     voice.save(tmp_path / "v")
     again = engine.load_voice(tmp_path / "v")
     assert torch.equal(again.mel, voice.mel) and again.sv is None and again.phones == voice.phones
+
+
+def test_the_engine_contract_gives_upstreams_samples(golden, speaker):
+    """Through `synthesize`, `sample_steps` and `parallel_infer` as koe's options: upstream's samples."""
+    infer_goldens.check_through_synthesize(golden, "serial", speaker, {"sample_steps": 2, "parallel_infer": False})
+
+
+def test_the_stream_is_upstreams_return_fragment(golden, speaker):
+    """koe's stream (`fragments(streamed=True)`) is `return_fragment`: one chunk per batch of 4."""
+    assert int(golden["fragments.count"]) == len(speaker.speak("fragments")) > 1
