@@ -10,6 +10,7 @@ ORACLE = UpstreamOracle(
     venv=".oracle-omnivoice",
     python_env="KOE_ORACLE_OMNIVOICE_PYTHON",
     scripts="tests/oracle_omnivoice",
+    recorded=("tests/engines/omnivoice",),
     requirements=("tests/oracle_omnivoice/requirements.txt",),
     nodeps=("tests/oracle_omnivoice/requirements-nodeps.txt",),
 )

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 import torch
-from oracle_harness import run_oracle
+from oracle_harness import run_oracle, same
 
 from koe.compat.omnivoice import OmniVoice, VoiceClonePrompt
 from koe.engines.base import SynthesisRequest, VoiceReference, collect
@@ -112,15 +112,15 @@ def test_voice_prompts_match_upstream(model, clips, upstream, index) -> None:
         return
     prompt = model.prompt(_clip(clips[name], tensor), text, pre)
     assert prompt.text == expected["text"] and prompt.rms == expected["rms"]
-    assert torch.equal(prompt.codes, tensors[f"prompt{index}"])
+    assert same(prompt.codes, tensors[f"prompt{index}"])
 
 
 def test_the_tokenizer_alone_matches_upstream(model, encode_clip, upstream) -> None:
     tensors, _ = upstream
     data, _ = sf.read(encode_clip, dtype="float32")
-    assert torch.equal(model.codec.encode(torch.from_numpy(data)[None, None])[0], tensors["encode0"])
+    assert same(model.codec.encode(torch.from_numpy(data)[None, None])[0], tensors["encode0"])
     codes = torch.randint(0, 1024, (8, 9), generator=torch.Generator().manual_seed(0))
-    assert torch.equal(model.codec.decode(codes[None])[0], tensors["decode0"])
+    assert same(model.codec.decode(codes[None])[0], tensors["decode0"])
     assert load_clip(encode_clip, 24000).shape == (1, 23 * 960)
 
 
@@ -154,9 +154,9 @@ def test_cloned_speech_matches_upstream(model, clips, upstream_clones, index) ->
     voice = model.prompt(_clip(clips[name], tensor), text)
     frames = [model.frames_for(case["text"], case.get("duration"), case.get("speed"), voice)]
     codes = unmask(model.lm, model.items([case["text"]], frames=frames, denoise=case.get("denoise", True), voices=[voice]), settings)
-    assert torch.equal(codes[0], tensors[f"case{index}.tokens0"])
+    assert same(codes[0], tensors[f"case{index}.tokens0"])
     wave = model.finish(model.decode(codes[0]), voice.rms, output)
-    assert np.array_equal(wave, tensors[f"case{index}.0"].numpy())
+    assert same(wave, tensors[f"case{index}.0"])
 
 
 def test_cloning_through_the_engine_and_the_drop_in_gives_upstream_s_samples(model_dir, clips, upstream_clones, tmp_path) -> None:
@@ -168,17 +168,17 @@ def test_cloning_through_the_engine_and_the_drop_in_gives_upstream_s_samples(mod
     for index in (0, 2, 3):
         case = CLONES[index]
         name, text, _ = case["ref"]
-        expected = tensors[f"case{index}.0"].numpy()
+        expected = tensors[f"case{index}.0"]
         options = {k: v for k, v in case.items() if k not in ("text", "seed", "ref")}
         engine.prepare_voice(VoiceReference(clips[name], text)).save(tmp_path / f"v{index}")
         voice = engine.load_voice(tmp_path / f"v{index}")
         got = collect(engine.synthesize(SynthesisRequest(case["text"], voice=voice, seed=case["seed"], options=options))).samples
-        assert np.array_equal(got, expected), f"engine, case {index}"
+        assert same(got, expected), f"engine, case {index}"
         torch.manual_seed(case["seed"])
         (wave,) = drop_in.generate(case["text"], ref_audio=clips[name], ref_text=text, **options)
-        assert np.array_equal(wave, expected), f"drop-in, case {index}"
+        assert same(wave, expected), f"drop-in, case {index}"
         drop_in.create_voice_clone_prompt(clips[name], text).save(str(tmp_path / f"p{index}.pt"))
         prompt = VoiceClonePrompt.load(str(tmp_path / f"p{index}.pt"))
         torch.manual_seed(case["seed"])
         (wave,) = drop_in.generate(case["text"], voice_clone_prompt=prompt, **options)
-        assert np.array_equal(wave, expected), f"drop-in prompt, case {index}"
+        assert same(wave, expected), f"drop-in prompt, case {index}"

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 import torch
-from oracle_harness import run_oracle
+from oracle_harness import run_oracle, same
 
 from koe.compat.omnivoice import OmniVoice
 from koe.engines.base import SynthesisRequest, collect
@@ -85,7 +85,7 @@ def test_long_texts_match_upstream(model_dir, clip, upstream, index) -> None:
     )
     assert len(info["cases"][index]["target_lens"]) > 1  # upstream did chunk
     for j, wave in enumerate(waves):
-        assert np.array_equal(wave, tensors[f"case{index}.{j}"].numpy()), f"text {j}"
+        assert same(wave, tensors[f"case{index}.{j}"]), f"text {j}"
 
 
 def test_long_texts_through_the_engine_and_the_drop_in(model_dir, clip, upstream) -> None:
@@ -96,11 +96,11 @@ def test_long_texts_through_the_engine_and_the_drop_in(model_dir, clip, upstream
     engine = load_engine(model_dir, device="cpu")
     case = CASES[0]
     request = SynthesisRequest(case["text"], seed=case["seed"], options={"num_step": case["num_step"], **CHUNKS})
-    assert np.array_equal(collect(engine.synthesize(request)).samples, tensors["case0.0"].numpy())
+    assert same(collect(engine.synthesize(request)).samples, tensors["case0.0"])
     streamed = [c for c in engine.synthesize(replace(request, stream=True)) if len(c.samples)]
     assert len(streamed) == len(engine.model.chunks_of(case["text"], engine.model.frames_for(case["text"]), Chunking(**CHUNKS))) > 1
     drop_in = OmniVoice.from_pretrained(str(model_dir))
     case = CASES[3]
     torch.manual_seed(case["seed"])
     waves = drop_in.generate(case["text"], ref_audio=clip, ref_text="A reference voice", speed=case["speed"], num_step=case["num_step"], **CHUNKS)
-    assert all(np.array_equal(w, tensors[f"case3.{j}"].numpy()) for j, w in enumerate(waves))
+    assert all(same(w, tensors[f"case3.{j}"]) for j, w in enumerate(waves))
