@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 import torch
-from bench_side import family_cases, on_path, wire
+from bench_side import ROOT, family_cases, on_path, wire
 
 on_path("tests/oracle_gpt_sovits")  # text_oracle (upstream's text package set up), golden_infer (torchaudio's load on soundfile)
 
@@ -67,6 +67,7 @@ class GPTSoVITSUpstreamWorker:
         from text_oracle import use_lite_langdetect, use_upstream_text
 
         use_upstream_text(work / "tagger")
+        sys.path.remove(str(ROOT / "koe" / "bench"))  # wire is read; its folder's models.py would shadow AP_BWE's `models` (tools/audio_sr.py)
         import process_ckpt
 
         sys.path.append(str(Path(process_ckpt.__file__).resolve().parent / "eres2net"))

@@ -63,13 +63,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from koe.engines.base import Cancelled, EmptyText, UnsupportedLanguage, UnsupportedVoice, VoiceReference
+from koe.engines.base import Cancelled, EmptyText, UnsupportedLanguage, UnsupportedVoice
 from koe.engines.gpt_sovits import spec
-from koe.engines.gpt_sovits.bert_features import BertFeatures
-from koe.engines.gpt_sovits.engine import GPTSoVITSEngine, _LazyFrontEnds
-from koe.engines.gpt_sovits.hubert import read_hubert
-from koe.engines.gpt_sovits.sovits_weights import load_sovits
-from koe.engines.gpt_sovits.synthesis import Models, RunSettings, fragment_of, fragments, set_seed, to_int16
+from koe.engines.gpt_sovits.engine import GPTSoVITSEngine
+from koe.engines.gpt_sovits.synthesis import RunSettings, fragment_of, fragments, set_seed, to_int16
 from koe.engines.gpt_sovits.t2s import load_t2s
 from koe.engines.gpt_sovits.text.clean import LanguageNotBuilt
 from koe.engines.gpt_sovits.text.segment import SENTENCE_ENDS
@@ -80,7 +77,7 @@ __all__ = ["TTS", "ReferenceLengthError", "ReferenceNotFound", "TTS_Config"]
 PRETRAINED = "GPT_SoVITS/pretrained_models"
 CONFIGS_PATH = "GPT_SoVITS/configs/tts_infer.yaml"
 VERSIONS = ("v1", "v2", "v3", "v4", "v2Pro", "v2ProPlus")
-DROP_IN_VERSIONS = ("v1", "v2")  # the SoVITS versions this drop-in runs
+DROP_IN_VERSIONS = spec.SUPPORTED  # the SoVITS versions this drop-in runs: every one koe's engine runs
 _DEFAULT_WEIGHTS = {  # upstream's default_configs: version -> (GPT, SoVITS) under pretrained_models
     "v1": ("s1bert25hz-2kh-longer-epoch=68e-step=50232.ckpt", "s2G488k.pth"),
     "v2": ("gsv-v2final-pretrained/s1bert25hz-5kh-longer-epoch=12-step=369668.ckpt", "gsv-v2final-pretrained/s2G2333k.pth"),
@@ -91,6 +88,7 @@ _DEFAULT_WEIGHTS = {  # upstream's default_configs: version -> (GPT, SoVITS) und
 }
 PATH_KEYS = ("t2s_weights_path", "vits_weights_path", "bert_base_path", "cnhuhbert_base_path")
 ENGINE_NAMES = {"batch_size": "batch_fragments"}  # run's inputs koe's engine names otherwise
+PRECISION = "fp32"  # koe's engine in float32, its GPT's blocks on the exact kernel where it gives torch's bits
 
 
 class ReferenceNotFound(FileNotFoundError, ValueError):
@@ -222,6 +220,7 @@ class TTS_Config:  # noqa: N801 - upstream's name
     def update_version(self, version: str) -> None:
         self.version = version
         self.languages = self.v1_languages if version == "v1" else self.v2_languages
+        self.use_vocoder = version in spec.VOCODER_VERSIONS
 
     def save_configs(self, configs_path: str | os.PathLike | None = None) -> None:
         """Writes the default configs and this one (as "custom") to `configs_path` (upstream's yaml)."""
@@ -239,13 +238,24 @@ class TTS_Config:  # noqa: N801 - upstream's name
 
 
 class _Files(spec.Layout):
-    """The engine's layout of the files a `TTS_Config` names. G2PW's model, NLTK's data and
-    fastText's model are looked for beside the BERT folder (a koe folder's places, and upstream's
-    `pretrained_models`), G2PW's also in upstream's `GPT_SoVITS/text/G2PWModel`."""
+    """The engine's layout of the files a `TTS_Config` names. The files upstream reads from its
+    `pretrained_models` whatever the config says (v2Pro/ProPlus's SV model, v3's BigVGAN, v4's
+    vocoder, a v3/v4 LoRA's pretrained model), G2PW's model, NLTK's data and fastText's model are
+    looked for beside the BERT folder (upstream's `pretrained_models`, and a koe folder's places),
+    G2PW's also in upstream's `GPT_SoVITS/text/G2PWModel`."""
 
     def __init__(self, config: TTS_Config, version: str) -> None:
         self._bert, self._hubert = Path(config.bert_base_path), Path(config.cnhuhbert_base_path)
-        super().__init__(self._bert.parent, Path(config.t2s_weights_path), Path(config.vits_weights_path), version)
+        sovits, folder = Path(config.vits_weights_path), self._bert.parent
+        base = folder / spec.RELEASES[version][1] if spec.is_lora(sovits) else None
+        super().__init__(folder, Path(config.t2s_weights_path), sovits, version, base)
+
+    def required(self) -> tuple[str, ...]:
+        """The files the engine reads, as paths (the config's may lie outside the folder)."""
+        named = (self.gpt, self.sovits, *(() if self.base is None else (self.base,)))
+        hubert = tuple(self.hubert / Path(f).name for f in spec.HUBERT_FILES)
+        bert = tuple(self.bert / Path(f).name for f in spec.BERT_FILES)
+        return tuple(str(p) for p in (*named, *hubert, *bert, *(self.folder / f for f in spec.EXTRA_FILES.get(self.version, ()))))
 
     @property
     def hubert(self) -> Path:
@@ -283,22 +293,9 @@ def _check_files(config: TTS_Config) -> None:
 
 
 def _engine(config: TTS_Config) -> GPTSoVITSEngine:
-    """koe's engine on the config's files (as `GPTSoVITSEngine.load` builds it from a folder)."""
+    """koe's engine on the config's files (`GPTSoVITSEngine.from_layout`, float32 on the CPU)."""
     _check_files(config)
-    files = _Files(config, _sovits_version(config.vits_weights_path))
-    sovits = load_sovits(files.sovits)
-    hubert = read_hubert(files.hubert)
-    lang_model = files.langdetect
-    models = Models(
-        t2s=load_t2s(files.gpt),
-        sovits=sovits,
-        bert=BertFeatures.from_folder(files.bert),
-        front_ends=_LazyFrontEnds(files),
-        lang_model=None if lang_model is None else str(lang_model),
-        version=sovits.config.version,
-        hubert_draws=len(hubert.encoder.layers),
-    )
-    return GPTSoVITSEngine(files, models, hubert, torch.device("cpu"))
+    return GPTSoVITSEngine.from_layout(_Files(config, _sovits_version(config.vits_weights_path)), "cpu", precision=PRECISION)
 
 
 class _Stop:
@@ -336,17 +333,24 @@ class TTS:
         """Another GPT (`.ckpt`); the prompt cache is kept, as upstream's."""
         if not os.path.isfile(weights_path):
             raise FileNotFoundError(f"t2s_weights_path {weights_path!r}: no such GPT file")
-        self.engine.models.t2s = load_t2s(weights_path)
+        self.engine.models.t2s = load_t2s(weights_path, precision=PRECISION)
         self.configs.t2s_weights_path = os.fspath(weights_path)
         self.configs.max_sec = self.engine.models.t2s.config.early_stop_num // self.configs.hz
 
     def init_vits_weights(self, weights_path: str) -> None:
-        """Another SoVITS (`.pth`, v1 or v2); its version sets the languages; the prompt cache is kept, as upstream's."""
+        """Another SoVITS (`.pth`, any version koe runs): the engine is built again on the config's
+        files with it (a failed load keeps the model). Its version sets the languages; the prompt
+        cache is kept, as upstream's, unless the version changed: the reference and transcript are
+        then read again at the next run (another version's voice holds other parts)."""
         _sovits_version(weights_path)
-        sovits = load_sovits(weights_path)
-        self.engine.models.sovits, self.engine.models.version = sovits, sovits.config.version
-        self.configs.vits_weights_path = os.fspath(weights_path)
-        self.configs.update_version(sovits.config.version)
+        config = copy.copy(self.configs)
+        config.vits_weights_path = os.fspath(weights_path)
+        engine = _engine(config)
+        self.engine, self.configs.vits_weights_path = engine, config.vits_weights_path
+        self.configs.update_version(engine.version)
+        if self._reference is not None and self._reference.version != engine.version:
+            self.prompt_cache.update(_fresh_cache())
+            self._reference = self._references = None
 
     # -- the reference ---------------------------------------------------------------------------
     def set_ref_audio(self, ref_audio_path: str) -> None:
@@ -354,7 +358,7 @@ class TTS:
         if not os.path.isfile(ref_audio_path):
             raise ReferenceNotFound(f"{ref_audio_path} not exists")
         try:
-            self._reference = self.engine.build_voice(VoiceReference(str(ref_audio_path), None))
+            self._reference = self.engine.reference_voice(str(ref_audio_path))
         except UnsupportedVoice as e:
             if "3 to 10 seconds" in str(e):
                 raise ReferenceLengthError(str(e)) from e
@@ -378,6 +382,11 @@ class TTS:
                 warnings.warn(f"auxiliary reference {path!r} does not exist: skipped", stacklevel=3)
                 continue
             clips.append(str(path))
+        if clips and self.engine.version in spec.VOCODER_VERSIONS:
+            warnings.warn(
+                f"GPT-SoVITS {self.engine.version} takes its timbre from ref_audio_path alone: aux_ref_audio_paths are not used, as upstream's", stacklevel=3
+            )
+            clips = []
         self._references = self.engine.add_references(self._reference, clips)
         self._refer_spec()
 
@@ -437,6 +446,10 @@ class TTS:
         prompt_text = prompt_text.strip("\n")  # blank: reference-free (upstream fails on a text of newlines)
         if prompt_text:
             self._language(inputs.get("prompt_lang", ""), "prompt_lang")
+        elif self.engine.version in spec.VOCODER_VERSIONS:
+            raise UnsupportedVoice(f"prompt_text cannot be empty with SoVITS {self.engine.version}: upstream has no reference-free mode for v3/v4")
+        if inputs.get("super_sampling", False) and self.engine.version == "v3":
+            raise NotImplementedError("super_sampling (v3's AP_BWE 24 -> 48 kHz) is not supported by koe's GPT-SoVITS yet")
         ref = inputs.get("ref_audio_path", "")
         if ref in ("", None):
             if self.prompt_cache["prompt_semantic"] is None or not self.prompt_cache["refer_spec"]:
@@ -464,7 +477,7 @@ class TTS:
                 prompt_text += "." if prompt_lang == "en" else "。"
             self._transcript(prompt_text, prompt_lang)
         voice = self._voice(bool(prompt_text))
-        rate = models.sovits.config.sampling_rate
+        rate = self.engine.sample_rate
         streamed = bool(inputs.get("return_fragment", False))
         try:
             for audio in fragments(models, voice, text, text_lang, settings, streamed=streamed, cancel=_Stop(self)):

@@ -26,7 +26,7 @@ does not have yet is refused, as is Chinese text when the folder lacks `G2PWMode
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -124,27 +124,36 @@ class GPTSoVITSEngine(BaseEngine):
         folder = Path(folder)
         if not folder.is_dir():
             raise FileNotFoundError(f"model folder not found: {folder}")
-        check_precision(precision, ("fp32",), "GPT-SoVITS")
+        check_precision(precision, ("fp32",), "GPT-SoVITS")  # before any file is read
         if dtype is not None and dtype not in ("float32", torch.float32):
             raise ValueError(f"GPT-SoVITS runs in float32 (dtype={dtype!r})")
-        dev = resolve_device(device)
-        if dev.type != "cpu":
-            raise ValueError(f"GPT-SoVITS runs on the CPU in this version of koe (device={dev})")
         try:
             layout = spec.find_layout(folder)
         except spec.SpecError as e:
             raise FileNotFoundError(str(e)) from e
+        return cls.from_layout(layout, device, precision=precision)
+
+    @classmethod
+    def from_layout(cls, layout: spec.Layout, device=None, *, precision: str | None = None) -> GPTSoVITSEngine:
+        """The engine on a layout's files (`spec.find_layout`'s, or a layout naming files anywhere,
+        as `koe.compat.gpt_sovits` makes from upstream's config): its version supported, every
+        required file there; the GPT's blocks on the precision layer in float32 (`metadata["kernel"]`
+        says what runs their products)."""
+        numeric = check_precision(precision, ("fp32",), "GPT-SoVITS") or "fp32"
+        dev = resolve_device(device)
+        if dev.type != "cpu":
+            raise ValueError(f"GPT-SoVITS runs on the CPU in this version of koe (device={dev})")
         if layout.version not in spec.SUPPORTED:
             raise ValueError(f"{layout.sovits}: SoVITS {layout.version} is not supported yet (koe runs {', '.join(spec.SUPPORTED)})")
-        missing = [f for f in layout.required() if not (folder / f).is_file()]
+        missing = [f for f in layout.required() if not (layout.folder / f).is_file()]
         if missing:
-            raise FileNotFoundError(f"{folder}: missing {', '.join(missing)} (koe models pull {spec.REPO}/{spec.VARIANTS[layout.version]})")
+            raise FileNotFoundError(f"{layout.folder}: missing {', '.join(missing)} (koe models pull {spec.REPO}/{spec.VARIANTS[layout.version]})")
         sovits, vocoder, sv = _load_version(layout)
         version = sovits.version if layout.version in spec.VOCODER_VERSIONS else sovits.config.version
         hubert = read_hubert(layout.hubert)
         lang_model = layout.langdetect
         models = Models(
-            t2s=load_t2s(layout.gpt),
+            t2s=load_t2s(layout.gpt, precision=numeric),
             sovits=sovits,
             bert=BertFeatures.from_folder(layout.bert),
             front_ends=_LazyFrontEnds(layout, version),
@@ -203,13 +212,12 @@ class GPTSoVITSEngine(BaseEngine):
             raise UnsupportedVoice(f"the voice clip cannot be used: {e}") from e
         return reference_mel(raw, raw_rate, VOCODER_SETTINGS[self.version])
 
-    def build_voice(self, reference: VoiceReference, prompt_lang: str = "auto") -> GPTSoVITSVoice:
-        """A voice from a 3-10 s clip (upstream's window, at 16 kHz) and its transcript in
-        `prompt_lang` (None / blank: reference-free, v1/v2/v2Pro/ProPlus only)."""
-        text = None if reference.text is None or not str(reference.text).strip("\n") else str(reference.text).strip("\n")
-        if text is None and self.version in spec.VOCODER_VERSIONS:
-            raise UnsupportedVoice(f"GPT-SoVITS {self.version} needs the clip's transcript (--ref-text): upstream has no reference-free mode for v3/v4")
-        source, rate = self._reference(reference.audio)
+    def reference_voice(self, audio) -> GPTSoVITSVoice:
+        """The clip's part of a voice, without a transcript (what upstream's `set_ref_audio` reads):
+        its semantic tokens, spectrogram, v2Pro/ProPlus's speaker embedding, v3/v4's mel. A 3-10 s
+        clip (upstream's window, at 16 kHz): a path, bytes or (samples, rate). v3/v4 speak only
+        once a transcript is added (`build_voice`, or the drop-in's run)."""
+        source, rate = self._reference(audio)
         try:
             wav = hubert_input(source, self.models.sovits.config.sampling_rate, rate)
         except ReferenceLengthError as e:
@@ -218,19 +226,28 @@ class GPTSoVITSEngine(BaseEngine):
             raise UnsupportedVoice(f"the voice clip cannot be used: {e}") from e
         with torch.inference_mode():
             semantic = self.models.sovits.extract_latent(hubert_features(self.hubert, wav, layerdrop_draws=False))[0, 0]
-        spec_, sv = self._spectrogram(reference.audio)
+        spec_, sv = self._spectrogram(audio)
         extra = {
             "sv": None if sv is None else (sv,),
-            "mel": self._reference_mel(reference.audio) if self.version in spec.VOCODER_VERSIONS else None,
+            "mel": self._reference_mel(audio) if self.version in spec.VOCODER_VERSIONS else None,
         }
         info = {"ref_seconds": round(wav.shape[0] / 16000 - 0.6, 3), "references": 1}
+        return GPTSoVITSVoice(semantic, (spec_,), None, None, None, None, None, self.version, info, **extra)
+
+    def build_voice(self, reference: VoiceReference, prompt_lang: str = "auto") -> GPTSoVITSVoice:
+        """A voice from a 3-10 s clip (`reference_voice`) and its transcript in `prompt_lang`
+        (None / blank: reference-free, v1/v2/v2Pro/ProPlus only)."""
+        text = None if reference.text is None or not str(reference.text).strip("\n") else str(reference.text).strip("\n")
+        if text is None and self.version in spec.VOCODER_VERSIONS:
+            raise UnsupportedVoice(f"GPT-SoVITS {self.version} needs the clip's transcript (--ref-text): upstream has no reference-free mode for v3/v4")
+        voice = self.reference_voice(reference.audio)
         if text is None:
-            return GPTSoVITSVoice(semantic, (spec_,), None, None, None, None, None, self.version, info, **extra)
+            return voice
         lang = self._language(prompt_lang, "prompt_lang")
         if text[-1] not in SENTENCE_ENDS:
             text += "." if lang == "en" else "。"
         fragment = self._fragment(text, lang)
-        return GPTSoVITSVoice(semantic, (spec_,), text, lang, fragment.phones, fragment.bert, fragment.norm_text, self.version, info, **extra)
+        return replace(voice, text=text, prompt_lang=lang, phones=fragment.phones, bert=fragment.bert, norm_text=fragment.norm_text)
 
     def add_references(self, voice: GPTSoVITSVoice, clips: Sequence) -> GPTSoVITSVoice:
         """`voice` with more reference clips for its timbre (upstream's `aux_ref_audio_paths`:
@@ -301,4 +318,6 @@ class GPTSoVITSEngine(BaseEngine):
         yield Piece(np.zeros(0, np.float32), made, last=True, truncated=truncated, info=info)
 
     def result_metadata(self) -> dict:
-        return {"model": f"GPT-SoVITS {self.version}", "precision": self.precision, "device": str(self.device)}
+        meta = {"model": f"GPT-SoVITS {self.version}", "precision": self.precision, "device": str(self.device)}
+        kernel = self.models.t2s.kernel
+        return meta if kernel is None else {**meta, "kernel": kernel}

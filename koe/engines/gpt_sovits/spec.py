@@ -290,6 +290,7 @@ class GPTSoVITSSpec:
     engine = "koe.engines.gpt_sovits.engine:GPTSoVITSEngine"
     fixture = "koe.engines.gpt_sovits.fixtures:write_random_model"
     oracle = "koe.engines.gpt_sovits.oracle:ORACLE"
+    bench = "koe.engines.gpt_sovits.bench:BENCH"  # what `koe bench --family gpt_sovits` runs (koe.engines.benchmark)
     # v2Pro/ProPlus (a full-size SV model: +2 min of contract) and v3/v4 (a full-size DiT) have their own tests
     fixture_variants = tuple(VARIANTS[v] for v in ("v1", "v2"))
     released = tuple(_released(v) for v in ("v2", "v1", "v2ProPlus", "v2Pro", "v4", "v3"))

@@ -1,10 +1,7 @@
 """`koe bench --family gpt_sovits` on the tiny random release: koe alone (every case, every part
 timed), and against upstream's `TTS.run` in the oracle's venv (`make oracle-gpt_sovits`; a
 goldens-only oracle: skipped where it is not built) with the float32 and int16 samples' bits
-compared; the options and the folders' names.
-
-Until GPT-SoVITS's spec names its benchmark (`bench = "koe.engines.gpt_sovits.bench:BENCH"`), the
-`declared` fixture puts the declaration among `koe bench`'s families."""
+compared; the options and the folders' names."""
 
 from __future__ import annotations
 
@@ -18,13 +15,6 @@ from koe.engines.gpt_sovits.bench import BENCH, cases, models
 PARTS = ("reference_s", "ar_s", "sovits_s")
 
 
-@pytest.fixture
-def declared(monkeypatch):
-    table = families.benches()
-    if table.get("gpt_sovits") is None:
-        monkeypatch.setattr(families, "benches", lambda: {**table, "gpt_sovits": BENCH})
-
-
 def _check_run(run: dict, case: str, side: str = "koe") -> None:
     assert run["tokens"] > 0 and run["batches"] >= 1 and run["audio_s"] > 0, (case, side)
     for key in PARTS + ("total_s", "rtf", "ms_per_token", "peak_rss"):
@@ -34,7 +24,7 @@ def _check_run(run: dict, case: str, side: str = "koe") -> None:
     assert abs(run["audio_s"] - run["audio_samples"] / cases.SAMPLE_RATE) < 1e-12
 
 
-def test_gpt_sovits_quick_bench_koe(declared, tmp_path, capsys) -> None:
+def test_gpt_sovits_quick_bench_koe(tmp_path, capsys) -> None:
     out = tmp_path / "bench.json"
     argv = ["--family", "gpt_sovits", "--quick", "--case", "v2", "--case", "v2_zh", "--warmup", "0", "--threads", "1"]
     assert main([*argv, "--models", str(tmp_path / "models"), "--out", str(out)]) == 0, capsys.readouterr().err
@@ -52,7 +42,7 @@ def test_gpt_sovits_quick_bench_koe(declared, tmp_path, capsys) -> None:
 
 @pytest.mark.oracle
 @pytest.mark.goldens_oracle("gpt_sovits")
-def test_gpt_sovits_quick_bench_against_upstream(declared, tmp_path, capsys) -> None:
+def test_gpt_sovits_quick_bench_against_upstream(tmp_path, capsys) -> None:
     out = tmp_path / "bench.json"
     argv = ["--family", "gpt_sovits", "--quick", "--case", "v2", "--case", "v2_zh", "--threads", "1", "--compare", "upstream"]
     assert main([*argv, "--models", str(tmp_path / "models"), "--out", str(out)]) == 0, capsys.readouterr().err
@@ -69,11 +59,12 @@ def test_gpt_sovits_quick_bench_against_upstream(declared, tmp_path, capsys) -> 
     assert "koe/up" in text and "waveforms (float32 and int16) equal" in text
 
 
-def test_gpt_sovits_bench_options(declared) -> None:
+def test_gpt_sovits_bench_options() -> None:
     opts, _ = parse_options(["--family", "gpt_sovits"])
     assert opts.sizes == ["real"] and opts.cases == ["v2"] and opts.precision == "fp32" and opts.upstream_precision == "fp32"
     opts, _ = parse_options(["--family", "gpt_sovits", "--quick", "--case", "v2_zh"])
     assert opts.sizes == ["tiny"] and opts.cases == ["v2_zh"]
+    assert families.benches()["gpt_sovits"] is BENCH  # the spec names it
     assert BENCH.sides["upstream"].venv == ".oracle-gpt_sovits" and BENCH.sides["upstream"].worker == "scripts/bench_gpt_sovits_upstream_worker.py"
     for wrong in (["--case", "v4"], ["--size", "base"], ["--precision", "bf16"], ["--upstream-precision", "bf16"]):
         with pytest.raises(SystemExit):
@@ -86,7 +77,7 @@ def test_gpt_sovits_bench_folders() -> None:
         models.model_name("GPT-SoVITS-v4", "real", 0)
 
 
-def test_gpt_sovits_compare_without_upstream_venv_is_a_clear_error(declared, tmp_path, monkeypatch, capsys) -> None:
+def test_gpt_sovits_compare_without_upstream_venv_is_a_clear_error(tmp_path, monkeypatch, capsys) -> None:
     monkeypatch.setenv("KOE_ORACLE_GPT_SOVITS_PYTHON", str(tmp_path / "missing" / "python"))
     assert main(["--family", "gpt_sovits", "--quick", "--compare", "upstream", "--models", str(tmp_path)]) == 2
     assert "make oracle-gpt_sovits" in capsys.readouterr().err

@@ -65,11 +65,14 @@ def test_a_missing_path_falls_back_as_upstream_then_names_both(key, folder, else
         TTS(cfg)
 
 
-def test_a_sovits_version_the_drop_in_does_not_run_is_named(folder, elsewhere):
-    for header, version in ((b"02", "v3"), (b"04", "v4"), (b"05", "v2Pro")):
+def test_a_version_whose_files_are_missing_names_them(folder, elsewhere):
+    """The drop-in runs every version, reading what upstream reads from its `pretrained_models`
+    (here the BERT folder's parent, as the config names it) whatever the config says: a version
+    whose files are not there names them, before any weights are read."""
+    for header, version, needed in ((b"02", "v3", "models--nvidia--bigvgan"), (b"04", "v4", "gsv-v4-pretrained/s2Gv4.pth"), (b"05", "v2Pro", "sv/pretrained")):
         path = elsewhere / f"{version}.pth"
         path.write_bytes(header + bytes(10000))
-        with pytest.raises(ValueError, match=rf"SoVITS {version} is not supported by koe's TTS drop-in yet \(it runs v1, v2\)"):
+        with pytest.raises(FileNotFoundError, match=rf"missing .*{needed}.* \(koe models pull lj1995/GPT-SoVITS/GPT-SoVITS-{version}\)"):
             TTS(TTS_Config(config(folder / "model", vits_weights_path=str(path))))
     junk = elsewhere / "junk.pth"
     junk.write_bytes(b"xx" + bytes(100))
@@ -183,6 +186,6 @@ def test_a_failed_weights_swap_keeps_the_loaded_model(folder, tts, elsewhere):
         tts.init_t2s_weights(str(elsewhere / "nope.ckpt"))
     v3 = elsewhere / "s2Gv3.pth"
     v3.write_bytes(b"02" + bytes(100))
-    with pytest.raises(ValueError, match="SoVITS v3"):
+    with pytest.raises(FileNotFoundError, match="models--nvidia--bigvgan"):
         tts.init_vits_weights(str(v3))
-    assert models.t2s is t2s and models.sovits is sovits and tts.configs.version == "v2"
+    assert tts.engine.models is models and models.t2s is t2s and models.sovits is sovits and tts.configs.version == "v2"

@@ -1,0 +1,23 @@
+"""`koe.compat.gpt_sovits` on GPT-SoVITS v1 (its Chinese through upstream's v1 front end, no G2PW) against upstream's
+`TTS(TTS_Config(...)).run(inputs)`, bit for bit: every case of the infer_v1 golden (compat_goldens.py)."""
+
+from __future__ import annotations
+
+import pytest
+from compat_goldens import DropIn, check_equals_golden
+from sovits_goldens import fixtures, inputs
+
+G = inputs("infer_v1")
+golden, folder = fixtures("infer_v1")
+
+
+@pytest.fixture(scope="module")
+def drop_in(folder):
+    return DropIn(folder)
+
+
+@pytest.mark.parametrize("name", list(G.CASES))
+def test_run_equals_upstream(name, golden, drop_in):
+    check_equals_golden(drop_in.run(name), golden, name)
+    model = G.CASES[name]["model"]
+    assert drop_in.model(model).configs.version == str(golden[f"{model}.version"])
