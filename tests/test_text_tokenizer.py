@@ -120,7 +120,7 @@ def oracle(folders, tmp_path_factory) -> dict:
     decode += [[151644, 77091, 198, 151671, 151672, 151673], [9707, 11, 1879, 0]]
     job = {"folders": [str(p) for p in folders.values()], "texts": CORPUS, "decode": decode}
     _, info = run_oracle("text_tokenize", job, tmp_path_factory.mktemp("oracle-tok"))
-    return {"decode": decode, **{name: info[str(p)] for name, p in folders.items()}}
+    return {"decode": decode, **dict(zip(folders, info["folders"], strict=True))}
 
 
 # --------------------------------------------------------------------------- oracle parity
@@ -347,9 +347,8 @@ def test_synthetic_ids_match_upstream(synthetic_folders, tmp_path_factory):
 
     job = {"folders": [str(p) for p in synthetic_folders.values()], "texts": CORPUS, "decode": []}
     _, info = run_oracle("text_tokenize", job, tmp_path_factory.mktemp("oracle-synthetic"))
-    for name, folder in synthetic_folders.items():
+    for (name, folder), upstream in zip(synthetic_folders.items(), info["folders"], strict=True):
         tok = QwenTokenizer.from_folder(folder)
-        upstream = info[str(folder)]
         assert upstream["vocab_size"] == 151643
         assert upstream["split_regex"] == (MISTRAL_FIX_SPLIT_REGEX if tok.branch == "mistral_fix" else QWEN2_SPLIT_REGEX)
         mismatches = [(t, tok.encode(t), ids) for t, ids in zip(CORPUS, upstream["ids"]) if tok.encode(t) != ids]

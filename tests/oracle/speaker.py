@@ -5,9 +5,8 @@ Job: {"tasks": [ {"kind": ..., "name": ..., ...}, ... ]}; each task writes tenso
   resample {npy, orig_sr, target_sr}                  -> y (librosa.resample default)
   load {path}                                         -> wav, info sr (Qwen3TTSModel._normalize_audio_inputs)
   mel {npy}                                           -> mel (upstream mel_spectrogram, speaker settings)
-  encoder {config, seed, weights, npy | path}         -> emb; builds Qwen3TTSSpeakerEncoder with
-      torch.manual_seed(seed), saves its state dict to `weights` (safetensors), then embeds the
-      audio: a 24 kHz .npy via extract_speaker_embedding, or a file path through upstream's whole
+  encoder {config, weights, npy | path}               -> emb; builds Qwen3TTSSpeakerEncoder, loads
+      `weights` (a safetensors state dict the test wrote) strictly, then embeds the audio: a 24 kHz .npy via extract_speaker_embedding, or a file path through upstream's whole
       create_voice_clone_prompt front end (load, mono, librosa.resample to 24 kHz, extract).
 """
 
@@ -19,7 +18,7 @@ import librosa
 import numpy as np
 import torch
 from common import read_job, write_results
-from safetensors.torch import save_file
+from safetensors.torch import load_file
 
 
 def _upstream():
@@ -64,9 +63,8 @@ def main() -> None:
             )
             tensors[f"{name}.mel"] = mel
         elif kind == "encoder":
-            torch.manual_seed(task["seed"])
             encoder = SpkEncoder(SpkConfig(**task["config"])).eval()
-            save_file({k: v.contiguous() for k, v in encoder.state_dict().items()}, task["weights"])
+            encoder.load_state_dict(load_file(task["weights"]), strict=True)
             owner = types.SimpleNamespace(speaker_encoder=encoder, device=torch.device("cpu"), dtype=torch.float32)
             if "npy" in task:
                 audio = np.load(task["npy"])

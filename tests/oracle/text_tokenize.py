@@ -1,7 +1,8 @@
 """Oracle: upstream's processor ids for texts, per model folder.
 
 Job: {"folders": [path, ...], "texts": [str, ...], "decode": [[id, ...], ...]}.
-Info: {"<folder>": {"ids": [[...], ...], "decoded": [str, ...], "split_regex": str, "vocab_size": int}}.
+Info: {"folders": [{"ids": [[...], ...], "decoded": [str, ...], "split_regex": str, "vocab_size": int}, ...]},
+one a folder in the job's order (no paths: a recorded run is replayed in another folder).
 The processor is loaded as `Qwen3TTSModel.from_pretrained` loads it (registration, then
 `AutoProcessor.from_pretrained(folder, fix_mistral_regex=True)`) and called as `_tokenize_texts` calls it.
 """
@@ -30,7 +31,7 @@ def split_pattern(tokenizer) -> str:
 
 def main() -> None:
     job, out = read_job()
-    info = {}
+    info = {"folders": []}
     for folder in job["folders"]:
         processor = load_processor(folder)
         ids = []
@@ -39,13 +40,15 @@ def main() -> None:
             input_ids = batch["input_ids"]
             input_ids = input_ids.unsqueeze(0) if input_ids.dim() == 1 else input_ids
             ids.append(input_ids[0].tolist())
-        info[folder] = {
-            "ids": ids,
-            "decoded": [processor.decode(d) for d in job.get("decode", [])],
-            "split_regex": split_pattern(processor.tokenizer),
-            "tokenizer_class": type(processor.tokenizer).__name__,
-            "vocab_size": processor.tokenizer.vocab_size,
-        }
+        info["folders"].append(
+            {
+                "ids": ids,
+                "decoded": [processor.decode(d) for d in job.get("decode", [])],
+                "split_regex": split_pattern(processor.tokenizer),
+                "tokenizer_class": type(processor.tokenizer).__name__,
+                "vocab_size": processor.tokenizer.vocab_size,
+            }
+        )
     write_results(out, {}, info)
 
 

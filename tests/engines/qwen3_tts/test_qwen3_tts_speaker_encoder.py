@@ -1,7 +1,8 @@
 """koe's ECAPA-TDNN speaker encoder and embedding extraction against upstream, bit for bit.
 
-The oracle builds upstream's `Qwen3TTSSpeakerEncoder` with a fixed seed, saves its state dict, and
-embeds the audio; koe loads that state dict strictly and must give the identical embedding.
+The test writes a random state dict (koe's encoder built after a fixed seed); the oracle loads it
+strictly into upstream's `Qwen3TTSSpeakerEncoder` and embeds the audio; koe's encoder with the same
+state dict must give the identical embedding.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 import torch
-from oracle_harness import run_oracle
-from safetensors.torch import load_file
+from oracle_harness import run_oracle, same
+from safetensors.torch import load_file, save_file
 from test_audio import speechlike
 
 from koe.audio.errors import AudioError
@@ -69,7 +70,9 @@ def oracle(tmp_path_factory) -> tuple[dict[str, torch.Tensor], Path, dict]:
     sf.write(files["stereo24k.wav"], speechlike(2.5, 24000, seed=52, channels=2), 24000, subtype="PCM_16")
     tasks, sources = [], {}
     for name, (config, seed, source) in CASES.items():
-        task = {"kind": "encoder", "name": name, "config": config, "seed": seed, "weights": str(d / f"{name}.safetensors")}
+        torch.manual_seed(seed)
+        save_file(SpeakerEncoder(SpeakerEncoderConfig.from_dict(config)).state_dict(), str(d / f"{name}.safetensors"))
+        task = {"kind": "encoder", "name": name, "config": config, "weights": str(d / f"{name}.safetensors")}
         if isinstance(source, tuple):
             audio = speechlike(source[1], 24000, seed=source[2])
             np.save(d / f"{name}.npy", audio)
@@ -79,7 +82,7 @@ def oracle(tmp_path_factory) -> tuple[dict[str, torch.Tensor], Path, dict]:
             task["path"] = str(files[source])
             sources[name] = files[source]
         tasks.append(task)
-    tensors, _ = run_oracle("speaker", {"tasks": tasks}, d)
+    tensors, _ = run_oracle("speaker", {"tasks": tasks}, d, keep=("*.emb",))  # a failure says how far
     return tensors, d, sources
 
 
@@ -101,12 +104,12 @@ def test_embedding_bit_exact(oracle, name):
         wav, sr = load_audio(sources[name])
         audio = resample(wav, sr, 24000) if sr != 24000 else wav
         expected_audio = tensors[f"{name}.audio24k"]
-        assert audio.dtype == np.float32 and torch.equal(torch.from_numpy(audio), expected_audio)
+        assert audio.dtype == np.float32 and same(audio, expected_audio)
     emb = extract_speaker_embedding(encoder, audio)
     expected = tensors[f"{name}.emb"]
     assert emb.shape == expected.shape == (config["enc_dim"],) and emb.dtype == expected.dtype
     assert torch.isfinite(emb).all() and emb.abs().max() > 0
-    if not torch.equal(emb, expected):
+    if not same(emb, expected):
         raise AssertionError(f"embedding differs: max abs diff {(emb - expected).abs().max().item():.3e}")
 
 
