@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from compat_goldens import DropIn, check_equals_golden
 from sovits_goldens import fixtures, inputs
+
+from koe.engines.base import UnsupportedVoice
 
 pytestmark = pytest.mark.slow
 
@@ -23,3 +26,26 @@ def test_run_equals_upstream(name, golden, drop_in):
     check_equals_golden(drop_in.run(name), golden, name)
     model = G.CASES[name]["model"]
     assert drop_in.model(model).configs.version == str(golden[f"{model}.version"])
+
+
+def test_set_ref_audio_reads_the_clip_alone_and_run_adds_the_transcript(drop_in, folder):
+    """api_v2's /set_refer_audio on v3: the clip is read without its transcript (its semantic tokens,
+    spectrogram and mel), the run that brings `prompt_text` finishes the voice: the samples of a run
+    on the same reference read before (neither makes HuBERT's layer-drop draws)."""
+    name = next(iter(G.CASES))
+    tts = drop_in.model(G.CASES[name]["model"])
+    tts.set_ref_audio(str(folder / "ref.wav"))
+    case = {k: v for k, v in drop_in.spec["cases"][name].items() if k not in ("aux", "model")}
+    preset = list(tts.run({**case, "ref_audio_path": None}))
+    again = list(tts.run({**case, "ref_audio_path": str(folder / "ref.wav")}))
+    assert len(preset) == len(again) and all(np.array_equal(a[1], b[1]) for a, b in zip(preset, again, strict=True))
+
+
+def test_v3_needs_a_transcript_and_has_no_super_sampling_yet(drop_in, folder):
+    name = next(iter(G.CASES))
+    tts = drop_in.model(G.CASES[name]["model"])
+    case = {k: v for k, v in drop_in.spec["cases"][name].items() if k not in ("aux", "model")} | {"ref_audio_path": str(folder / "ref.wav")}
+    with pytest.raises(UnsupportedVoice, match="prompt_text cannot be empty"):
+        tts.run({**case, "prompt_text": ""})
+    with pytest.raises(NotImplementedError, match="super_sampling"):
+        tts.run({**case, "super_sampling": True})
