@@ -17,11 +17,12 @@ upstream's: one item for the whole text, or with `return_fragment=True` one per 
 fragments. Its inputs are upstream's (`text`, `text_lang`, `ref_audio_path`,
 `aux_ref_audio_paths`, `prompt_text`, `prompt_lang`, `top_k`, `top_p`, `temperature`,
 `text_split_method`, `batch_size`, `batch_threshold`, `split_bucket`, `speed_factor`,
-`fragment_interval`, `seed`, `parallel_infer`, `repetition_penalty`, `return_fragment`), with its
-defaults; keys it does not know are ignored, as upstream's `inputs.get` ignores them, and so are
-`sample_steps` and `super_sampling` (v3/v4 only) and `overlap_length`, `min_chunk_length` and
-`fixed_length_chunk` (streaming_mode only). The samples are upstream's: `seed` (-1: a random one
-drawn with Python's `random`, as upstream) seeds Python's, numpy's and torch's generators, and a
+`fragment_interval`, `seed`, `parallel_infer`, `repetition_penalty`, `return_fragment`, and for
+v3/v4 `sample_steps`), with its defaults; keys it does not know are ignored, as upstream's
+`inputs.get` ignores them, and so are `sample_steps` (but on v3/v4), `super_sampling` (but on
+v3, where it is refused) and `overlap_length`, `min_chunk_length` and `fixed_length_chunk`
+(streaming_mode only). The sample rate is 32 kHz (v3: 24 kHz, v4: 48 kHz). The samples are
+upstream's: `seed` (-1: a random one drawn with Python's `random`, as upstream) seeds Python's, numpy's and torch's generators, and a
 reference read for the first time makes HuBERT's layer-drop draws after it, as upstream's does; a
 reference already read (the same `ref_audio_path` as the last call, or one `set_ref_audio` read)
 is not read again and makes none. The prompt cache is upstream's (`prompt_cache`: the reference by
@@ -32,20 +33,27 @@ after the batch being decoded, which then yields one second of zeros, as upstrea
 Runs on koe's engine (`koe.engines.gpt_sovits`), on the CPU in float32: a `device` other than the
 CPU falls back to it with a warning (as upstream's does where CUDA is missing), `is_half` is off.
 
-The drop-in runs SoVITS v1 and v2 files (v2's proven against upstream's `TTS.run`); v2Pro,
-v2ProPlus, v3 and v4, which koe's engine runs (`koe.load`), are refused here for now.
+The drop-in runs every SoVITS version koe's engine runs (v1, v2, v2Pro, v2ProPlus, v3, v4; each
+proven against upstream's `TTS.run` on its golden), on the engine `GPTSoVITSEngine.from_layout`
+builds on the config's files. The files upstream reads from `GPT_SoVITS/pretrained_models` whatever
+the config says (v2Pro/ProPlus's SV model, v3's BigVGAN, v4's vocoder, a v3/v4 LoRA's pretrained
+model) are looked for beside the BERT folder (upstream's `pretrained_models`). `set_ref_audio` reads
+the clip alone, as upstream's (for v3/v4 too: the transcript comes with `run`, which v3/v4 need);
+v3/v4 do not use `aux_ref_audio_paths` (a warning), as upstream's v3/v4 path does not.
 
 Errors, before any audio and with nothing written, where upstream asserts, prints or fails deep
 inside; the inputs are checked when `run` is called (upstream checks them once the generator is
 first read), a reference clip's length when it is read: a weights file or model folder that is not
-there (FileNotFoundError naming it); a SoVITS version the drop-in does not run (ValueError); a missing reference
+there, or a file the version needs (FileNotFoundError naming it); a file that is not a SoVITS
+checkpoint (ValueError); a missing reference
 (`ReferenceNotFound`, a FileNotFoundError and, as upstream's, a ValueError) or none at all; a
 reference outside upstream's 3-10 s (`ReferenceLengthError`, an OSError as upstream's); a
 language the model does not speak or whose front end koe lacks (`UnsupportedLanguage`); empty text
-or text with nothing to speak (`EmptyText`: upstream yields a second of silence at 16 kHz);
+or text with nothing to speak (`EmptyText`: upstream yields a second of silence at 16 kHz); no
+`prompt_text` on v3/v4 (`UnsupportedVoice`, upstream's NO_PROMPT_ERROR);
 options of the wrong type or outside koe's ranges, an unknown `text_split_method`
 (`InvalidOption`); `streaming_mode` (NotImplementedError: koe streams by fragment,
-`return_fragment=True`). A missing auxiliary clip is skipped with a warning, as upstream skips it.
+`return_fragment=True`) and v3's `super_sampling` (NotImplementedError). A missing auxiliary clip is skipped with a warning, as upstream skips it.
 """
 
 from __future__ import annotations
