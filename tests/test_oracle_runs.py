@@ -42,7 +42,9 @@ def toy(tmp_path, monkeypatch):
     fixture = tmp_path / "fixture" / "model.bin"
     fixture.parent.mkdir()
     fixture.write_bytes(b"weights " * 100)
-    oracle = UpstreamOracle(package="toy-tts==1.0.0", venv=".oracle-toy", python_env="KOE_ORACLE_TOY_PYTHON", scripts=str(scripts), recorded=("tests/toy",))
+    oracle = UpstreamOracle(
+        package="toy-tts==1.0.0", venv=".oracle-toy", python_env="KOE_ORACLE_TOY_PYTHON", scripts=str(scripts), recorded=("tests/test_oracle_runs.py",)
+    )
     monkeypatch.setitem(oracle_harness.ORACLES, "toy", oracle)
     monkeypatch.setattr(oracle_harness, "RUNS_ROOT", tmp_path / "engines")
     monkeypatch.setenv("KOE_ORACLE_TOY_PYTHON", sys.executable)
@@ -158,3 +160,26 @@ def test_a_float_wav_written_again_is_the_same_input(tmp_path) -> None:
     clip[7] += 0.5
     sf.write(str(tmp_path / "c.wav"), clip, 24000, subtype="FLOAT")
     assert _digest(tmp_path / "c.wav") != _digest(tmp_path / "a.wav")
+
+
+def test_an_ogg_written_again_is_the_same_input(tmp_path) -> None:
+    """libsndfile draws a random stream serial for each Ogg file (Opus, Vorbis): not part of the key."""
+    import numpy as np
+    import soundfile as sf
+
+    clip = (np.sin(np.arange(9600, dtype=np.float32) / 7)[:, None] * [0.3, 0.2]).astype(np.float32)
+    for name in ("a", "b"):
+        sf.write(str(tmp_path / f"{name}.ogg"), clip, 48000, format="OGG", subtype="OPUS")
+    assert (tmp_path / "a.ogg").read_bytes() != (tmp_path / "b.ogg").read_bytes()
+    assert _digest(tmp_path / "a.ogg") == _digest(tmp_path / "b.ogg")
+    sf.write(str(tmp_path / "c.ogg"), clip * 0.5, 48000, format="OGG", subtype="OPUS")
+    assert _digest(tmp_path / "c.ogg") != _digest(tmp_path / "a.ogg")
+
+
+def test_only_the_declared_tests_read_recordings(toy, monkeypatch) -> None:
+    """A test outside the oracle's `recorded` paths runs upstream live (one whose run cannot be replayed)."""
+    oracle, fixture, root = toy
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "tests/elsewhere/test_x.py::test_y (call)")
+    _, first = run_oracle("draw", {"fixture": str(fixture)}, root / "run1", family="toy")
+    _, second = run_oracle("draw", {"fixture": str(fixture)}, root / "run2", family="toy")
+    assert first["draw"] != second["draw"] and not runs_folder("toy").exists()  # two live runs, nothing recorded
