@@ -9,6 +9,7 @@ ORACLE = UpstreamOracle(
     venv=".oracle-voxcpm",
     python_env="KOE_ORACLE_VOXCPM_PYTHON",
     scripts="tests/oracle_voxcpm",
+    recorded=("tests/engines/voxcpm",),
     requirements=("tests/oracle_voxcpm/requirements.txt",),
     nodeps=("tests/oracle_voxcpm/requirements-nodeps.txt",),
 )
