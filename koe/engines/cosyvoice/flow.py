@@ -25,6 +25,7 @@ from koe.engines.cosyvoice import cfm
 from koe.engines.cosyvoice.dit import DiT, DiTConfig
 from koe.engines.cosyvoice.flow_encoder import EncoderConfig, PreLookahead, UpsampleConformerEncoder
 from koe.engines.cosyvoice.unet import CausalUNet, UNetConfig
+from koe.runtime.weights import build_on_meta
 
 __all__ = ["Flow", "FlowConfig", "load_flow"]
 
@@ -168,8 +169,7 @@ class Flow(nn.Module):
 
 def load_flow(state: dict[str, torch.Tensor], config: FlowConfig) -> Flow:
     """A flow from `flow.pt`'s state dict, strictly: a missing or unexpected tensor is an error naming it."""
-    with torch.device("meta"):
-        model = Flow(config)
+    model = build_on_meta(lambda: Flow(config))  # no random init: its meta-tensor `normal_` imports torch's compiler
     wanted = set(model.state_dict())
     missing, unexpected = sorted(wanted - set(state)), sorted(set(state) - wanted)
     if missing or unexpected:
