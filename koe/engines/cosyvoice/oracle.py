@@ -14,6 +14,7 @@ ORACLE = UpstreamOracle(
     venv=".oracle-cosyvoice",
     python_env="KOE_ORACLE_COSYVOICE_PYTHON",
     scripts="tests/oracle_cosyvoice",
+    recorded=("tests/engines/cosyvoice",),
     requirements=("tests/oracle_cosyvoice/requirements.txt",),
     nodeps=("tests/oracle_cosyvoice/requirements-nodeps.txt",),
     build_isolation=False,

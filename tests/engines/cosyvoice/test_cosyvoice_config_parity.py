@@ -63,8 +63,10 @@ def test_koe_reads_upstreams_released_yamls(version, upstream):
 
 
 def test_the_released_size_llm_pt_has_upstreams_layout(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps(qwen_config_for("real")))
-    layouts = run_oracle("lm_release_layout", {"blank": str(tmp_path)}, tmp_path / "run", family="cosyvoice")[1]
+    blank = tmp_path / "blank"  # the job's input: the run's own folder lies beside it
+    blank.mkdir()
+    (blank / "config.json").write_text(json.dumps(qwen_config_for("real")))
+    layouts = run_oracle("lm_release_layout", {"blank": str(blank)}, tmp_path / "run", family="cosyvoice")[1]
     for variant, version in VARIANTS.items():
         want = [(name, tuple(shape)) for name, shape in layouts[str(version)]]
         assert list(lm_shapes(variant, "real").items()) == want, variant

@@ -74,7 +74,7 @@ def folders(tmp_path_factory):
 def upstream(folders, tmp_path_factory):
     """One oracle run for every folder (one process: the loads dominate)."""
     job = {"folders": [str(f) for f in folders], "cases": CASES, "llm_job": JOB}
-    return run_oracle("lm_inference", job, tmp_path_factory.mktemp("lm"), family="cosyvoice")
+    return run_oracle("lm_inference", job, tmp_path_factory.mktemp("lm"), family="cosyvoice", keep=("tokens_*", "kept_*"))
 
 
 def _ids(values: list[int]) -> torch.Tensor:

@@ -52,7 +52,9 @@ def folders(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def upstream(folders, tmp_path_factory):
-    return run_oracle("lm_streamed", {"folders": [str(f) for f in folders], "cases": CASES}, tmp_path_factory.mktemp("streamed"), family="cosyvoice")
+    return run_oracle(
+        "lm_streamed", {"folders": [str(f) for f in folders], "cases": CASES}, tmp_path_factory.mktemp("streamed"), family="cosyvoice", keep=("tokens_*",)
+    )
 
 
 def _ids(values: list[int]) -> torch.Tensor:
