@@ -21,3 +21,12 @@ def test_run_equals_upstream(name, golden, drop_in):
     check_equals_golden(drop_in.run(name), golden, name)
     model = G.CASES[name]["model"]
     assert drop_in.model(model).configs.version == str(golden[f"{model}.version"])
+
+
+def test_the_drop_in_runs_the_gpt_on_the_precision_layer(drop_in):
+    """The engine the drop-in builds (`from_layout`, fp32): the GPT's blocks on koe's exact kernel where
+    the CPU gives torch's bits there (else torch's products), and the result's metadata names it."""
+    engine = drop_in.model("v1").engine
+    meta = engine.result_metadata()
+    assert meta["precision"] == "float32" and meta.get("kernel") == engine.models.t2s.kernel
+    assert engine.models.t2s.kernel in (None, "koe-exact-fp32")
