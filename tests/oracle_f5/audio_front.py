@@ -7,7 +7,8 @@ Job (JSON): `inputs` (a safetensors file of input tensors) and lists of cases:
   vocos_mel: {name, input}                -> vocos.feature_extractors.MelSpectrogramFeatures()(inputs[input])
   reference: {name, path, text, target_rms} -> preprocess_ref_audio_text, then the reference-audio lines
              of infer_process / infer_batch_process (load, channel mean, rms, level, resample to 24 kHz)
-Writes tensors `<kind>/<name>` (reference: `reference/<name>/loaded`, `/audio`, `/rms`) and info
+Writes tensors `<kind>/<name>` (reference: `reference/<name>/loaded`, `/mono` (its channel mean, (1, frames)),
+`/audio`, `/rms`) and info
 `reference: {name: {text, sample_rate}}`.
 """
 
@@ -62,6 +63,7 @@ def main() -> None:
             loaded = audio.clone()
             if audio.shape[0] > 1:
                 audio = torch.mean(audio, dim=0, keepdim=True)
+            mono = audio.clone()
             rms = torch.sqrt(torch.mean(torch.square(audio)))
             target_rms = case["target_rms"]
             if rms < target_rms:
@@ -71,6 +73,7 @@ def main() -> None:
                 audio = resampler(audio)
             name = case["name"]
             tensors[f"reference/{name}/loaded"] = loaded
+            tensors[f"reference/{name}/mono"] = mono
             tensors[f"reference/{name}/audio"] = audio
             tensors[f"reference/{name}/rms"] = rms.reshape(1)
             info["reference"][name] = {"text": ref_text, "sample_rate": sr}

@@ -7,7 +7,8 @@ Job: {"model": folder, "cases": [...]}; each case has a "kind":
 - "vocos": `vocoder.decode` of a given mel; writes `<id>.wav`;
 - "infer": the whole of upstream's path for a WAV reference and a text:
   `preprocess_ref_audio_text` then `infer_process` with the case's settings, right after
-  `seed_everything(seed)` (what `F5TTS.infer(seed=N)` does); writes `<id>.wav` and `<id>.spec`;
+  `seed_everything(seed)` (what `F5TTS.infer(seed=N)` does); writes `<id>.wav` and `<id>.spec` (and
+  `<id>.wav_float32` where the waveform is float64, from cross-faded batches);
 - "api": `f5_tts.api.F5TTS(model=arch, ckpt_file, vocab_file, vocoder_local_path).infer(...)`; the
   class reads the arch from the package's `configs/<arch>.yaml` (the released size), so the
   folder's own config.yaml (a tiny arch in the same schema) is served in its place.
@@ -74,6 +75,8 @@ def main() -> None:
             ref_file, ref_text = utils_infer.preprocess_ref_audio_text(case["ref_audio"], case["ref_text"], show_info=lambda *a, **k: None)
             wav, sr, spec = utils_infer.infer_process(ref_file, ref_text, case["text"], model, vocoder, **quiet, **settings)
             tensors[f"{cid}.wav"] = torch.from_numpy(np.ascontiguousarray(wav))
+            if wav.dtype == np.float64:  # cross-faded batches: also as float32, what koe's engine returns
+                tensors[f"{cid}.wav_float32"] = torch.from_numpy(np.ascontiguousarray(wav.astype(np.float32)))
             tensors[f"{cid}.spec"] = torch.from_numpy(np.ascontiguousarray(spec))
             info[cid] = {"dtype": str(wav.dtype), "ref_text": ref_text, "sample_rate": sr}
         elif kind == "api":

@@ -8,6 +8,7 @@ ORACLE = UpstreamOracle(
     venv=".oracle-f5",
     python_env="KOE_ORACLE_F5_PYTHON",
     scripts="tests/oracle_f5",
+    recorded=("tests/engines/f5_tts",),
     requirements=("tests/oracle_f5/requirements.txt",),
     nodeps=("tests/oracle_f5/requirements-nodeps.txt",),
 )
