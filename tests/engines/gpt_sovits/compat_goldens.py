@@ -14,7 +14,7 @@ from infer_goldens import read_cases
 
 from koe.compat.gpt_sovits import TTS, TTS_Config
 
-__all__ = ["DropIn", "check_equals_golden"]
+__all__ = ["DropIn", "check_case", "check_equals_golden"]
 
 
 class DropIn:
@@ -55,3 +55,10 @@ def check_equals_golden(chunks: list[tuple[int, np.ndarray]], golden, name: str)
         assert len(audio) == int(golden[f"{name}.{k}.length"]), k
         np.testing.assert_array_equal(audio[:32], golden[f"{name}.{k}.head"])
         assert array_sha256(audio) == str(golden[f"{name}.{k}.int16"]), k
+
+
+def check_case(drop_in: DropIn, golden, name: str) -> None:
+    """The case through the drop-in yields upstream's chunks, on the version upstream made of the folder."""
+    check_equals_golden(drop_in.run(name), golden, name)
+    model = drop_in.spec["cases"][name]["model"]
+    assert drop_in.model(model).configs.version == str(golden[f"{model}.version"])

@@ -12,16 +12,12 @@ from pathlib import Path
 if str(Path(__file__).resolve().parent) not in sys.path:  # scripts/goldens.py puts only tests/ on the path
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import dit_goldens  # noqa: E402
 import infer_goldens as common  # noqa: E402
 
 SEED = 47
 VARIANTS = {"v3": "v3"}
-EN = "Hello there. How are you today?"
-CASES = {
-    "batched": {"model": "v3", "text": EN, "text_lang": "en", "seed": 1, "sample_steps": 2},
-    "serial": {"model": "v3", "text": EN, "text_lang": "en", "seed": 2, "sample_steps": 2, "parallel_infer": False},
-    "speed": {"model": "v3", "text": EN, "text_lang": "en", "seed": 3, "sample_steps": 3, "speed_factor": 1.25, "parallel_infer": False},
-    "long": {"model": "v3", "text": common.LONG, "text_lang": "en", "seed": 4, "sample_steps": 1, "text_split_method": "cut5", "batch_size": 3},
+CASES = dit_goldens.cases("v3") | {
     "fragments": {
         "model": "v3",
         "text": common.LONG,

@@ -21,7 +21,7 @@ from koe.engines.gpt_sovits.fixtures import write_random_model
 from koe.engines.gpt_sovits.sovits_weights import read_sovits
 from koe.runtime.weights import state_sha256
 
-__all__ = ["LONG", "PROMPT_EN", "clip", "write_inputs"]
+__all__ = ["LONG", "PROMPT_EN", "Speaker", "check_case", "check_through_synthesize", "clip", "write_inputs"]
 
 PROMPT_EN = "This is a test of my voice."
 LONG = "First, we go home. Then we eat, and we sleep! Tomorrow? We work again, all day long: that is life."

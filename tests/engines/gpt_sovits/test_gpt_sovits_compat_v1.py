@@ -4,23 +4,16 @@
 from __future__ import annotations
 
 import pytest
-from compat_goldens import DropIn, check_equals_golden
-from sovits_goldens import fixtures, inputs
+from compat_goldens import DropIn, check_case
+from sovits_goldens import fixtures_with, inputs
 
 G = inputs("infer_v1")
-golden, folder = fixtures("infer_v1")
-
-
-@pytest.fixture(scope="module")
-def drop_in(folder):
-    return DropIn(folder)
+golden, folder, drop_in = fixtures_with("infer_v1", DropIn)
 
 
 @pytest.mark.parametrize("name", list(G.CASES))
 def test_run_equals_upstream(name, golden, drop_in):
-    check_equals_golden(drop_in.run(name), golden, name)
-    model = G.CASES[name]["model"]
-    assert drop_in.model(model).configs.version == str(golden[f"{model}.version"])
+    check_case(drop_in, golden, name)
 
 
 def test_the_drop_in_runs_the_gpt_on_the_precision_layer(drop_in):

@@ -5,27 +5,20 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from compat_goldens import DropIn, check_equals_golden
-from sovits_goldens import fixtures, inputs
+from compat_goldens import DropIn, check_case
+from sovits_goldens import fixtures_with, inputs
 
 from koe.engines.base import UnsupportedVoice
 
 pytestmark = pytest.mark.slow
 
 G = inputs("infer_v3")
-golden, folder = fixtures("infer_v3")
-
-
-@pytest.fixture(scope="module")
-def drop_in(folder):
-    return DropIn(folder)
+golden, folder, drop_in = fixtures_with("infer_v3", DropIn)
 
 
 @pytest.mark.parametrize("name", list(G.CASES))
 def test_run_equals_upstream(name, golden, drop_in):
-    check_equals_golden(drop_in.run(name), golden, name)
-    model = G.CASES[name]["model"]
-    assert drop_in.model(model).configs.version == str(golden[f"{model}.version"])
+    check_case(drop_in, golden, name)
 
 
 def test_set_ref_audio_reads_the_clip_alone_and_run_adds_the_transcript(drop_in, folder):

@@ -10,15 +10,10 @@ from __future__ import annotations
 
 import infer_goldens
 import pytest
-from sovits_goldens import fixtures, inputs
+from sovits_goldens import fixtures_with, inputs
 
 G = inputs("infer_v1")
-golden, folder = fixtures("infer_v1")
-
-
-@pytest.fixture(scope="module")
-def speaker(folder):
-    return infer_goldens.Speaker(folder)
+golden, folder, speaker = fixtures_with("infer_v1", infer_goldens.Speaker)
 
 
 @pytest.mark.parametrize("name", list(G.CASES))

@@ -10,48 +10,25 @@ joins) vocoder synthesis and several fragments. Marked slow: the folder holds a 
 
 from __future__ import annotations
 
+import dit_goldens
 import infer_goldens
-import numpy as np
 import pytest
-import torch
-from sovits_goldens import fixtures, inputs
-
-from koe.engines.base import UnsupportedVoice, VoiceReference
+from sovits_goldens import fixtures_with, inputs
 
 pytestmark = pytest.mark.slow
 
 G = inputs("infer_v4")
-golden, folder = fixtures("infer_v4")
-VOICE = G.CASES["batched"] | {"prompt_text": infer_goldens.PROMPT_EN, "prompt_lang": "en"}
-
-
-@pytest.fixture(scope="module")
-def speaker(folder):
-    return infer_goldens.Speaker(folder)
+golden, folder, speaker = fixtures_with("infer_v4", infer_goldens.Speaker)
 
 
 @pytest.mark.parametrize("name", list(G.CASES))
 def test_v4_run_equals_upstream(name, golden, speaker):
-    engine = speaker.engine("v4")
-    assert str(golden["v4.version"]) == "v4" == engine.version and engine.sample_rate == 48000
-    infer_goldens.check_case(golden, name, speaker.speak(name), engine.sample_rate)
+    dit_goldens.check_run(golden, name, speaker, "v4", 48000)
 
 
 def test_v4_needs_a_transcript_and_one_clip(speaker, folder):
-    """As upstream: no reference-free mode for v3/v4 (its NO_PROMPT_ERROR); auxiliary clips, which
-    upstream's v3/v4 path never reads for the timbre, are refused; so is a clip outside 3-10 s."""
-    engine = speaker.engine("v4")
-    with pytest.raises(UnsupportedVoice, match="transcript"):
-        engine.build_voice(VoiceReference(str(folder / "ref.wav")))
-    with pytest.raises(UnsupportedVoice, match="one clip"):
-        engine.add_references(speaker.voice(VOICE), [str(folder / "aux.wav")])
-    short = (np.zeros(int(2.5 * 16000), np.float32) + 0.1, 16000)
-    with pytest.raises(UnsupportedVoice, match="3 to 10 seconds"):
-        engine.build_voice(VoiceReference(short, "A clip."), prompt_lang="en")
+    dit_goldens.check_voice_rules(speaker, folder, "v4")
 
 
 def test_a_v4_voice_keeps_its_mel_when_saved(speaker, tmp_path):
-    engine, voice = speaker.engine("v4"), speaker.voice(VOICE)
-    voice.save(tmp_path / "v")
-    again = engine.load_voice(tmp_path / "v")
-    assert torch.equal(again.mel, voice.mel) and again.sv is None and again.phones == voice.phones
+    dit_goldens.check_voice_saved(speaker, "v4", tmp_path)
