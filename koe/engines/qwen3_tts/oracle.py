@@ -9,8 +9,10 @@ ORACLE = UpstreamOracle(
     venv=".oracle",
     python_env="KOE_ORACLE_PYTHON",
     scripts="tests/oracle",
-    recorded=(  # the fine-tuning tests run upstream's training live: their runs write checkpoints koe's side reads
-        *(f"tests/engines/qwen3_tts/test_qwen3_tts_{name}.py" for name in ("parity", "clone_parity", "bf16_files_parity", "codec", "speaker_encoder")),
+    # live, not recorded: the fine-tuning tests (their runs write checkpoints koe's side reads) and the
+    # codec's (at the released size its products take other paths on other CPUs)
+    recorded=(
+        *(f"tests/engines/qwen3_tts/test_qwen3_tts_{name}.py" for name in ("parity", "clone_parity", "bf16_files_parity", "speaker_encoder")),
         "tests/test_audio.py",
         "tests/test_text_tokenizer.py",
     ),
