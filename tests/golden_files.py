@@ -34,9 +34,10 @@ class Golden(dict):
 
 
 def array_sha256(a: np.ndarray | torch.Tensor) -> str:
-    """The sha256 of an array's (or tensor's) bytes, C order."""
-    a = a.detach().contiguous().numpy() if isinstance(a, torch.Tensor) else np.ascontiguousarray(a)
-    return hashlib.sha256(a.tobytes()).hexdigest()
+    """The sha256 of an array's (or tensor's, bfloat16 included) bytes, C order."""
+    if isinstance(a, torch.Tensor):
+        a = a.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
+    return hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()
 
 
 class GoldenFiles:

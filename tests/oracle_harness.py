@@ -84,18 +84,10 @@ def run_oracle(
     staged = runs_folder(family, staging=True) / name
     if not staged.is_file():
         old = runs_folder(family) / name
-        tensors = recorded_runs.read(old)[0] if old.is_file() else {}
-        if old.is_file() and not any(isinstance(t, recorded_runs.Digest) and recorded_runs.kept_whole(n, keep) for n, t in tensors.items()):
-            recorded_runs.write(staged, script, *recorded_runs.read(old), key_parts(oracle, script, job), keep)  # in today's form
-        else:
-            named = _named_paths(job)
-            before = {p: _digest(Path(p)) for p in named}
-            tensors, info = run_script(oracle, oracle_python(family), script, job, workdir, timeout)
-            if any(_digest(Path(p)) != d for p, d in before.items()):
-                raise RuntimeError(f"{family}'s oracle script {script} writes outside its output folder: a recording would not replay that")
-            if any(p in json.dumps(info) for p in (str(workdir), str(workdir.resolve()), *named)):
-                raise RuntimeError(f"{family}'s oracle script {script} names this run's paths in its info: a recording would replay them")
-            recorded_runs.write(staged, script, tensors, info, key_parts(oracle, script, job), keep)
+        run = recorded_runs.read(old) if old.is_file() else None
+        if run is None or any(isinstance(t, recorded_runs.Digest) and recorded_runs.kept_whole(n, keep) for n, t in run[0].items()):
+            run = run_script(oracle, oracle_python(family), script, job, workdir, timeout, replayable=True)
+        recorded_runs.write(staged, script, *run, key_parts(oracle, script, job), keep)  # an old recording in today's form
     return recorded_runs.read(staged)
 
 
@@ -123,8 +115,12 @@ def runs_folder(family: str, staging: bool = False) -> Path:
     return folder
 
 
-def run_script(oracle: UpstreamOracle, python: str, script: str, job: dict, workdir: Path, timeout: float = 900) -> tuple[dict[str, torch.Tensor], dict]:
-    """`run_oracle` for a given oracle and python: from the cache when it holds this run."""
+def run_script(
+    oracle: UpstreamOracle, python: str, script: str, job: dict, workdir: Path, timeout: float = 900, replayable: bool = False
+) -> tuple[dict[str, torch.Tensor], dict]:
+    """`run_oracle` for a given oracle and python: from the cache when it holds this run. A run that
+    could not be replayed (it writes outside its output folder, or its info names this run's paths)
+    is never cached, and is an error when `replayable` is asked for (a recording)."""
     scripts = ROOT / oracle.scripts
     workdir.mkdir(parents=True, exist_ok=True)
     job_path = workdir / f"{script}-job.json"
@@ -153,10 +149,17 @@ def run_script(oracle: UpstreamOracle, python: str, script: str, job: dict, work
     if proc.returncode != 0:
         raise RuntimeError(f"oracle script {script} failed ({proc.returncode}):\n{proc.stderr[-6000:]}")
     result = _read(out)
-    wrote_elsewhere = any(_digest(Path(p)) != d for p, d in before.items())
     info = json.dumps(result[1])
-    names_this_run = any(p in info for p in (str(workdir), str(workdir.resolve()), *named))  # a replay would give old paths
-    if hit is not None and not wrote_elsewhere and not names_this_run:
+    unreplayable = (
+        "writes outside its output folder"
+        if any(_digest(Path(p)) != d for p, d in before.items())
+        else "names this run's paths in its info"  # a replay would give old paths
+        if any(p in info for p in (str(workdir), str(workdir.resolve()), *named))
+        else None
+    )
+    if unreplayable and replayable:
+        raise RuntimeError(f"{oracle.scripts}/{script}.py {unreplayable}: a recording would not replay that")
+    if hit is not None and not unreplayable:
         _store(hit, out)
     return result
 

@@ -13,7 +13,6 @@ and recorded whole.
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -21,15 +20,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from golden_files import array_sha256
 from safetensors import safe_open
 from safetensors.torch import save_file
 
 KEPT_BYTES = 64 * 1024  # a tensor past this is recorded as its digest
 HEAD = 8  # the first values a digest keeps, to show how a result differs
-
-
-def tensor_sha256(t: torch.Tensor) -> str:
-    return hashlib.sha256(t.detach().contiguous().cpu().reshape(-1).view(torch.uint8).numpy().tobytes()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -45,13 +41,10 @@ class Digest:
     @classmethod
     def of(cls, t: torch.Tensor) -> Digest:
         flat = t.detach().reshape(-1)
-        return cls(tuple(t.shape), t.dtype, tensor_sha256(t), tuple(float(v) for v in flat[:HEAD].double()))
+        return cls(tuple(t.shape), t.dtype, array_sha256(t), tuple(float(v) for v in flat[:HEAD].double()))
 
     def __len__(self) -> int:
         return self.shape[0]
-
-    def numel(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
 
     def __getattr__(self, name: str):
         if name.startswith("__"):
@@ -74,7 +67,7 @@ def same(actual, expected) -> bool:
     same shape, dtype and values (a `Digest`: the same sha256 of its bytes)."""
     a = torch.from_numpy(np.ascontiguousarray(actual)) if isinstance(actual, np.ndarray) else actual
     if isinstance(expected, Digest):
-        return tuple(a.shape) == expected.shape and a.dtype == expected.dtype and tensor_sha256(a) == expected.sha256
+        return tuple(a.shape) == expected.shape and a.dtype == expected.dtype and array_sha256(a) == expected.sha256
     e = torch.from_numpy(np.ascontiguousarray(expected)) if isinstance(expected, np.ndarray) else expected
     return a.shape == e.shape and a.dtype == e.dtype and torch.equal(a, e)
 
