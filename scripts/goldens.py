@@ -146,7 +146,9 @@ RUNS = "runs"  # the pseudo-topic of a family's recorded oracle runs
 def record_runs(family: str, o: UpstreamOracle, python: str, workers: int) -> str:
     """Record the family's oracle runs again (see the module's doc): returns what happened, in words."""
     start = time.perf_counter()
-    final, staging = tests_folder(family) / "oracle_runs", tests_folder(family) / "oracle_runs.recording"
+    import recorded_runs  # tests/ (with pytest, which the recording pass needs anyway)
+
+    final, staging = tests_folder(family) / recorded_runs.FOLDER, tests_folder(family) / recorded_runs.STAGING
     shutil.rmtree(staging, ignore_errors=True)
     env = dict(os.environ, KOE_ORACLE_RECORD=family, **{o.python_env: python})
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", str(workers), "--dist", "loadfile", *o.recorded]

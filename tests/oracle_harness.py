@@ -109,7 +109,7 @@ def recording() -> set[str]:
 def runs_folder(family: str, staging: bool = False) -> Path:
     """`tests/engines/<family>/oracle_runs` (the committed recordings), or the folder a recording
     pass writes (`oracle_runs.recording`, made on first use)."""
-    folder = RUNS_ROOT / family / ("oracle_runs.recording" if staging else "oracle_runs")
+    folder = RUNS_ROOT / family / (recorded_runs.STAGING if staging else recorded_runs.FOLDER)
     if staging:
         folder.mkdir(parents=True, exist_ok=True)
     return folder

@@ -24,6 +24,7 @@ from golden_files import array_sha256
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+FOLDER, STAGING = "oracle_runs", "oracle_runs.recording"  # in tests/engines/<family>/: the recordings, a recording pass's
 KEPT_BYTES = 64 * 1024  # a tensor past this is recorded as its digest
 HEAD = 8  # the first values a digest keeps, to show how a result differs
 
