@@ -20,8 +20,9 @@ A family whose oracle declares `recorded` test paths also has recorded oracle ru
 (`tests/engines/<family>/oracle_runs/`, see tests/oracle_harness.py): the pseudo-topic `runs`
 (`make goldens-FAMILY TOPICS=runs`, and part of every run that names no topic) runs those tests
 with `KOE_ORACLE_RECORD=FAMILY` on WORKERS pytest workers: each oracle run they make is read from
-the old recordings when its key is there, else run live, into `oracle_runs.recording/`, which
-replaces `oracle_runs/` when every test passed.
+this CPU kind's old recordings when its key is there, else run live, into
+`oracle_runs.recording/`, which replaces `oracle_runs/<this CPU's kind>/` when every test passed
+(tests/cpu_kind.py); another kind's folder is dropped unless it holds the same runs.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # koe's side may import the tests' helpers, as under pytest
+
+from cpu_kind import cpu_kind, golden_cpu  # noqa: E402
 
 from koe.engines.oracle import UpstreamOracle, declared  # noqa: E402
 
@@ -123,7 +126,7 @@ def regenerate(family: str, topic: str, o: UpstreamOracle, python: str, keep: bo
             raise RuntimeError(f"{o.scripts}/golden_{topic}.py failed ({proc.returncode}):\n{(proc.stdout + proc.stderr)[-6000:]}")
         arrays = load(out)
         check_hashes(topic, folder / "state_sha256.txt", arrays)
-        golden = (into or tests_folder(family) / "goldens") / f"{topic}.npz"
+        golden = (into or tests_folder(family) / "goldens" / golden_cpu(tests_folder(family) / f"golden_{topic}.py")) / f"{topic}.npz"
         if golden.is_file() and same(load(golden), arrays):
             status = "unchanged (file kept)"
         else:
@@ -148,7 +151,7 @@ def record_runs(family: str, o: UpstreamOracle, python: str, workers: int) -> st
     start = time.perf_counter()
     import recorded_runs  # tests/ (with pytest, which the recording pass needs anyway)
 
-    final, staging = tests_folder(family) / recorded_runs.FOLDER, tests_folder(family) / recorded_runs.STAGING
+    runs, staging = tests_folder(family) / recorded_runs.FOLDER, tests_folder(family) / recorded_runs.STAGING
     shutil.rmtree(staging, ignore_errors=True)
     env = dict(os.environ, KOE_ORACLE_RECORD=family, **{o.python_env: python})
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", str(workers), "--dist", "loadfile", *o.recorded]
@@ -156,15 +159,13 @@ def record_runs(family: str, o: UpstreamOracle, python: str, workers: int) -> st
     proc = subprocess.run(cmd, cwd=ROOT, env=env)
     if proc.returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)
-        raise RuntimeError(f"the tests failed (exit {proc.returncode}): {final.relative_to(ROOT)} kept as it was")
-    new = {p.name for p in staging.glob("*.safetensors")} if staging.is_dir() else set()
-    old = {p.name for p in final.glob("*.safetensors")}
-    shutil.rmtree(final, ignore_errors=True)
-    if new:
-        staging.rename(final)
-    size = sum(p.stat().st_size for p in final.glob("*.safetensors")) if new else 0
+        raise RuntimeError(f"the tests failed (exit {proc.returncode}): {runs.relative_to(ROOT)} kept as it was")
+    new, old, stale = recorded_runs.commit(staging, runs, cpu_kind())
+    final = runs / cpu_kind()
+    size = sum(p.stat().st_size for p in final.glob("*.safetensors"))
     took = time.perf_counter() - start
-    return f"{final.relative_to(ROOT)}: {len(new)} runs ({len(new - old)} new, {len(old - new)} gone), {size / 2**20:.1f} MB, {took:.0f} s"
+    dropped = f"; another CPU kind's, stale, dropped: {', '.join(stale)}" if stale else ""
+    return f"{final.relative_to(ROOT)}: {len(new)} runs ({len(new - old)} new, {len(old - new)} gone), {size / 2**20:.1f} MB, {took:.0f} s{dropped}"
 
 
 def main(argv: list[str]) -> int:

@@ -20,6 +20,17 @@ from pathlib import Path
 from koe.engines.oracle import declarations, declared, for_tests, target, torch_home, under_construction
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from cpu_kind import golden_cpu  # noqa: E402  (tests/: where goldens are kept by kind of CPU)
+
+
+def goldens_missing_here(family: str) -> list[str]:
+    """The family's golden topics with no golden made on this machine's kind of CPU
+    (`tests/engines/<family>/goldens/<cpu>/<topic>.npz`, tests/cpu_kind.py): their tests have
+    upstream make them (tests/golden_files.py `made_here`), so `make test` builds the oracle."""
+    folder = ROOT / "tests" / "engines" / family
+    scripts = sorted(folder.glob("golden_*.py"))
+    return [p.stem.removeprefix("golden_") for p in scripts if not (folder / "goldens" / golden_cpu(p) / f"{p.stem.removeprefix('golden_')}.npz").is_file()]
 
 
 def _declared_in(family: str) -> str:
@@ -31,6 +42,8 @@ def _declared_in(family: str) -> str:
 
 def make_variables() -> str:
     """`ORACLE_FAMILIES`, `ORACLE_TESTED` (those `make oracle` builds: not goldens-only),
+    `ORACLE_GOLDENS_HERE` (the goldens-only ones `make test` builds too: some golden of theirs was
+    not made on this kind of CPU, so upstream makes it during the tests),
     `ORACLE_TORCH` (the venv that installs torch) and, per family F,
     `oracle_F_venv`, `_package` (empty for a source oracle), `_source` and `_source_repo` (empty for
     a package), `_source_paths`, `_python_env`, `_requirements`, `_nodeps`, `_build_isolation` and
@@ -42,6 +55,7 @@ def make_variables() -> str:
         "# Written by scripts/oracles.py from the families' oracle declarations: do not edit.",
         f"ORACLE_FAMILIES := {' '.join(oracles)}",
         f"ORACLE_TESTED := {' '.join(for_tests(oracles))}",
+        f"ORACLE_GOLDENS_HERE := {' '.join(f for f, o in oracles.items() if o.goldens_only and goldens_missing_here(f))}",
         f"ORACLE_TORCH := {home.venv if home else ''}",
     ]
     for family, o in oracles.items():

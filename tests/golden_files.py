@@ -1,6 +1,8 @@
 """A family's golden files on the tests' side: upstream's outputs, written by `make goldens-FAMILY`
-(scripts/goldens.py) into `tests/engines/<family>/goldens/<topic>.npz`, which the tests compare
-with bit for bit. Each family's tests reach them through a small module of its own folder
+(scripts/goldens.py) into `tests/engines/<family>/goldens/<cpu>/<topic>.npz` (`<cpu>`: the vector
+width of the CPU it was made on, or its whole kind for a topic that says `BY_CPU_KIND = True`:
+tests/cpu_kind.py), which the tests compare with bit for bit; on a CPU with no golden of a topic,
+upstream makes one for the session (`made_here`). Each family's tests reach them through a small module of its own folder
 (IndexTTS's `goldens`, Fish Speech's `fish_goldens`) that makes one `GoldenFiles`:
 
     G = inputs("gpt")                              # golden_gpt.py: koe's side of the topic
@@ -14,17 +16,25 @@ with bit for bit. Each family's tests reach them through a small module of its o
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import hashlib
 import importlib.util
+import os
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 import pytest
 import torch
+from cpu_kind import golden_cpu
 
 from koe.runtime.weights import state_sha256
+
+ROOT = Path(__file__).resolve().parent.parent
+HERE = "KOE_GOLDENS_HERE"  # the test session's folder of goldens upstream made on this machine
 
 
 class Golden(dict):
@@ -65,15 +75,46 @@ class GoldenFiles:
         self.inputs(topic).write_inputs(folder)
         return folder
 
+    def path(self, topic: str) -> Path:
+        """`goldens/<cpu>/<topic>.npz`: the golden upstream made on this machine's kind of CPU
+        (`<cpu>` its vector width, or its whole kind where the topic says `BY_CPU_KIND`: cpu_kind.py)."""
+        return self.goldens / golden_cpu(self.folder / f"golden_{topic}.py") / f"{topic}.npz"
+
     def load_golden(self, topic: str) -> dict[str, np.ndarray]:
-        """Every array of `goldens/<topic>.npz`, read whole (no pickles)."""
-        path = self.goldens / f"{topic}.npz"
+        """Every array of the topic's golden (`path`), read whole (no pickles); on a kind of CPU
+        with none, the one upstream makes here (`made_here`)."""
+        path = self.path(topic)
         if not path.is_file():
-            raise FileNotFoundError(f"no golden {path}: write it with `make goldens-{self.family} TOPICS={topic}`")
+            path = self.made_here(topic)
         with np.load(path, allow_pickle=False) as z:
             golden = Golden((k, z[k]) for k in z.files)
         golden.topic = topic
         return golden
+
+    def made_here(self, topic: str) -> Path:
+        """No golden of `topic` was made on this kind of CPU (upstream's floats differ between
+        kinds): upstream makes one now, once for the test session (`scripts/goldens.py --into` the
+        session's folder, `KOE_GOLDENS_HERE`, which tests/conftest.py makes; the oracle's venv must
+        be built: `make test` builds it on such a machine). Record it with `make goldens-FAMILY` to
+        keep it."""
+        path, here = self.path(topic), os.environ.get(HERE)
+        cpu = path.parent.name
+        if not here:
+            raise FileNotFoundError(f"no golden {path} for this CPU ({cpu}): write it with `make goldens-{self.family} TOPICS={topic}`")
+        folder = Path(here) / self.family
+        folder.mkdir(parents=True, exist_ok=True)
+        made = folder / f"{topic}.npz"
+        with open(folder / f"{topic}.lock", "w") as lock:  # one worker makes it, the others wait for it
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not made.is_file():
+                cmd = [sys.executable, str(ROOT / "scripts" / "goldens.py"), self.family, topic, "--into", str(folder)]
+                proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+                if proc.returncode != 0 or not made.is_file():
+                    raise RuntimeError(
+                        f"no golden {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path} was made on this kind of CPU ({cpu}), and upstream could not make one here "
+                        f"({' '.join(cmd[1:])}: exit {proc.returncode}):\n{(proc.stdout + proc.stderr)[-4000:]}"
+                    )
+        return made
 
     def fixtures(self, topic: str):
         """Module-scoped pytest fixtures `golden` (the topic's arrays) and `folder` (its inputs written

@@ -16,13 +16,15 @@ oracle; `KOE_ORACLE_CACHE=0` turns the cache off). A run that writes outside its
 its job, is not cached.
 
 Recorded runs: a family whose oracle declares `recorded` test paths has its runs committed, one
-file a run (`tests/engines/<family>/oracle_runs/<key>.safetensors`: upstream's tensors, its info in
-the file's metadata), keyed by `run_key` (the cache's key without this machine's venv); its tests
-read them back and never start upstream, and a run with no recording is an error that says how to
-record it (`make goldens-<family>`: `scripts/goldens.py` runs the declared tests with
-`KOE_ORACLE_RECORD=<family>`, each run live or from the old recordings, into
-`oracle_runs.recording/`, which replaces `oracle_runs/` when they pass: runs no test makes any
-more are gone).
+file a run (`tests/engines/<family>/oracle_runs/<cpu kind>/<key>.safetensors`: upstream's tensors,
+its info in the file's metadata), keyed by `run_key` (the cache's key without this machine's venv)
+and kept by the kind of CPU they were made on (`cpu_kind`: upstream's floats differ between kinds).
+On a kind with recordings its tests read them back and never start upstream, and a run with no
+recording is an error that says how to record it; on a kind with none, upstream runs live.
+`make goldens-<family>` records them on this machine's kind: `scripts/goldens.py` runs the declared
+tests with `KOE_ORACLE_RECORD=<family>`, each run live or from this kind's old recordings, into
+`oracle_runs.recording/`, which replaces `oracle_runs/<kind>/` when they pass (runs no test makes
+any more are gone; another kind's recordings stay only while they hold the same runs).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from pathlib import Path
 import numpy as np
 import recorded_runs
 import torch
+from cpu_kind import cpu_kind
 from recorded_runs import same
 from safetensors.torch import load_file
 
@@ -72,6 +75,8 @@ def run_oracle(
     key = run_key(oracle, script, job)
     name = f"{key}.safetensors"
     if family not in recording():
+        if not runs_folder(family).is_dir():  # nothing recorded on this kind of CPU: upstream runs here
+            return run_script(oracle, oracle_python(family), script, job, workdir, timeout)
         path = runs_folder(family) / name
         if not path.is_file():
             raise RuntimeError(
@@ -107,9 +112,11 @@ def recording() -> set[str]:
 
 
 def runs_folder(family: str, staging: bool = False) -> Path:
-    """`tests/engines/<family>/oracle_runs` (the committed recordings), or the folder a recording
-    pass writes (`oracle_runs.recording`, made on first use)."""
-    folder = RUNS_ROOT / family / (recorded_runs.STAGING if staging else recorded_runs.FOLDER)
+    """`tests/engines/<family>/oracle_runs/<this CPU's kind>` (the committed recordings made on this
+    kind of CPU: `cpu_kind`), or the folder a recording pass writes (`oracle_runs.recording`, made
+    on first use)."""
+    family_folder = RUNS_ROOT / family
+    folder = family_folder / recorded_runs.STAGING if staging else family_folder / recorded_runs.FOLDER / cpu_kind()
     if staging:
         folder.mkdir(parents=True, exist_ok=True)
     return folder

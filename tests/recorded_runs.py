@@ -1,6 +1,7 @@
 """The files of recorded oracle runs (`tests/oracle_harness.py` decides when one is read or written).
 
-One run is one safetensors file, `tests/engines/<family>/oracle_runs/<key>.safetensors`: upstream's
+One run is one safetensors file, `tests/engines/<family>/oracle_runs/<cpu kind>/<key>.safetensors`
+(the kind of CPU it was made on, `cpu_kind`: upstream's floats differ between kinds): upstream's
 tensors up to `KEPT_BYTES` each as they are, and its metadata (JSON): the oracle script's name, its
 info, the parts of its key (`key_parts`, so a miss can say what changed) and, for each larger
 tensor, a `Digest` (its shape, dtype and the sha256 of its bytes, with its first values): a long
@@ -15,6 +16,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -115,3 +117,22 @@ def read(path: Path) -> tuple[dict, dict]:
 def key_parts_of(path: Path) -> dict:
     with safe_open(str(path), "pt") as f:
         return json.loads(f.metadata().get("key_parts", "{}"))
+
+
+def commit(staging: Path, runs: Path, kind: str) -> tuple[set[str], set[str], list[str]]:
+    """A recording pass's folder `staging` becomes `runs/<kind>` (the runs made on this CPU kind);
+    another kind's folder stays only while it holds the same runs (else it is stale: that kind runs
+    upstream live until recorded again). Returns (the runs now, the runs before, the kinds dropped)."""
+    final = runs / kind
+    new = {p.name for p in staging.glob("*.safetensors")} if staging.is_dir() else set()
+    old = {p.name for p in final.glob("*.safetensors")}
+    shutil.rmtree(final, ignore_errors=True)
+    if new:
+        runs.mkdir(exist_ok=True)
+        staging.rename(final)
+    else:
+        shutil.rmtree(staging, ignore_errors=True)
+    stale = sorted(k.name for k in (runs.iterdir() if runs.is_dir() else ()) if k.name != kind and {p.name for p in k.glob("*.safetensors")} != new)
+    for name in stale:
+        shutil.rmtree(runs / name)
+    return new, old, stale

@@ -14,6 +14,7 @@ import oracle_harness
 import pytest
 import recorded_runs
 import torch
+from cpu_kind import cpu_kind, kind_of, width_of
 from oracle_harness import _digest, cache_key, run_key, run_oracle, runs_folder
 from recorded_runs import Digest, same
 
@@ -60,9 +61,10 @@ def record(monkeypatch, job, workdir):
     return result
 
 
-def commit_recording() -> None:
-    """What `make goldens-toy` does once the recording pass passed."""
-    runs_folder("toy", staging=True).rename(runs_folder("toy"))
+def commit_recording(kind: str | None = None) -> None:
+    """What `make goldens-toy` does once the recording pass passed (on this CPU kind, or on `kind`)."""
+    folder = runs_folder("toy")
+    recorded_runs.commit(runs_folder("toy", staging=True), folder.parent, kind or folder.name)
 
 
 def test_a_recorded_run_is_read_back_without_upstream(toy, monkeypatch) -> None:
@@ -183,3 +185,61 @@ def test_only_the_declared_tests_read_recordings(toy, monkeypatch) -> None:
     _, first = run_oracle("draw", {"fixture": str(fixture)}, root / "run1", family="toy")
     _, second = run_oracle("draw", {"fixture": str(fixture)}, root / "run2", family="toy")
     assert first["draw"] != second["draw"] and not runs_folder("toy").exists()  # two live runs, nothing recorded
+
+
+def test_a_cpu_kind_without_recordings_runs_upstream_live(toy, monkeypatch) -> None:
+    """Runs recorded on another kind of CPU are not this one's (its floats differ): upstream runs here."""
+    oracle, fixture, root = toy
+    job = {"fixture": str(fixture)}
+    record(monkeypatch, job, root / "run1")
+    commit_recording(kind="other-avx512")
+    assert runs_folder("toy").name == cpu_kind() and not runs_folder("toy").exists()
+    _, first = run_oracle("draw", job, root / "run2", family="toy")
+    _, second = run_oracle("draw", job, root / "run3", family="toy")
+    assert first["draw"] != second["draw"]  # two live runs (the toy draws afresh each time)
+
+
+def test_recording_on_one_kind_drops_another_kinds_stale_runs(toy, monkeypatch) -> None:
+    oracle, fixture, root = toy
+    record(monkeypatch, {"fixture": str(fixture)}, root / "run1")
+    commit_recording(kind="other-avx512")
+    record(monkeypatch, {"fixture": str(fixture)}, root / "run1")
+    commit_recording()  # the same runs on this kind: the other kind's stay
+    assert sorted(p.name for p in runs_folder("toy").parent.iterdir()) == sorted([cpu_kind(), "other-avx512"])
+    fixture.write_bytes(b"other weights")
+    record(monkeypatch, {"fixture": str(fixture)}, root / "run2")
+    commit_recording()  # other runs now: the other kind's are stale
+    assert [p.name for p in runs_folder("toy").parent.iterdir()] == [cpu_kind()]
+
+
+def test_the_cpu_kind_names_vendor_and_widest_instruction_set() -> None:
+    def info(vendor: str, flags: str) -> str:
+        return f"processor\t: 0\nvendor_id\t: {vendor}\nflags\t\t: fpu sse2 {flags}\n\nprocessor\t: 1\nvendor_id\t: {vendor}\n"
+
+    assert kind_of(info("GenuineIntel", "avx2 avx512f avx512_vnni")) == "intel-avx512vnni"
+    assert kind_of(info("AuthenticAMD", "avx2 avx512f avx512_vnni avx512_bf16")) == "amd-avx512bf16"
+    assert kind_of(info("AuthenticAMD", "avx avx2")) == "amd-avx2"
+    assert kind_of(info("GenuineIntel", "avx2 avx512f avx512_bf16 amx_bf16 amx_tile")) == "intel-amx"
+    assert kind_of(info("HygonGenuine", "sse4_2")) == "hygongenuine-sse"
+    assert kind_of("", "arm64") == "arm64"
+    assert cpu_kind() == kind_of(open("/proc/cpuinfo").read())
+
+
+def test_a_golden_is_kept_by_width_or_by_kind(tmp_path, monkeypatch) -> None:
+    """A topic's golden lives under its CPU's vector width, or its whole kind where the topic says
+    `BY_CPU_KIND = True`; where none was made on this kind of CPU, upstream makes one, and a family
+    whose upstream cannot run here says which golden is missing and why."""
+    from golden_files import GoldenFiles
+
+    folder = tmp_path / "toy"
+    folder.mkdir()
+    (folder / "golden_plain.py").write_text("SEED = 1\n")
+    (folder / "golden_bf16.py").write_text("SEED = 1\nBY_CPU_KIND = True  # why\n")
+    files = GoldenFiles("toy", folder)
+    assert files.path("plain") == folder / "goldens" / width_of(cpu_kind()) / "plain.npz"
+    assert files.path("bf16") == folder / "goldens" / cpu_kind() / "bf16.npz"
+    with pytest.raises(RuntimeError, match=rf"(?s)no golden .*bf16.npz was made on this kind of CPU \({cpu_kind()}\).*no oracle is declared for 'toy'"):
+        files.load_golden("bf16")
+    monkeypatch.delenv("KOE_GOLDENS_HERE")
+    with pytest.raises(FileNotFoundError, match=r"make goldens-toy TOPICS=plain"):
+        files.load_golden("plain")

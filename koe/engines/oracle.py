@@ -57,12 +57,13 @@ class UpstreamOracle:
     native-only imports). `python_env`: the environment variable that names another virtualenv's
     python instead of `<venv>/bin/python`. `goldens_only`: no test runs upstream; its scripts
     (`<scripts>/golden_<topic>.py`) write the golden files the family's tests compare with, so
-    `make oracle` and `make test` leave this venv out and `make goldens-FAMILY` builds it.
+    `make oracle` leaves this venv out, `make test` too unless some golden of the family was not
+    made on this kind of CPU, and `make goldens-FAMILY` builds it.
     `recorded`: the test paths (files or folders of the checkout) whose oracle runs are committed
     (recorded oracle runs, docs/testing.md): `run_oracle` reads each run back from
-    `tests/engines/<family>/oracle_runs/<key>.safetensors` (what upstream wrote, keyed by everything
-    it depends on) instead of starting upstream, and `make goldens-FAMILY` runs these tests with
-    upstream live to record them again.
+    `tests/engines/<family>/oracle_runs/<cpu kind>/<key>.safetensors` (what upstream wrote on that
+    kind of CPU, keyed by everything it depends on) instead of starting upstream, and
+    `make goldens-FAMILY` runs these tests with upstream live to record them again.
     """
 
     venv: str

@@ -27,6 +27,7 @@ SEED = 7
 CLIPS = {"voice44k": (44100, 1, 7.0), "voice24k_stereo": (24000, 2, 2.3), "blip16k": (16000, 1, 0.05)}  # rate, channels, seconds
 CODES = {"codes_short": 12, "codes_long": 140}
 DTYPES = ("float32", "bfloat16")
+BY_CPU_KIND = True  # the bfloat16 codec takes oneDNN's bf16 kernels, which differ between kinds of AVX-512 CPU (cpu_kind.py)
 
 
 def clip(name: str) -> np.ndarray:

@@ -25,6 +25,7 @@ def _infer_inputs():
 
 infer = _infer_inputs()
 SEED, CLIPS, TRANSCRIPTS = infer.SEED, infer.CLIPS, infer.TRANSCRIPTS
+BY_CPU_KIND = True  # bfloat16 end to end: oneDNN's bf16 kernels differ between kinds of AVX-512 CPU (cpu_kind.py)
 TWO_BATCHES = "<|speaker:0|>Good morning, did you sleep well? <|speaker:1|>Not really, the neighbours were loud again."
 JOBS = [
     {"name": "clone44k", "text": "Hello there, how are you today?", "references": ["ref44k"], "seed": 21, "options": {"max_new_tokens": 48}},

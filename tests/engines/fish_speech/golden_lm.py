@@ -23,6 +23,7 @@ from koe.runtime.weights import state_sha256
 
 NUM_CODEBOOKS = 10
 DTYPES = ("float32", "bfloat16")
+BY_CPU_KIND = True  # the bfloat16 LM takes oneDNN's bf16 kernels, which differ between kinds of AVX-512 CPU (cpu_kind.py)
 PROMPTS = {"short": (40, 1, (20, 30)), "long": (700, 2, (100, 420))}  # name -> (positions, seed, semantic span)
 CASES = [
     {"prompt": "short", "seed": 0, "temperature": 0.8, "top_p": 0.8, "top_k": 30, "max_new_tokens": 30},

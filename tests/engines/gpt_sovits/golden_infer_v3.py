@@ -16,6 +16,7 @@ import dit_goldens  # noqa: E402
 import infer_goldens as common  # noqa: E402
 
 SEED = 47
+BY_CPU_KIND = True  # the DiT at its released size: its products take other paths on other kinds of AVX-512 CPU (cpu_kind.py)
 VARIANTS = {"v3": "v3"}
 CASES = dit_goldens.cases("v3") | {
     "fragments": {

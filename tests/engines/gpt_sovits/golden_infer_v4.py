@@ -17,6 +17,7 @@ import dit_goldens  # noqa: E402
 import infer_goldens as common  # noqa: E402
 
 SEED = 53
+BY_CPU_KIND = True  # the DiT at its released size: its products take other paths on other kinds of AVX-512 CPU (cpu_kind.py)
 VARIANTS = {"v4": "v4"}
 CASES = dit_goldens.cases("v4")
 

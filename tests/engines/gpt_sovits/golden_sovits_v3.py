@@ -28,6 +28,7 @@ from koe.engines.gpt_sovits.vocoder_v4 import VocoderConfig
 from koe.runtime.weights import state_sha256
 
 SEED = 61
+BY_CPU_KIND = True  # the DiT at its released size: its products take other paths on other kinds of AVX-512 CPU (cpu_kind.py)
 REF_RATE = 44100
 BIGVGAN = BigVGANConfig(upsample_initial_channel=64, resblock_kernel_sizes=(3,), resblock_dilation_sizes=((1, 3),))
 VOCODER = VocoderConfig(upsample_initial_channel=64, resblock_kernel_sizes=(3,), resblock_dilation_sizes=((1, 3, 5),))
