@@ -36,6 +36,15 @@ __all__ = ["DiT", "DiTConfig", "WaveNet", "sequence_mask"]
 MAX_POSITIONS = 16384  # upstream's position table (`input_pos`) and rotary block size
 MAX_CAUSAL_POSITIONS = 8192  # upstream's causal mask (its caches are set up for 8192 frames)
 ROPE_BASE = 10000
+# The cut after the transformer (`DiT.forward`'s `from_frame`: the frames read, less the WaveNet's
+# reach) keeps at least this many frames, and is taken only for a batch of two or more (the flow's
+# conditioned and unconditioned rows): upstream runs every frame, and on an AVX2-only AMD EPYC
+# (torch 2.13, oneDNN's and MKL's AVX2 kernels, `MKL_CBWR=AUTO,STRICT`) a frame's bits depend on how
+# many frames a layer gets. Measured there against 400 frames: batch 2, a 1x1 conv1d of 11 frames or
+# fewer and a float32 product of 1 to 3 rows differed (kernel-5 convs never); batch 1, a kernel-5
+# conv differed up to about 20480 / in_channels frames (36 at 512 channels, every count below 200 at
+# 64: another kernel for a small input). On the AVX-512 machines no count did.
+MIN_CUT_FRAMES = 32
 
 
 @dataclass(frozen=True)
@@ -268,17 +277,24 @@ class Attention(nn.Module):
         self.heads, self.head_dim = heads, dim // heads
 
     def forward(self, x: torch.Tensor, table: torch.Tensor, mask: torch.Tensor, first: int = 0) -> torch.Tensor:
-        """Every frame attends; only frames from `first` on are returned (their queries alone are made)."""
+        """Every frame attends; only frames from `first` on are returned (`wo` makes only those).
+
+        The attention itself runs every frame's query, as upstream's does: torch's CPU flash
+        attention splits the queries into blocks by their count (32, 64 or 256 rows) and multiplies
+        each block with one product, and a float32 product of 1 to 3 rows sums in another order than
+        one of 4 or more on an AVX2-only AMD EPYC (MKL, `MKL_CBWR=AUTO,STRICT`): measured, the
+        queries from `first` on alone (a last block of 2 rows) gave outputs a last bit off the
+        whole attention's, hence a mel off upstream's; on the AVX-512 machines it made no difference."""
         batch, length, dim = x.shape
         q, k, v = self.wqkv(x).split([dim, dim, dim], dim=-1)
-        q = apply_rotary(q[:, first:].view(batch, length - first, self.heads, self.head_dim), table[first:])
+        q = apply_rotary(q.view(batch, length, self.heads, self.head_dim), table)
         k = apply_rotary(k.view(batch, length, self.heads, self.head_dim), table)
         v = v.view(batch, length, self.heads, self.head_dim)
         q, k, v = (y.transpose(1, 2) for y in (q, k, v))  # (B, H, T, hd)
         # upstream repeats k and v for grouped heads (here once each): the same copies, the same kernel
         k, v = k.repeat_interleave(1, dim=1), v.repeat_interleave(1, dim=1)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask[..., first:, :], dropout_p=0.0)
-        return self.wo(y.transpose(1, 2).contiguous().view(batch, length - first, dim))
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=0.0)
+        return self.wo(y[:, :, first:].transpose(1, 2).contiguous().view(batch, length - first, dim))
 
 
 class FeedForward(nn.Module):
@@ -446,7 +462,8 @@ class DiT(nn.Module):
         frames after every step). The transformer runs over every frame, as its attention must;
         its last block and the head after it (the WaveNet and its per-frame layers) only from
         `from_frame` less the WaveNet's reach, so the frames returned keep their bits; those before
-        `from_frame` are zeros."""
+        `from_frame` are zeros. (The last block's attention still makes every frame's query; the
+        cut keeps at least `MIN_CUT_FRAMES` frames and is not taken for a batch of one.)"""
         length = x.size(2)
         limit = MAX_CAUSAL_POSITIONS if self.config.is_causal else MAX_POSITIONS
         if length > limit:
@@ -468,6 +485,7 @@ class DiT(nn.Module):
         if from_frame > 0:
             reach = self.wavenet.reach if self.config.final_layer_type == "wavenet" else 0
             start = max(min(from_frame, length) - reach, 0)
+            start = max(min(start, length - MIN_CUT_FRAMES), 0) if x.size(0) > 1 else 0  # see MIN_CUT_FRAMES
         h = self.transformer(x_in, t1.unsqueeze(1), self.input_pos[:length], attn_mask, start)
         x, x_mask = x[:, start:], x_mask[..., start:]
         if self.config.long_skip_connection:

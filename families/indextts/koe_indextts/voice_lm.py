@@ -22,6 +22,10 @@ from torch import nn
 from koe_indextts.gpt import GPT2, KVCache, PositionEmbedding
 from koe_indextts.text25 import LANGUAGES, language_id  # 2.5's language table: `lang_embedding` has one row more
 
+# The fewest rows the mel head multiplies for a prompt: upstream's head runs over the whole prompt,
+# and a float32 product of fewer than 4 rows can sum in another order (see `SpeechLM.logits`).
+HEAD_ROWS = 4
+
 __all__ = ["LANGUAGES", "CampPlusSpeechLM", "EmotionSpeechLM", "GPTConfig", "SpeechLM", "language_id", "load_campplus_lm"]
 
 
@@ -116,12 +120,27 @@ class SpeechLM(nn.Module):
         return torch.cat(rows, dim=1)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.mel_head(self.final_norm(hidden))
+        """The mel logits of prompt positions, (rows, d) → (rows, vocab), as upstream's head computes
+        them over its whole prompt (every position of every beam: more than `HEAD_ROWS` rows).
+
+        The head's product is taken over at least `HEAD_ROWS` rows (zero rows added, their logits
+        dropped): measured on an AVX2-only AMD EPYC (MKL, `MKL_CBWR=AUTO,STRICT`), a float32 product
+        of 1 to 3 rows sums each row in another order than one of 4 or more rows does, so the prompt's
+        last row alone gave logits a last bit off upstream's (every hidden state before the head was
+        upstream's bits); on the AVX-512 machines the row count never changes a row's bits."""
+        rows = hidden.shape[0]
+        normed = self.final_norm(hidden)
+        if rows >= HEAD_ROWS:
+            return self.mel_head(normed)
+        return self.mel_head(torch.cat([normed, normed.new_zeros(HEAD_ROWS - rows, normed.shape[-1])]))[:rows]
 
     def step(self, embeddings: torch.Tensor, cache: KVCache) -> torch.Tensor:
-        """The mel logits of the last position after `embeddings` enter the cache: (rows, vocab)."""
+        """The mel logits of the last position after `embeddings` enter the cache: (rows, vocab).
+
+        The head runs over these rows only, as upstream's cached step does (one position per beam:
+        a product of as few rows, which sums in the few-row order on the CPU that has one)."""
         hidden = self.gpt(embeddings, cache)
-        return self.logits(hidden[:, -1])
+        return self.mel_head(self.final_norm(hidden[:, -1]))
 
     def latent(self, conds: torch.Tensor, text: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
         """What the vocoder reads: the final-normed hidden states at the codes' positions, (1, n, d).
