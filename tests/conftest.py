@@ -17,13 +17,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 # Goldens upstream makes on a kind of CPU that has none committed (golden_files.GoldenFiles.made_here):
 # one folder for the session, made by the first process (the workers inherit it), removed at its end.
-if "KOE_GOLDENS_HERE" not in os.environ:
+from golden_files import HERE  # noqa: E402
+
+if HERE not in os.environ:
     import atexit
     import shutil
     import tempfile
 
-    os.environ["KOE_GOLDENS_HERE"] = tempfile.mkdtemp(prefix="koe-goldens-here-")
-    atexit.register(shutil.rmtree, os.environ["KOE_GOLDENS_HERE"], True)
+    os.environ[HERE] = tempfile.mkdtemp(prefix="koe-goldens-here-")
+    atexit.register(shutil.rmtree, os.environ[HERE], True)
 
 # Parity needs a fixed thread count on both sides (floats move with the thread count).
 torch.set_num_threads(1)
