@@ -103,7 +103,7 @@ def test_native_and_repeated_gqa_agree():
         assert torch.allclose(native(x, cos, sin), repeated(x, cos, sin), atol=1e-6)
 
 
-@pytest.mark.parametrize("lengths", [(17, 11), (9, 9, 4, 9), (40, 3)])
+@pytest.mark.parametrize("lengths", [(17, 11), (9, 9, 4, 9), (40, 3), (40, 1, 2), (2, 1), (1,), (3,)])
 def test_packed_sequences_give_the_padded_batch_bits(lengths):
     """Bidirectional layers over sequences packed end to end equal, bit for bit, the real rows of
     the padded batch a reference runs (each row's padding attends only to itself), at the MKL mode

@@ -15,7 +15,8 @@ bits of the padded batch a reference runs them in, without its padding rows: the
 see only real rows (under MKL's strict reproducibility a row's product does not depend on the
 other rows), and each sequence's attention runs over keys zero-padded to the batch's length with
 the padding masked, as the padded row had them (SDPA's sums depend on the key count, not on the
-masked keys' values; measured equal for 5 to 1,200 keys at one and two threads).
+masked keys' values; measured equal for 5 to 1,200 keys at one and two threads). A sequence of
+fewer than four positions has its queries padded with zero rows (koe.nn.rows).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from torch import nn
 
 from koe.nn.norm import RMSNorm
 from koe.nn.rotary import apply_rotary
+from koe.nn.rows import with_fewest_rows
 from koe.runtime.kv_cache import LayerCache
 
 
@@ -124,6 +126,11 @@ class Packed:
     spans: tuple[tuple[int, int], ...]
     keys: int
 
+    @property
+    def reference_rows(self) -> int:
+        """The rows of the padded batch: one per position of each sequence's padded row."""
+        return len(self.spans) * self.keys
+
     def __post_init__(self) -> None:
         if any(n > self.keys for _, n in self.spans):
             raise ValueError(f"a packed sequence is longer than the padded length {self.keys}")
@@ -136,8 +143,9 @@ def packed_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, packed: 
     out = torch.empty_like(q)
     for start, n in packed.spans:
         keys, values = (_repeated_padded(x[:, :, start : start + n], groups, packed.keys) for x in (k, v))
-        mask = _leading(n, packed.keys, q.device)
-        out[:, :, start : start + n] = F.scaled_dot_product_attention(q[:, :, start : start + n], keys, values, attn_mask=mask, scale=scale)
+        queries = with_fewest_rows(q[:, :, start : start + n], reference=packed.keys)  # the padded row's queries
+        mask = _leading(n, queries.shape[2], packed.keys, q.device)
+        out[:, :, start : start + n] = F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask, scale=scale)[:, :, :n]
     return out
 
 
@@ -150,9 +158,9 @@ def _repeated_padded(x: torch.Tensor, groups: int, length: int) -> torch.Tensor:
 
 
 @functools.lru_cache(maxsize=64)
-def _leading(n: int, length: int, device: torch.device) -> torch.Tensor:
-    """(1, 1, n, length) bool: n queries that see the first n of `length` keys (read-only, shared)."""
-    mask = torch.zeros(1, 1, n, length, dtype=torch.bool, device=device)
+def _leading(n: int, queries: int, length: int, device: torch.device) -> torch.Tensor:
+    """(1, 1, queries, length) bool: queries that see the first n of `length` keys (read-only, shared)."""
+    mask = torch.zeros(1, 1, queries, length, dtype=torch.bool, device=device)
     mask[..., :n] = True
     return mask
 

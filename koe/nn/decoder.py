@@ -16,6 +16,7 @@ from torch import nn
 from koe.nn.attention import Attention, Packed
 from koe.nn.mlp import GatedMLP
 from koe.nn.norm import LayerScale, RMSNorm
+from koe.nn.rows import FEWEST_ROWS, with_fewest_rows
 from koe.runtime.kv_cache import LayerCache
 
 
@@ -74,7 +75,14 @@ class DecoderLayer(nn.Module):
             self.mlp_layer_scale = LayerScale(spec.hidden_size, spec.layer_scale)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cache: LayerCache | None, mask: torch.Tensor | Packed | None) -> torch.Tensor:
-        """x (B, T, C) -> (B, T, C); cos, sin, cache and mask as `Attention.forward` takes them."""
+        """x (B, T, C) -> (B, T, C); cos, sin, cache and mask as `Attention.forward` takes them.
+        `Packed` sequences of fewer positions in all than `FEWEST_ROWS` get zero rows after them (as
+        many as the padded batch has, at most), dropped again: its products multiply that many rows."""
+        if isinstance(mask, Packed) and x.shape[1] < min(FEWEST_ROWS, mask.reference_rows):
+            t = x.shape[1]
+            x = with_fewest_rows(x, dim=1, reference=mask.reference_rows)
+            cos, sin = (with_fewest_rows(y, dim=-2, reference=mask.reference_rows) for y in (cos, sin))  # (B|1, 1, T, D)
+            return self.forward(x, cos, sin, cache, mask)[:, :t]  # now as many rows as that: no second pass
         h = self.self_attn(self.input_layernorm(x), cos, sin, cache, mask)
         x = x + (h if self.self_attn_layer_scale is None else self.self_attn_layer_scale(h))
         h = self.mlp(self.post_attention_layernorm(x))

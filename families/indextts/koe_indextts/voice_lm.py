@@ -19,12 +19,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from koe.nn.rows import with_fewest_rows
 from koe_indextts.gpt import GPT2, KVCache, PositionEmbedding
 from koe_indextts.text25 import LANGUAGES, language_id  # 2.5's language table: `lang_embedding` has one row more
-
-# The fewest rows the mel head multiplies for a prompt: upstream's head runs over the whole prompt,
-# and a float32 product of fewer than 4 rows can sum in another order (see `SpeechLM.logits`).
-HEAD_ROWS = 4
 
 __all__ = ["LANGUAGES", "CampPlusSpeechLM", "EmotionSpeechLM", "GPTConfig", "SpeechLM", "language_id", "load_campplus_lm"]
 
@@ -121,18 +118,14 @@ class SpeechLM(nn.Module):
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """The mel logits of prompt positions, (rows, d) → (rows, vocab), as upstream's head computes
-        them over its whole prompt (every position of every beam: more than `HEAD_ROWS` rows).
+        them over its whole prompt (every position of every beam: four rows or more).
 
-        The head's product is taken over at least `HEAD_ROWS` rows (zero rows added, their logits
-        dropped): measured on an AVX2-only AMD EPYC (MKL, `MKL_CBWR=AUTO,STRICT`), a float32 product
+        The head's product is taken over at least that many rows (`koe.nn.rows`: zero rows added,
+        their logits dropped): measured on an AVX2-only AMD EPYC (MKL, `MKL_CBWR=AUTO,STRICT`), a float32 product
         of 1 to 3 rows sums each row in another order than one of 4 or more rows does, so the prompt's
         last row alone gave logits a last bit off upstream's (every hidden state before the head was
         upstream's bits); on the AVX-512 machines the row count never changes a row's bits."""
-        rows = hidden.shape[0]
-        normed = self.final_norm(hidden)
-        if rows >= HEAD_ROWS:
-            return self.mel_head(normed)
-        return self.mel_head(torch.cat([normed, normed.new_zeros(HEAD_ROWS - rows, normed.shape[-1])]))[:rows]
+        return self.mel_head(with_fewest_rows(self.final_norm(hidden)))[: hidden.shape[0]]
 
     def step(self, embeddings: torch.Tensor, cache: KVCache) -> torch.Tensor:
         """The mel logits of the last position after `embeddings` enter the cache: (rows, vocab).

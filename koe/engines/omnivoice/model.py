@@ -24,6 +24,7 @@ from koe.nn.attention import Packed
 from koe.nn.decoder import DecoderLayer, DecoderSpec
 from koe.nn.norm import RMSNorm
 from koe.nn.rotary import RotaryEmbedding
+from koe.nn.rows import with_fewest_rows
 
 __all__ = ["Backbone", "OmniVoiceLM"]
 
@@ -93,7 +94,7 @@ class OmniVoiceLM(nn.Module):
         hidden = self.llm(self.embed(ids, audio_mask), positions, mask)
         flat = hidden.reshape(-1, hidden.shape[-1])  # (B x T, C)
         if isinstance(mask, Packed):
-            logits = self.audio_heads(flat[rows])
+            logits = self.audio_heads(with_fewest_rows(flat[rows], dim=0))[: len(rows)]  # upstream's: 2B x T >= 4 rows
         else:
             logits = self.audio_heads(hidden).reshape(flat.shape[0], -1)[rows]
         return logits.view(len(rows), self.config.num_audio_codebook, self.config.audio_vocab_size).to(torch.float32)
