@@ -16,6 +16,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,17 +123,43 @@ def key_parts_of(path: Path) -> dict:
 def commit(staging: Path, runs: Path, kind: str) -> tuple[set[str], set[str], list[str]]:
     """A recording pass's folder `staging` becomes `runs/<kind>` (the runs made on this CPU kind);
     another kind's folder stays only while it holds the same runs (else it is stale: that kind runs
-    upstream live until recorded again). Returns (the runs now, the runs before, the kinds dropped)."""
+    upstream live until recorded again). Returns (the runs now, the runs before, the kinds dropped).
+
+    The same runs: the same keys, or, on a kind's first recording, keys that differ only in the
+    contents of input files (`same_but_inputs`): random-weight fixtures and encoded audio are written
+    by float code that itself follows the CPU (torch's vectorized `normal_`, an Opus encoder), so each
+    kind's keys name its own inputs. Once this kind had recordings, any change of its keys means the
+    inputs changed, and another kind's are dropped."""
     final = runs / kind
     new = {p.name for p in staging.glob("*.safetensors")} if staging.is_dir() else set()
     old = {p.name for p in final.glob("*.safetensors")}
+    new_parts = [key_parts_of(p) for p in staging.glob("*.safetensors")] if new else []
     shutil.rmtree(final, ignore_errors=True)
     if new:
         runs.mkdir(exist_ok=True)
         staging.rename(final)
     else:
         shutil.rmtree(staging, ignore_errors=True)
-    stale = sorted(k.name for k in (runs.iterdir() if runs.is_dir() else ()) if k.name != kind and {p.name for p in k.glob("*.safetensors")} != new)
+
+    def kept(other: Path) -> bool:
+        names = {p.name for p in other.glob("*.safetensors")}
+        if names == new:
+            return True
+        return not old and same_but_inputs([key_parts_of(p) for p in other.glob("*.safetensors")], new_parts)
+
+    stale = sorted(k.name for k in (runs.iterdir() if runs.is_dir() else ()) if k.name != kind and not kept(k))
     for name in stale:
         shutil.rmtree(runs / name)
     return new, old, stale
+
+
+INPUT_DIGEST = re.compile(r"<[0-9a-f]{64}>")  # an input file's contents in a run's key (oracle_harness)
+
+
+def same_but_inputs(a: list[dict], b: list[dict]) -> bool:
+    """Whether two sets of runs' key parts are the same but for the contents of their input files."""
+
+    def masked(parts: list[dict]) -> list[str]:
+        return sorted(INPUT_DIGEST.sub("<>", json.dumps(p, sort_keys=True)) for p in parts)
+
+    return masked(a) == masked(b)

@@ -212,6 +212,23 @@ def test_recording_on_one_kind_drops_another_kinds_stale_runs(toy, monkeypatch) 
     assert [p.name for p in runs_folder("toy").parent.iterdir()] == [cpu_kind()]
 
 
+def test_another_kinds_runs_stay_where_only_their_input_files_differ(toy, monkeypatch) -> None:
+    """Fixtures written by float code differ between kinds (torch's vectorized random draws, an Opus
+    encoder): a kind's first recording keeps another kind's runs of the same jobs on their own files;
+    once this kind's own runs change, the other kind's go."""
+    oracle, fixture, root = toy
+    fixture.write_bytes(b"weights drawn on the other kind")
+    record(monkeypatch, {"fixture": str(fixture)}, root / "run1")
+    commit_recording(kind="other-avx512")
+    fixture.write_bytes(b"weights drawn here")
+    record(monkeypatch, {"fixture": str(fixture)}, root / "run2")
+    commit_recording()
+    assert sorted(p.name for p in runs_folder("toy").parent.iterdir()) == sorted([cpu_kind(), "other-avx512"])
+    record(monkeypatch, {"fixture": str(fixture), "steps": 2}, root / "run3")
+    commit_recording()  # another job on this kind: the other kind's runs are not this tree's any more
+    assert [p.name for p in runs_folder("toy").parent.iterdir()] == [cpu_kind()]
+
+
 def test_the_cpu_kind_names_vendor_and_widest_instruction_set() -> None:
     def info(vendor: str, flags: str) -> str:
         return f"processor\t: 0\nvendor_id\t: {vendor}\nflags\t\t: fpu sse2 {flags}\n\nprocessor\t: 1\nvendor_id\t: {vendor}\n"
