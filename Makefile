@@ -139,7 +139,7 @@ WORKERS ?= 2
 # A goldens-only oracle is built too where some golden of its family was not made on this kind of
 # CPU (ORACLE_GOLDENS_HERE: upstream makes it during the tests, tests/golden_files.py).
 test: venv-dev oracle $(foreach f,$(ORACLE_GOLDENS_HERE),oracle-$(f)) peer-mizuoto browser lint
-	$(ORACLE_ENV) $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile
+	$(ORACLE_ENV) $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile --durations=25
 
 # The linter and the formatter (ruff, pinned in the dev extra; pyproject's [tool.ruff]): part of
 # `make test` and `make test-fast`. `make format` applies what `lint` asks for.
