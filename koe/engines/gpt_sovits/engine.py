@@ -120,11 +120,12 @@ class GPTSoVITSEngine(BaseEngine):
 
     @classmethod
     def load(cls, folder: str | Path, device=None, dtype=None, *, precision: str | None = None) -> GPTSoVITSEngine:
-        """Load a folder strictly (see `spec`), on the CPU in float32 (upstream's bits)."""
+        """Load a folder strictly (see `spec`), on the CPU in float32 (upstream's bits; `precision`
+        int8 or int4 quantizes the GPT's blocks, opt-in)."""
         folder = Path(folder)
         if not folder.is_dir():
             raise FileNotFoundError(f"model folder not found: {folder}")
-        check_precision(precision, ("fp32",), "GPT-SoVITS")  # before any file is read
+        check_precision(precision, spec.PRECISIONS, "GPT-SoVITS")  # before any file is read
         if dtype is not None and dtype not in ("float32", torch.float32):
             raise ValueError(f"GPT-SoVITS runs in float32 (dtype={dtype!r})")
         try:
@@ -137,9 +138,9 @@ class GPTSoVITSEngine(BaseEngine):
     def from_layout(cls, layout: spec.Layout, device=None, *, precision: str | None = None) -> GPTSoVITSEngine:
         """The engine on a layout's files (`spec.find_layout`'s, or a layout naming files anywhere,
         as `koe.compat.gpt_sovits` makes from upstream's config): its version supported, every
-        required file there; the GPT's blocks on the precision layer in float32 (`metadata["kernel"]`
-        says what runs their products)."""
-        numeric = check_precision(precision, ("fp32",), "GPT-SoVITS") or "fp32"
+        required file there; the GPT's blocks on the precision layer (float32 by default, int8 or
+        int4 opted in: `metadata["precision"]`; `metadata["kernel"]` says what runs their products)."""
+        numeric = check_precision(precision, spec.PRECISIONS, "GPT-SoVITS") or "fp32"
         dev = resolve_device(device)
         if dev.type != "cpu":
             raise ValueError(f"GPT-SoVITS runs on the CPU in this version of koe (device={dev})")
@@ -173,7 +174,7 @@ class GPTSoVITSEngine(BaseEngine):
 
     @property
     def precision(self) -> str:
-        return "float32"
+        return self.models.t2s.precision
 
     @property
     def capabilities(self) -> Capabilities:

@@ -74,6 +74,7 @@ EXTRA_FILES = {  # version -> the other files it needs beside the GPT, SoVITS, H
 SAMPLE_RATES = {"v3": 24000, "v4": 48000}  # the vocoder's rate; SoVITS's own 32 kHz otherwise
 VOCODER_VERSIONS = ("v3", "v4")  # a CFM DiT makes mel, a vocoder the waveform; no reference-free mode
 SIZE = "base"
+PRECISIONS = ("fp32", "int8", "int4")  # the GPT's blocks: exact, or quantized (opt-in, error in docs/precision.md)
 MIN_REFERENCE_S = 3.0  # upstream refuses references outside 3-10 s (at 16 kHz)
 MAX_REFERENCE_S = 10.0
 V1_LANGUAGES = ("auto", "en", "zh", "ja", "all_zh", "all_ja")
@@ -261,7 +262,7 @@ def capabilities(version: str = "v2") -> Capabilities:
         voice_options=OptionsSchema((Option("prompt_lang", "str", "the language of the reference's transcript", "auto", choices=V2_LANGUAGES),)),
         min_reference_s=MIN_REFERENCE_S,
         stream_is_one_shot=False,  # upstream's return_fragment: no buckets, no punctuation squeeze
-        precisions=("fp32",),
+        precisions=PRECISIONS,
         length_option=None,
     )
 

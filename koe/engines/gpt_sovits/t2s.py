@@ -25,7 +25,9 @@ Precision: the model declares its backbone (`Text2Semantic.backbone`: the blocks
 to the kit's precision layer (`koe.runtime.precision`): `load_t2s(..., precision="fp32")` (exact)
 on a CPU where koe's exact kernel gives torch's float32 bits (`koe.runtime.exact`) runs them there
 from packed weights (the same bits, checked per layer shape at load; `Text2Semantic.kernel` names
-it); without a precision, torch's own products.
+it); "int8" / "int4" (opt-in, other bits: docs/precision.md) quantize them onto koe's C kernels,
+the LayerNorms, embeddings, BERT projection and output layer staying float32; without a
+precision, torch's own products.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from koe.engines.gpt_sovits.gpt_weights import GPTConfig, read_gpt
+from koe.engines.gpt_sovits.spec import PRECISIONS
 from koe.runtime import precision as numeric
 from koe.runtime.kv_cache import ConcatCache, ConcatLayerCache
 from koe.runtime.weights import WeightsError
@@ -47,7 +50,6 @@ __all__ = ["BERT_DIM", "PRECISIONS", "RELEASED_NAMES", "SinePositions", "T2SBloc
 BERT_DIM = 1024  # upstream's bert_proj input: chinese-roberta-wwm-ext-large's width, fixed
 PE_LENGTH = 4000  # positions upstream's tables are built with at construction
 NORM_EPS = 1e-5
-PRECISIONS = ("fp32",)  # the modes `load_t2s` takes (exact)
 RELEASED_NAMES = {"self_attn.in_proj_weight": "self_attn.in_proj.weight", "self_attn.in_proj_bias": "self_attn.in_proj.bias"}
 
 
@@ -157,10 +159,11 @@ class Text2Semantic(nn.Module):
         self.h.layers = nn.ModuleList(T2SBlock(dim, config.heads) for _ in range(config.layers))
         self.ar_predict_layer = nn.Linear(dim, config.vocab_size, bias=False)
         self.kernel: str | None = None  # what runs the linears' products (`load_t2s`), None: torch
+        self.precision = "float32"  # what results say (`load_t2s`): float32, int8 or int4
 
     def backbone(self) -> numeric.Backbone:
         """What the precision layer rewrites: the blocks' linear layers (all but 0.5 M of the
-        weights a step reads); their norms are LayerNorms, which stay torch's. The BERT projection
+        weights a step reads); their norms are LayerNorms, which stay torch's in every mode. The BERT projection
         stays torch's: it reads the features transposed, and torch's product of a transposed input
         sums in another order than of a contiguous one; the output layer, small, stays too."""
         return numeric.Backbone(self.h, nn.LayerNorm)
@@ -228,4 +231,5 @@ def load_t2s(path: str | Path, device: torch.device | str = "cpu", precision: st
     model = model.to(device).eval()
     if plan is not None:
         model.kernel = numeric.apply(plan, model, [model.backbone()])
+        model.precision = plan.reported
     return model

@@ -10,6 +10,7 @@ import json
 import pytest
 
 from koe.bench import families, main, parse_options
+from koe.bench.accuracy import main as accuracy_main
 from koe.engines.gpt_sovits.bench import BENCH, cases, models
 
 PARTS = ("reference_s", "ar_s", "sovits_s")
@@ -66,9 +67,24 @@ def test_gpt_sovits_bench_options() -> None:
     assert opts.sizes == ["tiny"] and opts.cases == ["v2_zh"]
     assert families.benches()["gpt_sovits"] is BENCH  # the spec names it
     assert BENCH.sides["upstream"].venv == ".oracle-gpt_sovits" and BENCH.sides["upstream"].worker == "scripts/bench_gpt_sovits_upstream_worker.py"
-    for wrong in (["--case", "v4"], ["--size", "base"], ["--precision", "bf16"], ["--upstream-precision", "bf16"]):
+    assert parse_options(["--family", "gpt_sovits", "--precision", "int8"])[0].precision == "int8"
+    for wrong in (["--case", "v4"], ["--size", "base"], ["--precision", "bf16"], ["--upstream-precision", "int8"]):
         with pytest.raises(SystemExit):
             parse_options(["--family", "gpt_sovits", *wrong])
+
+
+def test_gpt_sovits_accuracy_tool(tmp_path) -> None:
+    """int8's error on the exact path's own steps: close (random weights make a flat distribution, so
+    free-running tokens part early: only the teacher-forced measures are bounded here)."""
+    out = tmp_path / "acc.json"
+    argv = ["--family", "gpt_sovits", "--precision", "int8", "--size", "tiny", "--threads", "1", "--models", str(tmp_path / "models")]
+    assert accuracy_main([*argv, "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["precision"] == "int8" and result["kernel"] and result["size"] == "tiny" and result["version"] == "v2" and result["case"] == "v2"
+    forced, free = result["teacher_forced"], result["free_running"]
+    assert forced["steps"] == free["exact_tokens"] + 1 > 1  # every kept token's step and the end's
+    assert 0.999 < forced["cosine_mean"] <= 1.0 and 0.5 < forced["top1_agreement"] <= 1.0 and 0 < forced["max_abs_logp_diff"] < 1.0
+    assert 0.0 <= free["tokens_equal"] <= 1.0 and free["mode_tokens"] > 0 and -1.0 <= free["waveform_cosine"] <= 1.0
 
 
 def test_gpt_sovits_bench_folders() -> None:

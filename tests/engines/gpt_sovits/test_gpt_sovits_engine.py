@@ -18,6 +18,7 @@ from koe.engines.gpt_sovits.engine import GPTSoVITSEngine
 from koe.engines.gpt_sovits.fixtures import write_random_model
 from koe.engines.gpt_sovits.voice import GPTSoVITSVoice
 from koe.engines.spec import RANDOM_WEIGHTS_FILE, SpecError
+from koe.runtime.precision import UnsupportedPrecision
 from koe.service.storage import Database
 from koe.service.store.hub import pull_model
 from koe.service.store.models import ModelStore
@@ -105,6 +106,23 @@ def test_text_with_nothing_to_speak_is_an_empty_text_error(engine):
     voice = engine.prepare_voice(VoiceReference(tone(3.5)))
     with pytest.raises(EmptyText):
         list(engine.synthesize(SynthesisRequest("。。。……", voice=voice, language="en", seed=1)))
+
+
+@pytest.mark.filterwarnings("ignore:speech was cut off:UserWarning")  # random weights run to the 1 s cap
+def test_the_gpt_runs_quantized_when_asked_and_results_say_so(engine, folder):
+    """int8 / int4 (opt-in) quantize the GPT's blocks; a result names the precision and the kernel;
+    a voice prepared by the exact engine speaks on it; a mode it does not run is refused first."""
+    assert spec.capabilities("v2").precisions == ("fp32", "int8", "int4") and engine.precision == "float32"
+    voice = engine.prepare_voice(VoiceReference(tone(3.5), "A clip."), prompt_lang="en")
+    quantized = GPTSoVITSEngine.load(folder, precision="int8")
+    try:
+        chunks = list(quantized.synthesize(SynthesisRequest("Hello there.", voice=voice, language="en", seed=1, max_segment_s=1.0)))
+    finally:
+        quantized.close()
+    meta = chunks[-1].metadata
+    assert meta["precision"] == "int8" and meta["kernel"] is not None and sum(len(c.samples) for c in chunks) > 0
+    with pytest.raises(UnsupportedPrecision, match=r"GPT-SoVITS: use fp32 \(exact\), int8 or int4"):
+        GPTSoVITSEngine.load(folder, precision="bf16")
 
 
 def test_a_voice_with_an_auxiliary_reference_is_saved_and_loaded(engine, tmp_path):

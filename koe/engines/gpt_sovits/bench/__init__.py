@@ -7,6 +7,7 @@ own venv and process). Each case is one zero-shot request with the same seed on 
 reference neither side has seen. Seconds and seconds per second of audio, split into the reference
 (HuBERT's codes, the spectrogram, the transcript's features), the AR decode (ms per semantic
 token) and SoVITS; the waveforms' hashes say whether the bits are equal.
+`--precision` runs koe's GPT blocks in an opt-in precision (int8, int4; `accuracy` measures its error).
 """
 
 from koe.engines.benchmark import Side, columns, declare
@@ -33,9 +34,10 @@ BENCH = declare(
     variants=(),  # the cases pick the variant (`cases.CASES`), not --variant
     model_variants=models.VARIANTS,
     columns=COLUMNS,
-    precisions=("fp32",),
+    precisions=("fp32", "int8", "int4"),
     compare_precisions=("fp32",),
-    precision_note="koe runs GPT-SoVITS in float32 (upstream's bits); upstream's CPU path is float32 (is_half off)",
+    precision_note="koe's float32 is upstream's bits; int8 / int4 quantize koe's GPT blocks (opt-in: `accuracy` measures the error); upstream's CPU path is float32 (is_half off)",
+    tools={"accuracy": "koe.engines.gpt_sovits.bench.accuracy:main"},
     sides={"upstream": Side.upstream(ORACLE, "scripts/bench_gpt_sovits_upstream_worker.py")},
     about="GPT-SoVITS v2",
 )

@@ -25,7 +25,7 @@ LONGEST_S = 3600.0  # the runaway guard's cap, lifted
 
 
 class KoeWorker(Base):
-    """GPT-SoVITS through koe's engine contract (float32, its only precision yet)."""
+    """GPT-SoVITS through koe's engine contract, at the precision the bench asks (float32: upstream's bits)."""
 
     def case(self, cmd: dict) -> dict:
         _, inputs = cases.inputs(cmd)
