@@ -1,5 +1,5 @@
 """koe's C kernels (koe/runtime/kernels/qgemv.c) and the int8 / int4 layers on them: the fast path
-and the plain-C path give the same bits, for any thread count and batch; results match the
+(AVX-512 VNNI or AVX2, whichever this CPU has) and the plain-C path give the same bits, for any thread count and batch; results match the
 dequantized float product within the activation rounding; the fallbacks say what they are."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def _call(lib, layer, x: torch.Tensor, threads: int) -> torch.Tensor:
 
 def test_kernels_build_here() -> None:
     assert kernels.library() is not None, kernels.unavailable_reason()
-    assert kernels.describe() in ("koe-avx512vnni", "koe-portable")
+    assert kernels.describe() in ("koe-avx512vnni", "koe-avx2", "koe-portable")
 
 
 def test_fast_and_portable_paths_give_the_same_bits() -> None:
@@ -48,6 +48,7 @@ def test_fast_and_portable_paths_give_the_same_bits() -> None:
             want = _call(portable, layer, x, 1)
             for threads in (1, 2, 3):
                 assert torch.equal(_call(fast, layer, x, threads), want), (cls.__name__, n, k, threads)
+            assert torch.equal(_call(fast, layer, x[:7], 2), want[:7])  # 7 rows: blocks of 4, 2 and 1 (int8)
             assert torch.equal(layer(x), want)
             # each row is the same whether it comes alone or in a batch
             assert torch.equal(layer(x[3:4]), want[3:4])

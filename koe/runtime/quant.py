@@ -91,7 +91,7 @@ class _KernelLinear(nn.Module):
     inputs are padded with zeros to a multiple of `PAD` (64; int4: 128) where the width is not one.
 
     `kernel` names what runs the product: `koe.runtime.kernels.describe()` ("koe-avx512vnni",
-    "koe-portable") or, int8 without koe's kernels, "fbgemm"."""
+    "koe-avx2", "koe-portable") or, int8 without koe's kernels, "fbgemm"."""
 
     PAD = GROUP
 

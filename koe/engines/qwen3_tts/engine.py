@@ -129,7 +129,7 @@ class Qwen3TTSEngine(BaseEngine):
 
     _precision: str | None = None  # the opt-in mode `load` was given, if any
     kernel: str | None = (
-        None  # what runs the products: int8 / int4 "koe-avx512vnni", "koe-portable", int8's "fbgemm" fallback; exact float32 on the CPU "koe-exact-bf16" / "-fp32" (torch's bits, koe.runtime.exact), None where torch's own
+        None  # what runs the products: int8 / int4 "koe-avx512vnni", "koe-avx2", "koe-portable", int8's "fbgemm" fallback; exact float32 on the CPU "koe-exact-bf16" / "-fp32" (torch's bits, koe.runtime.exact), None where torch's own
     )
     fast_codec: FastCodec | None = None  # int8 / int4 (or KOE_FAST_CODEC): the fast codec (codec/fast.py); None: the exact one
 

@@ -152,8 +152,8 @@ def unavailable_reason() -> str | None:
 
 
 def describe() -> str:
-    """The name results carry for these kernels: `koe-avx512vnni` or `koe-portable`."""
+    """The name results carry for these kernels: `koe-avx512vnni`, `koe-avx2` or `koe-portable`."""
     lib = library()
     if lib is None:
         return "unavailable"
-    return "koe-avx512vnni" if lib.koe_qgemv_has_vnni() else "koe-portable"
+    return "koe-avx512vnni" if lib.koe_qgemv_has_vnni() else "koe-avx2" if lib.koe_qgemv_has_avx2() else "koe-portable"

@@ -9,8 +9,8 @@
    work per byte set the speed. torch 2.13's CPU kernels for one row leave much of that unused
    here (fbgemm's dynamic int8 linear, the int4 packed kernel). These quantize the row once per
    call and multiply in integers with the CPU's 8-bit dot-product instruction where it has one
-   (AVX-512 VNNI), else in plain C (also when built with -DKOE_PORTABLE, which the tests use to
-   check that both paths give the same bits).
+   (AVX-512 VNNI), else with AVX2's byte multiply-adds (`lanes32`), else in plain C (also when built with -DKOE_PORTABLE, which the
+   tests use to check that every path gives the same bits).
 
    Numerics: the same bits on every path and for any thread count (each output is summed by one
    thread, in one order; integer sums are exact; the float steps below are spelled out):
@@ -38,6 +38,9 @@
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__) && !defined(KOE_PORTABLE)
 #define KOE_VNNI 1
 #include <immintrin.h>
+#elif defined(__AVX2__) && defined(__FMA__) && !defined(KOE_PORTABLE)
+#define KOE_AVX2 1
+#include <immintrin.h>
 #endif
 
 #ifndef PREFETCH_BYTES
@@ -46,6 +49,14 @@
 
 int koe_qgemv_has_vnni(void) {
 #ifdef KOE_VNNI
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+int koe_qgemv_has_avx2(void) {
+#ifdef KOE_AVX2
     return 1;
 #else
     return 0;
@@ -146,7 +157,40 @@ static void free_rows(qrow r) {
     free(r.init);
 }
 
-#ifndef KOE_VNNI
+#ifdef KOE_AVX2
+/* AVX2: the integer lanes of 32 weights, lanes 8h..8h+7 for the half h of a 64-wide chunk, in
+   order: maddubs (unsigned bytes times signed bytes, adjacent pairs summed to 16 bits) then madd
+   with ones (adjacent 16-bit pairs summed to 32 bits) gives the sums of 4 consecutive products.
+   maddubs saturates past 16 bits, so its unsigned operand must stay small: int4's nibbles (0..15)
+   are used as they are (a pair at most 2 * 15 * 127); int8's weights are taken signed (the byte
+   minus 128, -127..127) and the input's sign moved onto them, so the unsigned operand is |x| (a pair
+   at most 2 * 127 * 127): those lanes are the offset ones plus -128 times the inputs' sums, which is
+   what `init` adds on the other paths, so int8 leaves init out. Integer sums are exact: the lanes
+   are the plain-C path's, and so are the float steps after them (`lanes_fma`). */
+static inline __attribute__((always_inline)) __m256i lanes32(__m256i u, __m256i s) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+/* f = fma(lane, s, f) per lane, lanes 0-7 in `lo` and 8-15 in `hi` (plus `init` where given), as the plain-C path. */
+static inline __attribute__((always_inline)) void lanes_fma(__m256i lo, __m256i hi, const int32_t *init, float s, __m256 f[2]) {
+    if (init) {
+        lo = _mm256_add_epi32(lo, _mm256_loadu_si256((const __m256i *)init));
+        hi = _mm256_add_epi32(hi, _mm256_loadu_si256((const __m256i *)(init + 8)));
+    }
+    __m256 vs = _mm256_set1_ps(s);
+    f[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), vs, f[0]);
+    f[1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), vs, f[1]);
+}
+
+static inline float tree16_avx2(const __m256 f[2]) {
+    float v[16];
+    _mm256_storeu_ps(v, f[0]);
+    _mm256_storeu_ps(v + 8, f[1]);
+    return tree16(v);
+}
+#endif
+
+#if !defined(KOE_VNNI) && !defined(KOE_AVX2)
 /* The plain-C path of both widths, the reference the vector paths match bit for bit: input k of
    weight row i is the byte w[k] (int8) or, in 128-weight blocks, nibble k % 64 of group k / 64
    (int4); per group, integer lanes, then f = fma(lane, s, f) with s = xs (int8) or ws * xs (int4). */
@@ -208,6 +252,33 @@ static inline __attribute__((always_inline)) void block_dot8(const uint8_t *w, i
     }
     for (int j = 0; j < ms; j++)
         for (int i = 0; i < rows; i++) out[j][i] = tree16_ps(f[j][i]);
+#elif defined(KOE_AVX2)
+    __m256 f[4][4][2];
+    const __m256i flip = _mm256_set1_epi8((char)0x80);
+    for (int j = 0; j < ms; j++)
+        for (int i = 0; i < rows; i++) f[j][i][0] = f[j][i][1] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < G; g++) {
+        __m256i lanes[4][4][2];
+        for (int j = 0; j < ms; j++)
+            for (int i = 0; i < rows; i++) lanes[j][i][0] = lanes[j][i][1] = _mm256_setzero_si256();
+        for (int64_t k = g * group; k < (g + 1) * group; k += 64) {
+            for (int h = 0; h < 2; h++) { /* the chunk's halves: lanes 0-7, then 8-15 */
+                __m256i wv[4];
+                for (int i = 0; i < rows; i++) {
+                    if (h == 0) _mm_prefetch((const char *)(w + i * row_bytes + k + PREFETCH_BYTES), _MM_HINT_T0);
+                    wv[i] = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(w + i * row_bytes + k + 32 * h)), flip); /* the byte minus 128, signed */
+                }
+                for (int j = 0; j < ms; j++) {
+                    __m256i xv = _mm256_loadu_si256((const __m256i *)(r.q + (x0 + j) * K + k + 32 * h)), ax = _mm256_abs_epi8(xv);
+                    for (int i = 0; i < rows; i++) lanes[j][i][h] = _mm256_add_epi32(lanes[j][i][h], lanes32(ax, _mm256_sign_epi8(wv[i], xv)));
+                }
+            }
+        }
+        for (int j = 0; j < ms; j++)
+            for (int i = 0; i < rows; i++) lanes_fma(lanes[j][i][0], lanes[j][i][1], NULL, r.s[(x0 + j) * G + g], f[j][i]);
+    }
+    for (int j = 0; j < ms; j++)
+        for (int i = 0; i < rows; i++) out[j][i] = tree16_avx2(f[j][i]);
 #else
     portable_dot(8, w, row_bytes, NULL, G, group, K, r, x0, ms, rows, out);
 #endif
@@ -291,6 +362,32 @@ static inline __attribute__((always_inline)) void block_dot4(const uint8_t *w, i
     }
     for (int j = 0; j < ms; j++)
         for (int i = 0; i < rows; i++) out[j][i] = tree16_ps(f[j][i]);
+#elif defined(KOE_AVX2)
+    __m256 f[2][4][2];
+    for (int j = 0; j < ms; j++)
+        for (int i = 0; i < rows; i++) f[j][i][0] = f[j][i][1] = _mm256_setzero_ps();
+    const __m256i low = _mm256_set1_epi8(15);
+    for (int64_t g = 0; g < G; g += 2) {
+        for (int i = 0; i < rows; i++) {
+            const uint8_t *p = w + i * row_bytes + g * 32;
+            _mm_prefetch((const char *)(p + PREFETCH_BYTES), _MM_HINT_T0);
+            __m256i wv[2][2]; /* [group g (low nibbles), g + 1 (high)][weights 0-31, 32-63] */
+            for (int c = 0; c < 2; c++) {
+                __m256i packed = _mm256_loadu_si256((const __m256i *)(p + 32 * c));
+                wv[0][c] = _mm256_and_si256(packed, low);
+                wv[1][c] = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low);
+            }
+            for (int j = 0; j < ms; j++)
+                for (int hg = 0; hg < 2; hg++) {
+                    const int8_t *x = r.q + (x0 + j) * K + (g + hg) * 64;
+                    __m256i lo = lanes32(wv[hg][0], _mm256_loadu_si256((const __m256i *)x));
+                    __m256i hi = lanes32(wv[hg][1], _mm256_loadu_si256((const __m256i *)(x + 32)));
+                    lanes_fma(lo, hi, r.init + ((x0 + j) * G + g + hg) * 16, ws[i * G + g + hg] * r.s[(x0 + j) * G + g + hg], f[j][i]);
+                }
+        }
+    }
+    for (int j = 0; j < ms; j++)
+        for (int i = 0; i < rows; i++) out[j][i] = tree16_avx2(f[j][i]);
 #else
     portable_dot(4, w, row_bytes, ws, G, 64, K, r, x0, ms, rows, out);
 #endif
