@@ -126,9 +126,9 @@ def commit(staging: Path, runs: Path, kind: str) -> tuple[set[str], set[str], li
     upstream live until recorded again). Returns (the runs now, the runs before, the kinds dropped).
 
     The same runs: the same keys, or, on a kind's first recording, keys that differ only in the
-    contents of input files (`same_but_inputs`): random-weight fixtures and encoded audio are written
-    by float code that itself follows the CPU (torch's vectorized `normal_`, an Opus encoder), so each
-    kind's keys name its own inputs. Once this kind had recordings, any change of its keys means the
+    contents of input files (`same_but_inputs`): some fixtures are written by float code whose bytes
+    follow the CPU (Qwen3-TTS's Opus clip through libopus; CosyVoice's random-weight folders and a
+    front end's inputs, by the same script and arguments), so each kind's keys name its own inputs. Once this kind had recordings, any change of its keys means the
     inputs changed, and another kind's are dropped."""
     final = runs / kind
     new = {p.name for p in staging.glob("*.safetensors")} if staging.is_dir() else set()
