@@ -88,13 +88,14 @@ class Backbone:
     """What a family declares so the precision layer can rewrite it: `module` holds the linear
     layers (every `nn.Linear` under it; int8 / int4 leave float those whose names start with a
     `keep_float` prefix, the exact path takes them all: the same bits) and the norms
-    (every `norm` under it: `koe.nn.norm.RMSNorm`, float32 with `weight` and `eps`); `embeddings`
+    (every `norm` under it: `koe.nn.norm.RMSNorm`, float32 with `weight` and `eps`; None: its
+    norms are of another kind, a LayerNorm, and stay torch's in every mode); `embeddings`
     are (owner, name) bfloat16 tables read a few rows at a time, widened on lookup instead of
     converted whole; `kernel_steps(module)` hands its decoder stacks to koe's C step in the int8 /
     int4 modes, where the backbone has one."""
 
     module: nn.Module
-    norm: type[nn.Module]
+    norm: type[nn.Module] | None
     keep_float: tuple[str, ...] = ()
     embeddings: tuple[tuple[nn.Module, str], ...] = ()
     kernel_steps: Callable[[nn.Module], None] | None = None
@@ -160,7 +161,8 @@ def apply(plan: Plan, model: nn.Module, backbones: Iterable[Backbone]) -> str | 
         kinds = {k for b in backbones if (k := exact.describe(b.module)) is not None}
         model.float()
         for b in backbones:
-            exact.exact_norms(b.module, b.norm)
+            if b.norm is not None:
+                exact.exact_norms(b.module, b.norm)
         return None if not kinds else kinds.pop() if len(kinds) == 1 else "koe-exact"
     from koe.runtime.quant import LAYERS, kernel_norms, quantize_linears
 
@@ -168,7 +170,8 @@ def apply(plan: Plan, model: nn.Module, backbones: Iterable[Backbone]) -> str | 
         quantize_linears(b.module, skip=b.keep_float, mode=plan.mode)
     model.float()
     for b in backbones:
-        kernel_norms(b.module, b.norm)
+        if b.norm is not None:
+            kernel_norms(b.module, b.norm)
         if b.kernel_steps is not None:
             b.kernel_steps(b.module)
     layers = (m for b in backbones for m in b.module.modules() if isinstance(m, tuple(LAYERS.values())))

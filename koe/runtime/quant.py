@@ -210,11 +210,8 @@ class KernelRMSNorm(nn.Module):
 def kernel_norms(module: nn.Module, norm_type: type) -> int:
     """Replace every `norm_type` (`koe.nn.norm.RMSNorm`: a float32 RMSNorm with `weight` and `eps`)
     under `module` by `KernelRMSNorm`, in place, where koe's kernels are available; returns how
-    many were replaced. LayerNorms (mean and bias too: GPT-SoVITS's GPT) stay torch's."""
+    many were replaced."""
     from koe.runtime import kernels
-
-    if issubclass(norm_type, nn.LayerNorm):
-        return 0
 
     lib = kernels.library()
     if lib is None:

@@ -163,10 +163,11 @@ class Text2Semantic(nn.Module):
 
     def backbone(self) -> numeric.Backbone:
         """What the precision layer rewrites: the blocks' linear layers (all but 0.5 M of the
-        weights a step reads); their norms are LayerNorms, which stay torch's in every mode. The BERT projection
+        weights a step reads); their norms are LayerNorms, which stay torch's in every mode (no RMS
+        norm to declare). The BERT projection
         stays torch's: it reads the features transposed, and torch's product of a transposed input
         sums in another order than of a contiguous one; the output layer, small, stays too."""
-        return numeric.Backbone(self.h, nn.LayerNorm)
+        return numeric.Backbone(self.h, None)
 
     @property
     def eos(self) -> int:
