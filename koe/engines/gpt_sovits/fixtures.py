@@ -70,7 +70,7 @@ def write_random_model(folder: str | Path, variant: str = "GPT-SoVITS-v2", size:
         (folder / path).parent.mkdir(parents=True, exist_ok=True)
     write_gpt(folder / gpt, "tiny_vocab", seed)
     if variant in spec.VOCODER_VERSIONS:
-        _write_vocoder_version(folder, variant, seed + 1)
+        write_vocoder_version(folder, variant, seed + 1)
     else:
         write_sovits(folder / sovits, size, seed + 1, variant, header=HEADER[variant])
     if spec.SV in spec.EXTRA_FILES.get(variant, ()):
@@ -87,13 +87,14 @@ def write_random_model(folder: str | Path, variant: str = "GPT-SoVITS-v2", size:
     return folder
 
 
-def _write_vocoder_version(folder: Path, version: str, seed: int) -> None:
+def write_vocoder_version(folder: Path, version: str, seed: int) -> None:
     """v3: the full-size SoVITS v3 and a small BigVGAN; v4: its pretrained model, a LoRA over it and
     its vocoder (see the module's doc)."""
     from koe.engines.gpt_sovits.bigvgan import BigVGANConfig
     from koe.engines.gpt_sovits.fixtures_v3 import write_bigvgan, write_sovits_v3, write_sovits_v3_lora, write_vocoder_v4
 
     sovits = folder / spec.RELEASES[version][1]
+    sovits.parent.mkdir(parents=True, exist_ok=True)
     if version == "v3":
         write_sovits_v3(sovits, "v3", seed)
         write_bigvgan(folder / spec.BIGVGAN, BigVGANConfig(**BIGVGAN_SIZES), seed + 10)

@@ -1,7 +1,7 @@
 """`koe bench --family gpt_sovits` on the tiny random release: koe alone (every case, every part
-timed), and against upstream's `TTS.run` in the oracle's venv (`make oracle-gpt_sovits`; a
-goldens-only oracle: skipped where it is not built) with the float32 and int16 samples' bits
-compared; the options and the folders' names."""
+timed; v4 marked slow: its folder holds the DiT at its released size), and against upstream's
+`TTS.run` in the oracle's venv (`make oracle-gpt_sovits`; a goldens-only oracle: skipped where it is
+not built) with the float32 and int16 samples' bits compared; the options and the folders' names."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 
 from koe.bench import families, main, parse_options
 from koe.bench.accuracy import main as accuracy_main
+from koe.engines.gpt_sovits import fixtures, spec
 from koe.engines.gpt_sovits.bench import BENCH, cases, models
 
 PARTS = ("reference_s", "ar_s", "sovits_s")
@@ -22,7 +23,7 @@ def _check_run(run: dict, case: str, side: str = "koe") -> None:
         assert run[key] > 0, (case, side, key)
     assert abs(run["ms_per_token"] - 1e3 * run["ar_s"] / run["tokens"]) < 1e-9
     assert -1e-6 < run["other_s"] < run["total_s"] and abs(run["other_s"] + sum(run[k] for k in PARTS) - run["total_s"]) < 1e-9
-    assert abs(run["audio_s"] - run["audio_samples"] / cases.SAMPLE_RATE) < 1e-12
+    assert abs(run["audio_s"] - run["audio_samples"] / cases.SAMPLE_RATES[cases.CASES[case][0]]) < 1e-12
 
 
 def test_gpt_sovits_quick_bench_koe(tmp_path, capsys) -> None:
@@ -41,14 +42,34 @@ def test_gpt_sovits_quick_bench_koe(tmp_path, capsys) -> None:
     assert "ms/token" in table and "AR s" in table and "SoVITS s" in table and "v2_zh" in table
 
 
+@pytest.mark.slow
+def test_gpt_sovits_v4_quick_bench_koe(tmp_path, capsys) -> None:
+    """v4's case: its folder (the pretrained model, a LoRA over it and the vocoder) read as v4, the
+    CFM and the vocoder timed as its SoVITS part, 48 kHz audio, the vocoder's parameters counted."""
+    out, root = tmp_path / "bench.json", tmp_path / "models"
+    argv = ["--family", "gpt_sovits", "--quick", "--case", "v4", "--warmup", "0", "--threads", "1"]
+    assert main([*argv, "--models", str(root), "--out", str(out)]) == 0, capsys.readouterr().err
+    per = json.loads(out.read_text())["sizes"]["tiny"]
+    assert list(per["cases"]) == ["v4"] and list(per["models"]) == ["GPT-SoVITS-v4"]
+    (run,) = per["cases"]["v4"]["koe"]["runs"]
+    _check_run(run, "v4")
+    layout = spec.find_layout(root / models.model_name("GPT-SoVITS-v4", "tiny", 0))
+    gpt, sovits = cases.FILES["GPT-SoVITS-v4"]
+    assert layout.version == "v4" and layout.gpt == layout.folder / gpt and layout.sovits == layout.folder / sovits == layout.folder / fixtures.V4_LORA
+    params = per["models"]["GPT-SoVITS-v4"]["parameters"]
+    assert list(params) == ["gpt", "sovits", "hubert", "bert", "vocoder", "total"] and params["sovits"] > 300e6  # the DiT at its released size
+    assert "vocoder" in capsys.readouterr().out
+
+
 @pytest.mark.oracle
 @pytest.mark.goldens_oracle("gpt_sovits")
-def test_gpt_sovits_quick_bench_against_upstream(tmp_path, capsys) -> None:
+@pytest.mark.parametrize("case_args", [("v2", "v2_zh"), pytest.param(("v4",), marks=pytest.mark.slow)], ids=["v2", "v4"])
+def test_gpt_sovits_quick_bench_against_upstream(case_args, tmp_path, capsys) -> None:
     out = tmp_path / "bench.json"
-    argv = ["--family", "gpt_sovits", "--quick", "--case", "v2", "--case", "v2_zh", "--threads", "1", "--compare", "upstream"]
+    argv = ["--family", "gpt_sovits", "--quick", *(a for case in case_args for a in ("--case", case)), "--threads", "1", "--compare", "upstream"]
     assert main([*argv, "--models", str(tmp_path / "models"), "--out", str(out)]) == 0, capsys.readouterr().err
     per = json.loads(out.read_text())["sizes"]["tiny"]
-    assert set(per["models"]["GPT-SoVITS-v2"]["load"]) == {"koe", "upstream"}
+    assert list(per["cases"]) == list(case_args) and all(set(model["load"]) == {"koe", "upstream"} for model in per["models"].values())
     for case, entry in per["cases"].items():
         koe_run, up_run = entry["koe"]["runs"][0], entry["upstream"]["runs"][0]
         _check_run(koe_run, case)
@@ -68,7 +89,8 @@ def test_gpt_sovits_bench_options() -> None:
     assert families.benches()["gpt_sovits"] is BENCH  # the spec names it
     assert BENCH.sides["upstream"].venv == ".oracle-gpt_sovits" and BENCH.sides["upstream"].worker == "scripts/bench_gpt_sovits_upstream_worker.py"
     assert parse_options(["--family", "gpt_sovits", "--precision", "int8"])[0].precision == "int8"
-    for wrong in (["--case", "v4"], ["--size", "base"], ["--precision", "bf16"], ["--upstream-precision", "int8"]):
+    assert parse_options(["--family", "gpt_sovits", "--case", "v4"])[0].cases == ["v4"]
+    for wrong in (["--case", "v3"], ["--size", "base"], ["--precision", "bf16"], ["--upstream-precision", "int8"]):
         with pytest.raises(SystemExit):
             parse_options(["--family", "gpt_sovits", *wrong])
 
@@ -89,8 +111,12 @@ def test_gpt_sovits_accuracy_tool(tmp_path) -> None:
 
 def test_gpt_sovits_bench_folders() -> None:
     assert models.model_name("GPT-SoVITS-v2", "real", 0) == "gpt_sovits-real-GPT-SoVITS-v2-seed0"
+    assert models.model_name("GPT-SoVITS-v4", "tiny", 1) == "gpt_sovits-tiny-GPT-SoVITS-v4-seed1"
     with pytest.raises(ValueError, match="unknown GPT-SoVITS model"):
-        models.model_name("GPT-SoVITS-v4", "real", 0)
+        models.model_name("GPT-SoVITS-v3", "real", 0)
+    for variant, (gpt, sovits) in cases.FILES.items():  # the upstream side's files: the release's paths (v4: its LoRA, as the fixtures name it)
+        version = spec.version_of_variant(variant)
+        assert gpt == spec.RELEASES[version][0] and sovits == (fixtures.V4_LORA if version == "v4" else spec.RELEASES[version][1])
 
 
 def test_gpt_sovits_compare_without_upstream_venv_is_a_clear_error(tmp_path, monkeypatch, capsys) -> None:

@@ -13,8 +13,11 @@ request on two cores). The real folder keeps the fixtures' small BERT vocabulary
 has 21128 rows: a lookup, no time) and the stand-in G2PW (the released one is a BERT-base in ONNX:
 only Chinese text runs it, so the zh case's front end is cheaper than a real folder's).
 
-v4 needs its own writer here (the DiT and its vocoder at their released sizes, `fixtures_v3`) and a
-variant in `VARIANTS`, once the engine runs v4.
+v4 (GPT-SoVITS-v4) is its pretrained SoVITS file (the DiT at its released size, which upstream
+hard-codes, so "tiny" holds it too), a LoRA over it (upstream's fine-tune; a random pretrained file
+is not told as v4 by upstream's md5 table, a LoRA's header is) and its vocoder at the released size,
+as `fixtures.write_random_model` writes them; its real GPT's `max_sec` is 4 (200 tokens, 8 s of
+audio): every CFM step runs the DiT over the whole chunk.
 """
 
 from __future__ import annotations
@@ -25,10 +28,10 @@ from pathlib import Path
 
 from koe.engines.benchmark import RandomModels
 
-VARIANTS = ("GPT-SoVITS-v2",)
+VARIANTS = ("GPT-SoVITS-v2", "GPT-SoVITS-v4")
 SIZES = ("tiny", "real")
 FIXTURE_VERSION = 2  # 2: the real GPT's max_sec 8
-MAX_SEC = 8  # the real GPT's data.max_sec (released: 54), see the module's doc
+MAX_SEC = {"v2": 8, "v4": 4}  # the real GPT's data.max_sec per version (released: 54), see the module's doc
 HUBERT_BASE = {"layers": 12, "conv_width": 512, "pos_kernel": 128, "intermediate": 3072}  # chinese-hubert-base's config.json
 ROBERTA_LARGE = {"layers": 24, "intermediate": 4096}  # chinese-roberta-wwm-ext-large's config.json
 WEIGHTS = ("*.ckpt", "*.pth", "*.bin", "*.onnx")
@@ -57,10 +60,12 @@ def write_model(folder, variant: str, size: str, seed: int = 0) -> None:
     bert = bert or {"layers": fixtures.BERT_LAYERS, "intermediate": fixtures.BERT_INTERMEDIATE}
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    *sub, gpt, sovits = spec.RELEASES[version]  # (subfolder, GPT, SoVITS) or (GPT, SoVITS) paths in the folder
-    base = folder.joinpath(*sub)
-    _write_gpt(base / gpt, gpt_size, seed)
-    write_sovits(base / sovits, sovits_size, seed + 1, version, header=HEADER[version])
+    gpt, sovits = spec.RELEASES[version]  # paths in the folder
+    _write_gpt(folder / gpt, gpt_size, seed, MAX_SEC[version])
+    if version in spec.VOCODER_VERSIONS:
+        fixtures.write_vocoder_version(folder, version, seed + 1)
+    else:
+        write_sovits(folder / sovits, sovits_size, seed + 1, version, header=HEADER[version])
     write_random_hubert(folder / spec.HUBERT, seed + 2, **hubert)
     write_random_bert(folder / spec.BERT, seed + 3, **bert)
     write_g2pw_folder(folder / spec.G2PW, seed + 4)
@@ -70,8 +75,8 @@ def write_model(folder, variant: str, size: str, seed: int = 0) -> None:
     mark_random_weights(folder, "koe.engines.gpt_sovits.bench.models")
 
 
-def _write_gpt(path: Path, size: str, seed: int) -> None:
-    """`fixtures_t2s.write_gpt`'s file, the real one with `max_sec` MAX_SEC."""
+def _write_gpt(path: Path, size: str, seed: int, max_sec: int) -> None:
+    """`fixtures_t2s.write_gpt`'s file, the real one with `max_sec`."""
     import torch
 
     from koe.engines.gpt_sovits.fixtures_t2s import gpt_config, random_gpt_state, write_gpt, yaml_config
@@ -80,7 +85,7 @@ def _write_gpt(path: Path, size: str, seed: int) -> None:
         write_gpt(path, size, seed)
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    config = replace(gpt_config(size), max_sec=MAX_SEC)
+    config = replace(gpt_config(size), max_sec=max_sec)
     torch.save({"weight": random_gpt_state(size, seed), "config": yaml_config(config), "info": "GPT-e1"}, path)
 
 
@@ -89,7 +94,8 @@ model_name = MODELS.model_name
 
 
 def parameter_counts(folder: Path) -> dict[str, int]:
-    """Parameters of each part of a folder (the GPT, SoVITS, HuBERT, BERT), from the files' tensors."""
+    """Parameters of each part of a folder (the GPT, SoVITS, HuBERT, BERT; v4: SoVITS is the
+    pretrained model under its LoRA, its DiT included, and its vocoder too), from the files' tensors."""
     import torch
 
     from koe.engines.gpt_sovits import spec
@@ -104,9 +110,11 @@ def parameter_counts(folder: Path) -> dict[str, int]:
 
     counts = {
         "gpt": elements(layout.gpt, "weight"),
-        "sovits": sum(t.numel() for t in read_sovits(layout.sovits).weight.values()),
+        "sovits": sum(t.numel() for t in read_sovits(layout.base or layout.sovits).weight.values()),
         "hubert": elements(layout.hubert / "pytorch_model.bin"),
         "bert": elements(layout.bert / "pytorch_model.bin"),
     }
+    if layout.version == "v4":
+        counts["vocoder"] = elements(layout.vocoder_v4)
     counts["total"] = sum(counts.values())
     return counts

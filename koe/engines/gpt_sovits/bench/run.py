@@ -37,7 +37,7 @@ def run(kit, opts, progress=lambda msg: None) -> dict:
                 with kit.loaded_workers(opts, sides, folder, logs, f"{size} {variant}", progress) as (workers, loads):
                     model["load"] = loads
                     for case in variant_cases:
-                        cmd = {"op": "run", "case": case, "reference": str(reference), "seed": cases.SEED + opts.seed}
+                        cmd = {"op": "run", "case": case, "size": size, "reference": str(reference), "seed": cases.SEED + opts.seed}
                         entry, samples, _ = kit.time_case(opts, workers, loads, cmd, f"{size} {case}", progress, BENCH.timed_keys)
                         if peers:
                             kit.compare_sides(entry, samples, peers, hash_key="wave_sha1")
@@ -61,8 +61,9 @@ def table(kit, results: dict, width: int | None = None) -> str:
     for size, per in results["sizes"].items():
         for variant, model in per["models"].items():
             p = model["parameters"]
+            vocoder = f" + vocoder {p['vocoder'] / 1e6:.1f} M" if "vocoder" in p else ""
             notes.append(
-                f"{size} {variant}: GPT {p['gpt'] / 1e6:.1f} M + SoVITS {p['sovits'] / 1e6:.1f} M + HuBERT {p['hubert'] / 1e6:.1f} M "
+                f"{size} {variant}: GPT {p['gpt'] / 1e6:.1f} M + SoVITS {p['sovits'] / 1e6:.1f} M{vocoder} + HuBERT {p['hubert'] / 1e6:.1f} M "
                 f"+ BERT {p['bert'] / 1e6:.1f} M parameters, {model['weights_bytes'] / 1e9:.2f} GB on disk"
             )
         for case, entry in per["cases"].items():
