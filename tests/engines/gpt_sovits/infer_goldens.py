@@ -82,6 +82,7 @@ class Speaker:
         self.folder, self.spec = folder, read_cases(folder)
         self.engines: dict = {}
         self.voices: dict = {}
+        self.spoken: dict[str, list[np.ndarray]] = {}
 
     def engine(self, model: str):
         from koe.engines.gpt_sovits.engine import GPTSoVITSEngine
@@ -101,6 +102,12 @@ class Speaker:
         return self.voices[key]
 
     def speak(self, name: str) -> list[np.ndarray]:
+        """The case's chunks, spoken once per module (a second test of the same case reads them)."""
+        if name not in self.spoken:
+            self.spoken[name] = self._speak(name)
+        return self.spoken[name]
+
+    def _speak(self, name: str) -> list[np.ndarray]:
         from dataclasses import fields
 
         from koe.engines.gpt_sovits.synthesis import RunSettings, fragments, set_seed
