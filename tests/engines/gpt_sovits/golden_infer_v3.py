@@ -2,7 +2,7 @@
 random folder at the released DiT size (`write_random_model(variant="v3")`): clone with a transcript, a few `sample_steps`
 (upstream's 32 would take minutes at this size), speed, the batched vocoder synthesis
 (`parallel_infer`, one CFM call for every chunk, SOLA joins) and the serial one, several
-fragments, return_fragment (koe's stream). Slow: see test_gpt_sovits_engine_v3.py. See infer_goldens.py."""
+fragments, return_fragment (koe's stream). Slow: see test_gpt_sovits_v3.py. See infer_goldens.py."""
 
 from __future__ import annotations
 

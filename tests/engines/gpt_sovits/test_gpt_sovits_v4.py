@@ -6,6 +6,12 @@ random pretrained v4 model, merged by peft upstream, and the full-size v4 vocode
 `sample_steps`, speed, serial and batched (`parallel_infer`: one CFM call for every chunk, SOLA
 joins) vocoder synthesis and several fragments. Marked slow: the folder holds a full-size DiT
 (~330 M numbers, about 80 s to write with the LoRA) and every CFM step runs at that size.
+
+Through `koe.compat.gpt_sovits` (upstream's `TTS(TTS_Config(...)).run(inputs)`, compat_goldens.py) on
+the same folder: every case above runs through koe's engine, and the drop-in's reading of every input
+through every case of v1, v2 and v2Pro (test_gpt_sovits_compat*.py); the drop-in runs the same
+synthesis, so one case (DROP_IN_CASES: speed, serial synthesis, several steps) checks its v4 path
+here, not each case's DiT steps again.
 """
 
 from __future__ import annotations
@@ -13,12 +19,19 @@ from __future__ import annotations
 import dit_goldens
 import infer_goldens
 import pytest
+from compat_goldens import DropIn, check_case
 from sovits_goldens import fixtures_with, inputs
 
 pytestmark = pytest.mark.slow
 
 G = inputs("infer_v4")
 golden, folder, speaker = fixtures_with("infer_v4", infer_goldens.Speaker)
+DROP_IN_CASES = ("speed",)
+
+
+@pytest.fixture(scope="module")
+def drop_in(folder):
+    return DropIn(folder)
 
 
 @pytest.mark.parametrize("name", list(G.CASES))
@@ -32,3 +45,9 @@ def test_v4_needs_a_transcript_and_one_clip(speaker, folder):
 
 def test_a_v4_voice_keeps_its_mel_when_saved(speaker, tmp_path):
     dit_goldens.check_voice_saved(speaker, "v4", tmp_path)
+
+
+# -- the drop-in -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", DROP_IN_CASES)
+def test_the_drop_in_equals_upstream(name, golden, drop_in):
+    check_case(drop_in, golden, name)

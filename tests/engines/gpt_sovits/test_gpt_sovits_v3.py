@@ -1,0 +1,88 @@
+"""GPT-SoVITS v3 end to end against upstream's `TTS.run`, bit for bit, at the released DiT size.
+
+The golden (goldens/infer_v3.npz; tests/oracle_gpt_sovits/infer_run.py) is upstream's
+`TTS(TTS_Config(...)).run(inputs)` on koe's random v3 folder (golden_infer_v3.py: a v3 model and a
+small BigVGAN), with 1-3 `sample_steps`, speed, serial and batched (`parallel_infer`: one CFM call
+for every chunk, SOLA joins) vocoder synthesis and several fragments. Marked slow: the folder holds
+a full-size DiT (~330 M numbers, about 30 s to write) and every CFM step runs at that size.
+
+Through `koe.compat.gpt_sovits` (upstream's `TTS(TTS_Config(...)).run(inputs)`, compat_goldens.py) on
+the same folder: every case above runs through koe's engine, and the drop-in's reading of every input
+through every case of v1, v2 and v2Pro (test_gpt_sovits_compat*.py); the drop-in runs the same
+synthesis, so one case (DROP_IN_CASES: speed, serial synthesis, several steps) checks its v3 path
+here, not each case's DiT steps again.
+"""
+
+from __future__ import annotations
+
+import dit_goldens
+import infer_goldens
+import numpy as np
+import pytest
+from compat_goldens import DropIn, check_case
+from sovits_goldens import fixtures_with, inputs
+
+from koe.engines.base import UnsupportedVoice
+
+pytestmark = pytest.mark.slow
+
+G = inputs("infer_v3")
+golden, folder, speaker = fixtures_with("infer_v3", infer_goldens.Speaker)
+DROP_IN_CASES = ("speed",)
+
+
+@pytest.fixture(scope="module")
+def drop_in(folder):
+    return DropIn(folder)
+
+
+@pytest.mark.parametrize("name", list(G.CASES))
+def test_v3_run_equals_upstream(name, golden, speaker):
+    dit_goldens.check_run(golden, name, speaker, "v3", 24000)
+
+
+def test_v3_needs_a_transcript_and_one_clip(speaker, folder):
+    dit_goldens.check_voice_rules(speaker, folder, "v3")
+
+
+def test_a_v3_voice_keeps_its_mel_when_saved(speaker, tmp_path):
+    dit_goldens.check_voice_saved(speaker, "v3", tmp_path)
+
+
+def test_the_engine_contract_gives_upstreams_samples(golden, speaker):
+    """Through `synthesize`, `sample_steps` and `parallel_infer` as koe's options: upstream's samples."""
+    infer_goldens.check_through_synthesize(golden, "serial", speaker, {"sample_steps": 2, "parallel_infer": False})
+
+
+def test_the_stream_is_upstreams_return_fragment(golden, speaker):
+    """koe's stream (`fragments(streamed=True)`) is `return_fragment`: one chunk per batch of 4."""
+    assert int(golden["fragments.count"]) == len(speaker.speak("fragments")) > 1
+
+
+# -- the drop-in -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", DROP_IN_CASES)
+def test_the_drop_in_equals_upstream(name, golden, drop_in):
+    check_case(drop_in, golden, name)
+
+
+def test_set_ref_audio_reads_the_clip_alone_and_run_adds_the_transcript(drop_in, folder):
+    """api_v2's /set_refer_audio on v3: the clip is read without its transcript (its semantic tokens,
+    spectrogram and mel), the run that brings `prompt_text` finishes the voice: the samples of a run
+    on the same reference read before (neither makes HuBERT's layer-drop draws)."""
+    name = next(iter(G.CASES))
+    tts = drop_in.model(G.CASES[name]["model"])
+    tts.set_ref_audio(str(folder / "ref.wav"))
+    case = {k: v for k, v in drop_in.spec["cases"][name].items() if k not in ("aux", "model")}
+    preset = list(tts.run({**case, "ref_audio_path": None}))
+    again = list(tts.run({**case, "ref_audio_path": str(folder / "ref.wav")}))
+    assert len(preset) == len(again) and all(np.array_equal(a[1], b[1]) for a, b in zip(preset, again, strict=True))
+
+
+def test_v3_needs_a_transcript_and_has_no_super_sampling_yet(drop_in, folder):
+    name = next(iter(G.CASES))
+    tts = drop_in.model(G.CASES[name]["model"])
+    case = {k: v for k, v in drop_in.spec["cases"][name].items() if k not in ("aux", "model")} | {"ref_audio_path": str(folder / "ref.wav")}
+    with pytest.raises(UnsupportedVoice, match="prompt_text cannot be empty"):
+        tts.run({**case, "prompt_text": ""})
+    with pytest.raises(NotImplementedError, match="super_sampling"):
+        tts.run({**case, "super_sampling": True})
