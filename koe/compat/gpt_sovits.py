@@ -13,22 +13,27 @@ koe's own `TTS_Config.from_folder(model)` names the files of a koe GPT-SoVITS fo
 store name or a hub id such as `lj1995/GPT-SoVITS/GPT-SoVITS-v2`).
 
 `TTS(configs)`: `run(inputs)`, a generator of `(sample_rate, int16 numpy array (samples,))` as
-upstream's: one item for the whole text, or with `return_fragment=True` one per batch of
-fragments. Its inputs are upstream's (`text`, `text_lang`, `ref_audio_path`,
-`aux_ref_audio_paths`, `prompt_text`, `prompt_lang`, `top_k`, `top_p`, `temperature`,
-`text_split_method`, `batch_size`, `batch_threshold`, `split_bucket`, `speed_factor`,
-`fragment_interval`, `seed`, `parallel_infer`, `repetition_penalty`, `return_fragment`, and for
-v3/v4 `sample_steps`), with its defaults; keys it does not know are ignored, as upstream's
-`inputs.get` ignores them, and so are `sample_steps` (but on v3/v4), `super_sampling` (but on
-v3, where it is refused) and `overlap_length`, `min_chunk_length` and `fixed_length_chunk`
-(streaming_mode only). The sample rate is 32 kHz (v3: 24 kHz, v4: 48 kHz). The samples are
+upstream's: one item for the whole text, with `return_fragment=True` one per batch of fragments,
+with `streaming_mode=True` (v1/v2/v2Pro/ProPlus) one per chunk of semantic tokens as the AR model
+makes them and one of silence after each fragment (`koe.engines.gpt_sovits.streaming`). Its inputs
+are upstream's (`text`, `text_lang`, `ref_audio_path`, `aux_ref_audio_paths`, `prompt_text`,
+`prompt_lang`, `top_k`, `top_p`, `temperature`, `text_split_method`, `batch_size`,
+`batch_threshold`, `split_bucket`, `speed_factor`, `fragment_interval`, `seed`, `parallel_infer`,
+`repetition_penalty`, `return_fragment`, `streaming_mode` with `overlap_length`,
+`min_chunk_length` and `fixed_length_chunk`, and for v3/v4 `sample_steps`), with its defaults;
+keys it does not know are ignored, as upstream's `inputs.get` ignores them, and so are
+`sample_steps` (but on v3/v4), `super_sampling` (but on v3, where it is refused) and the
+streaming options without `streaming_mode`. As upstream's, `streaming_mode` turns
+`return_fragment`, `parallel_infer` and `split_bucket` off; on v3/v4 it is `return_fragment`
+instead (a warning; upstream prints it). The sample rate is 32 kHz (v3: 24 kHz, v4: 48 kHz). The samples are
 upstream's: `seed` (-1: a random one drawn with Python's `random`, as upstream) seeds Python's, numpy's and torch's generators, and a
 reference read for the first time makes HuBERT's layer-drop draws after it, as upstream's does; a
 reference already read (the same `ref_audio_path` as the last call, or one `set_ref_audio` read)
 is not read again and makes none. The prompt cache is upstream's (`prompt_cache`: the reference by
 its path, the auxiliary clips by their set, the transcript's features by its text), and a weights
 swap (`init_t2s_weights`, `init_vits_weights`) keeps it, as upstream's does. `stop()` ends a run
-after the batch being decoded, which then yields one second of zeros, as upstream's.
+after the batch being decoded (streaming_mode: the fragment being streamed, with its silence),
+which then yields one second of zeros, as upstream's.
 
 Runs on koe's engine (`koe.engines.gpt_sovits`), on the CPU in float32: a `device` other than the
 CPU falls back to it with a warning (as upstream's does where CUDA is missing), `is_half` is off.
@@ -52,8 +57,12 @@ language the model does not speak or whose front end koe lacks (`UnsupportedLang
 or text with nothing to speak (`EmptyText`: upstream yields a second of silence at 16 kHz); no
 `prompt_text` on v3/v4 (`UnsupportedVoice`, upstream's NO_PROMPT_ERROR);
 options of the wrong type or outside koe's ranges, an unknown `text_split_method`
-(`InvalidOption`); `streaming_mode` (NotImplementedError: koe streams by fragment,
-`return_fragment=True`) and v3's `super_sampling` (NotImplementedError). A missing auxiliary clip is skipped with a warning, as upstream skips it.
+(`InvalidOption`); with `streaming_mode`, a `batch_size` over 1 (upstream's streaming decodes a
+batch's first row alone: it fails with a transcript, and speaks only each batch's first fragment
+without one) and an `overlap_length` of at least the first chunk's tokens (`min_chunk_length`, + 2
+with cuts after mute-like tokens: upstream fails on the empty rest of that chunk) (`InvalidOption`);
+v3's `super_sampling` (NotImplementedError). A missing auxiliary clip is skipped with a warning, as
+upstream skips it.
 """
 
 from __future__ import annotations
@@ -71,9 +80,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from koe.engines.base import Cancelled, EmptyText, UnsupportedLanguage, UnsupportedVoice
+from koe.engines.base import Cancelled, EmptyText, InvalidOption, UnsupportedLanguage, UnsupportedVoice
 from koe.engines.gpt_sovits import spec
 from koe.engines.gpt_sovits.engine import GPTSoVITSEngine
+from koe.engines.gpt_sovits.streaming import StreamSettings, stream
 from koe.engines.gpt_sovits.synthesis import RunSettings, fragment_of, fragments, set_seed, to_int16
 from koe.engines.gpt_sovits.t2s import load_t2s
 from koe.engines.gpt_sovits.text.clean import LanguageNotBuilt
@@ -440,10 +450,6 @@ class TTS:
     def run(self, inputs: dict) -> Iterator[tuple[int, np.ndarray]]:
         """Upstream's `TTS.run`: a generator of (sample rate, int16 samples). Its inputs are checked
         here, at the call; the work (seed, reference, decoding) runs as the generator is read."""
-        if inputs.get("streaming_mode", False):
-            raise NotImplementedError(
-                "streaming_mode is not supported by koe's GPT-SoVITS yet: return_fragment=True streams by fragment (upstream's streaming_mode=1)"
-            )
         text = inputs.get("text", "")
         if not isinstance(text, str) or not text.strip():
             raise EmptyText("text is empty: there is nothing to speak")
@@ -465,9 +471,31 @@ class TTS:
         elif not os.path.isfile(ref):
             raise ReferenceNotFound(f"{ref} not exists")
         settings = self._settings(inputs)
-        return self._run(inputs, text, text_lang, prompt_text, settings)
+        chunking, streamed = self._modes(inputs, settings)
+        return self._run(inputs, text, text_lang, prompt_text, settings, chunking, streamed)
 
-    def _run(self, inputs: dict, text: str, text_lang: str, prompt_text: str, settings: RunSettings) -> Iterator[tuple[int, np.ndarray]]:
+    def _modes(self, inputs: dict, settings: RunSettings) -> tuple[StreamSettings | None, bool]:
+        """Upstream's choice between streaming_mode and return_fragment -> (the streaming_mode
+        settings or None, whether batches are returned as they are made): streaming_mode wins over
+        return_fragment; on v3/v4 it becomes return_fragment, with a warning (upstream prints it).
+        Its options are checked only when it is on (upstream reads them only then)."""
+        streaming, streamed = bool(inputs.get("streaming_mode", False)), bool(inputs.get("return_fragment", False))
+        if not streaming:
+            return None, streamed
+        if self.engine.version in spec.VOCODER_VERSIONS:
+            warnings.warn(f"streaming_mode: SoVITS {self.engine.version} does not stream by chunks; return_fragment is used, as upstream's", stacklevel=3)
+            return None, True
+        if settings.batch_size != 1:
+            raise InvalidOption(
+                f"batch_size={settings.batch_size} with streaming_mode: streaming decodes one fragment at a time, batch_size must be 1 "
+                "(upstream's streaming fails on a larger batch with a transcript, and speaks only each batch's first fragment without one)",
+                param="batch_size",
+            )
+        return StreamSettings.checked(inputs), False
+
+    def _run(
+        self, inputs: dict, text: str, text_lang: str, prompt_text: str, settings: RunSettings, chunking: StreamSettings | None, streamed: bool
+    ) -> Iterator[tuple[int, np.ndarray]]:
         self.stop_flag = False
         seed = inputs.get("seed", -1)
         seed = int(-1 if seed in ("", None) else seed)
@@ -486,9 +514,12 @@ class TTS:
             self._transcript(prompt_text, prompt_lang)
         voice = self._voice(bool(prompt_text))
         rate = self.engine.sample_rate
-        streamed = bool(inputs.get("return_fragment", False))
+        if chunking is not None:
+            audio_chunks = stream(models, voice, text, text_lang, settings, chunking, cancel=_Stop(self))
+        else:
+            audio_chunks = fragments(models, voice, text, text_lang, settings, streamed=streamed, cancel=_Stop(self))
         try:
-            for audio in fragments(models, voice, text, text_lang, settings, streamed=streamed, cancel=_Stop(self)):
+            for audio in audio_chunks:
                 yield rate, to_int16(audio)
                 if self.stop_flag and streamed:
                     yield rate, np.zeros(rate, dtype=np.int16)

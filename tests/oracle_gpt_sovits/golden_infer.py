@@ -79,7 +79,8 @@ def record_case(result: dict[str, np.ndarray], name: str, tts, fresh_cache: dict
     print(name, [len(a) for _, a in chunks], flush=True)
 
 
-def main(folder: Path, out: Path) -> None:
+def upstream_tts(folder: Path):
+    """Upstream's `TTS` on the folder's tiny v2 model (its text stand-ins set up first), and its class."""
     torch.set_num_threads(1)
     model = folder / "model"
     Path("GPT_SoVITS/text").mkdir(parents=True, exist_ok=True)
@@ -107,9 +108,13 @@ def main(folder: Path, out: Path) -> None:
         "bert_base_path": str(model / "chinese-roberta-wwm-ext-large"),
         "cnhuhbert_base_path": str(model / "chinese-hubert-base"),
     }
-    tts = TTS(TTS_Config({"custom": config}))
+    return TTS(TTS_Config({"custom": config})), TTS
+
+
+def main(folder: Path, out: Path) -> None:
+    tts, tts_class = upstream_tts(folder)
     fresh_cache = dict(tts.prompt_cache)
-    floats = record_floats(TTS)
+    floats = record_floats(tts_class)
     result: dict[str, np.ndarray] = {"state_sha256": np.array((folder / "state_sha256.txt").read_text().split()[0])}
     cases = json.loads((folder / "cases.json").read_text(encoding="utf-8"))
     for name, case in cases.items():

@@ -17,7 +17,8 @@ seed nothing is seeded. koe returns upstream's float samples before its int16 st
 Options are `TTS.run`'s, under its names (`spec.options_schema`). Streaming is upstream's
 `return_fragment`: each batch of fragments is spoken as soon as its SoVITS decode ends (so the first
 audio waits for the first fragment's AR and SoVITS decodes); it cuts without buckets and without the
-punctuation squeeze, so a stream is not the one-shot audio.
+punctuation squeeze, so a stream is not the one-shot audio. Upstream's token-chunk `streaming_mode` is the
+drop-in's (`koe.compat.gpt_sovits`, `streaming.py`).
 
 Languages are upstream's (`TTS_Config.languages`: v1 has no ko / yue); a language whose front end koe
 does not have yet is refused, as is Chinese text when the folder lacks `G2PWModel/`.

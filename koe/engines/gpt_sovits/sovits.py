@@ -104,6 +104,35 @@ class SoVITS(nn.Module):
         speaker-verification embedding (1, 20480) -> waveform (1, 1, samples), 2 T x
         prod(upsample_rates) samples at speed 1. One normal draw of the prior's shape from
         `generator` (torch's default generator when None)."""
+        ge, latents, ge_mrte = self._inputs(codes, phones, specs, speed, sv)
+        m, logs, mask = self.enc_p(latents, phones, ge_mrte, speed)
+        return self._sample(m, logs, mask, ge, noise_scale, generator)
+
+    @torch.no_grad()
+    def decode_streaming(
+        self,
+        codes: torch.Tensor,
+        phones: torch.Tensor,
+        specs: Sequence[torch.Tensor],
+        speed: float = 1.0,
+        sv: Sequence[torch.Tensor] | None = None,
+        result_length: int | None = None,
+        overlap: torch.Tensor | None = None,
+        noise_scale: float = 0.5,
+        generator: torch.Generator | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Upstream's `SynthesizerTrn.decode_streaming` (TTS.run's streaming_mode): `decode` of every
+        code so far, of which only the last `result_length` codes' frames (None: all) go on through
+        the prior's sample, the flow and the generator, their first frames crossfaded with `overlap`
+        (the previous call's kept frames' tail, or None) -> (waveform (1, 1, samples), the kept
+        frames (1, 192, frames) before the speed stretch). The draw is of the kept frames' shape."""
+        ge, latents, ge_mrte = self._inputs(codes, phones, specs, speed, sv)
+        frames = None if result_length is None else 2 * result_length  # 25 Hz codes, 50 Hz frames
+        m, logs, mask, kept = self.enc_p.streamed(latents, phones, ge_mrte, speed, frames, overlap)
+        return self._sample(m, logs, mask, ge, noise_scale, generator), kept
+
+    def _inputs(self, codes, phones, specs, speed, sv) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The inputs checked -> (ge, the codes' latents at 50 Hz, ge as the prior encoder takes it)."""
         if codes.dim() != 3 or codes.dtype != torch.long:
             raise ValueError(f"codes must be int64 (1, 1, frames), not {codes.dtype} {tuple(codes.shape)}")
         if phones.dim() != 2 or phones.dtype != torch.long:
@@ -114,7 +143,10 @@ class SoVITS(nn.Module):
         latents = self.quantizer.decode(codes)
         latents = F.interpolate(latents, size=int(latents.shape[-1] * 2), mode="nearest")  # 25 Hz -> 50 Hz
         ge_mrte = self.ge_to512(ge.transpose(2, 1)).transpose(2, 1) if self.needs_sv else ge  # (B, 512, 1)
-        m, logs, mask = self.enc_p(latents, phones, ge_mrte, speed)
+        return ge, latents, ge_mrte
+
+    def _sample(self, m, logs, mask, ge, noise_scale, generator) -> torch.Tensor:
+        """The prior's sample (one normal draw of its shape), the flow in reverse, the generator."""
         noise = torch.randn(m.shape, generator=generator, dtype=m.dtype, device=m.device)
         z_p = m + noise * torch.exp(logs) * noise_scale
         z = self.flow.reverse(z_p, mask, ge)

@@ -9,6 +9,10 @@ embedding `ge` there, and projects back; a last encoder (`encoder2`, n_layers / 
 (`proj`) give the mean and log-scale. A speed other than 1 stretches the encoded frames linearly
 to int(T / speed) + 1 before the projection.
 
+`streamed` is upstream's TextEncoder as `decode_streaming` runs it (TTS.run's streaming_mode):
+all the codes so far encoded, the last frames kept, the first of them crossfaded (a sine window)
+with the previous chunk's last frames.
+
 Masks are all ones at inference (one sequence, no padding); the multiplications by them are kept
 because upstream makes them and they decide the memory layout later kernels see.
 """
@@ -64,13 +68,33 @@ class PriorEncoder(nn.Module):
 
     def forward(self, latents: torch.Tensor, phones: torch.Tensor, ge: torch.Tensor, speed: float = 1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         y, y_mask = self.features(latents, phones, ge, speed)
-        stats = self.proj(y) * y_mask
-        m, logs = torch.split(stats, self.out_channels, dim=1)
-        return m, logs, y_mask
+        return (*self._stats(y, y_mask), y_mask)
 
     def features(self, latents: torch.Tensor, phones: torch.Tensor, ge: torch.Tensor, speed: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
         """The encoded frames before `proj` and their mask, (B, 192, T') and (B, 1, T'): what
         SoVITS v3/v4 decode further (upstream's TextEncoder returns them as its first output)."""
+        return _stretch(*self.encoded(latents, phones, ge), speed)
+
+    def streamed(
+        self, latents: torch.Tensor, phones: torch.Tensor, ge: torch.Tensor, speed: float, result_frames: int | None, overlap: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Upstream's TextEncoder as `decode_streaming` runs it: every frame encoded, then only the
+        last `result_frames` kept (None: all), their first frames crossfaded with `overlap` (the
+        previous call's last frames, (B, 192, L), or None) -> (m, logs, mask, the kept frames
+        before the speed stretch: the next call's `overlap` comes from them)."""
+        y, y_mask = self.encoded(latents, phones, ge)
+        if result_frames is not None:
+            y, y_mask = y[:, :, -result_frames:], y_mask[:, :, -result_frames:]
+        if overlap is not None:
+            n = overlap.shape[-1]
+            window = torch.sin(torch.arange(n * 2, device=y.device) * torch.pi / (n * 2))  # upstream's WINDOW: a sine, not a Hann
+            y[:, :, :n] = window[:n].view(1, 1, -1) * y[:, :, :n] + window[n:].view(1, 1, -1) * overlap
+        kept = y
+        y, y_mask = _stretch(y, y_mask, speed)
+        return (*self._stats(y, y_mask), y_mask, kept)
+
+    def encoded(self, latents: torch.Tensor, phones: torch.Tensor, ge: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The frames through `encoder2` and their mask, (B, 192, T) and (B, 1, T), before any stretch."""
         y_mask = torch.ones(latents.shape[0], 1, latents.shape[2], dtype=latents.dtype, device=latents.device)
         y = self.ssl_proj(latents * y_mask) * y_mask
         y = self.encoder_ssl(y * y_mask, y_mask)
@@ -78,8 +102,16 @@ class PriorEncoder(nn.Module):
         text = self.text_embedding(phones).transpose(1, 2)  # (B, 192, N)
         text = self.encoder_text(text * text_mask, text_mask)
         y = self.mrte(y, y_mask, text, text_mask, ge)
-        y = self.encoder2(y * y_mask, y_mask)
-        if speed != 1:
-            y = F.interpolate(y, size=int(y.shape[-1] / speed) + 1, mode="linear")
-            y_mask = F.interpolate(y_mask, size=y.shape[-1], mode="nearest")
-        return y, y_mask
+        return self.encoder2(y * y_mask, y_mask), y_mask
+
+    def _stats(self, y: torch.Tensor, y_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        m, logs = torch.split(self.proj(y) * y_mask, self.out_channels, dim=1)
+        return m, logs
+
+
+def _stretch(y: torch.Tensor, y_mask: torch.Tensor, speed: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """A speed other than 1: the frames stretched linearly to int(T / speed) + 1."""
+    if speed != 1:
+        y = F.interpolate(y, size=int(y.shape[-1] / speed) + 1, mode="linear")
+        y_mask = F.interpolate(y_mask, size=y.shape[-1], mode="nearest")
+    return y, y_mask

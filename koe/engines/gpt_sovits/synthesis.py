@@ -1,6 +1,6 @@
-"""GPT-SoVITS's `TTS.run` (upstream's `TTS_infer_pack/TTS.py`, every version, not streaming_mode) on
-koe's parts: text -> fragments -> batches -> semantic tokens -> SoVITS -> audio (32 kHz; v3 24 kHz,
-v4 48 kHz).
+"""GPT-SoVITS's `TTS.run` (upstream's `TTS_infer_pack/TTS.py`, every version) on koe's parts: text ->
+fragments -> batches -> semantic tokens -> SoVITS -> audio (32 kHz; v3 24 kHz, v4 48 kHz). Its
+`streaming_mode` (token chunks, v1/v2/v2Pro/ProPlus) is `streaming.py`'s, on the parts here.
 
 The flow, as upstream runs it:
 1. The seed (`set_seed`: Python's `random`, numpy's and torch's global generators), then the
@@ -57,7 +57,7 @@ from koe.engines.gpt_sovits.text.preprocess import Sentence, phones_and_text, pr
 from koe.engines.gpt_sovits.vocoder_synthesis import prompt_of, synthesize_batched, synthesize_serial
 from koe.engines.gpt_sovits.voice import GPTSoVITSVoice
 
-__all__ = ["Fragment", "Models", "RunSettings", "batch_indices", "fragments", "run", "set_seed", "to_int16"]
+__all__ = ["Fragment", "Models", "RunSettings", "batch_indices", "fragment_of", "fragment_texts", "fragments", "postprocess", "run", "set_seed", "to_int16"]
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from koe.engines.gpt_sovits.sampling import Sampling, sample
 from koe.engines.gpt_sovits.t2s import Text2Semantic
 
 __all__ = [
+    "CHECK_TOKENS",
     "MAX_STEPS",
     "MIN_STEPS",
     "MUTE_TOKEN",

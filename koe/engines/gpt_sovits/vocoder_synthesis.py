@@ -51,6 +51,7 @@ __all__ = [
     "prompt_of",
     "reference_mel",
     "sola",
+    "sola_offset",
     "synthesize",
     "synthesize_batched",
     "synthesize_serial",
@@ -177,15 +178,22 @@ def sola(fragments: list[torch.Tensor], overlap: int, search: int = 320) -> torc
     window = torch.hann_window(overlap * 2, dtype=fragments[0].dtype)
     for i in range(len(fragments) - 1):
         f1, f2 = fragments[i], fragments[i + 1]
-        w1, w2 = f1[-overlap:], f2[: overlap + search]
-        corr = F.conv1d(w2.view(1, 1, -1), w1.view(1, 1, -1)).view(-1)
-        energy = F.conv1d(w2.view(1, 1, -1) ** 2, torch.ones_like(w1).view(1, 1, -1)).view(-1) + 1e-8
-        offset = int((corr / energy.sqrt()).argmax())
+        offset = sola_offset(f1, f2, overlap, search)
         fragments[i] = f1[:-overlap]
         joined = f2[offset:].clone()
         joined[:overlap] = window[:overlap] * joined[:overlap] + window[overlap:] * f1[-overlap:]
         fragments[i + 1] = joined
     return torch.cat(fragments, 0)
+
+
+def sola_offset(previous: torch.Tensor, current: torch.Tensor, overlap: int, search: int = 320) -> int:
+    """Where `sola_algorithm` joins `current` to `previous`: the offset into `current`'s first
+    `overlap + search` samples that best matches `previous`'s last `overlap` (normalised
+    cross-correlation, the first best)."""
+    w1, w2 = previous[-overlap:], current[: overlap + search]
+    corr = F.conv1d(w2.view(1, 1, -1), w1.view(1, 1, -1)).view(-1)
+    energy = F.conv1d(w2.view(1, 1, -1) ** 2, torch.ones_like(w1).view(1, 1, -1)).view(-1) + 1e-8
+    return int((corr / energy.sqrt()).argmax())
 
 
 @torch.no_grad()

@@ -5,6 +5,10 @@ koe's tiny v2 folder (golden_infer.py) for every case of its `cases.json`, each 
 cache; here the drop-in gets the same config dict and the same inputs dicts, each case on a fresh
 prompt cache too, and must yield what upstream yielded: as many chunks, the same sample rate, int16
 samples (one dimension) whose sha256 and first 32 samples are upstream's.
+
+`streaming_mode` (goldens/infer_stream.npz, tests/oracle_gpt_sovits/golden_infer_stream.py) on the
+same folder, its cases in golden_infer_stream.py: every chunk upstream yielded (its sha256, first
+and last 32 samples), and the float samples of koe's `streaming.stream` before the int16 step.
 """
 
 from __future__ import annotations
@@ -13,11 +17,15 @@ import json
 
 import numpy as np
 import pytest
-from sovits_goldens import array_sha256, fixtures, inputs
+from sovits_goldens import array_sha256, check_recorded, fixtures, inputs, load_golden
 
 from koe.compat.gpt_sovits import TTS, TTS_Config
+from koe.engines.base import VoiceReference
+from koe.engines.gpt_sovits.streaming import StreamSettings, stream
+from koe.engines.gpt_sovits.synthesis import RunSettings, set_seed
 
 G = inputs("infer")
+S = inputs("infer_stream")
 golden, folder = fixtures("infer")
 
 
@@ -63,6 +71,8 @@ def check_equals_golden(chunks, golden, name: str) -> None:
         assert isinstance(audio, np.ndarray) and audio.dtype == np.int16 and audio.ndim == 1, k
         assert len(audio) == int(golden[f"{name}.{k}.length"]), k
         np.testing.assert_array_equal(audio[:32], golden[f"{name}.{k}.head"])
+        if f"{name}.{k}.tail" in golden:
+            np.testing.assert_array_equal(audio[-32:], golden[f"{name}.{k}.tail"])
         assert array_sha256(audio) == str(golden[f"{name}.{k}.int16"]), k
 
 
@@ -125,3 +135,50 @@ def test_stop_ends_a_fragment_run_with_a_second_of_zeros(folder, tts, cases):
     rest = list(run)
     assert len(rest) == 1 and rest[0][0] == sr and np.array_equal(rest[0][1], np.zeros(sr, np.int16))
     assert len(first) > 0
+
+
+# -- streaming_mode --------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def stream_golden(folder):
+    """The infer_stream golden, made on this module's folder's files (its inputs are the infer golden's, its cases apart)."""
+    made = load_golden("infer_stream")
+    check_recorded(made, folder)
+    return made
+
+
+@pytest.mark.parametrize("name", list(S.CASES))
+def test_streaming_mode_equals_upstream(name, stream_golden, folder, tts):
+    check_equals_golden(run_case(tts, folder, S.case(name)), stream_golden, name)
+
+
+def test_streamed_floats_are_upstreams(stream_golden, folder, tts):
+    """`streaming.stream` (what the drop-in runs) on a voice prepared before the seed: the float32
+    samples upstream's `audio_postprocess` turned into int16, chunk by chunk (a fragment's silence,
+    which upstream yields itself, apart)."""
+    name = "short_cuts"
+    case, engine = S.case(name), tts.engine
+    voice = engine.build_voice(VoiceReference(str(folder / "ref.wav"), case["prompt_text"]), prompt_lang=case["prompt_lang"])
+    chunking = StreamSettings.checked(case)
+    set_seed(case["seed"])
+    chunks = list(stream(engine.models, voice, case["text"], case["text_lang"], RunSettings(), chunking))
+    assert len(chunks) == int(stream_golden[f"{name}.count"])
+    floats = [k for k in range(len(chunks)) if f"{name}.{k}.float" in stream_golden]
+    assert floats == list(range(len(chunks) - 1))  # the last chunk is the fragment's silence
+    for k in floats:
+        assert array_sha256(chunks[k]) == str(stream_golden[f"{name}.{k}.float"]), k
+
+
+def test_stop_ends_a_streaming_run_once_its_fragment_is_spoken(stream_golden, folder, tts):
+    """Upstream reads `stop_flag` once a fragment's chunks and silence are out: the rest of the first
+    fragment comes, then one second of zeros instead of the second fragment."""
+    name = "mute_cuts"
+    tts.prompt_cache["ref_audio_path"] = None
+    run = tts.run({**S.case(name), "ref_audio_path": str(folder / "ref.wav")})
+    sr, _ = next(run)
+    tts.stop()
+    rest = list(run)
+    lengths = [int(stream_golden[f"{name}.{k}.length"]) for k in range(int(stream_golden[f"{name}.count"]))]
+    silence = lengths.index(int(sr * S.case(name).get("fragment_interval", 0.3)))
+    assert [len(a) for _, a in rest] == [*lengths[1 : silence + 1], sr]
+    assert array_sha256(rest[0][1]) == str(stream_golden[f"{name}.1.int16"])
+    assert not rest[-1][1].any()

@@ -165,9 +165,28 @@ def test_bad_options(changes, match, folder, tts):
         tts.run(request(folder, **changes))
 
 
-def test_streaming_mode_is_not_supported_yet(folder, tts):
-    with pytest.raises(NotImplementedError, match="return_fragment=True"):
-        tts.run(request(folder, streaming_mode=True))
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        ({"batch_size": 2}, "batch_size=2 with streaming_mode: .* must be 1"),
+        ({"overlap_length": 0}, r"overlap_length=0: must be >= 1"),
+        ({"overlap_length": 4, "min_chunk_length": 4, "fixed_length_chunk": True}, "overlap_length=4: must be under 4"),
+        ({"overlap_length": 6, "min_chunk_length": 4}, r"overlap_length=6: must be under 6, .*min_chunk_length \+ 2"),
+        ({"min_chunk_length": "8"}, "min_chunk_length='8'"),
+        ({"fixed_length_chunk": "yes"}, "fixed_length_chunk"),
+    ],
+)
+def test_bad_streaming_options(changes, match, folder, tts):
+    """What upstream's streaming fails on deep inside (a larger batch, an overlap that leaves nothing
+    of the first chunk) or would misread is refused when `run` is called."""
+    with pytest.raises(InvalidOption, match=match):
+        tts.run(request(folder, streaming_mode=True, **changes))
+
+
+def test_streaming_options_are_read_only_when_streaming(folder, tts):
+    """As upstream's: without streaming_mode they are not read."""
+    tts.run(request(folder, overlap_length=0, min_chunk_length="x", fixed_length_chunk="yes", batch_size=2)).close()
+    tts.run(request(folder, streaming_mode=False, overlap_length=0)).close()
 
 
 def test_a_missing_auxiliary_clip_is_skipped_as_upstream(folder, tts):

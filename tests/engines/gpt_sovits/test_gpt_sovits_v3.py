@@ -78,6 +78,22 @@ def test_set_ref_audio_reads_the_clip_alone_and_run_adds_the_transcript(drop_in,
     assert len(preset) == len(again) and all(np.array_equal(a[1], b[1]) for a, b in zip(preset, again, strict=True))
 
 
+def test_streaming_mode_is_return_fragment_on_v3_as_upstreams(drop_in, folder, monkeypatch):
+    """Upstream's v3/v4 do not stream by chunks: streaming_mode runs return_fragment, with a
+    warning (upstream prints it), its own options not read; the fragments' synthesis is spied on,
+    not run (its samples are the `fragments` case's)."""
+    import koe.compat.gpt_sovits as compat
+
+    calls = []
+    monkeypatch.setattr(compat, "fragments", lambda *args, **kwargs: calls.append(kwargs["streamed"]) or iter(()))
+    name = next(iter(G.CASES))
+    tts = drop_in.model(G.CASES[name]["model"])
+    case = {k: v for k, v in drop_in.spec["cases"][name].items() if k not in ("aux", "model")} | {"ref_audio_path": str(folder / "ref.wav")}
+    with pytest.warns(UserWarning, match="return_fragment is used"):
+        run = tts.run({**case, "streaming_mode": True, "return_fragment": False, "overlap_length": 0, "batch_size": 4})
+    assert list(run) == [] and calls == [True]
+
+
 def test_v3_needs_a_transcript_and_has_no_super_sampling_yet(drop_in, folder):
     name = next(iter(G.CASES))
     tts = drop_in.model(G.CASES[name]["model"])
