@@ -20,13 +20,17 @@ are upstream's (`text`, `text_lang`, `ref_audio_path`, `aux_ref_audio_paths`, `p
 `prompt_lang`, `top_k`, `top_p`, `temperature`, `text_split_method`, `batch_size`,
 `batch_threshold`, `split_bucket`, `speed_factor`, `fragment_interval`, `seed`, `parallel_infer`,
 `repetition_penalty`, `return_fragment`, `streaming_mode` with `overlap_length`,
-`min_chunk_length` and `fixed_length_chunk`, and for v3/v4 `sample_steps`), with its defaults;
-keys it does not know are ignored, as upstream's `inputs.get` ignores them, and so are
-`sample_steps` (but on v3/v4), `super_sampling` (but on v3, where it is refused) and the
+`min_chunk_length` and `fixed_length_chunk`, for v3/v4 `sample_steps` and for v3
+`super_sampling`), with its defaults; keys it does not know are ignored, as upstream's `inputs.get`
+ignores them, and so are `sample_steps` (but on v3/v4), `super_sampling` (but on v3) and the
 streaming options without `streaming_mode`. As upstream's, `streaming_mode` turns
 `return_fragment`, `parallel_infer` and `split_bucket` off; on v3/v4 it is `return_fragment`
-instead (a warning; upstream prints it). The sample rate is 32 kHz (v3: 24 kHz, v4: 48 kHz). The samples are
-upstream's: `seed` (-1: a random one drawn with Python's `random`, as upstream) seeds Python's, numpy's and torch's generators, and a
+instead (a warning; upstream prints it). The sample rate is 32 kHz (v3: 24 kHz, v4: 48 kHz); v3's
+`super_sampling` takes each item through AP-BWE to 48 kHz (`koe.engines.gpt_sovits.ap_bwe`, loaded
+at its first use as upstream's `init_sr_model` loads it, `sr_model`), from `24kto48k/` beside the
+BERT folder or where upstream reads it, its tree's `tools/AP_BWE_main/24kto48k/` (above
+`GPT_SoVITS/pretrained_models`, or under the working directory); without it, a warning and the
+24 kHz audio (upstream prints and goes on). The samples are upstream's: `seed` (-1: a random one drawn with Python's `random`, as upstream) seeds Python's, numpy's and torch's generators, and a
 reference read for the first time makes HuBERT's layer-drop draws after it, as upstream's does; a
 reference already read (the same `ref_audio_path` as the last call, or one `set_ref_audio` read)
 is not read again and makes none. The prompt cache is upstream's (`prompt_cache`: the reference by
@@ -61,8 +65,8 @@ options of the wrong type or outside koe's ranges, an unknown `text_split_method
 batch's first row alone: it fails with a transcript, and speaks only each batch's first fragment
 without one) and an `overlap_length` of at least the first chunk's tokens (`min_chunk_length`, + 2
 with cuts after mute-like tokens: upstream fails on the empty rest of that chunk) (`InvalidOption`);
-v3's `super_sampling` (NotImplementedError). A missing auxiliary clip is skipped with a warning, as
-upstream skips it.
+an AP-BWE folder whose files koe cannot read, at the first super-sampled audio (ValueError,
+`WeightsError`). A missing auxiliary clip is skipped with a warning, as upstream skips it.
 """
 
 from __future__ import annotations
@@ -81,7 +85,8 @@ import numpy as np
 import torch
 
 from koe.engines.base import Cancelled, EmptyText, InvalidOption, UnsupportedLanguage, UnsupportedVoice
-from koe.engines.gpt_sovits import spec
+from koe.engines.gpt_sovits import ap_bwe, spec
+from koe.engines.gpt_sovits.ap_bwe import APBWE
 from koe.engines.gpt_sovits.engine import GPTSoVITSEngine
 from koe.engines.gpt_sovits.streaming import StreamSettings, stream
 from koe.engines.gpt_sovits.synthesis import RunSettings, fragment_of, fragments, set_seed, to_int16
@@ -104,6 +109,7 @@ _DEFAULT_WEIGHTS = {  # upstream's default_configs: version -> (GPT, SoVITS) und
     "v2Pro": ("s1v3.ckpt", "v2Pro/s2Gv2Pro.pth"),
     "v2ProPlus": ("s1v3.ckpt", "v2Pro/s2Gv2ProPlus.pth"),
 }
+UPSTREAM_AP_BWE = "tools/AP_BWE_main/24kto48k"  # where upstream's init_sr_model reads AP-BWE, under its source tree
 PATH_KEYS = ("t2s_weights_path", "vits_weights_path", "bert_base_path", "cnhuhbert_base_path")
 ENGINE_NAMES = {"batch_size": "batch_fragments"}  # run's inputs koe's engine names otherwise
 PRECISION = "fp32"  # koe's engine in float32, its GPT's blocks on the exact kernel where it gives torch's bits
@@ -284,6 +290,14 @@ class _Files(spec.Layout):
         return self._bert
 
     @property
+    def ap_bwe(self) -> Path | None:
+        """v3's super-sampler: the folder's (koe's place), else where upstream reads it, its source
+        tree's `tools/AP_BWE_main/24kto48k` (above the BERT folder's `GPT_SoVITS/pretrained_models`,
+        or under the working directory, upstream's root)."""
+        places = (self.folder / spec.AP_BWE, self.folder.parent.parent / UPSTREAM_AP_BWE, Path.cwd() / UPSTREAM_AP_BWE)
+        return next((p for p in places if all((p / f).is_file() for f in spec.AP_BWE_FILES)), None)
+
+    @property
     def g2pw(self) -> Path | None:
         places = (self.folder / spec.G2PW, self.folder.parent / "text" / spec.G2PW)
         return next((p for p in places if (p / "g2pW.onnx").is_file()), None)
@@ -345,6 +359,8 @@ class TTS:
         self._references: GPTSoVITSVoice | None = None  # with the auxiliary clips
         self.stop_flag = False
         self.precision = torch.float32
+        self.sr_model: APBWE | None = None  # v3's super-sampler, loaded on first use (upstream's init_sr_model)
+        self.sr_model_not_exist = False
 
     # -- weights ---------------------------------------------------------------------------------
     def init_t2s_weights(self, weights_path: str) -> None:
@@ -462,8 +478,6 @@ class TTS:
             self._language(inputs.get("prompt_lang", ""), "prompt_lang")
         elif self.engine.version in spec.VOCODER_VERSIONS:
             raise UnsupportedVoice(f"prompt_text cannot be empty with SoVITS {self.engine.version}: upstream has no reference-free mode for v3/v4")
-        if inputs.get("super_sampling", False) and self.engine.version == "v3":
-            raise NotImplementedError("super_sampling (v3's AP_BWE 24 -> 48 kHz) is not supported by koe's GPT-SoVITS yet")
         ref = inputs.get("ref_audio_path", "")
         if ref in ("", None):
             if self.prompt_cache["prompt_semantic"] is None or not self.prompt_cache["refer_spec"]:
@@ -472,7 +486,8 @@ class TTS:
             raise ReferenceNotFound(f"{ref} not exists")
         settings = self._settings(inputs)
         chunking, streamed = self._modes(inputs, settings)
-        return self._run(inputs, text, text_lang, prompt_text, settings, chunking, streamed)
+        super_sampling = bool(inputs.get("super_sampling", False)) and self.engine.version == "v3"
+        return self._run(inputs, text, text_lang, prompt_text, settings, chunking, streamed, super_sampling)
 
     def _modes(self, inputs: dict, settings: RunSettings) -> tuple[StreamSettings | None, bool]:
         """Upstream's choice between streaming_mode and return_fragment -> (the streaming_mode
@@ -494,7 +509,15 @@ class TTS:
         return StreamSettings.checked(inputs), False
 
     def _run(
-        self, inputs: dict, text: str, text_lang: str, prompt_text: str, settings: RunSettings, chunking: StreamSettings | None, streamed: bool
+        self,
+        inputs: dict,
+        text: str,
+        text_lang: str,
+        prompt_text: str,
+        settings: RunSettings,
+        chunking: StreamSettings | None,
+        streamed: bool,
+        super_sampling: bool,
     ) -> Iterator[tuple[int, np.ndarray]]:
         self.stop_flag = False
         seed = inputs.get("seed", -1)
@@ -520,7 +543,7 @@ class TTS:
             audio_chunks = fragments(models, voice, text, text_lang, settings, streamed=streamed, cancel=_Stop(self))
         try:
             for audio in audio_chunks:
-                yield rate, to_int16(audio)
+                yield self._super_sampled(audio, rate) if super_sampling else (rate, to_int16(audio))
                 if self.stop_flag and streamed:
                     yield rate, np.zeros(rate, dtype=np.int16)
                     return
@@ -534,6 +557,31 @@ class TTS:
             raise
         finally:
             self.empty_cache()
+
+    def _super_sampled(self, audio: np.ndarray, rate: int) -> tuple[int, np.ndarray]:
+        """`audio_postprocess(super_sampling=True)`'s end: AP-BWE to 48 kHz, a peak over 1 normalised,
+        int16; without the model, the audio as it is, at its rate (upstream's fallback)."""
+        self.init_sr_model()
+        if self.sr_model is None:
+            return rate, to_int16(audio)
+        audio, rate = ap_bwe.postprocess(self.sr_model, audio, rate)
+        return rate, to_int16(audio)
+
+    def init_sr_model(self) -> None:
+        """Upstream's: the super-sampler (AP-BWE), loaded once; a missing one is a warning (upstream
+        prints one) and the audio is not super-sampled, looked for again at the next use."""
+        if self.sr_model is not None:
+            return
+        folder = self.engine.layout.ap_bwe
+        if folder is None:
+            self.sr_model_not_exist = True
+            places = f"{spec.AP_BWE}/ beside the BERT folder, or upstream's {UPSTREAM_AP_BWE}/"
+            warnings.warn(
+                f"super_sampling: no AP-BWE model ({' and '.join(spec.AP_BWE_FILES)} in {places}): the audio is not super-sampled, as upstream goes on without it",
+                stacklevel=4,
+            )
+            return
+        self.sr_model, self.sr_model_not_exist = ap_bwe.load_ap_bwe(folder), False
 
     def stop(self) -> None:
         """Ends the run after the batch being decoded (it then yields one second of zeros)."""

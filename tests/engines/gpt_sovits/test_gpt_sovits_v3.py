@@ -10,7 +10,8 @@ Through `koe.compat.gpt_sovits` (upstream's `TTS(TTS_Config(...)).run(inputs)`, 
 the same folder: every case above runs through koe's engine, and the drop-in's reading of every input
 through every case of v1, v2 and v2Pro (test_gpt_sovits_compat*.py); the drop-in runs the same
 synthesis, so one case (DROP_IN_CASES: speed, serial synthesis, several steps) checks its v3 path
-here, not each case's DiT steps again.
+here, not each case's DiT steps again. What the drop-in does after or instead of the synthesis on
+v3 (`super_sampling`, `streaming_mode`'s fallback) is checked with the synthesis spied on.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ import infer_goldens
 import numpy as np
 import pytest
 from compat_goldens import DropIn, check_case
-from sovits_goldens import fixtures_with, inputs
+from sovits_goldens import array_sha256, check_recorded, fixtures_with, inputs, load_golden
 
 from koe.engines.base import UnsupportedVoice
+from koe.engines.gpt_sovits.fixtures_ap_bwe import TINY, write_ap_bwe
+from koe.engines.gpt_sovits.synthesis import postprocess
 
 pytestmark = pytest.mark.slow
 
@@ -94,11 +97,38 @@ def test_streaming_mode_is_return_fragment_on_v3_as_upstreams(drop_in, folder, m
     assert list(run) == [] and calls == [True]
 
 
-def test_v3_needs_a_transcript_and_has_no_super_sampling_yet(drop_in, folder):
+def test_v3_needs_a_transcript(drop_in, folder):
     name = next(iter(G.CASES))
     tts = drop_in.model(G.CASES[name]["model"])
     case = {k: v for k, v in drop_in.spec["cases"][name].items() if k not in ("aux", "model")} | {"ref_audio_path": str(folder / "ref.wav")}
     with pytest.raises(UnsupportedVoice, match="prompt_text cannot be empty"):
         tts.run({**case, "prompt_text": ""})
-    with pytest.raises(NotImplementedError, match="super_sampling"):
-        tts.run({**case, "super_sampling": True})
+
+
+def test_super_sampling_is_upstreams_and_goes_on_without_the_model(drop_in, folder, monkeypatch, tmp_path):
+    """v3's super_sampling through the drop-in: the audio a run makes (here the `ap_bwe` golden's
+    `two` fragments, joined, spied in for the DiT's, whose samples the cases above prove) through
+    AP-BWE found where upstream reads it (`tools/AP_BWE_main/24kto48k` under its root, the working
+    directory): upstream's 48 kHz int16 (ap_bwe.npz); without the model a warning and the 24 kHz
+    audio, as upstream prints and goes on."""
+    import koe.compat.gpt_sovits as compat
+
+    A = inputs("ap_bwe")
+    sr_golden = load_golden("ap_bwe")
+    A.write_inputs(tmp_path / "ap_bwe")
+    check_recorded(sr_golden, tmp_path / "ap_bwe")
+    fragments, interval = A.fragments(tmp_path / "ap_bwe", "two")
+    audio = postprocess([fragments], None, interval).numpy()
+    monkeypatch.setattr(compat, "fragments", lambda *args, **kwargs: iter([audio.copy()]))
+    name = next(iter(G.CASES))
+    tts = drop_in.model(G.CASES[name]["model"])
+    case = {k: v for k, v in drop_in.spec["cases"][name].items() if k not in ("aux", "model")} | {"ref_audio_path": str(folder / "ref.wav")}
+    tts.sr_model = None
+    monkeypatch.chdir(tmp_path)
+    with pytest.warns(UserWarning, match="not super-sampled"):
+        ((sr, pcm),) = list(tts.run({**case, "super_sampling": True}))
+    assert sr == int(sr_golden["missing.sr"]) == 24000 and array_sha256(pcm) == str(sr_golden["missing.int16"])
+    write_ap_bwe(tmp_path / compat.UPSTREAM_AP_BWE, TINY, A.SEED)
+    ((sr, pcm),) = list(tts.run({**case, "super_sampling": True}))
+    assert sr == int(sr_golden["two.sr"]) == 48000 and array_sha256(pcm) == str(sr_golden["two.int16"])
+    assert tts.sr_model is not None and not tts.sr_model_not_exist
