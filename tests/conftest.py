@@ -17,15 +17,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 # Goldens upstream makes on a kind of CPU that has none committed (golden_files.GoldenFiles.made_here):
 # one folder for the session, made by the first process (the workers inherit it), removed at its end.
+# The folders tests only read, written once for the session (shared_folders.py): the same.
 from golden_files import HERE  # noqa: E402
+from shared_folders import ROOT as SHARED  # noqa: E402
+from shared_folders import check_unchanged  # noqa: E402
 
-if HERE not in os.environ:
-    import atexit
-    import shutil
-    import tempfile
+for _name, _prefix in ((HERE, "koe-goldens-here-"), (SHARED, "koe-shared-")):
+    if _name not in os.environ:
+        import atexit
+        import shutil
+        import tempfile
 
-    os.environ[HERE] = tempfile.mkdtemp(prefix="koe-goldens-here-")
-    atexit.register(shutil.rmtree, os.environ[HERE], True)
+        os.environ[_name] = tempfile.mkdtemp(prefix=_prefix)
+        atexit.register(shutil.rmtree, os.environ[_name], True)
 
 # Parity needs a fixed thread count on both sides (floats move with the thread count).
 torch.set_num_threads(1)
@@ -59,6 +63,22 @@ def private_homes(tmp_path_factory, pytestconfig):
         for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "TRANSFORMERS_CACHE", "HF_ASSETS_CACHE", "HF_XET_CACHE"):
             mp.delenv(name, raising=False)
         yield root
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    """A test that changed a shared folder (which later tests read) fails the run; checked once, by
+    the session's first process (xdist's controller, after every worker is done)."""
+    if hasattr(session.config, "workerinput"):
+        return
+    problems = check_unchanged()
+    if problems:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter:
+            reporter.write_line("")
+            reporter.write_sep("=", "shared folders changed", red=True)
+        for line in problems:
+            (reporter.write_line if reporter else print)(f"ERROR: {line}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 # -- test lanes: markers given by what a test uses ------------------------------------------------------

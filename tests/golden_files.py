@@ -9,7 +9,7 @@ upstream makes one for the session (`made_here`). Each family's tests reach them
     golden = load_golden("gpt")
     check_state(golden, state)                     # the weights the golden was made from
     check_state(golden, state, name="speaker")     # a topic with several: its `speaker.state_sha256`
-    folder = written(tmp_path_factory, "gpt")      # a fresh folder with what G.write_inputs writes
+    folder = written("gpt")                        # what G.write_inputs writes, once a session (to read only)
     check_recorded(golden, folder)                 # every hash of its state_sha256.txt
     golden, folder = fixtures("gpt")               # the two as a test module's pytest fixtures
 """
@@ -30,6 +30,7 @@ import numpy as np
 import pytest
 import torch
 from cpu_kind import golden_cpu
+from shared_folders import shared
 
 from koe.runtime.weights import state_sha256
 
@@ -69,11 +70,10 @@ class GoldenFiles:
         spec.loader.exec_module(module)
         return module
 
-    def written(self, tmp_path_factory: pytest.TempPathFactory, topic: str) -> Path:
-        """A fresh folder holding what `golden_<topic>.py`'s `write_inputs` writes."""
-        folder = tmp_path_factory.mktemp(f"{self.family}-{topic}")
-        self.inputs(topic).write_inputs(folder)
-        return folder
+    def written(self, topic: str) -> Path:
+        """The folder holding what `golden_<topic>.py`'s `write_inputs` writes: written once for the
+        test session and read by every test that asks (shared_folders.py: to read only)."""
+        return shared(f"inputs-{self.family}-{topic}", self.inputs(topic).write_inputs)
 
     def path(self, topic: str) -> Path:
         """`goldens/<cpu>/<topic>.npz`: the golden upstream made on this machine's kind of CPU
@@ -118,15 +118,15 @@ class GoldenFiles:
 
     def fixtures(self, topic: str):
         """Module-scoped pytest fixtures `golden` (the topic's arrays) and `folder` (its inputs written
-        afresh, their recorded hashes checked against the golden): `golden, folder = fixtures(topic)`."""
+        once a session (to read only), their recorded hashes checked against the golden): `golden, folder = fixtures(topic)`."""
 
         @pytest.fixture(scope="module")
         def golden():
             return self.load_golden(topic)
 
         @pytest.fixture(scope="module")
-        def folder(tmp_path_factory, golden):
-            path = self.written(tmp_path_factory, topic)
+        def folder(golden):
+            path = self.written(topic)
             self.check_recorded(golden, path)
             return path
 

@@ -23,6 +23,7 @@ import threading
 import httpx
 import pytest
 from product_helpers import decode, speechy, write_wav
+from shared_folders import fixture as shared_fixture
 from test_server import wait_for
 from test_server_e2e import live_server
 
@@ -111,7 +112,7 @@ def attacked(tmp_path_factory) -> Attacked:
     home = KoeHome(settings)
     caps = {}
     for family in FAMILIES:
-        folder = registry.write_fixture(root / "models" / family, family)  # a family without a fixture fails here
+        folder = shared_fixture(family)  # a family without a fixture fails here
         caps[family] = home.models.import_model(folder, family, link=True).capabilities
     home.voices.add(LIBRARY_VOICE, str(write_wav(root / "clip.wav", speechy(3.5))), REF_TEXT)  # GPT-SoVITS clones from 3-10 s
     synth = Synthesizer(home, loader=_loader(settings), max_input_chars=settings.server.max_input_chars)

@@ -7,6 +7,7 @@ Requests are caught at `Synthesizer.plan` (nothing is spoken), so every family's
 from __future__ import annotations
 
 import pytest
+from shared_folders import fixture as shared_fixture
 
 from koe.cli.model_options import flag_name
 from koe.engines import registry
@@ -24,9 +25,8 @@ class Planned(KoeError):
 
 
 @pytest.fixture(scope="module")
-def folders(tmp_path_factory):
-    root = tmp_path_factory.mktemp("model-flags")
-    return {family: registry.write_fixture(root / family, family, variant) for family, variant in FIXTURES}
+def folders():
+    return {family: shared_fixture(family, variant) for family, variant in FIXTURES}
 
 
 @pytest.fixture

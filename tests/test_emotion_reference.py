@@ -18,6 +18,7 @@ import pytest
 from fastapi.testclient import TestClient
 from fixtures_models import model_folder
 from product_helpers import assert_error, decode, koe_command, one_line_error, speechy, write_wav
+from shared_folders import fixture as shared_fixture
 
 from koe.engines.base import CLONE_WITHOUT_TRANSCRIPT, Capabilities, SynthesisRequest, UnsupportedVoice, VoicePromptMismatch, collect
 from koe.engines.engine import BaseEngine, Checked
@@ -122,9 +123,7 @@ def test_the_planner_refuses_an_emotion_reference_for_a_model_that_takes_none(tm
 @pytest.fixture(scope="module")
 def release(tmp_path_factory) -> Path:
     pytest.importorskip("koe_indextts")  # the family's own package (its licence keeps it out of koe)
-    from koe_indextts.fixtures import write_random_model
-
-    return write_random_model(tmp_path_factory.mktemp("emotion") / "IndexTTS-2", "IndexTTS-2")
+    return shared_fixture("indextts", "IndexTTS-2")
 
 
 @pytest.fixture(scope="module")
@@ -181,11 +180,9 @@ def test_the_python_api_takes_a_clip_or_a_prompt(tts, clips, expected):
 
 def test_indextts_1_5_refuses_an_emotion_reference(tmp_path):
     pytest.importorskip("koe_indextts")
-    from koe_indextts.fixtures import write_random_model
-
     import koe
 
-    with koe.load(write_random_model(tmp_path / "IndexTTS-1.5")) as old:
+    with koe.load(shared_fixture("indextts", "IndexTTS-1.5")) as old:
         voice = old.prepare_voice((speechy(2.0), 24000))
         assert not old.capabilities.emotion_reference
         with pytest.raises(UnsupportedVoice, match=r"IndexTTS \(IndexTTS-1.5\) takes no emotion reference"):
@@ -282,11 +279,10 @@ def test_an_emotion_in_words_without_the_emotion_model_is_a_clear_error_on_index
     """Upstream's emo_text is read by the release's Qwen emotion model: a folder without it refuses
     such a request (naming what is missing) rather than ignoring the words."""
     from koe_indextts.engine import IndexTTSEngine
-    from koe_indextts.fixtures2 import write_random_model2
 
     from koe.engines.base import RequestError, SynthesisRequest
 
-    engine = IndexTTSEngine.load(write_random_model2(tmp_path / "m"))
+    engine = IndexTTSEngine.load(shared_fixture("indextts", "IndexTTS-2"))
     clip = (np.sin(np.arange(16000) / 7.0).astype(np.float32) * 0.3, 16000)
     voice = engine.prepare_voice(clip)
     with pytest.raises(RequestError, match="Qwen emotion model") as e:

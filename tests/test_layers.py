@@ -17,6 +17,7 @@ from dataclasses import fields
 from pathlib import Path
 
 import pytest
+from shared_folders import fixture as shared_fixture
 
 ROOT = Path(__file__).resolve().parent.parent / "koe"
 # A module in a layer may import koe modules of these layers only.
@@ -87,7 +88,7 @@ def test_importing_koe_loads_neither_torch_nor_transformers():
 # -- a family's words, from the registered specs ---------------------------------------------------
 
 
-def family_words(tmp: Path) -> dict[str, str]:
+def family_words() -> dict[str, str]:
     """word -> the family it belongs to: each family's name, title and variant names (a variant
     that is one plain word, such as "base", is too common to be one family's), and the options only
     one family declares and the product does not name itself."""
@@ -104,7 +105,7 @@ def family_words(tmp: Path) -> dict[str, str]:
         words[family] = family
         words[spec.title] = family
         for variant in spec.fixture_variants:
-            caps = registry.describe(registry.write_fixture(tmp / f"{family}-{variant}", family, variant)).capabilities
+            caps = registry.describe(shared_fixture(family, variant)).capabilities
             if not re.fullmatch(r"[a-z]+", caps.variant):
                 words[caps.variant] = family
             for option in (*caps.options.options, *caps.voice_options.options):
@@ -168,8 +169,8 @@ def generic_files() -> list[Path]:
 
 
 @pytest.fixture(scope="module")
-def words(tmp_path_factory) -> dict[str, str]:
-    return family_words(tmp_path_factory.mktemp("family-words"))
+def words() -> dict[str, str]:
+    return family_words()
 
 
 @pytest.mark.parametrize("path", generic_files(), ids=lambda p: str(p.relative_to(ROOT)))

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from fixtures_models import model_folder
 from product_helpers import folder_files, install_fake_hub, koe_command, run_koe
+from shared_folders import fixture as shared_fixture
 
 from koe.engines import registry
 from koe.engines.licenses import APACHE_2_0, CC_BY_NC_4_0, License
@@ -59,7 +60,7 @@ def test_each_family_declares_the_licence_of_its_releases_and_of_the_folders_it_
     for release in spec.released:
         assert release.license is not None and release.license.id == WANTED[family], release.ref
         assert not release.license.needs_acceptance and release.license.url.startswith("https://")
-    described = registry.describe(registry.write_fixture(tmp_path / family, family)).license
+    described = registry.describe(shared_fixture(family)).license
     assert described is not None and described.id == WANTED[family]
 
 

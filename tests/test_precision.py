@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from product_helpers import assert_error, speechy, strict_koe_command, wav_bytes
+from shared_folders import fixture as shared_fixture
 
 import koe
 from koe.engines import registry
@@ -26,9 +27,8 @@ OFFERED = {"qwen3_tts": ("fp32", "bf16", "int8", "int4"), "voxcpm": ("fp32", "bf
 
 
 @pytest.fixture(scope="module")
-def folders(tmp_path_factory) -> dict[str, object]:
-    root = tmp_path_factory.mktemp("precision")
-    return {family: registry.write_fixture(root / family, family) for family in OFFERED}
+def folders() -> dict[str, object]:
+    return {family: shared_fixture(family) for family in OFFERED}
 
 
 # -- the vocabulary -------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from fixtures_models import model_folder
 from product_helpers import leftovers, one_line_error, speechy, strict_koe_command
+from shared_folders import fixture as shared_fixture
 from test_server import make_home, wait_for
 
 import koe
@@ -113,9 +114,8 @@ def test_synthesis_request_keeps_valid_values():
 
 # -- each family's native API ------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def natives(tmp_path_factory):
+def natives():
     """{family: (engine, how to call its generate with a voice it takes)} for every registered family."""
-    root = tmp_path_factory.mktemp("natives")
     clip = (speechy(1.5), 24000)
     voiced = {
         "qwen3_tts": lambda e: {"speaker": e.speakers[0], "max_new_tokens": 3},
@@ -128,7 +128,7 @@ def natives(tmp_path_factory):
     out = {}
     for family in registry.FAMILIES:
         assert family in voiced, f"add {family!r} to `voiced` in tests/test_request_hardening.py"
-        engine = koe.load(registry.write_fixture(root / family, family), device="cpu")
+        engine = koe.load(shared_fixture(family), device="cpu")
         out[family] = (engine, voiced[family](engine))
     yield out
     for engine, _ in out.values():

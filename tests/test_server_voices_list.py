@@ -12,10 +12,10 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 from fixtures_models import model_folder
+from shared_folders import fixture as shared_fixture
 from test_server import FRAMES, make_home, wav_clip
 
 from koe.engines.qwen3_tts.spec import OPENAI_SPEAKERS
-from koe.engines.registry import write_fixture
 from koe.server import create_app
 from koe.server.openai_compat import OPENAI_VOICES
 from koe.service import KoeHome, load_settings
@@ -120,8 +120,8 @@ def test_shadowed_names_and_other_families(tmp_path, session_tmp):
     """A library voice named like an OpenAI voice replaces it; F5-TTS clones only with a transcript;
     VoxCPM2's own voice is what OpenAI's names mean there."""
     home = make_home(tmp_path / "home", session_tmp)
-    home.models.import_model(write_fixture(session_tmp / "f5-list", "f5_tts"), "f5", link=True)
-    home.models.import_model(write_fixture(session_tmp / "vox-list", "voxcpm"), "vox", link=True)
+    home.models.import_model(shared_fixture("f5_tts"), "f5", link=True)
+    home.models.import_model(shared_fixture("voxcpm"), "vox", link=True)
     with TestClient(create_app(home)) as c:
         upload(c, "alloy", "My own alloy.")
         upload(c, "quiet")

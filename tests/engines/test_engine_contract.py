@@ -15,6 +15,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
+from shared_folders import fixture as shared_fixture
 
 import koe
 from koe.engines.base import (
@@ -50,7 +51,7 @@ def _tone(seconds: float, sr: int = 24000) -> tuple[np.ndarray, int]:
 @pytest.fixture(scope="module", params=CASES, ids=[f"{f}-{v}" for f, v in CASES])
 def model(request, tmp_path_factory):
     family, variant = request.param
-    folder = write_fixture(tmp_path_factory.mktemp(f"{family}-{variant}"), family, variant)
+    folder = shared_fixture(family, variant)
     engine = load_engine(folder, device="cpu")
     yield folder, engine
     engine.close()

@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from shared_folders import fixture as shared_fixture
 
 import koe
 from koe.engines.base import ConversionRequest, InvalidOption, RequestError, SynthesisRequest, UnsupportedVoice, VoicePromptMismatch, collect
-from koe.engines.registry import write_fixture
 
 pytestmark = pytest.mark.filterwarnings("ignore:speech was cut off:UserWarning")
 
@@ -23,9 +23,8 @@ def _tone(seconds: float, sr: int = 24000) -> tuple[np.ndarray, int]:
 
 
 @pytest.fixture(scope="module")
-def folders(tmp_path_factory):
-    root = tmp_path_factory.mktemp("cosyvoice-engine")
-    return {v: write_fixture(root / v, "cosyvoice", v) for v in (V2, V3)}
+def folders():
+    return {v: shared_fixture("cosyvoice", v) for v in (V2, V3)}
 
 
 @pytest.fixture(scope="module")

@@ -32,7 +32,7 @@ def golden():
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    return written(tmp_path_factory, "codec")
+    return written("codec")
 
 
 @pytest.fixture(scope="module")

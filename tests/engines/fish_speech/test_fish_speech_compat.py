@@ -151,7 +151,7 @@ def test_from_pretrained_in_bfloat16_is_upstreams_server(folder):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_encode_audio_and_decode_to_audio_are_upstreams(tmp_path_factory, dtype):
     """Upstream's command-line codec functions on the golden `codec`'s clips and codes."""
-    codec_golden, codec_folder = load_golden("codec"), written(tmp_path_factory, "codec")
+    codec_golden, codec_folder = load_golden("codec"), written("codec")
     codec = compat.load_codec_model(codec_folder / "codec.pth", "cpu", dtype)
     name = str(dtype).removeprefix("torch.")
     for clip in inputs("codec").CLIPS:

@@ -32,7 +32,7 @@ def golden():
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory, golden):
-    path = written(tmp_path_factory, "lm")
+    path = written("lm")
     check_recorded(golden, path)
     return path
 

@@ -45,7 +45,7 @@ def golden():
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    return written(tmp_path_factory, "prompt")
+    return written("prompt")
 
 
 @pytest.fixture(scope="module")

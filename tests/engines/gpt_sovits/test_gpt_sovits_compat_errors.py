@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sovits_goldens import inputs
+from sovits_goldens import inputs, written
 
 from koe.compat.gpt_sovits import TTS, ReferenceLengthError, ReferenceNotFound, TTS_Config
 from koe.engines.base import EmptyText, InvalidOption, UnsupportedLanguage
@@ -16,12 +16,17 @@ G = inputs("infer")
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("gpt_sovits-compat")
-    G.write_inputs(folder)
+def folder() -> Path:
+    return written("infer")  # shared: to read only
+
+
+@pytest.fixture(scope="module")
+def short_and_long(tmp_path_factory) -> Path:
+    """References of 2.5 and 10.5 s (`ref_<seconds>.wav`)."""
+    clips = tmp_path_factory.mktemp("clips")
     for seconds in (2.5, 10.5):
-        G.write_wav(folder / f"ref_{seconds}.wav", G.clip(seconds, 32000, 200.0, 3), 32000)
-    return folder
+        G.write_wav(clips / f"ref_{seconds}.wav", G.clip(seconds, 32000, 200.0, 3), 32000)
+    return clips
 
 
 def config(model: Path, **changes) -> dict:
@@ -124,12 +129,12 @@ def test_a_missing_reference(folder, tts):
 
 
 @pytest.mark.parametrize("seconds", [2.5, 10.5])
-def test_a_reference_outside_3_to_10_seconds(seconds, folder, tts):
+def test_a_reference_outside_3_to_10_seconds(seconds, folder, short_and_long, tts):
     with pytest.raises(ReferenceLengthError, match="3 to 10 seconds") as e:
-        list(tts.run(request(folder, ref_audio_path=str(folder / f"ref_{seconds}.wav"))))
+        list(tts.run(request(folder, ref_audio_path=str(short_and_long / f"ref_{seconds}.wav"))))
     assert isinstance(e.value, OSError)  # upstream's type
     with pytest.raises(ReferenceLengthError):
-        tts.set_ref_audio(str(folder / f"ref_{seconds}.wav"))
+        tts.set_ref_audio(str(short_and_long / f"ref_{seconds}.wav"))
 
 
 def test_languages_the_model_does_not_speak(folder, tts):

@@ -28,7 +28,7 @@ def golden():
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    return written(tmp_path_factory, "bigvgan2")
+    return written("bigvgan2")
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,7 @@ def golden():
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    return written(tmp_path_factory, "campplus")
+    return written("campplus")
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,7 @@ def golden():
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    return written(tmp_path_factory, "codec25")
+    return written("codec25")
 
 
 @pytest.fixture(scope="module")

@@ -32,7 +32,7 @@ def golden():
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory, golden):
-    folder = written(tmp_path_factory, "infer15")
+    folder = written("infer15")
     check_recorded(golden, folder)
     return folder
 
@@ -105,12 +105,11 @@ def test_upstreams_attributes(tts, folder):
 
 
 @pytest.fixture(scope="module")
-def clips(folder):
+def clips(tmp_path_factory):
     rate = 24000
     t = np.arange(int(60 * rate)) / rate
     tone = (0.3 * np.sin(2 * np.pi * 150 * t)).astype(np.float32)
-    d = folder / "clips"
-    d.mkdir()
+    d = tmp_path_factory.mktemp("clips")
     sf.write(d / "silent.wav", np.zeros(rate, np.float32), rate)
     sf.write(d / "short.wav", tone[: int(0.3 * rate)], rate)
     sf.write(d / "long.wav", tone[: int(51 * rate)], rate)

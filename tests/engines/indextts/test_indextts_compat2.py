@@ -8,7 +8,6 @@ elsewhere load the same model. Then bad input: a clear error, and no file writte
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 import random
 import sys
@@ -18,8 +17,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 import torch
-from goldens import check_state, load_golden
-from koe_indextts.fixtures2 import release_states, states_sha256
+from goldens import check_state, inputs, load_golden, release_digests, written
 
 from koe.compat.indextts import IndexTTS, IndexTTS2
 from koe.engines.base import EmptyText, InvalidOption, UnsupportedVoice
@@ -29,14 +27,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:generation stopped at max_mel_to
 CACHES = ("cache_spk_cond", "cache_s2mel_style", "cache_s2mel_prompt", "cache_spk_audio_prompt", "cache_emo_cond", "cache_emo_audio_prompt", "cache_mel")
 
 
-def _inputs():
-    spec = importlib.util.spec_from_file_location("indextts_golden_infer2_compat", HERE / "golden_infer2.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-G = _inputs()
+G = inputs("infer2")
 
 
 def sha(a) -> str:
@@ -49,10 +40,9 @@ def golden():
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory, golden):
-    folder = tmp_path_factory.mktemp("indextts2-compat")
-    G.write_inputs(folder)
-    for name, digest in states_sha256(release_states()).items():
+def folder(golden):
+    folder = written("infer2")
+    for name, digest in release_digests("2").items():
         check_state(golden, digest, name=name.replace("/", ":"))
     return folder
 
@@ -229,12 +219,11 @@ def test_aux_paths_elsewhere(folder, golden, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def clips(folder):
+def clips(tmp_path_factory):
     rate = 22050
     t = np.arange(int(2 * rate)) / rate
     tone = (0.3 * np.sin(2 * np.pi * 150 * t)).astype(np.float32)
-    d = folder / "clips"
-    d.mkdir()
+    d = tmp_path_factory.mktemp("clips")
     sf.write(d / "silent.wav", np.zeros(rate, np.float32), rate)
     sf.write(d / "short.wav", tone[: int(0.3 * rate)], rate)
     (d / "notes.wav").write_text("not a clip")

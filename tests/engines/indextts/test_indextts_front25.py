@@ -31,7 +31,7 @@ def golden():
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    return written(tmp_path_factory, "front25")
+    return written("front25")
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,7 @@ def golden():
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory, golden):
-    folder = written(tmp_path_factory, "infer15")
+    folder = written("infer15")
     check_recorded(golden, folder)
     return folder
 

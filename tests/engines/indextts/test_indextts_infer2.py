@@ -6,15 +6,13 @@ latent, flow-matching mel and waveform, the joined int16 audio, and the draws.""
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from goldens import check_state, load_golden
+from goldens import check_state, inputs, load_golden, release_digests, written
 from koe_indextts.beam import Sampling
-from koe_indextts.fixtures2 import release_states, states_sha256
 from koe_indextts.model2 import Emotion, IndexTTS2
 from koe_indextts.text import TextNormalizer, read_glossary
 from koe_indextts.text_tokenizer import TextTokenizer
@@ -22,14 +20,7 @@ from koe_indextts.text_tokenizer import TextTokenizer
 HERE = Path(__file__).resolve().parent
 
 
-def _inputs():
-    spec = importlib.util.spec_from_file_location("indextts_golden_infer2", HERE / "golden_infer2.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-G = _inputs()
+G = inputs("infer2")
 
 
 @pytest.fixture(scope="module")
@@ -38,10 +29,9 @@ def golden():
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory, golden):
-    folder = tmp_path_factory.mktemp("infer2")
-    G.write_inputs(folder)
-    for name, digest in states_sha256(release_states()).items():
+def folder(golden):
+    folder = written("infer2")
+    for name, digest in release_digests("2").items():
         check_state(golden, digest, name=name.replace("/", ":"))
     return folder
 

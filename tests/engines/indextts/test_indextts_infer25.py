@@ -20,11 +20,11 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from goldens import check_state, inputs, load_golden
+from goldens import check_state, inputs, load_golden, release_digests, written
 from koe_indextts.beam import Sampling
 from koe_indextts.config import ConfigError
 from koe_indextts.config25 import Release25
-from koe_indextts.fixtures25 import release_config, release_states, states_sha256
+from koe_indextts.fixtures25 import release_config
 from koe_indextts.model25 import Emotion, IndexTTS25, Speaker25
 
 G = inputs("infer25")
@@ -36,10 +36,9 @@ def golden():
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory, golden):
-    folder = tmp_path_factory.mktemp("infer25")
-    G.write_inputs(folder)
-    for name, digest in states_sha256(release_states()).items():
+def folder(golden):
+    folder = written("infer25")
+    for name, digest in release_digests("2.5").items():
         check_state(golden, digest, name=name.replace("/", ":"))
     return folder
 

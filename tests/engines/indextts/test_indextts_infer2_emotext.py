@@ -26,7 +26,7 @@ def golden():
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    return written(tmp_path_factory, "infer2_emotext")
+    return written("infer2_emotext")
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ def golden():
 
 @pytest.fixture(scope="module")
 def clips(tmp_path_factory):
-    return written(tmp_path_factory, "mel")
+    return written("mel")
 
 
 def test_clips_are_the_goldens(golden, clips):

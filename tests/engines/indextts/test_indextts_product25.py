@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import soundfile as sf
 from fastapi.testclient import TestClient
-from koe_indextts.fixtures25 import write_random_model
 from koe_indextts.spec import EMOTION_LM, FILES_25, LICENSE, REPO_25, SPEC
 from product_helpers import folder_files, install_fake_hub, koe_command
+from shared_folders import fixture as shared_fixture
 
 import koe
 from koe.engines.base import InvalidOption, UnsupportedLanguage, UnsupportedVoice
@@ -36,8 +36,8 @@ def clip_bytes(seconds: float = 2.0, rate: int = RATE, silent: bool = False) -> 
 
 
 @pytest.fixture(scope="module")
-def release(tmp_path_factory):
-    return write_random_model(tmp_path_factory.mktemp("indextts25-product") / "IndexTTS-2.5")
+def release():
+    return shared_fixture("indextts", "IndexTTS-2.5")
 
 
 def test_koe_speak_in_a_language(release, tmp_path, monkeypatch):

@@ -28,7 +28,7 @@ def golden():
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    return written(tmp_path_factory, "qwen_emotion")
+    return written("qwen_emotion")
 
 
 @pytest.fixture(scope="module")

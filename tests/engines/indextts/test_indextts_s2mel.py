@@ -34,7 +34,7 @@ def golden():
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    return written(tmp_path_factory, "s2mel")
+    return written("s2mel")
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ def golden():
 
 @pytest.fixture(scope="module")
 def codecs(tmp_path_factory):
-    folder = written(tmp_path_factory, "semantic_codec")
+    folder = written("semantic_codec")
     return {case: read_semantic_codec(folder / f"{case}.safetensors", config) for case, config in G.CASES.items()}
 
 

@@ -17,7 +17,7 @@ from koe_indextts.text_tokenizer import START_TEXT, STOP_TEXT, BpeModelError, Te
 
 @pytest.fixture(scope="module")
 def front(tmp_path_factory):
-    folder = written(tmp_path_factory, "text")
+    folder = written("text")
     golden = load_golden("text")
     check_recorded(golden, folder)
     v15 = TextNormalizer()

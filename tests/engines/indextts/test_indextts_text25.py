@@ -25,7 +25,7 @@ def golden():
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    return written(tmp_path_factory, "text25")
+    return written("text25")
 
 
 @pytest.fixture(scope="module")

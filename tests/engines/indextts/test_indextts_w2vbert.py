@@ -47,7 +47,7 @@ def golden():
 
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
-    return goldens.written(tmp_path_factory, "w2vbert")
+    return goldens.written("w2vbert")
 
 
 @pytest.fixture(scope="module")
