@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import dit_goldens
 import infer_goldens
-import numpy as np
 import pytest
+import torch
 from compat_goldens import DropIn, check_case
 from sovits_goldens import array_sha256, check_recorded, fixtures_with, inputs, load_golden
 
@@ -68,17 +68,27 @@ def test_the_drop_in_equals_upstream(name, golden, drop_in):
     check_case(drop_in, golden, name)
 
 
-def test_set_ref_audio_reads_the_clip_alone_and_run_adds_the_transcript(drop_in, folder):
+def test_set_ref_audio_reads_the_clip_alone_and_run_adds_the_transcript(drop_in, folder, monkeypatch):
     """api_v2's /set_refer_audio on v3: the clip is read without its transcript (its semantic tokens,
-    spectrogram and mel), the run that brings `prompt_text` finishes the voice: the samples of a run
-    on the same reference read before (neither makes HuBERT's layer-drop draws)."""
+    spectrogram and mel), the run that brings `prompt_text` finishes the voice: the synthesis is given
+    what a run on the same reference read before is given (the voice, its settings, no HuBERT
+    layer-drop draws), spied on, not run (the cases above prove what it makes of them)."""
+    import koe.compat.gpt_sovits as compat
+
+    given = []
+    monkeypatch.setattr(compat, "fragments", lambda models, voice, *args, **kwargs: given.append((models.hubert_draws, voice, args)) or iter(()))
     name = next(iter(G.CASES))
     tts = drop_in.model(G.CASES[name]["model"])
     tts.set_ref_audio(str(folder / "ref.wav"))
+    assert tts.prompt_cache["ref_audio_path"] == str(folder / "ref.wav")
     case = {k: v for k, v in drop_in.spec["cases"][name].items() if k not in ("aux", "model")}
-    preset = list(tts.run({**case, "ref_audio_path": None}))
-    again = list(tts.run({**case, "ref_audio_path": str(folder / "ref.wav")}))
-    assert len(preset) == len(again) and all(np.array_equal(a[1], b[1]) for a, b in zip(preset, again, strict=True))
+    assert list(tts.run({**case, "ref_audio_path": None})) == []
+    assert list(tts.run({**case, "ref_audio_path": str(folder / "ref.wav")})) == []
+    (draws, preset, args), (draws_again, again, args_again) = given
+    assert draws == draws_again == 0 and args == args_again
+    assert preset.has_transcript and preset.phones == again.phones and preset.norm_text == again.norm_text
+    for a, b in [(preset.semantic, again.semantic), (preset.bert, again.bert), (preset.mel, again.mel), *zip(preset.specs, again.specs, strict=True)]:
+        assert torch.equal(a, b)
 
 
 def test_streaming_mode_is_return_fragment_on_v3_as_upstreams(drop_in, folder, monkeypatch):
