@@ -173,6 +173,20 @@ def read_pickled(path: Path) -> object:
         raise WeightsError(f"{path}: not a readable checkpoint ({e})") from e
 
 
+def generator_state(path: Path, what: str) -> dict[str, torch.Tensor]:
+    """The `generator` state of a GAN vocoder's training checkpoint (`{"generator": state, ...}`:
+    BigVGAN's, AP-BWE's), read with `weights_only=True`, its tensors in float32; `what` names the
+    model in the errors (`WeightsError`: not readable, no generator state)."""
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # torch's unpickler and zip reader raise several kinds
+        raise WeightsError(f"{path}: not a readable {what} checkpoint ({e})") from e
+    state = checkpoint.get("generator") if isinstance(checkpoint, dict) else None
+    if not isinstance(state, dict):
+        raise WeightsError(f"{path}: no 'generator' state in it")
+    return {k: v.float() for k, v in state.items()}
+
+
 def _flatten(obj: object, prefix: str = "") -> Iterator[tuple[str, torch.Tensor]]:
     if isinstance(obj, torch.Tensor):
         yield prefix, obj

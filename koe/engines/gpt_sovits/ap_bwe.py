@@ -34,7 +34,7 @@ from torch import nn
 
 from koe.audio.sinc_resample import resample_sinc
 from koe.nn.conv import ConvNeXtBlock
-from koe.runtime.weights import WeightsError, build_on_meta, check_state_fits
+from koe.runtime.weights import build_on_meta, check_state_fits, generator_state
 
 __all__ = ["APBWE", "CHECKPOINT", "CONFIG", "APBWEConfig", "load_ap_bwe", "postprocess"]
 
@@ -152,14 +152,7 @@ def load_ap_bwe(folder: str | Path) -> APBWE:
         config = APBWEConfig.from_json(json.loads((folder / CONFIG).read_text(encoding="utf-8")))
     except json.JSONDecodeError as e:
         raise ValueError(f"{folder / CONFIG}: not JSON ({e})") from e
-    try:
-        checkpoint = torch.load(folder / CHECKPOINT, map_location="cpu", weights_only=True)
-    except Exception as e:  # torch's unpickler and zip reader raise several kinds
-        raise WeightsError(f"{folder / CHECKPOINT}: not a readable AP-BWE checkpoint ({e})") from e
-    state = checkpoint.get("generator") if isinstance(checkpoint, dict) else None
-    if not isinstance(state, dict):
-        raise WeightsError(f"{folder / CHECKPOINT}: no 'generator' state in it")
-    state = {k: v.float() for k, v in state.items()}
+    state = generator_state(folder / CHECKPOINT, "AP-BWE")
     model = build_on_meta(lambda: APBWE(config))
     check_state_fits(state, model, f"{folder / CHECKPOINT}: does not match its {CONFIG}")
     model.load_state_dict(state, strict=True, assign=True)

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from koe.nn.conv import Snake, SnakeBeta
-from koe.runtime.weights import WeightsError, build_on_meta, check_state_fits, fold_weight_norm
+from koe.runtime.weights import build_on_meta, check_state_fits, fold_weight_norm, generator_state
 
 __all__ = ["CHECKPOINT", "BigVGAN", "BigVGANConfig", "kaiser_sinc_filter", "load_bigvgan"]
 
@@ -246,14 +246,7 @@ def load_bigvgan(folder: str | Path) -> BigVGAN:
         if not (folder / name).is_file():
             raise FileNotFoundError(f"no BigVGAN {name} in {folder}")
     config = BigVGANConfig.from_json(json.loads((folder / "config.json").read_text()))
-    try:
-        checkpoint = torch.load(folder / CHECKPOINT, map_location="cpu", weights_only=True)
-    except Exception as e:  # torch's unpickler and zip reader raise several kinds
-        raise WeightsError(f"{folder / CHECKPOINT}: not a readable BigVGAN checkpoint ({e})") from e
-    state = checkpoint.get("generator") if isinstance(checkpoint, dict) else None
-    if not isinstance(state, dict):
-        raise WeightsError(f"{folder / CHECKPOINT}: no 'generator' state in it")
-    state = fold_weight_norm({k: v.float() for k, v in state.items()})
+    state = fold_weight_norm(generator_state(folder / CHECKPOINT, "BigVGAN"))
     model = build_on_meta(lambda: BigVGAN(config))
     check_state_fits(state, model, f"{folder / CHECKPOINT}: does not match its config")
     model.load_state_dict(state, strict=True, assign=True)
