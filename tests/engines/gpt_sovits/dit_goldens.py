@@ -13,9 +13,13 @@ import torch
 
 from koe.engines.base import UnsupportedVoice, VoiceReference
 
-__all__ = ["HELLO", "cases", "check_run", "check_voice_rules", "check_voice_saved"]
+__all__ = ["DROP_IN_CASES", "HELLO", "cases", "check_drop_in_case", "check_run", "check_voice_rules", "check_voice_saved", "engine_cases"]
 
 HELLO = "Hello there. How are you today?"
+# The cases spoken through the drop-in (speed, serial synthesis, several steps), which runs the same
+# synthesis as the engine after reading upstream's inputs: each is proven there (its floats too)
+# and not run again through the engine's speaker; every other case through the engine.
+DROP_IN_CASES = ("speed",)
 
 
 def cases(model: str) -> dict[str, dict]:
@@ -28,6 +32,25 @@ def cases(model: str) -> dict[str, dict]:
         "speed": en | {"seed": 3, "sample_steps": 3, "speed_factor": 1.25, "parallel_infer": False},
         "long": en | {"text": infer_goldens.LONG, "seed": 4, "sample_steps": 1, "text_split_method": "cut5", "batch_size": 3},
     }
+
+
+def engine_cases(cases: dict[str, dict]) -> list[str]:
+    """The cases the engine's speaker runs: all but DROP_IN_CASES."""
+    return [name for name in cases if name not in DROP_IN_CASES]
+
+
+def check_drop_in_case(drop_in, golden, name: str, sample_rate: int, monkeypatch) -> None:
+    """The case through the drop-in: upstream's int16 chunks, and upstream's floats before its int16
+    step (the drop-in's `to_int16` spied on), on the version upstream made of the folder."""
+    import compat_goldens
+
+    import koe.compat.gpt_sovits as compat
+    from koe.engines.gpt_sovits.synthesis import to_int16
+
+    floats: list[np.ndarray] = []
+    monkeypatch.setattr(compat, "to_int16", lambda audio: floats.append(np.array(audio, copy=True)) or to_int16(audio))
+    compat_goldens.check_case(drop_in, golden, name)
+    infer_goldens.check_case(golden, name, floats, sample_rate)
 
 
 def check_run(golden, name: str, speaker: infer_goldens.Speaker, model: str, sample_rate: int) -> None:

@@ -7,10 +7,11 @@ for every chunk, SOLA joins) vocoder synthesis and several fragments. Marked slo
 a full-size DiT (~330 M numbers, about 30 s to write) and every CFM step runs at that size.
 
 Through `koe.compat.gpt_sovits` (upstream's `TTS(TTS_Config(...)).run(inputs)`, compat_goldens.py) on
-the same folder: every case above runs through koe's engine, and the drop-in's reading of every input
-through every case of v1, v2 and v2Pro (test_gpt_sovits_compat*.py); the drop-in runs the same
-synthesis, so one case (DROP_IN_CASES: speed, serial synthesis, several steps) checks its v3 path
-here, not each case's DiT steps again. What the drop-in does after or instead of the synthesis on
+the same folder: the drop-in runs the same synthesis as koe's engine after reading upstream's inputs,
+whose reading is proven on every case of v1, v2 and v2Pro (test_gpt_sovits_compat*.py), so each case
+at this size runs once: `dit_goldens.DROP_IN_CASES` (speed, serial synthesis, several steps) through
+the drop-in (upstream's int16 samples, and its floats before that step), every other case through
+koe's engine. What the drop-in does after or instead of the synthesis on
 v3 (`super_sampling`, `streaming_mode`'s fallback) is checked with the synthesis spied on.
 """
 
@@ -20,7 +21,7 @@ import dit_goldens
 import infer_goldens
 import pytest
 import torch
-from compat_goldens import DropIn, check_case
+from compat_goldens import DropIn
 from sovits_goldens import array_sha256, check_recorded, fixtures_with, inputs, load_golden
 
 from koe.engines.base import UnsupportedVoice
@@ -31,7 +32,6 @@ pytestmark = pytest.mark.slow
 
 G = inputs("infer_v3")
 golden, folder, speaker = fixtures_with("infer_v3", infer_goldens.Speaker)
-DROP_IN_CASES = ("speed",)
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,7 @@ def drop_in(folder):
     return DropIn(folder)
 
 
-@pytest.mark.parametrize("name", list(G.CASES))
+@pytest.mark.parametrize("name", dit_goldens.engine_cases(G.CASES))
 def test_v3_run_equals_upstream(name, golden, speaker):
     dit_goldens.check_run(golden, name, speaker, "v3", 24000)
 
@@ -63,9 +63,9 @@ def test_the_stream_is_upstreams_return_fragment(golden, speaker):
 
 
 # -- the drop-in -----------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", DROP_IN_CASES)
-def test_the_drop_in_equals_upstream(name, golden, drop_in):
-    check_case(drop_in, golden, name)
+@pytest.mark.parametrize("name", dit_goldens.DROP_IN_CASES)
+def test_the_drop_in_equals_upstream(name, golden, drop_in, monkeypatch):
+    dit_goldens.check_drop_in_case(drop_in, golden, name, 24000, monkeypatch)
 
 
 def test_set_ref_audio_reads_the_clip_alone_and_run_adds_the_transcript(drop_in, folder, monkeypatch):

@@ -8,10 +8,11 @@ joins) vocoder synthesis and several fragments. Marked slow: the folder holds a 
 (~330 M numbers, about 80 s to write with the LoRA) and every CFM step runs at that size.
 
 Through `koe.compat.gpt_sovits` (upstream's `TTS(TTS_Config(...)).run(inputs)`, compat_goldens.py) on
-the same folder: every case above runs through koe's engine, and the drop-in's reading of every input
-through every case of v1, v2 and v2Pro (test_gpt_sovits_compat*.py); the drop-in runs the same
-synthesis, so one case (DROP_IN_CASES: speed, serial synthesis, several steps) checks its v4 path
-here, not each case's DiT steps again.
+the same folder: the drop-in runs the same synthesis as koe's engine after reading upstream's inputs,
+whose reading is proven on every case of v1, v2 and v2Pro (test_gpt_sovits_compat*.py), so each case
+at this size runs once: `dit_goldens.DROP_IN_CASES` (speed, serial synthesis, several steps) through
+the drop-in (upstream's int16 samples, and its floats before that step), every other case through
+koe's engine.
 """
 
 from __future__ import annotations
@@ -19,14 +20,13 @@ from __future__ import annotations
 import dit_goldens
 import infer_goldens
 import pytest
-from compat_goldens import DropIn, check_case
+from compat_goldens import DropIn
 from sovits_goldens import fixtures_with, inputs
 
 pytestmark = pytest.mark.slow
 
 G = inputs("infer_v4")
 golden, folder, speaker = fixtures_with("infer_v4", infer_goldens.Speaker)
-DROP_IN_CASES = ("speed",)
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +34,7 @@ def drop_in(folder):
     return DropIn(folder)
 
 
-@pytest.mark.parametrize("name", list(G.CASES))
+@pytest.mark.parametrize("name", dit_goldens.engine_cases(G.CASES))
 def test_v4_run_equals_upstream(name, golden, speaker):
     dit_goldens.check_run(golden, name, speaker, "v4", 48000)
 
@@ -48,6 +48,6 @@ def test_a_v4_voice_keeps_its_mel_when_saved(speaker, tmp_path):
 
 
 # -- the drop-in -----------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", DROP_IN_CASES)
-def test_the_drop_in_equals_upstream(name, golden, drop_in):
-    check_case(drop_in, golden, name)
+@pytest.mark.parametrize("name", dit_goldens.DROP_IN_CASES)
+def test_the_drop_in_equals_upstream(name, golden, drop_in, monkeypatch):
+    dit_goldens.check_drop_in_case(drop_in, golden, name, 48000, monkeypatch)
