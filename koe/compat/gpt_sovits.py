@@ -294,8 +294,8 @@ class _Files(spec.Layout):
         """v3's super-sampler: the folder's (koe's place), else where upstream reads it, its source
         tree's `tools/AP_BWE_main/24kto48k` (above the BERT folder's `GPT_SoVITS/pretrained_models`,
         or under the working directory, upstream's root)."""
-        places = (self.folder / spec.AP_BWE, self.folder.parent.parent / UPSTREAM_AP_BWE, Path.cwd() / UPSTREAM_AP_BWE)
-        return next((p for p in places if all((p / f).is_file() for f in spec.AP_BWE_FILES)), None)
+        upstreams = (self.folder.parent.parent / UPSTREAM_AP_BWE, Path.cwd() / UPSTREAM_AP_BWE)
+        return super().ap_bwe or next((p for p in upstreams if spec.holds_ap_bwe(p)), None)
 
     @property
     def g2pw(self) -> Path | None:

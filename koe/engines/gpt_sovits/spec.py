@@ -41,7 +41,7 @@ from koe.engines.base import CLONE, CLONE_WITHOUT_TRANSCRIPT, Capabilities, Opti
 from koe.engines.licenses import MIT
 from koe.engines.spec import HubFiles, ModelDescription, ModelInfo, ReleasedModel, SpecError, has_random_weights
 
-__all__ = ["SPEC", "GPTSoVITSSpec", "Layout", "find_layout", "sniff_version"]
+__all__ = ["SPEC", "GPTSoVITSSpec", "Layout", "find_layout", "holds_ap_bwe", "sniff_version"]
 
 FAMILY = "gpt_sovits"
 LICENSE = MIT  # the code and the released weights (lj1995/GPT-SoVITS)
@@ -180,7 +180,7 @@ class Layout:
     @property
     def ap_bwe(self) -> Path | None:
         """v3's super-sampler's folder, if the folder holds one (optional)."""
-        return _with_files(self.folder / AP_BWE, AP_BWE_FILES)
+        return self.folder / AP_BWE if holds_ap_bwe(self.folder / AP_BWE) else None
 
     def required(self) -> tuple[str, ...]:
         rel = lambda p: p.relative_to(self.folder).as_posix()  # noqa: E731
@@ -188,8 +188,9 @@ class Layout:
         return (rel(self.gpt), rel(self.sovits), *base, *HUBERT_FILES, *BERT_FILES, *EXTRA_FILES.get(self.version, ()))
 
 
-def _with_files(folder: Path, names: tuple[str, ...]) -> Path | None:
-    return folder if all((folder / n).is_file() for n in names) else None
+def holds_ap_bwe(folder: Path) -> bool:
+    """Whether `folder` holds an AP-BWE release's files (`AP_BWE_FILES`)."""
+    return all((folder / name).is_file() for name in AP_BWE_FILES)
 
 
 def _candidates(folder: Path, suffix: str) -> list[Path]:

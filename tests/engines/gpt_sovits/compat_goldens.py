@@ -36,14 +36,18 @@ class DropIn:
             self.tts[model] = TTS(TTS_Config(self.config(model)))
         return self.tts[model]
 
-    def run(self, name: str, **extra) -> list[tuple[int, np.ndarray]]:
-        """The case as the oracle runs it: a fresh prompt cache, the reference (and aux clip) by path."""
+    def inputs(self, name: str) -> tuple[TTS, dict]:
+        """The case's model and its `run` inputs: the reference (and aux clip) by path."""
         case = self.spec["cases"][name]
-        tts = self.model(case["model"])
-        tts.prompt_cache["ref_audio_path"] = None
         inputs = {k: v for k, v in case.items() if k not in ("aux", "model")}
         inputs["ref_audio_path"] = str(self.folder / "ref.wav")
         inputs["aux_ref_audio_paths"] = [str(self.folder / "aux.wav")] if case.get("aux") else []
+        return self.model(case["model"]), inputs
+
+    def run(self, name: str, **extra) -> list[tuple[int, np.ndarray]]:
+        """The case as the oracle runs it: a fresh prompt cache, the reference (and aux clip) by path."""
+        tts, inputs = self.inputs(name)
+        tts.prompt_cache["ref_audio_path"] = None
         return list(tts.run({**inputs, **extra}))
 
 

@@ -77,11 +77,9 @@ def test_set_ref_audio_reads_the_clip_alone_and_run_adds_the_transcript(drop_in,
 
     given = []
     monkeypatch.setattr(compat, "fragments", lambda models, voice, *args, **kwargs: given.append((models.hubert_draws, voice, args)) or iter(()))
-    name = next(iter(G.CASES))
-    tts = drop_in.model(G.CASES[name]["model"])
+    tts, case = drop_in.inputs(next(iter(G.CASES)))
     tts.set_ref_audio(str(folder / "ref.wav"))
     assert tts.prompt_cache["ref_audio_path"] == str(folder / "ref.wav")
-    case = {k: v for k, v in drop_in.spec["cases"][name].items() if k not in ("aux", "model")}
     assert list(tts.run({**case, "ref_audio_path": None})) == []
     assert list(tts.run({**case, "ref_audio_path": str(folder / "ref.wav")})) == []
     (draws, preset, args), (draws_again, again, args_again) = given
@@ -91,7 +89,7 @@ def test_set_ref_audio_reads_the_clip_alone_and_run_adds_the_transcript(drop_in,
         assert torch.equal(a, b)
 
 
-def test_streaming_mode_is_return_fragment_on_v3_as_upstreams(drop_in, folder, monkeypatch):
+def test_streaming_mode_is_return_fragment_on_v3_as_upstreams(drop_in, monkeypatch):
     """Upstream's v3/v4 do not stream by chunks: streaming_mode runs return_fragment, with a
     warning (upstream prints it), its own options not read; the fragments' synthesis is spied on,
     not run (its samples are the `fragments` case's)."""
@@ -99,23 +97,19 @@ def test_streaming_mode_is_return_fragment_on_v3_as_upstreams(drop_in, folder, m
 
     calls = []
     monkeypatch.setattr(compat, "fragments", lambda *args, **kwargs: calls.append(kwargs["streamed"]) or iter(()))
-    name = next(iter(G.CASES))
-    tts = drop_in.model(G.CASES[name]["model"])
-    case = {k: v for k, v in drop_in.spec["cases"][name].items() if k not in ("aux", "model")} | {"ref_audio_path": str(folder / "ref.wav")}
+    tts, case = drop_in.inputs(next(iter(G.CASES)))
     with pytest.warns(UserWarning, match="return_fragment is used"):
         run = tts.run({**case, "streaming_mode": True, "return_fragment": False, "overlap_length": 0, "batch_size": 4})
     assert list(run) == [] and calls == [True]
 
 
-def test_v3_needs_a_transcript(drop_in, folder):
-    name = next(iter(G.CASES))
-    tts = drop_in.model(G.CASES[name]["model"])
-    case = {k: v for k, v in drop_in.spec["cases"][name].items() if k not in ("aux", "model")} | {"ref_audio_path": str(folder / "ref.wav")}
+def test_v3_needs_a_transcript(drop_in):
+    tts, case = drop_in.inputs(next(iter(G.CASES)))
     with pytest.raises(UnsupportedVoice, match="prompt_text cannot be empty"):
         tts.run({**case, "prompt_text": ""})
 
 
-def test_super_sampling_is_upstreams_and_goes_on_without_the_model(drop_in, folder, monkeypatch, tmp_path):
+def test_super_sampling_is_upstreams_and_goes_on_without_the_model(drop_in, monkeypatch, tmp_path):
     """v3's super_sampling through the drop-in: the audio a run makes (here the `ap_bwe` golden's
     `two` fragments, joined, spied in for the DiT's, whose samples the cases above prove) through
     AP-BWE found where upstream reads it (`tools/AP_BWE_main/24kto48k` under its root, the working
@@ -130,9 +124,7 @@ def test_super_sampling_is_upstreams_and_goes_on_without_the_model(drop_in, fold
     fragments, interval = A.fragments(tmp_path / "ap_bwe", "two")
     audio = postprocess([fragments], None, interval).numpy()
     monkeypatch.setattr(compat, "fragments", lambda *args, **kwargs: iter([audio.copy()]))
-    name = next(iter(G.CASES))
-    tts = drop_in.model(G.CASES[name]["model"])
-    case = {k: v for k, v in drop_in.spec["cases"][name].items() if k not in ("aux", "model")} | {"ref_audio_path": str(folder / "ref.wav")}
+    tts, case = drop_in.inputs(next(iter(G.CASES)))
     tts.sr_model = None
     monkeypatch.chdir(tmp_path)
     with pytest.warns(UserWarning, match="not super-sampled"):
