@@ -75,13 +75,16 @@ class HubFiles:
     `files` are names or glob patterns (as huggingface_hub's `allow_patterns`) relative to
     `subfolder` of `repo`; empty means everything there. They land under `dest` of the model folder
     (at their path relative to `subfolder`). Plain names (no glob among them) must all exist in the
-    repo; a list with globs must match at least one file.
+    repo; a list with globs must match at least one file. `unpack`: the files are zip archives (data
+    the hub keeps zipped), each unpacked under `dest` instead (koe.service.store.archive checks
+    every member), the archive itself not kept.
     """
 
     repo: str
     files: tuple[str, ...] = ()
     subfolder: str = ""
     dest: str = ""
+    unpack: bool = False
 
     @property
     def key(self) -> str:

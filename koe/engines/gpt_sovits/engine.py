@@ -94,12 +94,18 @@ class _LazyFrontEnds(dict):
     def _build(self, language: str):
         if language == "en":
             from koe.engines.gpt_sovits.text.english import EnglishFrontEnd
+            from koe.engines.gpt_sovits.text.pos_tagger import TaggerNotFound
 
-            return EnglishFrontEnd.load(self.layout.nltk)
+            try:
+                return EnglishFrontEnd.load(self.layout.nltk)
+            except TaggerNotFound as e:
+                raise UnsupportedLanguage(
+                    f"{e}; or put {spec.NLTK}/ (the hub's {spec.PRETRAINED_REPO}/nltk_data.zip, unpacked) into {self.layout.folder}"
+                ) from e
         if self.layout.g2pw is None:
             raise UnsupportedLanguage(
-                f"GPT-SoVITS reads Chinese with G2PW's model, which this folder lacks: put upstream's G2PWModel/ "
-                f"(G2PWModel_1.1.zip, unpacked) into {self.layout.folder}"
+                f"GPT-SoVITS reads Chinese with G2PW's model, which this folder lacks: put {spec.G2PW}/ "
+                f"(the hub's {spec.PRETRAINED_REPO}/G2PWModel.zip, unpacked) into {self.layout.folder}"
             )
         from koe.engines.gpt_sovits.g2pw import G2PW
         from koe.engines.gpt_sovits.text.chinese import ChineseFrontEnd

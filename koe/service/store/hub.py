@@ -76,6 +76,25 @@ def _download_command(source, local_dir: str) -> str:
     return f"`huggingface-cli download {source.repo}{what} --local-dir {local_dir}`"
 
 
+def _fetch_steps(source, folder: str) -> str:
+    """How to get one source's files by hand into the model folder `folder` (huggingface-cli keeps
+    each file's repo path under its --local-dir: a subfolder that lands elsewhere is then moved)."""
+    if source.unpack:
+        return _unpack_steps(source, folder)
+    dest = posixpath.join(folder, source.dest) if source.dest else folder
+    if not source.subfolder:
+        return _download_command(source, dest)
+    command = _download_command(source, folder)
+    return command if source.subfolder == source.dest else f"{command} then move {posixpath.join(folder, source.subfolder)}/* into {dest}"
+
+
+def _unpack_steps(source, folder: str) -> str:
+    """How to get an `unpack` source by hand: download each archive, unzip it where the pull would, delete it."""
+    into = posixpath.join(folder, source.dest) if source.dest else folder
+    unzips = " ".join(f"`unzip {posixpath.join(folder, source.subfolder, f)} -d {into}`" for f in source.files)
+    return f"{_download_command(source, folder)} then {unzips} (and delete the zip)"
+
+
 def offline_hint(release) -> str:
     """How to get `release` onto this machine by hand: the downloads, then `koe models import`."""
     sources = release.sources
@@ -83,11 +102,13 @@ def offline_hint(release) -> str:
         return OFFLINE_HINT.format(repo=release.repo_id)
     main, rest = sources[0], sources[1:]
     if main.dest or any(h.subfolder for h in rest):
-        steps = ", ".join(_download_command(h, f"DIR/{h.dest}" if h.dest else "DIR") for h in sources)
+        steps = ", ".join(_fetch_steps(h, "DIR") for h in sources)
         folder = "DIR"
     else:
         folder = posixpath.join("DIR", main.subfolder) if main.subfolder else "DIR"
-        steps = ", ".join([_download_command(main, "DIR"), *(_download_command(h, posixpath.join(folder, h.dest)) for h in rest)])
+        steps = ", ".join(
+            [_download_command(main, "DIR"), *(_unpack_steps(h, folder) if h.unpack else _download_command(h, posixpath.join(folder, h.dest)) for h in rest)]
+        )
     imports = f"`koe models import {folder}" + (f" --arch {release.arch}`" if release.arch else "`")
     return f"on a machine that is online: {steps}; copy {folder} here, then {imports}"
 
@@ -211,19 +232,30 @@ def _resume_hint(transfer) -> str:
 
 
 def _place(fetched: _Fetched, folder: Path) -> None:
-    """Put a source's files into the model folder being built (hard links to the downloads); every
-    path is checked to stay inside its folder (koe.service.store.download.inside)."""
+    """Put a source's files into the model folder being built (hard links to the downloads, or
+    unpacked: koe.service.store.archive.place_file); every path is checked to stay inside its folder."""
+    from koe.service.store.archive import place_file
     from koe.service.store.download import inside
 
     for rfilename in fetched.files:
-        source, target = inside(fetched.local, rfilename), inside(folder, fetched.source.in_folder(rfilename))
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if target.exists() or target.is_symlink():
-            target.unlink()
-        try:
-            os.link(source, target)
-        except OSError:
-            shutil.copy2(source, target)
+        place_file(fetched.source, rfilename, inside(fetched.local, rfilename), folder, _hard_link)
+
+
+def _hard_link(source: Path, target: Path) -> None:
+    if target.exists() or target.is_symlink():
+        target.unlink()
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
+def refused_archive(repo: str, e: Exception) -> Unavailable:
+    """The error for a downloaded archive koe refuses to unpack (koe.service.store.archive.UnsafeArchive)."""
+    return Unavailable(
+        f"refused an archive of {repo} from {_endpoint()}: {e}; nothing was installed",
+        hint="a hub or mirror you trust? check HF_ENDPOINT (unset: huggingface.co)",
+    )
 
 
 def pull_model(
@@ -291,12 +323,19 @@ def pull_model(
     jobs = {j.dest: j for _, found in looked for j in found}  # a file two sources of one repo name is fetched once
     _download(list(jobs.values()), fetched, token, connect_timeout, status, on_progress)
     status(f"assembling {name}")
+    from zipfile import BadZipFile
+
+    from koe.service.store.archive import UnsafeArchive
     from koe.service.store.download import UnsafeListing
 
     try:
         build_release_folder(dest, release, spec, lambda tmp: [_place(f, tmp) for f in fetched], replace=overwrite)
     except UnsafeListing as e:
         raise _unsafe(release.repo_id, e) from e
+    except UnsafeArchive as e:
+        raise refused_archive(release.repo_id, e) from e
+    except BadZipFile as e:
+        raise InvalidRequest(f"an archive of {release.ref} from the hub is not a zip koe can read ({e}); nothing was installed") from e
     except OSError as e:
         raise StorageError(f"cannot install {release.ref} as {name!r}: {e}") from e
     remove_tree(partial)

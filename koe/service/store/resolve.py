@@ -437,6 +437,10 @@ def _pick(files: list[str], patterns: list[str] | None) -> tuple[list[str], list
 def _assemble(store: ModelStore, spec, release: ReleasedModel, plan: _Assemble) -> ModelRef:
     """Build the release's koe folder in the store from the cached files (hard links, else symbolic
     links to the blobs, else copies), completed by its family's spec, validated and registered."""
+    from zipfile import BadZipFile
+
+    from koe.service.store.archive import UnsafeArchive, place_file
+    from koe.service.store.hub import refused_archive
     from koe.service.store.models import build_release_folder
 
     name = free_name(store, release)
@@ -444,10 +448,14 @@ def _assemble(store: ModelStore, spec, release: ReleasedModel, plan: _Assemble) 
     def place(tmp: Path) -> None:
         for source, hit, files in plan.parts:
             for rfilename in files:
-                _link(hit.blob(rfilename), tmp / source.in_folder(rfilename))
+                place_file(source, rfilename, hit.blob(rfilename), tmp, _link)
 
     try:
         build_release_folder(store.root / name, release, spec, place)
+    except UnsafeArchive as e:
+        raise refused_archive(release.repo_id, e) from e
+    except BadZipFile as e:
+        raise InvalidRequest(f"an archive of {release.ref} in the Hugging Face cache is not a zip koe can read ({e})") from e
     except OSError as e:
         raise StorageError(f"cannot install {release.ref} from the Hugging Face cache as {name!r}: {e}") from e
     origin = " + ".join(f"hub:{source.key}@{hit.sha}" for source, hit, _ in plan.parts)

