@@ -12,11 +12,13 @@ BIN    := $(VENV)/bin
 # CPU wheel pip finds locally) where no NVIDIA GPU is present, PyPI's default (CUDA) build otherwise;
 # scripts/torch_pip_args.sh decides, once per make run and only when an install needs it.
 TORCH_ARGS = $(eval TORCH_ARGS := $$(shell scripts/torch_pip_args.sh))$(TORCH_ARGS)
-# Each install step says what it does; pip shows what it downloads and its progress.
+# Each install step says what it does; pip shows what it downloads and its progress. No .pyc files
+# are compiled at install (Python compiles a module the first time it is imported, once): compiling
+# every file of torch and the oracles' packages was a third of `make test`'s install time.
 STEP = @printf '\n==> %s\n' 
-PIP_FLAGS := --progress-bar on
+PIP_FLAGS := --progress-bar on --no-compile
 
-.PHONY: demo test test-fast lint format screenshots browser venv venv-dev oracle peer-mizuoto clean FORCE
+.PHONY: demo test test-setup test-fast lint format screenshots browser venv venv-dev oracle peer-mizuoto clean FORCE
 
 # The runtime and the server: what `make demo` needs (and what `pip install "koe[server]"` gives).
 # FAMILY_PACKAGES: the model families that live in packages of their own in this repository (their
@@ -54,7 +56,7 @@ $(VENV)/.installed-dev: $(VENV)/.installed-server pyproject.toml
 # the families whose oracle is upstream's source rather than a PyPI release.
 UPSTREAM_SOURCES ?= ../shared/upstream
 ORACLES_MK := $(VENV)/oracles.mk
-ORACLE_GOALS := oracle oracle-% goldens-% test peer-mizuoto
+ORACLE_GOALS := oracle oracle-% goldens-% test test-setup peer-mizuoto
 ifneq ($(filter $(ORACLE_GOALS),$(MAKECMDGOALS)),)
 include $(ORACLES_MK)
 endif
@@ -136,10 +138,15 @@ demo: venv
 # WORKERS pytest-xdist processes, each test file on one of them (its module fixtures built once, its
 # oracle runs in the worker's order); one torch thread each, so two workers keep two cores busy.
 WORKERS ?= 2
-# A goldens-only oracle is built too where some golden of its family was not made on this kind of
-# CPU (ORACLE_GOLDENS_HERE: upstream makes it during the tests, tests/golden_files.py).
-test: venv-dev oracle $(foreach f,$(ORACLE_GOLDENS_HERE),oracle-$(f)) peer-mizuoto browser lint
+# What the tests need is installed SETUP_JOBS targets at a time (one venv's downloads overlap another's
+# unpacking; each target's output is shown whole once it is done). A goldens-only oracle is built
+# too where some golden of its family was not made on this kind of CPU (ORACLE_GOLDENS_HERE:
+# upstream makes it during the tests, tests/golden_files.py).
+SETUP_JOBS ?= 2
+test:
+	$(MAKE) --no-print-directory -j$(SETUP_JOBS) --output-sync=target test-setup
 	$(ORACLE_ENV) $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile --durations=25
+test-setup: venv-dev oracle $(foreach f,$(ORACLE_GOLDENS_HERE),oracle-$(f)) peer-mizuoto browser lint
 
 # The linter and the formatter (ruff, pinned in the dev extra; pyproject's [tool.ruff]): part of
 # `make test` and `make test-fast`. `make format` applies what `lint` asks for.
