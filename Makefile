@@ -12,11 +12,12 @@ BIN    := $(VENV)/bin
 # CPU wheel pip finds locally) where no NVIDIA GPU is present, PyPI's default (CUDA) build otherwise;
 # scripts/torch_pip_args.sh decides, once per make run and only when an install needs it.
 TORCH_ARGS = $(eval TORCH_ARGS := $$(shell scripts/torch_pip_args.sh))$(TORCH_ARGS)
-# Each install step says what it does; pip shows what it downloads and its progress. No .pyc files
-# are compiled at install (Python compiles a module the first time it is imported, once): compiling
-# every file of torch and the oracles' packages was a third of `make test`'s install time.
+# Each install step says what it does; pip shows what it downloads and its progress. pip compiles
+# every module at install (as by default): where PYTHONDONTWRITEBYTECODE is set, as on the project's
+# machines, a module left uncompiled is compiled again by every process that imports it (torch's
+# thousands, in each test's subprocess: `--no-compile` made `make test` 10 minutes slower there).
 STEP = @printf '\n==> %s\n' 
-PIP_FLAGS := --progress-bar on --no-compile
+PIP_FLAGS := --progress-bar on
 
 .PHONY: demo test test-setup test-fast lint format screenshots browser venv venv-dev oracle peer-mizuoto clean FORCE
 
