@@ -38,9 +38,10 @@ $(VENV)/.installed-server: pyproject.toml $(addsuffix /pyproject.toml,$(FAMILY_P
 
 # The test tools on top (a stamp of its own: `make demo` after `make test` reinstalls nothing).
 venv-dev: $(VENV)/.installed-dev
-$(VENV)/.installed-dev: $(VENV)/.installed-server pyproject.toml
-	$(STEP) "the test tools (pip install -e .[server,dev])"
-	$(BIN)/pip install $(PIP_FLAGS) -e ".[server,dev]"
+# tests/constraints.txt pins the libraries whose bytes the recorded oracle runs are keyed by.
+$(VENV)/.installed-dev: $(VENV)/.installed-server pyproject.toml tests/constraints.txt
+	$(STEP) "the test tools (pip install -e .[server,dev] -c tests/constraints.txt)"
+	$(BIN)/pip install $(PIP_FLAGS) -e ".[server,dev]" -c tests/constraints.txt
 	touch $@
 
 # Upstream packages, each in its own virtualenv: the oracles for parity tests (never imported by koe).

@@ -233,14 +233,37 @@ def _missed(oracle: UpstreamOracle, script: str, job: dict, folder: Path) -> str
         if recorded.get("script") != script:
             continue
         differ = [k for k in parts if recorded.get(k) != parts[k]]
-        if "job" in differ and isinstance(job, dict):
-            old, new = json.loads(recorded["job"]), json.loads(parts["job"])
-            differ = [k for k in differ if k != "job"] + [f"job[{k!r}]" for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+        if "job" in differ:
+            differ = [k for k in differ if k != "job"] + _job_differences(json.loads(recorded["job"]), json.loads(parts["job"]), _replaced(job, {}))
         if best is None or len(differ) < len(best):
             best = differ
     if best is None:
         return f"no run of {script} is recorded"
     return "the closest recording of " + script + " differs in " + ", ".join(best)
+
+
+def _job_differences(old, new, job, where: str = "job", most: int = 6) -> list[str]:
+    """Where a recorded job (`old`, files as digests) and this one (`new`) differ, leaf by leaf
+    (`job`: this job as written, to name a file whose bytes changed), at most `most` places."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        places = [
+            place
+            for k in sorted(set(old) | set(new))
+            for place in _job_differences(old.get(k), new.get(k), job.get(k) if isinstance(job, dict) else None, f"{where}[{k!r}]", most)
+        ]
+    elif isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        places = [
+            place
+            for i, (o, n) in enumerate(zip(old, new))
+            for place in _job_differences(o, n, job[i] if isinstance(job, list) else None, f"{where}[{i}]", most)
+        ]
+    elif old == new:
+        places = []
+    elif isinstance(new, str) and new.startswith("<") and isinstance(old, str) and old.startswith("<"):
+        places = [f"{where} (the bytes of {job})"]
+    else:
+        places = [where]
+    return places[:most] + ([f"{len(places) - most} more"] if len(places) > most else [])
 
 
 def _named_paths(job) -> list[str]:

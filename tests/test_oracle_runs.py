@@ -81,11 +81,13 @@ def test_a_recorded_run_is_read_back_without_upstream(toy, monkeypatch) -> None:
 
 def test_a_run_without_recording_says_how_to_record_it(toy, monkeypatch) -> None:
     oracle, fixture, root = toy
-    record(monkeypatch, {"fixture": str(fixture)}, root / "run1")
+    record(monkeypatch, {"fixture": str(fixture), "steps": [{"n": 1}, {"n": 2}]}, root / "run1")
     commit_recording()
     fixture.write_bytes(b"other weights")  # koe's side changed its fixture: the recording is stale
-    with pytest.raises(RuntimeError, match=r"no recorded run of toy's oracle script draw .*make goldens-toy"):
-        run_oracle("draw", {"fixture": str(fixture)}, root / "run2", family="toy")
+    with pytest.raises(RuntimeError, match=r"no recorded run of toy's oracle script draw .*make goldens-toy") as stale:
+        run_oracle("draw", {"fixture": str(fixture), "steps": [{"n": 1}, {"n": 3}]}, root / "run2", family="toy")
+    # which parts of the job, down to the field, and which file's bytes
+    assert f"differs in job['fixture'] (the bytes of {fixture}), job['steps'][1]['n']): " in str(stale.value)
 
 
 def test_recording_again_reuses_the_old_recordings_and_drops_the_unused(toy, monkeypatch) -> None:
