@@ -105,8 +105,18 @@ class ConvPositionEmbedding(nn.Module):
             nn.Mish(),
         )
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.conv1d(x.permute(0, 2, 1)).permute(0, 2, 1)
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """`mask` (B, T), True on real frames (a padded training batch): padding is zeroed before
+        each conv and after it, as the reference does."""
+        if mask is None:
+            return self.conv1d(x.permute(0, 2, 1)).permute(0, 2, 1)
+        pad = ~mask.unsqueeze(1)
+        x = x.permute(0, 2, 1).masked_fill(pad, 0.0)
+        for layer in self.conv1d:
+            x = layer(x)
+            if isinstance(layer, nn.Conv1d):
+                x = x.masked_fill(pad, 0.0)
+        return x.permute(0, 2, 1)
 
 
 class InputEmbedding(nn.Module):
@@ -119,11 +129,11 @@ class InputEmbedding(nn.Module):
         self.proj = nn.Linear(mel_dim * 2 + text_dim, dim)
         self.conv_pos_embed = ConvPositionEmbedding(dim)
 
-    def forward(self, x: torch.Tensor, cond: torch.Tensor, text: torch.Tensor, drop_cond: bool = False) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cond: torch.Tensor, text: torch.Tensor, drop_cond: bool = False, mask: torch.Tensor | None = None) -> torch.Tensor:
         if drop_cond:
             cond = torch.zeros_like(cond)
         x = self.proj(torch.cat((x, cond, text), dim=-1))
-        return self.conv_pos_embed(x) + x
+        return self.conv_pos_embed(x, mask) + x
 
 
 def text_position_table(dim: int, length: int, theta: float = 10000.0) -> torch.Tensor:
@@ -184,11 +194,12 @@ def apply_pair_rotary(x: torch.Tensor, tables: tuple[torch.Tensor, torch.Tensor]
 class SelfAttention(nn.Module):
     """Multi-head self-attention with rotary positions on the first `rotary_heads` heads (all when None)."""
 
-    def __init__(self, dim: int, heads: int, dim_head: int, qk_norm: str | None = None, rotary_heads: int | None = None) -> None:
+    def __init__(self, dim: int, heads: int, dim_head: int, qk_norm: str | None = None, rotary_heads: int | None = None, dropout: float = 0.0) -> None:
         super().__init__()
         inner = heads * dim_head
         self.heads = heads
         self.rotary_heads = rotary_heads
+        self.dropout = dropout  # on the output, in training (the reference's `to_out[1]`)
         self.to_q = nn.Linear(dim, inner)
         self.to_k = nn.Linear(dim, inner)
         self.to_v = nn.Linear(dim, inner)
@@ -199,7 +210,9 @@ class SelfAttention(nn.Module):
         self.k_norm = RMSNorm(dim_head, eps=1e-6) if qk_norm else None
         self.to_out = nn.ModuleList([nn.Linear(inner, dim), nn.Identity()])
 
-    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """`mask` (B, T), True on real frames: padded frames' outputs are zeroed (attention itself
+        is not masked, as the reference's torch backend without `attn_mask_enabled`)."""
         batch = x.shape[0]
         q, k, v = (proj(x).view(batch, -1, self.heads, proj.out_features // self.heads).transpose(1, 2) for proj in (self.to_q, self.to_k, self.to_v))
         if self.q_norm is not None:
@@ -212,21 +225,29 @@ class SelfAttention(nn.Module):
                 q = torch.cat((apply_pair_rotary(q[:, :n], rope), q[:, n:]), dim=1)
                 k = torch.cat((apply_pair_rotary(k[:, :n], rope), k[:, n:]), dim=1)
         out = F.scaled_dot_product_attention(q, k, v, dropout_p=0.0, is_causal=False)
-        out = out.transpose(1, 2).reshape(batch, -1, q.shape[1] * q.shape[-1])
-        return self.to_out[0](out)
+        out = self.to_out[0](out.transpose(1, 2).reshape(batch, -1, q.shape[1] * q.shape[-1]))
+        if self.training and self.dropout:
+            out = F.dropout(out, self.dropout, training=True)
+        return out if mask is None else out.masked_fill(~mask.unsqueeze(-1), 0.0)
 
 
 class FeedForward(nn.Module):
     """Linear-GELU(tanh)-Linear, named as the reference (`ff.0.0`, `ff.2`)."""
 
-    def __init__(self, dim: int, mult: float = 4) -> None:
+    def __init__(self, dim: int, mult: float = 4, dropout: float = 0.0) -> None:
         super().__init__()
         inner = int(dim * mult)
         self.ff = nn.Sequential(nn.Sequential(nn.Linear(dim, inner), nn.GELU(approximate="tanh")), nn.Identity(), nn.Linear(inner, dim))
+        self.dropout = dropout  # after the activation, in training (the reference's `ff.1`)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.ff[0][0](x)
-        return self.ff[2](torch.ops.aten.gelu_(h, approximate="tanh"))  # in place: the same bits, one tensor less
+        if not _recording(self):
+            return self.ff[2](torch.ops.aten.gelu_(h, approximate="tanh"))  # in place: the same bits, one tensor less
+        h = F.gelu(h, approximate="tanh")
+        if self.training and self.dropout:
+            h = F.dropout(h, self.dropout, training=True)
+        return self.ff[2](h)
 
 
 class AdaLayerNorm(nn.Module):
@@ -239,7 +260,7 @@ class AdaLayerNorm(nn.Module):
 
     def forward(self, x: torch.Tensor, t: torch.Tensor):
         shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = torch.chunk(self.linear(F.silu(t)), 6, dim=1)
-        return _modulate(self.norm(x), scale_msa, shift_msa), gate_msa, shift_mlp, scale_mlp, gate_mlp
+        return _modulate(self.norm(x), scale_msa, shift_msa, _recording(self)), gate_msa, shift_mlp, scale_mlp, gate_mlp
 
 
 class AdaLayerNormFinal(nn.Module):
@@ -252,26 +273,40 @@ class AdaLayerNormFinal(nn.Module):
 
     def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         scale, shift = torch.chunk(self.linear(F.silu(t)), 2, dim=1)
-        return _modulate(self.norm(x), scale, shift)
+        return _modulate(self.norm(x), scale, shift, _recording(self))
 
 
 class DiTBlock(nn.Module):
     """AdaLN-zero transformer block: gated attention and gated feed-forward, both modulated by t."""
 
-    def __init__(self, dim: int, heads: int, dim_head: int, ff_mult: float = 4, qk_norm: str | None = None, rotary_heads: int | None = None) -> None:
+    def __init__(
+        self, dim: int, heads: int, dim_head: int, ff_mult: float = 4, qk_norm: str | None = None, rotary_heads: int | None = None, dropout: float = 0.0
+    ) -> None:
         super().__init__()
         self.attn_norm = AdaLayerNorm(dim)
-        self.attn = SelfAttention(dim, heads, dim_head, qk_norm=qk_norm, rotary_heads=rotary_heads)
+        self.attn = SelfAttention(dim, heads, dim_head, qk_norm=qk_norm, rotary_heads=rotary_heads, dropout=dropout)
         self.ff_norm = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
-        self.ff = FeedForward(dim, mult=ff_mult)
+        self.ff = FeedForward(dim, mult=ff_mult, dropout=dropout)
 
-    def forward(self, x: torch.Tensor, t: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, t: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None, mask: torch.Tensor | None = None) -> torch.Tensor:
         norm, gate_msa, shift_mlp, scale_mlp, gate_mlp = self.attn_norm(x, t)
+        if _recording(self):  # autograd keeps the operands: out of place (the same bits as below)
+            x = x + gate_msa.unsqueeze(1) * self.attn(norm, rope, mask)
+            return x + gate_mlp.unsqueeze(1) * self.ff(_modulate(self.ff_norm(x), scale_mlp, shift_mlp, True))
         # x + gate * f(x), in place on f's fresh output (IEEE products and sums commute: same bits)
-        x = self.attn(norm, rope).mul_(gate_msa.unsqueeze(1)).add_(x)
+        x = self.attn(norm, rope, mask).mul_(gate_msa.unsqueeze(1)).add_(x)
         return self.ff(_modulate(self.ff_norm(x), scale_mlp, shift_mlp)).mul_(gate_mlp.unsqueeze(1)).add_(x)
 
 
-def _modulate(normed: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
-    """AdaLN's `norm(x) * (1 + scale) + shift`, in place on the fresh normalised tensor."""
+def _modulate(normed: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor, recording: bool = False) -> torch.Tensor:
+    """AdaLN's `norm(x) * (1 + scale) + shift`, in place on the fresh normalised tensor unless
+    autograd is `recording` (its backward needs the normalised values)."""
+    if recording:
+        return normed * (1 + scale[:, None]) + shift[:, None]
     return normed.mul_(1 + scale[:, None]).add_(shift[:, None])
+
+
+def _recording(module: nn.Module) -> bool:
+    """Whether this forward is for training: the module is in training mode or autograd records
+    (in-place shortcuts would overwrite what backward needs; dropout draws only in training)."""
+    return module.training or torch.is_grad_enabled()

@@ -84,8 +84,10 @@ _DIT_DEFAULTS = {
     "pe_attn_head": None,
     "long_skip_connection": False,
     "text_embedding_average_upsampling": False,
+    "dropout": 0.1,
+    "attn_mask_enabled": False,
 }
-_IGNORED = {"attn_backend", "attn_mask_enabled", "checkpoint_activations", "dropout"}
+_IGNORED = {"attn_backend", "checkpoint_activations"}
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,8 @@ class F5Config:
     conv_layers: int = 0
     pe_attn_head: int | None = None
     long_skip_connection: bool = False
+    dropout: float = 0.1  # in training only (attention output, feed-forward)
+    attn_mask_enabled: bool = False  # training: padded frames masked inside attention (koe trains without)
     mel: MelConfig = field(default_factory=MelConfig)
     raw: dict = field(default_factory=dict, compare=False, repr=False)
 

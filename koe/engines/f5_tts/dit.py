@@ -30,16 +30,25 @@ class TextEmbedding(nn.Module):
         self.text_blocks = nn.Sequential(*[ConvNeXtV2Block(dim, dim * 2) for _ in range(conv_layers)])
         self.register_buffer("freqs_cis", text_position_table(dim, _TEXT_POSITIONS) if conv_layers else None, persistent=False)
 
-    def forward(self, text: torch.Tensor, frames: int, drop_text: bool = False) -> torch.Tensor:
+    def forward(self, text: torch.Tensor, frames: int, drop_text: bool = False, lens: torch.Tensor | None = None) -> torch.Tensor:
+        """`lens` (B,): each row's real frames in a padded training batch (positions past them are
+        filler, their embeddings and positions zeroed, as upstream's training forward does)."""
         text = text + 1
         text = text[:, :frames]
         text = nn.functional.pad(text, (0, frames - text.shape[1]), value=0)
+        valid = None
+        if lens is not None:
+            valid = torch.arange(frames, device=text.device).unsqueeze(0) < lens.unsqueeze(1)
+            text = text.masked_fill(~valid, 0)
         padding = text == 0
         if drop_text:
             text = torch.zeros_like(text)
         x = self.text_embed(text)
+        if valid is not None:
+            x = x.masked_fill(~valid.unsqueeze(-1), 0.0)
         if len(self.text_blocks):
-            x = x + self.freqs_cis[:frames, :]
+            positions = self.freqs_cis[:frames, :]
+            x = x + (positions if valid is None else positions.unsqueeze(0) * valid.unsqueeze(-1).to(positions.dtype))
             if self.mask_padding:
                 keep = padding.unsqueeze(-1).expand(-1, -1, x.size(-1))
                 x = x.masked_fill(keep, 0.0)
@@ -60,7 +69,7 @@ class DiT(nn.Module):
         self.input_embed = InputEmbedding(mel, cfg.text_width, cfg.dim)
         self.rotary_embed = RotaryFrequencies(cfg.dim_head)
         self.transformer_blocks = nn.ModuleList(
-            [DiTBlock(cfg.dim, cfg.heads, cfg.dim_head, cfg.ff_mult, cfg.qk_norm, cfg.pe_attn_head) for _ in range(cfg.depth)]
+            [DiTBlock(cfg.dim, cfg.heads, cfg.dim_head, cfg.ff_mult, cfg.qk_norm, cfg.pe_attn_head, dropout=cfg.dropout) for _ in range(cfg.depth)]
         )
         self.long_skip_connection = nn.Linear(cfg.dim * 2, cfg.dim, bias=False) if cfg.long_skip_connection else None
         self.norm_out = AdaLayerNormFinal(cfg.dim)
@@ -83,6 +92,23 @@ class DiT(nn.Module):
         residual = h
         for block in self.transformer_blocks:
             h = block(h, t, rope)
+        if self.long_skip_connection is not None:
+            h = self.long_skip_connection(torch.cat((h, residual), dim=-1))
+        return self.proj_out(self.norm_out(h, t))
+
+    def forward_batch(
+        self, x: torch.Tensor, cond: torch.Tensor, text: torch.Tensor, time: torch.Tensor, mask: torch.Tensor, drop_audio_cond: bool, drop_text: bool
+    ) -> torch.Tensor:
+        """One velocity prediction for a padded training batch: x, cond (B, n, mels), text (B, nt)
+        ids (-1 past each row's end), time (B,), mask (B, n) True on real frames; audio and text
+        conditions dropped for the whole batch as asked (upstream's training forward)."""
+        t = self.time_embed(time)
+        text_embed = self.text_embed(text, x.shape[1], drop_text=drop_text, lens=mask.sum(dim=1))
+        h = self.input_embed(x, cond, text_embed, drop_cond=drop_audio_cond, mask=mask)
+        rope = self.rotary_embed(x.shape[1])
+        residual = h
+        for block in self.transformer_blocks:
+            h = block(h, t, rope, mask)
         if self.long_skip_connection is not None:
             h = self.long_skip_connection(torch.cat((h, residual), dim=-1))
         return self.proj_out(self.norm_out(h, t))
