@@ -143,6 +143,8 @@ def write_random_model(folder: str | Path, variant: str = "F5TTS_v1_Base", size:
     net = F5Model(cfg, vocab_size=len(tokens))
     _randomise(net, torch.Generator().manual_seed(seed), 0.05 if size == "tiny" else 0.02)
     state = {f"ema_model.{k}": t.contiguous() for k, t in net.state_dict().items()}
+    # the EMA's own counters, as in the release (fine-tuning loads them into its EMA; inference skips them)
+    state.update(initted=torch.tensor(True), step=torch.tensor(CHECKPOINT_STEP[variant]))
     name = f"model_{CHECKPOINT_STEP[variant]}"
     if checkpoint == "pt":
         torch.save({"ema_model_state_dict": state, "step": CHECKPOINT_STEP[variant]}, folder / f"{name}.pt")

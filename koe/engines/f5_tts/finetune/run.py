@@ -1,0 +1,102 @@
+"""A fine-tuning run on an F5-TTS model folder: its checkpoint's EMA weights trained on clips
+(`trainer.run`), then exported as a model folder that koe and upstream both load.
+
+`out` becomes the model folder: the base's `config.yaml`, `vocab.txt` and `vocos/`, and
+`model_last.safetensors`, the EMA weights in the release's layout (`ema_model.*`, with the EMA's
+`initted` and `step`). `out/training/` keeps the run's checkpoints in upstream's format
+(`model_last.pt`, `model_<update>.pt`), which upstream's trainer and inference read too.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+from koe.engines.base import TrainingError
+from koe.engines.f5_tts import spec
+from koe.engines.f5_tts.config import read_config
+from koe.engines.f5_tts.dit import F5Model
+from koe.engines.f5_tts.finetune.data import Clip, prepare_item
+from koe.engines.f5_tts.finetune.trainer import StepReport, TrainSettings, run
+from koe.engines.f5_tts.text import Vocab
+from koe.engines.spec import RANDOM_WEIGHTS_FILE
+from koe.runtime.weights import build_from_weights, checkpoint_tensors
+
+__all__ = ["Finetuned", "ema_counters", "export", "finetune"]
+
+EXPORT_NAME = "model_last.safetensors"
+
+
+@dataclass(frozen=True)
+class Finetuned:
+    folder: Path  # the exported model folder
+    updates: int
+
+
+def finetune(
+    model: Path, clips: list[Clip], out: Path, settings: TrainSettings | None = None, *, on_step: Callable[[StepReport], None] | None = None
+) -> Finetuned:
+    """Fine-tune the F5-TTS model in folder `model` on `clips`; `out` becomes the new model's folder."""
+    model, out = Path(model), Path(out)
+    settings = settings or TrainSettings()
+    _check(settings)
+    checkpoints = spec.checkpoint_files(model)
+    if not checkpoints or not (model / "config.yaml").is_file() or not (model / "vocab.txt").is_file():
+        raise TrainingError(f"{model}: not an F5-TTS model folder (config.yaml, vocab.txt and a model_<step> checkpoint)", param="model")
+    cfg = read_config(model / "config.yaml")
+    vocab = Vocab.load(model / "vocab.txt")
+    net = build_from_weights(lambda: F5Model(cfg, vocab.size), checkpoints[:1], rename=F5Model.checkpoint_name)
+    items = [prepare_item(clip, vocab, cfg.mel) for clip in clips]
+    updates = run(net, items, out / "training", settings, ema_counters=ema_counters(checkpoints[0]), on_step=on_step)
+    export(model, out)
+    return Finetuned(out, updates)
+
+
+def ema_counters(checkpoint: Path) -> tuple[bool, int]:
+    """The EMA's (`initted`, `step`) a checkpoint carries (a release has them); (False, 0) when it
+    has none: the EMA then starts as a new one (its first update copies the weights)."""
+    found: dict[str, torch.Tensor] = {}
+    for name, tensor in checkpoint_tensors(checkpoint):
+        key = name.removeprefix("ema_model_state_dict.")
+        if key in ("initted", "step"):
+            found[key] = tensor
+    return bool(found.get("initted", torch.tensor(False))), int(found.get("step", torch.tensor(0)))
+
+
+def export(base: Path, out: Path) -> Path:
+    """Write the model folder `out` from the run's `out/training/model_last.pt` (its EMA weights)
+    and the base folder's config, vocabulary and vocoder."""
+    state = torch.load(out / "training" / "model_last.pt", map_location="cpu", weights_only=True)["ema_model_state_dict"]
+    for name in ("config.yaml", "vocab.txt", RANDOM_WEIGHTS_FILE):
+        if (base / name).is_file():
+            shutil.copy2(base / name, out / name)
+    shutil.copytree(base / "vocos", out / "vocos", dirs_exist_ok=True)
+    partial = out / f".{EXPORT_NAME}.partial"
+    save_file({k: v.contiguous() for k, v in state.items()}, str(partial))
+    partial.replace(out / EXPORT_NAME)
+    return out
+
+
+def _check(s: TrainSettings) -> None:
+    problems = [
+        f"{name} must be {rule}"
+        for name, ok, rule in (
+            ("epochs", s.epochs >= 1, "at least 1"),
+            ("lr", s.lr > 0, "positive"),
+            ("warmup_updates", s.warmup_updates >= 0, "0 or more"),
+            ("frames_per_batch", s.frames_per_batch > 0, "positive"),
+            ("max_clips", s.max_clips >= 0, "0 (any number) or more"),
+            ("grad_accum", s.grad_accum >= 1, "at least 1"),
+            ("max_grad_norm", s.max_grad_norm >= 0, "0 (no clipping) or more"),
+            ("save_every", s.save_every >= 1, "at least 1"),
+            ("last_every", s.last_every >= 1, "at least 1"),
+        )
+        if not ok
+    ]
+    if problems:
+        raise TrainingError("; ".join(problems), param="settings")
