@@ -1,4 +1,4 @@
-"""Fine-tuning from Python: the same runs as `koe train`.
+"""Fine-tuning from Python: the same runs as `koe train` (`speaker` for Qwen3-TTS, `finetune` for F5-TTS).
 
     import koe.train
     result = koe.train.speaker("Qwen/Qwen3-TTS-12Hz-1.7B-Base", data="clips/", speaker="alice", out="alice-voice")
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["export", "prepare", "speaker"]
+__all__ = ["export", "finetune", "prepare", "speaker"]
 
 
 def speaker(
@@ -78,6 +78,37 @@ def speaker(
     if on_note is not None:
         reporter.note = on_note
     return run_speaker(job, reporter, should_stop)
+
+
+def finetune(
+    model: str | os.PathLike,
+    data: str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    device: str | None = None,
+    on_step: Callable[[Any], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    **settings: Any,
+):
+    """Fine-tune `model` (a folder, store name or hub id of a family with a "finetune" trainer:
+    F5-TTS) on `data` (a JSONL or CSV of audio and text, or a folder of NAME.wav + NAME.txt pairs);
+    `out` becomes the fine-tuned model's folder. `settings` are the family's (F5-TTS: epochs, lr,
+    warmup_updates, frames_per_batch, max_clips, grad_accum, max_grad_norm, save_every, last_every,
+    seed; upstream's defaults where not given). `on_step(report)` is called after every batch;
+    `should_stop()` is asked after every update (the run saves its checkpoint and returns). Returns
+    the run's result (`folder`, `updates`). Raises `koe.service.errors.InvalidRequest` for bad data
+    (every problem listed) or settings, before any training."""
+    from koe.service.store.resolve import model_folder
+    from koe.service.training import FinetuneJob, Reporter, run_finetune
+
+    reporter = Reporter()
+    if on_step is not None:
+        reporter.step = on_step
+    if on_note is not None:
+        reporter.note = on_note
+    job = FinetuneJob(model_folder(model), Path(data), Path(out), device=device, settings=settings)
+    return run_finetune(job, reporter, should_stop)
 
 
 def prepare(

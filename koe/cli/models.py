@@ -196,6 +196,7 @@ def info(
             *((("conversion", "yes: koe convert SPEECH --voice NAME (POST /v1/audio/conversions)"),) if caps.conversion else ()),
             ("sample rate", f"{caps.sample_rate} Hz"),
             ("precisions", ", ".join(caps.precisions) + " (--precision; fp32 = exact)"),
+            *((("training", ", ".join(f"koe train {method}" for method in caps.training)),) if caps.training else ()),
         ]
     for k, v in rows:
         out.print(f"[bold]{k}[/]: {escape(v)}")

@@ -1,4 +1,4 @@
-"""`koe train ...`: fine-tune a model on a person's recordings (speaker fine-tuning first)."""
+"""`koe train ...`: fine-tune a model on recordings (`speaker`: a new preset speaker; `finetune`: the model itself)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,10 @@ from rich.markup import escape
 
 from koe.cli.common import command, err, fail, note, open_home, out
 
-app = typer.Typer(help="Fine-tune: a new preset speaker from recordings (on a model whose family trains: `koe models info` says).", no_args_is_help=True)
+app = typer.Typer(
+    help="Fine-tune a model on recordings: `speaker` (a new preset speaker) or `finetune` (the model itself), as its family trains (`koe models info` says which).",
+    no_args_is_help=True,
+)
 
 
 class TrainProgress:
@@ -173,6 +176,65 @@ def speaker(
         f'[dim]try it: koe speak --model {escape(str(result.out))} --speaker {escape(result.speaker)} "Hello!"  '
         f"(or add it to the store: koe models import {escape(str(result.out))})[/]"
     )
+
+
+@app.command("finetune")
+@command
+def finetune(
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model",
+            "-m",
+            help="The model to start from (one `koe models info` says fine-tunes): a store name, a folder, or a hub id (OWNER/NAME).",
+            show_default=False,
+        ),
+    ],
+    data: Annotated[
+        Path,
+        typer.Option(
+            "--data",
+            help="The recordings and their transcripts: a JSONL (audio, text), a CSV with a header (audio,text), or a folder of NAME.wav + NAME.txt pairs.",
+            show_default=False,
+        ),
+    ],
+    out_dir: Annotated[Path, typer.Option("--out", help="The model folder to make (OUT/training/ keeps the run's checkpoints).", show_default=False)],
+    epochs: Annotated[int | None, typer.Option("--epochs", help="Passes over the data (default: the recipe's).", show_default=False)] = None,
+    lr: Annotated[float | None, typer.Option("--lr", help="The peak learning rate (default: the recipe's).", show_default=False)] = None,
+    warmup_updates: Annotated[
+        int | None, typer.Option("--warmup-updates", help="Updates of linear warm-up before the linear decay (default: the recipe's).", show_default=False)
+    ] = None,
+    frames_per_batch: Annotated[
+        int | None, typer.Option("--frames-per-batch", help="Audio frames per batch (default: the recipe's).", show_default=False)
+    ] = None,
+    max_clips: Annotated[int | None, typer.Option("--max-clips", help="Clips per batch at most (0: any number).", show_default=False)] = None,
+    grad_accum: Annotated[int | None, typer.Option("--grad-accum", help="Batches per optimizer step.", show_default=False)] = None,
+    max_grad_norm: Annotated[float | None, typer.Option("--max-grad-norm", help="Gradient clipping (0: off).", show_default=False)] = None,
+    save_every: Annotated[int | None, typer.Option("--save-every", help="Keep a checkpoint every N updates.", show_default=False)] = None,
+    last_every: Annotated[int | None, typer.Option("--last-every", help="Write the latest checkpoint every N updates.", show_default=False)] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="The run's seed (the same seed: the same weights).", show_default=False)] = None,
+    device: Annotated[str | None, typer.Option("--device", help="cpu, cuda or cuda:N (default: cuda when there is one).")] = None,
+    progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="Progress bars (default: on a terminal).", show_default=False)] = None,
+) -> None:
+    """Fine-tune a model on recordings with their transcripts: its family's upstream recipe, bit for bit on the CPU in float32.
+
+    Every problem of the data is listed at once before anything is trained. OUT becomes a model folder koe (and upstream) loads; OUT/training/ keeps the checkpoints in upstream's format.
+    """
+    from koe.cli.progress import wanted
+    from koe.service.training import FINETUNE_SETTINGS, FinetuneJob, run_finetune
+
+    arguments = locals()
+    job = FinetuneJob(_model_folder(model), data, out_dir, device=device, settings={name: arguments[name] for name in FINETUNE_SETTINGS})
+    reporter = TrainProgress(wanted(progress))
+    try:
+        result = run_finetune(job, reporter)
+    except KeyboardInterrupt:
+        reporter.close()
+        fail(f"interrupted; the latest checkpoint is in {out_dir / 'training'}", 130)
+    finally:
+        reporter.close()
+    out.print(f"[bold]{escape(str(result.folder))}[/]: the fine-tuned model ({result.updates} updates)")
+    err.print(f'[dim]try it: koe speak --model {escape(str(result.folder))} --ref CLIP --ref-text TEXT "Hello!"[/]')
 
 
 @app.command("export")

@@ -157,8 +157,9 @@ class FamilySpec(Protocol):
     `assemble(folder, arch, vocoder) -> Assembly`, what a folder still needs to be complete
     (default: nothing, and `arch` / `vocoder` are refused); `custom_release(ref, arch)`, what a
     pull of a repo not in `released` fetches when given one of `archs`; `trainers`, the training
-    methods the family runs, {"speaker": "module:function"} (default none; `koe.service.training`
-    calls the function as Qwen3-TTS's `finetune.run.train_speaker` is called); `bench`, the
+    methods the family runs, {"speaker" or "finetune": "module:function"} (default none;
+    `koe.service.training` calls a "speaker" function as Qwen3-TTS's `finetune.run.train_speaker`
+    is called, a "finetune" one as F5-TTS's `finetune.run.train`: model, data, out, settings); `bench`, the
     "module:NAME" of the family's benchmark declaration (a `koe.engines.benchmark.FamilyBench`,
     imported only by `koe bench`; default none: `koe bench` lists the family and refuses it);
     `native`, the "module:Class" of the family's native API, what `koe.load` returns (a subclass of

@@ -52,6 +52,31 @@ SETTINGS = (
 )  # the run's settings, as `koe train speaker` and `koe.train.speaker` name their arguments
 
 
+@dataclass(frozen=True)
+class FinetuneJob:
+    """`koe train finetune`: a model and recordings with transcripts -> the model fine-tuned on them."""
+
+    model: Path  # the model's folder (resolved by the shell)
+    data: Path
+    out: Path
+    device: str | None = None  # None: cuda when there is one, else cpu
+    settings: dict[str, Any] = field(default_factory=dict)  # the family's TrainSettings fields; None: its default
+
+
+FINETUNE_SETTINGS = (
+    "epochs",
+    "lr",
+    "warmup_updates",
+    "frames_per_batch",
+    "max_clips",
+    "grad_accum",
+    "max_grad_norm",
+    "save_every",
+    "last_every",
+    "seed",
+)  # `koe train finetune`'s and `koe.train.finetune`'s settings
+
+
 def speaker_settings(arguments: dict[str, Any]) -> dict[str, Any]:
     """`SpeakerJob.settings` from a caller's arguments (its `locals()`) named as `SETTINGS`."""
     return {name: arguments[name] for name in SETTINGS}
@@ -113,31 +138,56 @@ def export_dtype(name: str | None):
     return getattr(torch, name)
 
 
-def run_speaker(job: SpeakerJob, reporter=None, should_stop=None):
-    """Run a speaker fine-tuning job (see the family's `train_speaker`); returns its result."""
-    import torch
-
+def run_finetune(job: FinetuneJob, reporter=None, should_stop=None):
+    """Run a fine-tuning job (the family's "finetune" trainer); returns its result. Settings given
+    as None take the family's default (its recipe's)."""
     from koe.engines.base import TrainingError
 
-    train = trainer_for(Path(job.model))
-    settings_type = _beside(train, "TrainSettings")  # the family's settings
+    train = trainer_for(Path(job.model), "finetune")
+    settings = _settings(_beside(train, "TrainSettings"), {k: v for k, v in job.settings.items() if v is not None})
+    try:
+        return train(Path(job.model), Path(job.data), Path(job.out), settings, device=_device(job.device), reporter=reporter, should_stop=should_stop)
+    except TrainingError as e:  # bad data (DatasetError lists every problem), a model or settings the recipe refuses
+        raise InvalidRequest(e.message, hint=e.hint, param=e.param) from e
+
+
+def _settings(settings_type, given: dict[str, Any]):
+    """The family's settings object from `given`, or InvalidRequest naming the unknown ones."""
     known = {f.name for f in fields(settings_type)}
-    unknown = sorted(set(job.settings) - known)
+    unknown = sorted(set(given) - known)
     if unknown:
         raise InvalidRequest(f"unknown training settings: {', '.join(unknown)}", hint=f"known: {', '.join(sorted(known))}")
-    dtype = export_dtype(job.export_dtype)
-    device = job.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    return settings_type(**given)
+
+
+def _device(device: str | None) -> str:
+    """`device` checked (cpu, cuda, cuda:N), or cuda when there is one and none was given."""
+    import torch
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     if not re.fullmatch(r"cpu|cuda(:\d+)?", device):
         raise InvalidRequest(f"device {device!r}: give cpu, cuda or cuda:N", param="device")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise InvalidRequest(f"device {device!r}: no CUDA GPU is available here", param="device")
+    return device
+
+
+def run_speaker(job: SpeakerJob, reporter=None, should_stop=None):
+    """Run a speaker fine-tuning job (see the family's `train_speaker`); returns its result."""
+
+    from koe.engines.base import TrainingError
+
+    train = trainer_for(Path(job.model))
+    settings = _settings(_beside(train, "TrainSettings"), job.settings)  # the family's settings
+    dtype = export_dtype(job.export_dtype)
+    device = _device(job.device)
     try:
         return train(
             Path(job.model),
             Path(job.data),
             job.speaker,
             Path(job.out),
-            settings_type(**job.settings),
+            settings,
             ref=job.ref,
             device=device,
             export_dtype=dtype,

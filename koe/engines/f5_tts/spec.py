@@ -100,7 +100,7 @@ def capabilities(variant: str) -> Capabilities:
         native_speed=True,
         batch=False,
         options=options_schema(),
-        training=(),
+        training=("finetune",),  # `koe train finetune` (finetune/)
         min_reference_s=MIN_REFERENCE_S,
         precisions=PRECISIONS,
     )
@@ -201,6 +201,7 @@ class F5Spec:
     bench = "koe.engines.f5_tts.bench:BENCH"  # what `koe bench --family f5_tts` runs (koe.engines.benchmark)
     fixture_variants = ("F5TTS_v1_Base", "F5TTS_Base")
     archs = ARCH_NAMES
+    trainers = {"finetune": "koe.engines.f5_tts.finetune.run:train"}  # upstream's finetune_cli.py recipe (finetune/)
     released = (
         _release("SWivid/F5-TTS", "F5TTS_v1_Base", "model_1250000.safetensors"),
         _release("SWivid/F5-TTS", "F5TTS_Base", "model_1200000.safetensors"),

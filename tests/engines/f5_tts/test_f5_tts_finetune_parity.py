@@ -93,7 +93,7 @@ def test_every_step_has_upstreams_loss_gradient_norm_and_rate(compared):
     assert [r.loss for r in reports] == upstream["loss"].tolist()
     assert [r.grad_norm for r in reports if r.grad_norm is not None] == upstream["grad_norm"].tolist()
     assert [r.lr for r in reports] == upstream["lr"].tolist()
-    assert done.updates == info["update"] == reports[-1].update
+    assert done.updates == info["update"] == reports[-1].optimizer_steps
     norms = [r.grad_norm for r in reports if r.grad_norm is not None]
     if run_id == "accumulated":  # optimizer steps only at each third batch and each epoch's last; clipping bites
         assert len(norms) < len(reports) and max(norms) > RUNS[run_id][2]["max_grad_norm"]

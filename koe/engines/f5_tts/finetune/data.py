@@ -1,4 +1,13 @@
-"""What upstream's fine-tuning reads of each clip: its tokens, its duration and its mel.
+"""F5-TTS fine-tuning's data: the clips of a dataset, checked, and what upstream's fine-tuning
+reads of each: its tokens, its duration and its mel.
+
+`load_clips(path)` reads a JSONL (`{"audio": ..., "text": ...}` a line), a CSV with a header
+(`audio,text`) or a folder of `NAME.wav` + `NAME.txt` pairs (`koe.engines.dataset`), and
+`prepare_items` decodes every clip; every problem of either is listed at once (`DatasetError`)
+before anything is trained: rows it cannot read, missing or undecodable files, empty transcripts,
+the same clip twice, silent clips (peak below -60 dBFS), clips under 0.3 s or over 30 s (upstream's
+loader skips those, putting the next row in their place) and clips longer than a batch (its
+sampler leaves those out).
 
 `prepare_csv_wavs.py` turns a transcript into tokens with `convert_char_to_pinyin` (koe's
 `to_tokens`) and takes the duration from the file's header (frames / rate); upstream's
@@ -9,7 +18,7 @@ Upstream makes every mel again each epoch; they do not change, so koe makes them
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -18,16 +27,21 @@ import torch
 
 from koe.audio.mel import vocos_log_mel
 from koe.audio.sinc_resample import resample_sinc
+from koe.engines.dataset import DatasetError, few, read_rows
 from koe.engines.f5_tts.config import MelConfig
 from koe.engines.f5_tts.text import Vocab, to_tokens
 
-__all__ = ["Clip", "Item", "collate", "prepare_item"]
+__all__ = ["MAX_SECONDS", "MIN_SECONDS", "Clip", "Item", "collate", "load_clips", "prepare_item", "prepare_items"]
+
+MIN_SECONDS, MAX_SECONDS = 0.3, 30.0  # upstream's loader skips clips outside these
+SILENCE_DBFS = -60.0
 
 
 @dataclass(frozen=True)
 class Clip:
     audio: Path
     text: str
+    where: str = field(default="", compare=False)  # its row, for messages ("train.csv:3", "utt3.wav")
 
 
 @dataclass(frozen=True)
@@ -35,6 +49,63 @@ class Item:
     mel: torch.Tensor  # (mels, frames)
     ids: list[int]  # token ids (an unknown token is 0)
     duration: float  # seconds, as the file's header says
+    peak_dbfs: float = 0.0
+
+
+def load_clips(path: str | Path) -> list[Clip]:
+    """The clips of the dataset at `path`, or `DatasetError` listing every problem of its rows."""
+    found = read_rows(path, columns="audio, text")
+    problems = list(found.problems)
+    clips: list[Clip] = []
+    for row in found.rows:
+        audio, text = row.fields.get("audio"), row.fields.get("text")
+        if not isinstance(audio, str) or not audio.strip():
+            problems.append(f'{row.where}: no audio path ("audio")' if audio in (None, "") else f'{row.where}: "audio" must be a path, got {audio!r}')
+        elif not isinstance(text, str):
+            problems.append(f'{row.where}: no transcript ("text")' if text is None else f'{row.where}: "text" must be a string, got {text!r}')
+        elif not text.strip():
+            problems.append(f"{row.where}: an empty transcript")
+        else:
+            clips.append(Clip(row.path(audio.strip()), text, row.where))
+    seen: dict[Path, list[str]] = {}
+    for clip in clips:
+        seen.setdefault(clip.audio, []).append(clip.where)
+    problems += [f"{few(wheres)}: the same clip {path.name} more than once" for path, wheres in seen.items() if len(wheres) > 1]
+    if not clips and not problems:
+        problems.append("no clips")
+    if problems:
+        raise DatasetError(found.source, problems)
+    return clips
+
+
+def prepare_items(clips: list[Clip], vocab: Vocab, mel: MelConfig, frames_per_batch: float, source: str | Path = "") -> list[Item]:
+    """Every clip decoded and measured (`prepare_item`), or `DatasetError` listing every problem."""
+    from koe.engines.f5_tts.finetune.batches import frame_length
+
+    items, problems = [], []
+    for clip in clips:
+        label = clip.where or clip.audio.name
+        if not clip.audio.is_file():
+            problems.append(f"{label}: no such file {clip.audio}" if not clip.audio.exists() else f"{label}: {clip.audio} is not a regular file")
+            continue
+        try:
+            duration = sf.info(str(clip.audio)).duration  # the header first: a long file is not decoded
+            if not MIN_SECONDS <= duration <= MAX_SECONDS:
+                problems.append(f"{label}: {duration:.2f} s long; clips must be {MIN_SECONDS} to {MAX_SECONDS:g} s (upstream's loader skips the others)")
+                continue
+            if frame_length(duration) > frames_per_batch:
+                problems.append(f"{label}: {frame_length(duration):.0f} mel frames, more than a batch's {frames_per_batch} (raise frames_per_batch)")
+                continue
+            item = prepare_item(clip, vocab, mel)
+        except (sf.LibsndfileError, RuntimeError, ValueError) as e:
+            problems.append(f"{label}: {clip.audio.name} cannot be decoded ({e})")
+            continue
+        if item.peak_dbfs < SILENCE_DBFS:
+            problems.append(f"{label}: silent (peak {item.peak_dbfs:.0f} dBFS)")
+        items.append(item)
+    if problems:
+        raise DatasetError(source or "the clips", problems)
+    return items
 
 
 def prepare_item(clip: Clip, vocab: Vocab, mel: MelConfig) -> Item:
@@ -45,8 +116,9 @@ def prepare_item(clip: Clip, vocab: Vocab, mel: MelConfig) -> Item:
         audio = torch.mean(audio, dim=0, keepdim=True)
     if rate != mel.sample_rate:
         audio = resample_sinc(audio, rate, mel.sample_rate)
+    peak = float(np.abs(samples).max()) if samples.size else 0.0
     spectrum = vocos_log_mel(audio, mel.sample_rate, mel.n_fft, mel.hop_length, mel.win_length, mel.n_mels).squeeze(0)
-    return Item(spectrum, vocab.ids(to_tokens(clip.text)), info.duration)
+    return Item(spectrum, vocab.ids(to_tokens(clip.text)), info.duration, 20 * np.log10(peak) if peak > 0 else -np.inf)
 
 
 def collate(items: list[Item]) -> tuple[torch.Tensor, torch.Tensor, list[list[int]]]:

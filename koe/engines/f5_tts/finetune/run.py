@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,13 +22,13 @@ from koe.engines.base import TrainingError
 from koe.engines.f5_tts import spec
 from koe.engines.f5_tts.config import read_config
 from koe.engines.f5_tts.dit import F5Model
-from koe.engines.f5_tts.finetune.data import Clip, prepare_item
+from koe.engines.f5_tts.finetune.data import Clip, load_clips, prepare_items
 from koe.engines.f5_tts.finetune.trainer import StepReport, TrainSettings, run
 from koe.engines.f5_tts.text import Vocab
 from koe.engines.spec import RANDOM_WEIGHTS_FILE
 from koe.runtime.weights import build_from_weights, checkpoint_tensors
 
-__all__ = ["Finetuned", "ema_counters", "export", "finetune"]
+__all__ = ["Finetuned", "ema_counters", "export", "finetune", "train"]
 
 EXPORT_NAME = "model_last.safetensors"
 
@@ -39,22 +40,48 @@ class Finetuned:
 
 
 def finetune(
-    model: Path, clips: list[Clip], out: Path, settings: TrainSettings | None = None, *, on_step: Callable[[StepReport], None] | None = None
+    model: str | os.PathLike,
+    data: str | os.PathLike | list[Clip],
+    out: str | os.PathLike,
+    settings: TrainSettings | None = None,
+    *,
+    on_step: Callable[[StepReport], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    device: str | torch.device = "cpu",
 ) -> Finetuned:
-    """Fine-tune the F5-TTS model in folder `model` on `clips`; `out` becomes the new model's folder."""
+    """Fine-tune the F5-TTS model in folder `model` on `data` (a dataset's path, see `data.py`, or
+    clips); `out` becomes the new model's folder. Every problem of the data or the settings is a
+    `TrainingError` (`DatasetError` for the data) before anything is written."""
     model, out = Path(model), Path(out)
     settings = settings or TrainSettings()
     _check(settings)
     checkpoints = spec.checkpoint_files(model)
     if not checkpoints or not (model / "config.yaml").is_file() or not (model / "vocab.txt").is_file():
         raise TrainingError(f"{model}: not an F5-TTS model folder (config.yaml, vocab.txt and a model_<step> checkpoint)", param="model")
+    if (out / "training" / "model_last.pt").exists():
+        raise TrainingError(
+            f"{out} holds a run already ({out / 'training' / 'model_last.pt'}); resuming an F5-TTS run is not built yet",
+            hint="give another --out, or remove that folder to start again",
+            param="out",
+        )
+    if out.resolve() == model.resolve():
+        raise TrainingError(f"{out}: the output folder is the model's own", hint="give a new folder for the fine-tuned model", param="out")
     cfg = read_config(model / "config.yaml")
     vocab = Vocab.load(model / "vocab.txt")
+    clips = data if isinstance(data, list) else load_clips(data)
+    items = prepare_items(clips, vocab, cfg.mel, settings.frames_per_batch, "" if isinstance(data, list) else data)
     net = build_from_weights(lambda: F5Model(cfg, vocab.size), checkpoints[:1], rename=F5Model.checkpoint_name)
-    items = [prepare_item(clip, vocab, cfg.mel) for clip in clips]
-    updates = run(net, items, out / "training", settings, ema_counters=ema_counters(checkpoints[0]), on_step=on_step)
+    counters = ema_counters(checkpoints[0])
+    updates = run(net, items, out / "training", settings, ema_counters=counters, on_step=on_step, should_stop=should_stop, device=device)
     export(model, out)
     return Finetuned(out, updates)
+
+
+def train(model: Path, data: Path, out: Path, settings: TrainSettings, *, device: str = "cpu", reporter=None, should_stop=None) -> Finetuned:
+    """`koe train finetune` on an F5-TTS model (the spec's `trainers`; `koe.service.training`)."""
+    if reporter is not None:
+        reporter.note(f"fine-tuning {model.name} on {data} (upstream's finetune_cli.py recipe)")
+    return finetune(model, data, out, settings, on_step=reporter.step if reporter is not None else None, should_stop=should_stop, device=device)
 
 
 def ema_counters(checkpoint: Path) -> tuple[bool, int]:

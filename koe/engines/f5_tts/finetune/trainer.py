@@ -55,9 +55,13 @@ class TrainSettings:
 
 @dataclass(frozen=True)
 class StepReport:
-    epoch: int
-    batch: int
-    update: int  # updates done after this batch
+    """One batch done: what a progress bar or a log line shows."""
+
+    epoch: int  # 0-based
+    epochs: int
+    batch: int  # 1-based within the epoch
+    batches: int
+    optimizer_steps: int  # updates so far, this batch's included
     loss: float
     grad_norm: float | None  # on optimizer steps (with clipping on)
     lr: float  # the rate this batch's update used
@@ -130,10 +134,14 @@ def run(
     *,
     ema_counters: tuple[bool, int] = (False, 0),
     on_step: Callable[[StepReport], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    device: str | torch.device = "cpu",
 ) -> int:
     """Fine-tune `model` (the checkpoint's EMA weights loaded) on `items`; checkpoints go to `out`.
-    Returns the updates done."""
+    `should_stop()` is asked after each update (a stop saves `model_last.pt` first). Returns the
+    updates done."""
     s = settings
+    model.to(device)
     dit = model.transformer
     model.train().requires_grad_(True)
     ema = Ema(model, *ema_counters)
@@ -166,7 +174,7 @@ def run(
         for index, batch in enumerate(order):
             mel, lens, rows = collate([items[i] for i in batch])
             lr = optimizer.param_groups[0]["lr"]
-            step = objective(dit, mel, pad_ids(rows), lens)
+            step = objective(dit, mel.to(device), pad_ids(rows).to(device), lens.to(device))
             (step.loss / s.grad_accum).backward()
             sync = (index + 1) % s.grad_accum == 0 or index == len(order) - 1
             norm = None
@@ -179,10 +187,13 @@ def run(
                 ema.update(model)
                 update += 1
             if on_step is not None:
-                on_step(StepReport(epoch, index, update, step.loss.item(), None if norm is None else norm.item(), lr))
+                on_step(StepReport(epoch, s.epochs, index + 1, len(order), update, step.loss.item(), None if norm is None else norm.item(), lr))
             if sync and update % s.last_every == 0:
                 save(update, "model_last.pt")
             if sync and update % s.save_every == 0:
                 save(update, f"model_{update}.pt")
+            if sync and should_stop is not None and should_stop():
+                save(update, "model_last.pt")
+                return update
     save(update, "model_last.pt")
     return update

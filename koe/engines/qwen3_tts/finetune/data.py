@@ -53,14 +53,11 @@ file whose inputs are unchanged is reused, not encoded again. Both files are wri
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
 import math
 import os
-import re
-import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -69,7 +66,7 @@ import numpy as np
 
 from koe.audio.errors import AudioError, AudioTooLong
 from koe.audio.io import load_audio
-from koe.engines.base import TrainingError
+from koe.engines.dataset import AUDIO_SUFFIXES, MAX_DATA_BYTES, MAX_LINE_BYTES, MAX_TRANSCRIPT_BYTES, DatasetError, Row, few, file_kind, read_rows
 from koe.engines.qwen3_tts.voice import (
     MAX_REF_SECONDS,
     MIN_REF_SECONDS,
@@ -106,39 +103,10 @@ FRAME_SAMPLES = 1920  # 24 kHz samples per codec frame (12.5 frames a second)
 MIN_CLIP_SECONDS = FRAME_SAMPLES / SAMPLE_RATE
 MAX_CLIP_SECONDS = 30.0
 SILENCE_DBFS = -60.0
-AUDIO_SUFFIXES = frozenset({".wav", ".wave", ".flac", ".ogg", ".oga", ".opus", ".mp3", ".aif", ".aiff", ".m4a", ".aac", ".webm"})
 FORMAT_VERSION = 1  # of the summary file and the fingerprint
 KNOWN_FIELDS = ("audio", "text", "ref_audio", "language", "audio_codes")
-SHOWN_PROBLEMS = 50  # listed in the error's message; all of them are in `.problems`
-MAX_DATA_BYTES = 2 << 30  # a JSONL or CSV (a prepared JSONL: about 4 MB an hour of audio)
-MAX_LINE_BYTES = 1 << 20  # a line of one, its line end included (a 30 s clip's prepared row: about 35 KB)
-MAX_TRANSCRIPT_BYTES = 1 << 20  # a NAME.txt of a folder of pairs
-_LONE_CR = re.compile(r"(?<=\r)(?!\n)")  # where a line ends at a "\r" alone (old Mac line ends)
 
 Progress = Callable[[int, int], None]
-
-
-class DatasetError(TrainingError):
-    """A dataset that cannot be trained on: `problems` lists every problem, each naming its row.
-
-    `message` holds the problems (the first 50) so that a shell wrapping it as a KoeError
-    (`InvalidRequest(err.message, hint=err.hint)`) shows them; `hint` says what to do.
-    """
-
-    def __init__(self, source: str | Path, problems: list[str], hint: str | None = None) -> None:
-        self.source = str(source)
-        self.problems = list(problems)
-        self.hint = hint or "fix these rows (each names its file and line, or its clip) and run again"
-        n = len(self.problems)
-        lines = [f"{n} problem{'s' if n != 1 else ''} in the dataset {self.source}:"]
-        lines += [f"  {p}" for p in self.problems[:SHOWN_PROBLEMS]]
-        if n > SHOWN_PROBLEMS:
-            lines.append(f"  ... and {n - SHOWN_PROBLEMS} more")
-        self.message = "\n".join(lines)
-        super().__init__(self.message, self.hint, "data")
-
-    def __str__(self) -> str:
-        return f"{self.message}\n({self.hint})"
 
 
 # ------------------------------------------------------------------------------------------ records
@@ -257,204 +225,25 @@ def read_dataset(path: str | Path, *, ref: str | Path | None = None) -> Dataset:
     """Read a JSONL, CSV or folder of pairs (see the module docstring); problems are collected in
     `Dataset.problems` for `check_dataset` to report with the rest. A path that does not exist, a
     file that is not a regular file, is over the caps or is not UTF-8 text, raises `DatasetError` at once."""
-    source = Path(os.path.abspath(path))
     given = Path(os.path.abspath(ref)) if ref is not None else None
-    if not source.exists():
-        raise DatasetError(source, [f"{source}: no such file or folder"], hint="give a JSONL or CSV file, or a folder of NAME.wav + NAME.txt pairs")
-    problems: list[str] = []
-    if source.is_dir():
-        kind, clips = "pairs", _read_pairs(source, given, problems)
-    elif source.suffix.lower() in (".csv", ".tsv"):
-        kind, clips = "csv", _read_csv(source, problems)
-    else:
-        kind, clips = "jsonl", _read_jsonl(source, problems)
+    found = read_rows(path, columns="audio, text, ref_audio, language", skip=given)
+    kind, problems = found.kind, found.problems
+    clips = [clip for row in found.rows if (clip := _clip(row, problems, codes=kind == "jsonl")) is not None]
     if kind == "jsonl":
         with_codes = [c.where for c in clips if c.codes is not None]
         without = [c.where for c in clips if c.codes is None]
         if with_codes and without:
-            problems.append(f"{_few(with_codes)} have audio_codes but {_few(without)} do not: give a raw JSONL (no audio_codes) or a fully prepared one")
+            problems.append(f"{few(with_codes)} have audio_codes but {few(without)} do not: give a raw JSONL (no audio_codes) or a fully prepared one")
         elif with_codes:
             kind = "prepared"
-    dataset = Dataset(source, kind, clips, problems, given_ref=given)
+    dataset = Dataset(found.source, kind, clips, problems, given_ref=given)
     _assign_references(dataset)
     return dataset
 
 
-def _read_jsonl(path: Path, problems: list[str]) -> list[Clip]:
-    clips = []
-    for number, line in _lines(path):
-        if not line.strip():
-            continue
-        where = f"{path.name}:{number}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            problems.append(f"{where}: not valid JSON ({e.msg} at column {e.colno})")
-            continue
-        if not isinstance(obj, dict):
-            problems.append(f"{where}: not a JSON object")
-            continue
-        clip = _clip(obj, path.parent, where, problems, codes=True)
-        if clip is not None:
-            clips.append(clip)
-    return clips
-
-
-def _read_csv(path: Path, problems: list[str]) -> list[Clip]:
-    lines = _lines(path)
-    reader = csv.reader((line for _, line in lines), delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
-    clips: list[Clip] = []
-    try:
-        header = next(reader, None)
-        if header is None:
-            return []
-        names = [h.strip().lower() for h in header]
-        missing = [n for n in ("audio", "text") if n not in names]
-        if missing:
-            problems.append(
-                f"{path.name}:1: the header has no {' or '.join(repr(m) for m in missing)} column "
-                f"(it has {', '.join(repr(h) for h in header)}); the columns are audio, text, ref_audio, language"
-            )
-            return []
-        last = reader.line_num
-        for row in reader:
-            where, last = f"{path.name}:{last + 1}", reader.line_num
-            if not any(cell.strip() for cell in row):
-                continue
-            if len(row) != len(names):
-                problems.append(f"{where}: {len(row)} fields, but the header has {len(names)}")
-                continue
-            clip = _clip(dict(zip(names, row)), path.parent, where, problems, codes=False)
-            if clip is not None:
-                clips.append(clip)
-    except csv.Error as e:  # a field over csv's limit (128 KiB), a stray NUL: the rows after it are not read
-        problems.append(f"{path.name}:{reader.line_num}: not valid CSV ({e}); the rows after it were not read")
-    finally:
-        lines.close()
-    return clips
-
-
-def _read_pairs(folder: Path, given_ref: Path | None, problems: list[str]) -> list[Clip]:
-    audio: dict[str, list[Path]] = {}
-    texts: dict[str, Path] = {}
-    for p in folder.iterdir():
-        if p.name.startswith(".") or p.is_dir() or p == given_ref:
-            continue  # a FIFO or device named like a clip or transcript is kept: it is refused by name below
-        if p.suffix.lower() in AUDIO_SUFFIXES:
-            audio.setdefault(p.stem, []).append(p)
-        elif p.suffix.lower() == ".txt":
-            texts[p.stem] = p
-    clips = []
-    for stem in sorted(audio.keys() | texts.keys()):
-        found = sorted(audio.get(stem, []))
-        if not found:
-            problems.append(f"{texts[stem].name}: no audio file {stem}.wav (or .flac, .mp3, ...) next to it")
-            continue
-        where = found[0].name
-        if len(found) > 1:
-            problems.append(f"{where}: more than one audio file for {stem}.txt ({', '.join(p.name for p in found)}); keep one")
-            continue
-        if stem not in texts:
-            problems.append(f"{where}: no transcript {stem}.txt next to it")
-            continue
-        try:
-            text = _read_transcript(texts[stem])
-        except DatasetError as e:
-            problems += e.problems
-            continue
-        clips.append(Clip(audio=found[0], text=text, where=where))
-    return clips
-
-
-def _read_transcript(path: Path) -> str:
-    """A NAME.txt's text without its surrounding whitespace (line ends as Python reads text: "\\r\\n" and "\\r" are "\\n")."""
-    with _open_regular(path, MAX_TRANSCRIPT_BYTES, "a transcript", hint="a transcript is the text of one clip: keep it short") as f:
-        raw = f.read(MAX_TRANSCRIPT_BYTES + 1)
-    if len(raw) > MAX_TRANSCRIPT_BYTES:  # it grew since it was opened
-        raise DatasetError(path, [f"{path.name}: more than the {_bytes(MAX_TRANSCRIPT_BYTES)} a transcript may be"])
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise DatasetError(path, [f"{path.name}: not UTF-8 text"]) from e
-    return text.replace("\r\n", "\n").replace("\r", "\n").strip()
-
-
-def _lines(path: Path) -> Iterator[tuple[int, str]]:
-    """The lines of a JSONL or CSV with their numbers, decoded (UTF-8, a BOM dropped) one at a time and
-    ending as they do in the file ("\\n", "\\r\\n", or "\\r" alone: a line too, as Python's text mode reads
-    it; U+2028 is text, not a line end). A file that is not regular or is over `MAX_DATA_BYTES`, a line
-    over `MAX_LINE_BYTES` or not UTF-8, raises `DatasetError` naming it: memory stays bounded."""
-    what = "give a JSONL or CSV file (each row one line), or a folder of NAME.wav + NAME.txt pairs"
-    with _open_regular(path, MAX_DATA_BYTES, "a dataset file", hint=what) as f:
-        number = total = 0
-        while raw := f.readline(MAX_LINE_BYTES + 1):
-            total += len(raw)
-            if len(raw) > MAX_LINE_BYTES:
-                raise DatasetError(path, [f"{path.name}:{number + 1}: a line longer than {_bytes(MAX_LINE_BYTES)}"], hint=what)
-            if total > MAX_DATA_BYTES:  # it grew since it was opened
-                raise DatasetError(path, [f"{path.name}: more than the {_bytes(MAX_DATA_BYTES)} a dataset file may be"], hint=what)
-            try:
-                text = raw.decode("utf-8-sig" if number == 0 else "utf-8")
-            except UnicodeDecodeError as e:
-                raise DatasetError(
-                    path, [f"{path.name}:{number + 1}: not UTF-8 text ({e.reason} at byte {e.start + 1} of the line)"], hint="save the file as UTF-8"
-                ) from e
-            for line in _LONE_CR.split(text):
-                if line:
-                    number += 1
-                    yield number, line
-
-
-def _open_regular(path: Path, limit: int, what: str, *, hint: str):
-    """`path` opened for binary reading when it is a regular file (or a link to one) of at most
-    `limit` bytes, else `DatasetError` saying what it is. A FIFO would block a reader and a device
-    such as /dev/zero never ends: neither is read. The file is opened without blocking and checked
-    again once open, so one swapped in after the first check is caught too."""
-    try:
-        kind, size = _kind(os.stat(path).st_mode), 0
-        if kind is None:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # no effect on a regular file's reads
-            try:
-                st = os.fstat(fd)
-                kind, size = _kind(st.st_mode), st.st_size
-                if kind is None and size <= limit:
-                    return os.fdopen(fd, "rb")
-            except BaseException:
-                os.close(fd)
-                raise
-            os.close(fd)
-    except OSError as e:
-        raise DatasetError(path, [f"{path.name}: cannot be read ({e.strerror or e})"], hint=hint) from e
-    if kind is not None:
-        raise DatasetError(path, [f"{path.name}: {kind}, not a regular file"], hint=hint)
-    raise DatasetError(path, [f"{path.name}: {_bytes(size)}, more than the {_bytes(limit)} {what} may be"], hint=hint)
-
-
-_KINDS = (
-    (stat.S_ISDIR, "a folder"),
-    (stat.S_ISFIFO, "a FIFO (named pipe)"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
-
-
-def _kind(mode: int) -> str | None:
-    """None for a regular file, else what the file is ("a FIFO (named pipe)", "a character device", ...)."""
-    if stat.S_ISREG(mode):
-        return None
-    return next((name for test, name in _KINDS if test(mode)), "not a file")
-
-
-def _bytes(n: int) -> str:
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:.3g} {unit}"
-    return f"{n} bytes"
-
-
-def _clip(obj: dict, base: Path, where: str, problems: list[str], *, codes: bool) -> Clip | None:
-    """A row (JSON object or CSV row) as a Clip; its problems go to `problems` (None if unusable)."""
+def _clip(row: Row, problems: list[str], *, codes: bool) -> Clip | None:
+    """A row as a Clip; its problems go to `problems` (None if unusable)."""
+    obj, where = row.fields, row.where
     found = len(problems)
     audio, text = obj.get("audio"), obj.get("text")
     if not isinstance(audio, str) or not audio.strip():
@@ -475,9 +264,9 @@ def _clip(obj: dict, base: Path, where: str, problems: list[str], *, codes: bool
         return None
     extra = {k: v for k, v in obj.items() if k not in KNOWN_FIELDS or (k == "audio_codes" and not codes)}
     return Clip(
-        audio=_absolute(audio.strip(), base),
+        audio=row.path(audio.strip()),
         text=text,
-        ref_audio=_absolute(ref, base) if ref else None,
+        ref_audio=row.path(ref) if ref else None,
         language=language,
         extra=extra,
         where=where,
@@ -514,15 +303,6 @@ def _stripped(value: Any) -> Any:
     if isinstance(value, str):
         value = value.strip()
     return value if value not in ("", None) else None
-
-
-def _absolute(path: str, base: Path) -> Path:
-    """`path` made absolute against `base` (a JSONL's or CSV's folder), normalised, symlinks kept."""
-    return Path(os.path.abspath(base / path))
-
-
-def _few(wheres: list[str], n: int = 3) -> str:
-    return ", ".join(wheres[:n]) + (f" (and {len(wheres) - n} more)" if len(wheres) > n else "")
 
 
 def _assign_references(dataset: Dataset) -> None:
@@ -624,7 +404,7 @@ def check_dataset(dataset: Dataset, *, max_seconds: float = MAX_CLIP_SECONDS) ->
 def _check_audio(path: Path, label: str, problems: list[str], *, min_seconds: float, max_seconds: float, kind: str) -> AudioInfo | None:
     """Decode `path` (at most `max_seconds` of it) and check it; its problems go to `problems`."""
     if not path.is_file():
-        kind = _kind(path.stat().st_mode) if path.exists() else None
+        kind = file_kind(path.stat().st_mode) if path.exists() else None
         problems.append(f"{label}: {kind}, not a regular file" if kind else f"{label}: no such file")
         return None
     try:
