@@ -218,7 +218,7 @@ def finetune(
 ) -> None:
     """Fine-tune a model on recordings with their transcripts: its family's upstream recipe, bit for bit on the CPU in float32.
 
-    Every problem of the data is listed at once before anything is trained. OUT becomes a model folder koe (and upstream) loads; OUT/training/ keeps the checkpoints in upstream's format.
+    Every problem of the data is listed at once before anything is trained. OUT becomes a model folder koe (and upstream) loads; OUT/training/ keeps the checkpoints in upstream's format. Run the same command again after a stop to go on where it was.
     """
     from koe.cli.progress import wanted
     from koe.service.training import FINETUNE_SETTINGS, FinetuneJob, run_finetune
@@ -230,7 +230,7 @@ def finetune(
         result = run_finetune(job, reporter)
     except KeyboardInterrupt:
         reporter.close()
-        fail(f"interrupted; the latest checkpoint is in {out_dir / 'training'}", 130)
+        fail(f"interrupted; run the same command again to go on from the last checkpoint (in {out_dir / 'training'})", 130)
     finally:
         reporter.close()
     out.print(f"[bold]{escape(str(result.folder))}[/]: the fine-tuned model ({result.updates} updates)")

@@ -41,6 +41,19 @@ class TrainingError(ValueError):
         self.message, self.hint, self.param = message, hint, param
 
 
+@dataclass(frozen=True)
+class TrainStep:
+    """One batch of a training run done: what every family's trainer reports after each batch
+    (`on_step`) and a progress bar shows; a family's report adds its own fields after these."""
+
+    epoch: int  # 0-based
+    epochs: int
+    batch: int  # 1-based within the epoch
+    batches: int
+    optimizer_steps: int  # so far, this batch's included
+    loss: float
+
+
 class RequestError(ValueError):
     """A request an engine cannot serve as asked; the message says what is valid.
 

@@ -1,7 +1,8 @@
 """F5-TTS fine-tuning's refusals and bookkeeping, without upstream: bad settings (every problem at
 once, nothing written), a folder that is no F5-TTS model, the EMA counters a checkpoint carries (a
-release has them; without them the EMA starts new), and the export a run leaves (a model folder
-koe loads, the run's checkpoints beside it)."""
+release has them; without them the EMA starts new), the export a run leaves (a model folder koe
+loads, the run's checkpoints beside it), and a stopped run resumed: the uninterrupted run's
+weights, mid-epoch or at an epoch's end; a damaged checkpoint, other settings or other data refused."""
 
 from __future__ import annotations
 
@@ -74,3 +75,53 @@ def test_a_run_leaves_a_model_folder_koe_loads_and_its_checkpoints(base, clips, 
         assert engine.generate("Hello.", voice=engine.prepare_voice(str(clips[2].audio), ref_text="Three clips here."), seed=1, nfe_step=4).audio.size
     finally:
         engine.close()
+
+
+RESUMABLE = TrainSettings(epochs=3, lr=1e-3, warmup_updates=2, frames_per_batch=120, max_clips=1, save_every=100, last_every=100, seed=4)
+
+
+def _states(folder):
+    last = torch.load(folder / "training" / "model_last.pt", weights_only=True)
+    return {part: last[part] for part in ("model_state_dict", "ema_model_state_dict")}, last["optimizer_state_dict"]["state"], last["update"]
+
+
+def _equal(a, b) -> bool:
+    (sa, oa, ua), (sb, ob, ub) = a, b
+    same_weights = all(torch.equal(sa[p][k], sb[p][k]) for p in sa for k in sa[p])
+    same_optimizer = all(torch.equal(oa[i][k], ob[i][k]) for i in oa for k in oa[i])
+    return ua == ub and same_weights and same_optimizer
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(base, clips, tmp_path_factory):
+    out = tmp_path_factory.mktemp("whole") / "run"
+    losses = []
+    finetune(base, clips, out, RESUMABLE, on_step=lambda r: losses.append(r.loss))
+    return _states(out), losses
+
+
+@pytest.mark.parametrize("stop_at", [4, 3], ids=["mid-epoch", "epoch-end"])  # 3 batches an epoch: update 3 ends epoch 0
+def test_a_stopped_run_resumed_gives_the_uninterrupted_weights(base, clips, uninterrupted, tmp_path, stop_at):
+    whole, whole_losses = uninterrupted
+    out = tmp_path / "run"
+    losses = []
+    first = finetune(base, clips, out, RESUMABLE, on_step=lambda r: losses.append(r.loss), should_stop=lambda: len(losses) >= stop_at)
+    assert first.updates == stop_at
+    done = finetune(base, clips, out, RESUMABLE, on_step=lambda r: losses.append(r.loss))
+    assert done.updates == whole[2] and losses == whole_losses
+    assert _equal(_states(out), whole)
+    again = finetune(base, clips, out, RESUMABLE)  # finished: exported again, nothing trained
+    assert again.updates == done.updates and _equal(_states(out), whole)
+
+
+def test_a_damaged_checkpoint_or_other_settings_or_data_are_refused(base, clips, tmp_path):
+    out = tmp_path / "run"
+    finetune(base, clips, out, RESUMABLE, should_stop=lambda: True)
+    with pytest.raises(TrainingError, match="made with other settings \\(lr, seed\\)"):
+        finetune(base, clips, out, TrainSettings(**{**RESUMABLE.__dict__, "lr": 2e-3, "seed": 5}))
+    with pytest.raises(TrainingError, match="made on other data"):
+        finetune(base, clips[:2], out, RESUMABLE)
+    last = out / "training" / "model_last.pt"
+    last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])  # torn, as by a crash mid-write without koe's rename
+    with pytest.raises(TrainingError, match="model_last.pt: a damaged checkpoint"):
+        finetune(base, clips, out, RESUMABLE)

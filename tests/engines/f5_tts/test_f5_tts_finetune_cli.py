@@ -48,8 +48,10 @@ def test_a_run_makes_a_model_koe_speak_uses(setup, home, koe, tmp_path):
     wav = tmp_path / "hi.wav"
     koe("speak", "--model", out, "--ref", pairs / "utt2.wav", "--ref-text", TEXTS[2], "--seed", "1", "Hello.", "-o", wav)
     assert wav.stat().st_size > 1000
-    again = koe("train", "finetune", "--model", base, "--data", pairs, "--out", out, *FAST, ok=False)
-    assert again.exit_code == 2 and "holds a run already" in " ".join(again.output.split())
+    again = koe("train", "finetune", "--model", base, "--data", pairs, "--out", out, *FAST)  # finished: exported again
+    assert r.output.split("the fine-tuned model (")[1].split()[0] == again.output.split("the fine-tuned model (")[1].split()[0]
+    longer = koe("train", "finetune", "--model", base, "--data", pairs, "--out", out, *FAST, "--epochs", "3", ok=False)
+    assert longer.exit_code == 2 and "holds a run made with other settings (epochs)" in " ".join(longer.output.split()), longer.output
 
 
 def test_every_problem_of_the_data_is_listed_and_nothing_is_written(setup, home, koe, tmp_path):

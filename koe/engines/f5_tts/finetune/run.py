@@ -4,15 +4,19 @@
 `out` becomes the model folder: the base's `config.yaml`, `vocab.txt` and `vocos/`, and
 `model_last.safetensors`, the EMA weights in the release's layout (`ema_model.*`, with the EMA's
 `initted` and `step`). `out/training/` keeps the run's checkpoints in upstream's format
-(`model_last.pt`, `model_<update>.pt`), which upstream's trainer and inference read too.
+(`model_last.pt`, `model_<update>.pt`), which upstream's trainer and inference read too. Running
+again into the same `out` goes on from its `model_last.pt` (the same settings and data), or, for
+a finished run, exports it again.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -58,23 +62,60 @@ def finetune(
     checkpoints = spec.checkpoint_files(model)
     if not checkpoints or not (model / "config.yaml").is_file() or not (model / "vocab.txt").is_file():
         raise TrainingError(f"{model}: not an F5-TTS model folder (config.yaml, vocab.txt and a model_<step> checkpoint)", param="model")
-    if (out / "training" / "model_last.pt").exists():
-        raise TrainingError(
-            f"{out} holds a run already ({out / 'training' / 'model_last.pt'}); resuming an F5-TTS run is not built yet",
-            hint="give another --out, or remove that folder to start again",
-            param="out",
-        )
     if out.resolve() == model.resolve():
         raise TrainingError(f"{out}: the output folder is the model's own", hint="give a new folder for the fine-tuned model", param="out")
     cfg = read_config(model / "config.yaml")
     vocab = Vocab.load(model / "vocab.txt")
     clips = data if isinstance(data, list) else load_clips(data)
+    key = data_key(clips)
+    resume = _earlier_run(out / "training" / "model_last.pt", settings, key)
+    if resume is not None and resume["koe"]["epoch"] >= settings.epochs:  # finished: the export again
+        export(model, out)
+        return Finetuned(out, resume["update"])
     items = prepare_items(clips, vocab, cfg.mel, settings.frames_per_batch, "" if isinstance(data, list) else data)
     net = build_from_weights(lambda: F5Model(cfg, vocab.size), checkpoints[:1], rename=F5Model.checkpoint_name)
     counters = ema_counters(checkpoints[0])
-    updates = run(net, items, out / "training", settings, ema_counters=counters, on_step=on_step, should_stop=should_stop, device=device)
+    updates = run(
+        net, items, out / "training", settings, ema_counters=counters, on_step=on_step, should_stop=should_stop, device=device, resume=resume, data_key=key
+    )
     export(model, out)
     return Finetuned(out, updates)
+
+
+def data_key(clips: list[Clip]) -> str:
+    """What a run's data is, for a resumed run to check: each clip's path, size, time and text."""
+    digest = hashlib.sha256()
+    for clip in clips:
+        st = clip.audio.stat() if clip.audio.exists() else None
+        digest.update(json.dumps([str(clip.audio), st and st.st_size, st and st.st_mtime_ns, clip.text]).encode())
+    return digest.hexdigest()
+
+
+def _earlier_run(last: Path, settings: TrainSettings, key: str) -> dict | None:
+    """The checkpoint of an earlier run into the same folder, to go on from; None when there is
+    none. A damaged one, one made with other settings or data, or not by koe, is a TrainingError."""
+    if not last.exists():
+        return None
+    try:
+        state = torch.load(last, map_location="cpu", weights_only=True)
+    except Exception as e:  # a torn or foreign file: torch's unpickler raises several kinds
+        raise TrainingError(
+            f"{last}: a damaged checkpoint ({type(e).__name__})", hint="remove it to start again (the model_<update>.pt beside it are whole)", param="out"
+        ) from e
+    where = state.get("koe") if isinstance(state, dict) else None
+    if not isinstance(where, dict):
+        raise TrainingError(f"{last}: a checkpoint koe did not write; koe goes on only from its own", hint="give another output folder", param="out")
+    kept = {k: v for k, v in asdict(settings).items() if k not in ("save_every", "last_every")}  # the others change the bits
+    changed = sorted(name for name, value in kept.items() if where.get("settings", {}).get(name) != value)
+    if changed:
+        raise TrainingError(
+            f"{last.parent.parent} holds a run made with other settings ({', '.join(changed)})",
+            hint="run it again with its own settings to go on, or give another output folder",
+            param="settings",
+        )
+    if where.get("data") != key:
+        raise TrainingError(f"{last.parent.parent} holds a run made on other data", hint="give another output folder", param="data")
+    return state
 
 
 def train(model: Path, data: Path, out: Path, settings: TrainSettings, *, device: str = "cpu", reporter=None, should_stop=None) -> Finetuned:

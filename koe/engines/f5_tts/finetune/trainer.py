@@ -15,7 +15,10 @@ one process: the same updates, draw for draw, and checkpoints in upstream's form
   at each epoch's last.
 - `model_last.pt` every `last_every` updates and at the end, `model_<update>.pt` every
   `save_every`: `model_state_dict`, `optimizer_state_dict`, `ema_model_state_dict`,
-  `scheduler_state_dict`, `update`, as upstream writes them (its inference and its trainer read them).
+  `scheduler_state_dict`, `update`, as upstream writes them (its inference and its trainer read
+  them), and koe's `koe` entry: where the run goes on and both generators' states, so a stopped
+  run resumed gives the uninterrupted run's weights (upstream's own resume draws anew). Each is
+  written whole, then put in place: a run killed while saving leaves the one before.
 """
 
 from __future__ import annotations
@@ -23,11 +26,12 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
+from koe.engines.base import TrainStep
 from koe.engines.f5_tts.dit import F5Model
 from koe.engines.f5_tts.finetune.batches import epoch_order, frame_batches, frame_length
 from koe.engines.f5_tts.finetune.data import Item, collate
@@ -54,15 +58,9 @@ class TrainSettings:
 
 
 @dataclass(frozen=True)
-class StepReport:
-    """One batch done: what a progress bar or a log line shows."""
+class StepReport(TrainStep):
+    """One batch done (the kit's fields, then the gradient norm and the rate)."""
 
-    epoch: int  # 0-based
-    epochs: int
-    batch: int  # 1-based within the epoch
-    batches: int
-    optimizer_steps: int  # updates so far, this batch's included
-    loss: float
     grad_norm: float | None  # on optimizer steps (with clipping on)
     lr: float  # the rate this batch's update used
 
@@ -108,6 +106,13 @@ class Ema:
             for name, p in model.named_parameters():
                 self.weights[name].copy_(p.detach())
 
+    def load_state_dict(self, state: dict[str, torch.Tensor], prefix: str = "ema_model.") -> None:
+        """What `state_dict` gave: the counters and the weights."""
+        self.initted = state["initted"].clone()
+        self.step = state["step"].clone()
+        for name in self.weights:
+            self.weights[name].copy_(state[prefix + name])
+
     def state_dict(self, prefix: str = "ema_model.") -> dict[str, torch.Tensor]:
         """Upstream's `ema_model_state_dict`: the counters and the weights (and buffers) under `prefix`."""
         state = {"initted": self.initted.clone(), "step": self.step.clone()}
@@ -136,10 +141,14 @@ def run(
     on_step: Callable[[StepReport], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     device: str | torch.device = "cpu",
+    resume: dict | None = None,
+    data_key: str = "",
 ) -> int:
     """Fine-tune `model` (the checkpoint's EMA weights loaded) on `items`; checkpoints go to `out`.
-    `should_stop()` is asked after each update (a stop saves `model_last.pt` first). Returns the
-    updates done."""
+    `should_stop()` is asked after each update (a stop saves `model_last.pt` first). `resume`: a
+    `model_last.pt` this function wrote; the run goes on from it as if it had never stopped (its
+    `koe` entry keeps where the run was, both generators' states, the settings and `data_key`).
+    Returns the updates done."""
     s = settings
     model.to(device)
     dit = model.transformer
@@ -154,25 +163,47 @@ def run(
     objective = Objective()
     out.mkdir(parents=True, exist_ok=True)
 
-    def save(update: int, name: str) -> None:
+    def save(update: int, name: str, epoch: int, batch: int) -> None:
+        """Upstream's checkpoint, plus where the run goes on (`epoch`, `batch`: the next batch)."""
         state = {
             "model_state_dict": model.state_dict(),
             "optimizer_state_dict": optimizer.state_dict(),
             "ema_model_state_dict": ema.state_dict(),
             "scheduler_state_dict": scheduler.state_dict(),
             "update": update,
+            "koe": {
+                "epoch": epoch,
+                "batch": batch,
+                "torch_rng": torch.get_rng_state(),
+                "python_rng": random.getstate(),
+                "settings": asdict(s),
+                "data": data_key,
+            },
         }
-        torch.save(state, out / name)
+        partial = out / f".{name}.partial"
+        torch.save(state, partial)
+        partial.replace(out / name)  # a run killed while saving leaves the checkpoint before
 
-    torch.manual_seed(s.seed)
-    random.seed(s.seed)
-    update = 0
-    for epoch in range(s.epochs):
-        if epoch < 2:  # a data loader's first start draws its (persistent) workers' base seed
+    start_epoch, start_batch, update = 0, 0, 0
+    if resume is None:
+        torch.manual_seed(s.seed)
+        random.seed(s.seed)
+    else:
+        model.load_state_dict(resume["model_state_dict"])
+        optimizer.load_state_dict(resume["optimizer_state_dict"])
+        scheduler.load_state_dict(resume["scheduler_state_dict"])
+        ema.load_state_dict(resume["ema_model_state_dict"])
+        where = resume["koe"]
+        start_epoch, start_batch, update = where["epoch"], where["batch"], resume["update"]
+        torch.set_rng_state(where["torch_rng"])
+        random.setstate(_python_state(where["python_rng"]))
+    for epoch in range(start_epoch, s.epochs):
+        first = start_batch if epoch == start_epoch else 0
+        if epoch < 2 and first == 0:  # a data loader's first start draws its (persistent) workers' base seed
             torch.empty((), dtype=torch.int64).random_()
         order = epoch_order(batches, s.shuffle_seed, loader_epoch(epoch))
-        for index, batch in enumerate(order):
-            mel, lens, rows = collate([items[i] for i in batch])
+        for index in range(first, len(order)):
+            mel, lens, rows = collate([items[i] for i in order[index]])
             lr = optimizer.param_groups[0]["lr"]
             step = objective(dit, mel.to(device), pad_ids(rows).to(device), lens.to(device))
             (step.loss / s.grad_accum).backward()
@@ -188,12 +219,21 @@ def run(
                 update += 1
             if on_step is not None:
                 on_step(StepReport(epoch, s.epochs, index + 1, len(order), update, step.loss.item(), None if norm is None else norm.item(), lr))
-            if sync and update % s.last_every == 0:
-                save(update, "model_last.pt")
-            if sync and update % s.save_every == 0:
-                save(update, f"model_{update}.pt")
-            if sync and should_stop is not None and should_stop():
-                save(update, "model_last.pt")
+            if not sync:
+                continue
+            following = (epoch, index + 1) if index + 1 < len(order) else (epoch + 1, 0)
+            if update % s.last_every == 0:
+                save(update, "model_last.pt", *following)
+            if update % s.save_every == 0:
+                save(update, f"model_{update}.pt", *following)
+            if should_stop is not None and should_stop():
+                save(update, "model_last.pt", *following)
                 return update
-    save(update, "model_last.pt")
+    save(update, "model_last.pt", s.epochs, 0)
     return update
+
+
+def _python_state(saved) -> tuple:
+    """`random.getstate()` as saved (a checkpoint read back may hold its tuples as lists)."""
+    version, internal, gauss = saved
+    return (version, tuple(internal), gauss)

@@ -46,7 +46,7 @@ from typing import TypeVar
 import torch
 from safetensors.torch import load_file, save_file
 
-from koe.engines.base import TrainingError
+from koe.engines.base import TrainingError, TrainStep
 from koe.engines.qwen3_tts.finetune.batch import Batch, SpeakerExamples, collate
 from koe.engines.qwen3_tts.finetune.lora import adapters, add_lora, merged_state
 from koe.engines.qwen3_tts.finetune.objective import speaker_loss
@@ -113,15 +113,9 @@ class TrainSettings:
 
 
 @dataclass(frozen=True)
-class StepReport:
-    """One batch done: what a progress bar or a log line shows."""
+class StepReport(TrainStep):
+    """One batch done: what a progress bar or a log line shows (the kit's fields, then the loss's parts)."""
 
-    epoch: int  # 0-based
-    epochs: int
-    batch: int  # 1-based within the epoch
-    batches: int
-    optimizer_steps: int  # so far
-    loss: float
     talker_loss: float
     code_predictor_loss: float
     grad_norm: float | None  # on optimizer steps
