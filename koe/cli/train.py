@@ -213,6 +213,14 @@ def finetune(
     save_every: Annotated[int | None, typer.Option("--save-every", help="Keep a checkpoint every N updates.", show_default=False)] = None,
     last_every: Annotated[int | None, typer.Option("--last-every", help="Write the latest checkpoint every N updates.", show_default=False)] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="The run's seed (the same seed: the same weights).", show_default=False)] = None,
+    gradient_checkpointing: Annotated[
+        bool | None,
+        typer.Option(
+            "--gradient-checkpointing/--no-gradient-checkpointing",
+            help="Recompute activations in the backward pass: less memory, same results.",
+            show_default=False,
+        ),
+    ] = None,
     device: Annotated[str | None, typer.Option("--device", help="cpu, cuda or cuda:N (default: cuda when there is one).")] = None,
     progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="Progress bars (default: on a terminal).", show_default=False)] = None,
 ) -> None:

@@ -74,6 +74,7 @@ FINETUNE_SETTINGS = (
     "save_every",
     "last_every",
     "seed",
+    "gradient_checkpointing",
 )  # `koe train finetune`'s and `koe.train.finetune`'s settings
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from koe.engines.f5_tts.config import F5Config
 from koe.nn.dit import AdaLayerNormFinal, ConvNeXtV2Block, DiTBlock, InputEmbedding, RotaryFrequencies, TimestepEmbedding, text_position_table
@@ -97,18 +98,28 @@ class DiT(nn.Module):
         return self.proj_out(self.norm_out(h, t))
 
     def forward_batch(
-        self, x: torch.Tensor, cond: torch.Tensor, text: torch.Tensor, time: torch.Tensor, mask: torch.Tensor, drop_audio_cond: bool, drop_text: bool
+        self,
+        x: torch.Tensor,
+        cond: torch.Tensor,
+        text: torch.Tensor,
+        time: torch.Tensor,
+        mask: torch.Tensor,
+        drop_audio_cond: bool,
+        drop_text: bool,
+        checkpointed: bool = False,
     ) -> torch.Tensor:
         """One velocity prediction for a padded training batch: x, cond (B, n, mels), text (B, nt)
         ids (-1 past each row's end), time (B,), mask (B, n) True on real frames; audio and text
-        conditions dropped for the whole batch as asked (upstream's training forward)."""
+        conditions dropped for the whole batch as asked (upstream's training forward).
+        `checkpointed`: each block's activations recomputed in the backward pass instead of kept
+        (upstream's `checkpoint_activations`; the dropout draws are replayed: the same bits)."""
         t = self.time_embed(time)
         text_embed = self.text_embed(text, x.shape[1], drop_text=drop_text, lens=mask.sum(dim=1))
         h = self.input_embed(x, cond, text_embed, drop_cond=drop_audio_cond, mask=mask)
         rope = self.rotary_embed(x.shape[1])
         residual = h
         for block in self.transformer_blocks:
-            h = block(h, t, rope, mask)
+            h = checkpoint(block, h, t, rope, mask, use_reentrant=False) if checkpointed else block(h, t, rope, mask)
         if self.long_skip_connection is not None:
             h = self.long_skip_connection(torch.cat((h, residual), dim=-1))
         return self.proj_out(self.norm_out(h, t))

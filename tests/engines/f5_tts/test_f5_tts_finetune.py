@@ -2,7 +2,8 @@
 once, nothing written), a folder that is no F5-TTS model, the EMA counters a checkpoint carries (a
 release has them; without them the EMA starts new), the export a run leaves (a model folder koe
 loads, the run's checkpoints beside it), and a stopped run resumed: the uninterrupted run's
-weights, mid-epoch or at an epoch's end; a damaged checkpoint, other settings or other data refused."""
+weights, mid-epoch or at an epoch's end; a damaged checkpoint, other settings or other data refused;
+gradient checkpointing (less memory) gives the same weights."""
 
 from __future__ import annotations
 
@@ -125,3 +126,11 @@ def test_a_damaged_checkpoint_or_other_settings_or_data_are_refused(base, clips,
     last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])  # torn, as by a crash mid-write without koe's rename
     with pytest.raises(TrainingError, match="model_last.pt: a damaged checkpoint"):
         finetune(base, clips, out, RESUMABLE)
+
+
+def test_gradient_checkpointing_keeps_the_bits(base, clips, uninterrupted, tmp_path):
+    whole, whole_losses = uninterrupted
+    out = tmp_path / "low-memory"
+    losses = []
+    finetune(base, clips, out, TrainSettings(**{**RESUMABLE.__dict__, "gradient_checkpointing": True}), on_step=lambda r: losses.append(r.loss))
+    assert losses == whole_losses and _equal(_states(out), whole)

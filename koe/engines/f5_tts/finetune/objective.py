@@ -38,6 +38,7 @@ class Objective:
     audio_drop_prob: float = 0.3
     cond_drop_prob: float = 0.2
     frac_lengths: tuple[float, float] = (0.7, 1.0)
+    checkpointed: bool = False  # recompute each DiT block in the backward pass (less memory, the same bits)
 
     def __call__(self, dit: DiT, mel: torch.Tensor, text: torch.Tensor, lens: torch.Tensor) -> StepResult:
         """mel (B, n, mels) padded with zeros past `lens` (B,); text (B, nt) ids padded with -1."""
@@ -57,7 +58,7 @@ class Objective:
         drop_audio_cond = random.random() < self.audio_drop_prob
         drop_text = random.random() < self.cond_drop_prob
         drop_audio_cond = drop_audio_cond or drop_text
-        pred = dit.forward_batch(noisy, cond, text, time, mask, drop_audio_cond, drop_text)
+        pred = dit.forward_batch(noisy, cond, text, time, mask, drop_audio_cond, drop_text, self.checkpointed)
         loss = F.mse_loss(pred, flow, reduction="none")[span].mean()
         return StepResult(loss, pred, cond, drop_audio_cond, drop_text)
 

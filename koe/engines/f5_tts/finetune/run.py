@@ -105,7 +105,7 @@ def _earlier_run(last: Path, settings: TrainSettings, key: str) -> dict | None:
     where = state.get("koe") if isinstance(state, dict) else None
     if not isinstance(where, dict):
         raise TrainingError(f"{last}: a checkpoint koe did not write; koe goes on only from its own", hint="give another output folder", param="out")
-    kept = {k: v for k, v in asdict(settings).items() if k not in ("save_every", "last_every")}  # the others change the bits
+    kept = {k: v for k, v in asdict(settings).items() if k not in ("save_every", "last_every", "gradient_checkpointing")}  # the others change the bits
     changed = sorted(name for name, value in kept.items() if where.get("settings", {}).get(name) != value)
     if changed:
         raise TrainingError(

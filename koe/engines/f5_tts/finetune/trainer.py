@@ -55,6 +55,7 @@ class TrainSettings:
     last_every: int = 5000  # model_last.pt
     seed: int = 0  # torch's and Python's generators, seeded when training starts
     shuffle_seed: int = 666  # the batches' order (upstream's `resumable_with_seed`)
+    gradient_checkpointing: bool = False  # less memory, more time, the same bits (upstream's `checkpoint_activations`)
 
 
 @dataclass(frozen=True)
@@ -160,7 +161,7 @@ def run(
     warmup = torch.optim.lr_scheduler.LinearLR(optimizer, start_factor=1e-8, end_factor=1.0, total_iters=s.warmup_updates)
     decay = torch.optim.lr_scheduler.LinearLR(optimizer, start_factor=1.0, end_factor=1e-8, total_iters=total - s.warmup_updates)
     scheduler = torch.optim.lr_scheduler.SequentialLR(optimizer, schedulers=[warmup, decay], milestones=[s.warmup_updates])
-    objective = Objective()
+    objective = Objective(checkpointed=s.gradient_checkpointing)
     out.mkdir(parents=True, exist_ok=True)
 
     def save(update: int, name: str, epoch: int, batch: int) -> None:
