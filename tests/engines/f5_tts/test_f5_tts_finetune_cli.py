@@ -103,11 +103,16 @@ def test_every_problem_of_the_data_is_listed_and_nothing_is_written(setup, home,
         (["--grad-accum", "0", "--lr", "-1"], "lr must be positive; grad_accum must be at least 1"),
         (["--device", "mps"], "device 'mps': give cpu, cuda or cuda:N"),
         (["--data", "/nonexistent/clips"], "no such file or folder"),
+        (["--out", "HOLDER"], "holds something other than a fine-tuning run; its files would be replaced"),
     ],
 )
 def test_refusals_are_one_clear_message(setup, home, koe, tmp_path, args, message):
     base, pairs = setup
     full = ["train", "finetune", "--model", base, "--data", pairs, "--out", tmp_path / "out", "--no-progress"]
+    if "HOLDER" in args:  # a folder with someone's files in it
+        (tmp_path / "holder").mkdir()
+        (tmp_path / "holder" / "notes.txt").write_text("mine")
+        args = [str(tmp_path / "holder") if a == "HOLDER" else a for a in args]
     for flag, value in zip(args[::2], args[1::2]):
         if flag in full:
             full[full.index(flag) + 1] = value

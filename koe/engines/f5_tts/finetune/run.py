@@ -64,6 +64,8 @@ def finetune(
         raise TrainingError(f"{model}: not an F5-TTS model folder (config.yaml, vocab.txt and a model_<step> checkpoint)", param="model")
     if out.resolve() == model.resolve():
         raise TrainingError(f"{out}: the output folder is the model's own", hint="give a new folder for the fine-tuned model", param="out")
+    if out.exists() and (not out.is_dir() or (any(p.name != "training" for p in out.iterdir()) and not (out / "training" / "model_last.pt").exists())):
+        raise TrainingError(f"{out} holds something other than a fine-tuning run; its files would be replaced", hint="give a new or empty folder", param="out")
     cfg = read_config(model / "config.yaml")
     vocab = Vocab.load(model / "vocab.txt")
     clips = data if isinstance(data, list) else load_clips(data)
