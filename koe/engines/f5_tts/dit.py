@@ -89,13 +89,7 @@ class DiT(nn.Module):
         if text_uncond is not None:
             h = torch.cat((h, self.input_embed(x, cond, text_uncond, drop_cond=True)), dim=0)
             t = torch.cat((t, t), dim=0)
-        rope = self.rotary_embed(x.shape[1])
-        residual = h
-        for block in self.transformer_blocks:
-            h = block(h, t, rope)
-        if self.long_skip_connection is not None:
-            h = self.long_skip_connection(torch.cat((h, residual), dim=-1))
-        return self.proj_out(self.norm_out(h, t))
+        return self._transform(h, t)
 
     def forward_batch(
         self,
@@ -116,7 +110,12 @@ class DiT(nn.Module):
         t = self.time_embed(time)
         text_embed = self.text_embed(text, x.shape[1], drop_text=drop_text, lens=mask.sum(dim=1))
         h = self.input_embed(x, cond, text_embed, drop_cond=drop_audio_cond, mask=mask)
-        rope = self.rotary_embed(x.shape[1])
+        return self._transform(h, t, mask, checkpointed)
+
+    def _transform(self, h: torch.Tensor, t: torch.Tensor, mask: torch.Tensor | None = None, checkpointed: bool = False) -> torch.Tensor:
+        """The input embedding `h` (B, n, dim) through the blocks, the long skip and the output
+        projection, conditioned on the time embedding `t` (B, dim)."""
+        rope = self.rotary_embed(h.shape[1])
         residual = h
         for block in self.transformer_blocks:
             h = checkpoint(block, h, t, rope, mask, use_reentrant=False) if checkpointed else block(h, t, rope, mask)

@@ -29,6 +29,7 @@ from koe.audio.mel import vocos_log_mel
 from koe.audio.sinc_resample import resample_sinc
 from koe.engines.dataset import DatasetError, few, read_rows
 from koe.engines.f5_tts.config import MelConfig
+from koe.engines.f5_tts.finetune.batches import frame_length
 from koe.engines.f5_tts.text import Vocab, to_tokens
 
 __all__ = ["MAX_SECONDS", "MIN_SECONDS", "Clip", "Item", "collate", "load_clips", "prepare_item", "prepare_items"]
@@ -80,8 +81,6 @@ def load_clips(path: str | Path) -> list[Clip]:
 
 def prepare_items(clips: list[Clip], vocab: Vocab, mel: MelConfig, frames_per_batch: float, source: str | Path = "") -> list[Item]:
     """Every clip decoded and measured (`prepare_item`), or `DatasetError` listing every problem."""
-    from koe.engines.f5_tts.finetune.batches import frame_length
-
     items, problems = [], []
     for clip in clips:
         label = clip.where or clip.audio.name
@@ -96,7 +95,7 @@ def prepare_items(clips: list[Clip], vocab: Vocab, mel: MelConfig, frames_per_ba
             if frame_length(duration) > frames_per_batch:
                 problems.append(f"{label}: {frame_length(duration):.0f} mel frames, more than a batch's {frames_per_batch} (raise frames_per_batch)")
                 continue
-            item = prepare_item(clip, vocab, mel)
+            item = prepare_item(clip, vocab, mel, duration)
         except (sf.LibsndfileError, RuntimeError, ValueError) as e:
             problems.append(f"{label}: {clip.audio.name} cannot be decoded ({e})")
             continue
@@ -108,8 +107,8 @@ def prepare_items(clips: list[Clip], vocab: Vocab, mel: MelConfig, frames_per_ba
     return items
 
 
-def prepare_item(clip: Clip, vocab: Vocab, mel: MelConfig) -> Item:
-    info = sf.info(str(clip.audio))
+def prepare_item(clip: Clip, vocab: Vocab, mel: MelConfig, duration: float) -> Item:
+    """The clip's mel, tokens and peak; `duration`: its header's (soundfile's `info`)."""
     samples, rate = sf.read(str(clip.audio), dtype="float32", always_2d=True)
     audio = torch.from_numpy(np.ascontiguousarray(samples.T))  # (channels, n), as torchaudio.load gives it
     if audio.shape[0] > 1:
@@ -118,7 +117,7 @@ def prepare_item(clip: Clip, vocab: Vocab, mel: MelConfig) -> Item:
         audio = resample_sinc(audio, rate, mel.sample_rate)
     peak = float(np.abs(samples).max()) if samples.size else 0.0
     spectrum = vocos_log_mel(audio, mel.sample_rate, mel.n_fft, mel.hop_length, mel.win_length, mel.n_mels).squeeze(0)
-    return Item(spectrum, vocab.ids(to_tokens(clip.text)), info.duration, 20 * np.log10(peak) if peak > 0 else -np.inf)
+    return Item(spectrum, vocab.ids(to_tokens(clip.text)), duration, 20 * np.log10(peak) if peak > 0 else -np.inf)
 
 
 def collate(items: list[Item]) -> tuple[torch.Tensor, torch.Tensor, list[list[int]]]:

@@ -30,7 +30,7 @@ from koe.engines.f5_tts.finetune.data import Clip, load_clips, prepare_items
 from koe.engines.f5_tts.finetune.trainer import StepReport, TrainSettings, run
 from koe.engines.f5_tts.text import Vocab
 from koe.engines.spec import RANDOM_WEIGHTS_FILE
-from koe.runtime.weights import build_from_weights, checkpoint_tensors
+from koe.runtime.weights import build_from_weights, checkpoint_tensors, open_safetensors
 
 __all__ = ["Finetuned", "ema_counters", "export", "finetune", "train"]
 
@@ -130,11 +130,11 @@ def train(model: Path, data: Path, out: Path, settings: TrainSettings, *, device
 def ema_counters(checkpoint: Path) -> tuple[bool, int]:
     """The EMA's (`initted`, `step`) a checkpoint carries (a release has them); (False, 0) when it
     has none: the EMA then starts as a new one (its first update copies the weights)."""
-    found: dict[str, torch.Tensor] = {}
-    for name, tensor in checkpoint_tensors(checkpoint):
-        key = name.removeprefix("ema_model_state_dict.")
-        if key in ("initted", "step"):
-            found[key] = tensor
+    if checkpoint.suffix == ".safetensors":  # only the two tensors read, not the weights
+        with open_safetensors(checkpoint) as f:
+            found = {key: f.get_tensor(key) for key in ("initted", "step") if key in f.keys()}
+    else:
+        found = {key: t for name, t in checkpoint_tensors(checkpoint) if (key := name.removeprefix("ema_model_state_dict.")) in ("initted", "step")}
     return bool(found.get("initted", torch.tensor(False))), int(found.get("step", torch.tensor(0)))
 
 
