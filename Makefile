@@ -77,7 +77,8 @@ PURELIB = "$$($(1)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()[
 # requirement files; for a source oracle, upstream's checkout copied to <venv>/src/<repo> (upstream
 # may write into its tree) and its source paths put on the venv's path by a .pth file; then the
 # pinned package and the torch-dependent packages with --no-deps (built in the venv, without
-# isolation, where the declaration says so). A sharing venv drops torchaudio's compiled libraries
+# isolation, where the declaration says so); where it says `sdist`, the release's source distribution
+# unpacked beside (for scripts its wheel leaves out). A sharing venv drops torchaudio's compiled libraries
 # (its PyPI wheel is a CUDA build; upstream uses only pure-Python parts of it).
 ORACLE_SRC = $(oracle_$(1)_venv)/src/$(oracle_$(1)_source_repo)
 define ORACLE_RULE
@@ -92,6 +93,7 @@ $(oracle_$(1)_venv)/.installed: $(oracle_$(1)_declared_in) $(oracle_$(1)_require
 	$(if $(oracle_$(1)_source),printf '%s\n' $(foreach p,$(oracle_$(1)_source_paths),"$(patsubst %/.,%,$(CURDIR)/$(ORACLE_SRC)/$(p))") > $$(call PURELIB,$(oracle_$(1)_venv))/_koe_upstream_source.pth)
 	$(if $(oracle_$(1)_package)$(oracle_$(1)_nodeps),$(oracle_$(1)_venv)/bin/pip install $$(PIP_FLAGS) --no-deps $(if $(oracle_$(1)_build_isolation),,--no-build-isolation) $(oracle_$(1)_package) $(addprefix -r ,$(oracle_$(1)_nodeps)))
 	$(if $(oracle_$(1)_shares_torch),rm -f $$(call PURELIB,$(oracle_$(1)_venv))/torchaudio/lib/*.so)
+	$(if $(oracle_$(1)_sdist),rm -rf $(oracle_$(1)_venv)/sdist && $(oracle_$(1)_venv)/bin/pip download $$(PIP_FLAGS) --no-deps --no-binary :all: -d $(oracle_$(1)_venv)/sdist $(oracle_$(1)_package) && mkdir -p $(oracle_$(1)_venv)/src && tar -xzf $(oracle_$(1)_venv)/sdist/*.tar.gz -C $(oracle_$(1)_venv)/src)
 	touch $$@
 endef
 $(foreach f,$(ORACLE_FAMILIES),$(eval $(call ORACLE_RULE,$(f))))

@@ -46,8 +46,8 @@ def make_variables() -> str:
     not made on this kind of CPU, so upstream makes it during the tests),
     `ORACLE_TORCH` (the venv that installs torch) and, per family F,
     `oracle_F_venv`, `_package` (empty for a source oracle), `_source` and `_source_repo` (empty for
-    a package), `_source_paths`, `_python_env`, `_requirements`, `_nodeps`, `_build_isolation` and
-    `_shares_torch` (1 or empty) and `_declared_in` (the declaration's file: a changed pin rebuilds
+    a package), `_source_paths`, `_python_env`, `_requirements`, `_nodeps`, `_build_isolation`,
+    `_shares_torch` and `_sdist` (1 or empty) and `_declared_in` (the declaration's file: a changed pin rebuilds
     that oracle)."""
     oracles = declared()
     home = torch_home(oracles)
@@ -70,6 +70,7 @@ def make_variables() -> str:
             "nodeps": " ".join(o.nodeps),
             "build_isolation": "1" if o.build_isolation else "",
             "shares_torch": "1" if o.shares_torch else "",
+            "sdist": "1" if o.sdist else "",
             "declared_in": _declared_in(family),
         }
         lines += [f"oracle_{family}_{k} := {v}" for k, v in fields.items()]

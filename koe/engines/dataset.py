@@ -23,7 +23,7 @@ import os
 import re
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from koe.engines.base import TrainingError
 
 __all__ = [
     "AUDIO_SUFFIXES",
+    "Clip",
     "MAX_DATA_BYTES",
     "MAX_LINE_BYTES",
     "MAX_TRANSCRIPT_BYTES",
@@ -39,6 +40,8 @@ __all__ = [
     "Rows",
     "few",
     "file_kind",
+    "load_clips",
+    "missing_file",
     "read_rows",
 ]
 
@@ -280,6 +283,59 @@ def _bytes(n: int) -> str:
     return f"{n} bytes"
 
 
+def missing_file(path: Path, label: str) -> str | None:
+    """The problem of a row whose file is not there or not a regular file (None: it is one)."""
+    if path.is_file():
+        return None
+    return f"{label}: no such file {path}" if not path.exists() else f"{label}: {path} is not a regular file"
+
+
 def few(wheres: list[str], n: int = 3) -> str:
     """The first `n` of `wheres` (rows), and how many more."""
     return ", ".join(wheres[:n]) + (f" (and {len(wheres) - n} more)" if len(wheres) > n else "")
+
+
+@dataclass(frozen=True)
+class Clip:
+    """A recording and its transcript, as a dataset's row names them (and the row's optional text
+    fields a recipe reads, `extra`)."""
+
+    audio: Path
+    text: str
+    where: str = field(default="", compare=False)  # its row, for messages ("train.csv:3", "utt3.wav")
+    extra: dict[str, str] = field(default_factory=dict, compare=False)
+
+
+def load_clips(path: str | Path, optional: tuple[str, ...] = (), aliases: dict[str, str] | None = None) -> list[Clip]:
+    """The clips (an audio path and its transcript a row) of the dataset at `path`, or
+    `DatasetError` listing every problem of its rows: rows without a path or a transcript, empty
+    transcripts, the same clip twice, no rows at all. `optional`: the text fields a row may add
+    (kept in `Clip.extra`; another name for one in `aliases`, taken when the field itself is not
+    there)."""
+    found = read_rows(path, columns="audio, text")
+    problems = list(found.problems)
+    clips: list[Clip] = []
+    for row in found.rows:
+        audio, text = row.fields.get("audio"), row.fields.get("text")
+        given = {**{name: row.fields[alias] for alias, name in (aliases or {}).items() if alias in row.fields and name not in row.fields}, **row.fields}
+        extra = {k: given[k] for k in optional if given.get(k) not in (None, "")}
+        bad = [k for k, v in extra.items() if not isinstance(v, str)]
+        if not isinstance(audio, str) or not audio.strip():
+            problems.append(f'{row.where}: no audio path ("audio")' if audio in (None, "") else f'{row.where}: "audio" must be a path, got {audio!r}')
+        elif not isinstance(text, str):
+            problems.append(f'{row.where}: no transcript ("text")' if text is None else f'{row.where}: "text" must be a string, got {text!r}')
+        elif not text.strip():
+            problems.append(f"{row.where}: an empty transcript")
+        elif bad:
+            problems.append(f"{row.where}: {', '.join(repr(k) for k in bad)} must be text")
+        else:
+            clips.append(Clip(row.path(audio.strip()), text, row.where, extra))
+    seen: dict[Path, list[str]] = {}
+    for clip in clips:
+        seen.setdefault(clip.audio, []).append(clip.where)
+    problems += [f"{few(wheres)}: the same clip {path.name} more than once" for path, wheres in seen.items() if len(wheres) > 1]
+    if not clips and not problems:
+        problems.append("no clips")
+    if problems:
+        raise DatasetError(found.source, problems)
+    return clips

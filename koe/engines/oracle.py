@@ -59,6 +59,8 @@ class UpstreamOracle:
     (`<scripts>/golden_<topic>.py`) write the golden files the family's tests compare with, so
     `make oracle` leaves this venv out, `make test` too unless some golden of the family was not
     made on this kind of CPU, and `make goldens-FAMILY` builds it.
+    `sdist`: the release's source distribution is unpacked to `<venv>/src/<name>-<version>` too, for
+    files its wheel leaves out (a training script upstream runs from its repository).
     `recorded`: the test paths (files or folders of the checkout) whose oracle runs are committed
     (recorded oracle runs, docs/testing.md): `run_oracle` reads each run back from
     `tests/engines/<family>/oracle_runs/<cpu kind>/<key>.safetensors` (what upstream wrote on that
@@ -78,6 +80,7 @@ class UpstreamOracle:
     shares_torch: bool = True
     goldens_only: bool = False
     recorded: tuple[str, ...] = ()
+    sdist: bool = False
 
     def __post_init__(self) -> None:
         if bool(self.package) == bool(self.source):

@@ -18,7 +18,7 @@ Upstream makes every mel again each epoch; they do not change, so koe makes them
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +27,7 @@ import torch
 
 from koe.audio.mel import vocos_log_mel
 from koe.audio.sinc_resample import resample_sinc
-from koe.engines.dataset import DatasetError, few, read_rows
+from koe.engines.dataset import Clip, DatasetError, load_clips, missing_file
 from koe.engines.f5_tts.config import MelConfig
 from koe.engines.f5_tts.finetune.batches import frame_length
 from koe.engines.f5_tts.text import Vocab, to_tokens
@@ -39,13 +39,6 @@ SILENCE_DBFS = -60.0
 
 
 @dataclass(frozen=True)
-class Clip:
-    audio: Path
-    text: str
-    where: str = field(default="", compare=False)  # its row, for messages ("train.csv:3", "utt3.wav")
-
-
-@dataclass(frozen=True)
 class Item:
     mel: torch.Tensor  # (mels, frames)
     ids: list[int]  # token ids (an unknown token is 0)
@@ -53,39 +46,13 @@ class Item:
     peak_dbfs: float = 0.0
 
 
-def load_clips(path: str | Path) -> list[Clip]:
-    """The clips of the dataset at `path`, or `DatasetError` listing every problem of its rows."""
-    found = read_rows(path, columns="audio, text")
-    problems = list(found.problems)
-    clips: list[Clip] = []
-    for row in found.rows:
-        audio, text = row.fields.get("audio"), row.fields.get("text")
-        if not isinstance(audio, str) or not audio.strip():
-            problems.append(f'{row.where}: no audio path ("audio")' if audio in (None, "") else f'{row.where}: "audio" must be a path, got {audio!r}')
-        elif not isinstance(text, str):
-            problems.append(f'{row.where}: no transcript ("text")' if text is None else f'{row.where}: "text" must be a string, got {text!r}')
-        elif not text.strip():
-            problems.append(f"{row.where}: an empty transcript")
-        else:
-            clips.append(Clip(row.path(audio.strip()), text, row.where))
-    seen: dict[Path, list[str]] = {}
-    for clip in clips:
-        seen.setdefault(clip.audio, []).append(clip.where)
-    problems += [f"{few(wheres)}: the same clip {path.name} more than once" for path, wheres in seen.items() if len(wheres) > 1]
-    if not clips and not problems:
-        problems.append("no clips")
-    if problems:
-        raise DatasetError(found.source, problems)
-    return clips
-
-
 def prepare_items(clips: list[Clip], vocab: Vocab, mel: MelConfig, frames_per_batch: float, source: str | Path = "") -> list[Item]:
     """Every clip decoded and measured (`prepare_item`), or `DatasetError` listing every problem."""
     items, problems = [], []
     for clip in clips:
         label = clip.where or clip.audio.name
-        if not clip.audio.is_file():
-            problems.append(f"{label}: no such file {clip.audio}" if not clip.audio.exists() else f"{label}: {clip.audio} is not a regular file")
+        if missing := missing_file(clip.audio, label):
+            problems.append(missing)
             continue
         try:
             duration = sf.info(str(clip.audio)).duration  # the header first: a long file is not decoded

@@ -11,12 +11,9 @@ a finished run, exports it again.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -29,18 +26,13 @@ from koe.engines.f5_tts.dit import F5Model
 from koe.engines.f5_tts.finetune.data import Clip, load_clips, prepare_items
 from koe.engines.f5_tts.finetune.trainer import StepReport, TrainSettings, run
 from koe.engines.f5_tts.text import Vocab
+from koe.engines.finetuning import Finetuned, check_same_run, clips_key, refuse_settings
 from koe.engines.spec import RANDOM_WEIGHTS_FILE
 from koe.runtime.weights import build_from_weights, checkpoint_tensors, open_safetensors
 
 __all__ = ["Finetuned", "ema_counters", "export", "finetune", "train"]
 
 EXPORT_NAME = "model_last.safetensors"
-
-
-@dataclass(frozen=True)
-class Finetuned:
-    folder: Path  # the exported model folder
-    updates: int
 
 
 def finetune(
@@ -69,7 +61,7 @@ def finetune(
     cfg = read_config(model / "config.yaml")
     vocab = Vocab.load(model / "vocab.txt")
     clips = data if isinstance(data, list) else load_clips(data)
-    key = data_key(clips)
+    key = clips_key(clips)
     resume = _earlier_run(out / "training" / "model_last.pt", settings, key)
     if resume is not None and resume["koe"]["epoch"] >= settings.epochs:  # finished: the export again
         export(model, out)
@@ -82,15 +74,6 @@ def finetune(
     )
     export(model, out)
     return Finetuned(out, updates)
-
-
-def data_key(clips: list[Clip]) -> str:
-    """What a run's data is, for a resumed run to check: each clip's path, size, time and text."""
-    digest = hashlib.sha256()
-    for clip in clips:
-        st = clip.audio.stat() if clip.audio.exists() else None
-        digest.update(json.dumps([str(clip.audio), st and st.st_size, st and st.st_mtime_ns, clip.text]).encode())
-    return digest.hexdigest()
 
 
 def _earlier_run(last: Path, settings: TrainSettings, key: str) -> dict | None:
@@ -107,16 +90,7 @@ def _earlier_run(last: Path, settings: TrainSettings, key: str) -> dict | None:
     where = state.get("koe") if isinstance(state, dict) else None
     if not isinstance(where, dict):
         raise TrainingError(f"{last}: a checkpoint koe did not write; koe goes on only from its own", hint="give another output folder", param="out")
-    kept = {k: v for k, v in asdict(settings).items() if k not in ("save_every", "last_every", "gradient_checkpointing")}  # the others change the bits
-    changed = sorted(name for name, value in kept.items() if where.get("settings", {}).get(name) != value)
-    if changed:
-        raise TrainingError(
-            f"{last.parent.parent} holds a run made with other settings ({', '.join(changed)})",
-            hint="run it again with its own settings to go on, or give another output folder",
-            param="settings",
-        )
-    if where.get("data") != key:
-        raise TrainingError(f"{last.parent.parent} holds a run made on other data", hint="give another output folder", param="data")
+    check_same_run(last.parent.parent, where, settings, key, free=("save_every", "last_every", "gradient_checkpointing"))  # the others change the bits
     return state
 
 
@@ -153,9 +127,8 @@ def export(base: Path, out: Path) -> Path:
 
 
 def _check(s: TrainSettings) -> None:
-    problems = [
-        f"{name} must be {rule}"
-        for name, ok, rule in (
+    refuse_settings(
+        (
             ("epochs", s.epochs >= 1, "at least 1"),
             ("lr", s.lr > 0, "positive"),
             ("warmup_updates", s.warmup_updates >= 0, "0 or more"),
@@ -166,7 +139,4 @@ def _check(s: TrainSettings) -> None:
             ("save_every", s.save_every >= 1, "at least 1"),
             ("last_every", s.last_every >= 1, "at least 1"),
         )
-        if not ok
-    ]
-    if problems:
-        raise TrainingError("; ".join(problems), param="settings")
+    )
