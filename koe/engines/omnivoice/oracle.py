@@ -10,7 +10,10 @@ ORACLE = UpstreamOracle(
     venv=".oracle-omnivoice",
     python_env="KOE_ORACLE_OMNIVOICE_PYTHON",
     scripts="tests/oracle_omnivoice",
-    recorded=tuple(f"tests/engines/omnivoice/test_omnivoice_{name}.py" for name in ("parity", "clone_parity", "design_parity", "long_parity")),
+    recorded=tuple(
+        f"tests/engines/omnivoice/test_omnivoice_{name}.py"
+        for name in ("parity", "clone_parity", "design_parity", "long_parity", "train_step", "finetune_parity")
+    ),
     # test_omnivoice_bf16.py runs upstream live: bfloat16 products take other paths on other CPUs
     requirements=("tests/oracle_omnivoice/requirements.txt",),
     nodeps=("tests/oracle_omnivoice/requirements-nodeps.txt",),

@@ -140,7 +140,7 @@ def capabilities(variant: str = VARIANT) -> Capabilities:
         batch=False,
         options=options_schema(),
         voice_options=voice_options(),
-        training=(),
+        training=("finetune",),  # `koe train finetune` (finetune/)
         min_reference_s=MIN_REFERENCE_S,
         stream_is_one_shot=False,
         precisions=PRECISIONS,
@@ -179,6 +179,7 @@ class OmniVoiceSpec:
     oracle = "koe.engines.omnivoice.oracle:ORACLE"  # the upstream package its parity tests compare against (koe.engines.oracle)
     bench = "koe.engines.omnivoice.bench:BENCH"  # what `koe bench --family omnivoice` runs (koe.engines.benchmark)
     fixture_variants = (VARIANT,)
+    trainers = {"finetune": "koe.engines.omnivoice.finetune.run:train"}  # upstream's OmniTrainer recipe (finetune/)
     released = (ReleasedModel(REPO, VARIANT, SIZE, files=(HubFiles(REPO, REQUIRED_FILES),), name=VARIANT, license=LICENSE),)
 
     def probe(self, folder: Path) -> ModelInfo | None:
