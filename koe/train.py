@@ -1,4 +1,5 @@
-"""Fine-tuning from Python: the same runs as `koe train` (`speaker` for Qwen3-TTS, `finetune` for F5-TTS).
+"""Fine-tuning from Python: the same runs as `koe train` (`speaker` for Qwen3-TTS, `finetune` for
+F5-TTS, VoxCPM and OmniVoice, `lora` for VoxCPM).
 
     import koe.train
     result = koe.train.speaker("Qwen/Qwen3-TTS-12Hz-1.7B-Base", data="clips/", speaker="alice", out="alice-voice")
@@ -22,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["export", "finetune", "prepare", "speaker"]
+__all__ = ["export", "finetune", "lora", "prepare", "speaker"]
 
 
 def speaker(
@@ -92,13 +93,40 @@ def finetune(
     **settings: Any,
 ):
     """Fine-tune `model` (a folder, store name or hub id of a family with a "finetune" trainer:
-    F5-TTS) on `data` (a JSONL or CSV of audio and text, or a folder of NAME.wav + NAME.txt pairs);
-    `out` becomes the fine-tuned model's folder. `settings` are the family's (F5-TTS: epochs, lr,
-    warmup_updates, frames_per_batch, max_clips, grad_accum, max_grad_norm, save_every, last_every,
-    seed; upstream's defaults where not given). `on_step(report)` is called after every batch;
-    `should_stop()` is asked after every update (the run saves its checkpoint and returns). Returns
-    the run's result (`folder`, `updates`). Raises `koe.service.errors.InvalidRequest` for bad data
-    (every problem listed) or settings, before any training."""
+    F5-TTS, VoxCPM, OmniVoice) on `data` (a JSONL or CSV of audio and text, or a folder of NAME.wav
+    + NAME.txt pairs); `out` becomes the fine-tuned model's folder. `settings` are the family's
+    (F5-TTS: epochs, lr, warmup_updates, frames_per_batch, max_clips, grad_accum, max_grad_norm,
+    save_every, last_every, seed, gradient_checkpointing; VoxCPM: steps, lr, weight_decay,
+    warmup_updates, batch_size, grad_accum, max_grad_norm, max_batch_tokens, save_every, seed;
+    OmniVoice: steps, lr, weight_decay, warmup_updates, schedule, batch_tokens, max_clips,
+    min_sample_tokens, max_sample_tokens, grad_accum, max_grad_norm, save_every, seed, workers;
+    docs/training.md has every family's; upstream's defaults where not given). `on_step(report)`
+    is called after every batch or update; `should_stop()` is asked after every update (the run
+    saves its checkpoint and returns). Returns the run's result (`folder`, `updates`). Raises
+    `koe.service.errors.InvalidRequest` for bad data (every problem listed) or settings, before any
+    training."""
+    return _run("finetune", model, data, out, device, on_step, on_note, should_stop, settings)
+
+
+def lora(
+    model: str | os.PathLike,
+    data: str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    device: str | None = None,
+    on_step: Callable[[Any], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    **settings: Any,
+):
+    """`finetune` with low-rank adapters trained instead of the whole model, where the family's
+    recipe has them (VoxCPM: its settings plus lora_rank, lora_alpha, lora_dropout, lora_lm,
+    lora_dit, lora_proj). `out` holds the base's files and the adapters beside them; loading it
+    speaks with the adapters."""
+    return _run("lora", model, data, out, device, on_step, on_note, should_stop, settings)
+
+
+def _run(method, model, data, out, device, on_step, on_note, should_stop, settings):
     from koe.service.store.resolve import model_folder
     from koe.service.training import FinetuneJob, Reporter, run_finetune
 
@@ -107,7 +135,7 @@ def finetune(
         reporter.step = on_step
     if on_note is not None:
         reporter.note = on_note
-    job = FinetuneJob(model_folder(model), Path(data), Path(out), device=device, settings=settings)
+    job = FinetuneJob(model_folder(model), Path(data), Path(out), device=device, settings=settings, method=method)
     return run_finetune(job, reporter, should_stop)
 
 

@@ -1,4 +1,4 @@
-"""`koe train ...`: fine-tune a model on recordings (`speaker`: a new preset speaker; `finetune`: the model itself)."""
+"""`koe train ...`: fine-tune a model on recordings (`speaker`: a new preset speaker; `finetune`: the model itself; `lora`: adapters on it)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from rich.markup import escape
 from koe.cli.common import command, err, fail, note, open_home, out
 
 app = typer.Typer(
-    help="Fine-tune a model on recordings: `speaker` (a new preset speaker) or `finetune` (the model itself), as its family trains (`koe models info` says which).",
+    help="Fine-tune a model on recordings: `speaker` (a new preset speaker), `finetune` (the model itself) or `lora` (adapters on it), as its family trains (`koe models info` says which).",
     no_args_is_help=True,
 )
 
@@ -181,6 +181,7 @@ def speaker(
 @app.command("finetune")
 @command
 def finetune(
+    ctx: typer.Context,
     model: Annotated[
         str,
         typer.Option(
@@ -199,19 +200,36 @@ def finetune(
         ),
     ],
     out_dir: Annotated[Path, typer.Option("--out", help="The model folder to make (OUT/training/ keeps the run's checkpoints).", show_default=False)],
-    epochs: Annotated[int | None, typer.Option("--epochs", help="Passes over the data (default: the recipe's).", show_default=False)] = None,
+    epochs: Annotated[
+        int | None, typer.Option("--epochs", help="Passes over the data, for recipes counted in epochs (default: the recipe's).", show_default=False)
+    ] = None,
+    steps: Annotated[
+        int | None, typer.Option("--steps", help="Optimizer updates in all, for recipes counted in updates (default: the recipe's).", show_default=False)
+    ] = None,
     lr: Annotated[float | None, typer.Option("--lr", help="The peak learning rate (default: the recipe's).", show_default=False)] = None,
+    weight_decay: Annotated[float | None, typer.Option("--weight-decay", help="AdamW's weight decay, where the recipe sets it.", show_default=False)] = None,
     warmup_updates: Annotated[
-        int | None, typer.Option("--warmup-updates", help="Updates of linear warm-up before the linear decay (default: the recipe's).", show_default=False)
+        int | None, typer.Option("--warmup-updates", help="Updates of linear warm-up before the decay (default: the recipe's).", show_default=False)
     ] = None,
     frames_per_batch: Annotated[
-        int | None, typer.Option("--frames-per-batch", help="Audio frames per batch (default: the recipe's).", show_default=False)
+        int | None, typer.Option("--frames-per-batch", help="Audio frames per batch, for batches by frames (default: the recipe's).", show_default=False)
     ] = None,
-    max_clips: Annotated[int | None, typer.Option("--max-clips", help="Clips per batch at most (0: any number).", show_default=False)] = None,
+    max_clips: Annotated[
+        int | None, typer.Option("--max-clips", help="Clips per batch at most, for batches by frames (0: any number).", show_default=False)
+    ] = None,
+    batch_size: Annotated[int | None, typer.Option("--batch-size", help="Clips per batch, for batches by clips.", show_default=False)] = None,
+    max_batch_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-batch-tokens", help="Leave no clip longer than this many text and audio positions over the batch size (0: any length).", show_default=False
+        ),
+    ] = None,
     grad_accum: Annotated[int | None, typer.Option("--grad-accum", help="Batches per optimizer step.", show_default=False)] = None,
     max_grad_norm: Annotated[float | None, typer.Option("--max-grad-norm", help="Gradient clipping (0: off).", show_default=False)] = None,
     save_every: Annotated[int | None, typer.Option("--save-every", help="Keep a checkpoint every N updates.", show_default=False)] = None,
-    last_every: Annotated[int | None, typer.Option("--last-every", help="Write the latest checkpoint every N updates.", show_default=False)] = None,
+    last_every: Annotated[
+        int | None, typer.Option("--last-every", help="Write the latest checkpoint every N updates, where the recipe keeps one apart.", show_default=False)
+    ] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="The run's seed (the same seed: the same weights).", show_default=False)] = None,
     gradient_checkpointing: Annotated[
         bool | None,
@@ -221,18 +239,51 @@ def finetune(
             show_default=False,
         ),
     ] = None,
+    schedule: Annotated[
+        str | None,
+        typer.Option(
+            "--schedule", help="The rate after the warm-up, where the recipe has a choice: cosine or constant (default: the recipe's).", show_default=False
+        ),
+    ] = None,
+    batch_tokens: Annotated[
+        int | None, typer.Option("--batch-tokens", help="Text and audio tokens of a batch, padding included, for batches by tokens.", show_default=False)
+    ] = None,
+    min_sample_tokens: Annotated[
+        int | None, typer.Option("--min-sample-tokens", help="Samples of fewer tokens are skipped, where the recipe does.", show_default=False)
+    ] = None,
+    max_sample_tokens: Annotated[
+        int | None,
+        typer.Option("--max-sample-tokens", help="Samples of more tokens are skipped, where the recipe does (longer clips refused).", show_default=False),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option("--workers", help="The recipe's data-loader workers, whose seeds its draws follow (default: the recipe's).", show_default=False),
+    ] = None,
+    lora_rank: Annotated[int | None, typer.Option("--lora-rank", help="The adapters' rank (lora; default: the recipe's).", show_default=False)] = None,
+    lora_alpha: Annotated[int | None, typer.Option("--lora-alpha", help="The adapters' alpha: their scale is alpha / rank (lora).", show_default=False)] = None,
+    lora_dropout: Annotated[float | None, typer.Option("--lora-dropout", help="Dropout on the adapters' output (lora).", show_default=False)] = None,
+    lora_lm: Annotated[
+        bool | None, typer.Option("--lora-lm/--no-lora-lm", help="Adapters on the language models' attention (lora).", show_default=False)
+    ] = None,
+    lora_dit: Annotated[
+        bool | None, typer.Option("--lora-dit/--no-lora-dit", help="Adapters on the diffusion model's attention (lora).", show_default=False)
+    ] = None,
+    lora_proj: Annotated[
+        bool | None, typer.Option("--lora-proj/--no-lora-proj", help="Adapters on the projections between the parts (lora).", show_default=False)
+    ] = None,
     device: Annotated[str | None, typer.Option("--device", help="cpu, cuda or cuda:N (default: cuda when there is one).")] = None,
     progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="Progress bars (default: on a terminal).", show_default=False)] = None,
 ) -> None:
     """Fine-tune a model on recordings with their transcripts: its family's upstream recipe, bit for bit on the CPU in float32.
 
-    Every problem of the data is listed at once before anything is trained. OUT becomes a model folder koe (and upstream) loads; OUT/training/ keeps the checkpoints in upstream's format. Run the same command again after a stop to go on where it was.
+    `koe train lora` trains low-rank adapters only (where the family's recipe has them; the --lora-* settings), `koe train finetune` the whole model. Every problem of the data is listed at once before anything is trained. OUT becomes a model folder koe (and upstream) loads; OUT/training/ keeps the checkpoints in upstream's format. Run the same command again after a stop to go on where it was.
     """
     from koe.cli.progress import wanted
     from koe.service.training import FINETUNE_SETTINGS, FinetuneJob, run_finetune
 
     arguments = locals()
-    job = FinetuneJob(_model_folder(model), data, out_dir, device=device, settings={name: arguments[name] for name in FINETUNE_SETTINGS})
+    method = ctx.info_name  # finetune, or lora (the same command under its other name)
+    job = FinetuneJob(_model_folder(model), data, out_dir, device=device, settings={name: arguments[name] for name in FINETUNE_SETTINGS}, method=method)
     reporter = TrainProgress(wanted(progress))
     try:
         result = run_finetune(job, reporter)
@@ -243,6 +294,12 @@ def finetune(
         reporter.close()
     out.print(f"[bold]{escape(str(result.folder))}[/]: the fine-tuned model ({result.updates} updates)")
     err.print(f'[dim]try it: koe speak --model {escape(str(result.folder))} --ref CLIP --ref-text TEXT "Hello!"[/]')
+
+
+app.command(
+    "lora",
+    help=f"Train low-rank adapters (LoRA) on recordings, where the family's recipe has them: `koe train finetune` with the adapters alone trained.\n\n{finetune.__doc__.split(chr(10) + chr(10), 1)[1].strip()}",
+)(finetune)
 
 
 @app.command("export")

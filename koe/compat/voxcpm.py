@@ -1,7 +1,8 @@
 """Drop-in for `voxcpm.VoxCPM`: code written for upstream `voxcpm` runs unchanged on koe.
 
 Same constructor (`voxcpm_model_path`, `zipenhancer_model_path`, `enable_denoiser`, `optimize`,
-`device`, `lora_config`, `lora_weights_path`), `from_pretrained(hf_model_id, ...)`, and
+`device`, `lora_config`, `lora_weights_path`: LoRA adapters as upstream adds them, see
+`koe.engines.voxcpm.lora`), `from_pretrained(hf_model_id, ...)`, and
 `generate(...)` / `generate_streaming(...)` with upstream's arguments and return values (a float32
 numpy waveform; a generator of float32 chunks). Like upstream it draws from torch's global
 generator, so `torch.manual_seed(N)` before a call gives upstream's samples. `tts_model.sample_rate`
@@ -9,7 +10,7 @@ is the output rate, as upstream's README writes files with it.
 
 Not supported yet, and said so rather than ignored: the ZipEnhancer denoiser (`denoise=True`
 fails; a model built with the denoiser enabled warns once), upstream's text normaliser
-(`normalize=True` fails), LoRA weights. `optimize` (torch.compile on CUDA) is accepted and has no
+(`normalize=True` fails). `optimize` (torch.compile on CUDA) is accepted and has no
 effect; upstream's warm-up call is skipped (it only draws random numbers before a user seeds).
 `from_pretrained` takes a local folder, a store name or a hub id (koe's resolver: the store, the
 Hugging Face cache, a download on first use).
@@ -57,10 +58,10 @@ class VoxCPM:
         lora_config=None,
         lora_weights_path: str | None = None,
     ) -> None:
-        if lora_config is not None or lora_weights_path is not None:
-            raise NotImplementedError("LoRA weights are not supported by koe yet (lora_config / lora_weights_path)")
         print(f"voxcpm_model_path: {voxcpm_model_path}, zipenhancer_model_path: {zipenhancer_model_path}, enable_denoiser: {enable_denoiser}", file=sys.stderr)
-        self.engine = VoxCPMEngine.load(voxcpm_model_path, device=None if device in (None, "auto") else device)
+        self.engine = VoxCPMEngine.load(
+            voxcpm_model_path, device=None if device in (None, "auto") else device, lora_weights=lora_weights_path, lora_config=lora_config
+        )
         self.tts_model = _TTSModel(self.engine)
         self.denoiser_requested = bool(enable_denoiser and zipenhancer_model_path is not None)
         if self.denoiser_requested:

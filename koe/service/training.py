@@ -61,21 +61,37 @@ class FinetuneJob:
     out: Path
     device: str | None = None  # None: cuda when there is one, else cpu
     settings: dict[str, Any] = field(default_factory=dict)  # the family's TrainSettings fields; None: its default
+    method: str = "finetune"  # or "lora": adapters only, where the family's recipe has them
 
 
 FINETUNE_SETTINGS = (
     "epochs",
+    "steps",
     "lr",
+    "weight_decay",
     "warmup_updates",
     "frames_per_batch",
     "max_clips",
+    "batch_size",
+    "max_batch_tokens",
     "grad_accum",
     "max_grad_norm",
     "save_every",
     "last_every",
     "seed",
     "gradient_checkpointing",
-)  # `koe train finetune`'s and `koe.train.finetune`'s settings
+    "schedule",
+    "batch_tokens",
+    "min_sample_tokens",
+    "max_sample_tokens",
+    "workers",
+    "lora_rank",
+    "lora_alpha",
+    "lora_dropout",
+    "lora_lm",
+    "lora_dit",
+    "lora_proj",
+)  # `koe train finetune`'s and `koe.train.finetune`'s settings (the union of the families'; each takes those of its recipe)
 
 
 def speaker_settings(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -140,11 +156,11 @@ def export_dtype(name: str | None):
 
 
 def run_finetune(job: FinetuneJob, reporter=None, should_stop=None):
-    """Run a fine-tuning job (the family's "finetune" trainer); returns its result. Settings given
-    as None take the family's default (its recipe's)."""
+    """Run a fine-tuning job (the family's trainer for `job.method`: "finetune" or "lora"); returns
+    its result. Settings given as None take the family's default (its recipe's)."""
     from koe.engines.base import TrainingError
 
-    train = trainer_for(Path(job.model), "finetune")
+    train = trainer_for(Path(job.model), job.method)
     settings = _settings(_beside(train, "TrainSettings"), {k: v for k, v in job.settings.items() if v is not None})
     try:
         return train(Path(job.model), Path(job.data), Path(job.out), settings, device=_device(job.device), reporter=reporter, should_stop=should_stop)

@@ -8,7 +8,10 @@ as given, so upstream rejects a misspelt one), plus `streaming` (bool, default f
 (int, default 0), which are this script's own.
 
 The model is built as koe's tests need it: `VoxCPM(voxcpm_model_path=folder,
-zipenhancer_model_path=None, enable_denoiser=False, optimize=False, device="cpu")`.
+zipenhancer_model_path=None, enable_denoiser=False, optimize=False, device="cpu")`; with
+`"lora": folder` in the job also `lora_config` (that folder's `lora_config.json`, as upstream's
+LoRA inference script reads it) and `lora_weights_path=folder`, every adapter loaded (none
+skipped, none left out).
 
 Upstream loads its weights with `load_state_dict(strict=False)`, which would hide a fixture
 whose names do not match. So this script first redoes upstream's choice of files
@@ -58,7 +61,7 @@ def checkpoint_keys(folder: str) -> set[str]:
 def check_keys(model: torch.nn.Module, folder: str) -> dict:
     """Fail (exit 3, listing them) on checkpoint keys the model lacks or model keys the checkpoint lacks."""
     loaded = checkpoint_keys(folder)
-    expected = set(model.state_dict())
+    expected = {k for k in model.state_dict() if "lora_" not in k}  # adapters: checked against their own file
     missing, unexpected = sorted(expected - loaded), sorted(loaded - expected)
     if missing or unexpected:
         print(f"load_state_dict(strict=False) would hide {len(missing)} missing and {len(unexpected)} unexpected keys", file=sys.stderr)
@@ -87,12 +90,21 @@ def main() -> None:
     job, out = read_job()
     from voxcpm import VoxCPM
 
+    lora = {}
+    if job.get("lora"):
+        import json
+
+        from voxcpm.model.voxcpm2 import LoRAConfig
+
+        described = json.loads(open(os.path.join(job["lora"], "lora_config.json"), encoding="utf-8").read())
+        lora = {"lora_config": LoRAConfig(**described["lora_config"]), "lora_weights_path": job["lora"]}
     m = VoxCPM(
         voxcpm_model_path=job["model"],
         zipenhancer_model_path=None,
         enable_denoiser=False,
         optimize=False,
         device="cpu",
+        **lora,
     )
     info = {
         "sample_rate": int(m.tts_model.sample_rate),
@@ -101,6 +113,13 @@ def main() -> None:
         "keys": check_keys(m.tts_model, job["model"]),
         "cases": [],
     }
+    if lora:
+        adapters = set(load_file(os.path.join(job["lora"], "lora_weights.safetensors")))
+        own = {k for k in m.tts_model.state_dict() if "lora_" in k}
+        if adapters != own:
+            print(f"the LoRA weights do not match the model's adapters: {sorted(adapters ^ own)[:5]}", file=sys.stderr)
+            sys.exit(3)
+        info["adapters"] = len(own)
     tensors = {}
     for i, case in enumerate(job.get("cases", [])):
         wav, chunks = run_case(m, case)

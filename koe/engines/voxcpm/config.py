@@ -85,12 +85,18 @@ class LocalConfig:
 
 @dataclass(frozen=True)
 class CfmConfig:
-    """The flow-matching sampler's settings (only `mean_mode` changes inference)."""
+    """The flow-matching settings (`dit_config.cfm_config`): inference reads none but the solver;
+    training (`finetune/objective.py`) reads the time scheduler, the condition drop rate and the
+    condition noise."""
 
     sigma_min: float = 1e-6
     solver: str = "euler"
     t_scheduler: str = "log-norm"
     inference_cfg_rate: float = 1.0
+    training_cfg_rate: float = 0.1
+    ratio_r_neq_t_range: tuple[float, float] = (0.25, 0.75)
+    noise_cond_prob_range: tuple[float, float] = (0.0, 0.0)
+    noise_cond_scale: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -260,6 +266,10 @@ def parse_config(raw: dict, where: str | Path = "config.json") -> VoxCPMConfig:
         str(cfm_raw.get("solver", "euler")),
         str(cfm_raw.get("t_scheduler", "log-norm")),
         float(cfm_raw.get("inference_cfg_rate", 1.0)),
+        float(cfm_raw.get("training_cfg_rate", 0.1)),
+        _pair(cfm_raw.get("ratio_r_neq_t_range", (0.25, 0.75)), f"{where}: cfm_config.ratio_r_neq_t_range"),
+        _pair(cfm_raw.get("noise_cond_prob_range", (0.0, 0.0)), f"{where}: cfm_config.noise_cond_prob_range"),
+        float(cfm_raw.get("noise_cond_scale", 0.0)),
     )
     if cfm.solver != "euler":
         raise ValueError(f"{where}: cfm solver {cfm.solver!r} is not supported (upstream runs euler)")
@@ -288,6 +298,12 @@ def parse_config(raw: dict, where: str | Path = "config.json") -> VoxCPMConfig:
     if cfg.patch_size < 1 or cfg.feat_dim < 1 or cfg.max_length < 2:
         raise ValueError(f"{where}: patch_size, feat_dim must be >= 1 and max_length >= 2")
     return cfg
+
+
+def _pair(value: Any, where: str) -> tuple[float, float]:
+    if not isinstance(value, (list, tuple)) or len(value) != 2 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+        raise ValueError(f"{where} must be two numbers")
+    return float(value[0]), float(value[1])
 
 
 def read_config(path: str | Path) -> VoxCPMConfig:

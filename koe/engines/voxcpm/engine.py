@@ -30,7 +30,7 @@ from koe.engines.chunker import Chunker
 from koe.engines.engine import BaseEngine, Checked
 from koe.engines.pipeline import Piece, PipelineDefaults, Segment, steps_for
 from koe.engines.voxcpm import generate as core
-from koe.engines.voxcpm import spec
+from koe.engines.voxcpm import lora, spec
 from koe.engines.voxcpm.audio import load_prompt_audio
 from koe.engines.voxcpm.audio_vae import AudioVAE, VAEConfig
 from koe.engines.voxcpm.config import VoxCPMConfig, read_config
@@ -77,7 +77,9 @@ class VoxCPMEngine(BaseEngine):
         self._features: dict[tuple[int, str], tuple[np.ndarray, torch.Tensor]] = {}
 
     @classmethod
-    def load(cls, folder: str | Path, device=None, dtype=None, *, precision: str | None = None) -> VoxCPMEngine:
+    def load(
+        cls, folder: str | Path, device=None, dtype=None, *, precision: str | None = None, lora_weights: str | Path | None = None, lora_config=None
+    ) -> VoxCPMEngine:
         """Load a release folder (strict: a missing file or tensor is an error naming it).
 
         float32 by default on every device: upstream's bits on the CPU with a float32 config. The
@@ -87,6 +89,12 @@ class VoxCPMEngine(BaseEngine):
         kernels (`koe.runtime.precision`; the rest stays float32); the result's metadata names the
         precision. fp32 on a CPU with koe's exact kernel runs the LMs' products and norms there,
         with torch's bits.
+
+        LoRA adapters (upstream's layout, `koe.engines.voxcpm.lora`) come from `lora_weights` (a
+        folder holding `lora_weights.safetensors`, or the file; upstream's `lora_weights_path`) or
+        from the model folder itself when it holds them (what `koe train lora` writes), shaped by
+        `lora_config` (a `LoRAConfig`, upstream's object or a dict of its fields), else by the
+        folder's `lora_config.json`, else upstream's default (the LMs and the DiT, rank 8).
         """
         folder = Path(folder)
         if not folder.is_dir():
@@ -111,6 +119,10 @@ class VoxCPMEngine(BaseEngine):
         vae = build_from_weights(
             lambda: AudioVAE(VAEConfig.from_json(cfg.audio_vae, cfg.vae_version)), [vae_file], device=dev, rename=VoxCPMModel.checkpoint_name
         )
+        if lora_weights is None and (folder / lora.WEIGHTS_FILE).is_file():  # adapters beside the base (a `koe train lora` folder)
+            lora_weights = folder
+        if lora_weights is not None or lora_config is not None:
+            _add_adapters(model, None if lora_weights is None else Path(lora_weights), lora_config, cfg.architecture, precision)
         kernel = apply_precision(numeric, model, [model.base_lm.backbone(), model.residual_lm.backbone()])
         model = model.to(numeric.dtype).eval()  # the weights are in that dtype already; this sets the rotary tables' dtype
         engine = cls(
@@ -293,3 +305,22 @@ class VoxCPMEngine(BaseEngine):
     def result_metadata(self) -> dict:
         meta = {"model": self.variant, "architecture": self.cfg.architecture, "precision": self.precision, "device": str(self.device)}
         return meta if self.kernel is None else {**meta, "kernel": self.kernel}
+
+
+def _add_adapters(model: VoxCPMModel, source: Path | None, config, architecture: str, precision: str | None) -> None:
+    """LoRA adapters on `model` as upstream's `lora_config` / `lora_weights_path` add them
+    (unmerged: the same sums), their weights from `source` (a folder or a file; None: new ones,
+    B zero, which speak as the base does)."""
+    if precision not in (None, "fp32"):
+        raise ValueError(f"LoRA adapters run in float32 only, not with precision {precision!r}")
+    weights = source / lora.WEIGHTS_FILE if source is not None and source.is_dir() else source
+    if weights is not None and not weights.is_file():
+        raise FileNotFoundError(f"LoRA weights not found: {weights}")
+    if config is None and source is not None and source.is_dir() and (source / lora.CONFIG_FILE).is_file():
+        cfg = lora.read_lora_config(source)[0]
+    else:
+        cfg = lora.as_config(config)
+    with torch.random.fork_rng(devices=[]):  # a new adapter draws its A from torch's generator
+        lora.add_lora(model, cfg, architecture)
+    if weights is not None:
+        lora.load_adapters(model, lora.read_adapters(weights), weights)

@@ -93,7 +93,9 @@ class LocalDiT(nn.Module):
 
 
 class ScalarQuantizer(nn.Module):
-    """Project down, tanh, round to `scale` levels per side, project up (inference form)."""
+    """Project down, tanh, round to `scale` levels per side, project up. In training mode the
+    rounding is straight-through (`x + (round(x) - x).detach()`, upstream's form: its value may
+    differ from `round(x)` in the last bit)."""
 
     def __init__(self, dim: int, latent_dim: int, scale: int) -> None:
         super().__init__()
@@ -103,4 +105,5 @@ class ScalarQuantizer(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = torch.tanh(self.in_proj(x))
-        return self.out_proj(torch.round(x * self.scale) / self.scale)
+        quantized = torch.round(x * self.scale) / self.scale
+        return self.out_proj(x + (quantized - x).detach() if self.training else quantized)

@@ -131,7 +131,7 @@ def capabilities(variant: str, sample_rate: int, step_s: float) -> Capabilities:
         native_speed=False,
         batch=False,
         options=options_schema(),
-        training=(),
+        training=("finetune", "lora"),  # `koe train finetune` / `koe train lora` (finetune/)
         min_reference_s=MIN_REFERENCE_S,
         stream_is_one_shot=False,
         precisions=PRECISIONS,
@@ -155,6 +155,10 @@ class VoxCPMSpec:
     oracle = "koe.engines.voxcpm.oracle:ORACLE"  # the upstream package its parity tests compare against (koe.engines.oracle)
     bench = "koe.engines.voxcpm.bench:BENCH"  # what `koe bench --family voxcpm` runs (koe.engines.benchmark)
     fixture_variants = ("VoxCPM2", "VoxCPM1.5")
+    trainers = {  # upstream's train_voxcpm_finetune.py recipe (finetune/): the whole model, or LoRA adapters (its lora config)
+        "finetune": "koe.engines.voxcpm.finetune.run:train",
+        "lora": "koe.engines.voxcpm.finetune.lora_run:train",
+    }
     released = (
         ReleasedModel("openbmb/VoxCPM2", "VoxCPM2", "2B", name="VoxCPM2", license=LICENSE),
         ReleasedModel("openbmb/VoxCPM1.5", "VoxCPM1.5", "0.8B", name="VoxCPM1.5", license=LICENSE),
@@ -203,7 +207,12 @@ class VoxCPMSpec:
             weight_files=tuple(p for p in (weights, vae) if p is not None),
             stored_dtype=stored,
             uses=uses,
-            extra={"architecture": cfg.architecture, "patch_size": cfg.patch_size, "config_dtype": cfg.dtype},
+            extra={
+                "architecture": cfg.architecture,
+                "patch_size": cfg.patch_size,
+                "config_dtype": cfg.dtype,
+                **({"lora_adapters": "lora_weights.safetensors (applied when loaded)"} if (folder / "lora_weights.safetensors").is_file() else {}),
+            },
             random_weights=has_random_weights(folder),
             license=LICENSE,
         )
