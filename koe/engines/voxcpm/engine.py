@@ -317,7 +317,7 @@ def _add_adapters(model: VoxCPMModel, source: Path | None, config, architecture:
     if weights is not None and not weights.is_file():
         raise FileNotFoundError(f"LoRA weights not found: {weights}")
     if config is None and source is not None and source.is_dir() and (source / lora.CONFIG_FILE).is_file():
-        cfg = lora.read_lora_config(source)[0]
+        cfg = lora.read_lora_config(source)
     else:
         cfg = lora.as_config(config)
     with torch.random.fork_rng(devices=[]):  # a new adapter draws its A from torch's generator

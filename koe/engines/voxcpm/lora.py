@@ -178,15 +178,12 @@ def read_adapters(path: Path) -> dict[str, torch.Tensor]:
     return found
 
 
-def read_lora_config(folder: Path) -> tuple[LoRAConfig, str | None]:
-    """(the adapters' config, the base model it names) from a LoRA checkpoint folder's `lora_config.json`."""
-    raw = read_json_object(folder / CONFIG_FILE)
-    found = raw.get("lora_config")
+def read_lora_config(folder: Path) -> LoRAConfig:
+    """The adapters' config in a LoRA checkpoint folder's `lora_config.json` (its `lora_config`)."""
+    found = read_json_object(folder / CONFIG_FILE).get("lora_config")
     if not isinstance(found, dict):
         raise ValueError(f"{folder / CONFIG_FILE}: no lora_config object")
     try:
-        cfg = as_config(found)
+        return as_config(found)
     except (TypeError, ValueError) as e:
         raise ValueError(f"{folder / CONFIG_FILE}: {e}") from e
-    base = raw.get("base_model")
-    return cfg, base if isinstance(base, str) else None

@@ -17,6 +17,9 @@ against upstream's after construction, for both architectures, with and without 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from itertools import chain
+
 import torch
 from torch import nn
 
@@ -25,27 +28,18 @@ __all__ = ["replay_construction"]
 _CHUNK = 1 << 24  # uniform draws replayed per call (any split draws the same numbers)
 
 
-def _constant(name: str) -> bool:
-    return name.endswith(("norm.weight", ".weight_g", ".alpha"))
-
-
-def _normal(name: str) -> bool:
-    return name.endswith(("embed_tokens.weight", "_embed.weight", "special_token"))
-
-
-def _walk(module: nn.Module, pending: list[int]) -> None:
+def _draws(module: nn.Module) -> Iterator[tuple[str, int | torch.Size]]:
+    """("uniform", elements) or ("normal", shape) of each parameter's init, in construction order."""
     for name, p in module.named_parameters():
-        if _constant(name) or name.endswith((".lora_A", ".lora_B")):
+        if name.endswith(("norm.weight", ".weight_g", ".alpha", ".lora_A", ".lora_B")):  # constants (adapters: drawn apart)
             continue
-        if _normal(name):
-            _uniform(pending)
-            torch.empty(p.shape, dtype=torch.float32).normal_()
+        if name.endswith(("embed_tokens.weight", "_embed.weight", "special_token")):
+            yield "normal", p.shape
         else:
-            pending[0] += p.numel()
+            yield "uniform", p.numel()
 
 
-def _uniform(pending: list[int]) -> None:
-    n, pending[0] = pending[0], 0
+def _uniform(n: int) -> None:
     while n > 0:
         torch.empty(min(n, _CHUNK), dtype=torch.float32).uniform_()
         n -= _CHUNK
@@ -54,8 +48,12 @@ def _uniform(pending: list[int]) -> None:
 def replay_construction(vae: nn.Module, model: nn.Module) -> None:
     """Move torch's default generator as upstream's model construction does (AudioVAE, then the
     model; LoRA adapters are drawn by the caller, after)."""
-    pending = [0]
-    _walk(vae, pending)
-    _uniform(pending)
-    _walk(model, pending)
+    pending = 0
+    for kind, size in chain(_draws(vae), _draws(model)):
+        if kind == "uniform":
+            pending += size
+            continue
+        _uniform(pending)
+        pending = 0
+        torch.empty(size, dtype=torch.float32).normal_()
     _uniform(pending)

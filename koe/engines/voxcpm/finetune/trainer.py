@@ -15,8 +15,8 @@ one process): the same updates, draw for draw, and checkpoints in upstream's lay
 - With LoRA settings only the adapters train (`koe.engines.voxcpm.lora`), and a checkpoint holds
   `lora_weights.safetensors` and `lora_config.json` instead of the model's files.
 - Checkpoints as upstream writes them, in `out/step_<7 digits>/` at update 0, every `save_every`,
-  the last, and once more after the loop (`step_<steps>`, the same weights), each copied to
-  `out/latest/`: `model.safetensors` (every weight but the AudioVAE's), the base folder's
+  the last, and once more after the loop (`step_<steps>`, the same weights), each also as
+  `out/latest/` (hard links where the file system has them): `model.safetensors` (every weight but the AudioVAE's), the base folder's
   `config.json`, `audiovae.*` and tokenizer files (so each is a model folder upstream and koe
   load), `optimizer.pth`, `scheduler.pth`, `training_state.json`. koe adds `koe.pt` (where the
   data is, the generator's state, the settings, the data's key): a stopped run resumed from
@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 
 from koe.engines.base import TrainStep
 from koe.engines.voxcpm.finetune.objective import losses, pack
@@ -156,10 +157,7 @@ def run(
     start = 0
     if resume is not None:
         latest = out / "latest"
-        from koe.runtime.weights import open_safetensors
-
-        with open_safetensors(latest / (WEIGHTS_FILE if lora else "model.safetensors")) as f:
-            state = {k: f.get_tensor(k) for k in f.keys()}
+        state = load_file(str(latest / (WEIGHTS_FILE if lora else "model.safetensors")))
         if lora is None:
             model.load_state_dict(state)
         else:
@@ -193,7 +191,7 @@ def run(
         partial.replace(folder)
         staged = out / ".latest.partial"
         shutil.rmtree(staged, ignore_errors=True)
-        shutil.copytree(folder, staged)
+        shutil.copytree(folder, staged, copy_function=_link)  # the same files, never written again
         shutil.rmtree(out / "latest", ignore_errors=True)
         staged.replace(out / "latest")
 
@@ -214,10 +212,10 @@ def run(
             diff, stop = parts.diff.item(), parts.stop.item()
             epochs = math.ceil(s.steps * s.grad_accum / max(1, batches.per_epoch))
             on_step(StepReport(batches.epoch, epochs, batches.index, batches.per_epoch, step + 1, diff + stop, diff, stop, norm.item(), lr))
-        if step % s.save_every == 0 or step == s.steps - 1:
+        stop = step < s.steps - 1 and should_stop is not None and should_stop()
+        if stop or step % s.save_every == 0 or step == s.steps - 1:
             save(step, step + 1)
-        if should_stop is not None and should_stop() and step < s.steps - 1:
-            save(step, step + 1)
+        if stop:
             return step + 1
     save(s.steps, s.steps)
     return s.steps
@@ -227,3 +225,11 @@ def _to(batch, device):
     for name, value in vars(batch).items():
         setattr(batch, name, value.to(device))
     return batch
+
+
+def _link(source: str, target: str) -> None:
+    """A hard link where the file system has them, else a copy."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
